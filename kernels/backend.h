@@ -1,0 +1,240 @@
+/* kernels/backend.h - the backend-neutral op interface.
+ *
+ * A backend (CPU: plain C + oneDNN; CUDA: cuDNN + custom kernels) owns device
+ * memory and implements every op the network and training need, over float32
+ * NCHW tensors given as raw pointers into memory the backend allocated. The
+ * model, the trainer and the tests only ever call through this table, so the
+ * same model code runs on every backend, and every backend is tested against
+ * the naive references in tests/.
+ *
+ * Conventions (all ops):
+ *  - Pointers are device pointers from be->ops->alloc (host memory on the CPU
+ *    backend). Sizes are element counts unless named *_bytes.
+ *  - Ops are asynchronous on a backend's compute stream; ops->sync waits.
+ *    Host-side outputs (loss sums, counts) are valid after the op returns
+ *    (the op synchronises where it must).
+ *  - `accumulate` = 0 overwrites the output, 1 adds to it (gradient
+ *    accumulation, tensors consumed by several layers).
+ *  - Failures of the underlying library are fatal inside the backend: the
+ *    check macros print the call, file, line and a hint, and exit(1). Ops
+ *    therefore return void.
+ *  - No op allocates memory inside a training step, except through a
+ *    per-shape cache built the first time a shape is seen (conv primitives,
+ *    workspaces); ops->conv_prepare lets the model build these up front.
+ *  - Layout of every struct here is fixed: no field depends on build options.
+ */
+#ifndef SG_KERNELS_BACKEND_H
+#define SG_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_backend sg_backend;
+struct sg_backend_info;
+
+/* Convolution geometry. x: [n, c, h, w], weight: [k, c, r, s], y: [n, k, oh, ow].
+ * oh = (h + 2*pad_h - dil_h*(r-1) - 1)/stride_h + 1 (sg_conv_out computes it). */
+typedef struct sg_conv_desc {
+    int n, c, h, w;      /* input */
+    int k, r, s;         /* output channels, kernel height, kernel width */
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int dil_h, dil_w;
+    int oh, ow;          /* output spatial size (fill with sg_conv_desc_init) */
+} sg_conv_desc;
+
+/* Fills oh/ow from the rest; returns 0, or -1 if the output would be empty. */
+int sg_conv_desc_init(sg_conv_desc *d);
+
+typedef struct sg_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*destroy)(sg_backend *be);
+    void (*get_info)(sg_backend *be, struct sg_backend_info *info);
+
+    /* ---- memory ---- */
+    void *(*alloc)(sg_backend *be, size_t bytes);     /* zeroed; fatal on OOM */
+    void (*free)(sg_backend *be, void *p);
+    void (*upload)(sg_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(sg_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(sg_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(sg_backend *be, void *p, size_t bytes);
+    void (*sync)(sg_backend *be);
+    /* Host memory suited to fast upload (pinned on CUDA, malloc on CPU). */
+    void *(*host_alloc)(sg_backend *be, size_t bytes);
+    void (*host_free)(sg_backend *be, void *p);
+
+    /* ---- convolution (no bias inside the main conv ops; bias via bias_*) ---- */
+    /* Optional: build primitives/workspace for this geometry now. */
+    void (*conv_prepare)(sg_backend *be, const sg_conv_desc *d);
+    void (*conv_fwd)(sg_backend *be, const sg_conv_desc *d, const float *x,
+                     const float *w, float *y);
+    void (*conv_bwd_data)(sg_backend *be, const sg_conv_desc *d, const float *dy,
+                          const float *w, float *dx, int accumulate);
+    void (*conv_bwd_weight)(sg_backend *be, const sg_conv_desc *d, const float *x,
+                            const float *dy, float *dw, int accumulate);
+    /* y[n,c,:] += b[c] over hw elements per plane. */
+    void (*bias_fwd)(sg_backend *be, float *y, const float *b, int n, int c, int hw);
+    /* db[c] (+)= sum over n, hw of dy. */
+    void (*bias_bwd)(sg_backend *be, const float *dy, float *db, int n, int c,
+                     int hw, int accumulate);
+
+    /* ---- batch norm, split the way SyncBN needs it ----
+     * stats: [2*c] = per-channel mean, then M2 = sum((x-mean)^2) over n*hw values
+     * (computed stably: two-pass or Welford, double accumulation). */
+    void (*bn_stats)(sg_backend *be, const float *x, int n, int c, int hw, float *stats);
+    /* Merge `parts` partial stats (parts_stats: [parts][2*c] on the device,
+     * counts: host array of each part's n*hw; a part with count 0 is skipped)
+     * with Chan's formula in double, then mean[c] and invstd[c] =
+     * 1/sqrt(var_biased + eps). If running_mean != NULL, also update
+     * running_mean/var with momentum (running_var gets the unbiased var). */
+    void (*bn_finalize)(sg_backend *be, const float *parts_stats, const int64_t *counts,
+                        int parts, int c, float eps, float momentum, float *mean,
+                        float *invstd, float *running_mean, float *running_var);
+    /* Eval mode: mean = running_mean, invstd = 1/sqrt(running_var + eps). */
+    void (*bn_eval_params)(sg_backend *be, const float *running_mean,
+                           const float *running_var, int c, float eps, float *mean,
+                           float *invstd);
+    /* y = (x-mean)*invstd*gamma + beta, then max(0, .) if relu. y may == x. */
+    void (*bn_fwd)(sg_backend *be, const float *x, const float *mean, const float *invstd,
+                   const float *gamma, const float *beta, float *y, int n, int c,
+                   int hw, int relu);
+    /* red: [2*c] = sum(g), sum(g*(x-mean)) where g = dy, masked by y > 0 when
+     * relu (y = this layer's output). x is the BN input. */
+    void (*bn_bwd_reduce)(sg_backend *be, const float *dy, const float *x,
+                          const float *y, const float *mean, float *red, int n, int c,
+                          int hw, int relu);
+    /* dx (+)= (g - red[0]/count - (x-mean)*invstd^2*red[1]/count) * invstd * gamma,
+     * g as in bn_bwd_reduce, count = the (global) number of values per channel.
+     * red and count are global under SyncBN (all-reduced), local otherwise. */
+    void (*bn_bwd_elem)(sg_backend *be, const float *dy, const float *x, const float *y,
+                        const float *mean, const float *invstd, const float *gamma,
+                        const float *red, double count, float *dx, int n, int c,
+                        int hw, int relu, int accumulate);
+    /* dgamma (+)= red[1]*invstd, dbeta (+)= red[0]  (c values each). */
+    void (*bn_param_grads)(sg_backend *be, const float *red, const float *invstd,
+                           float *dgamma, float *dbeta, int c, int accumulate);
+
+    /* ---- elementwise ---- */
+    void (*relu_fwd)(sg_backend *be, const float *x, float *y, size_t count);
+    /* dx (+)= dy * (y > 0) */
+    void (*relu_bwd)(sg_backend *be, const float *dy, const float *y, float *dx,
+                     size_t count, int accumulate);
+    /* y = a + b, then max(0, .) if relu. y may alias a or b. */
+    void (*add)(sg_backend *be, const float *a, const float *b, float *y, size_t count,
+                int relu);
+    /* y = alpha * x (in place allowed) */
+    void (*scale)(sg_backend *be, const float *x, float *y, float alpha, size_t count);
+    /* y += alpha * x */
+    void (*axpy)(sg_backend *be, float alpha, const float *x, float *y, size_t count);
+
+    /* ---- pooling, resize, concat ---- */
+    /* max-pool 3x3 stride 2 pad 1; idx (int32, y's size) records the argmax
+     * (flat index within the input plane) for backward. */
+    void (*maxpool_fwd)(sg_backend *be, const float *x, float *y, int32_t *idx, int n,
+                        int c, int h, int w, int oh, int ow);
+    void (*maxpool_bwd)(sg_backend *be, const float *dy, const int32_t *idx, float *dx,
+                        int n, int c, int h, int w, int oh, int ow);
+    /* global average pool: [n,c,h,w] -> [n,c,1,1] */
+    void (*avgpool_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int hw);
+    void (*avgpool_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
+                        int accumulate);
+    /* bilinear resize, align_corners=False (PyTorch's area-pixel mapping,
+     * scale = in/out), any sizes. */
+    void (*resize_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int h,
+                       int w, int oh, int ow);
+    void (*resize_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int h,
+                       int w, int oh, int ow, int accumulate);
+    /* copy src [n, c_src, hw] into dst [n, c_dst, hw] at channel offset c_off
+     * (concat); concat_bwd is the inverse slice (dst (+)= dy slice). */
+    void (*concat_fwd)(sg_backend *be, const float *src, float *dst, int n, int c_src,
+                       int c_dst, int c_off, int hw);
+    void (*concat_bwd)(sg_backend *be, const float *dy, float *dsrc, int n, int c_src,
+                       int c_dst, int c_off, int hw, int accumulate);
+
+    /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p). The mask is a
+     * pure function of (key, element index) through sg_rng (kernels/rng.h), so
+     * every backend draws the same mask. mask: uint8, count bytes. ---- */
+    void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask,
+                        size_t count, float p, uint64_t key);
+    void (*dropout_bwd)(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
+                        size_t count, float p, int accumulate);
+
+    /* ---- loss and metrics ---- */
+    /* Softmax cross-entropy over c classes, logits [n,c,hw], labels uint8 [n,hw];
+     * labels == ignore (or >= c) contribute nothing. Writes
+     * dlogits = (softmax - onehot) * grad_scale (0 at ignored pixels) if dlogits
+     * != NULL, and returns on the host the summed loss (double) and the number
+     * of valid pixels. */
+    void (*ce_fwd_bwd)(sg_backend *be, const float *logits, const uint8_t *labels,
+                       int n, int c, int hw, int ignore, float grad_scale,
+                       float *dlogits, double *loss_sum, int64_t *valid);
+    /* pred[n,hw] = argmax over c (first max wins) */
+    void (*argmax)(sg_backend *be, const float *logits, uint8_t *pred, int n, int c,
+                   int hw);
+    /* conf[label*c + pred] += 1 for label < c; conf is int64 [c*c] on the device. */
+    void (*confusion)(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
+                      size_t count, int c, int64_t *conf);
+
+    /* ---- optimizer: torch.optim.SGD semantics ----
+     * d = g + wd*p; buf = d if first else momentum*buf + (1-dampening)*d;
+     * d = d + momentum*buf if nesterov else buf (momentum 0: d unchanged, buf unused);
+     * p -= lr*d. */
+    void (*sgd_step)(sg_backend *be, float *param, const float *grad, float *buf,
+                     size_t count, float lr, float momentum, float dampening, float wd,
+                     int nesterov, int first);
+
+    /* ---- input ---- */
+    /* src uint8 [n, h, w, 3] (HWC) -> dst float [n, 3, h, w], (v/255 - mean)/std. */
+    void (*normalize_u8)(sg_backend *be, const uint8_t *src, float *dst, int n, int h,
+                         int w, const float mean[3], const float std[3]);
+
+    /* sum of squares of x (for grad norms / checks), returned on the host. */
+    double (*sumsq)(sg_backend *be, const float *x, size_t count);
+} sg_ops;
+
+/* What a backend reports about itself (memory figures are bytes). */
+typedef struct sg_backend_info {
+    char name[32];        /* "cpu", "cuda:0" */
+    char device[128];     /* human readable: CPU model / GPU name */
+    int threads;          /* CPU threads used (CPU backend) */
+    size_t mem_in_use;    /* bytes allocated through ops->alloc now */
+    size_t mem_peak;      /* high-water mark of the above */
+} sg_backend_info;
+
+struct sg_backend {
+    const sg_ops *ops;
+    void *impl;           /* backend-private state */
+    int kind;             /* SG_BACKEND_CPU or SG_BACKEND_CUDA */
+    int device_index;     /* CUDA device, -1 on the CPU */
+};
+
+enum { SG_BACKEND_CPU = 0, SG_BACKEND_CUDA = 1 };
+
+/* Backend options: plain values, same layout in every build. */
+typedef struct sg_backend_opts {
+    int threads;              /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
+    int cudnn_benchmark;      /* CUDA: measure conv algorithms once per shape */
+    int cudnn_deterministic;  /* CUDA: deterministic algorithms only */
+} sg_backend_opts;
+
+/* Creates a backend from a device string: "cpu", "cuda", "cuda:N".
+ * Returns NULL with an error logged (naming the device and what to do) when
+ * the backend is not compiled in or the device is unusable. */
+sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts);
+void sg_backend_destroy(sg_backend *be);
+void sg_backend_get_info(sg_backend *be, sg_backend_info *info);
+
+/* 1 if the CUDA backend was compiled into this binary. */
+int sg_backend_cuda_compiled(void);
+/* Number of usable CUDA devices (0 if none or not compiled). */
+int sg_backend_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
