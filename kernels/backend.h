@@ -194,7 +194,21 @@ typedef struct sg_ops {
 
     /* sum of squares of x (for grad norms / checks), returned on the host. */
     double (*sumsq)(sg_backend *be, const float *x, size_t count);
+
+    /* ---- streams (CUDA: compute, copy and communication streams ordered by
+     * events; the CPU backend runs everything synchronously and these are
+     * plain copies / no-ops) ---- */
+    /* Upload from host_alloc memory on the copy stream (overlaps compute). */
+    void (*upload_async)(sg_backend *be, void *dst, const void *host_src, size_t bytes);
+    /* The compute stream waits for every upload issued so far. */
+    void (*upload_wait)(sg_backend *be);
+    /* Native stream handle (cudaStream_t as void*) for SG_STREAM_*; NULL on the CPU. */
+    void *(*stream)(sg_backend *be, int which);
+    /* Stream `waiter` waits for all work issued so far on stream `waitee`. */
+    void (*stream_wait)(sg_backend *be, int waiter, int waitee);
 } sg_ops;
+
+enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };
 
 /* What a backend reports about itself (memory figures are bytes). */
 typedef struct sg_backend_info {
