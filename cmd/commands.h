@@ -13,4 +13,12 @@ int sg_cmd_export(int argc, char **argv);
 int sg_cmd_bench(int argc, char **argv);
 int sg_cmd_synth(int argc, char **argv);
 
+/* The distributed launcher (dist/): `segtrain --nproc-per-node N [--nnodes M
+ * --node-rank R --master-addr A --master-port P] [SUBCOMMAND] [options]`.
+ * main.c routes here when any argument is one of the launcher's options
+ * (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port,
+ * alone or as --opt=value); argv is main's argv unchanged (argv[0] = the
+ * program path), so the launcher can re-exec it for each worker. */
+int sg_cmd_launch(int argc, char **argv);
+
 #endif

@@ -21,6 +21,11 @@ void sg_log_set_rank(int rank, int world) {
     g_world = world;
 }
 
+void sg_log_get_rank(int *rank, int *world) {
+    if (rank) *rank = g_rank;
+    if (world) *world = g_world;
+}
+
 static int mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

@@ -19,6 +19,7 @@ enum { SG_LOG_ERROR = 0, SG_LOG_WARN = 1, SG_LOG_INFO = 2, SG_LOG_DEBUG = 3 };
 void sg_log_set_level(int level);           /* default SG_LOG_INFO */
 int sg_log_get_level(void);
 void sg_log_set_rank(int rank, int world);  /* prefix "[rank N]" when world > 1 */
+void sg_log_get_rank(int *rank, int *world); /* either pointer may be NULL */
 /* Opens <dir>/rank<N>.log for appending (creates dir). Returns 0 or -1. */
 int sg_log_open_file(const char *dir);
 void sg_log_close_file(void);

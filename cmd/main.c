@@ -1,3 +1,129 @@
-/* placeholder: replaced by the CLI */
+/* cmd/main.c - `segtrain [SUBCOMMAND] [options]`: routes to the commands.
+ *
+ * Owns only the routing: program-wide options (--help, --version,
+ * --help-config), the distributed launcher's options (to sg_cmd_launch), and
+ * the subcommand table. Each command parses its own arguments (cmd/cli.h).
+ * `segtrain --config F ...` without a subcommand is `segtrain train ...`.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cli.h"
 #include "cmd/commands.h"
-int main(int argc, char **argv) { return sg_cmd_train(argc, argv); }
+#include "cmd/config.h"
+#include "kernels/backend.h"
+#include "sg_version.h"
+
+#ifndef SG_HAVE_CPU
+#define SG_HAVE_CPU 1
+#endif
+
+/* `segtrain config`: validate a configuration (file + --set) and print it
+ * resolved. Writes nothing; exit 2 when it is not valid. */
+static int cmd_config(int argc, char **argv) {
+    sg_cli cli;
+    static sg_config cfg;
+    int rc = sg_cli_begin(&cli, &cfg, argc, argv,
+                          "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL);
+    if (rc != SG_CLI_RUN) return rc;
+    if (cli.n_args) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+    printf("# configuration valid (hash %016llx)\n", sg_config_hash(&cfg));
+    sg_config_write(&cfg, stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} g_commands[] = {
+    {"train", sg_cmd_train, "train a model (the default when only options are given)"},
+    {"eval", sg_cmd_eval, "evaluate a checkpoint on data.val_split (mIoU, per-class IoU)"},
+    {"predict", sg_cmd_predict, "write predicted label maps for images"},
+    {"export", sg_cmd_export, "write a checkpoint's weights as safetensors (torchvision names)"},
+    {"bench", sg_cmd_bench, "measure training throughput and memory"},
+    {"synth", sg_cmd_synth, "generate a small synthetic dataset (the demo's data)"},
+    {"config", cmd_config, "check a configuration and print it resolved (writes nothing)"},
+};
+#define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
+
+static const char *g_launch_opts[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                      "--master-port"};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: segtrain [SUBCOMMAND] [--config FILE] [--set KEY=VALUE]... [options]\n"
+            "       segtrain --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
+            "--master-port P] [SUBCOMMAND] ...\n"
+            "       segtrain --help | --version | --help-config [--markdown]\n\nsubcommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", g_commands[i].name, g_commands[i].help);
+    fprintf(out, "\n`segtrain SUBCOMMAND --help` lists a subcommand's options; every subcommand takes\n"
+                 "--config FILE, --set KEY=VALUE (repeatable), --print-config, --quiet, --verbose.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "segtrain: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: segtrain [SUBCOMMAND] [--config FILE] [--set KEY=VALUE]... "
+                    "(segtrain --help lists the subcommands)\n");
+    return 2;
+}
+
+static int version(void) {
+    printf("segtrain %s (git %s)\n", SG_VERSION, SG_GIT_HASH);
+    printf("backends:");
+    if (SG_HAVE_CPU) printf(" cpu (oneDNN)");
+    if (sg_backend_cuda_compiled()) printf("%s cuda (cuDNN, NCCL)", SG_HAVE_CPU ? "," : "");
+    printf("\n");
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int is_launch_opt(const char *a) {
+    for (size_t i = 0; i < sizeof g_launch_opts / sizeof g_launch_opts[0]; i++) {
+        size_t n = strlen(g_launch_opts[i]);
+        if (!strncmp(a, g_launch_opts[i], n) && (a[n] == 0 || a[n] == '=')) return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (is_launch_opt(argv[i])) return sg_cmd_launch(argc, argv);
+    }
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+        if (argc > 2) return usage_error("%s takes no further arguments", a);
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a, "--version")) {
+        if (argc > 2) return usage_error("%s takes no further arguments", a);
+        return version();
+    }
+    if (!strcmp(a, "--help-config")) {
+        int markdown = 0;
+        for (int i = 2; i < argc; i++) {
+            if (!strcmp(argv[i], "--markdown"))
+                markdown = 1;
+            else
+                return usage_error("unknown option '%s' for --help-config (only --markdown)", argv[i]);
+        }
+        sg_config_print_schema(stdout, markdown);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(a, g_commands[i].name)) return g_commands[i].fn(argc - 1, argv + 1);
+    if (!strncmp(a, "--config", 8) || !strncmp(a, "--set", 5) || !strcmp(a, "--print-config") ||
+        !strcmp(a, "--quiet") || !strcmp(a, "--verbose")) {
+        /* options only: train; argv[0] becomes the command name */
+        argv[0] = (char *)"train";
+        return sg_cmd_train(argc, argv);
+    }
+    if (a[0] == '-') return usage_error("unknown option '%s'", a);
+    return usage_error("unknown subcommand '%s'", a);
+}

@@ -90,7 +90,8 @@ typedef struct sg_ops {
      * counts: host array of each part's n*hw; a part with count 0 is skipped)
      * with Chan's formula in double, then mean[c] and invstd[c] =
      * 1/sqrt(var_biased + eps). If running_mean != NULL, also update
-     * running_mean/var with momentum (running_var gets the unbiased var). */
+     * running_mean/var with momentum (running_var gets the unbiased var,
+     * M2/(N-1); M2/N when the total N is 1, instead of dividing by zero). */
     void (*bn_finalize)(sg_backend *be, const float *parts_stats, const int64_t *counts,
                         int parts, int c, float eps, float momentum, float *mean,
                         float *invstd, float *running_mean, float *running_var);
@@ -157,7 +158,10 @@ typedef struct sg_ops {
 
     /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p). The mask is a
      * pure function of (key, element index) through sg_rng (kernels/rng.h), so
-     * every backend draws the same mask. mask: uint8, count bytes. ---- */
+     * every backend draws the same mask. mask: uint8, count bytes.
+     * Rule (bit-exact on every backend): mask[i] = sg_rng_uniform(key, i) >= p
+     * (1 = keep); y[i] = mask[i] ? x[i] * (1.0f/(1.0f-p)) : 0 in float;
+     * p >= 1 drops everything. ---- */
     void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask,
                         size_t count, float p, uint64_t key);
     void (*dropout_bwd)(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,

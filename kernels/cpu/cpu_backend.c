@@ -1,8 +1,193 @@
-/* placeholder: replaced by the CPU backend */
-#include "kernels/backend.h"
+/* kernels/cpu/cpu_backend.c - the CPU backend: op table, host memory, info,
+ * threads, and the (synchronous) stream ops.
+ *
+ * Owns the sg_cpu state: memory accounting (in use / peak, for get_info), the
+ * OpenMP thread count (shared by oneDNN, which Debian builds on OpenMP) and
+ * the conv cache. Ops run synchronously on the calling thread's OpenMP team;
+ * upload/download/copy are memcpy, streams are no-ops.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cmd/log.h"
-sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
-    (void)opts;
-    SG_ERROR("CPU backend not implemented yet");
+#include "kernels/cpu/cpu_internal.h"
+
+/* Every allocation carries a 64-byte header holding its size, so free can
+ * account for it; the user pointer stays 64-byte aligned. */
+#define HDR 64
+
+void *sg_cpu_aligned_alloc(size_t bytes) {
+    void *p = NULL;
+    size_t total = (bytes + 63) / 64 * 64;
+    if (total == 0) total = 64;
+    if (posix_memalign(&p, 64, total) != 0 || !p)
+        SG_FATAL("CPU backend: out of host memory allocating %zu bytes "
+                 "(reduce batch size / crop size, or free memory on this machine)",
+                 bytes);
+    memset(p, 0, total);
+    return p;
+}
+
+void sg_cpu_aligned_free(void *p) { free(p); }
+
+static void *cpu_alloc(sg_backend *be, size_t bytes) {
+    sg_cpu *c = sg_cpu_of(be);
+    char *p = sg_cpu_aligned_alloc(bytes + HDR);
+    *(size_t *)p = bytes;
+    size_t now = __atomic_add_fetch(&c->mem_in_use, bytes, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&c->mem_peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&c->mem_peak, &peak, now, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+    return p + HDR;
+}
+
+static void cpu_free(sg_backend *be, void *ptr) {
+    if (!ptr) return;
+    char *p = (char *)ptr - HDR;
+    __atomic_sub_fetch(&sg_cpu_of(be)->mem_in_use, *(size_t *)p, __ATOMIC_RELAXED);
+    free(p);
+}
+
+static void cpu_memcpy(sg_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(sg_backend *be, void *p, size_t bytes) {
+    (void)be;
+    memset(p, 0, bytes);
+}
+
+static void cpu_sync(sg_backend *be) { (void)be; }
+
+static void *cpu_host_alloc(sg_backend *be, size_t bytes) {
+    (void)be;
+    return sg_cpu_aligned_alloc(bytes);
+}
+
+static void cpu_host_free(sg_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static void cpu_upload_wait(sg_backend *be) { (void)be; }
+static void *cpu_stream(sg_backend *be, int which) {
+    (void)be;
+    (void)which;
     return NULL;
+}
+static void cpu_stream_wait(sg_backend *be, int waiter, int waitee) {
+    (void)be;
+    (void)waiter;
+    (void)waitee;
+}
+
+/* "model name" from /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model(char *out, size_t n) {
+    snprintf(out, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *v = strchr(line, ':');
+        if (!v) break;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        v[strcspn(v, "\n")] = 0;
+        snprintf(out, n, "%s", v);
+        break;
+    }
+    fclose(f);
+}
+
+static void cpu_get_info(sg_backend *be, sg_backend_info *info) {
+    sg_cpu *c = sg_cpu_of(be);
+    snprintf(info->name, sizeof info->name, "cpu");
+    cpu_model(info->device, sizeof info->device);
+    info->threads = c->threads;
+    info->mem_in_use = __atomic_load_n(&c->mem_in_use, __ATOMIC_RELAXED);
+    info->mem_peak = __atomic_load_n(&c->mem_peak, __ATOMIC_RELAXED);
+}
+
+static void cpu_destroy(sg_backend *be) {
+    sg_cpu *c = sg_cpu_of(be);
+    sg_cpu_conv_destroy(c->conv);
+    free(c);
+    free(be);
+}
+
+static sg_ops cpu_ops;
+static int cpu_ops_ready;
+
+static void fill_ops(void) {
+    sg_ops *o = &cpu_ops;
+    o->name = "cpu";
+    o->destroy = cpu_destroy;
+    o->get_info = cpu_get_info;
+    o->alloc = cpu_alloc;
+    o->free = cpu_free;
+    o->upload = cpu_memcpy;
+    o->download = cpu_memcpy;
+    o->copy = cpu_memcpy;
+    o->zero = cpu_zero;
+    o->sync = cpu_sync;
+    o->host_alloc = cpu_host_alloc;
+    o->host_free = cpu_host_free;
+    o->upload_async = cpu_memcpy;
+    o->upload_wait = cpu_upload_wait;
+    o->stream = cpu_stream;
+    o->stream_wait = cpu_stream_wait;
+    sg_cpu_fill_conv_ops(o);
+    sg_cpu_fill_bn_ops(o);
+    sg_cpu_fill_elem_ops(o);
+    sg_cpu_fill_pool_ops(o);
+    sg_cpu_fill_loss_ops(o);
+    sg_cpu_fill_sgd_ops(o);
+}
+
+/* Verifies that every entry of the table is set, so a forgotten op is a
+ * clear error at creation instead of a NULL call mid-training. */
+static int ops_complete(const sg_ops *o) {
+    const void *const *p = (const void *const *)o;
+    for (size_t i = 0; i < sizeof *o / sizeof(void *); i++)
+        if (!p[i]) return 0;
+    return 1;
+}
+
+sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
+    int threads = opts ? opts->threads : 0;
+    if (threads < 0) {
+        SG_ERROR("CPU backend: threads = %d; use 0 (all cores / OMP_NUM_THREADS) or a "
+                 "positive count",
+                 threads);
+        return NULL;
+    }
+    /* threads == 0: OpenMP's default, which honours OMP_NUM_THREADS. */
+    if (threads > 0) omp_set_num_threads(threads);
+    threads = omp_get_max_threads();
+
+#pragma omp critical(sg_cpu_ops_init)
+    {
+        if (!cpu_ops_ready) {
+            fill_ops();
+            cpu_ops_ready = 1;
+        }
+    }
+    if (!ops_complete(&cpu_ops)) SG_FATAL("CPU backend: op table incomplete (a bug)");
+
+    sg_backend *be = calloc(1, sizeof *be);
+    sg_cpu *c = calloc(1, sizeof *c);
+    if (!be || !c) SG_FATAL("CPU backend: out of memory creating the backend");
+    c->threads = threads;
+    c->conv = sg_cpu_conv_create(threads);
+    be->ops = &cpu_ops;
+    be->impl = c;
+    be->kind = SG_BACKEND_CPU;
+    be->device_index = -1;
+    return be;
 }

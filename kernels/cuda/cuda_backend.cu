@@ -1,12 +1,244 @@
-// placeholder: replaced by the CUDA backend
-#include <cuda_runtime.h>
-#include "kernels/backend.h"
-extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts) {
-    (void)device; (void)opts;
-    return NULL;
+/* kernels/cuda/cuda_backend.cu - the CUDA backend: creation, device
+ * selection, info, the op table, and the error reporting all its files share.
+ *
+ * Owns sg_cuda_backend_create / sg_cuda_device_count (called from
+ * kernels/backend.c) and the lifetime of the impl struct (sg_cuda,
+ * cuda_internal.h). The ops themselves live in one .cu file per group.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/log.h"
+#include "kernels/cuda/cuda_internal.h"
+
+extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const char *err_name,
+                             const char *err_str, const char *hint) {
+    sg_fatal_at(file, line, "CUDA backend: %s failed: %s (%s)%s%s", call, err_name, err_str,
+                (hint && *hint) ? "; " : "", hint ? hint : "");
 }
+
+extern "C" const char *sg_cuda_hint(cudaError_t e) {
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        return "out of device memory: lower batch_size or the crop size, or check with "
+               "nvidia-smi for other processes on this GPU";
+    case cudaErrorNoDevice:
+        return "no CUDA device visible: check nvidia-smi / CUDA_VISIBLE_DEVICES, or use "
+               "device: cpu";
+    case cudaErrorInsufficientDriver:
+        return "the NVIDIA driver is too old for this CUDA 13 build: update the driver "
+               "(nvidia-smi shows its version), or use device: cpu";
+    case cudaErrorInvalidDevice:
+        return "no such device index: check CUDA_VISIBLE_DEVICES, LOCAL_RANK and the "
+               "device: cuda:N setting against nvidia-smi";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
+        return "this binary has no code for this GPU: rebuild with -Dgpu_arch=<your SM, "
+               "e.g. 90> (nvidia-smi --query-gpu=compute_cap --format=csv)";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+        return "a kernel faulted (this or an earlier asynchronous op): rerun with "
+               "CUDA_LAUNCH_BLOCKING=1 to find the op, and report it";
+    default:
+        return "";
+    }
+}
+
+extern "C" const char *sg_cudnn_hint(cudnnStatus_t s) {
+    switch (s) {
+    case CUDNN_STATUS_NOT_INITIALIZED:
+        return "cuDNN could not start: check that libcudnn 9 matches the driver and that "
+               "a GPU is visible (nvidia-smi)";
+    case CUDNN_STATUS_ALLOC_FAILED:
+        return "cuDNN ran out of memory: lower batch_size or the crop size";
+    case CUDNN_STATUS_BAD_PARAM:
+    case CUDNN_STATUS_NOT_SUPPORTED:
+        return "cuDNN rejected this convolution geometry: report the layer shape";
+    default:
+        return "";
+    }
+}
+
 extern "C" int sg_cuda_device_count(void) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    /* No driver / no device: zero devices (the caller reports what it needs). */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
     return n;
+}
+
+static void cuda_destroy(sg_backend *be) {
+    sg_cuda *cu = sg_cu(be);
+    CU_CHECK(cudaSetDevice(cu->device));
+    for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
+    sg_cuda_conv_destroy(cu);
+    CUDNN_CHECK(cudnnDestroy(cu->cudnn));
+    sg_cuda_memory_destroy(cu);
+    for (int i = 0; i < SG_CUDA_NSTREAMS; i++) {
+        CU_CHECK(cudaEventDestroy(cu->events[i]));
+        CU_CHECK(cudaStreamDestroy(cu->streams[i]));
+    }
+    free(cu);
+    free(be);
+}
+
+static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
+    sg_cuda *cu = sg_cu(be);
+    snprintf(info->name, sizeof info->name, "%s", cu->name);
+    snprintf(info->device, sizeof info->device, "%s", cu->device_name);
+    info->threads = 0;
+    info->mem_in_use = cu->mem_in_use;
+    info->mem_peak = cu->mem_peak;
+}
+
+static const sg_ops cuda_ops = {
+    "cuda",
+    cuda_destroy,
+    cuda_get_info,
+    sg_cuda_alloc,
+    sg_cuda_free,
+    sg_cuda_upload,
+    sg_cuda_download,
+    sg_cuda_copy,
+    sg_cuda_zero,
+    sg_cuda_sync,
+    sg_cuda_host_alloc,
+    sg_cuda_host_free,
+    sg_cuda_conv_prepare,
+    sg_cuda_conv_fwd,
+    sg_cuda_conv_bwd_data,
+    sg_cuda_conv_bwd_weight,
+    sg_cuda_bias_fwd,
+    sg_cuda_bias_bwd,
+    sg_cuda_bn_stats,
+    sg_cuda_bn_finalize,
+    sg_cuda_bn_eval_params,
+    sg_cuda_bn_fwd,
+    sg_cuda_bn_bwd_reduce,
+    sg_cuda_bn_bwd_elem,
+    sg_cuda_bn_param_grads,
+    sg_cuda_relu_fwd,
+    sg_cuda_relu_bwd,
+    sg_cuda_add,
+    sg_cuda_scale,
+    sg_cuda_axpy,
+    sg_cuda_maxpool_fwd,
+    sg_cuda_maxpool_bwd,
+    sg_cuda_avgpool_fwd,
+    sg_cuda_avgpool_bwd,
+    sg_cuda_resize_fwd,
+    sg_cuda_resize_bwd,
+    sg_cuda_concat_fwd,
+    sg_cuda_concat_bwd,
+    sg_cuda_dropout_fwd,
+    sg_cuda_dropout_bwd,
+    sg_cuda_ce_fwd_bwd,
+    sg_cuda_argmax,
+    sg_cuda_confusion,
+    sg_cuda_sgd_step,
+    sg_cuda_normalize_u8,
+    sg_cuda_sumsq,
+    sg_cuda_upload_async,
+    sg_cuda_upload_wait,
+    sg_cuda_stream,
+    sg_cuda_stream_wait,
+};
+
+/* Picks the device, reporting the reason (no driver, too old, no device,
+ * index out of range) in words; returns 0 or -1. */
+static int select_device(int device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) {
+        /* tell "no driver at all" from "driver older than this runtime" */
+        int drv = 0, rt = 0;
+        (void)cudaDriverGetVersion(&drv);
+        (void)cudaRuntimeGetVersion(&rt);
+        (void)cudaGetLastError();
+        if (drv == 0)
+            SG_ERROR("device cuda:%d: no NVIDIA driver found (libcuda.so.1 cannot be loaded): %s",
+                     device, sg_cuda_hint(cudaErrorNoDevice));
+        else if (e == cudaErrorInsufficientDriver)
+            SG_ERROR("device cuda:%d: the NVIDIA driver supports CUDA %d.%d, this build needs "
+                     "%d.%d: update the driver, or use device: cpu",
+                     device, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+        else
+            SG_ERROR("device cuda:%d: %s", device, sg_cuda_hint(cudaErrorNoDevice));
+        return -1;
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        SG_ERROR("device cuda:%d: cudaGetDeviceCount failed: %s (%s); %s", device,
+                 cudaGetErrorName(e), cudaGetErrorString(e),
+                 *sg_cuda_hint(e) ? sg_cuda_hint(e)
+                                  : "check the NVIDIA driver with nvidia-smi, or use device: cpu");
+        return -1;
+    }
+    if (n == 0) {
+        SG_ERROR("device cuda:%d: %s", device, sg_cuda_hint(cudaErrorNoDevice));
+        return -1;
+    }
+    if (device < 0 || device >= n) {
+        SG_ERROR("device cuda:%d: only %d CUDA device(s) visible (cuda:0..cuda:%d); %s", device,
+                 n, n - 1, sg_cuda_hint(cudaErrorInvalidDevice));
+        return -1;
+    }
+    e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaFree(0); /* creates the context: driver problems show here */
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        SG_ERROR("device cuda:%d: cannot start a CUDA context: %s (%s)%s%s", device,
+                 cudaGetErrorName(e), cudaGetErrorString(e), *sg_cuda_hint(e) ? "; " : "",
+                 sg_cuda_hint(e));
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts) {
+    if (select_device(device) != 0) return NULL;
+    cudaDeviceProp prop;
+    CU_CHECK(cudaGetDeviceProperties(&prop, device));
+    if (prop.major < 7) {
+        SG_ERROR("device cuda:%d (%s): compute capability %d.%d is too old for this build "
+                 "(needs 7.0+, built for the gpu_arch meson option); use device: cpu",
+                 device, prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+    sg_cuda *cu = (sg_cuda *)calloc(1, sizeof *cu);
+    sg_backend *be = (sg_backend *)calloc(1, sizeof *be);
+    SG_CHECK(cu && be, "CUDA backend: out of host memory creating the backend");
+    cu->device = device;
+    snprintf(cu->name, sizeof cu->name, "cuda:%d", device);
+    snprintf(cu->device_name, sizeof cu->device_name, "%.80s (sm_%d%d, %.1f GiB, cuDNN %zu)",
+             prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
+             (size_t)cudnnGetVersion());
+    cu->sm_count = prop.multiProcessorCount;
+    cu->benchmark = opts ? opts->cudnn_benchmark : 1;
+    cu->deterministic = opts ? opts->cudnn_deterministic : 0;
+
+    for (int i = 0; i < SG_CUDA_NSTREAMS; i++) {
+        CU_CHECK(cudaStreamCreateWithFlags(&cu->streams[i], cudaStreamNonBlocking));
+        CU_CHECK(cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming));
+    }
+    CUDNN_CHECK(cudnnCreate(&cu->cudnn));
+    CUDNN_CHECK(cudnnSetStream(cu->cudnn, cu->streams[SG_STREAM_COMPUTE]));
+
+    cu->red_partial = (double *)sg_cuda_raw_alloc(cu, 2 * SG_CUDA_RED_BLOCKS * sizeof(double),
+                                                  "reduction scratch");
+    cu->red_result = (double *)sg_cuda_raw_alloc(cu, 4 * sizeof(double), "reduction result");
+    cu->chan_partial = (double *)sg_cuda_raw_alloc(
+        cu, (size_t)SG_CUDA_CHAN_SLOTS * 3 * sizeof(double), "per-channel reduction scratch");
+    CU_CHECK(cudaMallocHost((void **)&cu->red_host, 4 * sizeof(double)));
+
+    be->ops = &cuda_ops;
+    be->impl = cu;
+    be->kind = SG_BACKEND_CUDA;
+    be->device_index = device;
+    SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d", device,
+            cu->device_name, cu->benchmark, cu->deterministic);
+    return be;
 }

@@ -1,0 +1,192 @@
+/* cmd/bench.c - `segtrain bench`: parse the command line, run the timed
+ * training steps (cmd/bench.h), print the summary and write it as JSON.
+ *
+ * FLOP convention: the model's forward FLOPs are 2 x the multiply-adds of
+ * every convolution (sg_model_flops: backbone, ASPP, classifier, aux head;
+ * BN, ReLU, pooling, resize and loss not counted); a training step counts
+ * 3 x forward (backward = data gradient + weight gradient, each ~ forward).
+ * Achieved FLOP/s = that / the median step time, per rank; the fraction is of
+ * the per-device peak (measured with the backend's conv, or --peak-gflops). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/bench.h"
+#include "cmd/cli.h"
+#include "cmd/commands.h"
+#include "cmd/jsonw.h"
+#include "cmd/log.h"
+#include "cmd/metrics.h"
+
+static int parse_int(const sg_cli *cli, const char *opt, const char *s, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > 1000000)
+        return sg_cli_usage_error(cli, "%s %s: expected an integer >= %d", opt, s, lo);
+    *out = (int)v;
+    return 0;
+}
+
+static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r,
+                       sg_json *j) {
+    int n = r->iters;
+    double med = sg_bench_median(r->step_s, n);
+    int imgs = r->batch * r->accum * r->world;
+    double achieved = r->flops_step / med;
+    sg_json_begin(j);
+    sg_json_str(j, "framework", "segtrain " SG_VERSION);
+    sg_json_str(j, "backbone", cfg->model.backbone);
+    sg_json_int(j, "base_width", cfg->model.base_width);
+    sg_json_int(j, "output_stride", cfg->model.output_stride);
+    sg_json_int(j, "classes", cfg->model.num_classes);
+    sg_json_int(j, "aux_head", cfg->model.aux_head);
+    sg_json_int(j, "batch", r->batch);
+    sg_json_int(j, "accum_steps", r->accum);
+    long long crop[2] = {r->crop_h, r->crop_w};
+    sg_json_int_array(j, "crop", crop, 2);
+    sg_json_int(j, "world", r->world);
+    sg_json_str(j, "backend", r->backend);
+    sg_json_str(j, "device", r->device);
+    sg_json_int(j, "threads", r->threads);
+    sg_json_str(j, "data", o->with_data ? "loader" : "synthetic");
+    sg_json_int(j, "split_timing", o->split);
+    sg_json_int(j, "warmup", o->warmup);
+    sg_json_int(j, "iters", n);
+    sg_json_num(j, "img_per_s", imgs / med);
+    sg_json_num(j, "step_ms_median", 1e3 * med);
+    sg_json_num(j, "step_ms_mean", 1e3 * sg_bench_mean(r->step_s, n));
+    sg_json_num(j, "step_ms_min", 1e3 * sg_bench_min(r->step_s, n));
+    sg_json_num(j, "step_ms_max", 1e3 * sg_bench_max(r->step_s, n));
+    sg_json_num(j, "step_ms_stdev", 1e3 * sg_bench_stdev(r->step_s, n));
+    double ms[512];
+    int nm = n < 512 ? n : 512;
+    for (int i = 0; i < nm; i++) ms[i] = 1e3 * r->step_s[i];
+    sg_json_num_array(j, "step_ms", ms, nm);
+    sg_json_num(j, "cpu_ms_median", 1e3 * sg_bench_median(r->cpu_s, n));
+    if (o->split)
+        for (int p = 0; p < SG_PH_N; p++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s_ms_median", sg_bench_phase_names[p]);
+            sg_json_num(j, key, 1e3 * sg_bench_median(r->phase_s[p], n));
+        }
+    sg_json_str(j, "flops_convention",
+                "2 x conv multiply-adds (forward); train step = 3 x forward");
+    sg_json_num(j, "gflops_fwd_per_image", r->flops_fwd_image / 1e9);
+    sg_json_num(j, "gflops_per_step", r->flops_step / 1e9);
+    sg_json_num(j, "achieved_gflops", achieved / 1e9);
+    if (r->peak_gflops > 0) {
+        sg_json_num(j, "peak_gflops", r->peak_gflops);
+        sg_json_str(j, "peak_source", r->peak_source);
+        sg_json_num(j, "peak_fraction", achieved / 1e9 / r->peak_gflops);
+    }
+    sg_json_num(j, "peak_rss_mib", r->peak_rss_mib);
+    sg_json_num(j, "device_mem_peak_mib", r->device_peak_mib);
+    sg_json_num(j, "activation_mib", r->activation_mib);
+    sg_json_int(j, "params", (long long)r->params);
+    sg_json_num(j, "loss_first", r->loss_first);
+    sg_json_num(j, "loss_last", r->loss_last);
+    sg_json_end(j);
+}
+
+static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r) {
+    int n = r->iters;
+    double med = sg_bench_median(r->step_s, n);
+    int imgs = r->batch * r->accum * r->world;
+    double achieved = r->flops_step / med;
+    printf("segtrain bench: %s (width %d, OS %d, %d classes%s), batch %d x accum %d x %d "
+           "rank(s), %dx%d, %s data\n",
+           cfg->model.backbone, cfg->model.base_width, cfg->model.output_stride,
+           cfg->model.num_classes, cfg->model.aux_head ? ", aux head" : "", r->batch, r->accum,
+           r->world, r->crop_h, r->crop_w, o->with_data ? "loader" : "synthetic");
+    printf("  device      %s (%s), %d thread(s)\n", r->backend, r->device, r->threads);
+    printf("  throughput  %.3f img/s\n", imgs / med);
+    printf("  step        %.1f ms median over %d steps (mean %.1f, min %.1f, max %.1f, "
+           "stdev %.1f; %d warmup)\n",
+           1e3 * med, n, 1e3 * sg_bench_mean(r->step_s, n), 1e3 * sg_bench_min(r->step_s, n),
+           1e3 * sg_bench_max(r->step_s, n), 1e3 * sg_bench_stdev(r->step_s, n), o->warmup);
+    printf("  cpu time    %.1f ms per step median, all threads (/ %d threads = %.1f ms)\n",
+           1e3 * sg_bench_median(r->cpu_s, n), r->threads,
+           1e3 * sg_bench_median(r->cpu_s, n) / (r->threads > 0 ? r->threads : 1));
+    if (o->split) {
+        printf("  split (ms, median)");
+        for (int p = 0; p < SG_PH_N; p++)
+            printf("  %s %.1f", sg_bench_phase_names[p], 1e3 * sg_bench_median(r->phase_s[p], n));
+        printf("\n");
+    }
+    printf("  compute     %.2f GFLOP/step (3 x %.2f fwd/image), %.2f GFLOP/s achieved",
+           r->flops_step / 1e9, r->flops_fwd_image / 1e9, achieved / 1e9);
+    if (r->peak_gflops > 0)
+        printf(" = %.1f%% of %.1f GFLOP/s peak (%s)", 100.0 * achieved / 1e9 / r->peak_gflops,
+               r->peak_gflops, r->peak_source);
+    printf("\n  memory      host peak RSS %.0f MiB, backend allocations peak %.0f MiB "
+           "(activations %.0f MiB)\n",
+           r->peak_rss_mib, r->device_peak_mib, r->activation_mib);
+    printf("  loss        %.4f (first timed step) -> %.4f (last)\n", r->loss_first, r->loss_last);
+    fflush(stdout);
+}
+
+int sg_cmd_bench(int argc, char **argv) {
+    const char *iters_s = NULL, *warmup_s = NULL, *json = NULL, *peak_s = NULL;
+    int with_data = 0, no_split = 0;
+    sg_cli_opt opts[] = {
+        {"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
+        {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
+        {"--with-data", NULL, "read batches through the configured loader (data.*) instead "
+                              "of synthetic batches in memory", NULL, &with_data},
+        {"--json", "FILE", "also write the summary as JSON to FILE", &json, NULL},
+        {"--no-split", NULL, "time whole steps only (no backend sync at phase boundaries)",
+         NULL, &no_split},
+        {"--peak-gflops", "X", "the device's peak GFLOP/s (default: measured with a conv; "
+                               "0 skips the measurement)", &peak_s, NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+    sg_cli cli;
+    sg_config cfg;
+    int rc = sg_cli_begin(&cli, &cfg, argc, argv,
+                          "segtrain bench --config FILE [--iters N] [--warmup W] [--set KEY=VALUE "
+                          "...] [--with-data] [--json FILE]",
+                          opts);
+    if (rc != SG_CLI_RUN) return rc;
+    if (cli.n_args > 0) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+    sg_bench_opts o = {10, 2, with_data, !no_split, 0.0};
+    if (iters_s && parse_int(&cli, "--iters", iters_s, 1, &o.iters)) return 2;
+    if (warmup_s && parse_int(&cli, "--warmup", warmup_s, 0, &o.warmup)) return 2;
+    if (peak_s) {
+        char *end;
+        errno = 0;
+        double v = strtod(peak_s, &end);
+        if (errno || *end || end == peak_s || !(v >= 0) || !isfinite(v))
+            return sg_cli_usage_error(&cli, "--peak-gflops %s: expected a number >= 0 (0 skips "
+                                      "the peak)", peak_s);
+        o.peak_gflops = v > 0 ? v : -1.0;
+    }
+    sg_bench_result r;
+    rc = sg_bench_run(&cfg, &o, &r);
+    if (rc != 0) return rc;
+    if (r.rank == 0) {
+        print_summary(&cfg, &o, &r);
+        if (json) {
+            sg_json j = {0};
+            write_json(&cfg, &o, &r, &j);
+            size_t len = strlen(j.buf);
+            char *text = malloc(len + 2);
+            SG_CHECK(text != NULL, "out of host memory");
+            memcpy(text, j.buf, len);
+            memcpy(text + len, "\n", 2);
+            int wrc = sg_write_text_file(json, text);
+            free(text);
+            if (wrc != 0) {
+                SG_ERROR("bench: cannot write --json %s (see above); check the directory exists "
+                         "and is writable", json);
+                rc = 1;
+            } else {
+                SG_INFO("bench: wrote %s", json);
+            }
+            sg_json_free(&j);
+        }
+    }
+    sg_bench_result_free(&r);
+    return rc;
+}

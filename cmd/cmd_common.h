@@ -1,0 +1,21 @@
+/* cmd/cmd_common.h - what eval, predict and export share: loading a config
+ * for an existing checkpoint and a model with the checkpoint's weights. */
+#ifndef SG_CMD_CMD_COMMON_H
+#define SG_CMD_CMD_COMMON_H
+
+#include "cmd/cli.h"
+#include "cmd/config.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+
+/* The configuration for a command working on checkpoint ck: --config when
+ * given (with --set), else the config stored in the checkpoint's metadata
+ * with the --set overrides applied. Returns 0 or 2 (logged). */
+int sg_cmd_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
+
+/* Creates the model described by cfg on be and loads ck into it: a segtrain
+ * checkpoint (validated, every tensor required), or any safetensors weights
+ * file (exported, torchvision names) loaded strictly. NULL after logging. */
+sg_model *sg_cmd_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck);
+
+#endif

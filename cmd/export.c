@@ -1,0 +1,80 @@
+/* cmd/export.c - `segtrain export --checkpoint CK --out FILE [--names
+ * torchvision]`: the model tensors of a checkpoint alone (no optimizer
+ * state), under segtrain names or torchvision's (backbone./classifier./
+ * aux_classifier.), so that torchvision's deeplabv3_*(...).load_state_dict(
+ * safetensors.torch.load_file(FILE), strict=True) accepts it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/checkpoint.h"
+#include "cmd/cli.h"
+#include "cmd/commands.h"
+#include "cmd/log.h"
+#include "model/model_io.h"
+#include "model/safetensors.h"
+
+static int export_checkpoint(const char *ck, const char *out, int torchvision) {
+    char why[512];
+    sg_st_file *f = sg_ckpt_open_valid(ck, why, sizeof why);
+    if (!f) {
+        SG_ERROR("export: %s: %s", ck, why);
+        return 1;
+    }
+    sg_st_writer *w = sg_st_writer_create();
+    SG_CHECK(w != NULL, "out of host memory");
+    int rc = 0, n = 0;
+    for (int i = 0; i < sg_st_count(f) && rc == 0; i++) {
+        const sg_st_tensor *t = sg_st_get(f, i);
+        if (strncmp(t->name, "optimizer.", 10) == 0) continue;
+        char name[256];
+        if (torchvision)
+            rc = sg_model_torchvision_name(t->name, name, sizeof name);
+        else
+            snprintf(name, sizeof name, "%s", t->name);
+        /* data may be unaligned inside the mapping: writer_add copies bytes */
+        if (rc == 0) rc = sg_st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data);
+        if (rc != 0) SG_ERROR("export: cannot add tensor %s", t->name);
+        n++;
+    }
+    const char *keys[] = {"backbone", "num_classes", "iter"};
+    for (int i = 0; i < 3 && rc == 0; i++)
+        if (sg_st_meta(f, keys[i])) rc = sg_st_writer_meta(w, keys[i], sg_st_meta(f, keys[i]));
+    if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
+    if (rc == 0) rc = sg_st_writer_meta(w, "names", torchvision ? "torchvision" : "segtrain");
+    if (rc == 0) rc = sg_st_writer_write(w, out);
+    sg_st_writer_destroy(w);
+    sg_st_close(f);
+    if (rc != 0) {
+        SG_ERROR("export: writing %s failed (see above)", out);
+        return 1;
+    }
+    SG_INFO("exported %d tensors from %s to %s (%s names)", n, ck, out,
+            torchvision ? "torchvision" : "segtrain");
+    return 0;
+}
+
+int sg_cmd_export(int argc, char **argv) {
+    const char *ck = NULL, *out = NULL, *names = "segtrain";
+    sg_cli_opt opts[] = {
+        {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
+        {"--out", "FILE", "safetensors file to write", &out, NULL},
+        {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+    sg_cli cli;
+    if (sg_cli_parse(&cli, argc, argv,
+                     "segtrain export --checkpoint CK --out FILE [--names torchvision]",
+                     opts) != 0)
+        return 2;
+    if (cli.help) {
+        sg_cli_print_help(stdout, &cli, opts);
+        return 0;
+    }
+    sg_log_set_level(cli.log_level);
+    if (!ck) return sg_cli_usage_error(&cli, "--checkpoint is required");
+    if (!out) return sg_cli_usage_error(&cli, "--out is required");
+    if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0)
+        return sg_cli_usage_error(&cli, "--names must be segtrain or torchvision, not '%s'",
+                                  names);
+    if (cli.n_args > 0) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+    return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0);
+}

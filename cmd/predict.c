@@ -1,0 +1,272 @@
+/* cmd/predict.c - `segtrain predict --checkpoint CK --input PNG|DIR --output
+ * PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits FILE.npy|DIR]`.
+ *
+ * Each image goes through the evaluation preprocessing (normalize with
+ * data.mean/std, whole image, eval-mode forward) and its argmax is written
+ * as an 8-bit PNG: trainIds (default), Cityscapes labelIds (--label-ids, for
+ * the benchmark server), the class palette (--color) or the palette blended
+ * 50/50 over the image (--overlay). --save-logits writes the logits at input
+ * resolution as float32 [C,H,W] .npy (a file for one input, a directory of
+ * <name>.npy for a directory). A directory input is walked recursively for
+ * *.png, outputs keep the relative paths.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd/cli.h"
+#include "cmd/cmd_common.h"
+#include "cmd/commands.h"
+#include "cmd/log.h"
+#include "data/dataset.h"
+#include "data/png.h"
+
+typedef struct plist {
+    char **rel;
+    int n, cap;
+} plist;
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int walk(const char *root, const char *rel, plist *out) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s%s", root, rel[0] ? "/" : "", rel);
+    DIR *d = opendir(path);
+    if (!d) {
+        SG_ERROR("predict: cannot open directory %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char r[4096], full[8192];
+        snprintf(r, sizeof r, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, r);
+        if (is_dir(full)) {
+            rc = walk(root, r, out);
+        } else if (ends_with(e->d_name, ".png")) {
+            if (out->n == out->cap) {
+                out->cap = out->cap ? 2 * out->cap : 64;
+                out->rel = realloc(out->rel, (size_t)out->cap * sizeof *out->rel);
+                SG_CHECK(out->rel != NULL, "out of host memory");
+            }
+            out->rel[out->n++] = strdup(r);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int mkparents(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    char *slash = strrchr(tmp, '/');
+    if (!slash || slash == tmp) return 0;
+    *slash = '\0';
+    if (sg_mkdirs(tmp) != 0) {
+        SG_ERROR("predict: cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* NumPy .npy v1.0, little-endian float32, C order. */
+static int write_npy(const char *path, const float *x, int c, int h, int w) {
+    char hdr[128];
+    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }",
+                     c, h, w);
+    int total = 10 + n + 1;
+    int pad = (64 - total % 64) % 64;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        SG_ERROR("predict: cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    unsigned short hl = (unsigned short)(n + pad + 1);
+    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
+                               (unsigned char)(hl >> 8)};
+    int bad = fwrite(magic, 1, 10, f) != 10 || fwrite(hdr, 1, (size_t)n, f) != (size_t)n;
+    for (int i = 0; i < pad && !bad; i++) bad = fputc(' ', f) == EOF;
+    bad |= fputc('\n', f) == EOF;
+    size_t cnt = (size_t)c * h * w;
+    bad |= fwrite(x, sizeof(float), cnt, f) != cnt;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        SG_ERROR("predict: writing %s failed: %s (disk full?)", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct pctx {
+    sg_backend *be;
+    sg_model *m;
+    const sg_config *cfg;
+    int C, color, overlay, label_ids;
+    uint8_t palette[256 * 3];
+    float mean[3], std[3];
+} pctx;
+
+static void build_palette(pctx *P) {
+    const sg_config *cfg = P->cfg;
+    for (int c = 0; c < 256; c++) sg_generated_color(c, P->palette + 3 * c);
+    if (cfg->data.n_palette >= 3 * P->C) {
+        for (int i = 0; i < 3 * P->C; i++) P->palette[i] = (uint8_t)cfg->data.palette[i];
+    } else if (P->C == 19) {
+        memcpy(P->palette, sg_cityscapes_palette(), 19 * 3);
+    }
+}
+
+static int predict_one(pctx *P, const char *in, const char *out, const char *npy) {
+    sg_backend *be = P->be;
+    sg_img img = {0};
+    if (sg_png_read_rgb(in, &img, NULL, 0) != 0) return -1;
+    int h = img.h, w = img.w, C = P->C;
+    size_t px = (size_t)h * w;
+    if (sg_model_plan_infer(P->m, 1, h, w) != 0) {
+        sg_img_free(&img);
+        return -1;
+    }
+    uint8_t *d_img = be->ops->alloc(be, px * 3), *d_pred = be->ops->alloc(be, px);
+    be->ops->upload(be, d_img, img.data, px * 3);
+    be->ops->normalize_u8(be, d_img, sg_model_input(P->m), 1, h, w, P->mean, P->std);
+    sg_model_forward(P->m, 0, 0);
+    be->ops->argmax(be, sg_model_out(P->m), d_pred, 1, C, h * w);
+    uint8_t *pred = malloc(px), *rgb = malloc(px * 3);
+    SG_CHECK(pred && rgb, "out of host memory");
+    be->ops->download(be, pred, d_pred, px);
+    int rc = 0;
+    if (npy) {
+        float *lg = malloc((size_t)C * px * sizeof(float));
+        SG_CHECK(lg != NULL, "out of host memory");
+        be->ops->download(be, lg, sg_model_out(P->m), (size_t)C * px * sizeof(float));
+        rc = mkparents(npy) == 0 ? write_npy(npy, lg, C, h, w) : -1;
+        free(lg);
+    }
+    if (rc == 0) rc = mkparents(out);
+    char err[SG_DATA_ERR_LEN];
+    if (rc == 0) {
+        if (P->overlay) {
+            for (size_t i = 0; i < px; i++)
+                for (int k = 0; k < 3; k++)
+                    rgb[3 * i + k] = (uint8_t)((img.data[3 * i + k] + P->palette[3 * pred[i] + k] + 1) / 2);
+            rc = sg_png_write_rgb(out, rgb, h, w, err, sizeof err);
+        } else if (P->color) {
+            rc = sg_png_write_palette(out, pred, h, w, P->palette, C, err, sizeof err);
+        } else {
+            if (P->label_ids)
+                for (size_t i = 0; i < px; i++) pred[i] = (uint8_t)sg_cityscapes_label_id(pred[i]);
+            rc = sg_png_write_gray(out, pred, h, w, err, sizeof err);
+        }
+        if (rc != 0) SG_ERROR("predict: %s", err);
+    }
+    be->ops->free(be, d_img);
+    be->ops->free(be, d_pred);
+    free(pred);
+    free(rgb);
+    sg_img_free(&img);
+    return rc;
+}
+
+int sg_cmd_predict(int argc, char **argv) {
+    const char *ck = NULL, *input = NULL, *output = NULL, *logits = NULL;
+    int color = 0, overlay = 0, label_ids = 0;
+    sg_cli_opt opts[] = {
+        {"--checkpoint", "FILE", "checkpoint (or exported weights) to predict with", &ck, NULL},
+        {"--input", "PNG|DIR", "an image, or a directory searched recursively for *.png", &input,
+         NULL},
+        {"--output", "PNG|DIR", "output image, or directory (same relative paths)", &output, NULL},
+        {"--color", NULL, "palette-coloured PNGs instead of class indices", NULL, &color},
+        {"--overlay", NULL, "prediction colours blended over the image (RGB PNG)", NULL, &overlay},
+        {"--label-ids", NULL, "Cityscapes labelIds instead of trainIds (benchmark format)", NULL,
+         &label_ids},
+        {"--save-logits", "FILE.npy|DIR", "also write logits as float32 [C,H,W] .npy", &logits,
+         NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+    sg_cli cli;
+    if (sg_cli_parse(&cli, argc, argv,
+                     "segtrain predict --checkpoint CK --input PNG|DIR --output PNG|DIR [--color] "
+                     "[--overlay] [--label-ids] [--save-logits FILE.npy]",
+                     opts) != 0)
+        return 2;
+    if (cli.help) {
+        sg_cli_print_help(stdout, &cli, opts);
+        return 0;
+    }
+    sg_log_set_level(cli.log_level);
+    if (!ck || !input || !output)
+        return sg_cli_usage_error(&cli, "--checkpoint, --input and --output are required");
+    if (color + overlay + label_ids > 1)
+        return sg_cli_usage_error(&cli, "choose one of --color, --overlay, --label-ids");
+    sg_config cfg;
+    if (sg_cmd_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
+    if (cli.print_config) {
+        sg_config_write(&cfg, stdout);
+        return 0;
+    }
+    if (label_ids && cfg.model.num_classes != 19) {
+        SG_ERROR("--label-ids maps the 19 Cityscapes trainIds; this model has %d classes",
+                 cfg.model.num_classes);
+        return 2;
+    }
+    plist files = {0};
+    int dir = is_dir(input);
+    if (dir) {
+        if (walk(input, "", &files) != 0) return 1;
+        if (files.n == 0) {
+            SG_ERROR("predict: no *.png under %s", input);
+            return 1;
+        }
+        qsort(files.rel, (size_t)files.n, sizeof *files.rel, cmp_str);
+    }
+    sg_backend_opts bo = {cfg.threads, cfg.cudnn.benchmark, cfg.cudnn.deterministic};
+    sg_backend *be = sg_backend_create(cfg.device, &bo);
+    if (!be) return 1;
+    pctx P = {be, NULL, &cfg, cfg.model.num_classes, color, overlay, label_ids, {0}, {0}, {0}};
+    for (int i = 0; i < 3; i++) {
+        P.mean[i] = (float)cfg.data.mean[i];
+        P.std[i] = (float)cfg.data.std[i];
+    }
+    build_palette(&P);
+    int rc = 1;
+    P.m = sg_cmd_model_from_checkpoint(be, &cfg, ck);
+    if (P.m) {
+        rc = 0;
+        if (!dir) {
+            rc = predict_one(&P, input, output, logits) ? 1 : 0;
+        } else {
+            for (int i = 0; i < files.n && rc == 0; i++) {
+                char in[8192], out[8192], npy[8192];
+                snprintf(in, sizeof in, "%s/%s", input, files.rel[i]);
+                snprintf(out, sizeof out, "%s/%s", output, files.rel[i]);
+                if (logits) {
+                    snprintf(npy, sizeof npy, "%s/%s", logits, files.rel[i]);
+                    strcpy(npy + strlen(npy) - 4, ".npy");
+                }
+                rc = predict_one(&P, in, out, logits ? npy : NULL) ? 1 : 0;
+            }
+        }
+        if (rc == 0)
+            SG_INFO("predicted %d image(s) into %s", dir ? files.n : 1, output);
+        sg_model_destroy(P.m);
+    }
+    for (int i = 0; i < files.n; i++) free(files.rel[i]);
+    free(files.rel);
+    sg_backend_destroy(be);
+    return rc;
+}

@@ -1,0 +1,204 @@
+/* data/dataset.c - see dataset.h: opening a split (options, classes and
+ * palette), accessors, and decoding one sample with the label map and label
+ * validation. The index itself is built in dataset_index.c. */
+#include "data/dataset.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/log.h"
+#include "data/dataset_internal.h"
+
+/* ---- classes ---- */
+
+static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg, int cityscapes) {
+    int k = ds->num_classes;
+    ds->names = calloc((size_t)k, SG_NAME);
+    ds->palette = calloc((size_t)k, 3);
+    SG_CHECK(ds->names && ds->palette, "out of memory");
+    if (cfg->n_class_names > 0 && cfg->n_class_names != k) {
+        SG_ERROR("data.class_names has %d names but model.num_classes is %d: give one name per "
+                 "class or none",
+                 cfg->n_class_names, k);
+        return -1;
+    }
+    if (cfg->n_palette > 0 && cfg->n_palette != 3 * k) {
+        SG_ERROR("data.palette has %d values but model.num_classes is %d: give r,g,b per class "
+                 "(%d values) or none",
+                 cfg->n_palette, k, 3 * k);
+        return -1;
+    }
+    int cs = cityscapes && k == 19;
+    for (int c = 0; c < k; c++) {
+        if (cfg->n_class_names > 0) snprintf(ds->names[c], SG_NAME, "%s", cfg->class_names[c]);
+        else if (cs) snprintf(ds->names[c], SG_NAME, "%s", sg_cityscapes_class_name(c));
+        else snprintf(ds->names[c], SG_NAME, "class_%d", c);
+        if (cfg->n_palette > 0) {
+            for (int j = 0; j < 3; j++) {
+                int val = cfg->palette[3 * c + j];
+                if (val < 0 || val > 255) {
+                    SG_ERROR("data.palette[%d] = %d: colour values must be in 0..255", 3 * c + j,
+                             val);
+                    return -1;
+                }
+                ds->palette[3 * c + j] = (uint8_t)val;
+            }
+        } else if (cs) {
+            memcpy(ds->palette + 3 * c, sg_cityscapes_palette() + 3 * c, 3);
+        } else {
+            sg_generated_color(c, ds->palette + 3 * c);
+        }
+    }
+    return 0;
+}
+
+/* ---- open / accessors ---- */
+
+sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_classes) {
+    if (num_classes < 1 || num_classes > 255) {
+        SG_ERROR("model.num_classes = %d: segtrain keeps labels in 8 bits, so 1..255 classes "
+                 "(ignore_index excluded)",
+                 num_classes);
+        return NULL;
+    }
+    if (cfg->ignore_index < 0 || cfg->ignore_index > 255 || cfg->ignore_index < num_classes) {
+        SG_ERROR("data.ignore_index = %d must be in %d..255 (not a class id; labels are 8-bit)",
+                 cfg->ignore_index, num_classes);
+        return NULL;
+    }
+    int cityscapes = strcmp(cfg->format, "cityscapes") == 0;
+    if (!cityscapes && strcmp(cfg->format, "list") != 0) {
+        SG_ERROR("data.format = '%s': expected cityscapes or list", cfg->format);
+        return NULL;
+    }
+    int use_map = strcmp(cfg->label_map, "cityscapes") == 0;
+    if (!use_map && strcmp(cfg->label_map, "none") != 0) {
+        SG_ERROR("data.label_map = '%s': expected cityscapes or none", cfg->label_map);
+        return NULL;
+    }
+    int to_ignore = strcmp(cfg->invalid_labels, "ignore") == 0;
+    if (!to_ignore && strcmp(cfg->invalid_labels, "error") != 0) {
+        SG_ERROR("data.invalid_labels = '%s': expected error or ignore", cfg->invalid_labels);
+        return NULL;
+    }
+    if (!split || !split[0]) {
+        SG_ERROR("no split given (set data.train_split / data.val_split)");
+        return NULL;
+    }
+    if (!cfg->root[0] || !sg_ds_is_dir(cfg->root)) {
+        SG_ERROR("data.root '%s' %s: set data.root to the dataset directory (or make a "
+                 "synthetic one with `segtrain synth --out DIR`)",
+                 cfg->root, cfg->root[0] ? "does not exist or is not a directory" : "is empty");
+        return NULL;
+    }
+    sg_dataset *ds = calloc(1, sizeof *ds);
+    SG_CHECK(ds != NULL, "out of memory");
+    snprintf(ds->split, sizeof ds->split, "%s", split);
+    ds->num_classes = num_classes;
+    ds->ignore_index = cfg->ignore_index;
+    ds->invalid_to_ignore = to_ignore;
+    for (int i = 0; i < 256; i++) ds->map[i] = (uint8_t)i;
+    int rc = cityscapes ? sg_ds_open_cityscapes(ds, cfg, split, use_map)
+                        : sg_ds_open_list(ds, cfg, split, use_map);
+    if (rc == 0) rc = setup_classes(ds, cfg, cityscapes);
+    if (rc != 0) {
+        sg_dataset_close(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+void sg_dataset_close(sg_dataset *ds) {
+    if (!ds) return;
+    sg_ds_free_entries(ds->e, ds->n);
+    free(ds->names);
+    free(ds->palette);
+    free(ds);
+}
+
+int64_t sg_dataset_size(const sg_dataset *ds) { return ds->n; }
+int sg_dataset_num_classes(const sg_dataset *ds) { return ds->num_classes; }
+int sg_dataset_ignore_index(const sg_dataset *ds) { return ds->ignore_index; }
+const char *sg_dataset_split(const sg_dataset *ds) { return ds->split; }
+const char *sg_dataset_image_path(const sg_dataset *ds, int64_t i) {
+    return i >= 0 && i < ds->n ? ds->e[i].img : NULL;
+}
+const char *sg_dataset_mask_path(const sg_dataset *ds, int64_t i) {
+    return i >= 0 && i < ds->n ? ds->e[i].mask : NULL;
+}
+const char *sg_dataset_rel_path(const sg_dataset *ds, int64_t i) {
+    return i >= 0 && i < ds->n ? ds->e[i].rel : NULL;
+}
+const char *sg_dataset_class_name(const sg_dataset *ds, int c) {
+    return c >= 0 && c < ds->num_classes ? ds->names[c] : NULL;
+}
+const uint8_t *sg_dataset_palette(const sg_dataset *ds) { return ds->palette; }
+const uint8_t *sg_dataset_label_map(const sg_dataset *ds) { return ds->map; }
+
+/* ---- one sample ---- */
+
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...) {
+    char buf[SG_DATA_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (err && errlen) snprintf(err, errlen, "%s", buf);
+    else SG_ERROR("%s", buf);
+}
+
+int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
+                    size_t errlen) {
+    memset(image, 0, sizeof *image);
+    memset(mask, 0, sizeof *mask);
+    if (i < 0 || i >= ds->n) {
+        fail(err, errlen, "sample index %lld out of range (split '%s' has %lld)", (long long)i,
+             ds->split, (long long)ds->n);
+        return -1;
+    }
+    const ds_entry *e = &ds->e[i];
+    if (sg_png_read_rgb(e->img, image, err, errlen) != 0) return -1;
+    if (sg_png_read_mask(e->mask, mask, err, errlen) != 0) {
+        sg_img_free(image);
+        return -1;
+    }
+    if (image->h != mask->h || image->w != mask->w) {
+        fail(err, errlen,
+             "mask %s is %dx%d (HxW) but its image %s is %dx%d: a mask must match its image "
+             "pixel for pixel",
+             e->mask, mask->h, mask->w, e->img, image->h, image->w);
+        sg_img_free(image);
+        sg_img_free(mask);
+        return -1;
+    }
+    /* Label map, then validation in one pass over the mask. */
+    const uint8_t *map = ds->map;
+    int k = ds->num_classes, ign = ds->ignore_index;
+    size_t npix = (size_t)mask->h * mask->w, bad = 0, first = 0;
+    uint8_t *m = mask->data;
+    for (size_t p = 0; p < npix; p++) {
+        uint8_t v = map[m[p]];
+        if (v >= k && v != ign) {
+            if (!bad) first = p;
+            bad++;
+            if (ds->invalid_to_ignore) v = (uint8_t)ign;
+        }
+        if (!ds->invalid_to_ignore && bad) continue; /* keep raw for the message */
+        m[p] = v;
+    }
+    if (bad && !ds->invalid_to_ignore) {
+        fail(err, errlen,
+             "mask %s: %zu pixels have invalid labels, first at (y=%zu, x=%zu): file value %u "
+             "-> label %u, neither < num_classes (%d) nor ignore_index (%d). Fix the mask, check "
+             "data.label_map, or set data.invalid_labels: ignore",
+             e->mask, bad, first / mask->w, first % mask->w, m[first], map[m[first]], k, ign);
+        sg_img_free(image);
+        sg_img_free(mask);
+        return -1;
+    }
+    return 0;
+}

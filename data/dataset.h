@@ -1,0 +1,89 @@
+/* data/dataset.h - the index of a dataset split, its classes, and decoding of
+ * one sample (image + label mask, label map applied, labels validated).
+ *
+ * Formats (data.format):
+ *  - cityscapes: <root>/leftImg8bit/<split>/<city>/<name>_leftImg8bit.png paired
+ *    with <root>/gtFine/<split>/<city>/<name>_gtFine_labelTrainIds.png when every
+ *    image has one, else with <name>_gtFine_labelIds.png, mapped labelId ->
+ *    trainId by the Cityscapes table when data.label_map is "cityscapes" (raw
+ *    labelIds when "none"). In labelTrainIds files 255 is "ignore".
+ *  - list: the split names a text file (absolute, or relative to data.root) of
+ *    "image_path mask_path" lines, relative to data.root; blank lines and lines
+ *    starting with '#' are skipped. Paths cannot contain spaces.
+ * The index is sorted by the image's relative path (byte order), so it is the
+ * same on every rank and every run. Opening checks up front that every mask
+ * exists and reports how many are missing, with examples.
+ *
+ * Labels: after mapping, a value is valid if < num_classes or == ignore_index.
+ * Others are an error naming the file, value and pixel (data.invalid_labels:
+ * error) or become ignore_index (data.invalid_labels: ignore).
+ *
+ * Classes: names and an RGB palette per class. Cityscapes: its 19 names and
+ * colours (when num_classes == 19). Otherwise data.class_names / data.palette
+ * when given (exactly num_classes entries), else "class_<i>" and a generated
+ * palette (the PASCAL VOC bit pattern).
+ *
+ * Thread-safety: after open, every function is safe to call from many threads.
+ */
+#ifndef SG_DATA_DATASET_H
+#define SG_DATA_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/config.h"
+#include "data/png.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_dataset sg_dataset;
+
+/* Opens split `split` (a directory name for cityscapes, a list file for list)
+ * of the dataset described by cfg (format, root, label_map, ignore_index,
+ * invalid_labels, class_names, palette). Returns NULL after logging an error
+ * that names the root / file / line and what to do (missing root, no images,
+ * missing masks with count and examples, malformed list line, duplicates). */
+sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_classes);
+void sg_dataset_close(sg_dataset *ds); /* NULL-safe */
+
+int64_t sg_dataset_size(const sg_dataset *ds);
+int sg_dataset_num_classes(const sg_dataset *ds);
+int sg_dataset_ignore_index(const sg_dataset *ds);
+const char *sg_dataset_split(const sg_dataset *ds);
+
+/* Full paths of sample i's image and mask, and the image path relative to the
+ * root (the sort key; predictions use it to name outputs). */
+const char *sg_dataset_image_path(const sg_dataset *ds, int64_t i);
+const char *sg_dataset_mask_path(const sg_dataset *ds, int64_t i);
+const char *sg_dataset_rel_path(const sg_dataset *ds, int64_t i);
+
+/* Class c's name, and the palette: num_classes r,g,b triples. */
+const char *sg_dataset_class_name(const sg_dataset *ds, int c);
+const uint8_t *sg_dataset_palette(const sg_dataset *ds);
+
+/* The 256-entry table applied to raw mask values (identity when no mapping). */
+const uint8_t *sg_dataset_label_map(const sg_dataset *ds);
+
+/* Decodes sample i: image (c = 3) and mask (c = 1, mapped and validated, same
+ * size as the image). Returns 0, or -1 with a message naming the file in err
+ * (logged when err == NULL); on failure image and mask are left empty. */
+int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
+                    size_t errlen);
+
+/* Cityscapes tables (cityscapes.md). map[labelId] = trainId, or `ignore` for
+ * the labelIds that are not among the 19 classes. */
+void sg_cityscapes_label_map(uint8_t map[256], uint8_t ignore);
+int sg_cityscapes_label_id(int train_id); /* trainId 0..18 -> labelId; -1 else */
+const char *sg_cityscapes_class_name(int train_id);
+const uint8_t *sg_cityscapes_palette(void); /* 19 r,g,b triples */
+
+/* The generated palette for class c (VOC bit pattern), into rgb[3]. */
+void sg_generated_color(int c, uint8_t rgb[3]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,298 @@
+/* data/dataset_index.c - builds a split's sorted index: the Cityscapes
+ * directory walk (labelTrainIds or labelIds masks) and list-file parsing, each
+ * checking up front that every mask exists. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd/log.h"
+#include "data/dataset_internal.h"
+
+/* ---- small helpers ---- */
+
+static char *xstrdup(const char *s) {
+    char *d = strdup(s);
+    SG_CHECK(d != NULL, "out of memory");
+    return d;
+}
+
+static char *join(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    SG_CHECK(p != NULL, "out of memory");
+    if (a[0] == 0 || b[0] == '/') snprintf(p, n, "%s", b);
+    else snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+int sg_ds_is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+typedef struct vec {
+    ds_entry *e;
+    int64_t n, cap;
+} vec;
+
+static ds_entry *vec_push(vec *v) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 64;
+        v->e = realloc(v->e, sizeof(ds_entry) * (size_t)v->cap);
+        SG_CHECK(v->e != NULL, "out of memory");
+    }
+    memset(&v->e[v->n], 0, sizeof(ds_entry));
+    return &v->e[v->n++];
+}
+
+void sg_ds_free_entries(ds_entry *e, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        free(e[i].rel);
+        free(e[i].img);
+        free(e[i].mask);
+    }
+    free(e);
+}
+
+static int cmp_rel(const void *a, const void *b) {
+    return strcmp(((const ds_entry *)a)->rel, ((const ds_entry *)b)->rel);
+}
+
+/* ---- cityscapes ---- */
+
+/* Collects every <name>_leftImg8bit.png below dir, as paths relative to root. */
+static int walk(const char *root, const char *rel_dir, vec *v) {
+    char *dir = join(root, rel_dir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        SG_ERROR("cannot read directory %s: %s", dir, strerror(errno));
+        free(dir);
+        return -1;
+    }
+    /* readdir order is file-system dependent; the index is sorted later. */
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        char *rel = join(rel_dir, de->d_name);
+        char *full = join(root, rel);
+        if (sg_ds_is_dir(full)) {
+            rc = walk(root, rel, v);
+        } else if (ends_with(de->d_name, "_leftImg8bit.png")) {
+            ds_entry *e = vec_push(v);
+            e->rel = rel;
+            rel = NULL;
+        }
+        free(rel);
+        free(full);
+    }
+    closedir(d);
+    free(dir);
+    return rc;
+}
+
+/* leftImg8bit/<split>/<city>/<name>_leftImg8bit.png ->
+ * <root>/gtFine/<split>/<city>/<name>_gtFine_<kind>.png */
+static char *cityscapes_mask(const char *root, const char *rel, const char *kind) {
+    const char *tail = rel + strlen("leftImg8bit/");
+    size_t stem = strlen(tail) - strlen("_leftImg8bit.png");
+    size_t n = strlen(root) + strlen(tail) + strlen(kind) + 32;
+    char *p = malloc(n);
+    SG_CHECK(p != NULL, "out of memory");
+    snprintf(p, n, "%s/gtFine/%.*s_gtFine_%s.png", root, (int)stem, tail, kind);
+    return p;
+}
+
+int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                           int use_map) {
+    char *rel_dir = join("leftImg8bit", split);
+    char *dir = join(cfg->root, rel_dir);
+    if (!sg_ds_is_dir(dir)) {
+        SG_ERROR("split directory %s not found (data.root = %s, split '%s'): a Cityscapes root "
+                 "holds leftImg8bit/<split>/<city>/; check data.root and data.train_split / "
+                 "data.val_split",
+                 dir, cfg->root, split);
+        free(rel_dir);
+        free(dir);
+        return -1;
+    }
+    vec v = {0};
+    int rc = walk(cfg->root, rel_dir, &v);
+    free(rel_dir);
+    if (rc != 0 || v.n == 0) {
+        if (rc == 0)
+            SG_ERROR("split '%s' is empty: no *_leftImg8bit.png under %s (check data.root and "
+                     "the split name)",
+                     split, dir);
+        sg_ds_free_entries(v.e, v.n);
+        free(dir);
+        return -1;
+    }
+    free(dir);
+    qsort(v.e, (size_t)v.n, sizeof(ds_entry), cmp_rel);
+
+    /* labelTrainIds when every image has one, else labelIds (all needed). */
+    int64_t no_train = 0;
+    for (int64_t i = 0; i < v.n; i++) {
+        v.e[i].img = join(cfg->root, v.e[i].rel);
+        v.e[i].mask = cityscapes_mask(cfg->root, v.e[i].rel, "labelTrainIds");
+        if (!is_file(v.e[i].mask)) no_train++;
+    }
+    int use_label_ids = no_train > 0;
+    if (use_label_ids) {
+        int64_t missing = 0;
+        char examples[MAX_EXAMPLES * 600] = "";
+        for (int64_t i = 0; i < v.n; i++) {
+            free(v.e[i].mask);
+            v.e[i].mask = cityscapes_mask(cfg->root, v.e[i].rel, "labelIds");
+            if (!is_file(v.e[i].mask)) {
+                if (missing < MAX_EXAMPLES) {
+                    size_t l = strlen(examples);
+                    snprintf(examples + l, sizeof examples - l, "\n    %s", v.e[i].mask);
+                }
+                missing++;
+            }
+        }
+        if (missing) {
+            SG_ERROR("split '%s' of %s: %lld of %lld images have no mask (%lld lack "
+                     "_gtFine_labelTrainIds.png, so labelIds are used, and %lld lack "
+                     "_gtFine_labelIds.png); missing, e.g.:%s\n  Put the gtFine masks next to "
+                     "leftImg8bit (same split/city/name) or fix data.root.",
+                     split, cfg->root, (long long)missing, (long long)v.n, (long long)no_train,
+                     (long long)missing, examples);
+            sg_ds_free_entries(v.e, v.n);
+            return -1;
+        }
+        if (use_map) {
+            sg_cityscapes_label_map(ds->map, (uint8_t)ds->ignore_index);
+            SG_INFO("split '%s': %lld images, labelIds masks mapped to trainIds", split,
+                    (long long)v.n);
+        } else {
+            SG_INFO("split '%s': %lld images, raw labelIds masks (data.label_map: none)", split,
+                    (long long)v.n);
+        }
+    } else {
+        /* labelTrainIds mark "ignore" with 255. */
+        ds->map[255] = (uint8_t)ds->ignore_index;
+        SG_INFO("split '%s': %lld images, labelTrainIds masks", split, (long long)v.n);
+    }
+    ds->e = v.e;
+    ds->n = v.n;
+    return 0;
+}
+
+/* ---- list files ---- */
+
+int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
+    char *list = join(cfg->root, split);
+    FILE *f = fopen(list, "r");
+    if (!f) {
+        SG_ERROR("cannot open list file %s: %s (the split names a file of 'image mask' lines, "
+                 "absolute or relative to data.root)",
+                 list, strerror(errno));
+        free(list);
+        return -1;
+    }
+    vec v = {0};
+    char line[8192];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            SG_ERROR("%s:%d: line longer than %zu characters", list, lineno, sizeof line - 2);
+            rc = -1;
+            break;
+        }
+        char *tok[3] = {0};
+        int nt = 0;
+        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t;
+             t = strtok_r(NULL, " \t\r\n", &save)) {
+            if (nt < 3) tok[nt] = t;
+            nt++;
+        }
+        if (nt == 0 || tok[0][0] == '#') continue;
+        if (nt != 2) {
+            SG_ERROR("%s:%d: expected 'image_path mask_path' (2 fields separated by spaces), got "
+                     "%d field%s (paths cannot contain spaces)",
+                     list, lineno, nt, nt == 1 ? "" : "s");
+            rc = -1;
+            break;
+        }
+        ds_entry *e = vec_push(&v);
+        e->rel = xstrdup(tok[0]);
+        e->img = join(cfg->root, tok[0]);
+        e->mask = join(cfg->root, tok[1]);
+        e->line = lineno;
+    }
+    if (rc == 0 && ferror(f)) {
+        SG_ERROR("reading %s failed: %s", list, strerror(errno));
+        rc = -1;
+    }
+    fclose(f);
+    if (rc == 0 && v.n == 0) {
+        SG_ERROR("split '%s' is empty: list file %s has no 'image mask' lines", split, list);
+        rc = -1;
+    }
+    if (rc == 0) {
+        qsort(v.e, (size_t)v.n, sizeof(ds_entry), cmp_rel);
+        for (int64_t i = 1; i < v.n; i++) {
+            if (strcmp(v.e[i].rel, v.e[i - 1].rel) == 0) {
+                SG_ERROR("%s: image %s is listed twice (lines %d and %d); each sample must "
+                         "appear once",
+                         list, v.e[i].rel, v.e[i - 1].line < v.e[i].line ? v.e[i - 1].line : v.e[i].line,
+                         v.e[i - 1].line < v.e[i].line ? v.e[i].line : v.e[i - 1].line);
+                rc = -1;
+                break;
+            }
+        }
+    }
+    if (rc == 0) {
+        int64_t miss_img = 0, miss_mask = 0;
+        char examples[MAX_EXAMPLES * 2 * 700] = "";
+        int n_ex = 0;
+        for (int64_t i = 0; i < v.n; i++) {
+            int mi = !is_file(v.e[i].img), mm = !is_file(v.e[i].mask);
+            miss_img += mi;
+            miss_mask += mm;
+            if ((mi || mm) && n_ex < MAX_EXAMPLES) {
+                size_t l = strlen(examples);
+                snprintf(examples + l, sizeof examples - l, "\n    %s:%d: %s%s%s", list,
+                         v.e[i].line, mi ? v.e[i].img : "", mi && mm ? " and " : "",
+                         mm ? v.e[i].mask : "");
+                n_ex++;
+            }
+        }
+        if (miss_img || miss_mask) {
+            SG_ERROR("split '%s' (%s): %lld of %lld images and %lld of %lld masks are missing, "
+                     "e.g.:%s\n  Paths in the list are relative to data.root (%s).",
+                     split, list, (long long)miss_img, (long long)v.n, (long long)miss_mask,
+                     (long long)v.n, examples, cfg->root);
+            rc = -1;
+        }
+    }
+    free(list);
+    if (rc != 0) {
+        sg_ds_free_entries(v.e, v.n);
+        return -1;
+    }
+    if (use_map) sg_cityscapes_label_map(ds->map, (uint8_t)ds->ignore_index);
+    SG_INFO("split '%s': %lld images from list file%s", split, (long long)v.n,
+            use_map ? ", Cityscapes labelIds mapped to trainIds" : "");
+    ds->e = v.e;
+    ds->n = v.n;
+    return 0;
+}
+

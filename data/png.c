@@ -1,0 +1,332 @@
+/* data/png.c - see png.h. libpng with setjmp error handling; every path frees
+ * what it allocated. */
+#include "data/png.h"
+
+#include <errno.h>
+#include <png.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/log.h"
+
+/* Error sink: the caller's buffer, else the log. */
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    char buf[SG_DATA_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (err && errlen) {
+        snprintf(err, errlen, "%s", buf);
+    } else {
+        SG_ERROR("%s", buf);
+    }
+}
+
+void sg_img_free(sg_img *img) {
+    if (!img) return;
+    free(img->data);
+    memset(img, 0, sizeof *img);
+}
+
+/* libpng reports errors through this; the message lands in ctx and we jump. */
+typedef struct png_ctx {
+    char msg[256];
+} png_ctx;
+
+static void on_png_error(png_structp png, png_const_charp msg) {
+    png_ctx *c = (png_ctx *)png_get_error_ptr(png);
+    snprintf(c->msg, sizeof c->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+static void on_png_warning(png_structp png, png_const_charp msg) {
+    (void)png;
+    (void)msg; /* warnings (e.g. known-incorrect sRGB profile) are not errors */
+}
+
+enum { READ_RGB, READ_MASK, READ_HEADER };
+
+/* State that must survive longjmp lives in this struct (not in locals). */
+typedef struct read_state {
+    png_ctx ctx; /* first: libpng's error pointer is the state itself */
+    FILE *f;
+    png_structp png;
+    png_infop info;
+    uint8_t *pixels;
+    png_bytep *rows;
+    uint8_t *wide; /* 16-bit mask rows, big-endian as stored */
+} read_state;
+
+static void read_cleanup(read_state *s) {
+    if (s->png) png_destroy_read_struct(&s->png, s->info ? &s->info : NULL, NULL);
+    if (s->f) fclose(s->f);
+    free(s->pixels);
+    free(s->rows);
+    free(s->wide);
+    free(s);
+}
+
+static int read_png(const char *path, int mode, sg_img *out, char *err, size_t errlen) {
+    /* Heap state: what setjmp's longjmp must see is never a modified local. */
+    read_state *s = calloc(1, sizeof *s);
+    if (out) memset(out, 0, sizeof *out);
+    if (!s) {
+        set_err(err, errlen, "out of memory opening %s", path);
+        return -1;
+    }
+
+    s->f = fopen(path, "rb");
+    if (!s->f) {
+        set_err(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
+                strerror(errno));
+        read_cleanup(s);
+        return -1;
+    }
+    uint8_t sig[8];
+    size_t got = fread(sig, 1, 8, s->f);
+    if (got != 8 || png_sig_cmp(sig, 0, 8) != 0) {
+        set_err(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
+                got != 8 ? "shorter than the 8-byte signature" : "bad signature");
+        read_cleanup(s);
+        return -1;
+    }
+    s->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
+    if (!s->png) {
+        set_err(err, errlen, "png_create_read_struct failed for %s (out of memory?)", path);
+        read_cleanup(s);
+        return -1;
+    }
+    s->info = png_create_info_struct(s->png);
+    if (!s->info) {
+        set_err(err, errlen, "png_create_info_struct failed for %s (out of memory?)", path);
+        read_cleanup(s);
+        return -1;
+    }
+    if (setjmp(png_jmpbuf(s->png))) {
+        set_err(err, errlen, "corrupt or truncated PNG %s: %s (re-create or re-download it)",
+                path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+        read_cleanup(s);
+        if (out) memset(out, 0, sizeof *out);
+        return -1;
+    }
+    png_init_io(s->png, s->f);
+    png_set_sig_bytes(s->png, 8);
+    /* Refuse absurd dimensions from a corrupt header before allocating. */
+    png_set_user_limits(s->png, 1 << 16, 1 << 16);
+    png_read_info(s->png, s->info);
+
+    png_uint_32 w = png_get_image_width(s->png, s->info);
+    png_uint_32 h = png_get_image_height(s->png, s->info);
+    int depth = png_get_bit_depth(s->png, s->info);
+    int ctype = png_get_color_type(s->png, s->info);
+    if (mode == READ_HEADER) {
+        out->h = (int)h;
+        out->w = (int)w;
+        read_cleanup(s);
+        return 0;
+    }
+
+    if (mode == READ_RGB) {
+        if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(s->png);
+        if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(s->png);
+        if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA)
+            png_set_gray_to_rgb(s->png);
+        if (depth == 16) png_set_scale_16(s->png);
+        /* tRNS is transparency: dropped like alpha (no png_set_tRNS_to_alpha). */
+        if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(s->png);
+    } else {
+        if (ctype == PNG_COLOR_TYPE_GRAY_ALPHA) {
+            png_set_strip_alpha(s->png); /* the gray value is the label */
+        } else if (ctype != PNG_COLOR_TYPE_GRAY && ctype != PNG_COLOR_TYPE_PALETTE) {
+            set_err(err, errlen,
+                    "mask %s is a colour PNG (colour type %d); a label mask must be 8/16-bit "
+                    "grayscale (alpha ignored) or palette (use the labelIds/labelTrainIds files, not _color)",
+                    path, ctype);
+            read_cleanup(s);
+            return -1;
+        }
+        /* Palette: keep the index. Packed (1/2/4-bit) gray or index -> one byte each. */
+        if (depth < 8) png_set_packing(s->png);
+    }
+    int passes = png_set_interlace_handling(s->png);
+    (void)passes;
+    png_read_update_info(s->png, s->info);
+
+    size_t rowbytes = png_get_rowbytes(s->png, s->info);
+    int channels = png_get_channels(s->png, s->info);
+    int want_c = mode == READ_RGB ? 3 : 1;
+    int out_depth = png_get_bit_depth(s->png, s->info);
+    if (channels != want_c || (mode == READ_RGB && out_depth != 8)) {
+        set_err(err, errlen, "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)",
+                path, ctype, depth, channels);
+        read_cleanup(s);
+        return -1;
+    }
+    size_t npix = (size_t)h * w;
+    s->rows = malloc(sizeof(png_bytep) * h);
+    if (out_depth == 16) {
+        s->wide = malloc(npix * 2);
+        if (!s->rows || !s->wide) {
+            set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+            read_cleanup(s);
+            return -1;
+        }
+        for (png_uint_32 y = 0; y < h; y++) s->rows[y] = s->wide + (size_t)y * w * 2;
+    } else {
+        s->pixels = malloc(npix * want_c);
+        if (!s->rows || !s->pixels || rowbytes != (size_t)w * want_c) {
+            set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+            read_cleanup(s);
+            return -1;
+        }
+        for (png_uint_32 y = 0; y < h; y++) s->rows[y] = s->pixels + (size_t)y * w * want_c;
+    }
+    png_read_image(s->png, s->rows);
+    png_read_end(s->png, NULL);
+
+    if (out_depth == 16) { /* 16-bit mask: keep only if every value fits 0..255 */
+        s->pixels = malloc(npix);
+        if (!s->pixels) {
+            set_err(err, errlen, "out of memory reading %s", path);
+            read_cleanup(s);
+            return -1;
+        }
+        for (size_t i = 0; i < npix; i++) {
+            const uint8_t *b = s->wide + 2 * i; /* PNG stores 16-bit big-endian */
+            unsigned v = (unsigned)b[0] << 8 | b[1];
+            if (v > 255) {
+                set_err(err, errlen,
+                        "16-bit mask %s has label %u at pixel (y=%zu, x=%zu), above 255: "
+                        "segtrain keeps labels in 8 bits; remap the mask to 0..255",
+                        path, v, i / w, i % w);
+                read_cleanup(s);
+                return -1;
+            }
+            s->pixels[i] = (uint8_t)v;
+        }
+    }
+    out->h = (int)h;
+    out->w = (int)w;
+    out->c = want_c;
+    out->data = s->pixels;
+    s->pixels = NULL; /* ownership moves to out */
+    read_cleanup(s);
+    return 0;
+}
+
+int sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen) {
+    return read_png(path, READ_RGB, out, err, errlen);
+}
+int sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen) {
+    return read_png(path, READ_MASK, out, err, errlen);
+}
+int sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
+    sg_img hdr;
+    if (read_png(path, READ_HEADER, &hdr, err, errlen) != 0) return -1;
+    *h = hdr.h;
+    *w = hdr.w;
+    return 0;
+}
+
+/* ---- writing ---- */
+
+typedef struct write_state {
+    png_ctx ctx;
+    FILE *f;
+    png_structp png;
+    png_infop info;
+    png_colorp pal;
+} write_state;
+
+static void write_cleanup(write_state *s) {
+    if (s->png) png_destroy_write_struct(&s->png, s->info ? &s->info : NULL);
+    if (s->f) fclose(s->f);
+    free(s->pal);
+    free(s);
+}
+
+static int write_png(const char *path, const uint8_t *px, int h, int w, int ctype,
+                     const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
+    int c = ctype == PNG_COLOR_TYPE_RGB ? 3 : 1;
+    if (h <= 0 || w <= 0 || !px) {
+        set_err(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
+        return -1;
+    }
+    if (ctype == PNG_COLOR_TYPE_PALETTE && (n_colors < 1 || n_colors > 256 || !palette_rgb)) {
+        set_err(err, errlen, "cannot write %s: palette needs 1..256 colours (got %d)", path,
+                n_colors);
+        return -1;
+    }
+    write_state *s = calloc(1, sizeof *s); /* heap: survives longjmp intact */
+    if (!s) {
+        set_err(err, errlen, "out of memory writing %s", path);
+        return -1;
+    }
+    s->f = fopen(path, "wb");
+    if (!s->f) {
+        set_err(err, errlen,
+                "cannot create %s: %s (check that the directory exists and is writable)", path,
+                strerror(errno));
+        write_cleanup(s);
+        return -1;
+    }
+    s->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
+    if (s->png) s->info = png_create_info_struct(s->png);
+    if (!s->png || !s->info) {
+        set_err(err, errlen, "libpng initialisation failed writing %s (out of memory?)", path);
+        write_cleanup(s);
+        return -1;
+    }
+    if (setjmp(png_jmpbuf(s->png))) {
+        set_err(err, errlen, "writing PNG %s failed: %s (disk full?)", path,
+                s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+        write_cleanup(s);
+        return -1;
+    }
+    png_init_io(s->png, s->f);
+    /* Level 1: masks and synthetic images compress well; speed matters more. */
+    png_set_compression_level(s->png, 1);
+    png_set_IHDR(s->png, s->info, (png_uint_32)w, (png_uint_32)h, 8, ctype, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (ctype == PNG_COLOR_TYPE_PALETTE) {
+        /* Always 256 entries (extra ones black): any index is then valid PNG,
+         * e.g. 255 = ignore in a prediction or label mask. */
+        s->pal = calloc(256, sizeof(png_color));
+        if (!s->pal) png_error(s->png, "out of memory");
+        for (int i = 0; i < n_colors; i++) {
+            s->pal[i].red = palette_rgb[3 * i];
+            s->pal[i].green = palette_rgb[3 * i + 1];
+            s->pal[i].blue = palette_rgb[3 * i + 2];
+        }
+        png_set_PLTE(s->png, s->info, s->pal, 256);
+    }
+    png_write_info(s->png, s->info);
+    for (int y = 0; y < h; y++) png_write_row(s->png, (png_const_bytep)(px + (size_t)y * w * c));
+    png_write_end(s->png, NULL);
+    png_destroy_write_struct(&s->png, &s->info);
+    FILE *f = s->f;
+    s->f = NULL;
+    write_cleanup(s);
+    if (fclose(f) != 0) {
+        set_err(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
+                     size_t errlen) {
+    return write_png(path, rgb, h, w, PNG_COLOR_TYPE_RGB, NULL, 0, err, errlen);
+}
+int sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
+                      size_t errlen) {
+    return write_png(path, v, h, w, PNG_COLOR_TYPE_GRAY, NULL, 0, err, errlen);
+}
+int sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
+                         const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
+    return write_png(path, idx, h, w, PNG_COLOR_TYPE_PALETTE, palette_rgb, n_colors, err, errlen);
+}

@@ -1,0 +1,353 @@
+/* dist/comm.c - the communicator (dist/comm.h): environment, store, start-up
+ * agreement, the choice of transport, staging between device and host
+ * memory, and naming the failed rank when a collective fails. Owns the
+ * store handle, the heartbeat thread (via the store) and the transport. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd/log.h"
+#include "dist/comm.h"
+#include "dist/comm_internal.h"
+
+struct sg_comm {
+    sg_dist_env env;
+    sg_backend *be;
+    sg_store *store;        /* NULL in a world of 1 */
+    sg_transport *tr;       /* NULL in a world of 1 */
+    int timeout_s;
+    atomic_int broken;      /* set by either channel's thread */
+    atomic_int broken_reported;
+    pthread_mutex_t report_mu; /* one diagnosis at a time */
+    int diagnosed;
+    int agree_seq;
+    double wait_s;
+    /* per-channel staging buffers (host or device, whichever the transport
+     * is not), grown on demand */
+    void *stage[SG_CH_COUNT];
+    size_t stage_bytes[SG_CH_COUNT];
+    int stage_on_device[SG_CH_COUNT];
+    /* device scratch for callers (SyncBN packing), by slot */
+    void *scratch[2];
+    size_t scratch_bytes[2];
+};
+
+static const char *op_names[] = {"all-reduce", "broadcast", "all-gather", "barrier"};
+enum { OP_ALLREDUCE = 0, OP_BROADCAST, OP_ALLGATHER, OP_BARRIER };
+
+size_t sg_dtype_size(int dtype) { return dtype == SG_CDT_F32 ? 4 : 8; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* FNV-1a over a string: the binary version's hash. */
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+int sg_comm_rank(const sg_comm *c) { return c->env.rank; }
+int sg_comm_world(const sg_comm *c) { return c->env.world; }
+int sg_comm_local_rank(const sg_comm *c) { return c->env.local_rank; }
+int sg_comm_local_world(const sg_comm *c) { return c->env.local_world; }
+const char *sg_comm_backend_name(const sg_comm *c) { return c->tr ? c->tr->name : "single"; }
+sg_backend *sg_comm_device_backend(const sg_comm *c) { return c->be; }
+int sg_comm_timeout_s(const sg_comm *c) { return c->timeout_s; }
+double sg_comm_wait_seconds(const sg_comm *c) { return c->wait_s; }
+sg_store *sg_comm_store(sg_comm *c) { return c->store; }
+int sg_comm_broken(const sg_comm *c) { return c->broken; }
+
+void *sg_comm_scratch(sg_comm *c, int slot, size_t bytes) {
+    if (c->scratch_bytes[slot] < bytes) {
+        if (c->scratch[slot]) c->be->ops->free(c->be, c->scratch[slot]);
+        c->scratch[slot] = c->be->ops->alloc(c->be, bytes);
+        c->scratch_bytes[slot] = bytes;
+    }
+    return c->scratch[slot];
+}
+
+/* Logs a failed collective, naming the rank(s) the store finds dead or hung. */
+static void report_failure(sg_comm *c, const char *what, const char *err) {
+    char diag[1024] = "";
+    pthread_mutex_lock(&c->report_mu);
+    int first = !c->diagnosed;
+    c->diagnosed = 1;
+    pthread_mutex_unlock(&c->report_mu);
+    if (!first) { /* the other channel's thread already names the rank */
+        SG_ERROR("rank %d: %s failed too: %s", c->env.rank, what, err);
+        return;
+    }
+    if (c->store) {
+        double probe = c->timeout_s < 3 ? 1.5 : 3.0;
+        sg_store_diagnose(c->store, probe, diag, sizeof diag);
+    }
+    SG_ERROR("rank %d: %s failed (%s backend, dist.timeout_s=%d): %s. %s "
+             "See that rank's log (<run_dir>/logs/rank<N>.log) for its own error.",
+             c->env.rank, what, sg_comm_backend_name(c), c->timeout_s, err,
+             diag[0] ? diag : "No other rank was found dead or hung.");
+}
+
+static int check_usable(sg_comm *c, const char *what) {
+    if (c->broken) {
+        /* once: SyncBN hooks would otherwise repeat it for every layer */
+        if (!c->broken_reported)
+            SG_ERROR("rank %d: %s skipped: an earlier collective failed (see above)", c->env.rank, what);
+        c->broken_reported = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Staging buffer of `bytes` on channel ch: device memory when want_device. */
+static void *stage_buf(sg_comm *c, int ch, size_t bytes, int want_device) {
+    if (c->stage[ch] && (c->stage_bytes[ch] < bytes || c->stage_on_device[ch] != want_device)) {
+        if (c->stage_on_device[ch]) c->be->ops->free(c->be, c->stage[ch]);
+        else free(c->stage[ch]);
+        c->stage[ch] = NULL;
+    }
+    if (!c->stage[ch]) {
+        c->stage[ch] = want_device ? c->be->ops->alloc(c->be, bytes) : malloc(bytes);
+        SG_CHECK(c->stage[ch], "out of host memory for a %zu-byte communication buffer", bytes);
+        c->stage_bytes[ch] = bytes;
+        c->stage_on_device[ch] = want_device;
+    }
+    return c->stage[ch];
+}
+
+/* Is a buffer of this kind (device/host) in the transport's memory space? */
+static int native(const sg_comm *c, int is_device) {
+    int device_is_host = !c->be || c->be->kind == SG_BACKEND_CPU;
+    int buf_on_device = is_device && !device_is_host;
+    return buf_on_device == c->tr->device_memory;
+}
+
+static void to_stage(sg_comm *c, void *stage, const void *src, size_t bytes, int src_is_device) {
+    if (bytes == 0) return;
+    if (src_is_device) c->be->ops->download(c->be, stage, src, bytes); /* device -> host stage */
+    else c->be->ops->upload(c->be, stage, src, bytes);                 /* host -> device stage */
+}
+static void from_stage(sg_comm *c, void *dst, const void *stage, size_t bytes, int dst_is_device) {
+    if (bytes == 0) return;
+    if (dst_is_device) c->be->ops->upload(c->be, dst, stage, bytes);
+    else c->be->ops->download(c->be, dst, stage, bytes);
+}
+
+/* One collective on channel ch. in/out: buffers (out == in for in-place ops),
+ * is_device: whether they are backend memory. n_in bytes per rank for
+ * all-gather, total bytes otherwise. */
+static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t count, int dtype,
+                      size_t bytes, int root, int is_device) {
+    if (check_usable(c, op_names[op])) return -1;
+    if (!c->tr) { /* world of 1 */
+        if (op == OP_ALLGATHER && in != out && bytes) {
+            if (is_device) c->be->ops->copy(c->be, out, in, bytes);
+            else memcpy(out, in, bytes);
+        }
+        return 0;
+    }
+    double t0 = now_s();
+    char err[512] = "";
+    int rc;
+    int nat = op == OP_BARRIER || native(c, is_device);
+    size_t out_bytes = op == OP_ALLGATHER ? bytes * (size_t)c->env.world : bytes;
+    void *tin = in, *tout = out;
+    if (!nat) {
+        /* stage into the transport's memory: in at the front of the stage
+         * for in-place ops; all-gather keeps in after the world*bytes out */
+        int want_dev = c->tr->device_memory;
+        size_t total = op == OP_ALLGATHER ? out_bytes + bytes : out_bytes;
+        char *st = stage_buf(c, ch, total ? total : 1, want_dev);
+        tout = st;
+        tin = op == OP_ALLGATHER ? st + out_bytes : st;
+        to_stage(c, tin, in, op == OP_ALLGATHER ? bytes : out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
+    }
+    switch (op) {
+    case OP_ALLREDUCE: rc = c->tr->allreduce(c->tr, ch, tout, count, dtype, err, sizeof err); break;
+    case OP_BROADCAST: rc = c->tr->broadcast(c->tr, ch, tout, bytes, root, err, sizeof err); break;
+    case OP_ALLGATHER: rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err); break;
+    default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
+    }
+    if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
+    if (ch == SG_CH_MAIN) c->wait_s += now_s() - t0;
+    if (rc != 0) {
+        c->broken = 1;
+        char what[96];
+        snprintf(what, sizeof what, "%s of %zu bytes", op_names[op], op == OP_ALLGATHER ? bytes : out_bytes);
+        report_failure(c, op == OP_BARRIER ? "barrier" : what, err);
+        return -1;
+    }
+    return 0;
+}
+
+int sg_comm_ch_allreduce_f32(sg_comm *c, int ch, float *dev, size_t count) {
+    return collective(c, ch, OP_ALLREDUCE, dev, dev, count, SG_CDT_F32, count * 4, 0, 1);
+}
+int sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count) {
+    return collective(c, SG_CH_MAIN, OP_ALLREDUCE, dev, dev, count, SG_CDT_F32, count * 4, 0, 1);
+}
+int sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count) {
+    return collective(c, SG_CH_MAIN, OP_ALLREDUCE, host, host, count, SG_CDT_F64, count * 8, 0, 0);
+}
+int sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count) {
+    return collective(c, SG_CH_MAIN, OP_ALLREDUCE, host, host, count, SG_CDT_I64, count * 8, 0, 0);
+}
+static int check_root(sg_comm *c, int root) {
+    if (root < 0 || root >= c->env.world) {
+        SG_ERROR("rank %d: broadcast from rank %d, but the world has %d ranks (internal error)",
+                 c->env.rank, root, c->env.world);
+        return -1;
+    }
+    return 0;
+}
+int sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root) {
+    if (check_root(c, root)) return -1;
+    return collective(c, SG_CH_MAIN, OP_BROADCAST, dev, dev, 0, 0, bytes, root, 1);
+}
+int sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root) {
+    if (check_root(c, root)) return -1;
+    return collective(c, SG_CH_MAIN, OP_BROADCAST, host, host, 0, 0, bytes, root, 0);
+}
+int sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n) {
+    return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)dev_in, dev_out, 0, 0, n * 4, 0, 1);
+}
+int sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank) {
+    return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)in, out, 0, 0, bytes_per_rank, 0, 0);
+}
+int sg_comm_barrier(sg_comm *c) {
+    return collective(c, SG_CH_MAIN, OP_BARRIER, NULL, NULL, 0, 0, 0, 0, 0);
+}
+
+/* Agreement through the store (works before the transport exists): every
+ * rank publishes its value, reads everyone's, and compares with rank 0's. */
+int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
+    if (check_usable(c, "agreement check")) return -1;
+    if (!c->store) return 0;
+    int seq = c->agree_seq++;
+    char key[256];
+    snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, c->env.rank);
+    if (sg_store_set(c->store, key, &value, sizeof value)) { c->broken = 1; return -1; }
+    uint64_t v0 = 0;
+    char differ[512] = "";
+    size_t dl = 0;
+    int ndiff = 0;
+    for (int r = 0; r < c->env.world; r++) {
+        snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, r);
+        void *val = NULL;
+        size_t len = 0;
+        int rc = sg_store_get(c->store, key, &val, &len);
+        if (rc == SG_STORE_TIMEOUT) {
+            SG_ERROR("rank %d: rank %d did not publish its %s within dist.timeout_s=%d s: "
+                     "is it running (and started with the same world size)?",
+                     c->env.rank, r, field, c->timeout_s);
+            c->broken = 1;
+            return -1;
+        }
+        if (rc || len != sizeof(uint64_t)) {
+            free(val);
+            c->broken = 1;
+            if (!rc) SG_ERROR("rank %d: malformed %s from rank %d in the store", c->env.rank, field, r);
+            return -1;
+        }
+        uint64_t v;
+        memcpy(&v, val, sizeof v);
+        free(val);
+        if (r == 0) v0 = v;
+        else if (v != v0) {
+            ndiff++;
+            if (dl < sizeof differ - 40)
+                dl += (size_t)snprintf(differ + dl, sizeof differ - dl, "%s%d", ndiff > 1 ? ", " : "", r);
+        }
+    }
+    if (ndiff) {
+        SG_ERROR("rank %d: ranks disagree on the %s: rank(s) %s differ from rank 0 "
+                 "(rank 0: %016" PRIx64 ", this rank: %016" PRIx64 "). Run the same binary, "
+                 "config and dataset on every rank.", c->env.rank, field, differ, v0, value);
+        c->broken = 1;
+        return -1;
+    }
+    return 0;
+}
+
+int sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash) {
+    return sg_comm_check_agree(c, "dataset index (hash of the file list)", dataset_hash);
+}
+
+static const char *choose_backend(const sg_config *cfg, sg_backend *be) {
+    const char *b = cfg->dist.backend;
+    if (strcmp(b, "auto") == 0 || b[0] == 0)
+        return be && be->kind == SG_BACKEND_CUDA ? "nccl" : "gloo";
+    return b;
+}
+
+sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
+    sg_comm *c = calloc(1, sizeof *c);
+    SG_CHECK(c, "out of memory");
+    pthread_mutex_init(&c->report_mu, NULL);
+    if (sg_dist_env_read(&c->env)) { free(c); return NULL; }
+    c->be = be;
+    c->timeout_s = cfg->dist.timeout_s > 0 ? cfg->dist.timeout_s : 300;
+    /* SG_DIST_FORCE_TRANSPORT=1 builds the store and transport even for a
+     * world of 1 (testing NCCL or Gloo on a single device) */
+    const char *force = getenv("SG_DIST_FORCE_TRANSPORT");
+    if (c->env.world == 1 && !(force && strcmp(force, "1") == 0)) return c;
+
+    sg_log_set_rank(c->env.rank, c->env.world);
+    c->store = sg_store_create(c->env.master_addr, c->env.master_port, c->env.rank, c->env.world,
+                               c->timeout_s);
+    if (!c->store) goto fail;
+    if (sg_store_heartbeat_start(c->store)) goto fail;
+    if (sg_comm_check_agree(c, "binary version", hash_str(SG_VERSION " " __DATE__ " " __TIME__))) goto fail;
+    if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg))) goto fail;
+
+    const char *name = choose_backend(cfg, be);
+    if (strcmp(name, "nccl") == 0) {
+        if (!be || be->kind != SG_BACKEND_CUDA) {
+            SG_ERROR("dist.backend=nccl needs the CUDA backend (device=cuda), but device=%s: "
+                     "use dist.backend=gloo or auto on the CPU", cfg->device);
+            goto fail;
+        }
+        c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->timeout_s);
+    } else if (strcmp(name, "gloo") == 0) {
+        c->tr = sg_transport_gloo_create(c->store, c->env.rank, c->env.world, c->timeout_s);
+    } else {
+        SG_ERROR("dist.backend='%s' is not one of auto, gloo, nccl", cfg->dist.backend);
+        goto fail;
+    }
+    if (!c->tr) goto fail;
+    SG_INFO("rank %d/%d (local %d/%d, %s launch): %s communicator up via %s:%d",
+            c->env.rank, c->env.world, c->env.local_rank, c->env.local_world, c->env.source,
+            c->tr->name, c->env.master_addr, sg_store_port(c->store));
+    return c;
+fail:
+    c->broken = 1;
+    sg_comm_destroy(c);
+    return NULL;
+}
+
+void sg_comm_destroy(sg_comm *c) {
+    if (!c) return;
+    if (c->tr) c->tr->destroy(c->tr);
+    for (int i = 0; i < 2; i++)
+        if (c->scratch[i]) c->be->ops->free(c->be, c->scratch[i]);
+    for (int ch = 0; ch < SG_CH_COUNT; ch++) {
+        if (!c->stage[ch]) continue;
+        if (c->stage_on_device[ch]) c->be->ops->free(c->be, c->stage[ch]);
+        else free(c->stage[ch]);
+    }
+    if (c->store) {
+        /* rank 0 hosts the store: after a failure do not keep it alive
+         * waiting for ranks that may be gone */
+        if (c->broken) sg_store_set_timeout(c->store, 1.0);
+        sg_store_leave(c->store);
+        sg_store_destroy(c->store);
+    }
+    free(c);
+}

@@ -1,0 +1,108 @@
+/* dist/comm.h - the communicator: who am I, and collectives across ranks.
+ *
+ * One sg_comm per process. sg_comm_create reads the launch environment
+ * (torchrun / `segtrain --nproc-per-node`: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; mpirun: OMPI_COMM_WORLD_*;
+ * srun: SLURM_PROCID/NTASKS/LOCALID), joins the TCP rendezvous store hosted
+ * by rank 0 (dist/store.h), checks that every rank runs the same binary
+ * version with the same resolved config, and opens the collective backend
+ * chosen by dist.backend (auto: NCCL with the CUDA backend, Gloo with the
+ * CPU one). With none of those variables set it is a world of 1: every
+ * collective is a no-op (or a local copy) and no socket is opened.
+ *
+ * Memory: "device" buffers come from be->ops->alloc (host memory on the CPU
+ * backend); "host" buffers are plain host memory. Every collective is
+ * blocking for the caller: when it returns 0, the result may be read (device
+ * results: by later ops on the backend's compute stream).
+ *
+ * Errors: every call returns 0, or -1 after logging an error that names the
+ * rank that failed or did not arrive within dist.timeout_s (and what to do).
+ * After a failure the communicator is broken: every later call returns -1
+ * at once, so a training loop just propagates -1 and exits non-zero.
+ *
+ * Thread use: the calls here are for one thread (the training loop). The
+ * DDP gradient buckets (dist/ddp.h) use a second, private channel from their
+ * comm thread, so the two never interleave.
+ */
+#ifndef SG_DIST_COMM_H
+#define SG_DIST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/config.h"
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_comm sg_comm;
+
+/* The launch environment, as read by sg_dist_env_read. */
+typedef struct sg_dist_env {
+    int rank, world;               /* global rank, world size */
+    int local_rank, local_world;   /* within this node */
+    int node_rank;                 /* GROUP_RANK / node index (0 if unknown) */
+    char master_addr[256];         /* MASTER_ADDR, default 127.0.0.1 */
+    int master_port;               /* the store's port: MASTER_PORT (default
+                                      29500); MASTER_PORT+1 under torchrun's
+                                      static rendezvous, whose agent holds
+                                      MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE) */
+    char source[32];               /* "torchrun", "mpi", "slurm", "none" */
+} sg_dist_env;
+
+/* Reads the environment. Returns 0 (world 1 with source "none" when no
+ * variable is set), or -1 after logging which variable is malformed or
+ * inconsistent (e.g. RANK >= WORLD_SIZE). Call it before creating the backend:
+ * local_rank selects the CUDA device ("cuda" -> "cuda:<local_rank>"). */
+int sg_dist_env_read(sg_dist_env *env);
+
+/* Creates the communicator (see above). Returns NULL after logging an error
+ * naming the variable, the rank that did not arrive, or the mismatching field. */
+sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be);
+/* Leaves the job: a final barrier is NOT done here (call sg_comm_barrier
+ * first when ranks must leave together). NULL is allowed. */
+void sg_comm_destroy(sg_comm *c);
+
+int sg_comm_rank(const sg_comm *c);
+int sg_comm_world(const sg_comm *c);
+int sg_comm_local_rank(const sg_comm *c);
+int sg_comm_local_world(const sg_comm *c);
+/* "single", "gloo" or "nccl". */
+const char *sg_comm_backend_name(const sg_comm *c);
+sg_backend *sg_comm_device_backend(const sg_comm *c);
+int sg_comm_timeout_s(const sg_comm *c);
+
+/* All-reduce (sum), in place. */
+int sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count);       /* device */
+int sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count);     /* host */
+int sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count);    /* host */
+
+/* Broadcast `bytes` from `root` to every rank, in place. */
+int sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root);       /* device */
+int sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root); /* host */
+
+/* All-gather: out[r * n + i] = rank r's in[i]; out holds world * n. */
+int sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n);
+int sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank);
+
+int sg_comm_barrier(sg_comm *c);
+
+/* Start-up agreement: every rank passes its value of `field`; returns 0 when
+ * all agree, else -1 after logging the field and which ranks differ from
+ * rank 0 (every rank logs it). sg_comm_create already checks the binary
+ * version and sg_config_hash; the trainer calls sg_comm_check_dataset with
+ * its dataset index hash once the index is built. */
+int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value);
+int sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash);
+
+/* Seconds this process spent blocked in collectives so far (training loop
+ * channel; the DDP channel's wait time is sg_ddp_wait_seconds). */
+double sg_comm_wait_seconds(const sg_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,211 @@
+// dist/gloo_shim.cc - the only C++ in segtrain: Gloo (Debian's libgloo-dev)
+// behind the C transport interface of dist/transport.h. Gloo's rendezvous
+// runs over segtrain's TCP store (StoreAdapter below); transport is TCP
+// (loopback when MASTER_ADDR is local, GLOO_SOCKET_IFNAME when set). One Gloo
+// context per channel, so the training loop and the DDP comm thread never
+// interleave collectives on one context. Gloo throws on errors and
+// timeouts; every call here catches and returns -1 with the message.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+extern "C" {
+#include "cmd/log.h"
+#include "dist/store.h"
+#include "dist/transport.h"
+}
+
+namespace {
+
+// Gloo's rendezvous::Store over sg_store, with a key prefix per channel.
+class StoreAdapter : public gloo::rendezvous::Store {
+  public:
+    StoreAdapter(sg_store *s, std::string prefix) : s_(s), prefix_(std::move(prefix)) {}
+    void set(const std::string &key, const std::vector<char> &data) override {
+        if (sg_store_set(s_, (prefix_ + key).c_str(), data.data(), data.size()))
+            throw std::runtime_error("store set of " + key + " failed");
+    }
+    std::vector<char> get(const std::string &key) override {
+        void *v = nullptr;
+        size_t n = 0;
+        int rc = sg_store_get(s_, (prefix_ + key).c_str(), &v, &n);
+        if (rc) throw std::runtime_error(what(key, rc));
+        std::vector<char> out((char *)v, (char *)v + n);
+        free(v);
+        return out;
+    }
+    void wait(const std::vector<std::string> &keys) override {
+        for (const auto &k : keys) {
+            int rc = sg_store_wait(s_, (prefix_ + k).c_str());
+            if (rc) throw std::runtime_error(what(k, rc));
+        }
+    }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) override { wait(keys); }
+
+  private:
+    // Gloo's full-mesh rendezvous keys are the publishing rank's number
+    // (possibly with a "rank_" prefix): name that rank.
+    static std::string what(const std::string &key, int rc) {
+        std::string k = key.rfind("rank_", 0) == 0 ? key.substr(5) : key;
+        bool numeric = !k.empty() && k.find_first_not_of("0123456789") == std::string::npos;
+        std::string who = numeric ? "rank " + k + " did not publish its Gloo address"
+                                  : "store key '" + key + "' did not appear";
+        return rc == SG_STORE_TIMEOUT ? who + " within dist.timeout_s (is it running?)"
+                                      : "store request for '" + key + "' failed (rank 0's store is gone)";
+    }
+    sg_store *s_;
+    std::string prefix_;
+};
+
+struct GlooImpl {
+    std::shared_ptr<gloo::transport::Device> dev;
+    std::shared_ptr<gloo::rendezvous::Context> ctx[SG_CH_COUNT];
+    std::chrono::milliseconds timeout;
+    int world;
+};
+
+GlooImpl *impl(sg_transport *t) { return static_cast<GlooImpl *>(t->impl); }
+
+void set_err(char *err, size_t len, const char *what, const std::exception &e) {
+    snprintf(err, len, "Gloo %s: %s", what, e.what());
+}
+
+template <typename T> void sum_fn(void *c, const void *a, const void *b, size_t n) {
+    gloo::sum<T>(c, a, b, n);
+}
+
+int g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err, size_t errlen) {
+    if (count == 0) return 0;
+    try {
+        gloo::AllreduceOptions o(impl(t)->ctx[ch]);
+        o.setTimeout(impl(t)->timeout);
+        if (dtype == SG_CDT_F32) {
+            o.setOutput(static_cast<float *>(buf), count);
+            o.setReduceFunction(gloo::AllreduceOptions::Func(&sum_fn<float>));
+        } else if (dtype == SG_CDT_F64) {
+            o.setOutput(static_cast<double *>(buf), count);
+            o.setReduceFunction(gloo::AllreduceOptions::Func(&sum_fn<double>));
+        } else {
+            o.setOutput(static_cast<int64_t *>(buf), count);
+            o.setReduceFunction(gloo::AllreduceOptions::Func(&sum_fn<int64_t>));
+        }
+        gloo::allreduce(o);
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "all-reduce", e);
+        return -1;
+    }
+    return 0;
+}
+
+int g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+    if (bytes == 0) return 0;
+    try {
+        gloo::BroadcastOptions o(impl(t)->ctx[ch]);
+        o.setTimeout(impl(t)->timeout);
+        o.setOutput(static_cast<uint8_t *>(buf), bytes);
+        o.setRoot(root);
+        gloo::broadcast(o);
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "broadcast", e);
+        return -1;
+    }
+    return 0;
+}
+
+int g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
+    if (bytes == 0) return 0;
+    try {
+        gloo::AllgatherOptions o(impl(t)->ctx[ch]);
+        o.setTimeout(impl(t)->timeout);
+        o.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(in)), bytes);
+        o.setOutput(static_cast<uint8_t *>(out), bytes * (size_t)impl(t)->world);
+        gloo::allgather(o);
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "all-gather", e);
+        return -1;
+    }
+    return 0;
+}
+
+int g_barrier(sg_transport *t, int ch, char *err, size_t errlen) {
+    try {
+        gloo::BarrierOptions o(impl(t)->ctx[ch]);
+        o.setTimeout(impl(t)->timeout);
+        gloo::barrier(o);
+    } catch (const std::exception &e) {
+        set_err(err, errlen, "barrier", e);
+        return -1;
+    }
+    return 0;
+}
+
+void g_destroy(sg_transport *t) {
+    delete impl(t);
+    delete t;
+}
+
+bool is_local(const char *addr) {
+    return !addr || !*addr || strncmp(addr, "127.", 4) == 0 || strcmp(addr, "localhost") == 0;
+}
+
+} // namespace
+
+extern "C" int sg_transport_gloo_compiled(void) { return 1; }
+
+extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s) {
+    auto *g = new GlooImpl();
+    g->world = world;
+    g->timeout = std::chrono::milliseconds((long long)(timeout_s * 1000));
+    try {
+        gloo::transport::tcp::attr attr;
+        const char *ifname = getenv("GLOO_SOCKET_IFNAME");
+        if (ifname && *ifname) {
+            attr.iface = ifname;
+        } else if (is_local(getenv("MASTER_ADDR"))) {
+            attr.hostname = "127.0.0.1";
+        } else {
+            char host[256] = "";
+            gethostname(host, sizeof host - 1);
+            attr.hostname = host;
+        }
+        g->dev = gloo::transport::tcp::CreateDevice(attr);
+        for (int ch = 0; ch < SG_CH_COUNT; ch++) {
+            StoreAdapter st(store, "gloo/ch" + std::to_string(ch) + "/");
+            g->ctx[ch] = std::make_shared<gloo::rendezvous::Context>(rank, world);
+            g->ctx[ch]->setTimeout(g->timeout);
+            g->ctx[ch]->connectFullMesh(st, g->dev);
+        }
+    } catch (const std::exception &e) {
+        SG_ERROR("rank %d: building the Gloo mesh of %d ranks failed: %s. Another rank may have failed to "
+                 "start (see its log); on several hosts set GLOO_SOCKET_IFNAME to the interface to use.",
+                 rank, world, e.what());
+        delete g;
+        return nullptr;
+    }
+    auto *t = new sg_transport();
+    t->name = "gloo";
+    t->device_memory = 0;
+    t->impl = g;
+    t->allreduce = g_allreduce;
+    t->broadcast = g_broadcast;
+    t->allgather = g_allgather;
+    t->barrier = g_barrier;
+    t->destroy = g_destroy;
+    return t;
+}

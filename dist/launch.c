@@ -1,0 +1,453 @@
+/* dist/launch.c - the multi-process launcher (dist/launch.h): option
+ * parsing, fork+exec of the workers with torchrun's environment, output
+ * prefixing, signal forwarding, and the fail-fast shutdown. Owns the worker
+ * processes: every one is reaped before sg_launch returns. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "cmd/log.h"
+#include "dist/launch.h"
+
+#define MAX_LINE 65536
+
+typedef struct worker {
+    int rank, local;
+    pid_t pid;
+    int alive;
+    int status;      /* wait status once reaped */
+    int fd[2];       /* stdout, stderr read ends; -1 once closed */
+    char *buf[2];
+    size_t len[2];
+} worker;
+
+typedef struct launch_opts {
+    int nproc, nnodes, node_rank, port;
+    char addr[256];
+    double grace_s;
+} launch_opts;
+
+static int g_sigpipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int e = errno;
+    unsigned char c = (unsigned char)sig;
+    if (write(g_sigpipe[1], &c, 1) < 0) { /* pipe full: the loop reaps anyway */ }
+    errno = e;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes", "--node-rank",
+                                         "--master-addr", "--master-port", "--kill-grace-s"};
+enum { O_NPROC, O_NNODES, O_NODE_RANK, O_ADDR, O_PORT, O_GRACE, O_COUNT };
+
+/* If argv[*i] is launcher option k, stores its value and advances *i past it.
+ * Returns 1 if matched, 0 if not, -1 when the value is missing. */
+static int match_opt(int argc, char **argv, int *i, int k, const char **val) {
+    const char *a = argv[*i], *name = launch_opt_names[k];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || !*v || *end || x < lo || x > hi) {
+        SG_ERROR("launcher: %s '%s' is not an integer in [%d, %d]", opt, v, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Splits argv into launcher options and the workers' arguments. Returns 0,
+ * or 2 after logging a usage error. */
+static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest) {
+    memset(o, 0, sizeof *o);
+    o->nnodes = 1;
+    o->grace_s = 30;
+    o->port = -1;
+    const char *env_addr = getenv("MASTER_ADDR");
+    snprintf(o->addr, sizeof o->addr, "%s", env_addr && *env_addr ? env_addr : "127.0.0.1");
+    const char *env_port = getenv("MASTER_PORT");
+    if (env_port && *env_port && parse_int("MASTER_PORT", env_port, 1, 65535, &o->port)) return 2;
+    *n_rest = 0;
+    for (int i = 1; i < argc; i++) {
+        int matched = 0;
+        for (int k = 0; k < O_COUNT && !matched; k++) {
+            const char *v = NULL;
+            int m = match_opt(argc, argv, &i, k, &v);
+            if (m < 0) {
+                SG_ERROR("launcher: %s needs a value", launch_opt_names[k]);
+                return 2;
+            }
+            if (!m) continue;
+            matched = 1;
+            int rc = 0;
+            switch (k) {
+            case O_NPROC: rc = parse_int(launch_opt_names[k], v, 1, 4096, &o->nproc); break;
+            case O_NNODES: rc = parse_int(launch_opt_names[k], v, 1, 100000, &o->nnodes); break;
+            case O_NODE_RANK: rc = parse_int(launch_opt_names[k], v, 0, 99999, &o->node_rank); break;
+            case O_PORT: rc = parse_int(launch_opt_names[k], v, 1, 65535, &o->port); break;
+            case O_GRACE: {
+                int g;
+                rc = parse_int(launch_opt_names[k], v, 0, 3600, &g);
+                o->grace_s = g;
+                break;
+            }
+            default:
+                if (!*v || strlen(v) >= sizeof o->addr) {
+                    SG_ERROR("launcher: --master-addr '%s' is empty or too long", v);
+                    return 2;
+                }
+                snprintf(o->addr, sizeof o->addr, "%s", v);
+            }
+            if (rc) return 2;
+        }
+        if (!matched) rest[(*n_rest)++] = argv[i];
+    }
+    rest[*n_rest] = NULL;
+    if (o->nproc < 1) {
+        SG_ERROR("launcher: --nproc-per-node N is required (the number of workers on this node)");
+        return 2;
+    }
+    if (o->node_rank >= o->nnodes) {
+        SG_ERROR("launcher: --node-rank %d must be below --nnodes %d", o->node_rank, o->nnodes);
+        return 2;
+    }
+    if (o->port < 0) {
+        if (o->nnodes > 1) {
+            o->port = 29500;
+        } else {
+            o->port = free_port();
+            if (o->port < 0) {
+                SG_ERROR("launcher: no free TCP port for the rendezvous store: pass --master-port");
+                return 2;
+            }
+        }
+    }
+    return 0;
+}
+
+static void setenv_int(const char *k, long v) {
+    char b[32];
+    snprintf(b, sizeof b, "%ld", v);
+    setenv(k, b, 1);
+}
+
+/* In the child: environment, output pipes, exec. Never returns. */
+static void exec_worker(const launch_opts *o, const worker *w, int out_w, int err_w, const char *exe,
+                        char **wargv, pid_t launcher) {
+    /* signals are blocked since before the fork: restore the default
+     * actions first, so one sent now is not taken for the launcher's own */
+    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+    close(g_sigpipe[0]);
+    close(g_sigpipe[1]);
+    setpgid(0, 0); /* own group: a terminal's ^C reaches the launcher only, which forwards it */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(1); /* the launcher died before prctl */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) _exit(127);
+    int world = o->nproc * o->nnodes;
+    setenv_int("RANK", w->rank);
+    setenv_int("LOCAL_RANK", w->local);
+    setenv_int("WORLD_SIZE", world);
+    setenv_int("LOCAL_WORLD_SIZE", o->nproc);
+    setenv_int("GROUP_RANK", o->node_rank);
+    setenv_int("ROLE_RANK", w->rank);
+    setenv_int("ROLE_WORLD_SIZE", world);
+    setenv("MASTER_ADDR", o->addr, 1);
+    setenv_int("MASTER_PORT", o->port);
+    setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
+    setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
+    setenv("TORCHELASTIC_RUN_ID", "segtrain", 1);
+    if (!getenv("OMP_NUM_THREADS")) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long t = cores / o->nproc;
+        setenv_int("OMP_NUM_THREADS", t < 1 ? 1 : t);
+    }
+    execv(exe, wargv);
+    fprintf(stderr, "launcher: cannot execute %s for rank %d: %s\n", exe, w->rank, strerror(errno));
+    _exit(127);
+}
+
+/* Writes one line of worker output, prefixed unless the worker's logger
+ * already did. */
+static void emit(const worker *w, int stream, const char *line, size_t n) {
+    FILE *f = stream ? stderr : stdout;
+    char prefix[32];
+    int pl = snprintf(prefix, sizeof prefix, "[rank %d] ", w->rank);
+    /* the worker's logger writes "HH:MM:SS.mmm [rank N] ...": no second prefix */
+    size_t head = n < 40 ? n : 40;
+    if (!memmem(line, head, prefix, (size_t)pl)) fwrite(prefix, 1, (size_t)pl, f);
+    fwrite(line, 1, n, f);
+    if (n == 0 || line[n - 1] != '\n') fputc('\n', f);
+    fflush(f);
+}
+
+/* Reads what is available on worker stream s; closes it on EOF. */
+static void pump(worker *w, int s) {
+    if (w->len[s] + 4096 > MAX_LINE) {
+        emit(w, s, w->buf[s], w->len[s]); /* an over-long line goes out in pieces */
+        w->len[s] = 0;
+    }
+    ssize_t r = read(w->fd[s], w->buf[s] + w->len[s], MAX_LINE - w->len[s]);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (r <= 0) {
+        if (w->len[s]) emit(w, s, w->buf[s], w->len[s]);
+        w->len[s] = 0;
+        close(w->fd[s]);
+        w->fd[s] = -1;
+        return;
+    }
+    w->len[s] += (size_t)r;
+    size_t start = 0;
+    for (size_t i = 0; i < w->len[s]; i++) {
+        if (w->buf[s][i] != '\n') continue;
+        emit(w, s, w->buf[s] + start, i + 1 - start);
+        start = i + 1;
+    }
+    memmove(w->buf[s], w->buf[s] + start, w->len[s] - start);
+    w->len[s] -= start;
+}
+
+static void describe(int status, char *out, size_t n) {
+    if (WIFEXITED(status)) snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, n, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else snprintf(out, n, "ended with wait status %d", status);
+}
+
+static int exit_code(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+static void signal_all(worker *w, int n, int sig) {
+    for (int i = 0; i < n; i++)
+        if (w[i].alive) kill(-w[i].pid, sig), kill(w[i].pid, sig);
+}
+
+int sg_launch(int argc, char **argv, const char *exe) {
+    launch_opts o;
+    char **rest = calloc((size_t)argc + 2, sizeof *rest);
+    SG_CHECK(rest, "out of memory");
+    int n_rest = 0;
+    int rc = parse(argc, argv, &o, rest + 1, &n_rest);
+    if (rc) {
+        free(rest);
+        return rc;
+    }
+    rest[0] = (char *)exe;
+
+    if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK)) {
+        SG_ERROR("launcher: pipe failed: %s", strerror(errno));
+        free(rest);
+        return 1;
+    }
+    struct sigaction sa, old[4];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, &old[i]);
+
+    SG_INFO("launcher: starting %d workers (node %d of %d, world %d), rendezvous at %s:%d",
+            o.nproc, o.node_rank, o.nnodes, o.nproc * o.nnodes, o.addr, o.port);
+    worker *w = calloc((size_t)o.nproc, sizeof *w);
+    SG_CHECK(w, "out of memory");
+    pid_t self = getpid();
+    int n_started = 0;
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < o.nproc; i++) {
+        w[i].local = i;
+        w[i].rank = o.node_rank * o.nproc + i;
+        int p[2][2];
+        if (pipe2(p[0], O_CLOEXEC) || pipe2(p[1], O_CLOEXEC)) {
+            SG_ERROR("launcher: pipe failed: %s", strerror(errno));
+            break;
+        }
+        sigset_t block, prev;
+        sigemptyset(&block);
+        for (int k = 0; k < 4; k++) sigaddset(&block, sigs[k]);
+        sigprocmask(SIG_BLOCK, &block, &prev);
+        pid_t pid = fork();
+        if (pid != 0) sigprocmask(SIG_SETMASK, &prev, NULL);
+        if (pid < 0) {
+            SG_ERROR("launcher: fork of rank %d failed: %s", w[i].rank, strerror(errno));
+            for (int k = 0; k < 2; k++) close(p[k][0]), close(p[k][1]);
+            break;
+        }
+        if (pid == 0) exec_worker(&o, &w[i], p[0][1], p[1][1], exe, rest, self);
+        setpgid(pid, pid); /* also here, so signal_all never races the child */
+        w[i].pid = pid;
+        w[i].alive = 1;
+        for (int k = 0; k < 2; k++) {
+            close(p[k][1]);
+            w[i].fd[k] = p[k][0];
+            fcntl(w[i].fd[k], F_SETFL, O_NONBLOCK);
+            w[i].buf[k] = malloc(MAX_LINE);
+            SG_CHECK(w[i].buf[k], "out of memory");
+        }
+        n_started++;
+    }
+
+    int failed = -1, failed_status = 0, forwarded = 0, result = 0;
+    double kill_at = -1, drain_until = -1;
+    if (n_started < o.nproc) { /* could not start everyone: stop the rest */
+        failed = n_started;
+        failed_status = 1 << 8;
+        signal_all(w, n_started, SIGTERM);
+        kill_at = now_s() + o.grace_s;
+    }
+    struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
+    SG_CHECK(pfd, "out of memory");
+    for (;;) {
+        /* reap */
+        int alive = 0;
+        for (int i = 0; i < n_started; i++) {
+            if (!w[i].alive) continue;
+            int st;
+            pid_t r = waitpid(w[i].pid, &st, WNOHANG);
+            if (r == w[i].pid) {
+                w[i].alive = 0;
+                w[i].status = st;
+                if (st != 0 && failed < 0 && !forwarded) {
+                    char how[128];
+                    describe(st, how, sizeof how);
+                    failed = i;
+                    failed_status = st;
+                    SG_ERROR("launcher: worker rank %d (pid %d) %s; stopping the other workers "
+                             "(SIGTERM, SIGKILL after %.0f s)", w[i].rank, (int)w[i].pid, how, o.grace_s);
+                    signal_all(w, n_started, SIGTERM);
+                    signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
+                    kill_at = now_s() + o.grace_s;
+                }
+            } else {
+                alive++;
+            }
+        }
+        int open_fds = 0;
+        for (int i = 0; i < n_started; i++) open_fds += (w[i].fd[0] >= 0) + (w[i].fd[1] >= 0);
+        if (!alive && drain_until < 0) drain_until = now_s() + 2.0; /* grandchildren may hold pipes */
+        if (!alive && (!open_fds || now_s() > drain_until)) break;
+        if (alive && kill_at >= 0 && now_s() >= kill_at) {
+            SG_ERROR("launcher: %d worker(s) still running %.0f s after SIGTERM: sending SIGKILL", alive,
+                     o.grace_s);
+            signal_all(w, n_started, SIGKILL);
+            kill_at = now_s() + 3600; /* once */
+        }
+        int np = 0;
+        pfd[np++] = (struct pollfd){.fd = g_sigpipe[0], .events = POLLIN};
+        for (int i = 0; i < n_started; i++)
+            for (int k = 0; k < 2; k++)
+                if (w[i].fd[k] >= 0) pfd[np++] = (struct pollfd){.fd = w[i].fd[k], .events = POLLIN};
+        int timeout_ms = 500;
+        int pr = poll(pfd, (nfds_t)np, timeout_ms);
+        if (pr < 0 && errno != EINTR) {
+            SG_ERROR("launcher: poll failed: %s", strerror(errno));
+            signal_all(w, n_started, SIGKILL);
+        }
+        if (pr <= 0) continue;
+        if (pfd[0].revents & POLLIN) {
+            unsigned char sigbuf[64];
+            ssize_t n = read(g_sigpipe[0], sigbuf, sizeof sigbuf);
+            for (ssize_t k = 0; k < n; k++) {
+                int sig = sigbuf[k];
+                if (sig == SIGCHLD) continue;
+                SG_WARN("launcher: got signal %d (%s): forwarding it to the workers", sig, strsignal(sig));
+                signal_all(w, n_started, sig);
+                if (!forwarded) forwarded = sig;
+                if (kill_at < 0) kill_at = now_s() + o.grace_s;
+            }
+        }
+        for (int i = 0; i < n_started; i++)
+            for (int k = 0; k < 2; k++) {
+                if (w[i].fd[k] < 0) continue;
+                for (int q = 1; q < np; q++)
+                    if (pfd[q].fd == w[i].fd[k] && pfd[q].revents) {
+                        pump(&w[i], k);
+                        break;
+                    }
+            }
+    }
+    for (int i = 0; i < n_started; i++)
+        for (int k = 0; k < 2; k++) {
+            if (w[i].fd[k] >= 0) close(w[i].fd[k]);
+            free(w[i].buf[k]);
+        }
+    if (failed >= 0) {
+        char how[128];
+        describe(failed_status, how, sizeof how);
+        result = exit_code(failed_status);
+        if (result == 0) result = 1;
+        SG_ERROR("launcher: failed: worker rank %d %s (exit status %d); see its output above",
+                 failed < n_started ? w[failed].rank : failed, how, result);
+    } else if (forwarded) {
+        result = 128 + forwarded;
+        SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", forwarded, strsignal(forwarded), result);
+    }
+    for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
+    close(g_sigpipe[0]);
+    close(g_sigpipe[1]);
+    g_sigpipe[0] = g_sigpipe[1] = -1;
+    free(pfd);
+    free(w);
+    free(rest);
+    return result;
+}
+
+int sg_cmd_launch(int argc, char **argv) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        SG_ERROR("launcher: cannot find this program's path (/proc/self/exe): %s", strerror(errno));
+        return 1;
+    }
+    exe[n] = 0;
+    return sg_launch(argc, argv, exe);
+}

@@ -1,0 +1,38 @@
+/* dist/launch.h - the multi-process launcher behind `segtrain
+ * --nproc-per-node N ...` (sg_cmd_launch in cmd/commands.h).
+ *
+ * Starts N workers (fork + exec, before any thread or CUDA context exists in
+ * the launcher) with torchrun's environment contract: RANK, LOCAL_RANK,
+ * WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+ * TORCHELASTIC_RESTART_COUNT/MAX_RESTARTS/RUN_ID, and OMP_NUM_THREADS
+ * (cores / N) when unset. Each worker's stdout and stderr lines come out
+ * prefixed "[rank N] " (lines the worker's logger already prefixed are
+ * passed as they are). SIGINT/SIGTERM/SIGHUP to the launcher are forwarded
+ * to every worker. When a worker fails (non-zero exit or a signal), the
+ * others get SIGTERM, then SIGKILL after the grace period; the launcher
+ * exits with the failed worker's status (128 + signal for a signal), naming
+ * it. Workers die with the launcher (PR_SET_PDEATHSIG) and every one is
+ * reaped: no orphans, no zombies.
+ *
+ * Options (anywhere in argv, "--opt V" or "--opt=V"): --nproc-per-node N,
+ * --nnodes M (1), --node-rank R (0), --master-addr A (MASTER_ADDR or
+ * 127.0.0.1), --master-port P (MASTER_PORT; single node: a free port;
+ * several nodes: 29500), --kill-grace-s S (30, as torchrun). The other
+ * arguments are passed to each worker unchanged.
+ */
+#ifndef SG_DIST_LAUNCH_H
+#define SG_DIST_LAUNCH_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* argv as main's (argv[0] = program, ignored); exe = the worker program
+ * (argv[0] of each worker). Returns the exit status for the launcher. */
+int sg_launch(int argc, char **argv, const char *exe);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,460 @@
+/* dist/store_client.c - the rendezvous store's client side (dist/store.h):
+ * connecting (retrying until rank 0's server is up), request/response with
+ * the store's timeout, barrier, heartbeats and the dead/hung diagnosis.
+ * Owns the connection, and on rank 0's original handle the server. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/log.h"
+#include "dist/store.h"
+#include "dist/store_proto.h"
+
+struct sg_store {
+    char addr[256];
+    int port;
+    int rank, world;
+    double timeout_s;
+    int fd;                    /* -1 when (re)connect is needed */
+    pthread_mutex_t mu;
+    sg_store_server *server;   /* rank 0's original handle only */
+    int barrier_seq;
+    /* heartbeat thread */
+    int hb_running;
+    pthread_t hb_thread;
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    int hb_stop;
+    sg_store *hb_store;
+    int quiet;                 /* do not log connection failures */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int connect_once(const char *addr, int port) {
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    if (getaddrinfo(addr, portstr, &hints, &ai)) return -1;
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads n bytes before the deadline. 0 ok, -1 closed/error, SG_STORE_TIMEOUT. */
+static int recv_all(int fd, void *p, size_t n, double deadline) {
+    char *c = p;
+    while (n) {
+        double left = deadline - now_s();
+        if (left <= 0) return SG_STORE_TIMEOUT;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc < 0) return -1;
+        if (rc == 0) continue;
+        ssize_t r = recv(fd, c, n, 0);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) return -1;
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* One request/response on an open connection; the caller holds mu. */
+static int request_locked(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen,
+                          void **out, size_t *outlen, double timeout) {
+    uint32_t klen = (uint32_t)strlen(key);
+    char hdr[9];
+    hdr[0] = (char)op;
+    memcpy(hdr + 1, &klen, 4);
+    memcpy(hdr + 5, &vlen, 4);
+    if (send_all(s->fd, hdr, 9) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
+        return -1;
+    double deadline = now_s() + timeout;
+    char rh[5];
+    int rc = recv_all(s->fd, rh, 5, deadline);
+    if (rc) return rc;
+    uint32_t rlen;
+    memcpy(&rlen, rh + 1, 4);
+    if (rlen > SG_STORE_MAX_VAL) return -1;
+    char *buf = malloc(rlen + 1u);
+    SG_CHECK(buf, "out of memory");
+    rc = recv_all(s->fd, buf, rlen, deadline + 5.0);
+    if (rc || rh[0] != 0) {
+        free(buf);
+        return rc ? rc : -1;
+    }
+    buf[rlen] = 0;
+    if (out) {
+        *out = buf;
+        if (outlen) *outlen = rlen;
+    } else {
+        free(buf);
+    }
+    return 0;
+}
+
+/* Opens the connection and says HELLO, retrying until the deadline. */
+static int connect_locked(sg_store *s, double deadline) {
+    for (;;) {
+        s->fd = connect_once(s->addr, s->port);
+        if (s->fd >= 0) {
+            int32_t r = s->rank;
+            if (request_locked(s, SG_OP_HELLO, "", &r, 4, NULL, NULL, s->timeout_s) == 0) return 0;
+            close(s->fd);
+            s->fd = -1;
+        }
+        if (now_s() >= deadline) return -1;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A request with reconnect on a stale connection. After a timeout the
+ * connection has an outstanding request, so it is closed (reopened next time). */
+static int request(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen, void **out,
+                   size_t *outlen, double timeout) {
+    if (strlen(key) > SG_STORE_MAX_KEY) {
+        SG_ERROR("rank %d: store key longer than %d bytes: %.64s...", s->rank, SG_STORE_MAX_KEY, key);
+        return -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (s->fd < 0 && connect_locked(s, now_s() + timeout)) rc = -1;
+    if (!rc) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout);
+    if (rc && s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (s->quiet) return rc;
+    if (rc == -1)
+        SG_ERROR("rank %d: lost the connection to the rendezvous store at %s:%d, hosted by rank 0: "
+                 "rank 0 exited or crashed; see its log", s->rank, s->addr, s->port);
+    else if (rc == SG_STORE_TIMEOUT && op != SG_OP_GET)
+        SG_ERROR("rank %d: the rendezvous store at %s:%d (hosted by rank 0) did not answer within %.0f s: "
+                 "rank 0 is stopped or hung", s->rank, s->addr, s->port, timeout);
+    return rc;
+}
+
+sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s) {
+    sg_store *s = calloc(1, sizeof *s);
+    SG_CHECK(s, "out of memory");
+    snprintf(s->addr, sizeof s->addr, "%s", addr);
+    s->port = port;
+    s->rank = rank;
+    s->world = world;
+    s->timeout_s = timeout_s;
+    s->fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->hb_mu, NULL);
+    pthread_cond_init(&s->hb_cv, NULL);
+    if (rank == 0) {
+        s->server = sg_store_server_start(addr, port);
+        if (!s->server) {
+            free(s);
+            return NULL;
+        }
+        s->port = sg_store_server_port(s->server);
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = connect_locked(s, now_s() + timeout_s);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        SG_ERROR("rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
+                 "rank 0 hosts it; is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?",
+                 rank, addr, s->port, timeout_s);
+        sg_store_server_stop(s->server);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+sg_store *sg_store_clone(const sg_store *src) {
+    sg_store *s = calloc(1, sizeof *s);
+    SG_CHECK(s, "out of memory");
+    memcpy(s->addr, src->addr, sizeof s->addr);
+    s->port = src->port;
+    s->rank = src->rank;
+    s->world = src->world;
+    s->timeout_s = src->timeout_s;
+    s->fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->hb_mu, NULL);
+    pthread_cond_init(&s->hb_cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    int rc = connect_locked(s, now_s() + s->timeout_s);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        SG_ERROR("rank %d: could not open a second connection to the rendezvous store at %s:%d",
+                 s->rank, s->addr, s->port);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int sg_store_port(const sg_store *s) { return s->port; }
+int sg_store_rank(const sg_store *s) { return s->rank; }
+int sg_store_world(const sg_store *s) { return s->world; }
+double sg_store_timeout(const sg_store *s) { return s->timeout_s; }
+void sg_store_set_timeout(sg_store *s, double t) { s->timeout_s = t; }
+
+int sg_store_set(sg_store *s, const char *key, const void *val, size_t len) {
+    if (len > SG_STORE_MAX_VAL) {
+        SG_ERROR("rank %d: store value for '%s' is %zu bytes, over the %u limit", s->rank, key, len,
+                 SG_STORE_MAX_VAL);
+        return -1;
+    }
+    return request(s, SG_OP_SET, key, val, (uint32_t)len, NULL, NULL, s->timeout_s);
+}
+
+int sg_store_get(sg_store *s, const char *key, void **val, size_t *len) {
+    return request(s, SG_OP_GET, key, NULL, 0, val, len, s->timeout_s);
+}
+
+int sg_store_wait(sg_store *s, const char *key) {
+    return request(s, SG_OP_GET, key, NULL, 0, NULL, NULL, s->timeout_s);
+}
+
+int sg_store_check(sg_store *s, const char *key, int *exists) {
+    void *v = NULL;
+    size_t n = 0;
+    int rc = request(s, SG_OP_CHECK, key, NULL, 0, &v, &n, s->timeout_s);
+    if (!rc) *exists = n == 1 && ((uint8_t *)v)[0];
+    free(v);
+    return rc;
+}
+
+int sg_store_add(sg_store *s, const char *key, int64_t delta, int64_t *out) {
+    void *v = NULL;
+    size_t n = 0;
+    int rc = request(s, SG_OP_ADD, key, &delta, 8, &v, &n, s->timeout_s);
+    if (!rc && n == 8 && out) memcpy(out, v, 8);
+    free(v);
+    return rc;
+}
+
+/* Logs the ranks missing from barrier `name` (keys barrier/<name>/<r>). */
+static void name_missing(sg_store *s, const char *prefix, const char *what) {
+    char missing[512] = "";
+    size_t ml = 0;
+    int n = 0;
+    for (int r = 0; r < s->world; r++) {
+        char key[512];
+        snprintf(key, sizeof key, "%s/%d", prefix, r);
+        int ex = 1;
+        if (sg_store_check(s, key, &ex)) return;
+        if (!ex && ml < sizeof missing - 16) {
+            ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", n ? ", " : "", r);
+            n++;
+        }
+    }
+    SG_ERROR("rank %d: %s timed out after dist.timeout_s=%.0f s: rank(s) %s did not arrive "
+             "(crashed, stopped or still busy: see their logs)", s->rank, what, s->timeout_s,
+             n ? missing : "(none missing now: they arrived late)");
+}
+
+int sg_store_barrier(sg_store *s, const char *name) {
+    char prefix[400], key[512];
+    int seq = s->barrier_seq++;
+    snprintf(prefix, sizeof prefix, "barrier/%s/%d", name, seq);
+    snprintf(key, sizeof key, "%s/%d", prefix, s->rank);
+    const char one = 1;
+    if (sg_store_set(s, key, &one, 1)) return -1;
+    snprintf(key, sizeof key, "%s/count", prefix);
+    int64_t count = 0;
+    if (sg_store_add(s, key, 1, &count)) return -1;
+    snprintf(key, sizeof key, "%s/done", prefix);
+    if (count == s->world && sg_store_set(s, key, &one, 1)) return -1;
+    int rc = sg_store_wait(s, key);
+    if (rc == SG_STORE_TIMEOUT) {
+        char what[512];
+        snprintf(what, sizeof what, "store barrier '%s'", name);
+        name_missing(s, prefix, what);
+        return -1;
+    }
+    return rc;
+}
+
+int sg_store_leave(sg_store *s) {
+    int64_t n;
+    return sg_store_add(s, SG_STORE_LEFT_KEY, 1, &n);
+}
+
+/* ---- heartbeats and diagnosis ---- */
+
+static void *hb_main(void *arg) {
+    sg_store *s = arg;
+    char key[64];
+    snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", s->rank);
+    pthread_mutex_lock(&s->hb_mu);
+    while (!s->hb_stop) {
+        pthread_mutex_unlock(&s->hb_mu);
+        /* the heartbeat connection fails when rank 0 is gone: stop quietly
+         * (the hb handle is quiet), the training thread reports it */
+        int64_t one = 1;
+        if (request(s->hb_store, SG_OP_ADD, key, &one, 8, NULL, NULL, s->timeout_s) != 0) {
+            pthread_mutex_lock(&s->hb_mu);
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 500 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+        pthread_mutex_lock(&s->hb_mu);
+        if (!s->hb_stop) pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->hb_mu);
+    return NULL;
+}
+
+int sg_store_heartbeat_start(sg_store *s) {
+    s->hb_store = sg_store_clone(s);
+    if (!s->hb_store) return -1;
+    s->hb_store->quiet = 1;
+    s->hb_stop = 0;
+    if (pthread_create(&s->hb_thread, NULL, hb_main, s)) {
+        SG_ERROR("rank %d: pthread_create for the heartbeat thread failed", s->rank);
+        sg_store_destroy(s->hb_store);
+        s->hb_store = NULL;
+        return -1;
+    }
+    s->hb_running = 1;
+    return 0;
+}
+
+static int read_counters(sg_store *s, int64_t *hb, int *dead) {
+    for (int r = 0; r < s->world; r++) {
+        char key[64];
+        snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", r);
+        if (sg_store_check(s, key, &dead[r])) return -1;
+        snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", r);
+        if (sg_store_add(s, key, 0, &hb[r])) return -1;
+    }
+    return 0;
+}
+
+int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen) {
+    int w = s->world;
+    int64_t *hb0 = calloc((size_t)w, sizeof *hb0), *hb1 = calloc((size_t)w, sizeof *hb1);
+    int *dead = calloc((size_t)w, sizeof *dead), *dead1 = calloc((size_t)w, sizeof *dead1);
+    SG_CHECK(hb0 && hb1 && dead && dead1, "out of memory");
+    double saved = s->timeout_s;
+    int saved_quiet = s->quiet;
+    s->timeout_s = probe_s + 2.0;
+    s->quiet = 1;
+    int named = 0;
+    size_t ol = 0;
+    out[0] = 0;
+    if (read_counters(s, hb0, dead)) {
+        if (s->rank != 0) {
+            snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
+                     "was killed or is stopped.");
+            named = 1;
+        }
+        goto done;
+    }
+    struct timespec ts = {(time_t)probe_s, (long)((probe_s - (time_t)probe_s) * 1e9)};
+    nanosleep(&ts, NULL);
+    if (read_counters(s, hb1, dead1)) {
+        snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
+        named = 1;
+        goto done;
+    }
+    for (int r = 0; r < w && ol < outlen - 1; r++) {
+        if (r == s->rank) continue;
+        const char *why = NULL;
+        if (dead1[r]) why = "exited or was killed (its connection closed)";
+        else if (hb1[r] == hb0[r]) why = "is stopped or hung (no heartbeat)";
+        if (!why) continue;
+        ol += (size_t)snprintf(out + ol, outlen - ol, "%sRank %d %s", named ? "; " : "", r, why);
+        named++;
+        if (ol >= outlen) ol = outlen - 1;
+    }
+    if (named && ol < outlen - 2) snprintf(out + ol, outlen - ol, ".");
+done:
+    s->timeout_s = saved;
+    s->quiet = saved_quiet;
+    free(hb0);
+    free(hb1);
+    free(dead);
+    free(dead1);
+    return named;
+}
+
+void sg_store_destroy(sg_store *s) {
+    if (!s) return;
+    if (s->hb_running) {
+        pthread_mutex_lock(&s->hb_mu);
+        s->hb_stop = 1;
+        pthread_cond_signal(&s->hb_cv);
+        pthread_mutex_unlock(&s->hb_mu);
+        pthread_join(s->hb_thread, NULL);
+        sg_store_destroy(s->hb_store);
+    }
+    if (s->server) {
+        /* keep serving until every rank has left or died (or the timeout) */
+        double deadline = now_s() + s->timeout_s;
+        for (;;) {
+            int64_t left = 0;
+            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) || left >= s->world || now_s() > deadline) break;
+            int dead = 0;
+            for (int r = 0; r < s->world; r++) {
+                char key[64];
+                int ex = 0;
+                snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", r);
+                if (sg_store_check(s, key, &ex)) break;
+                dead += ex;
+            }
+            if (left + dead >= s->world) break;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->fd >= 0) {
+        request_locked(s, SG_OP_BYE, "", NULL, 0, NULL, NULL, 2.0);
+        close(s->fd);
+    }
+    pthread_mutex_unlock(&s->mu);
+    sg_store_server_stop(s->server);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

@@ -1,0 +1,43 @@
+/* dist/syncbn.c - SyncBN's two collectives (model/model.h hooks): the
+ * forward all-gather of every rank's (mean, M2) and count, merged by the
+ * backend's bn_finalize (Chan's formula, a rank with 0 values skipped), and
+ * the backward sum of the 2C reductions. ctx is the sg_comm.
+ *
+ * The forward sends one message per layer: [mean(c), M2(c), count] with the
+ * int64 count's bits in two float slots (exact at any count), so a BN layer
+ * costs one collective's latency, not two. */
+#include <string.h>
+
+#include "cmd/log.h"
+#include "dist/comm_internal.h"
+#include "dist/ddp.h"
+
+void sg_syncbn_gather(void *ctx, const float *local_stats, int64_t local_count, float *parts,
+                      int64_t *counts, int c) {
+    sg_comm *comm = ctx;
+    sg_backend *be = sg_comm_device_backend(comm);
+    const sg_ops *o = be->ops;
+    int w = sg_comm_world(comm), r = sg_comm_rank(comm);
+    size_t row = (size_t)2 * c + 2; /* floats per rank */
+    float *send = sg_comm_scratch(comm, 0, row * sizeof(float));
+    float *recv = sg_comm_scratch(comm, 1, row * (size_t)w * sizeof(float));
+    o->copy(be, send, local_stats, (size_t)2 * c * sizeof(float));
+    o->upload(be, send + 2 * c, &local_count, sizeof local_count);
+    if (sg_comm_allgather_f32(comm, send, recv, row) == 0) {
+        for (int q = 0; q < w; q++) {
+            o->copy(be, parts + (size_t)q * 2 * c, recv + (size_t)q * row, (size_t)2 * c * sizeof(float));
+            o->download(be, &counts[q], recv + (size_t)q * row + 2 * c, sizeof(int64_t));
+        }
+        return;
+    }
+    /* failed (logged, comm broken): leave finite local statistics so the
+     * step finishes and sg_ddp_wait reports the failure */
+    for (int q = 0; q < w; q++) counts[q] = q == r ? local_count : 0;
+    o->copy(be, parts + (size_t)r * 2 * c, local_stats, (size_t)2 * c * sizeof(float));
+}
+
+void sg_syncbn_allreduce(void *ctx, float *red, int c2) {
+    sg_comm *comm = ctx;
+    /* on failure red keeps the local sums; the comm is broken and reported */
+    (void)sg_comm_allreduce_f32(comm, red, (size_t)c2);
+}

@@ -1,0 +1,57 @@
+/* dist/transport.h - internal: the collective backends behind sg_comm.
+ *
+ * A transport (Gloo over TCP, NCCL) implements the raw collectives on one of
+ * two channels: SG_CH_MAIN for the training loop's calls and SG_CH_GRAD for
+ * the DDP comm thread, so collectives issued by two threads never interleave
+ * on one connection. On failure a call returns -1 with a short reason in err;
+ * dist/comm.c then asks the store which rank is dead or hung and logs it.
+ * Not a public header: only dist/ includes it.
+ */
+#ifndef SG_DIST_TRANSPORT_H
+#define SG_DIST_TRANSPORT_H
+
+#include <stddef.h>
+
+#include "dist/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { SG_CH_MAIN = 0, SG_CH_GRAD = 1, SG_CH_COUNT = 2 };
+enum { SG_CDT_F32 = 0, SG_CDT_F64 = 1, SG_CDT_I64 = 2 };
+
+typedef struct sg_transport sg_transport;
+struct sg_transport {
+    const char *name;
+    int device_memory; /* 1: buffers are device pointers (NCCL); 0: host */
+    void *impl;
+    int (*allreduce)(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                     char *err, size_t errlen);
+    int (*broadcast)(sg_transport *t, int ch, void *buf, size_t bytes, int root,
+                     char *err, size_t errlen);
+    int (*allgather)(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                     char *err, size_t errlen);
+    int (*barrier)(sg_transport *t, int ch, char *err, size_t errlen);
+    void (*destroy)(sg_transport *t);
+};
+
+size_t sg_dtype_size(int dtype);
+
+/* Gloo over TCP, rendezvous through the store (dist/gloo_shim.cc). NULL
+ * after logging when Gloo is not compiled in or the mesh cannot be built. */
+sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world,
+                                       double timeout_s);
+/* NCCL (dist/nccl_comm.c); be is the CUDA backend (its compute and comm
+ * streams are used). NULL when NCCL is not compiled in. */
+struct sg_backend;
+sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank,
+                                       int world, double timeout_s);
+int sg_transport_gloo_compiled(void);
+int sg_transport_nccl_compiled(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

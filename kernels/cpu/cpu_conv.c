@@ -1,0 +1,427 @@
+/* kernels/cpu/cpu_conv.c - convolutions through oneDNN's C API (2.6):
+ * forward, backward-data, backward-weights, any stride/padding/dilation.
+ *
+ * Owns the primitive cache: one entry per (sg_conv_desc, op, layout) holding
+ * the primitive, its memory objects, the reorders between the user's plain
+ * layout (nchw / oihw) and the layout the primitive chose, and the scratchpad
+ * size. Entries are built on first use or by conv_prepare; in the steady
+ * state an op only sets data handles and executes. Buffers shared by all
+ * entries (blocked copies of the three tensors, the accumulate scratch and
+ * the oneDNN scratchpad) grow when a new entry needs more, never per call.
+ *
+ * Layout: "plain" makes oneDNN work on nchw/oihw directly; "blocked" lets the
+ * primitive choose (dnnl_format_tag_any, nChw16c on AVX-512) and reorders the
+ * tensors in and out each call. SG_CPU_CONV_LAYOUT=plain|blocked|auto picks
+ * one globally; auto (the default) picks per shape and op (choose_layout).
+ * accumulate = 1: the result goes to a scratch buffer that is then added.
+ *
+ * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
+ * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c.
+ *
+ * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
+ * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
+ * are trimmed: the primitive runs the smaller kernel on a gathered copy of
+ * the live weights (bwd_weight scatters back and writes zeros for the dead
+ * taps), the same result for a fraction of the work.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_conv_internal.h"
+
+enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
+enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2 };
+static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
+
+/* One tensor argument of a primitive. */
+typedef struct conv_arg {
+    int arg;                  /* DNNL_ARG_* of the convolution */
+    int is_output;
+    dnnl_memory_t user;       /* plain layout, handle set per call */
+    dnnl_memory_t prim;       /* primitive's layout (== user when no reorder) */
+    dnnl_primitive_t reorder; /* user->prim (input) or prim->user (output), or NULL */
+    size_t prim_bytes;        /* size of the primitive-layout copy (reorder only) */
+    size_t user_count;        /* floats in the plain tensor */
+} conv_arg;
+
+typedef struct conv_entry {
+    sg_conv_desc d;
+    int op, layout;
+    int trimmed;        /* kernel reduced to the live taps below */
+    int i0, j0, r2, s2; /* first live tap row/col, live kernel size */
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    conv_arg a[3];
+    dnnl_memory_t scratch; /* NULL when the primitive needs none */
+    size_t scratch_bytes;
+    struct conv_entry *next;
+} conv_entry;
+
+struct sg_cpu_conv_cache {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    int layout_mode;
+    conv_entry *head;
+    ws_buf ws[3];    /* blocked copies, one per argument slot */
+    ws_buf acc;      /* accumulate scratch (plain layout) */
+    ws_buf wtrim;    /* live-tap weights of a trimmed kernel (plain oihw) */
+    ws_buf scratch;  /* oneDNN scratchpad */
+    sg_conv_taps_ws taps; /* per-tap GEMM path (cpu_conv_taps.c) */
+};
+
+sg_cpu_conv_cache *sg_cpu_conv_create(int threads) {
+    (void)threads; /* oneDNN (OpenMP runtime) follows omp_set_num_threads */
+    sg_cpu_conv_cache *cc = calloc(1, sizeof *cc);
+    if (!cc) SG_FATAL("CPU backend: out of memory creating the conv cache");
+    DNNL_CHECK(dnnl_engine_create(&cc->eng, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&cc->stream, cc->eng, dnnl_stream_default_flags));
+    cc->layout_mode = LAYOUT_AUTO;
+    const char *env = getenv("SG_CPU_CONV_LAYOUT");
+    if (env && *env) {
+        if (strcmp(env, "plain") == 0) cc->layout_mode = LAYOUT_PLAIN;
+        else if (strcmp(env, "blocked") == 0) cc->layout_mode = LAYOUT_BLOCKED;
+        else if (strcmp(env, "auto") == 0) cc->layout_mode = LAYOUT_AUTO;
+        else
+            SG_FATAL("environment SG_CPU_CONV_LAYOUT='%s': expected plain, blocked or auto "
+                     "(unset it for auto)",
+                     env);
+    }
+    return cc;
+}
+
+static void free_arg(conv_arg *a) {
+    if (a->reorder) DNNL_CHECK(dnnl_primitive_destroy(a->reorder));
+    if (a->prim && a->prim != a->user) DNNL_CHECK(dnnl_memory_destroy(a->prim));
+    if (a->user) DNNL_CHECK(dnnl_memory_destroy(a->user));
+}
+
+void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
+    if (!cc) return;
+    conv_entry *e = cc->head;
+    while (e) {
+        conv_entry *next = e->next;
+        for (int i = 0; i < 3; i++) free_arg(&e->a[i]);
+        if (e->scratch) DNNL_CHECK(dnnl_memory_destroy(e->scratch));
+        DNNL_CHECK(dnnl_primitive_destroy(e->prim));
+        DNNL_CHECK(dnnl_primitive_desc_destroy(e->pd));
+        free(e);
+        e = next;
+    }
+    for (int i = 0; i < 3; i++) sg_cpu_aligned_free(cc->ws[i].p);
+    sg_cpu_aligned_free(cc->acc.p);
+    sg_cpu_aligned_free(cc->wtrim.p);
+    sg_cpu_aligned_free(cc->scratch.p);
+    sg_conv_taps_ws_free(&cc->taps);
+    DNNL_CHECK(dnnl_stream_destroy(cc->stream));
+    DNNL_CHECK(dnnl_engine_destroy(cc->eng));
+    free(cc);
+}
+
+/* Live taps along one dimension: tap t reads rows o*stride - pad + t*dil
+ * for o in [0, out); it is dead when all of them fall in the padding. Live
+ * taps are contiguous [*t0, *t0 + *len). Returns the new left padding, or
+ * -1 when nothing can be trimmed (or trimming would need negative padding). */
+static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *t0, int *len,
+                     int *pad_r) {
+    int first = -1, last = -1;
+    for (int t = 0; t < k; t++) {
+        int lo = -pad + t * dil, hi = (out - 1) * stride - pad + t * dil;
+        if (hi >= 0 && lo < in) {
+            if (first < 0) first = t;
+            last = t;
+        }
+    }
+    if (first < 0 || (first == 0 && last == k - 1)) return -1;
+    int pl = pad - first * dil, n = last - first + 1;
+    int pr = (out - 1) * stride + (n - 1) * dil + 1 - in - pl;
+    if (pl < 0 || pr < 0) return -1;
+    *t0 = first, *len = n, *pad_r = pr;
+    return pl;
+}
+
+/* Per-shape, per-op layout choice for auto mode, from bench_conv on
+ * AVX-512 at the DeepLabV3-ResNet50 shapes (docs/BENCHMARKS.md): the
+ * blocked layout wins clearly for spatial kernels (1.3-3x) and for 1x1
+ * backward-weights; 1x1 forward / backward-data are a little faster on plain
+ * nchw (no reorders); backward-data with few input channels (the RGB stem)
+ * is faster plain. Tiny channel counts gain nothing from 16-wide blocks. */
+static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
+    if (d->k < 16) return LAYOUT_PLAIN;
+    /* The kernel size that runs is the one left after trimming dead taps. */
+    int t0, r = d->r, s = d->s, pr;
+    live_taps(d->h, d->oh, d->r, d->stride_h, d->pad_h, d->dil_h, &t0, &r, &pr);
+    live_taps(d->w, d->ow, d->s, d->stride_w, d->pad_w, d->dil_w, &t0, &s, &pr);
+    int one_by_one = r == 1 && s == 1;
+    if (op == OP_BWD_WEIGHT)
+        return (one_by_one && d->c < 16) ? LAYOUT_PLAIN : LAYOUT_BLOCKED;
+    if (one_by_one) return LAYOUT_PLAIN;
+    if (op == OP_BWD_DATA && d->c < 16) return LAYOUT_PLAIN;
+    return LAYOUT_BLOCKED;
+}
+
+static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, int tag) {
+    dnnl_dims_t dims = {a, b, c, d};
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag));
+}
+
+/* Builds one argument: user memory in plain layout, and if the primitive
+ * chose another layout, a memory for it plus the reorder between them. */
+static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, int is_output,
+                      const dnnl_memory_desc_t *user_md, dnnl_query_t query) {
+    conv_arg *a = &e->a[slot];
+    a->arg = arg;
+    a->is_output = is_output;
+    a->user_count = dnnl_memory_desc_get_size(user_md) / sizeof(float);
+    const dnnl_memory_desc_t *pmd = dnnl_primitive_desc_query_md(e->pd, query, 0);
+    if (!pmd) SG_FATAL("oneDNN: primitive has no memory desc for argument %d (a bug)", arg);
+    DNNL_CHECK(dnnl_memory_create(&a->user, user_md, cc->eng, DNNL_MEMORY_NONE));
+    if (dnnl_memory_desc_equal(user_md, pmd)) {
+        a->prim = a->user;
+        return;
+    }
+    a->prim_bytes = dnnl_memory_desc_get_size(pmd);
+    DNNL_CHECK(dnnl_memory_create(&a->prim, pmd, cc->eng, DNNL_MEMORY_NONE));
+    dnnl_primitive_desc_t rpd;
+    if (is_output)
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, pmd, cc->eng, user_md, cc->eng, NULL));
+    else
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, user_md, cc->eng, pmd, cc->eng, NULL));
+    DNNL_CHECK(dnnl_primitive_create(&a->reorder, rpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(rpd));
+    ws_reserve(&cc->ws[slot], a->prim_bytes);
+}
+
+/* Fatal, naming the geometry, unless d is a valid, consistently filled conv. */
+static void validate_desc(const sg_conv_desc *d) {
+    if (d->n <= 0 || d->c <= 0 || d->k <= 0 || d->r <= 0 || d->s <= 0 || d->stride_h <= 0 ||
+        d->stride_w <= 0 || d->dil_h <= 0 || d->dil_w <= 0 || d->pad_h < 0 || d->pad_w < 0 ||
+        d->oh <= 0 || d->ow <= 0)
+        SG_FATAL("conv: invalid geometry n=%d c=%d h=%d w=%d k=%d r=%d s=%d stride=%d,%d "
+                 "pad=%d,%d dil=%d,%d oh=%d ow=%d (fill oh/ow with sg_conv_desc_init)",
+                 d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h,
+                 d->pad_w, d->dil_h, d->dil_w, d->oh, d->ow);
+    sg_conv_desc chk = *d;
+    if (sg_conv_desc_init(&chk) != 0 || chk.oh != d->oh || chk.ow != d->ow)
+        SG_FATAL("conv: output size %dx%d does not match the geometry (expected %dx%d for "
+                 "input %dx%d, kernel %dx%d, stride %d,%d, pad %d,%d, dilation %d,%d); fill "
+                 "oh/ow with sg_conv_desc_init",
+                 d->oh, d->ow, chk.oh, chk.ow, d->h, d->w, d->r, d->s, d->stride_h,
+                 d->stride_w, d->pad_h, d->pad_w, d->dil_h, d->dil_w);
+}
+
+static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
+                               int layout) {
+    validate_desc(d);
+    conv_entry *e = calloc(1, sizeof *e);
+    if (!e) SG_FATAL("CPU backend: out of memory in the conv cache");
+    e->d = *d;
+    e->op = op;
+    e->layout = layout;
+
+    /* Kernel rows/cols that only read padding are dropped (see top). */
+    int kr = d->r, ks = d->s, pl_h = d->pad_h, pl_w = d->pad_w, pr_h = d->pad_h, pr_w = d->pad_w;
+    int ti0 = 0, tr = d->r, tpr_h = 0, tj0 = 0, ts = d->s, tpr_w = 0;
+    int nph = live_taps(d->h, d->oh, d->r, d->stride_h, d->pad_h, d->dil_h, &ti0, &tr, &tpr_h);
+    int npw = live_taps(d->w, d->ow, d->s, d->stride_w, d->pad_w, d->dil_w, &tj0, &ts, &tpr_w);
+    if (nph >= 0) kr = tr, pl_h = nph, pr_h = tpr_h, e->i0 = ti0, e->trimmed = 1;
+    if (npw >= 0) ks = ts, pl_w = npw, pr_w = tpr_w, e->j0 = tj0, e->trimmed = 1;
+    e->r2 = kr, e->s2 = ks;
+
+    dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
+    plain_md(&x_md, d->n, d->c, d->h, d->w, dnnl_nchw);
+    plain_md(&w_md, d->k, d->c, kr, ks, dnnl_oihw);
+    plain_md(&y_md, d->n, d->k, d->oh, d->ow, dnnl_nchw);
+    int any = layout == LAYOUT_BLOCKED;
+    plain_md(&xa, d->n, d->c, d->h, d->w, any ? dnnl_format_tag_any : dnnl_nchw);
+    plain_md(&wa, d->k, d->c, kr, ks, any ? dnnl_format_tag_any : dnnl_oihw);
+    plain_md(&ya, d->n, d->k, d->oh, d->ow, any ? dnnl_format_tag_any : dnnl_nchw);
+
+    dnnl_dims_t strides = {d->stride_h, d->stride_w};
+    dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; /* oneDNN counts extra gaps */
+    dnnl_dims_t pad = {pl_h, pl_w}, pad_r = {pr_h, pr_w};
+
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+    DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+
+    /* The forward descriptor: the primitive itself for OP_FWD, the hint for
+     * the backward ones. */
+    dnnl_convolution_desc_t fd;
+    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                          dnnl_convolution_direct, &xa, &wa,
+                                                          NULL, &ya, strides, dil, pad, pad_r));
+    dnnl_primitive_desc_t fpd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, attr, cc->eng, NULL));
+    if (op == OP_FWD) {
+        e->pd = fpd;
+    } else {
+        dnnl_convolution_desc_t bd;
+        if (op == OP_BWD_DATA)
+            DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
+                &bd, dnnl_convolution_direct, &xa, &wa, &ya, strides, dil, pad, pad_r));
+        else
+            DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
+                &bd, dnnl_convolution_direct, &xa, &wa, NULL, &ya, strides, dil, pad, pad_r));
+        DNNL_CHECK(dnnl_primitive_desc_create(&e->pd, &bd, attr, cc->eng, fpd));
+        DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+    }
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    DNNL_CHECK(dnnl_primitive_create(&e->prim, e->pd));
+
+    if (op == OP_FWD) {
+        build_arg(cc, e, 0, DNNL_ARG_SRC, 0, &x_md, dnnl_query_src_md);
+        build_arg(cc, e, 1, DNNL_ARG_WEIGHTS, 0, &w_md, dnnl_query_weights_md);
+        build_arg(cc, e, 2, DNNL_ARG_DST, 1, &y_md, dnnl_query_dst_md);
+    } else if (op == OP_BWD_DATA) {
+        build_arg(cc, e, 0, DNNL_ARG_DIFF_DST, 0, &y_md, dnnl_query_diff_dst_md);
+        build_arg(cc, e, 1, DNNL_ARG_WEIGHTS, 0, &w_md, dnnl_query_weights_md);
+        build_arg(cc, e, 2, DNNL_ARG_DIFF_SRC, 1, &x_md, dnnl_query_diff_src_md);
+    } else {
+        build_arg(cc, e, 0, DNNL_ARG_SRC, 0, &x_md, dnnl_query_src_md);
+        build_arg(cc, e, 1, DNNL_ARG_DIFF_DST, 0, &y_md, dnnl_query_diff_dst_md);
+        build_arg(cc, e, 2, DNNL_ARG_DIFF_WEIGHTS, 1, &w_md, dnnl_query_diff_weights_md);
+    }
+    /* Accumulation goes through a plain-layout scratch of the output's size. */
+    if (op != OP_FWD) ws_reserve(&cc->acc, e->a[2].user_count * sizeof(float));
+    if (e->trimmed) ws_reserve(&cc->wtrim, (size_t)d->k * d->c * kr * ks * sizeof(float));
+
+    const dnnl_memory_desc_t *smd =
+        dnnl_primitive_desc_query_md(e->pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (e->scratch_bytes) {
+        DNNL_CHECK(dnnl_memory_create(&e->scratch, smd, cc->eng, DNNL_MEMORY_NONE));
+        ws_reserve(&cc->scratch, e->scratch_bytes);
+    }
+    const char *impl = NULL;
+    DNNL_CHECK(dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &impl));
+    SG_DEBUG("conv cache: %s n%d c%d %dx%d k%d %dx%d s%d p%d d%d -> %s (%s layout, "
+             "kernel %dx%d after trimming, scratchpad %zu B)",
+             op_names[op], d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h,
+             d->dil_h, impl ? impl : "?", layout == LAYOUT_BLOCKED ? "blocked" : "plain", kr,
+             ks, e->scratch_bytes);
+    e->next = cc->head;
+    cc->head = e;
+    return e;
+}
+
+static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    int layout = choose_layout(cc, d, op);
+    for (conv_entry *e = cc->head; e; e = e->next)
+        if (e->op == op && e->layout == layout && memcmp(&e->d, d, sizeof *d) == 0) return e;
+    return build_entry(cc, d, op, layout);
+}
+
+static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from,
+                  dnnl_memory_t to) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    DNNL_CHECK(dnnl_primitive_execute(p, cc->stream, 2, args));
+}
+
+/* Copies the live taps of w [k,c,r,s] into t [k,c,r2,s2]. */
+static void gather_taps(const conv_entry *e, const float *w, float *t) {
+    const sg_conv_desc *d = &e->d;
+    long planes = (long)d->k * d->c;
+#pragma omp parallel for schedule(static) if ((size_t)planes * d->r * d->s >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++)
+        for (int i = 0; i < e->r2; i++)
+            for (int j = 0; j < e->s2; j++)
+                t[((size_t)pl * e->r2 + i) * e->s2 + j] =
+                    w[((size_t)pl * d->r + e->i0 + i) * d->s + e->j0 + j];
+}
+
+/* dw (+)= the live-tap gradient t, scattered; dead taps get 0 (or keep
+ * their value when accumulating). */
+static void scatter_taps(const conv_entry *e, const float *t, float *dw, int accumulate) {
+    const sg_conv_desc *d = &e->d;
+    long planes = (long)d->k * d->c;
+#pragma omp parallel for schedule(static) if ((size_t)planes * d->r * d->s >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        float *o = dw + (size_t)pl * d->r * d->s;
+        if (!accumulate)
+            for (int q = 0; q < d->r * d->s; q++) o[q] = 0.0f;
+        for (int i = 0; i < e->r2; i++)
+            for (int j = 0; j < e->s2; j++)
+                o[(e->i0 + i) * d->s + e->j0 + j] += t[((size_t)pl * e->r2 + i) * e->s2 + j];
+    }
+}
+
+/* Runs entry e on in0, in1 -> out (accumulating into out if asked). */
+static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const float *in0,
+                      const float *in1, float *out, int accumulate) {
+    const void *ptrs[3] = {in0, in1, accumulate ? cc->acc.p : out};
+    int scatter = 0;
+    if (e->trimmed) {
+        if (e->op == OP_BWD_WEIGHT) {
+            ptrs[2] = cc->wtrim.p; /* scattered into out below, accumulate included */
+            scatter = 1;
+        } else {
+            gather_taps(e, in1, cc->wtrim.p);
+            ptrs[1] = cc->wtrim.p;
+        }
+    }
+    dnnl_exec_arg_t args[4];
+    int nargs = 0;
+    for (int i = 0; i < 3; i++) {
+        conv_arg *a = &e->a[i];
+        DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)ptrs[i]));
+        if (a->reorder) {
+            DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, cc->ws[i].p));
+            if (!a->is_output) exec2(cc, a->reorder, a->user, a->prim);
+        }
+        args[nargs++] = (dnnl_exec_arg_t){a->arg, a->prim};
+    }
+    if (e->scratch) {
+        DNNL_CHECK(dnnl_memory_set_data_handle(e->scratch, cc->scratch.p));
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    }
+    DNNL_CHECK(dnnl_primitive_execute(e->prim, cc->stream, nargs, args));
+    if (e->a[2].reorder) exec2(cc, e->a[2].reorder, e->a[2].prim, e->a[2].user);
+    DNNL_CHECK(dnnl_stream_wait(cc->stream));
+    if (scatter) scatter_taps(e, cc->wtrim.p, out, accumulate);
+    else if (accumulate) sg_cpu_add_into(out, cc->acc.p, e->a[2].user_count);
+}
+
+/* Auto mode sends sparse dilated convs (ASPP) to the per-tap GEMM path. */
+static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
+    if (cc->layout_mode != LAYOUT_AUTO) return 0;
+    validate_desc(d); /* the oneDNN path validates when it builds an entry */
+    return sg_conv_taps_applicable(d);
+}
+
+static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
+    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    if (use_taps(cc, d)) {
+        sg_conv_taps_prepare(&cc->taps, d);
+        return;
+    }
+    for (int op = 0; op < 3; op++) get_entry(cc, d, op);
+}
+
+static void conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
+                     float *y) {
+    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    if (use_taps(cc, d)) sg_conv_taps_fwd(&cc->taps, d, x, w, y);
+    else run_entry(cc, get_entry(cc, d, OP_FWD), x, w, y, 0);
+}
+
+static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
+                          const float *w, float *dx, int accumulate) {
+    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    if (use_taps(cc, d)) sg_conv_taps_bwd_data(&cc->taps, d, dy, w, dx, accumulate);
+    else run_entry(cc, get_entry(cc, d, OP_BWD_DATA), dy, w, dx, accumulate);
+}
+
+static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
+                            const float *dy, float *dw, int accumulate) {
+    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    if (use_taps(cc, d)) sg_conv_taps_bwd_weight(&cc->taps, d, x, dy, dw, accumulate);
+    else run_entry(cc, get_entry(cc, d, OP_BWD_WEIGHT), x, dy, dw, accumulate);
+}
+
+void sg_cpu_fill_conv_ops(sg_ops *ops) {
+    ops->conv_prepare = conv_prepare;
+    ops->conv_fwd = conv_fwd;
+    ops->conv_bwd_data = conv_bwd_data;
+    ops->conv_bwd_weight = conv_bwd_weight;
+}

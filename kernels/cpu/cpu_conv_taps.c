@@ -1,0 +1,226 @@
+/* kernels/cpu/cpu_conv_taps.c - stride-1 dilated convolutions as one GEMM
+ * per kernel tap over the region where that tap reads the image.
+ *
+ * ASPP at output stride 8 runs 3x3 convs with dilation 12/24/36 on maps of
+ * about 32x32: most taps of most outputs read zero padding, yet a dense conv
+ * (oneDNN, PyTorch) computes them all. Here tap (i, j) contributes
+ * y[:, oy, ox] += W_ij . x[:, oy + i*dil - pad, ox + j*dil - pad] only over the
+ * output rectangle where that input is inside the image, as a GEMM
+ * (dnnl_sgemm, threaded by oneDNN): [k x c] x [c x pixels]. Rectangles that
+ * span whole rows are used in place (channel stride as the leading
+ * dimension); others are gathered into a buffer and scattered back. The
+ * backward passes are the transposed GEMMs over the same rectangles.
+ * Weights are regrouped per tap ([r*s][k][c]) on every call (small next to
+ * the GEMMs). Buffers live in sg_conv_taps_ws, grown on the first call of a
+ * shape only.
+ */
+#include <string.h>
+
+#include "kernels/cpu/cpu_conv_internal.h"
+
+/* The output rectangle of tap (i, j) and its input offset. */
+typedef struct rect {
+    int oy0, oy1, ox0, ox1; /* output rows/cols [0, 1) */
+    int dy, dx;             /* input = output + (dy, dx) */
+} rect;
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+static rect tap_rect(const sg_conv_desc *d, int i, int j) {
+    rect r;
+    r.dy = i * d->dil_h - d->pad_h;
+    r.dx = j * d->dil_w - d->pad_w;
+    r.oy0 = clampi(-r.dy, 0, d->oh), r.oy1 = clampi(d->h - r.dy, 0, d->oh);
+    r.ox0 = clampi(-r.dx, 0, d->ow), r.ox1 = clampi(d->w - r.dx, 0, d->ow);
+    if (r.oy1 < r.oy0) r.oy1 = r.oy0;
+    if (r.ox1 < r.ox0) r.ox1 = r.ox0;
+    return r;
+}
+
+static size_t rect_area(const rect *r) { return (size_t)(r->oy1 - r->oy0) * (r->ox1 - r->ox0); }
+
+/* Whole rows of both the output and the input: usable in place. */
+static int full_rows(const sg_conv_desc *d, const rect *r) {
+    return r->ox0 == 0 && r->ox1 == d->ow && r->dx == 0 && d->ow == d->w;
+}
+
+int sg_conv_taps_applicable(const sg_conv_desc *d) {
+    if (d->stride_h != 1 || d->stride_w != 1 || (d->dil_h == 1 && d->dil_w == 1)) return 0;
+    /* Small GEMMs would lose to oneDNN's direct kernels. */
+    if (d->c < 64 || d->k < 16) return 0;
+    /* Compared with the dense conv over the live taps only: cpu_conv.c
+     * trims taps that read nothing but padding (ASPP rate 36 on 32x32 is a
+     * 1x1 conv there, which oneDNN runs as fast as one GEMM). */
+    size_t useful = 0;
+    int live_r = 0, live_s = 0;
+    for (int i = 0; i < d->r; i++) {
+        rect r = tap_rect(d, i, d->s / 2);
+        live_r += r.oy1 > r.oy0;
+    }
+    for (int j = 0; j < d->s; j++) {
+        rect r = tap_rect(d, d->r / 2, j);
+        live_s += r.ox1 > r.ox0;
+    }
+    for (int i = 0; i < d->r; i++)
+        for (int j = 0; j < d->s; j++) {
+            rect r = tap_rect(d, i, j);
+            useful += rect_area(&r);
+        }
+    size_t dense = (size_t)live_r * live_s * d->oh * d->ow;
+    return useful * 4 < dense * 3; /* less than 75% of the dense work */
+}
+
+static void sgemm(char ta, char tb, long m, long n, long k, const float *a, long lda,
+                  const float *b, long ldb, float beta, float *c, long ldc) {
+    DNNL_CHECK(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
+}
+
+/* Copies rows [y0, y1) x cols [x0, x1) of `ch` planes (plane stride ps,
+ * row stride w) into a dense [ch][area] matrix, or adds it back. */
+static void gather(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0, int x1,
+                   float *dst) {
+    int rw = x1 - x0;
+    size_t area = (size_t)(y1 - y0) * rw;
+#pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
+    for (int c = 0; c < ch; c++)
+        for (int y = y0; y < y1; y++)
+            memcpy(dst + c * area + (size_t)(y - y0) * rw, src + c * ps + (size_t)y * w + x0,
+                   (size_t)rw * sizeof(float));
+}
+
+static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0,
+                        int x1, float *dst) {
+    int rw = x1 - x0;
+    size_t area = (size_t)(y1 - y0) * rw;
+#pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
+    for (int c = 0; c < ch; c++)
+        for (int y = y0; y < y1; y++) {
+            float *o = dst + c * ps + (size_t)y * w + x0;
+            const float *s = src + c * area + (size_t)(y - y0) * rw;
+            for (int q = 0; q < rw; q++) o[q] += s[q];
+        }
+}
+
+/* wt[t][k][c] = w[k][c][t] */
+static void regroup_weights(const sg_conv_desc *d, const float *w, float *wt) {
+    int taps = d->r * d->s;
+    size_t kc = (size_t)d->k * d->c;
+#pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
+    for (size_t q = 0; q < kc; q++)
+        for (int t = 0; t < taps; t++) wt[t * kc + q] = w[q * taps + t];
+}
+
+void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
+    size_t big = (size_t)(d->c > d->k ? d->c : d->k) * d->oh * d->ow;
+    ws_reserve(&ws->wt, (size_t)d->r * d->s * d->k * d->c * sizeof(float));
+    ws_reserve(&ws->a, big * sizeof(float));
+    ws_reserve(&ws->b, big * sizeof(float));
+}
+
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
+                      const float *w, float *y) {
+    sg_conv_taps_prepare(ws, d);
+    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+    regroup_weights(d, w, wt);
+    size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
+    memset(y, 0, (size_t)d->n * d->k * ys * sizeof(float));
+    for (int b = 0; b < d->n; b++) {
+        const float *xb = x + (size_t)b * d->c * xs;
+        float *yb = y + (size_t)b * d->k * ys;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                if (full_rows(d, &r)) {
+                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c,
+                          xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f,
+                          yb + (size_t)r.oy0 * d->ow, (long)ys);
+                } else {
+                    gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                           r.ox1 + r.dx, ga);
+                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c, ga, (long)area, 0.0f,
+                          gb, (long)area);
+                    scatter_add(gb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, yb);
+                }
+            }
+    }
+}
+
+void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
+                           const float *w, float *dx, int accumulate) {
+    sg_conv_taps_prepare(ws, d);
+    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+    regroup_weights(d, w, wt);
+    size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
+    if (!accumulate) memset(dx, 0, (size_t)d->n * d->c * xs * sizeof(float));
+    for (int b = 0; b < d->n; b++) {
+        const float *gyb = dy + (size_t)b * d->k * ys;
+        float *gxb = dx + (size_t)b * d->c * xs;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                /* dx[c, rect + off] += W_ij^T [c x k] . dy[k, rect] */
+                if (full_rows(d, &r)) {
+                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c,
+                          gyb + (size_t)r.oy0 * d->ow, (long)ys, 1.0f,
+                          gxb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs);
+                } else {
+                    gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f,
+                          gb, (long)area);
+                    scatter_add(gb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                                r.ox1 + r.dx, gxb);
+                }
+            }
+    }
+}
+
+void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
+                             const float *dy, float *dw, int accumulate) {
+    sg_conv_taps_prepare(ws, d);
+    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+    int taps = d->r * d->s;
+    size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
+    memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
+    for (int b = 0; b < d->n; b++) {
+        const float *xb = x + (size_t)b * d->c * xs, *gyb = dy + (size_t)b * d->k * ys;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                float *wij = wt + (size_t)(i * d->s + j) * kc;
+                /* dW_ij [k x c] += dy[k, rect] . x[c, rect + off]^T */
+                if (full_rows(d, &r)) {
+                    sgemm('N', 'T', d->k, d->c, (long)area, gyb + (size_t)r.oy0 * d->ow,
+                          (long)ys, xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f, wij,
+                          d->c);
+                } else {
+                    gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                           r.ox1 + r.dx, gb);
+                    sgemm('N', 'T', d->k, d->c, (long)area, ga, (long)area, gb, (long)area,
+                          1.0f, wij, d->c);
+                }
+            }
+    }
+    /* dw[k][c][t] (+)= wt[t][k][c] */
+#pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
+    for (size_t q = 0; q < kc; q++)
+        for (int t = 0; t < taps; t++) {
+            float v = wt[t * kc + q];
+            dw[q * taps + t] = accumulate ? dw[q * taps + t] + v : v;
+        }
+}
+
+void sg_conv_taps_ws_free(sg_conv_taps_ws *ws) {
+    sg_cpu_aligned_free(ws->wt.p);
+    sg_cpu_aligned_free(ws->a.p);
+    sg_cpu_aligned_free(ws->b.p);
+    memset(ws, 0, sizeof *ws);
+}

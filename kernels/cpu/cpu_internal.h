@@ -1,0 +1,51 @@
+/* kernels/cpu/cpu_internal.h - private state and helpers shared by the CPU
+ * backend's files (not a public header).
+ *
+ * The CPU backend keeps host memory (64-byte aligned, counted for
+ * get_info), the OpenMP thread count, and the oneDNN engine/stream with the
+ * convolution primitive cache (cpu_conv.c). Each cpu_*.c file implements
+ * one group of ops and exports them through sg_cpu_fill_*_ops().
+ */
+#ifndef SG_KERNELS_CPU_INTERNAL_H
+#define SG_KERNELS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+typedef struct sg_cpu_conv_cache sg_cpu_conv_cache; /* cpu_conv.c */
+
+typedef struct sg_cpu {
+    int threads;
+    size_t mem_in_use, mem_peak; /* updated atomically */
+    sg_cpu_conv_cache *conv;
+} sg_cpu;
+
+static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
+
+/* 64-byte aligned host memory, zeroed; fatal (with the size) on failure. */
+void *sg_cpu_aligned_alloc(size_t bytes);
+void sg_cpu_aligned_free(void *p);
+
+/* Conv cache lifetime (cpu_conv.c). Returns NULL only through a fatal error. */
+sg_cpu_conv_cache *sg_cpu_conv_create(int threads);
+void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
+
+/* Each group of ops fills its entries of the table. */
+void sg_cpu_fill_conv_ops(sg_ops *ops);     /* cpu_conv.c */
+void sg_cpu_fill_bn_ops(sg_ops *ops);       /* cpu_bn.c */
+void sg_cpu_fill_elem_ops(sg_ops *ops);     /* cpu_elem.c */
+void sg_cpu_fill_pool_ops(sg_ops *ops);     /* cpu_pool_resize.c */
+void sg_cpu_fill_loss_ops(sg_ops *ops);     /* cpu_loss.c */
+void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
+
+/* dst (+)= src, count floats, threaded. */
+void sg_cpu_add_into(float *dst, const float *src, size_t count);
+
+/* OpenMP parallel-for only when the work is worth waking the threads: one
+ * core streams 64K floats in ~10-20 us, while a fork/join costs a few us on
+ * an idle machine and up to a scheduler time slice on a busy one. */
+#define SG_CPU_PAR_MIN 65536
+
+#endif

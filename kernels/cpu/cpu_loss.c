@@ -1,0 +1,101 @@
+/* kernels/cpu/cpu_loss.c - fused softmax cross-entropy (forward + gradient,
+ * ignore_index), argmax and confusion-matrix accumulation on the CPU.
+ * CE works on blocks of pixels with the class loop outside, so the inner
+ * loops run over contiguous pixels and vectorize; log-sum-exp is shifted by
+ * the per-pixel max, and the loss is summed in double.
+ */
+#include <math.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define CE_BLOCK 256
+
+static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                       int c, int hw, int ignore, float grad_scale, float *dlogits,
+                       double *loss_sum, int64_t *valid) {
+    (void)be;
+    int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
+    long tasks = (long)n * blocks;
+    double loss = 0;
+    int64_t nvalid = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, nvalid) \
+    if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (long t = 0; t < tasks; t++) {
+        int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
+        int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
+        const float *l = logits + (size_t)i * c * hw + p0;
+        const uint8_t *lab = labels + (size_t)i * hw + p0;
+        float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
+        float mx[CE_BLOCK], se[CE_BLOCK];
+        for (int q = 0; q < len; q++) {
+            mx[q] = l[q];
+            se[q] = 0;
+        }
+        for (int k = 1; k < c; k++) {
+            const float *lk = l + (size_t)k * hw;
+#pragma omp simd
+            for (int q = 0; q < len; q++) mx[q] = lk[q] > mx[q] ? lk[q] : mx[q];
+        }
+        for (int k = 0; k < c; k++) {
+            const float *lk = l + (size_t)k * hw;
+            for (int q = 0; q < len; q++) se[q] += expf(lk[q] - mx[q]);
+        }
+        for (int q = 0; q < len; q++) {
+            int y = lab[q];
+            if (y == ignore || y >= c) continue;
+            loss += (double)mx[q] + log((double)se[q]) - (double)l[(size_t)y * hw + q];
+            nvalid++;
+        }
+        if (!dl) continue;
+        for (int k = 0; k < c; k++) {
+            const float *lk = l + (size_t)k * hw;
+            float *dk = dl + (size_t)k * hw;
+            for (int q = 0; q < len; q++) {
+                int y = lab[q];
+                if (y == ignore || y >= c) {
+                    dk[q] = 0.0f;
+                    continue;
+                }
+                float sm = expf(lk[q] - mx[q]) / se[q];
+                dk[q] = (sm - (k == y ? 1.0f : 0.0f)) * grad_scale;
+            }
+        }
+    }
+    *loss_sum = loss;
+    *valid = nvalid;
+}
+
+static void argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw) {
+    (void)be;
+    long planes = n;
+#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (long i = 0; i < planes; i++) {
+        const float *l = logits + (size_t)i * c * hw;
+        uint8_t *pp = pred + (size_t)i * hw;
+        for (int q = 0; q < hw; q++) {
+            float best = l[q];
+            int bk = 0;
+            for (int k = 1; k < c; k++) {
+                float v = l[(size_t)k * hw + q];
+                if (v > best) {
+                    best = v;
+                    bk = k;
+                }
+            }
+            pp[q] = (uint8_t)bk;
+        }
+    }
+}
+
+static void confusion(sg_backend *be, const uint8_t *pred, const uint8_t *labels, size_t count,
+                      int c, int64_t *conf) {
+    (void)be;
+    for (size_t i = 0; i < count; i++)
+        if (labels[i] < c && pred[i] < c) conf[(size_t)labels[i] * c + pred[i]] += 1;
+}
+
+void sg_cpu_fill_loss_ops(sg_ops *ops) {
+    ops->ce_fwd_bwd = ce_fwd_bwd;
+    ops->argmax = argmax;
+    ops->confusion = confusion;
+}

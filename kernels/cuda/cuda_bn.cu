@@ -1,0 +1,369 @@
+/* kernels/cuda/cuda_bn.cu - batch norm (SyncBN-ready split) and conv bias.
+ *
+ * Per-channel reductions (bn_stats, bn_bwd_reduce, bias_bwd) split each
+ * channel's n*hw values over `splits` blocks (enough blocks to fill the GPU),
+ * accumulate in double, and merge the per-block partials in a second small
+ * kernel in a fixed order: no atomics, deterministic results.
+ * bn_stats is two-pass within each block (block mean, then M2 about it) and
+ * the blocks merge with Chan's formula; bn_finalize merges the parts (ranks)
+ * with Chan's formula in double, as backend.h specifies.
+ * Elementwise ops run per plane (cuda_internal.h: grid.y = n*c planes).
+ */
+#include <string.h>
+
+#include "cmd/log.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_reduce.cuh"
+
+#define CH_THREADS 512
+#define BN_INLINE_PARTS 64
+
+/* ---- bias ---- */
+
+__global__ void k_bias_fwd(float *y, const float *b, int c, int hw, size_t planes) {
+    SG_PLANE_LOOP(pl, planes) {
+        float bc = b[pl % c];
+        float *yp = y + pl * hw;
+        SG_INPLANE_LOOP(j, hw) yp[j] += bc;
+    }
+}
+
+/* ---- per-channel reductions: slices and merge ---- */
+
+/* How many blocks share one channel: about 4 blocks per SM in all, at least
+ * 4096 values per block, at most 64, and c * splits partial slots. */
+static int chan_splits(sg_cuda *cu, int c, long long per_channel) {
+    SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS && c <= 65535,
+             "CUDA backend: %d channels in a per-channel reduction (1..65535)", c);
+    long long want = (4LL * cu->sm_count + c - 1) / c;
+    long long by_work = per_channel / 4096;
+    if (want > by_work) want = by_work;
+    if (want > 64) want = 64;
+    if (want * c > SG_CUDA_CHAN_SLOTS) want = SG_CUDA_CHAN_SLOTS / c;
+    return want < 1 ? 1 : (int)want;
+}
+
+/* This block's share [k0, k1) of the channel's n*hw values, visited row by
+ * row (one row = one image's plane of the channel), no division per element. */
+#define CHAN_SLICE_BEGIN(ptr, base, n, c, hw, ch)                                         \
+    long long per_ = (long long)(n) * (hw);                                               \
+    long long k0_ = per_ * blockIdx.x / gridDim.x, k1_ = per_ * (blockIdx.x + 1) / gridDim.x; \
+    for (long long r_ = k0_ / (hw); r_ < (n) && r_ * (hw) < k1_; r_++) {                   \
+        int j0_ = r_ * (hw) < k0_ ? (int)(k0_ - r_ * (hw)) : 0;                            \
+        int j1_ = k1_ - r_ * (hw) < (hw) ? (int)(k1_ - r_ * (hw)) : (hw);                   \
+        size_t base = ((size_t)r_ * (c) + (ch)) * (size_t)(hw);                            \
+        for (int j = j0_ + threadIdx.x; j < j1_; j += blockDim.x) {                        \
+            size_t ptr = base + j;
+#define CHAN_SLICE_END \
+        }              \
+    }
+
+/* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */
+__global__ void k_chan_sum_merge(const double *part, int c, int splits, float *out0,
+                                 float *out1, int accumulate) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double a = 0, b = 0;
+    for (int s = 0; s < splits; s++) {
+        a += part[((size_t)ch * splits + s) * 3];
+        b += part[((size_t)ch * splits + s) * 3 + 1];
+    }
+    out0[ch] = accumulate ? (float)(out0[ch] + a) : (float)a;
+    if (out1) out1[ch] = (float)b;
+}
+
+/* ---- bias ---- */
+
+__global__ void k_bias_bwd_part(const float *dy, int n, int c, int hw, double *part) {
+    __shared__ double sh[32];
+    int ch = blockIdx.y;
+    double s = 0;
+    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+    s += dy[i];
+    CHAN_SLICE_END
+    s = sg_block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = s;
+        o[1] = 0;
+    }
+}
+
+void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    int t = sg_cu_plane_threads(hw);
+    k_bias_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, hw, planes);
+    CU_LAUNCH_CHECK("k_bias_fwd");
+}
+
+void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
+                      int accumulate) {
+    sg_cuda *cu = sg_cu(be);
+    if (c <= 0) return;
+    int splits = chan_splits(cu, c, (long long)n * hw);
+    cudaStream_t st = sg_cu_stream(be);
+    k_bias_bwd_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(dy, n, c, hw, cu->chan_partial);
+    CU_LAUNCH_CHECK("k_bias_bwd_part");
+    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, db, NULL,
+                                                      accumulate);
+    CU_LAUNCH_CHECK("k_chan_sum_merge (bias)");
+}
+
+/* ---- statistics ---- */
+
+/* Each block: count, mean and M2 (two-pass about the block's own mean) of its slice. */
+__global__ void k_bn_stats_part(const float *x, int n, int c, int hw, double *part) {
+    __shared__ double sh[32];
+    int ch = blockIdx.y;
+    double s = 0;
+    {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        s += x[i];
+        CHAN_SLICE_END
+    }
+    double cnt;
+    {
+        long long per_ = (long long)n * hw;
+        cnt = (double)(per_ * (blockIdx.x + 1) / gridDim.x - per_ * blockIdx.x / gridDim.x);
+    }
+    double mb = sg_block_sum_all(s, sh);
+    mb = cnt > 0 ? mb / cnt : 0.0;
+    double m2 = 0;
+    {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        double d = (double)x[i] - mb;
+        m2 += d * d;
+        CHAN_SLICE_END
+    }
+    m2 = sg_block_sum(m2, sh);
+    if (threadIdx.x == 0) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = cnt;
+        o[1] = mb;
+        o[2] = m2;
+    }
+}
+
+/* Chan's merge of the blocks' (count, mean, M2), in block order. */
+__global__ void k_bn_stats_merge(const double *part, int c, int splits, float *stats) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double n = 0, m = 0, m2 = 0;
+    for (int s = 0; s < splits; s++) {
+        const double *p = part + ((size_t)ch * splits + s) * 3;
+        double nb = p[0];
+        if (nb <= 0) continue;
+        double nt = n + nb, delta = p[1] - m;
+        m += delta * nb / nt;
+        m2 += p[2] + delta * delta * n * nb / nt;
+        n = nt;
+    }
+    stats[ch] = (float)m;
+    stats[c + ch] = (float)m2;
+}
+
+void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
+    sg_cuda *cu = sg_cu(be);
+    SG_CHECK((size_t)n * hw > 0, "CUDA backend: bn_stats over zero values (n=%d hw=%d)", n, hw);
+    if (c <= 0) return;
+    int splits = chan_splits(cu, c, (long long)n * hw);
+    cudaStream_t st = sg_cu_stream(be);
+    k_bn_stats_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
+    CU_LAUNCH_CHECK("k_bn_stats_part");
+    k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
+    CU_LAUNCH_CHECK("k_bn_stats_merge");
+}
+
+typedef struct inline_counts {
+    long long v[BN_INLINE_PARTS];
+} inline_counts;
+
+__global__ void k_bn_finalize(const float *parts_stats, inline_counts ic, const int64_t *cdev,
+                              int parts, int c, float eps, float momentum, float *mean,
+                              float *invstd, float *running_mean, float *running_var) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double n = 0, m = 0, m2 = 0;
+    for (int p = 0; p < parts; p++) {
+        double nb = (double)(cdev ? cdev[p] : ic.v[p]);
+        if (nb <= 0) continue;
+        double mb = parts_stats[(size_t)p * 2 * c + ch];
+        double m2b = parts_stats[(size_t)p * 2 * c + c + ch];
+        double nt = n + nb;
+        double delta = mb - m;
+        m += delta * nb / nt;
+        m2 += m2b + delta * delta * n * nb / nt;
+        n = nt;
+    }
+    double var = n > 0 ? m2 / n : 0.0;
+    mean[ch] = (float)m;
+    invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
+    if (running_mean) {
+        double unbiased = n > 1 ? m2 / (n - 1) : var;
+        running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * m);
+        running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+    }
+}
+
+void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
+                         int parts, int c, float eps, float momentum, float *mean,
+                         float *invstd, float *running_mean, float *running_var) {
+    sg_cuda *cu = sg_cu(be);
+    SG_CHECK(parts >= 1, "CUDA backend: bn_finalize with %d parts", parts);
+    SG_CHECK(!running_mean == !running_var,
+             "CUDA backend: bn_finalize needs both running_mean and running_var, or neither");
+    inline_counts ic;
+    memset(&ic, 0, sizeof ic);
+    const int64_t *cdev = NULL;
+    if (parts <= BN_INLINE_PARTS) {
+        for (int p = 0; p < parts; p++) ic.v[p] = counts[p];
+    } else {
+        /* more parts than fit in the kernel's arguments: stage the counts */
+        if (parts > cu->counts_cap) {
+            sg_cuda_raw_free(cu, cu->counts_dev, (size_t)cu->counts_cap * sizeof(int64_t));
+            cu->counts_dev = (int64_t *)sg_cuda_raw_alloc(cu, (size_t)parts * sizeof(int64_t),
+                                                          "bn_finalize counts");
+            cu->counts_cap = parts;
+        }
+        /* from pageable memory: returns once the source is staged */
+        CU_CHECK(cudaMemcpyAsync(cu->counts_dev, counts, (size_t)parts * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, cu->streams[SG_STREAM_COMPUTE]));
+        cdev = cu->counts_dev;
+    }
+    k_bn_finalize<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(parts_stats, ic, cdev, parts, c,
+                                                                eps, momentum, mean, invstd,
+                                                                running_mean, running_var);
+    CU_LAUNCH_CHECK("k_bn_finalize");
+}
+
+__global__ void k_bn_eval_params(const float *rm, const float *rv, int c, float eps, float *mean,
+                                 float *invstd) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    mean[ch] = rm[ch];
+    invstd[ch] = (float)(1.0 / sqrt((double)rv[ch] + (double)eps));
+}
+
+void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
+                            const float *running_var, int c, float eps, float *mean,
+                            float *invstd) {
+    k_bn_eval_params<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(running_mean, running_var, c,
+                                                                   eps, mean, invstd);
+    CU_LAUNCH_CHECK("k_bn_eval_params");
+}
+
+/* ---- normalize ---- */
+
+__global__ void k_bn_fwd(const float *x, const float *mean, const float *invstd,
+                         const float *gamma, const float *beta, float *y, int c, int hw,
+                         size_t planes, int relu) {
+    SG_PLANE_LOOP(pl, planes) {
+        int ch = (int)(pl % c);
+        float m = mean[ch], is = invstd[ch], g = gamma[ch], bt = beta[ch];
+        const float *xp = x + pl * hw;
+        float *yp = y + pl * hw;
+        SG_INPLANE_LOOP(j, hw) {
+            float v = (xp[j] - m) * is * g + bt;
+            yp[j] = (relu && v < 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
+void sg_cuda_bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
+                    const float *gamma, const float *beta, float *y, int n, int c, int hw,
+                    int relu) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    int t = sg_cu_plane_threads(hw);
+    k_bn_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, mean, invstd, gamma, beta, y, c, hw, planes, relu);
+    CU_LAUNCH_CHECK("k_bn_fwd");
+}
+
+/* ---- backward ---- */
+
+__global__ void k_bn_bwd_reduce_part(const float *dy, const float *x, const float *y,
+                                     const float *mean, int n, int c, int hw, int relu,
+                                     double *part) {
+    __shared__ double sh[32];
+    int ch = blockIdx.y;
+    double m = mean[ch];
+    double sg = 0, sgx = 0;
+    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+    float g = dy[i];
+    if (relu && !(y[i] > 0.0f)) g = 0.0f;
+    sg += g;
+    sgx += (double)g * ((double)x[i] - m);
+    CHAN_SLICE_END
+    sg = sg_block_sum(sg, sh);
+    sgx = sg_block_sum(sgx, sh);
+    if (threadIdx.x == 0) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = sg;
+        o[1] = sgx;
+    }
+}
+
+void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
+                           const float *mean, float *red, int n, int c, int hw, int relu) {
+    sg_cuda *cu = sg_cu(be);
+    if (c <= 0) return;
+    int splits = chan_splits(cu, c, (long long)n * hw);
+    cudaStream_t st = sg_cu_stream(be);
+    k_bn_bwd_reduce_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(dy, x, y, mean, n, c, hw, relu,
+                                                                cu->chan_partial);
+    CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
+    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c,
+                                                      0);
+    CU_LAUNCH_CHECK("k_chan_sum_merge (bn)");
+}
+
+__global__ void k_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
+                              const float *invstd, const float *gamma, const float *red,
+                              float inv_count, float *dx, int c, int hw, size_t planes, int relu,
+                              int accumulate) {
+    SG_PLANE_LOOP(pl, planes) {
+        int ch = (int)(pl % c);
+        float m = mean[ch], is = invstd[ch], g0 = gamma[ch];
+        float r0 = red[ch] * inv_count, r1 = red[c + ch] * inv_count;
+        size_t off = pl * hw;
+        SG_INPLANE_LOOP(j, hw) {
+            size_t i = off + j;
+            float g = dy[i];
+            if (relu && !(y[i] > 0.0f)) g = 0.0f;
+            float v = (g - r0 - (x[i] - m) * is * is * r1) * is * g0;
+            dx[i] = accumulate ? dx[i] + v : v;
+        }
+    }
+}
+
+void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
+                         const float *mean, const float *invstd, const float *gamma,
+                         const float *red, double count, float *dx, int n, int c, int hw,
+                         int relu, int accumulate) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
+    int t = sg_cu_plane_threads(hw);
+    k_bn_bwd_elem<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, x, y, mean, invstd, gamma, red, (float)(1.0 / count), dx, c, hw, planes, relu,
+        accumulate);
+    CU_LAUNCH_CHECK("k_bn_bwd_elem");
+}
+
+__global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma,
+                                 float *dbeta, int c, int accumulate) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    float dg = red[c + ch] * invstd[ch], db = red[ch];
+    dgamma[ch] = accumulate ? dgamma[ch] + dg : dg;
+    dbeta[ch] = accumulate ? dbeta[ch] + db : db;
+}
+
+void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
+                            float *dgamma, float *dbeta, int c, int accumulate) {
+    k_bn_param_grads<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(red, invstd, dgamma, dbeta, c,
+                                                                   accumulate);
+    CU_LAUNCH_CHECK("k_bn_param_grads");
+}

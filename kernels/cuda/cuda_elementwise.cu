@@ -1,0 +1,186 @@
+/* kernels/cuda/cuda_elementwise.cu - elementwise ops, dropout, SGD, input
+ * normalisation and the sum of squares.
+ *
+ * Each op is one grid-stride kernel on the compute stream. Dropout draws its
+ * mask from kernels/rng.h with the rule backend.h states, so the mask is
+ * bit-identical to the CPU backend's. sumsq reduces in double through
+ * per-block partials (deterministic) and returns on the host.
+ */
+#include "cmd/log.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/rng.h"
+
+#define EW_THREADS 256
+
+#define GRID_STRIDE(i, total)                                                                \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total);            \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define LAUNCH(kernel, count, ...)                                                           \
+    do {                                                                                     \
+        if ((count) == 0) return;                                                            \
+        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(      \
+            __VA_ARGS__);                                                                    \
+        CU_LAUNCH_CHECK(#kernel);                                                            \
+    } while (0)
+
+__global__ void k_relu_fwd(const float *x, float *y, size_t n) {
+    GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+void sg_cuda_relu_fwd(sg_backend *be, const float *x, float *y, size_t count) {
+    LAUNCH(k_relu_fwd, count, x, y, count);
+}
+
+__global__ void k_relu_bwd(const float *dy, const float *y, float *dx, size_t n, int acc) {
+    GRID_STRIDE(i, n) {
+        float g = y[i] > 0.0f ? dy[i] : 0.0f;
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx,
+                      size_t count, int accumulate) {
+    LAUNCH(k_relu_bwd, count, dy, y, dx, count, accumulate);
+}
+
+__global__ void k_add(const float *a, const float *b, float *y, size_t n, int relu) {
+    GRID_STRIDE(i, n) {
+        float v = a[i] + b[i];
+        y[i] = (relu && v < 0.0f) ? 0.0f : v;
+    }
+}
+void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
+                 int relu) {
+    LAUNCH(k_add, count, a, b, y, count, relu);
+}
+
+__global__ void k_scale(const float *x, float *y, float alpha, size_t n) {
+    GRID_STRIDE(i, n) y[i] = alpha * x[i];
+}
+void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count) {
+    LAUNCH(k_scale, count, x, y, alpha, count);
+}
+
+__global__ void k_axpy(float alpha, const float *x, float *y, size_t n) {
+    GRID_STRIDE(i, n) y[i] += alpha * x[i];
+}
+void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
+    LAUNCH(k_axpy, count, alpha, x, y, count);
+}
+
+/* ---- dropout (rule in backend.h: keep iff sg_rng_uniform(key, i) >= p) ---- */
+
+__global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, float p,
+                              float scale, uint64_t key) {
+    GRID_STRIDE(i, n) {
+        uint8_t keep = sg_rng_uniform(key, (uint64_t)i) >= p;
+        mask[i] = keep;
+        y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f; /* never fused: bit-exact */
+    }
+}
+void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
+                         size_t count, float p, uint64_t key) {
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    LAUNCH(k_dropout_fwd, count, x, y, mask, count, p, scale, key);
+}
+
+__global__ void k_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t n,
+                              float scale, int acc) {
+    GRID_STRIDE(i, n) {
+        float g = mask[i] ? __fmul_rn(dy[i], scale) : 0.0f; /* not fused into the add */
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
+                         size_t count, float p, int accumulate) {
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    LAUNCH(k_dropout_bwd, count, dy, mask, dx, count, scale, accumulate);
+}
+
+/* ---- SGD, torch.optim.SGD semantics (see backend.h) ---- */
+
+__global__ void k_sgd(float *param, const float *grad, float *buf, size_t n, float lr,
+                      float momentum, float dampening, float wd, int nesterov, int first) {
+    GRID_STRIDE(i, n) {
+        float p = param[i];
+        float d = grad[i];
+        if (wd != 0.0f) d = d + wd * p;
+        if (momentum != 0.0f) {
+            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
+            buf[i] = b;
+            d = nesterov ? d + momentum * b : b;
+        }
+        param[i] = p - lr * d;
+    }
+}
+void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
+                      size_t count, float lr, float momentum, float dampening, float wd,
+                      int nesterov, int first) {
+    SG_CHECK(momentum == 0.0f || buf, "CUDA backend: sgd_step with momentum %g needs a buffer",
+             (double)momentum);
+    LAUNCH(k_sgd, count, param, grad, buf, count, lr, momentum, dampening, wd, nesterov, first);
+}
+
+/* ---- uint8 HWC -> normalised float NCHW ---- */
+
+typedef struct norm3 {
+    float mean[3], std[3];
+} norm3;
+
+__global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, size_t total,
+                               norm3 nm) {
+    /* i indexes the output [n, 3, h, w] */
+    size_t plane = (size_t)h * w;
+    GRID_STRIDE(i, total) {
+        size_t pix = i % plane;
+        int ch = (int)((i / plane) % 3);
+        size_t img = i / (plane * 3);
+        float v = (float)src[(img * plane + pix) * 3 + ch] / 255.0f;
+        dst[i] = (v - nm.mean[ch]) / nm.std[ch];
+    }
+}
+void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
+                          const float mean[3], const float std[3]) {
+    norm3 nm;
+    for (int k = 0; k < 3; k++) {
+        nm.mean[k] = mean[k];
+        nm.std[k] = std[k];
+    }
+    size_t total = (size_t)n * 3 * h * w;
+    LAUNCH(k_normalize_u8, total, src, dst, h, w, total, nm);
+}
+
+/* ---- sum of squares, deterministic ---- */
+
+__global__ void k_sumsq_partial(const float *x, size_t n, double *partial) {
+    __shared__ double sh[32];
+    double s = 0;
+    GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+    s = sg_block_sum(s, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+/* Sums `nparts` partials (one block); writes out[0]. */
+__global__ void k_sum_partials(const double *partial, int nparts, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += partial[i];
+    s = sg_block_sum(s, sh);
+    if (threadIdx.x == 0) out[0] = s;
+}
+
+double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
+    sg_cuda *cu = sg_cu(be);
+    if (!count) return 0.0;
+    cudaStream_t s = sg_cu_stream(be);
+    unsigned blocks = sg_cu_blocks(count, SG_CUDA_RED_THREADS);
+    if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
+    k_sumsq_partial<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(x, count, cu->red_partial);
+    CU_LAUNCH_CHECK("k_sumsq_partial");
+    k_sum_partials<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks,
+                                                     cu->red_result);
+    CU_LAUNCH_CHECK("k_sum_partials");
+    double r;
+    sg_cuda_read_result(be, &r, 1);
+    return r;
+}

@@ -1,0 +1,551 @@
+/* model/model_build.c - builds DeepLabV3's layer graph and parameter registry.
+ *
+ * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
+ * deeplabv3.py, fcn.py) so registry names and order equal torchvision's
+ * state_dict after the prefix rename. Also: option parsing/validation,
+ * registry accessors, initialisation and freezing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/config.h"
+#include "cmd/log.h"
+#include "kernels/rng.h"
+#include "model/model_internal.h"
+
+static const char *backbone_names[] = {"resnet18", "resnet34", "resnet50", "resnet101"};
+static const int backbone_blocks[4][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
+
+const char *sg_backbone_name(sg_backbone b) {
+    return (b >= SG_RESNET18 && b <= SG_RESNET101) ? backbone_names[b] : "?";
+}
+
+int sg_backbone_parse(const char *s, sg_backbone *out) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, backbone_names[i]) == 0) {
+            *out = (sg_backbone)i;
+            return 0;
+        }
+    return -1;
+}
+
+void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
+    memset(o, 0, sizeof *o);
+    o->backbone = backbone;
+    o->output_stride = 8;
+    o->aspp_rates[0] = 12;
+    o->aspp_rates[1] = 24;
+    o->aspp_rates[2] = 36;
+    o->n_aspp_rates = 3;
+    o->num_classes = 21;
+    o->aux_head = 1;
+    o->aspp_dropout = 0.5f;
+    o->aux_dropout = 0.1f;
+    o->base_width = 64;
+    o->bn_eps = 1e-5f;
+    o->bn_momentum = 0.1f;
+}
+
+static int validate_opts(const sg_model_opts *o) {
+    if (o->backbone < SG_RESNET18 || o->backbone > SG_RESNET101) {
+        SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101)", (int)o->backbone);
+        return -1;
+    }
+    if (o->output_stride != 8 && o->output_stride != 16) {
+        SG_ERROR("model.output_stride = %d: expected 8 or 16", o->output_stride);
+        return -1;
+    }
+    if (o->n_aspp_rates < 1 || o->n_aspp_rates > SG_MODEL_MAX_RATES) {
+        SG_ERROR("model.aspp_rates: %d rates, expected 1..%d", o->n_aspp_rates, SG_MODEL_MAX_RATES);
+        return -1;
+    }
+    for (int i = 0; i < o->n_aspp_rates; i++)
+        if (o->aspp_rates[i] < 1 || o->aspp_rates[i] > 1024) {
+            SG_ERROR("model.aspp_rates[%d] = %d: expected 1..1024", i, o->aspp_rates[i]);
+            return -1;
+        }
+    if (o->num_classes < 1 || o->num_classes > 255) {
+        SG_ERROR("model.num_classes = %d: expected 1..255 (labels are uint8, 255 = ignore)",
+                 o->num_classes);
+        return -1;
+    }
+    if (!(o->aspp_dropout >= 0 && o->aspp_dropout < 1) || !(o->aux_dropout >= 0 && o->aux_dropout < 1)) {
+        SG_ERROR("model.aspp_dropout = %g / model.aux_dropout = %g: expected 0 <= p < 1",
+                 o->aspp_dropout, o->aux_dropout);
+        return -1;
+    }
+    if (o->base_width < 1 || o->base_width > 1024) {
+        SG_ERROR("model.base_width = %d: expected 1..1024 (64 = torchvision)", o->base_width);
+        return -1;
+    }
+    if (!(o->bn_eps > 0) || !(o->bn_momentum >= 0 && o->bn_momentum <= 1)) {
+        SG_ERROR("model.bn_eps = %g must be > 0 and model.bn_momentum = %g in [0, 1]", o->bn_eps,
+                 o->bn_momentum);
+        return -1;
+    }
+    for (int i = 0; i < 4; i++)
+        if (o->blocks[i] < 0 || o->blocks[i] > 64) {
+            SG_ERROR("model blocks[%d] = %d: expected 0 (backbone default) or 1..64", i, o->blocks[i]);
+            return -1;
+        }
+    return 0;
+}
+
+int sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
+    const sg_model_cfg *mc = &cfg->model;
+    sg_backbone b;
+    if (sg_backbone_parse(mc->backbone, &b) != 0) {
+        SG_ERROR("config model.backbone = '%s': expected resnet18, resnet34, resnet50 or resnet101",
+                 mc->backbone);
+        return 2;
+    }
+    sg_model_opts_default(o, b);
+    if (mc->n_aspp_rates < 1 || mc->n_aspp_rates > SG_MODEL_MAX_RATES) {
+        SG_ERROR("config model.aspp_rates: %d rates given, expected 1..%d", mc->n_aspp_rates,
+                 SG_MODEL_MAX_RATES);
+        return 2;
+    }
+    o->output_stride = mc->output_stride;
+    o->n_aspp_rates = mc->n_aspp_rates;
+    for (int i = 0; i < mc->n_aspp_rates; i++) o->aspp_rates[i] = mc->aspp_rates[i];
+    o->num_classes = mc->num_classes;
+    o->aux_head = mc->aux_head != 0;
+    o->aspp_dropout = (float)mc->aspp_dropout;
+    o->aux_dropout = (float)mc->aux_dropout;
+    o->base_width = mc->base_width;
+    o->bn_eps = (float)mc->bn_eps;
+    o->bn_momentum = (float)mc->bn_momentum;
+    return validate_opts(o) == 0 ? 0 : 2;
+}
+
+/* ---------------- registry ---------------- */
+
+static int add_param(sg_model *m, const char *prefix, const char *leaf, sg_param_kind kind,
+                     int ndim, int s0, int s1, int s2, int s3) {
+    if (m->n_params == m->cap_params) {
+        m->cap_params = m->cap_params ? 2 * m->cap_params : 256;
+        m->params = realloc(m->params, (size_t)m->cap_params * sizeof *m->params);
+        SG_CHECK(m->params, "out of host memory growing the parameter registry");
+    }
+    sg_param *p = &m->params[m->n_params];
+    memset(p, 0, sizeof *p);
+    int len = snprintf(p->name, sizeof p->name, "%s.%s", prefix, leaf);
+    SG_CHECK(len > 0 && (size_t)len < sizeof p->name, "parameter name too long: %s.%s", prefix, leaf);
+    p->ndim = ndim;
+    p->shape[0] = s0;
+    p->shape[1] = s1;
+    p->shape[2] = s2;
+    p->shape[3] = s3;
+    p->count = 1;
+    for (int i = 0; i < ndim; i++) p->count *= (size_t)p->shape[i];
+    p->kind = kind;
+    p->dtype = kind == SG_PK_NUM_BATCHES ? SG_DT_I64 : SG_DT_F32;
+    p->is_buffer = kind >= SG_PK_RUNNING_MEAN;
+    p->trainable = !p->is_buffer;
+    p->is_head = strncmp(prefix, "encoder", 7) != 0;
+    return m->n_params++;
+}
+
+/* ---------------- graph ---------------- */
+
+static int new_tensor(sg_model *m) {
+    if (m->n_t == m->cap_t) {
+        m->cap_t = m->cap_t ? 2 * m->cap_t : 256;
+        m->t = realloc(m->t, (size_t)m->cap_t * sizeof *m->t);
+        SG_CHECK(m->t, "out of host memory growing the tensor list");
+    }
+    sg_tensor *t = &m->t[m->n_t];
+    memset(t, 0, sizeof *t);
+    t->producer = -1;
+    t->last_consumer = -1;
+    return m->n_t++;
+}
+
+static sg_layer *new_layer(sg_model *m, int type, const int *in, int n_in) {
+    if (m->n_l == m->cap_l) {
+        m->cap_l = m->cap_l ? 2 * m->cap_l : 256;
+        m->l = realloc(m->l, (size_t)m->cap_l * sizeof *m->l);
+        SG_CHECK(m->l, "out of host memory growing the layer list");
+    }
+    sg_layer *l = &m->l[m->n_l];
+    memset(l, 0, sizeof *l);
+    l->type = type;
+    l->n_in = n_in;
+    for (int i = 0; i < n_in; i++) l->in[i] = in[i];
+    l->out = new_tensor(m);
+    m->t[l->out].producer = m->n_l;
+    l->w_param = l->b_param = -1;
+    l->ref = -1;
+    m->n_l++;
+    return l;
+}
+
+static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride,
+                int pad, int dil, int bias) {
+    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin, r, r);
+    int b = bias ? add_param(m, prefix, "bias", SG_PK_CONV_BIAS, 1, k, 0, 0, 0) : -1;
+    sg_layer *l = new_layer(m, L_CONV, &x, 1);
+    l->w_param = w;
+    l->b_param = b;
+    l->k = k;
+    l->r = r;
+    l->stride = stride;
+    l->pad = pad;
+    l->dil = dil;
+    m->t[l->out].c = k;
+    return l->out;
+}
+
+static int bn(sg_model *m, const char *prefix, int x, int c, int relu) {
+    int p0 = add_param(m, prefix, "weight", SG_PK_BN_WEIGHT, 1, c, 0, 0, 0);
+    add_param(m, prefix, "bias", SG_PK_BN_BIAS, 1, c, 0, 0, 0);
+    add_param(m, prefix, "running_mean", SG_PK_RUNNING_MEAN, 1, c, 0, 0, 0);
+    add_param(m, prefix, "running_var", SG_PK_RUNNING_VAR, 1, c, 0, 0, 0);
+    add_param(m, prefix, "num_batches_tracked", SG_PK_NUM_BATCHES, 0, 0, 0, 0, 0);
+    sg_layer *l = new_layer(m, L_BN, &x, 1);
+    for (int i = 0; i < 5; i++) l->bn_p[i] = p0 + i;
+    l->relu = relu;
+    m->t[l->out].c = c;
+    m->n_bn++;
+    return l->out;
+}
+
+static int conv_bn(sg_model *m, const char *pre, const char *cname, const char *bname, int x,
+                   int cin, int k, int r, int stride, int pad, int dil, int relu) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s%s", pre, cname);
+    snprintf(b, sizeof b, "%s%s", pre, bname);
+    return bn(m, b, conv(m, a, x, cin, k, r, stride, pad, dil, 0), k, relu);
+}
+
+static int simple(sg_model *m, int type, int x, int c) {
+    sg_layer *l = new_layer(m, type, &x, 1);
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+static int add_relu(sg_model *m, int a, int b, int c) {
+    int in[2] = {a, b};
+    sg_layer *l = new_layer(m, L_ADD_RELU, in, 2);
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+static int resize_to(sg_model *m, int x, int ref, int c) {
+    sg_layer *l = new_layer(m, L_RESIZE, &x, 1);
+    l->ref = ref;
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+static int dropout(sg_model *m, int x, float p, int c) {
+    if (p == 0.0f) return x; /* identity: no layer, no memory */
+    sg_layer *l = new_layer(m, L_DROPOUT, &x, 1);
+    l->p = p;
+    l->drop_id = m->n_dropout++;
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+typedef struct resnet_state {
+    int inplanes, dilation, bottleneck;
+} resnet_state;
+
+/* torchvision ResNet._make_layer with replace_stride_with_dilation. */
+static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, int blocks,
+                      int stride, int dilate) {
+    int exp = st->bottleneck ? 4 : 1;
+    int prev_dil = st->dilation;
+    if (dilate) {
+        st->dilation *= stride;
+        stride = 1;
+    }
+    for (int bi = 0; bi < blocks; bi++) {
+        char pre[96];
+        snprintf(pre, sizeof pre, "encoder.layer%d.%d.", li, bi);
+        int s = bi == 0 ? stride : 1;
+        int d = bi == 0 ? prev_dil : st->dilation;
+        int need_ds = bi == 0 && (stride != 1 || st->inplanes != planes * exp);
+        int y;
+        if (st->bottleneck) {
+            y = conv_bn(m, pre, "conv1", "bn1", x, st->inplanes, planes, 1, 1, 0, 1, 1);
+            y = conv_bn(m, pre, "conv2", "bn2", y, planes, planes, 3, s, d, d, 1);
+            y = conv_bn(m, pre, "conv3", "bn3", y, planes, planes * 4, 1, 1, 0, 1, 0);
+        } else {
+            /* torchvision's BasicBlock refuses dilation > 1; segtrain dilates
+             * both 3x3 convs (padding = dilation), as mmsegmentation does. */
+            y = conv_bn(m, pre, "conv1", "bn1", x, st->inplanes, planes, 3, s, d, d, 1);
+            y = conv_bn(m, pre, "conv2", "bn2", y, planes, planes, 3, 1, d, d, 0);
+        }
+        int idn = x;
+        if (need_ds)
+            idn = conv_bn(m, pre, "downsample.0", "downsample.1", x, st->inplanes, planes * exp,
+                          1, s, 0, 1, 0);
+        x = add_relu(m, y, idn, planes * exp);
+        st->inplanes = planes * exp;
+    }
+    return x;
+}
+
+static void build(sg_model *m) {
+    const sg_model_opts *o = &m->o;
+    int bw = o->base_width;
+    int bottleneck = o->backbone >= SG_RESNET50;
+    int blocks[4];
+    int custom = o->blocks[0] || o->blocks[1] || o->blocks[2] || o->blocks[3];
+    for (int i = 0; i < 4; i++)
+        blocks[i] = custom ? (o->blocks[i] ? o->blocks[i] : 1) : backbone_blocks[o->backbone][i];
+    int dil3 = o->output_stride == 8, dil4 = 1;
+
+    int x = new_tensor(m); /* 0: input */
+    m->t[x].c = 3;
+    x = conv_bn(m, "encoder.", "conv1", "bn1", x, 3, bw, 7, 2, 3, 1, 1);
+    x = simple(m, L_MAXPOOL, x, bw);
+    resnet_state st = {bw, 1, bottleneck};
+    x = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0);
+    x = make_layer(m, &st, 2, x, 2 * bw, blocks[1], 2, 0);
+    int l3 = make_layer(m, &st, 3, x, 4 * bw, blocks[2], 2, dil3);
+    int l4 = make_layer(m, &st, 4, l3, 8 * bw, blocks[3], 2, dil4);
+    int c4 = st.inplanes, c3 = c4 / 2;
+
+    /* DeepLabHead: ASPP -> 3x3 conv -> BN/ReLU -> classifier */
+    int inner = 4 * bw, nb = o->n_aspp_rates + 2;
+    int br[SG_MAX_IN];
+    br[0] = conv_bn(m, "decoder.0.convs.0.", "0", "1", l4, c4, inner, 1, 1, 0, 1, 1);
+    for (int i = 0; i < o->n_aspp_rates; i++) {
+        char pre[96];
+        snprintf(pre, sizeof pre, "decoder.0.convs.%d.", i + 1);
+        int r = o->aspp_rates[i];
+        br[i + 1] = conv_bn(m, pre, "0", "1", l4, c4, inner, 3, 1, r, r, 1);
+    }
+    {
+        char pre[96];
+        snprintf(pre, sizeof pre, "decoder.0.convs.%d.", nb - 1);
+        int p = simple(m, L_AVGPOOL, l4, c4);
+        p = conv_bn(m, pre, "1", "2", p, c4, inner, 1, 1, 0, 1, 1);
+        br[nb - 1] = resize_to(m, p, l4, inner);
+    }
+    sg_layer *cat = new_layer(m, L_CONCAT, br, nb);
+    int y = cat->out;
+    m->t[y].c = nb * inner;
+    y = conv_bn(m, "decoder.0.project.", "0", "1", y, nb * inner, inner, 1, 1, 0, 1, 1);
+    y = dropout(m, y, o->aspp_dropout, inner);
+    y = conv_bn(m, "decoder.", "1", "2", y, inner, inner, 3, 1, 1, 1, 1);
+    y = conv(m, "decoder.4", y, inner, o->num_classes, 1, 1, 0, 1, 1);
+    m->t_out = resize_to(m, y, 0, o->num_classes);
+
+    m->t_aux = -1;
+    if (o->aux_head) {
+        int ai = c3 / 4;
+        int a = conv_bn(m, "aux_head.", "0", "1", l3, c3, ai, 3, 1, 1, 1, 1);
+        a = dropout(m, a, o->aux_dropout, ai);
+        a = conv(m, "aux_head.4", a, ai, o->num_classes, 1, 1, 0, 1, 1);
+        m->t_aux = resize_to(m, a, 0, o->num_classes);
+    }
+}
+
+/* Assigns offsets into the three allocations and allocates them. */
+static void allocate_registry(sg_model *m) {
+    sg_ops const *ops = m->be->ops;
+    m->n_weights = m->n_buffers = 0;
+    m->head_offset = (size_t)-1;
+    int nbt = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        sg_param *p = &m->params[i];
+        if (p->kind == SG_PK_NUM_BATCHES) {
+            p->offset = (size_t)nbt++;
+        } else if (p->is_buffer) {
+            p->offset = m->n_buffers;
+            m->n_buffers += p->count;
+        } else {
+            if (p->is_head && m->head_offset == (size_t)-1) m->head_offset = m->n_weights;
+            p->offset = m->n_weights;
+            m->n_weights += p->count;
+        }
+    }
+    if (m->head_offset == (size_t)-1) m->head_offset = m->n_weights;
+    m->weights = ops->alloc(m->be, m->n_weights * sizeof(float));
+    m->grads = ops->alloc(m->be, m->n_weights * sizeof(float));
+    m->buffers = ops->alloc(m->be, m->n_buffers * sizeof(float));
+    m->nbt = calloc((size_t)(nbt ? nbt : 1), sizeof(int64_t));
+    SG_CHECK(m->nbt, "out of host memory");
+    for (int i = 0; i < m->n_params; i++) {
+        sg_param *p = &m->params[i];
+        if (p->kind == SG_PK_NUM_BATCHES) {
+            p->i64 = &m->nbt[p->offset];
+        } else if (p->is_buffer) {
+            p->data = m->buffers + p->offset;
+        } else {
+            p->data = m->weights + p->offset;
+            p->grad = m->grads + p->offset;
+        }
+    }
+}
+
+sg_model *sg_model_create(sg_backend *be, const sg_model_opts *o) {
+    if (!be || !o) {
+        SG_ERROR("sg_model_create: backend and options are required");
+        return NULL;
+    }
+    if (validate_opts(o) != 0) return NULL;
+    sg_model *m = calloc(1, sizeof *m);
+    SG_CHECK(m, "out of host memory creating the model");
+    m->be = be;
+    m->o = *o;
+    m->fwd_train = -1;
+    build(m);
+    allocate_registry(m);
+    sg_model_init(m, 0);
+    sg_model_update_grad_flags(m);
+    return m;
+}
+
+void sg_model_destroy(sg_model *m) {
+    if (!m) return;
+    sg_model_release_plan(m);
+    const sg_ops *ops = m->be->ops;
+    ops->free(m->be, m->weights);
+    ops->free(m->be, m->grads);
+    ops->free(m->be, m->buffers);
+    free(m->nbt);
+    free(m->params);
+    free(m->t);
+    free(m->l);
+    free(m->grad_order);
+    free(m);
+}
+
+const sg_model_opts *sg_model_get_opts(const sg_model *m) { return &m->o; }
+sg_backend *sg_model_backend(const sg_model *m) { return m->be; }
+int sg_model_num_params(const sg_model *m) { return m->n_params; }
+
+sg_param *sg_model_param(sg_model *m, int i) {
+    return (i >= 0 && i < m->n_params) ? &m->params[i] : NULL;
+}
+
+int sg_model_find_index(const sg_model *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+sg_param *sg_model_find(sg_model *m, const char *name) {
+    int i = sg_model_find_index(m, name);
+    return i < 0 ? NULL : &m->params[i];
+}
+
+size_t sg_model_param_count(const sg_model *m, int trainable_only) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const sg_param *p = &m->params[i];
+        if (!p->is_buffer && (!trainable_only || p->trainable)) n += p->count;
+    }
+    return n;
+}
+
+float *sg_model_weights(sg_model *m) { return m->weights; }
+float *sg_model_grads(sg_model *m) { return m->grads; }
+float *sg_model_buffers(sg_model *m) { return m->buffers; }
+size_t sg_model_buffer_count(const sg_model *m) { return m->n_buffers; }
+size_t sg_model_head_offset(const sg_model *m) { return m->head_offset; }
+
+/* ---------------- init ---------------- */
+
+void sg_model_init(sg_model *m, uint64_t seed) {
+    const sg_ops *ops = m->be->ops;
+    float *hw = malloc((m->n_weights ? m->n_weights : 1) * sizeof(float));
+    float *hb = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
+    SG_CHECK(hw && hb, "out of host memory initialising %zu parameters", m->n_weights);
+    for (int i = 0; i < m->n_params; i++) {
+        sg_param *p = &m->params[i];
+        uint64_t key = sg_rng_key(seed, (uint64_t)i, 0, 0, SG_RNG_INIT);
+        switch (p->kind) {
+        case SG_PK_CONV_WEIGHT:
+            if (!p->is_head) {
+                /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+                double fan_out = (double)p->shape[0] * p->shape[2] * p->shape[3];
+                double std = sqrt(2.0 / fan_out);
+                for (size_t j = 0; j < p->count; j += 2) {
+                    double u1 = sg_rng_uniform_d(key, j), u2 = sg_rng_uniform_d(key, j + 1);
+                    double r = sqrt(-2.0 * log(1.0 - u1)), a = 2.0 * M_PI * u2;
+                    hw[p->offset + j] = (float)(std * r * cos(a));
+                    if (j + 1 < p->count) hw[p->offset + j + 1] = (float)(std * r * sin(a));
+                }
+                break;
+            }
+            /* PyTorch Conv2d default, U(-1/sqrt(fan_in), +) */
+            __attribute__((fallthrough));
+        case SG_PK_CONV_BIAS: {
+            const sg_param *w = p->kind == SG_PK_CONV_BIAS ? &m->params[i - 1] : p;
+            double fan_in = (double)w->shape[1] * w->shape[2] * w->shape[3];
+            double bound = 1.0 / sqrt(fan_in);
+            for (size_t j = 0; j < p->count; j++)
+                hw[p->offset + j] = (float)((2.0 * sg_rng_uniform_d(key, j) - 1.0) * bound);
+            break;
+        }
+        case SG_PK_BN_WEIGHT:
+            for (size_t j = 0; j < p->count; j++) hw[p->offset + j] = 1.0f;
+            break;
+        case SG_PK_BN_BIAS:
+            for (size_t j = 0; j < p->count; j++) hw[p->offset + j] = 0.0f;
+            break;
+        case SG_PK_RUNNING_MEAN:
+            for (size_t j = 0; j < p->count; j++) hb[p->offset + j] = 0.0f;
+            break;
+        case SG_PK_RUNNING_VAR:
+            for (size_t j = 0; j < p->count; j++) hb[p->offset + j] = 1.0f;
+            break;
+        case SG_PK_NUM_BATCHES:
+            *p->i64 = 0;
+            break;
+        }
+    }
+    if (m->n_weights) ops->upload(m->be, m->weights, hw, m->n_weights * sizeof(float));
+    if (m->n_buffers) ops->upload(m->be, m->buffers, hb, m->n_buffers * sizeof(float));
+    ops->zero(m->be, m->grads, m->n_weights * sizeof(float));
+    free(hw);
+    free(hb);
+}
+
+/* ---------------- freezing ---------------- */
+
+int sg_model_freeze(sg_model *m, const char *prefix, int freeze_bn_stats) {
+    size_t plen = strlen(prefix);
+    int n = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        sg_param *p = &m->params[i];
+        if (p->is_buffer || strncmp(p->name, prefix, plen) != 0) continue;
+        if (p->trainable) m->be->ops->zero(m->be, p->grad, p->count * sizeof(float));
+        p->trainable = 0;
+        n++;
+    }
+    if (freeze_bn_stats)
+        for (int li = 0; li < m->n_l; li++) {
+            sg_layer *l = &m->l[li];
+            if (l->type == L_BN && strncmp(m->params[l->bn_p[0]].name, prefix, plen) == 0)
+                l->frozen_stats = 1;
+        }
+    if (n == 0)
+        SG_WARN("freeze '%s': no parameter name starts with it (names look like "
+                "'encoder.layer1.0.conv1.weight'); nothing frozen", prefix);
+    sg_model_update_grad_flags(m);
+    return n;
+}
+
+int sg_model_freeze_bn_stats(sg_model *m, const char *prefix) {
+    size_t plen = strlen(prefix);
+    int n = 0;
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *l = &m->l[li];
+        if (l->type == L_BN && strncmp(m->params[l->bn_p[0]].name, prefix, plen) == 0) {
+            l->frozen_stats = 1;
+            n++;
+        }
+    }
+    if (n == 0)
+        SG_WARN("freeze_bn_stats '%s': no batch-norm layer name starts with it (names look like "
+                "'encoder.layer1.0.bn1.'); nothing frozen", prefix);
+    return n;
+}

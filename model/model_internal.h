@@ -1,0 +1,109 @@
+/* model/model_internal.h - the model's private graph representation.
+ *
+ * The network is a flat list of layers over numbered tensors, built once by
+ * model_build.c in forward order. Tensor 0 is the input. Shapes depend on
+ * the input size and are filled by sg_model_plan (model_plan.c); the runner
+ * (model_run.c) walks the list forward, and in reverse for backward.
+ * Shared by model_build.c, model_plan.c, model_run.c only.
+ */
+#ifndef SG_MODEL_MODEL_INTERNAL_H
+#define SG_MODEL_MODEL_INTERNAL_H
+
+#include "model/model.h"
+
+enum {
+    L_CONV = 0,  /* conv (+ bias) */
+    L_BN,        /* batch norm (+ relu) */
+    L_MAXPOOL,   /* 3x3 / 2 pad 1 */
+    L_ADD_RELU,  /* relu(a + b): residual join */
+    L_AVGPOOL,   /* global average pool -> 1x1 */
+    L_RESIZE,    /* bilinear to the size of tensor `ref` */
+    L_CONCAT,    /* channel concat of in[0..n_in) */
+    L_DROPOUT
+};
+
+#define SG_MAX_IN 12 /* concat of 2 + SG_MODEL_MAX_RATES branches */
+
+typedef struct sg_tensor {
+    int c, h, w;          /* planned shape (batch = m->n) */
+    size_t count;         /* n*c*h*w */
+    int producer;         /* layer index, -1 for the input */
+    int last_consumer;    /* forward layer index of the last reader (-1 none) */
+    int req_grad;         /* some trainable parameter lies upstream */
+    size_t val_off, grad_off; /* byte offsets in the arena; SIZE_MAX = none */
+    float *val, *grad;
+} sg_tensor;
+
+typedef struct sg_layer {
+    int type;
+    int in[SG_MAX_IN];
+    int n_in;
+    int out;
+    int acc_in[SG_MAX_IN]; /* backward: 1 = add into grad(in[i]) */
+    /* conv */
+    int w_param, b_param;  /* registry indices, b_param -1 if no bias */
+    int k, r, stride, pad, dil;
+    sg_conv_desc desc;
+    /* bn: registry indices of weight, bias, running_mean, running_var, nbt */
+    int bn_p[5];
+    int relu;
+    int frozen_stats;
+    size_t mean_off, invstd_off; /* arena bytes, [c] each, live fwd->bwd */
+    float *mean, *invstd;
+    int batch_stats_used;  /* the last forward used batch statistics */
+    double count_global;   /* values per channel in the last batch-stat forward */
+    /* maxpool */
+    size_t idx_off;
+    int32_t *idx;
+    /* resize */
+    int ref;               /* tensor whose h, w is the target size */
+    /* dropout */
+    float p;
+    int drop_id;
+    size_t mask_off;
+    uint8_t *mask;
+} sg_layer;
+
+struct sg_model {
+    sg_backend *be;
+    sg_model_opts o;
+    sg_model_hooks hooks;
+    int has_hooks;
+
+    /* registry */
+    sg_param *params;
+    int n_params, cap_params;
+    float *weights, *grads, *buffers; /* device */
+    size_t n_weights, n_buffers, head_offset;
+    int64_t *nbt;                     /* host, one per BN */
+    int n_bn;
+
+    /* graph */
+    sg_tensor *t;
+    int n_t, cap_t;
+    sg_layer *l;
+    int n_l, cap_l;
+    int t_out, t_aux;                 /* final logits tensors, t_aux -1 */
+    int n_dropout;
+
+    /* plan */
+    int planned;                      /* 0 none, 1 train, 2 infer */
+    int n, h, w;
+    void *arena;
+    size_t arena_bytes;
+    /* scratch (arena): BN stats [2c], parts [world][2c], red/redg [2c],
+     * zero red [2c] (eval-mode backward) */
+    float *stats, *parts, *red, *redg, *zero_red;
+    int64_t *counts;                  /* host [world] */
+    int planned_world;                /* rows of parts */
+    int max_c;
+    int fwd_train;                    /* mode of the last forward, -1 none */
+    int *grad_order;                  /* trainable params in backward order */
+    int n_grad_order;
+};
+
+/* model_plan.c */
+void sg_model_update_grad_flags(sg_model *m);
+void sg_model_release_plan(sg_model *m);
+
+#endif

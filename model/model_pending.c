@@ -1,2 +1,0 @@
-/* placeholder so the library is not empty; removed when the module lands */
-int sg_model_placeholder(void) { return 0; }

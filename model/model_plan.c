@@ -1,0 +1,398 @@
+/* model/model_plan.c - shape inference, gradient flags and the activation arena.
+ *
+ * sg_model_plan computes every tensor's shape for one input size, then lays
+ * out ONE device allocation: persistent per-layer state (BN mean/invstd,
+ * max-pool indices, dropout masks, BN scratch) followed by activations and
+ * gradients placed by liveness. In a training plan every activation lives
+ * from forward through backward when backward reads it (most do; a BN output
+ * without ReLU does not), while a gradient lives only from its first write in
+ * backward to its producer's backward, so gradient buffers are shared. In an
+ * inference plan activations live from their producer to their last
+ * consumer. Placement is greedy first-fit,
+ * largest first, over these intervals.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/log.h"
+#include "model/model_internal.h"
+
+#define ALIGN 256
+
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Fills shapes of t[] and conv descs of l[] for input [n,3,h,w]. Returns 0,
+ * or -1 (logged) if a layer's output would be empty. */
+static int compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w) {
+    t[0].c = 3;
+    t[0].h = h;
+    t[0].w = w;
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *L = &l[li];
+        const sg_tensor *x = &t[L->in[0]];
+        sg_tensor *y = &t[L->out];
+        switch (L->type) {
+        case L_CONV: {
+            sg_conv_desc *d = &L->desc;
+            memset(d, 0, sizeof *d);
+            d->n = n;
+            d->c = x->c;
+            d->h = x->h;
+            d->w = x->w;
+            d->k = L->k;
+            d->r = d->s = L->r;
+            d->stride_h = d->stride_w = L->stride;
+            d->pad_h = d->pad_w = L->pad;
+            d->dil_h = d->dil_w = L->dil;
+            if (sg_conv_desc_init(d) != 0) {
+                SG_ERROR("model: input %dx%d is too small: conv %s gets %dx%d; use a larger crop",
+                         h, w, m->params[L->w_param].name, x->h, x->w);
+                return -1;
+            }
+            y->h = d->oh;
+            y->w = d->ow;
+            break;
+        }
+        case L_MAXPOOL:
+            y->h = (x->h + 2 - 3) / 2 + 1;
+            y->w = (x->w + 2 - 3) / 2 + 1;
+            break;
+        case L_AVGPOOL:
+            y->h = y->w = 1;
+            break;
+        case L_RESIZE:
+            y->h = t[L->ref].h;
+            y->w = t[L->ref].w;
+            break;
+        case L_ADD_RELU:
+            SG_CHECK(t[L->in[1]].h == x->h && t[L->in[1]].w == x->w &&
+                         t[L->in[1]].c == x->c,
+                     "model: residual shapes differ (internal error)");
+            /* fall through */
+        default: /* BN, dropout, concat: same spatial size */
+            y->h = x->h;
+            y->w = x->w;
+            break;
+        }
+        if (y->h < 1 || y->w < 1) {
+            SG_ERROR("model: input %dx%d is too small for this network", h, w);
+            return -1;
+        }
+    }
+    for (int i = 0; i < m->n_t; i++) t[i].count = (size_t)n * t[i].c * t[i].h * t[i].w;
+    return 0;
+}
+
+double sg_model_macs(const sg_model *m, int h, int w) {
+    sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
+    sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
+    SG_CHECK(t && l, "out of host memory");
+    memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
+    memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
+    double macs = 0;
+    if (compute_shapes(m, t, l, 1, h, w) == 0)
+        for (int li = 0; li < m->n_l; li++)
+            if (l[li].type == L_CONV) {
+                const sg_conv_desc *d = &l[li].desc;
+                macs += (double)d->k * d->c * d->r * d->s * d->oh * d->ow;
+            }
+    free(t);
+    free(l);
+    return macs;
+}
+
+double sg_model_flops(const sg_model *m, int h, int w) { return 2.0 * sg_model_macs(m, h, w); }
+
+static int layer_has_trainable(const sg_model *m, const sg_layer *l) {
+    if (l->type == L_CONV)
+        return m->params[l->w_param].trainable || (l->b_param >= 0 && m->params[l->b_param].trainable);
+    if (l->type == L_BN) return m->params[l->bn_p[0]].trainable || m->params[l->bn_p[1]].trainable;
+    return 0;
+}
+
+void sg_model_update_grad_flags(sg_model *m) {
+    for (int i = 0; i < m->n_t; i++) m->t[i].req_grad = 0;
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *l = &m->l[li];
+        int r = layer_has_trainable(m, l);
+        for (int i = 0; i < l->n_in; i++) r |= m->t[l->in[i]].req_grad;
+        m->t[l->out].req_grad = r;
+    }
+    char *init = calloc((size_t)m->n_t, 1);
+    free(m->grad_order);
+    m->grad_order = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
+    SG_CHECK(init && m->grad_order, "out of host memory");
+    m->n_grad_order = 0;
+    init[m->t_out] = 1;
+    if (m->t_aux >= 0) init[m->t_aux] = 1;
+    for (int li = m->n_l - 1; li >= 0; li--) {
+        sg_layer *l = &m->l[li];
+        if (!m->t[l->out].req_grad) continue;
+        for (int i = 0; i < l->n_in; i++) {
+            int ti = l->in[i];
+            if (!m->t[ti].req_grad) continue;
+            l->acc_in[i] = init[ti];
+            init[ti] = 1;
+        }
+        if (l->type == L_CONV) {
+            if (m->params[l->w_param].trainable) m->grad_order[m->n_grad_order++] = l->w_param;
+            if (l->b_param >= 0 && m->params[l->b_param].trainable)
+                m->grad_order[m->n_grad_order++] = l->b_param;
+        } else if (l->type == L_BN) {
+            for (int k = 0; k < 2; k++)
+                if (m->params[l->bn_p[k]].trainable) m->grad_order[m->n_grad_order++] = l->bn_p[k];
+        }
+    }
+    free(init);
+}
+
+int sg_model_grad_order(const sg_model *m, int *out, int cap) {
+    int n = m->n_grad_order < cap ? m->n_grad_order : cap;
+    memcpy(out, m->grad_order, (size_t)n * sizeof(int));
+    return n;
+}
+
+void sg_model_release_plan(sg_model *m) {
+    if (m->arena) m->be->ops->free(m->be, m->arena);
+    m->arena = NULL;
+    m->arena_bytes = 0;
+    free(m->counts);
+    m->counts = NULL;
+    m->planned = 0;
+    m->fwd_train = -1;
+}
+
+/* ---- interval placement ---- */
+typedef struct item {
+    size_t bytes, off;
+    int start, end; /* inclusive time steps */
+    size_t *dst;    /* where to store the offset */
+} item;
+
+static int cmp_size_desc(const void *a, const void *b) {
+    const item *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->start - y->start;
+}
+
+static int cmp_off(const void *a, const void *b) {
+    const item *const *x = a, *const *y = b;
+    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+/* Places items; returns the total bytes needed. */
+static size_t place(item *it, int n) {
+    qsort(it, (size_t)n, sizeof *it, cmp_size_desc);
+    item **live = malloc((size_t)(n ? n : 1) * sizeof *live);
+    SG_CHECK(live, "out of host memory");
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int nl = 0;
+        for (int j = 0; j < i; j++)
+            if (it[j].start <= it[i].end && it[i].start <= it[j].end) live[nl++] = &it[j];
+        qsort(live, (size_t)nl, sizeof *live, cmp_off);
+        size_t off = 0;
+        for (int j = 0; j < nl; j++) {
+            if (live[j]->off >= off + it[i].bytes) break;
+            size_t e = live[j]->off + live[j]->bytes;
+            if (e > off) off = e;
+        }
+        it[i].off = off;
+        if (off + it[i].bytes > total) total = off + it[i].bytes;
+    }
+    free(live);
+    return total;
+}
+
+typedef struct plan_offs {
+    size_t stats, parts, red, redg, zero, c2, total;
+    int max_c;
+} plan_offs;
+
+/* Computes shapes and the arena layout for input [n,3,h,w] into t[] and l[]
+ * (the model's own arrays, or copies). Returns 0 or -1 (logged). */
+static int layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w, int mode,
+                  int world, plan_offs *po) {
+    if (n < 1 || h < 1 || w < 1) {
+        SG_ERROR("model: cannot plan for input [%d, 3, %d, %d]", n, h, w);
+        return -1;
+    }
+    if (compute_shapes(m, t, l, n, h, w) != 0) return -1;
+    int train = mode == 1;
+    int L = m->n_l;
+    for (int i = 0; i < m->n_t; i++) t[i].last_consumer = -1;
+    for (int li = 0; li < L; li++)
+        for (int i = 0; i < l[li].n_in; i++) t[l[li].in[i]].last_consumer = li;
+
+    /* persistent region: per-layer state live from forward to backward */
+    size_t off = 0;
+    po->max_c = 1;
+    for (int li = 0; li < L; li++) {
+        sg_layer *ly = &l[li];
+        const sg_tensor *y = &t[ly->out];
+        if (ly->type == L_BN) {
+            if (y->c > po->max_c) po->max_c = y->c;
+            ly->mean_off = off;
+            off += align_up((size_t)y->c * sizeof(float));
+            ly->invstd_off = off;
+            off += align_up((size_t)y->c * sizeof(float));
+        } else if (ly->type == L_MAXPOOL) {
+            ly->idx_off = off;
+            off += align_up(y->count * sizeof(int32_t));
+        } else if (ly->type == L_DROPOUT && train) {
+            ly->mask_off = off;
+            off += align_up(y->count);
+        }
+    }
+    po->c2 = align_up((size_t)2 * po->max_c * sizeof(float));
+    po->stats = off; off += po->c2;
+    po->parts = off; off += (size_t)world * po->c2;
+    po->red = off; off += po->c2;
+    po->redg = off; off += po->c2;
+    po->zero = off; off += po->c2;
+    size_t base = off;
+
+    /* Which activations backward reads: a conv's input (weight gradient), a
+     * BN's input and, with a fused ReLU, its output (the mask), a residual
+     * add's output (the mask), the image and the logits. The others (e.g. a
+     * BN output without ReLU, read only by the residual add) die after their
+     * last forward reader even in a training plan. */
+    char *keep = calloc((size_t)m->n_t, 1);
+    SG_CHECK(keep, "out of host memory");
+    keep[0] = keep[m->t_out] = 1;
+    if (m->t_aux >= 0) keep[m->t_aux] = 1;
+    for (int li = 0; li < L; li++) {
+        const sg_layer *ly = &l[li];
+        if (ly->type == L_CONV || ly->type == L_BN) keep[ly->in[0]] = 1;
+        if ((ly->type == L_BN && ly->relu) || ly->type == L_ADD_RELU) keep[ly->out] = 1;
+    }
+
+    /* activations and gradients by liveness: forward step li, backward
+     * step 2L-1-li. */
+    item *it = calloc((size_t)2 * m->n_t, sizeof *it);
+    SG_CHECK(it, "out of host memory");
+    int ni = 0;
+    for (int i = 0; i < m->n_t; i++) {
+        sg_tensor *ti = &t[i];
+        ti->val_off = ti->grad_off = SIZE_MAX;
+        int final = i == m->t_out || i == m->t_aux;
+        item *v = &it[ni++];
+        v->bytes = align_up(ti->count * sizeof(float));
+        v->dst = &ti->val_off;
+        if (train && keep[i]) {
+            v->start = 0;
+            v->end = 2 * L;
+        } else if (train) {
+            v->start = ti->producer;
+            v->end = ti->last_consumer;
+        } else {
+            /* the input stays valid: callers may run several forwards on it */
+            v->start = ti->producer < 0 ? 0 : ti->producer;
+            v->end = final || i == 0 || ti->last_consumer < 0 ? L : ti->last_consumer;
+        }
+        if (train && i != 0) {
+            item *g = &it[ni++];
+            g->bytes = v->bytes;
+            g->dst = &ti->grad_off;
+            g->start = final ? 0 : 2 * L - 1 - ti->last_consumer;
+            g->end = 2 * L - 1 - ti->producer;
+            SG_CHECK(final || ti->last_consumer >= 0, "model: tensor %d has no consumer", i);
+        }
+    }
+    free(keep);
+    po->total = base + place(it, ni);
+    for (int i = 0; i < ni; i++) *it[i].dst = base + it[i].off;
+    free(it);
+    return 0;
+}
+
+static int hooks_world(const sg_model *m) {
+    return (m->has_hooks && m->hooks.bn_gather && m->hooks.world > 1) ? m->hooks.world : 1;
+}
+
+size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
+    sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
+    sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
+    SG_CHECK(t && l, "out of host memory");
+    memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
+    memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
+    plan_offs po;
+    size_t total = layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), &po) == 0 ? po.total : 0;
+    free(t);
+    free(l);
+    return total;
+}
+
+static int do_plan(sg_model *m, int n, int h, int w, int mode) {
+    if (m->planned == mode && m->n == n && m->h == h && m->w == w) return 0;
+    sg_model_release_plan(m);
+    const sg_ops *ops = m->be->ops;
+    int train = mode == 1;
+    int world = hooks_world(m);
+    plan_offs po;
+    if (layout(m, m->t, m->l, n, h, w, mode, world, &po) != 0) return -1;
+    m->max_c = po.max_c;
+    m->arena = ops->alloc(m->be, po.total);
+    m->arena_bytes = po.total;
+    char *a = m->arena;
+    for (int i = 0; i < m->n_t; i++) {
+        sg_tensor *t = &m->t[i];
+        t->val = (float *)(a + t->val_off);
+        t->grad = t->grad_off == SIZE_MAX ? NULL : (float *)(a + t->grad_off);
+    }
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *l = &m->l[li];
+        if (l->type == L_BN) {
+            l->mean = (float *)(a + l->mean_off);
+            l->invstd = (float *)(a + l->invstd_off);
+        } else if (l->type == L_MAXPOOL) {
+            l->idx = (int32_t *)(a + l->idx_off);
+        } else if (l->type == L_DROPOUT) {
+            l->mask = train ? (uint8_t *)(a + l->mask_off) : NULL;
+        }
+    }
+    m->stats = (float *)(a + po.stats);
+    m->parts = (float *)(a + po.parts);
+    m->red = (float *)(a + po.red);
+    m->redg = (float *)(a + po.redg);
+    m->zero_red = (float *)(a + po.zero);
+    ops->zero(m->be, m->zero_red, po.c2);
+    m->counts = calloc((size_t)world, sizeof(int64_t));
+    SG_CHECK(m->counts, "out of host memory");
+    m->planned_world = world;
+
+    if (ops->conv_prepare)
+        for (int li = 0; li < m->n_l; li++)
+            if (m->l[li].type == L_CONV) ops->conv_prepare(m->be, &m->l[li].desc);
+    m->planned = mode;
+    m->n = n;
+    m->h = h;
+    m->w = w;
+    SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB", train ? "training" : "inference",
+             n, h, w, (double)po.total / (1 << 20));
+    return 0;
+}
+
+int sg_model_plan(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 1); }
+int sg_model_plan_infer(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 2); }
+size_t sg_model_activation_bytes(const sg_model *m) { return m->arena_bytes; }
+
+float *sg_model_input(sg_model *m) { return m->planned ? m->t[0].val : NULL; }
+float *sg_model_out(sg_model *m) { return m->planned ? m->t[m->t_out].val : NULL; }
+float *sg_model_aux(sg_model *m) { return m->planned && m->t_aux >= 0 ? m->t[m->t_aux].val : NULL; }
+float *sg_model_dout(sg_model *m) { return m->planned == 1 ? m->t[m->t_out].grad : NULL; }
+float *sg_model_daux(sg_model *m) {
+    return m->planned == 1 && m->t_aux >= 0 ? m->t[m->t_aux].grad : NULL;
+}
+
+void sg_model_set_hooks(sg_model *m, const sg_model_hooks *h) {
+    if (h) {
+        m->hooks = *h;
+        m->has_hooks = 1;
+    } else {
+        memset(&m->hooks, 0, sizeof m->hooks);
+        m->has_hooks = 0;
+    }
+    m->planned = 0; /* parts buffer size depends on world: re-plan */
+}

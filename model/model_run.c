@@ -1,0 +1,225 @@
+/* model/model_run.c - forward and backward passes over the planned graph.
+ *
+ * Walks the layer list (model_internal.h) forward, and in reverse for
+ * backward, calling only the op table (kernels/backend.h). BN layers take
+ * batch statistics in training (SyncBN through the hooks when set) and
+ * running statistics in eval or when their stats are frozen.
+ */
+#include <string.h>
+
+#include "cmd/log.h"
+#include "kernels/rng.h"
+#include "model/model_internal.h"
+
+static void bn_forward(sg_model *m, sg_layer *l, int train) {
+    sg_backend *be = m->be;
+    const sg_ops *ops = be->ops;
+    const sg_tensor *xt = &m->t[l->in[0]];
+    sg_tensor *yt = &m->t[l->out];
+    int n = m->n, c = yt->c, hw = yt->h * yt->w;
+    sg_param *gamma = &m->params[l->bn_p[0]], *beta = &m->params[l->bn_p[1]];
+    sg_param *rm = &m->params[l->bn_p[2]], *rv = &m->params[l->bn_p[3]];
+    sg_param *nbt = &m->params[l->bn_p[4]];
+    if (train && !l->frozen_stats) {
+        int64_t local = (int64_t)n * hw;
+        ops->bn_stats(be, xt->val, n, c, hw, m->stats);
+        int world = 1;
+        if (m->has_hooks && m->hooks.bn_gather && m->hooks.world > 1) {
+            world = m->hooks.world;
+            SG_CHECK(world <= m->planned_world,
+                     "model: hooks set for world %d after planning for %d: call sg_model_plan again",
+                     world, m->planned_world);
+            m->hooks.bn_gather(m->hooks.ctx, m->stats, local, m->parts, m->counts, c);
+        } else {
+            m->counts[0] = local;
+        }
+        int64_t total = 0;
+        for (int r = 0; r < world; r++) total += m->counts[r];
+        if (total <= 1)
+            SG_FATAL("%s: batch norm in training needs more than 1 value per channel, got %lld "
+                     "(input [%d, %d, %d, %d]); use batch size >= 2 per step, SyncBN across ranks, "
+                     "or freeze this layer's statistics",
+                     gamma->name, (long long)total, n, c, yt->h, yt->w);
+        ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, m->o.bn_eps,
+                         m->o.bn_momentum, l->mean, l->invstd, rm->data, rv->data);
+        (*nbt->i64)++;
+        l->batch_stats_used = 1;
+        l->count_global = (double)total;
+    } else {
+        ops->bn_eval_params(be, rm->data, rv->data, c, m->o.bn_eps, l->mean, l->invstd);
+        l->batch_stats_used = 0;
+    }
+    ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c, hw,
+                l->relu);
+}
+
+void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
+    SG_CHECK(m->planned, "sg_model_forward: the model is not planned; call sg_model_plan first "
+                         "(again after sg_model_set_hooks)");
+    SG_CHECK(!train || m->planned == 1,
+             "sg_model_forward(train=1) after sg_model_plan_infer: plan with sg_model_plan");
+    sg_backend *be = m->be;
+    const sg_ops *ops = be->ops;
+    int n = m->n;
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *l = &m->l[li];
+        const sg_tensor *xt = &m->t[l->in[0]];
+        sg_tensor *yt = &m->t[l->out];
+        switch (l->type) {
+        case L_CONV:
+            ops->conv_fwd(be, &l->desc, xt->val, m->params[l->w_param].data, yt->val);
+            if (l->b_param >= 0)
+                ops->bias_fwd(be, yt->val, m->params[l->b_param].data, n, yt->c, yt->h * yt->w);
+            break;
+        case L_BN:
+            bn_forward(m, l, train);
+            break;
+        case L_MAXPOOL:
+            ops->maxpool_fwd(be, xt->val, yt->val, l->idx, n, xt->c, xt->h, xt->w, yt->h, yt->w);
+            break;
+        case L_ADD_RELU:
+            ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1);
+            break;
+        case L_AVGPOOL:
+            ops->avgpool_fwd(be, xt->val, yt->val, n, xt->c, xt->h * xt->w);
+            break;
+        case L_RESIZE:
+            ops->resize_fwd(be, xt->val, yt->val, n, xt->c, xt->h, xt->w, yt->h, yt->w);
+            break;
+        case L_CONCAT: {
+            int off = 0;
+            for (int i = 0; i < l->n_in; i++) {
+                const sg_tensor *s = &m->t[l->in[i]];
+                ops->concat_fwd(be, s->val, yt->val, n, s->c, yt->c, off, yt->h * yt->w);
+                off += s->c;
+            }
+            break;
+        }
+        case L_DROPOUT:
+            if (train) {
+                uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
+                ops->dropout_fwd(be, xt->val, yt->val, l->mask, yt->count, l->p, key);
+            } else {
+                ops->copy(be, yt->val, xt->val, yt->count * sizeof(float));
+            }
+            break;
+        }
+    }
+    m->fwd_train = train;
+}
+
+static void ready(sg_model *m, int param) {
+    if (m->has_hooks && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, param);
+}
+
+static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
+    sg_backend *be = m->be;
+    const sg_ops *ops = be->ops;
+    const sg_tensor *xt = &m->t[l->in[0]];
+    const sg_tensor *yt = &m->t[l->out];
+    int n = m->n, c = yt->c, hw = yt->h * yt->w;
+    sg_param *gamma = &m->params[l->bn_p[0]], *beta = &m->params[l->bn_p[1]];
+    int train_params = gamma->trainable || beta->trainable;
+    int need_dx = xt->req_grad;
+    /* red (local) is needed for the parameter gradients and, with batch
+     * statistics, for dx. */
+    if (train_params || (need_dx && l->batch_stats_used))
+        ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
+    if (train_params) {
+        /* a frozen half writes into scratch (stats is free in backward) */
+        float *dg = gamma->trainable ? gamma->grad : m->stats;
+        float *db = beta->trainable ? beta->grad : m->stats + m->max_c;
+        ops->bn_param_grads(be, m->red, l->invstd, dg, db, c, accumulate);
+        if (gamma->trainable) ready(m, l->bn_p[0]);
+        if (beta->trainable) ready(m, l->bn_p[1]);
+    }
+    if (!need_dx) return;
+    if (l->batch_stats_used) {
+        const float *red = m->red;
+        if (m->has_hooks && m->hooks.bn_allreduce && m->hooks.world > 1) {
+            /* the all-reduce is in place: keep the local red for param grads */
+            ops->copy(be, m->redg, m->red, (size_t)2 * c * sizeof(float));
+            m->hooks.bn_allreduce(m->hooks.ctx, m->redg, 2 * c);
+            red = m->redg;
+        }
+        ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma->data, red,
+                         l->count_global, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+    } else {
+        /* running statistics are constants: dx = g * invstd * gamma */
+        ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma->data,
+                         m->zero_red, 1.0, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+    }
+}
+
+void sg_model_backward(sg_model *m, int accumulate) {
+    SG_CHECK(m->planned == 1, "sg_model_backward: the model is not planned for training "
+                              "(sg_model_plan, not sg_model_plan_infer)");
+    SG_CHECK(m->fwd_train == 1, "sg_model_backward: needs a sg_model_forward(train=1) first");
+    sg_backend *be = m->be;
+    const sg_ops *ops = be->ops;
+    int n = m->n;
+    for (int li = m->n_l - 1; li >= 0; li--) {
+        sg_layer *l = &m->l[li];
+        const sg_tensor *yt = &m->t[l->out];
+        if (!yt->req_grad) continue;
+        const sg_tensor *xt = &m->t[l->in[0]];
+        switch (l->type) {
+        case L_CONV: {
+            sg_param *w = &m->params[l->w_param];
+            if (w->trainable) {
+                ops->conv_bwd_weight(be, &l->desc, xt->val, yt->grad, w->grad, accumulate);
+                ready(m, l->w_param);
+            }
+            if (l->b_param >= 0 && m->params[l->b_param].trainable) {
+                ops->bias_bwd(be, yt->grad, m->params[l->b_param].grad, n, yt->c, yt->h * yt->w,
+                              accumulate);
+                ready(m, l->b_param);
+            }
+            if (xt->req_grad)
+                ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
+            break;
+        }
+        case L_BN:
+            bn_backward(m, l, accumulate);
+            break;
+        case L_MAXPOOL:
+            if (!xt->req_grad) break;
+            /* maxpool_bwd overwrites dx (no accumulate); its input has no
+             * other consumer, so overwriting is right */
+            SG_CHECK(!l->acc_in[0], "model: max-pool input with several consumers (internal)");
+            ops->maxpool_bwd(be, yt->grad, l->idx, xt->grad, n, xt->c, xt->h, xt->w, yt->h, yt->w);
+            break;
+        case L_ADD_RELU:
+            for (int i = 0; i < 2; i++) {
+                const sg_tensor *it = &m->t[l->in[i]];
+                if (it->req_grad)
+                    ops->relu_bwd(be, yt->grad, yt->val, it->grad, yt->count, l->acc_in[i]);
+            }
+            break;
+        case L_AVGPOOL:
+            if (xt->req_grad)
+                ops->avgpool_bwd(be, yt->grad, xt->grad, n, xt->c, xt->h * xt->w, l->acc_in[0]);
+            break;
+        case L_RESIZE:
+            if (xt->req_grad)
+                ops->resize_bwd(be, yt->grad, xt->grad, n, xt->c, xt->h, xt->w, yt->h, yt->w,
+                                l->acc_in[0]);
+            break;
+        case L_CONCAT: {
+            int off = 0;
+            for (int i = 0; i < l->n_in; i++) {
+                const sg_tensor *s = &m->t[l->in[i]];
+                if (s->req_grad)
+                    ops->concat_bwd(be, yt->grad, s->grad, n, s->c, yt->c, off, yt->h * yt->w,
+                                    l->acc_in[i]);
+                off += s->c;
+            }
+            break;
+        }
+        case L_DROPOUT:
+            if (xt->req_grad)
+                ops->dropout_bwd(be, yt->grad, l->mask, xt->grad, yt->count, l->p, l->acc_in[0]);
+            break;
+        }
+    }
+}

@@ -1,0 +1,712 @@
+/* model/safetensors.c - safetensors reader (mmap + checked JSON header) and writer.
+ * See safetensors.h for the format and the contract. */
+#include "model/safetensors.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd/log.h"
+
+#define MAX_HEADER (256u << 20) /* 256 MiB: larger means a corrupt length */
+
+struct sg_st_file {
+    char *path;
+    const unsigned char *map;
+    size_t size;
+    const unsigned char *data; /* start of the data section */
+    size_t data_size;
+    sg_st_tensor *t;
+    int n, cap;
+    char **meta_k, **meta_v;
+    int n_meta, cap_meta;
+};
+
+/* ---------------- tiny JSON parser for the header ---------------- */
+
+typedef struct jp {
+    const char *s, *end, *start;
+    const char *err;  /* first error message */
+    char errbuf[512];
+} jp;
+
+static void jp_fail(jp *p, const char *what) {
+    if (p->err) return;
+    snprintf(p->errbuf, sizeof p->errbuf, "%s at header byte %ld", what, (long)(p->s - p->start));
+    p->err = p->errbuf;
+}
+
+static void jp_ws(jp *p) {
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+        p->s++;
+}
+
+static int jp_lit(jp *p, char c) {
+    jp_ws(p);
+    if (p->s < p->end && *p->s == c) {
+        p->s++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses a JSON string into a malloc'ed UTF-8 string. */
+static char *jp_string(jp *p) {
+    jp_ws(p);
+    if (p->s >= p->end || *p->s != '"') {
+        jp_fail(p, "expected a string");
+        return NULL;
+    }
+    p->s++;
+    size_t cap = 32, len = 0;
+    char *out = malloc(cap);
+    SG_CHECK(out, "out of host memory");
+    while (1) {
+        if (p->s >= p->end) {
+            free(out);
+            jp_fail(p, "unterminated string");
+            return NULL;
+        }
+        unsigned char c = (unsigned char)*p->s++;
+        unsigned cp = c;
+        if (c == '"') break;
+        if (c < 0x20) {
+            free(out);
+            jp_fail(p, "control character in string");
+            return NULL;
+        }
+        if (c == '\\') {
+            if (p->s >= p->end) {
+                free(out);
+                jp_fail(p, "unterminated escape");
+                return NULL;
+            }
+            char e = *p->s++;
+            switch (e) {
+            case '"': cp = '"'; break;
+            case '\\': cp = '\\'; break;
+            case '/': cp = '/'; break;
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case 'n': cp = '\n'; break;
+            case 'r': cp = '\r'; break;
+            case 't': cp = '\t'; break;
+            case 'u': {
+                if (p->end - p->s < 4) {
+                    free(out);
+                    jp_fail(p, "bad \\u escape");
+                    return NULL;
+                }
+                cp = 0;
+                for (int i = 0; i < 4; i++) {
+                    char h = *p->s++;
+                    cp <<= 4;
+                    if (h >= '0' && h <= '9') cp |= (unsigned)(h - '0');
+                    else if (h >= 'a' && h <= 'f') cp |= (unsigned)(h - 'a' + 10);
+                    else if (h >= 'A' && h <= 'F') cp |= (unsigned)(h - 'A' + 10);
+                    else {
+                        free(out);
+                        jp_fail(p, "bad \\u escape");
+                        return NULL;
+                    }
+                }
+                break;
+            }
+            default:
+                free(out);
+                jp_fail(p, "bad escape");
+                return NULL;
+            }
+        }
+        if (len + 4 >= cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            SG_CHECK(out, "out of host memory");
+        }
+        if (c == '\\' && cp >= 0x80) { /* encode \u escapes (BMP) as UTF-8 */
+            if (cp < 0x800) {
+                out[len++] = (char)(0xC0 | (cp >> 6));
+            } else {
+                out[len++] = (char)(0xE0 | (cp >> 12));
+                out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            }
+            out[len++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            out[len++] = (char)cp;
+        }
+    }
+    out[len] = 0;
+    return out;
+}
+
+static int jp_int(jp *p, int64_t *v) {
+    jp_ws(p);
+    const char *st = p->s;
+    uint64_t x = 0;
+    if (p->s < p->end && *p->s == '-') {
+        jp_fail(p, "negative number");
+        return -1;
+    }
+    while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
+        if (x > (UINT64_MAX >> 2) / 10) {
+            jp_fail(p, "number too large");
+            return -1;
+        }
+        x = x * 10 + (uint64_t)(*p->s++ - '0');
+    }
+    if (p->s == st) {
+        jp_fail(p, "expected an integer");
+        return -1;
+    }
+    *v = (int64_t)x;
+    return 0;
+}
+
+/* [int, ...] into v (max cap); returns count or -1. */
+static int jp_int_array(jp *p, int64_t *v, int cap) {
+    if (!jp_lit(p, '[')) {
+        jp_fail(p, "expected '['");
+        return -1;
+    }
+    int n = 0;
+    if (jp_lit(p, ']')) return 0;
+    do {
+        int64_t x;
+        if (jp_int(p, &x) != 0) return -1;
+        if (n >= cap) {
+            jp_fail(p, "too many dimensions");
+            return -1;
+        }
+        v[n++] = x;
+    } while (jp_lit(p, ','));
+    if (!jp_lit(p, ']')) {
+        jp_fail(p, "expected ']'");
+        return -1;
+    }
+    return n;
+}
+
+/* ---------------- reader ---------------- */
+
+static int st_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int st_error(const char *path, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++) /* names from a corrupt file may hold anything */
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
+    SG_ERROR("safetensors file %s: %s", path, msg);
+    return -1;
+}
+
+static int dtype_parse(const char *s, sg_st_dtype *d, size_t *el) {
+    if (strcmp(s, "F32") == 0) {
+        *d = SG_ST_F32;
+        *el = 4;
+        return 0;
+    }
+    if (strcmp(s, "I64") == 0) {
+        *d = SG_ST_I64;
+        *el = 8;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
+    char *dtype = NULL;
+    int64_t shape[SG_ST_MAX_DIMS], offs[2];
+    int ndim = -1, noffs = -1;
+    if (!jp_lit(p, '{')) {
+        jp_fail(p, "expected '{'");
+        return -1;
+    }
+    if (!jp_lit(p, '}')) do {
+        char *k = jp_string(p);
+        if (!k) break;
+        if (!jp_lit(p, ':')) {
+            free(k);
+            jp_fail(p, "expected ':'");
+            break;
+        }
+        if (strcmp(k, "dtype") == 0) {
+            free(dtype);
+            dtype = jp_string(p);
+        } else if (strcmp(k, "shape") == 0) {
+            ndim = jp_int_array(p, shape, SG_ST_MAX_DIMS);
+        } else if (strcmp(k, "data_offsets") == 0) {
+            noffs = jp_int_array(p, offs, 2);
+        } else {
+            st_error(f->path, "tensor '%s': unknown field '%s' in its header entry", name, k);
+            free(k);
+            free(dtype);
+            return -2;
+        }
+        free(k);
+    } while (!p->err && jp_lit(p, ','));
+    if (!p->err && !jp_lit(p, '}')) jp_fail(p, "expected '}'");
+    if (p->err) {
+        free(dtype);
+        return -1;
+    }
+    if (!dtype || ndim < 0 || noffs != 2) {
+        free(dtype);
+        return st_error(f->path, "tensor '%s': header entry needs dtype, shape and 2 data_offsets",
+                        name);
+    }
+    sg_st_tensor t;
+    memset(&t, 0, sizeof t);
+    size_t el = 0;
+    if (dtype_parse(dtype, &t.dtype, &el) != 0) {
+        st_error(f->path, "tensor '%s' has dtype %s; segtrain reads F32 and I64 only "
+                 "(convert it, e.g. in PyTorch: t.float())", name, dtype);
+        free(dtype);
+        return -2;
+    }
+    free(dtype);
+    t.ndim = ndim;
+    t.count = 1;
+    for (int i = 0; i < ndim; i++) {
+        t.shape[i] = shape[i];
+        if (shape[i] != 0 && t.count > SIZE_MAX / 16 / (size_t)shape[i])
+            return st_error(f->path, "tensor '%s': shape too large", name);
+        t.count *= (size_t)shape[i];
+    }
+    t.nbytes = t.count * el;
+    if (offs[0] > offs[1] || (uint64_t)offs[1] > f->data_size)
+        return st_error(f->path, "tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data "
+                        "section (truncated or corrupt file)", name, (long long)offs[0],
+                        (long long)offs[1], f->data_size);
+    if ((uint64_t)(offs[1] - offs[0]) != t.nbytes)
+        return st_error(f->path, "tensor '%s': %lld bytes in data_offsets but shape x dtype "
+                        "needs %zu", name, (long long)(offs[1] - offs[0]), t.nbytes);
+    t.offset = (size_t)offs[0];
+    t.data = f->data + t.offset;
+    t.name = name;
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 64;
+        f->t = realloc(f->t, (size_t)f->cap * sizeof *f->t);
+        SG_CHECK(f->t, "out of host memory");
+    }
+    f->t[f->n++] = t;
+    return 0;
+}
+
+static int parse_meta(sg_st_file *f, jp *p) {
+    if (!jp_lit(p, '{')) {
+        jp_fail(p, "__metadata__ must be an object");
+        return -1;
+    }
+    if (jp_lit(p, '}')) return 0;
+    do {
+        char *k = jp_string(p);
+        if (!k) return -1;
+        if (!jp_lit(p, ':')) {
+            free(k);
+            jp_fail(p, "expected ':'");
+            return -1;
+        }
+        char *v = jp_string(p);
+        if (!v) {
+            free(k);
+            jp_fail(p, "__metadata__ values must be strings");
+            return -1;
+        }
+        if (f->n_meta == f->cap_meta) {
+            f->cap_meta = f->cap_meta ? 2 * f->cap_meta : 8;
+            f->meta_k = realloc(f->meta_k, (size_t)f->cap_meta * sizeof(char *));
+            f->meta_v = realloc(f->meta_v, (size_t)f->cap_meta * sizeof(char *));
+            SG_CHECK(f->meta_k && f->meta_v, "out of host memory");
+        }
+        f->meta_k[f->n_meta] = k;
+        f->meta_v[f->n_meta++] = v;
+    } while (jp_lit(p, ','));
+    if (!jp_lit(p, '}')) {
+        jp_fail(p, "expected '}'");
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp_by_offset(const void *a, const void *b) {
+    const sg_st_tensor *x = a, *y = b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+sg_st_file *sg_st_open(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        st_error(path, "cannot open: %s; check the path", strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st_error(path, "fstat failed: %s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size < 8) {
+        st_error(path, "only %zu bytes: truncated or not a safetensors file", size);
+        close(fd);
+        return NULL;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        st_error(path, "mmap of %zu bytes failed: %s", size, strerror(errno));
+        return NULL;
+    }
+    sg_st_file *f = calloc(1, sizeof *f);
+    SG_CHECK(f, "out of host memory");
+    f->path = strdup(path);
+    f->map = map;
+    f->size = size;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->map[i];
+    if (hlen > size - 8 || hlen > MAX_HEADER || hlen < 2) {
+        st_error(path, "header length %llu does not fit the %zu-byte file: truncated or not a "
+                 "safetensors file", (unsigned long long)hlen, size);
+        sg_st_close(f);
+        return NULL;
+    }
+    f->data = f->map + 8 + hlen;
+    f->data_size = size - 8 - (size_t)hlen;
+    jp p = {(const char *)f->map + 8, (const char *)f->map + 8 + hlen,
+            (const char *)f->map + 8, NULL, {0}};
+    int rc = 0;
+    if (!jp_lit(&p, '{')) jp_fail(&p, "header is not a JSON object");
+    if (!p.err && !jp_lit(&p, '}')) do {
+        char *k = jp_string(&p);
+        if (!k) break;
+        if (!jp_lit(&p, ':')) {
+            free(k);
+            jp_fail(&p, "expected ':'");
+            break;
+        }
+        if (strcmp(k, "__metadata__") == 0) {
+            free(k);
+            if (parse_meta(f, &p) != 0) break;
+            continue;
+        }
+        if (sg_st_find(f, k)) {
+            st_error(path, "tensor '%s' appears twice in the header (corrupt file)", k);
+            free(k);
+            rc = -1;
+            break;
+        }
+        int r = parse_tensor(f, &p, k); /* on success f->t[] owns k */
+        if (r != 0) {
+            if (p.err) st_error(path, "corrupt header (%s) in the entry of tensor '%s'", p.err, k);
+            free(k);
+            rc = -1;
+            break;
+        }
+    } while (jp_lit(&p, ','));
+    if (rc == 0 && p.err) {
+        st_error(path, "corrupt header: %s", p.err);
+        rc = -1;
+    }
+    if (rc == 0 && !jp_lit(&p, '}')) {
+        st_error(path, "corrupt header: expected '}' closing the header object");
+        rc = -1;
+    }
+    if (rc == 0) {
+        jp_ws(&p);
+        if (p.s != p.end) {
+            st_error(path, "corrupt header: trailing bytes after the JSON object");
+            rc = -1;
+        }
+    }
+    if (rc == 0 && f->n > 1) {
+        sg_st_tensor *s = malloc((size_t)f->n * sizeof *s);
+        SG_CHECK(s, "out of host memory");
+        memcpy(s, f->t, (size_t)f->n * sizeof *s);
+        qsort(s, (size_t)f->n, sizeof *s, cmp_by_offset);
+        for (int i = 1; i < f->n && rc == 0; i++)
+            if (s[i].offset < s[i - 1].offset + s[i - 1].nbytes) {
+                st_error(path, "tensors '%s' and '%s' overlap in the data section (corrupt file)",
+                         s[i - 1].name, s[i].name);
+                rc = -1;
+            }
+        free(s);
+    }
+    if (rc != 0) {
+        sg_st_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+void sg_st_close(sg_st_file *f) {
+    if (!f) return;
+    if (f->map) munmap((void *)f->map, f->size);
+    for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta_k[i]);
+        free(f->meta_v[i]);
+    }
+    free(f->meta_k);
+    free(f->meta_v);
+    free(f->t);
+    free(f->path);
+    free(f);
+}
+
+const char *sg_st_path(const sg_st_file *f) { return f->path; }
+int sg_st_count(const sg_st_file *f) { return f->n; }
+const sg_st_tensor *sg_st_get(const sg_st_file *f, int i) {
+    return (i >= 0 && i < f->n) ? &f->t[i] : NULL;
+}
+
+const sg_st_tensor *sg_st_find(const sg_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
+    return NULL;
+}
+
+const char *sg_st_meta(const sg_st_file *f, const char *key) {
+    for (int i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta_k[i], key) == 0) return f->meta_v[i];
+    return NULL;
+}
+
+int sg_st_meta_count(const sg_st_file *f) { return f->n_meta; }
+void sg_st_meta_get(const sg_st_file *f, int i, const char **key, const char **value) {
+    *key = f->meta_k[i];
+    *value = f->meta_v[i];
+}
+
+int sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count) {
+    if (t->dtype != SG_ST_F32 || t->count != count)
+        return st_error(f->path, "tensor '%s': expected %zu F32 values, file has %zu %s", t->name,
+                        count, t->count, t->dtype == SG_ST_F32 ? "F32" : "I64");
+    memcpy(dst, t->data, t->nbytes);
+    return 0;
+}
+
+int sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count) {
+    if (t->dtype != SG_ST_I64 || t->count != count)
+        return st_error(f->path, "tensor '%s': expected %zu I64 values, file has %zu %s", t->name,
+                        count, t->count, t->dtype == SG_ST_F32 ? "F32" : "I64");
+    memcpy(dst, t->data, t->nbytes);
+    return 0;
+}
+
+/* ---------------- writer ---------------- */
+
+typedef struct wt {
+    char *name;
+    sg_st_dtype dtype;
+    int ndim;
+    int64_t shape[SG_ST_MAX_DIMS];
+    size_t nbytes;
+    void *data;
+} wt;
+
+struct sg_st_writer {
+    wt *t;
+    int n, cap;
+    char **mk, **mv;
+    int n_meta, cap_meta;
+};
+
+sg_st_writer *sg_st_writer_create(void) {
+    sg_st_writer *w = calloc(1, sizeof *w);
+    SG_CHECK(w, "out of host memory");
+    return w;
+}
+
+void sg_st_writer_destroy(sg_st_writer *w) {
+    if (!w) return;
+    for (int i = 0; i < w->n; i++) {
+        free(w->t[i].name);
+        free(w->t[i].data);
+    }
+    for (int i = 0; i < w->n_meta; i++) {
+        free(w->mk[i]);
+        free(w->mv[i]);
+    }
+    free(w->t);
+    free(w->mk);
+    free(w->mv);
+    free(w);
+}
+
+int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
+                     const int64_t *shape, const void *data) {
+    if (!name || !*name || strcmp(name, "__metadata__") == 0 || ndim < 0 || ndim > SG_ST_MAX_DIMS) {
+        SG_ERROR("safetensors writer: invalid tensor name '%s' or ndim %d", name ? name : "(null)",
+                 ndim);
+        return -1;
+    }
+    for (int i = 0; i < w->n; i++)
+        if (strcmp(w->t[i].name, name) == 0) {
+            SG_ERROR("safetensors writer: tensor '%s' added twice", name);
+            return -1;
+        }
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        w->t = realloc(w->t, (size_t)w->cap * sizeof *w->t);
+        SG_CHECK(w->t, "out of host memory");
+    }
+    wt *t = &w->t[w->n];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            SG_ERROR("safetensors writer: tensor '%s' has a negative dimension", name);
+            free(t->name);
+            return -1;
+        }
+        t->shape[i] = shape[i];
+        count *= (size_t)shape[i];
+    }
+    t->nbytes = count * (dtype == SG_ST_F32 ? 4 : 8);
+    t->data = malloc(t->nbytes ? t->nbytes : 1);
+    SG_CHECK(t->name && t->data, "out of host memory adding tensor '%s' (%zu bytes)", name,
+             t->nbytes);
+    if (t->nbytes) memcpy(t->data, data, t->nbytes);
+    w->n++;
+    return 0;
+}
+
+int sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value) {
+    for (int i = 0; i < w->n_meta; i++)
+        if (strcmp(w->mk[i], key) == 0) {
+            free(w->mv[i]);
+            w->mv[i] = strdup(value);
+            return 0;
+        }
+    if (w->n_meta == w->cap_meta) {
+        w->cap_meta = w->cap_meta ? 2 * w->cap_meta : 8;
+        w->mk = realloc(w->mk, (size_t)w->cap_meta * sizeof(char *));
+        w->mv = realloc(w->mv, (size_t)w->cap_meta * sizeof(char *));
+        SG_CHECK(w->mk && w->mv, "out of host memory");
+    }
+    w->mk[w->n_meta] = strdup(key);
+    w->mv[w->n_meta++] = strdup(value);
+    return 0;
+}
+
+typedef struct sbuf { char *s; size_t n, cap; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        while (b->n + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 4096;
+        b->s = realloc(b->s, b->cap);
+        SG_CHECK(b->s, "out of host memory");
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_json_string(sbuf *b, const char *s) {
+    sb_str(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char tmp[8];
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            sb_put(b, tmp, 2);
+        } else if (c < 0x20) {
+            snprintf(tmp, sizeof tmp, "\\u%04x", c);
+            sb_str(b, tmp);
+        } else {
+            sb_put(b, (const char *)&c, 1);
+        }
+    }
+    sb_str(b, "\"");
+}
+
+int sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name) {
+    sbuf h = {0};
+    sb_str(&h, "{");
+    int first = 1;
+    if (w->n_meta) {
+        sb_str(&h, "\"__metadata__\":{");
+        for (int i = 0; i < w->n_meta; i++) {
+            if (i) sb_str(&h, ",");
+            sb_json_string(&h, w->mk[i]);
+            sb_str(&h, ":");
+            sb_json_string(&h, w->mv[i]);
+        }
+        sb_str(&h, "}");
+        first = 0;
+    }
+    size_t off = 0;
+    for (int i = 0; i < w->n; i++) {
+        const wt *t = &w->t[i];
+        char tmp[128];
+        if (!first) sb_str(&h, ",");
+        first = 0;
+        sb_json_string(&h, t->name);
+        sb_str(&h, t->dtype == SG_ST_F32 ? ":{\"dtype\":\"F32\",\"shape\":[" :
+                                           ":{\"dtype\":\"I64\",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            snprintf(tmp, sizeof tmp, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+            sb_str(&h, tmp);
+        }
+        snprintf(tmp, sizeof tmp, "],\"data_offsets\":[%zu,%zu]}", off, off + t->nbytes);
+        sb_str(&h, tmp);
+        off += t->nbytes;
+    }
+    sb_str(&h, "}");
+    while (h.n % 8) sb_str(&h, " ");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(((uint64_t)h.n >> (8 * i)) & 0xFF);
+    int ok = fwrite(len8, 1, 8, out) == 8 && fwrite(h.s, 1, h.n, out) == h.n;
+    for (int i = 0; ok && i < w->n; i++)
+        if (w->t[i].nbytes) ok = fwrite(w->t[i].data, 1, w->t[i].nbytes, out) == w->t[i].nbytes;
+    free(h.s);
+    if (!ok || fflush(out) != 0) {
+        SG_ERROR("safetensors: writing %s failed: %s; check free disk space and permissions", name,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int sg_st_writer_write(sg_st_writer *w, const char *path) {
+    size_t len = strlen(path) + 8;
+    char *tmp = malloc(len);
+    SG_CHECK(tmp, "out of host memory");
+    snprintf(tmp, len, "%s.tmp", path);
+    FILE *out = fopen(tmp, "wb");
+    if (!out) {
+        SG_ERROR("safetensors: cannot create %s: %s; check the directory exists and is writable",
+                 tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int rc = sg_st_writer_write_stream(w, out, tmp);
+    if (rc == 0 && fsync(fileno(out)) != 0) {
+        SG_ERROR("safetensors: fsync %s failed: %s", tmp, strerror(errno));
+        rc = -1;
+    }
+    if (fclose(out) != 0 && rc == 0) {
+        SG_ERROR("safetensors: closing %s failed: %s", tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        SG_ERROR("safetensors: rename %s -> %s failed: %s", tmp, path, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}

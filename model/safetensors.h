@@ -1,0 +1,86 @@
+/* model/safetensors.h - reading and writing .safetensors files.
+ *
+ * Format (huggingface safetensors): 8-byte little-endian header length N,
+ * N bytes of JSON {"name": {"dtype": "F32", "shape": [..],
+ * "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}, then the
+ * data (offsets relative to the end of the header). The writer pads the
+ * header with spaces to a multiple of 8 bytes, as the spec allows.
+ *
+ * Owns: the reader (the file is mmap'ed read-only; every tensor is checked:
+ * dtype F32 or I64 only, shape product x element size == byte length, ranges
+ * inside the file and non-overlapping) and the writer (tensors added from
+ * host memory, written to a path atomically via a temporary file + rename).
+ * Errors are logged naming the file and tensor, and the call returns
+ * NULL / non-zero: a corrupt or truncated file never crashes.
+ */
+#ifndef SG_MODEL_SAFETENSORS_H
+#define SG_MODEL_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_ST_MAX_DIMS 8
+
+typedef enum { SG_ST_F32 = 0, SG_ST_I64 = 1 } sg_st_dtype;
+
+typedef struct sg_st_tensor {
+    const char *name;
+    sg_st_dtype dtype;
+    int ndim;                       /* 0 = scalar */
+    int64_t shape[SG_ST_MAX_DIMS];
+    size_t count;                   /* elements */
+    size_t nbytes;
+    /* Pointer into the mapped file; may be unaligned: use memcpy or
+     * sg_st_read_f32/sg_st_read_i64. */
+    const void *data;
+    size_t offset;                  /* byte offset of data from the data section */
+} sg_st_tensor;
+
+typedef struct sg_st_file sg_st_file;
+
+/* Opens and validates a file; NULL after logging an error naming the file
+ * (and the tensor/key where one is at fault). */
+sg_st_file *sg_st_open(const char *path);
+void sg_st_close(sg_st_file *f);
+const char *sg_st_path(const sg_st_file *f);
+int sg_st_count(const sg_st_file *f);
+const sg_st_tensor *sg_st_get(const sg_st_file *f, int i); /* file order */
+const sg_st_tensor *sg_st_find(const sg_st_file *f, const char *name);
+/* __metadata__ value for key, NULL if absent. */
+const char *sg_st_meta(const sg_st_file *f, const char *key);
+int sg_st_meta_count(const sg_st_file *f);
+void sg_st_meta_get(const sg_st_file *f, int i, const char **key, const char **value);
+
+/* Copy a tensor's elements out (count must equal t->count and the dtype
+ * must match; returns 0, or -1 after logging). */
+int sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count);
+int sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count);
+
+/* ---- writer ---- */
+typedef struct sg_st_writer sg_st_writer;
+
+sg_st_writer *sg_st_writer_create(void);
+void sg_st_writer_destroy(sg_st_writer *w);
+/* Adds a tensor; the data is copied (count = product of shape, 1 for a
+ * scalar). Returns 0, or -1 (duplicate or invalid name). Names keep the
+ * order they were added in. */
+int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
+                     const int64_t *shape, const void *data);
+/* Adds or replaces a __metadata__ entry. */
+int sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value);
+/* Writes to `path` through path.tmp + rename. Returns 0, or -1 after
+ * logging (naming the path and the failing call). */
+int sg_st_writer_write(sg_st_writer *w, const char *path);
+/* Writes to an open stream (name used in messages). */
+int sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

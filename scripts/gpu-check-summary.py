@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""scripts/gpu-check-summary.py - the JSON summary of scripts/gpu-check.
+
+Usage: gpu-check-summary.py RESULTS_TSV OUT_JSON [OUT_DIR]
+
+RESULTS_TSV has one line per step: name <TAB> pass|fail|not-available <TAB> detail.
+From OUT_DIR it also reads ops.log (per-case results of test_cuda_ops) and the
+bench JSON files (bench-segtrain.json, bench-torch.json, bench-torch-fp32.json),
+and writes the ratio segtrain / PyTorch img/s where both were measured.
+Nothing is filled in that was not measured: a missing figure stays null.
+Exit status 0 when no step failed, 1 otherwise. Plain python3, no packages.
+"""
+import datetime
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+
+def read_results(path):
+    steps = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t", 2)
+            if len(parts) == 3:
+                steps[parts[0]] = {"status": parts[1], "detail": parts[2]}
+    return steps
+
+
+def ops_cases(log_path):
+    """Per-case pass/fail from test_cuda_ops' output ("case NAME", then FAIL lines)."""
+    if not os.path.exists(log_path):
+        return None
+    cases, current = {}, None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.match(r"^case (\S+)", line)
+            if m:
+                current = m.group(1)
+                cases[current] = {"status": "pass", "failures": []}
+            elif current and ("FAIL" in line or "rel err" in line):
+                cases[current]["status"] = "fail"
+                cases[current]["failures"].append(line.strip())
+    return cases
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def gpu_name():
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+             "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    steps = read_results(sys.argv[1])
+    out_dir = sys.argv[3] if len(sys.argv) > 3 else os.path.dirname(sys.argv[2])
+    summary = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": socket.gethostname(),
+        "gpu": gpu_name(),
+        "steps": steps,
+        "ops_cases": ops_cases(os.path.join(out_dir, "ops.log")),
+        "bench": {},
+    }
+    bundle_info = os.path.join(os.environ.get("SG_BUNDLE", ".device-bundle"), "BUILD-INFO")
+    if os.path.exists(bundle_info):
+        with open(bundle_info) as f:
+            summary["bundle"] = f.read().strip().splitlines()
+    seg = load_json(os.path.join(out_dir, "bench-segtrain.json"))
+    for name in ("bench-segtrain", "bench-torch", "bench-torch-fp32"):
+        r = load_json(os.path.join(out_dir, name + ".json"))
+        if r is not None:
+            summary["bench"][name] = r
+    for name in ("bench-torch", "bench-torch-fp32"):
+        t = summary["bench"].get(name)
+        if seg and t and seg.get("img_per_s") and t.get("img_per_s"):
+            summary["bench"]["ratio_segtrain_over_" + name.replace("-", "_")] = (
+                seg["img_per_s"] / t["img_per_s"])
+    failed = [k for k, v in steps.items() if v["status"] == "fail"]
+    summary["ok"] = not failed
+    with open(sys.argv[2], "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=False)
+    print("== gpu-check summary (%s)" % sys.argv[2])
+    for k, v in steps.items():
+        print("   %-18s %-14s %s" % (k, v["status"], v["detail"]))
+    for k, v in summary["bench"].items():
+        if k.startswith("ratio"):
+            print("   %s = %.3f" % (k, v))
+    print("== gpu-check: %s" % ("OK" if not failed else "FAILED: " + ", ".join(failed)))
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

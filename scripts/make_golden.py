@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""scripts/make_golden.py - PyTorch golden fixtures for the model tests.
+
+Run with Debian's python (torch 1.13, torchvision 0.14):
+
+    /usr/bin/python3 scripts/make_golden.py [outdir=tests/fixtures]
+
+Builds small DeepLabV3 networks from torchvision's OWN classes (ResNet._make_layer
+with BasicBlock/Bottleneck, IntermediateLayerGetter, ASPP, FCNHead, DeepLabV3),
+narrowed by a base width, and records in one safetensors file per network:
+
+  param/<name>   every state-dict entry before the step (segtrain names)
+  input          [2,3,H,W] float32;   target [2,H,W] labels as float32 (some 255 = ignore)
+  out, aux       training-mode logits (BN on batch statistics, dropout p=0)
+  loss           CE(out) + aux_weight * CE(aux), ignore_index 255, mean
+  grad/<name>    d loss / d parameter
+  post/<name>    running_mean / running_var / num_batches_tracked after the step
+  eval_out       eval-mode logits with the updated running statistics
+  evalbn_loss, evalbn_grad/<name>  (basic fixture) loss and gradients with BN
+                 on those running statistics (segtrain: sg_model_freeze_bn_stats)
+
+The reference runs in float64 (weights and input are float32 values), so the
+C test measures its own float32 error. Metadata holds the network options.
+
+Also writes deeplabv3_resnet50_keys.txt: torchvision's deeplabv3_resnet50
+(19 classes, aux) state-dict keys (after the segtrain prefix rename), dtypes
+and shapes, plus the conv multiply-adds at 520x520 counted with hooks.
+No safetensors package is needed: the format is written by hand.
+"""
+import json
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision.models._utils import IntermediateLayerGetter
+from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet, conv3x3
+from torchvision.models.segmentation import deeplabv3_resnet50
+from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabHead, DeepLabV3
+from torchvision.models.segmentation.fcn import FCNHead
+
+RENAME = [("backbone.", "encoder."), ("classifier.", "decoder."), ("aux_classifier.", "aux_head.")]
+
+
+def segtrain_name(name):
+    for a, b in RENAME:
+        if name.startswith(a):
+            return b + name[len(a):]
+    raise ValueError(name)
+
+
+class DilatedBasicBlock(BasicBlock):
+    """torchvision's BasicBlock refuses dilation > 1. segtrain (like
+    mmsegmentation) then dilates both 3x3 convs with padding = dilation; this
+    builds exactly that from torchvision's own block and conv3x3. Replacing
+    the attributes keeps the module order, so state_dict names are unchanged."""
+
+    def __init__(self, inplanes, planes, stride=1, downsample=None, groups=1, base_width=64,
+                 dilation=1, norm_layer=None):
+        super().__init__(inplanes, planes, stride, downsample, groups, base_width, 1, norm_layer)
+        if dilation > 1:
+            self.conv1 = conv3x3(inplanes, planes, stride, dilation=dilation)
+            self.conv2 = conv3x3(planes, planes, dilation=dilation)
+
+
+class NarrowResNet(ResNet):
+    """torchvision's ResNet with every width scaled by width/64.
+
+    ResNet.__init__ hard-codes 64 as the stem width; this repeats its body
+    with `width` and uses ResNet._make_layer unchanged (dilation rule included).
+    """
+
+    def __init__(self, block, layers, width, replace_stride_with_dilation):
+        nn.Module.__init__(self)
+        self._norm_layer = nn.BatchNorm2d
+        self.inplanes = width
+        self.dilation = 1
+        self.groups = 1
+        self.base_width = 64
+        self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        r = replace_stride_with_dilation
+        self.layer1 = self._make_layer(block, width, layers[0])
+        self.layer2 = self._make_layer(block, width * 2, layers[1], stride=2, dilate=r[0])
+        self.layer3 = self._make_layer(block, width * 4, layers[2], stride=2, dilate=r[1])
+        self.layer4 = self._make_layer(block, width * 8, layers[3], stride=2, dilate=r[2])
+        for m in self.modules():  # ResNet's own init
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+
+class NarrowDeepLabHead(DeepLabHead):
+    """DeepLabHead with ASPP rates and inner width as parameters (torchvision
+    hard-codes [12, 24, 36] and 256); same modules, same order."""
+
+    def __init__(self, in_channels, num_classes, rates, inner):
+        nn.Sequential.__init__(
+            self,
+            ASPP(in_channels, rates, out_channels=inner),
+            nn.Conv2d(inner, inner, 3, padding=1, bias=False),
+            nn.BatchNorm2d(inner),
+            nn.ReLU(),
+            nn.Conv2d(inner, num_classes, 1),
+        )
+
+
+def build(cfg):
+    bottleneck = cfg["backbone"] in ("resnet50", "resnet101")
+    block = Bottleneck if bottleneck else DilatedBasicBlock
+    w = cfg["base_width"]
+    rsd = [False, True, True] if cfg["output_stride"] == 8 else [False, False, True]
+    resnet = NarrowResNet(block, cfg["blocks"], w, rsd)
+    exp = 4 if bottleneck else 1
+    ret = {"layer4": "out"}
+    if cfg["aux_head"]:
+        ret["layer3"] = "aux"
+    backbone = IntermediateLayerGetter(resnet, return_layers=ret)
+    head = NarrowDeepLabHead(8 * w * exp, cfg["num_classes"], cfg["aspp_rates"], 4 * w)
+    head[0].project[3].p = 0.0  # dropout off so training-mode outputs are deterministic
+    aux = None
+    if cfg["aux_head"]:
+        aux = FCNHead(4 * w * exp, cfg["num_classes"])
+        aux[3].p = 0.0
+    return DeepLabV3(backbone, head, aux)
+
+
+def randomize_bn(model, gen):
+    """Non-trivial BN affine and running stats, so swapped or ignored values show."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                c = m.num_features
+                m.weight.copy_(0.5 + torch.rand(c, generator=gen))
+                m.bias.copy_(0.4 * torch.rand(c, generator=gen) - 0.2)
+                m.running_mean.copy_(0.2 * torch.rand(c, generator=gen) - 0.1)
+                m.running_var.copy_(0.5 + torch.rand(c, generator=gen))
+                m.num_batches_tracked.fill_(3)
+
+
+def write_safetensors(path, tensors, metadata):
+    """tensors: list of (name, torch tensor float32/int64)."""
+    header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
+    blobs, off = [], 0
+    for name, t in tensors:
+        t = t.detach().contiguous().cpu()
+        if t.dtype == torch.float32:
+            dt = "F32"
+        elif t.dtype == torch.int64:
+            dt = "I64"
+        else:
+            raise TypeError(name)
+        b = t.numpy().tobytes()
+        header[name] = {"dtype": dt, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def make_fixture(outdir, name, cfg, seed, evalbn=False):
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    model = build(cfg)
+    randomize_bn(model, gen)
+    tensors = []
+    for k, v in model.state_dict().items():
+        tensors.append(("param/" + segtrain_name(k), v.clone()))
+    n, h, w = 2, cfg["h"], cfg["w"]
+    x = torch.randn(n, 3, h, w, generator=gen)
+    c = cfg["num_classes"]
+    target = torch.randint(0, c, (n, h, w), generator=gen)
+    target[torch.rand(n, h, w, generator=gen) < 0.15] = 255
+    target[0, :3, :] = 255  # a block of ignored pixels
+    tensors += [("input", x), ("target", target.float())]  # labels are exact in F32
+
+    model = model.double()
+    model.train()
+    res = model(x.double())
+    ce = nn.CrossEntropyLoss(ignore_index=255)
+    loss = ce(res["out"], target)
+    if cfg["aux_head"]:
+        loss = loss + cfg["aux_weight"] * ce(res["aux"], target)
+    loss.backward()
+    tensors.append(("out", res["out"].detach().float()))
+    if cfg["aux_head"]:
+        tensors.append(("aux", res["aux"].detach().float()))
+    tensors.append(("loss", loss.detach().float().reshape(1)))
+    for k, p in model.named_parameters():
+        tensors.append(("grad/" + segtrain_name(k), p.grad.float()))
+    for k, v in model.state_dict().items():
+        if k.endswith(("running_mean", "running_var")):
+            tensors.append(("post/" + segtrain_name(k), v.float()))
+        elif k.endswith("num_batches_tracked"):
+            tensors.append(("post/" + segtrain_name(k), v.clone()))
+    model.eval()
+    with torch.no_grad():
+        res = model(x.double())
+    tensors.append(("eval_out", res["out"].float()))
+    if evalbn:
+        # gradients with BN on running statistics (post-step stats), as
+        # segtrain's frozen BN statistics give
+        model.zero_grad()
+        res = model(x.double())
+        loss = ce(res["out"], target)
+        if cfg["aux_head"]:
+            loss = loss + cfg["aux_weight"] * ce(res["aux"], target)
+        loss.backward()
+        tensors.append(("evalbn_loss", loss.detach().float().reshape(1)))
+        for k, p in model.named_parameters():
+            tensors.append(("evalbn_grad/" + segtrain_name(k), p.grad.float()))
+    meta = dict(cfg)
+    meta["blocks"] = ",".join(str(b) for b in cfg["blocks"])
+    meta["aspp_rates"] = ",".join(str(r) for r in cfg["aspp_rates"])
+    meta["torch"] = torch.__version__
+    path = os.path.join(outdir, name)
+    write_safetensors(path, tensors, meta)
+    print("%s: %d tensors, %d bytes, loss %.6f" % (path, len(tensors), os.path.getsize(path),
+                                                  loss.item()))
+
+
+def conv_macs(model, h, w):
+    macs = [0]
+
+    def hook(m, inp, out):
+        k = m.weight.shape
+        macs[0] += out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3] * k[1] * k[2] * k[3]
+
+    hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 3, h, w))
+    for x in hs:
+        x.remove()
+    return macs[0]
+
+
+def write_keys(outdir):
+    model = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=19, aux_loss=True)
+    sd = model.state_dict()
+    nparams = sum(p.numel() for p in model.parameters())
+    path = os.path.join(outdir, "deeplabv3_resnet50_keys.txt")
+    with open(path, "w") as f:
+        f.write("# torchvision %s deeplabv3_resnet50(num_classes=19, aux_loss=True): state_dict "
+                "keys renamed to segtrain prefixes, dtype, shape\n" % __import__("torchvision").__version__)
+        f.write("# params %d keys %d conv_macs_520 %d\n" % (nparams, len(sd), conv_macs(model, 520, 520)))
+        for k, v in sd.items():
+            dt = "I64" if v.dtype == torch.int64 else "F32"
+            f.write("%s %s %s\n" % (segtrain_name(k), dt, ",".join(str(s) for s in v.shape)))
+    print("%s: %d keys, %d params" % (path, len(sd), nparams))
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+    os.makedirs(outdir, exist_ok=True)
+    torch.set_num_threads(2)
+    # bottleneck, output stride 8, aux head, small ASPP rates (taps inside the map)
+    make_fixture(outdir, "golden_bottleneck_os8_aux.safetensors", {
+        "backbone": "resnet50", "blocks": [1, 1, 2, 2], "base_width": 3, "output_stride": 8,
+        "aspp_rates": [2, 5], "num_classes": 5, "aux_head": 1, "aux_weight": 0.5,
+        "h": 25, "w": 33}, seed=1)
+    # basic block, output stride 8 (dilated BasicBlocks: layer3 1/2, layer4 2/4),
+    # no aux head, torchvision's rates (taps mostly in padding), BN-on-running-stats grads
+    make_fixture(outdir, "golden_basic_os8.safetensors", {
+        "backbone": "resnet18", "blocks": [1, 1, 2, 2], "base_width": 2, "output_stride": 8,
+        "aspp_rates": [12, 24, 36], "num_classes": 4, "aux_head": 0, "aux_weight": 0.0,
+        "h": 35, "w": 29}, seed=2, evalbn=True)
+    # bottleneck with resnet101's layout idea (a longer layer3), output stride 16,
+    # aux head, torchvision's rates, very narrow
+    make_fixture(outdir, "golden_bottleneck_os16_aux.safetensors", {
+        "backbone": "resnet101", "blocks": [1, 1, 3, 2], "base_width": 2, "output_stride": 16,
+        "aspp_rates": [12, 24, 36], "num_classes": 3, "aux_head": 1, "aux_weight": 0.4,
+        "h": 24, "w": 24}, seed=3)
+    write_keys(outdir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+/* tests/data/test_dataset.c - the split index (Cityscapes tree, list files),
+ * label map, classes, and every bad input with the file named. */
+#include "data/dataset.h"
+#include "data_test.h"
+#include "testutil.h"
+
+static sg_data_cfg base_cfg(const char *root, const char *format) {
+    sg_data_cfg c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.format, sizeof c.format, "%s", format);
+    snprintf(c.root, sizeof c.root, "%s", root);
+    snprintf(c.label_map, sizeof c.label_map, "cityscapes");
+    snprintf(c.invalid_labels, sizeof c.invalid_labels, "error");
+    c.ignore_index = 255;
+    return c;
+}
+
+enum { H = 4, W = 6 };
+
+/* A Cityscapes tree: <root>/leftImg8bit/<split>/<city>/<name>_leftImg8bit.png
+ * with masks of `kind` (labelIds / labelTrainIds) filled from `labels`. */
+static void cs_sample(const char *root, const char *split, const char *city, const char *name,
+                      const char *kind, const uint8_t *labels, uint8_t seed) {
+    char dir[1024], p[1200];
+    snprintf(dir, sizeof dir, "%s/leftImg8bit/%s/%s", root, split, city);
+    dt_mkdirs(dir);
+    snprintf(p, sizeof p, "%s/%s_leftImg8bit.png", dir, name);
+    dt_rgb(p, H, W, seed);
+    if (!kind) return;
+    snprintf(dir, sizeof dir, "%s/gtFine/%s/%s", root, split, city);
+    dt_mkdirs(dir);
+    snprintf(p, sizeof p, "%s/%s_gtFine_%s.png", dir, name, kind);
+    dt_gray(p, H, W, labels);
+}
+
+static uint8_t label_ids[H * W]; /* a mix of class and void labelIds */
+static void init_labels(void) {
+    const uint8_t ids[8] = {7, 8, 26, 33, 0, 1, 23, 11};
+    for (int i = 0; i < H * W; i++) label_ids[i] = ids[i % 8];
+}
+
+static void test_cityscapes_label_ids(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("cs1"));
+    cs_sample(root, "train", "zurich", "zurich_000000_000002", "labelIds", label_ids, 1);
+    cs_sample(root, "train", "aachen", "aachen_000000_000009", "labelIds", label_ids, 2);
+    cs_sample(root, "train", "zurich", "zurich_000000_000001", "labelIds", label_ids, 3);
+    cs_sample(root, "train", "aachen", "aachen_000000_000010", "labelIds", label_ids, 4);
+    sg_data_cfg c = base_cfg(root, "cityscapes");
+    sg_dataset *ds = sg_dataset_open(&c, "train", 19);
+    CHECK(ds != NULL);
+    CHECK_EQ_INT(sg_dataset_size(ds), 4);
+    /* sorted by relative path, whatever readdir's order */
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 0), "leftImg8bit/train/aachen/aachen_000000_000009_leftImg8bit.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 1), "leftImg8bit/train/aachen/aachen_000000_000010_leftImg8bit.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 3), "leftImg8bit/train/zurich/zurich_000000_000002_leftImg8bit.png"));
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 3),
+                       "/gtFine/train/zurich/zurich_000000_000002_gtFine_labelIds.png");
+    CHECK_STR_CONTAINS(sg_dataset_image_path(ds, 0), root);
+    /* classes and palette: Cityscapes' */
+    CHECK(!strcmp(sg_dataset_class_name(ds, 0), "road"));
+    CHECK(!strcmp(sg_dataset_class_name(ds, 18), "bicycle"));
+    CHECK(sg_dataset_class_name(ds, 19) == NULL);
+    const uint8_t *pal = sg_dataset_palette(ds);
+    CHECK(pal[0] == 128 && pal[1] == 64 && pal[2] == 128);
+    CHECK(pal[13 * 3 + 2] == 142); /* car 0,0,142 */
+    /* the label map: labelId -> trainId, voids -> 255 */
+    sg_img im, m;
+    char err[SG_DATA_ERR_LEN];
+    CHECK(sg_dataset_load(ds, 2, &im, &m, err, sizeof err) == 0);
+    CHECK(im.h == H && im.w == W && im.c == 3 && m.c == 1);
+    const uint8_t want[8] = {0, 1, 13, 18, 255, 255, 10, 2};
+    for (int i = 0; i < H * W; i++) CHECK_EQ_INT(m.data[i], want[i % 8]);
+    sg_img_free(&im);
+    sg_img_free(&m);
+    /* the whole table */
+    uint8_t map[256];
+    sg_cityscapes_label_map(map, 255);
+    int n_classes = 0;
+    for (int i = 0; i < 256; i++) {
+        if (map[i] != 255) {
+            CHECK_EQ_INT(sg_cityscapes_label_id(map[i]), i);
+            n_classes++;
+        }
+    }
+    CHECK_EQ_INT(n_classes, 19);
+    CHECK(map[7] == 0 && map[24] == 11 && map[31] == 16 && map[29] == 255 && map[30] == 255);
+    sg_dataset_close(ds);
+
+    /* data.label_map: none keeps labelIds; with 34 classes they are valid. */
+    snprintf(c.label_map, sizeof c.label_map, "none");
+    ds = sg_dataset_open(&c, "train", 34);
+    CHECK(ds != NULL);
+    CHECK(sg_dataset_load(ds, 0, &im, &m, err, sizeof err) == 0);
+    CHECK(memcmp(m.data, label_ids, sizeof label_ids) == 0);
+    CHECK(!strcmp(sg_dataset_class_name(ds, 33), "class_33"));
+    uint8_t rgb[3];
+    sg_generated_color(1, rgb);
+    CHECK(rgb[0] == 128 && rgb[1] == 0 && rgb[2] == 0); /* VOC: class 1 is 128,0,0 */
+    sg_generated_color(5, rgb);
+    CHECK(rgb[0] == 128 && rgb[1] == 0 && rgb[2] == 128);
+    CHECK(memcmp(sg_dataset_palette(ds) + 3 * 5, rgb, 3) == 0);
+    sg_img_free(&im);
+    sg_img_free(&m);
+    sg_dataset_close(ds);
+}
+
+static void test_cityscapes_train_ids_preferred(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("cs2"));
+    uint8_t tid[H * W];
+    for (int i = 0; i < H * W; i++) tid[i] = (uint8_t)(i % 5 == 0 ? 255 : i % 19);
+    cs_sample(root, "val", "bonn", "bonn_000000_000000", "labelTrainIds", tid, 1);
+    cs_sample(root, "val", "bonn", "bonn_000000_000000", "labelIds", label_ids, 1);
+    sg_data_cfg c = base_cfg(root, "cityscapes");
+    sg_dataset *ds = sg_dataset_open(&c, "val", 19);
+    CHECK(ds != NULL);
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 0), "_gtFine_labelTrainIds.png");
+    sg_img im, m;
+    char err[SG_DATA_ERR_LEN];
+    CHECK(sg_dataset_load(ds, 0, &im, &m, err, sizeof err) == 0);
+    CHECK(memcmp(m.data, tid, sizeof tid) == 0); /* not mapped again */
+    sg_img_free(&im);
+    sg_img_free(&m);
+    sg_dataset_close(ds);
+}
+
+static void test_list_format(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("list1"));
+    dt_mkdirs(dt_path("list1/img"));
+    dt_mkdirs(dt_path("list1/ann"));
+    uint8_t lab[H * W];
+    for (int i = 0; i < H * W; i++) lab[i] = (uint8_t)(i % 3);
+    const char *names[3] = {"c", "a", "b"};
+    for (int k = 0; k < 3; k++) {
+        dt_rgb(dt_path("list1/img/%s.png", names[k]), H, W, (uint8_t)k);
+        dt_gray(dt_path("list1/ann/%s.png", names[k]), H, W, lab);
+    }
+    dt_write_text(dt_path("list1/train.txt"),
+                  "# image mask\n\nimg/c.png ann/c.png\n  img/a.png\tann/a.png  \r\nimg/b.png ann/b.png\n");
+    sg_data_cfg c = base_cfg(root, "list");
+    snprintf(c.label_map, sizeof c.label_map, "none");
+    c.n_class_names = 3;
+    snprintf(c.class_names[0], SG_NAME, "bg");
+    snprintf(c.class_names[1], SG_NAME, "cat");
+    snprintf(c.class_names[2], SG_NAME, "dog");
+    c.n_palette = 9;
+    for (int i = 0; i < 9; i++) c.palette[i] = i * 10;
+    sg_dataset *ds = sg_dataset_open(&c, "train.txt", 3);
+    CHECK(ds != NULL);
+    CHECK_EQ_INT(sg_dataset_size(ds), 3);
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 0), "img/a.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 2), "img/c.png"));
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 1), "list1/ann/b.png");
+    CHECK(!strcmp(sg_dataset_class_name(ds, 2), "dog"));
+    CHECK(sg_dataset_palette(ds)[8] == 80);
+    sg_img im, m;
+    char err[SG_DATA_ERR_LEN];
+    CHECK(sg_dataset_load(ds, 1, &im, &m, err, sizeof err) == 0);
+    CHECK(memcmp(m.data, lab, sizeof lab) == 0);
+    sg_img_free(&im);
+    sg_img_free(&m);
+    sg_dataset_close(ds);
+
+    /* An absolute list path works too; a wrong palette length is an error. */
+    char abs_list[1024];
+    snprintf(abs_list, sizeof abs_list, "%s", dt_path("list1/train.txt"));
+    c.n_palette = 0;
+    ds = sg_dataset_open(&c, abs_list, 3);
+    CHECK(ds != NULL);
+    sg_dataset_close(ds);
+    c.n_palette = 6;
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "train.txt", 3);
+    const char *out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "data.palette");
+}
+
+static void test_bad_index(void) {
+    sg_data_cfg c = base_cfg(dt_path("does_not_exist"), "cityscapes");
+    dt_capture_begin();
+    sg_dataset *ds = sg_dataset_open(&c, "train", 19);
+    const char *out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "data.root");
+    CHECK_STR_CONTAINS(out, "does_not_exist");
+
+    /* root exists, split missing */
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("cs3"));
+    cs_sample(root, "train", "ulm", "ulm_000000_000000", "labelIds", label_ids, 1);
+    c = base_cfg(root, "cityscapes");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "val", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "leftImg8bit/val");
+
+    /* empty split: the directory exists but holds no images */
+    dt_mkdirs(dt_path("cs3/leftImg8bit/test/ulm"));
+    dt_write_text(dt_path("cs3/leftImg8bit/test/ulm/readme.txt"), "x");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "test", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "empty");
+    CHECK_STR_CONTAINS(out, "cs3/leftImg8bit/test");
+
+    /* missing masks: counted, with examples */
+    for (int i = 1; i <= 5; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "ulm_000000_%06d", i);
+        cs_sample(root, "train", "ulm", name, i <= 2 ? "labelIds" : NULL, label_ids, 1);
+    }
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "train", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "3 of 6 images have no mask");
+    CHECK_STR_CONTAINS(out, "ulm_000000_000003_gtFine_labelIds.png");
+
+    /* list: malformed line names file:line; missing mask; duplicate */
+    char lroot[1024];
+    snprintf(lroot, sizeof lroot, "%s", dt_path("list2"));
+    dt_mkdirs(lroot);
+    dt_rgb(dt_path("list2/a.png"), H, W, 1);
+    dt_gray(dt_path("list2/a_m.png"), H, W, label_ids);
+    dt_write_text(dt_path("list2/bad.txt"), "a.png a_m.png\na.png\n");
+    c = base_cfg(lroot, "list");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "bad.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "bad.txt:2");
+    dt_write_text(dt_path("list2/miss.txt"), "a.png a_m.png\nb.png b_m.png\n");
+    dt_rgb(dt_path("list2/b.png"), H, W, 1);
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "miss.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "0 of 2 images and 1 of 2 masks are missing");
+    CHECK_STR_CONTAINS(out, "miss.txt:2");
+    CHECK_STR_CONTAINS(out, "b_m.png");
+    dt_write_text(dt_path("list2/dup.txt"), "a.png a_m.png\n# c\na.png a_m.png\n");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "dup.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "listed twice (lines 1 and 3)");
+    dt_write_text(dt_path("list2/empty.txt"), "# nothing\n\n");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "empty.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "empty");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "nolist.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "nolist.txt");
+
+    /* options: ignore_index must not be a class; num_classes fits 8 bits */
+    c.ignore_index = 5;
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "dup.txt", 19);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "data.ignore_index");
+}
+
+static void test_bad_samples(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("list3"));
+    dt_mkdirs(root);
+    uint8_t lab[H * W];
+    for (int i = 0; i < H * W; i++) lab[i] = (uint8_t)(i % 4);
+    lab[7] = 9;   /* invalid for 4 classes */
+    lab[11] = 9;
+    lab[3] = 255; /* ignore: valid */
+    dt_rgb(dt_path("list3/ok.png"), H, W, 1);
+    dt_gray(dt_path("list3/ok_m.png"), H, W, lab);
+    dt_rgb(dt_path("list3/big.png"), H + 1, W, 1);
+    dt_gray(dt_path("list3/big_m.png"), H, W, lab);
+    dt_write_text(dt_path("list3/corrupt.png"), "\x89PNG\r\n\x1a\n garbage garbage garbage");
+    dt_gray(dt_path("list3/corrupt_m.png"), H, W, lab);
+    dt_write_text(dt_path("list3/l.txt"), "ok.png ok_m.png\nbig.png big_m.png\ncorrupt.png corrupt_m.png\n");
+    sg_data_cfg c = base_cfg(root, "list");
+    snprintf(c.label_map, sizeof c.label_map, "none");
+    sg_dataset *ds = sg_dataset_open(&c, "l.txt", 4);
+    CHECK(ds != NULL);
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 0), "big.png"));
+    sg_img im, m;
+    char err[SG_DATA_ERR_LEN];
+    /* size mismatch: both files named */
+    CHECK(sg_dataset_load(ds, 0, &im, &m, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "big_m.png");
+    CHECK_STR_CONTAINS(err, "big.png is 5x6");
+    CHECK(im.data == NULL && m.data == NULL);
+    /* corrupt image */
+    CHECK(sg_dataset_load(ds, 1, &im, &m, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "corrupt.png");
+    /* invalid labels: an error naming the mask, value and first pixel */
+    CHECK(sg_dataset_load(ds, 2, &im, &m, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "ok_m.png");
+    CHECK_STR_CONTAINS(err, "2 pixels");
+    CHECK_STR_CONTAINS(err, "(y=1, x=1)");
+    CHECK_STR_CONTAINS(err, "data.invalid_labels");
+    sg_dataset_close(ds);
+    /* ... or ignored on request */
+    snprintf(c.invalid_labels, sizeof c.invalid_labels, "ignore");
+    ds = sg_dataset_open(&c, "l.txt", 4);
+    CHECK(ds != NULL);
+    CHECK(sg_dataset_load(ds, 2, &im, &m, err, sizeof err) == 0);
+    for (int i = 0; i < H * W; i++) CHECK_EQ_INT(m.data[i], (i == 7 || i == 11) ? 255 : lab[i]);
+    sg_img_free(&im);
+    sg_img_free(&m);
+    /* err == NULL: the message goes to the log instead */
+    dt_capture_begin();
+    int rc = sg_dataset_load(ds, 0, &im, &m, NULL, 0);
+    const char *out = dt_capture_end();
+    CHECK(rc == -1);
+    CHECK_STR_CONTAINS(out, "big_m.png");
+    sg_dataset_close(ds);
+}
+
+int main(void) {
+    init_labels();
+    TEST_RUN(test_cityscapes_label_ids);
+    TEST_RUN(test_cityscapes_train_ids_preferred);
+    TEST_RUN(test_list_format);
+    TEST_RUN(test_bad_index);
+    TEST_RUN(test_bad_samples);
+    return TEST_EXIT();
+}

@@ -1,0 +1,339 @@
+/* tests/dist/test_ddp_train.c - data-parallel training end to end through
+ * the segtrain binary (argv[1]) and its launcher, on a synthetic dataset and
+ * a tiny network (no dropout, no random augmentation, no shuffling):
+ *  - 2 ranks x batch 2 with SyncBN end with the parameters and running
+ *    stats of 1 rank x batch 4 after 5 steps (relative 1e-4); with SyncBN
+ *    off they do not;
+ *  - 2 ranks x batch 2 x 2 accumulation micro-steps equal 1 rank x batch 4
+ *    x 2 micro-steps (each micro-batch's union across ranks is the single
+ *    rank's micro-batch);
+ *  - kill -9 of one worker mid-training: the launcher exits non-zero naming
+ *    it within the timeout, no worker is left, the last checkpoint loads;
+ *  - SIGSTOP of one worker mid-training: rank 0 times out naming it;
+ *  - a 2-rank checkpoint resumes on 3 ranks and on 1 rank;
+ *  - evaluation on 1, 2 and 3 ranks gives identical metrics. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cmd/log.h"
+#include "model/safetensors.h"
+#include "testutil.h"
+
+static const char *g_bin;
+
+static double dh_now_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static char g_dir[256];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "  $ %s\n", cmd);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int setup(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/sg_ddp_train_XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    if (sh("%s synth --out %s/data --train 8 --val 3 --size 40x40 --seed 5 >/dev/null 2>&1", g_bin, g_dir))
+        return -1;
+    char path[512];
+    snprintf(path, sizeof path, "%s/base.yaml", g_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f,
+            "seed: 7\ndevice: cpu\nthreads: 1\n"
+            "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
+            "  num_classes: 19\n  aux_head: true\n  aspp_dropout: 0.0\n  aux_dropout: 0.0\n"
+            "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
+            "  label_map: cityscapes\n  crop_size: [40, 40]\n  scale_range: [1.0, 1.0]\n  hflip: false\n"
+            "  shuffle: false\n  workers: 1\n  prefetch: 2\n"
+            "train:\n  iters: 5\n  batch_size: 2\n  lr: 0.02\n  momentum: 0.9\n  log_every: 1\n"
+            "  checkpoint_every: 5\n  keep_checkpoints: 2\n  eval_every: 0\n"
+            "eval:\n  batch_size: 2\n"
+            "dist:\n  timeout_s: 20\n",
+            g_dir);
+    fclose(f);
+    return 0;
+}
+
+/* Trains `run` with `nproc` ranks (0: no launcher) and extra --set args. */
+static int train(const char *run, int nproc, const char *sets) {
+    char launch[64] = "";
+    if (nproc > 0) snprintf(launch, sizeof launch, "--nproc-per-node %d ", nproc);
+    return sh("%s %strain --config %s/base.yaml --set run_dir=%s/%s %s > %s/%s.log 2>&1", g_bin, launch, g_dir,
+              g_dir, run, sets, g_dir, run);
+}
+
+/* Max relative difference over every F32 tensor of two checkpoints (by
+ * name); -1 when a file or tensor is missing. */
+static double ckpt_diff(const char *run_a, const char *run_b, const char *file) {
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/%s/checkpoints/%s", g_dir, run_a, file);
+    snprintf(pb, sizeof pb, "%s/%s/checkpoints/%s", g_dir, run_b, file);
+    sg_st_file *a = sg_st_open(pa), *b = sg_st_open(pb);
+    double worst = a && b ? 0 : -1;
+    int compared = 0;
+    for (int i = 0; a && b && i < sg_st_count(a); i++) {
+        const sg_st_tensor *ta = sg_st_get(a, i);
+        if (ta->dtype != SG_ST_F32) continue;
+        const sg_st_tensor *tb = sg_st_find(b, ta->name);
+        if (!tb || tb->count != ta->count) { worst = -1; break; }
+        float *xa = malloc(ta->count * sizeof *xa), *xb = malloc(ta->count * sizeof *xb);
+        sg_st_read_f32(a, ta, xa, ta->count);
+        sg_st_read_f32(b, tb, xb, tb->count);
+        double e = tu_max_rel_err(xa, xb, ta->count, 1e-3);
+        if (e > worst) worst = e;
+        compared++;
+        free(xa);
+        free(xb);
+    }
+    fprintf(stderr, "  %s vs %s (%s): %d tensors, max rel diff %.3g\n", run_a, run_b, file, compared, worst);
+    if (a) sg_st_close(a);
+    if (b) sg_st_close(b);
+    return compared ? worst : -1;
+}
+
+static void test_syncbn_matches_big_batch(void) {
+    CHECK_EQ_INT(train("one_b4", 0, "--set train.batch_size=4"), 0);
+    CHECK_EQ_INT(train("two_b2", 2, "--set train.batch_size=2 --set model.sync_bn=true"), 0);
+    CHECK_EQ_INT(train("two_b2_nosync", 2, "--set train.batch_size=2 --set model.sync_bn=false"), 0);
+    double d = ckpt_diff("one_b4", "two_b2", "iter_00000005.safetensors");
+    CHECK(d >= 0);
+    CHECK_MSG(d < 1e-4, "2 ranks x 2 with SyncBN differ from 1 rank x 4 by %.3g", d);
+    double dn = ckpt_diff("one_b4", "two_b2_nosync", "iter_00000005.safetensors");
+    CHECK(dn >= 0);
+    CHECK_MSG(dn > 1e-3, "without SyncBN the runs should differ, max rel diff %.3g", dn);
+}
+
+static void test_accumulation(void) {
+    /* batch 1 per rank is avoided on purpose: the ASPP pooling BN then
+     * normalises 2 values, whose variance amplifies rounding differences */
+    CHECK_EQ_INT(train("one_b4_k2", 0, "--set train.batch_size=4 --set train.accum_steps=2"), 0);
+    CHECK_EQ_INT(train("two_b2_k2", 2, "--set train.batch_size=2 --set train.accum_steps=2"), 0);
+    double d = ckpt_diff("one_b4_k2", "two_b2_k2", "iter_00000005.safetensors");
+    CHECK(d >= 0);
+    CHECK_MSG(d < 1e-4, "2 ranks x 2 x accum 2 differ from 1 rank x 4 x accum 2 by %.3g", d);
+}
+
+static void test_resume_on_other_world_sizes(void) {
+    CHECK_EQ_INT(train("two_for_resume", 2, "--set train.iters=3 --set train.checkpoint_every=3"), 0);
+    char src[512];
+    snprintf(src, sizeof src, "%s/two_for_resume/checkpoints/iter_00000003.safetensors", g_dir);
+    struct stat st;
+    CHECK(stat(src, &st) == 0);
+    char sets[1024];
+    snprintf(sets, sizeof sets, "--set train.iters=5 --resume %s", src);
+    CHECK_EQ_INT(train("resume3", 3, sets), 0);
+    CHECK_EQ_INT(train("resume1", 0, sets), 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/resume3/checkpoints/iter_00000005.safetensors", g_dir);
+    CHECK(stat(p, &st) == 0);
+    snprintf(p, sizeof p, "%s/resume1/checkpoints/iter_00000005.safetensors", g_dir);
+    CHECK(stat(p, &st) == 0);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[3][1 << 16];
+    static int k = 0;
+    char *b = buf[k++ % 3];
+    size_t n = fread(b, 1, sizeof buf[0] - 1, f);
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+/* Distributed evaluation sees every val image exactly once: 1, 2 and 3
+ * ranks on 3 val images (2 does not divide 3, 3 does) give byte-identical
+ * metrics, pixel totals included. */
+static void test_distributed_eval_exact(void) {
+    char ck[512];
+    snprintf(ck, sizeof ck, "%s/two_b2/checkpoints/iter_00000005.safetensors", g_dir);
+    char *res[3];
+    for (int n = 1; n <= 3; n++) {
+        char launch[64] = "", out[512];
+        if (n > 1) snprintf(launch, sizeof launch, "--nproc-per-node %d ", n);
+        snprintf(out, sizeof out, "%s/eval%d.json", g_dir, n);
+        CHECK_EQ_INT(sh("%s %seval --config %s/base.yaml --set run_dir=%s/ev%d --checkpoint %s --out %s > "
+                        "%s/ev%d.log 2>&1", g_bin, launch, g_dir, g_dir, n, ck, out, g_dir, n), 0);
+        res[n - 1] = slurp(out);
+        CHECK(res[n - 1] != NULL);
+    }
+    CHECK_STR_CONTAINS(res[0], "\"images\":3");
+    CHECK_MSG(strcmp(res[0], res[1]) == 0, "2-rank eval differs:\n%s\n%s", res[0], res[1]);
+    CHECK_MSG(strcmp(res[0], res[2]) == 0, "3-rank eval differs:\n%s\n%s", res[0], res[2]);
+}
+
+/* Worker pids of a launcher: its children (from /proc). */
+static int children(pid_t launcher, pid_t *out, int cap) {
+    char p[128];
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)launcher, (int)launcher);
+    FILE *f = fopen(p, "r");
+    int n = 0, pid;
+    while (f && n < cap && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
+    if (f) fclose(f);
+    return n;
+}
+
+static int env_rank(pid_t pid) {
+    char p[128], buf[65536];
+    snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i < n;) {
+        if (!strncmp(buf + i, "RANK=", 5)) return atoi(buf + i + 5);
+        i += strlen(buf + i) + 1;
+    }
+    return -1;
+}
+
+/* Starts a 2-rank training that runs until stopped; returns the launcher's
+ * pid once the first checkpoint exists (-1 on timeout), and the workers. */
+static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *timeout) {
+    char cfgp[512], rund[512], logp[512], ck[512];
+    snprintf(cfgp, sizeof cfgp, "%s/base.yaml", g_dir);
+    snprintf(rund, sizeof rund, "run_dir=%s/%s", g_dir, run);
+    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, run);
+    snprintf(ck, sizeof ck, "%s/%s/checkpoints/iter_00000002.safetensors", g_dir, run);
+    char tset[64];
+    snprintf(tset, sizeof tset, "dist.timeout_s=%s", timeout);
+    double t0 = dh_now_();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(g_bin, g_bin, "--nproc-per-node", "2", "--kill-grace-s", "3", "train", "--config", cfgp, "--set",
+              rund, "--set", "train.iters=100000", "--set", "train.checkpoint_every=2", "--set", tset,
+              (char *)NULL);
+        _exit(127);
+    }
+    struct stat st;
+    while (stat(ck, &st) != 0 && dh_now_() - t0 < 60) usleep(50 * 1000);
+    *nk = children(pid, kids, 8);
+    return stat(ck, &st) == 0 ? pid : -1;
+}
+
+static char *read_log(const char *run) {
+    char logp[512];
+    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, run);
+    FILE *f = fopen(logp, "r");
+    static char log[1 << 20];
+    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    if (f) fclose(f);
+    log[n] = 0;
+    return log;
+}
+
+static void test_kill9_mid_training(void) {
+    pid_t kids[8];
+    int nk = 0;
+    pid_t pid = start_long_run("killed", kids, &nk, "10");
+    CHECK(pid > 0);
+    CHECK_EQ_INT(nk, 2);
+    int killed = -1;
+    for (int i = 0; i < nk; i++)
+        if (env_rank(kids[i]) == 1) {
+            kill(kids[i], SIGKILL);
+            killed = kids[i];
+        }
+    CHECK(killed > 0);
+    double tk = dh_now_();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double waited = dh_now_() - tk;
+    char *log = read_log("killed");
+    fprintf(stderr, "  launcher exit %d, %.1f s after the kill\n", WEXITSTATUS(status), waited);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
+    CHECK_STR_CONTAINS(log, "worker rank 1 (pid");
+    CHECK_STR_CONTAINS(log, "killed by signal 9");
+    CHECK(waited < 10 + 30);
+    for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+    /* every checkpoint left behind is complete */
+    char cdir[600];
+    snprintf(cdir, sizeof cdir, "%s/killed/checkpoints", g_dir);
+    DIR *cd = opendir(cdir);
+    CHECK(cd != NULL);
+    struct dirent *e;
+    int good = 0;
+    while ((e = readdir(cd))) {
+        if (!strstr(e->d_name, ".safetensors")) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", cdir, e->d_name);
+        sg_st_file *sf = sg_st_open(p);
+        CHECK_MSG(sf != NULL, "checkpoint %s does not load", p);
+        sg_st_close(sf);
+        good++;
+    }
+    closedir(cd);
+    CHECK(good >= 1);
+}
+
+/* A rank stopped with SIGSTOP mid-training: rank 0 times out in a
+ * collective (SyncBN hook or DDP bucket) and names rank 1; the launcher
+ * then ends the stopped worker. */
+static void test_sigstop_mid_training(void) {
+    pid_t kids[8];
+    int nk = 0;
+    pid_t pid = start_long_run("stopped", kids, &nk, "4");
+    CHECK(pid > 0);
+    CHECK_EQ_INT(nk, 2);
+    int stopped = -1;
+    for (int i = 0; i < nk; i++)
+        if (env_rank(kids[i]) == 1) {
+            kill(kids[i], SIGSTOP);
+            stopped = kids[i];
+        }
+    CHECK(stopped > 0);
+    double tk = dh_now_();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double waited = dh_now_() - tk;
+    char *log = read_log("stopped");
+    fprintf(stderr, "  launcher exit %d, %.1f s after SIGSTOP\n", WEXITSTATUS(status), waited);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    CHECK_STR_CONTAINS(log, "Rank 1 is stopped or hung");
+    CHECK_STR_CONTAINS(log, "launcher: failed: worker rank 0");
+    for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_ddp_train PATH-TO-segtrain\n");
+        return 2;
+    }
+    g_bin = argv[1];
+    sg_log_set_level(SG_LOG_WARN);
+    if (setup()) {
+        fprintf(stderr, "fixture setup failed in %s\n", g_dir);
+        return 1;
+    }
+    TEST_RUN(test_syncbn_matches_big_batch);
+    TEST_RUN(test_accumulation);
+    TEST_RUN(test_distributed_eval_exact);
+    TEST_RUN(test_resume_on_other_world_sizes);
+    TEST_RUN(test_kill9_mid_training);
+    TEST_RUN(test_sigstop_mid_training);
+    int rc = TEST_EXIT();
+    if (!rc) sh("rm -rf %s", g_dir);
+    else fprintf(stderr, "kept %s for inspection\n", g_dir);
+    return rc;
+}

@@ -1,0 +1,353 @@
+/* tests/dist/test_launch.c - the launcher (dist/launch.h) and failure
+ * handling with real processes: torchrun's environment contract and
+ * argument pass-through; a worker exiting non-zero, one killed with -9, one
+ * stopped with SIGSTOP inside a collective (the others time out naming it),
+ * workers ignoring SIGTERM (SIGKILL after the grace period), and SIGTERM to
+ * the launcher forwarded. Every case checks the exit status, the worker
+ * named in the output, and that no worker process is left. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <signal.h>
+
+#include "cmd/log.h"
+#include "dist/comm.h"
+#include "dist_harness.h"
+#include "testutil.h"
+
+static char g_piddir[128];
+
+static void write_pid(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.pid", getenv("SG_TEST_PIDDIR"), getenv("RANK"));
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+}
+
+/* ---- workers ---- */
+static int w_env(int argc, char **argv) {
+    printf("env RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s "
+           "OMP_NUM_THREADS=%s port_set=%d arg=%s\n",
+           getenv("RANK"), getenv("LOCAL_RANK"), getenv("WORLD_SIZE"), getenv("LOCAL_WORLD_SIZE"),
+           getenv("GROUP_RANK"), getenv("MASTER_ADDR"), getenv("OMP_NUM_THREADS"),
+           getenv("MASTER_PORT") && atoi(getenv("MASTER_PORT")) > 0, argc > 2 ? argv[2] : "");
+    fprintf(stderr, "partial line without newline");
+    return 0;
+}
+
+static int w_fail(int code_rank1, int sig_rank1) {
+    write_pid();
+    if (atoi(getenv("RANK")) == 1) {
+        usleep(300 * 1000);
+        if (sig_rank1) raise(sig_rank1);
+        return code_rank1;
+    }
+    sleep(60);
+    return 0;
+}
+
+static int w_stubborn(void) {
+    write_pid();
+    signal(SIGTERM, SIG_IGN);
+    if (atoi(getenv("RANK")) == 0) {
+        usleep(300 * 1000);
+        return 5;
+    }
+    sleep(60);
+    return 0;
+}
+
+/* All ranks join a communicator; rank 1 stops itself (SIGSTOP) and the
+ * others' all-reduce must time out naming it. */
+static int w_sigstop(void) {
+    write_pid();
+    sg_config cfg;
+    sg_config_defaults(&cfg);
+    cfg.dist.timeout_s = 3;
+    snprintf(cfg.dist.backend, sizeof cfg.dist.backend, "gloo");
+    sg_backend_opts o = {.threads = 1};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    sg_comm *c = sg_comm_create(&cfg, be);
+    if (!c) return 9;
+    if (sg_comm_barrier(c)) return 9;
+    if (sg_comm_rank(c) == 1) raise(SIGSTOP);
+    float *x = be->ops->alloc(be, 16 * sizeof *x);
+    int rc = sg_comm_allreduce_f32(c, x, 16);
+    sg_comm_destroy(c);
+    return rc ? 1 : 0;
+}
+
+/* kill -9 mid-run: ranks all-reduce in a loop, rank 1 is killed. */
+static int w_kill_midrun(void) {
+    write_pid();
+    sg_config cfg;
+    sg_config_defaults(&cfg);
+    cfg.dist.timeout_s = 5;
+    snprintf(cfg.dist.backend, sizeof cfg.dist.backend, "gloo");
+    sg_backend_opts o = {.threads = 1};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    sg_comm *c = sg_comm_create(&cfg, be);
+    if (!c) return 9;
+    float *x = be->ops->alloc(be, 1024 * sizeof *x);
+    for (int it = 0; it < 100000; it++) {
+        if (it == 20 && sg_comm_rank(c) == 1) raise(SIGKILL);
+        if (sg_comm_allreduce_f32(c, x, 1024)) {
+            sg_comm_destroy(c);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- driver ---- */
+static void fresh_piddir(void) {
+    snprintf(g_piddir, sizeof g_piddir, "/tmp/sg_test_launch_%d", (int)getpid());
+    mkdir(g_piddir, 0700);
+    DIR *d = opendir(g_piddir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", g_piddir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    setenv("SG_TEST_PIDDIR", g_piddir, 1);
+}
+
+/* Number of recorded worker pids still existing (must be 0), and how many
+ * were recorded. */
+static int leftover(int *recorded) {
+    int left = 0;
+    *recorded = 0;
+    DIR *d = opendir(g_piddir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".pid") != 0) continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", g_piddir, e->d_name);
+        FILE *f = fopen(p, "r");
+        int pid = 0;
+        /* only counted, never signalled: a pid could have been reused */
+        if (f && fscanf(f, "%d", &pid) == 1 && pid > 0) {
+            (*recorded)++;
+            if (kill(pid, 0) == 0) left++;
+        }
+        if (f) fclose(f);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    return left;
+}
+
+static void test_env_contract(void) {
+    unsetenv("OMP_NUM_THREADS");
+    const char *args[] = {"--nproc-per-node=2", "env", "--config=x.yaml", NULL};
+    char *out = NULL;
+    int rc = dh_launch(args, &out, NULL);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    CHECK_EQ_INT(rc, 0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char want[256];
+    for (int r = 0; r < 2; r++) {
+        snprintf(want, sizeof want,
+                 "[rank %d] env RANK=%d LOCAL_RANK=%d WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 "
+                 "MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=%ld port_set=1 arg=--config=x.yaml",
+                 r, r, r, cores / 2 < 1 ? 1 : cores / 2);
+        CHECK_STR_CONTAINS(out, want);
+        snprintf(want, sizeof want, "[rank %d] partial line without newline\n", r);
+        CHECK_STR_CONTAINS(out, want);
+    }
+    free(out);
+}
+
+static void test_multinode_ranks(void) {
+    /* node 1 of 2 with 2 procs each: ranks 2 and 3, GROUP_RANK 1 */
+    const char *args[] = {"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "1", "--master-port",
+                          "29999", "env", "x", NULL};
+    char *out = NULL;
+    CHECK_EQ_INT(dh_launch(args, &out, NULL), 0);
+    CHECK_STR_CONTAINS(out, "[rank 3] env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1");
+    CHECK_STR_CONTAINS(out, "[rank 2] env RANK=2 LOCAL_RANK=0 WORLD_SIZE=4");
+    free(out);
+}
+
+static void test_usage_errors(void) {
+    const char *a1[] = {"--nproc-per-node", "0", "env", NULL};
+    char *out = NULL;
+    CHECK_EQ_INT(dh_launch(a1, &out, NULL), 2);
+    CHECK_STR_CONTAINS(out, "--nproc-per-node '0' is not an integer in [1, 4096]");
+    free(out);
+    const char *a2[] = {"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "env", NULL};
+    CHECK_EQ_INT(dh_launch(a2, &out, NULL), 2);
+    CHECK_STR_CONTAINS(out, "--node-rank 2 must be below --nnodes 2");
+    free(out);
+}
+
+static void expect_failure(const char *mode, int nproc, const char *grace, int want_rc, const char *want1,
+                           const char *want2) {
+    fresh_piddir();
+    char np[8];
+    snprintf(np, sizeof np, "%d", nproc);
+    const char *args[] = {"--nproc-per-node", np, "--kill-grace-s", grace, mode, NULL};
+    char *out = NULL;
+    double secs = 0;
+    int rc = dh_launch(args, &out, &secs);
+    int recorded = 0, left = leftover(&recorded);
+    fprintf(stderr, "  %s: exit %d after %.1f s, %d pids recorded, %d left\n", mode, rc, secs, recorded, left);
+    CHECK_EQ_INT(rc, want_rc);
+    CHECK_STR_CONTAINS(out, want1);
+    if (want2) CHECK_STR_CONTAINS(out, want2);
+    CHECK_EQ_INT(recorded, nproc);
+    CHECK_EQ_INT(left, 0);
+    free(out);
+}
+
+static void test_worker_exit_code(void) {
+    expect_failure("fail", 3, "30", 3, "launcher: worker rank 1 (pid", "failed: worker rank 1 exited with status 3");
+}
+static void test_worker_kill9(void) {
+    expect_failure("kill9", 2, "30", 137, "worker rank 1 (pid", "killed by signal 9");
+}
+static void test_stubborn_worker_sigkilled(void) {
+    expect_failure("stubborn", 3, "1", 5, "worker rank 0 (pid", "still running 1 s after SIGTERM: sending SIGKILL");
+}
+static void test_sigstop_rank_named_by_others(void) {
+    /* rank 0 times out (dist.timeout_s=3) naming rank 1; the launcher then
+     * stops rank 1 (stopped: SIGKILL after the 2 s grace) */
+    expect_failure("sigstop", 3, "2", 1, "Rank 1 is stopped or hung", "launcher: failed: worker rank");
+}
+static void test_kill9_midrun(void) {
+    expect_failure("killmid", 2, "5", 137, "worker rank 1 (pid", "killed by signal 9");
+}
+
+static void test_sigterm_forwarded(void) {
+    fresh_piddir();
+    const char *args[] = {"--nproc-per-node", "2", "sleep", NULL};
+    char *out = NULL;
+    int rc = dh_launch_sig(args, &out, NULL, 1.0, SIGTERM);
+    int recorded = 0, left = leftover(&recorded);
+    CHECK_EQ_INT(rc, 128 + SIGTERM);
+    CHECK_STR_CONTAINS(out, "forwarding it to the workers");
+    CHECK_EQ_INT(recorded, 2);
+    CHECK_EQ_INT(left, 0);
+    free(out);
+}
+
+/* Rank 0 (the store host) is killed; rank 1, started by hand with torchrun's
+ * variables (no launcher to stop it), must exit non-zero naming rank 0. */
+static int w_loop_reduce(void) {
+    write_pid();
+    sg_config cfg;
+    sg_config_defaults(&cfg);
+    cfg.dist.timeout_s = 4;
+    snprintf(cfg.dist.backend, sizeof cfg.dist.backend, "gloo");
+    sg_backend_opts o = {.threads = 1};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    sg_comm *c = sg_comm_create(&cfg, be);
+    if (!c) return 9;
+    float *x = be->ops->alloc(be, 256 * sizeof *x);
+    for (int it = 0; it < 1000000; it++) {
+        if (it == 50 && sg_comm_rank(c) == 0) raise(SIGKILL);
+        if (sg_comm_allreduce_f32(c, x, 256)) return 1;
+    }
+    return 0;
+}
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void test_store_host_killed_named(void) {
+    fresh_piddir();
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(n > 0);
+    exe[n] = 0;
+    char logp[256], port[16];
+    snprintf(logp, sizeof logp, "%s/rank1.log", g_piddir);
+    snprintf(port, sizeof port, "%d", free_port());
+    pid_t pids[2];
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            char rs[4];
+            snprintf(rs, sizeof rs, "%d", r);
+            setenv("RANK", rs, 1);
+            setenv("WORLD_SIZE", "2", 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("MASTER_PORT", port, 1);
+            if (r == 1) {
+                int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                dup2(fd, 2);
+            }
+            execl(exe, exe, "loopreduce", (char *)NULL);
+            _exit(127);
+        }
+    }
+    int st0 = 0, st1 = 0;
+    waitpid(pids[0], &st0, 0);
+    double t0 = dh_now();
+    while (waitpid(pids[1], &st1, WNOHANG) == 0) {
+        if (dh_now() - t0 > 30) { /* a hang: the bug this test is for */
+            kill(pids[1], SIGKILL);
+            waitpid(pids[1], &st1, 0);
+            CHECK_MSG(0, "rank 1 still running 30 s after rank 0 was killed");
+        }
+        usleep(20 * 1000);
+    }
+    double secs = dh_now() - t0;
+    FILE *f = fopen(logp, "r");
+    static char log[65536];
+    size_t len = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    if (f) fclose(f);
+    log[len] = 0;
+    fprintf(stderr, "  rank 1 exited %.1f s after rank 0 died, status %d:\n%s", secs, st1, log);
+    int recorded = 0;
+    CHECK_EQ_INT(leftover(&recorded), 0);
+    CHECK_EQ_INT(recorded, 2);
+    unlink(logp);
+    CHECK(WIFSIGNALED(st0) && WTERMSIG(st0) == SIGKILL);
+    CHECK(WIFEXITED(st1) && WEXITSTATUS(st1) == 1);
+    CHECK_STR_CONTAINS(log, "Rank 0 (hosts the rendezvous store) is not reachable");
+}
+
+int main(int argc, char **argv) {
+    if (getenv("RANK")) {
+        const char *m = argc > 1 ? argv[1] : "";
+        if (!strcmp(m, "env")) return w_env(argc, argv);
+        if (!strcmp(m, "fail")) return w_fail(3, 0);
+        if (!strcmp(m, "kill9")) return w_fail(0, SIGKILL);
+        if (!strcmp(m, "sleep")) { write_pid(); sleep(60); return 0; }
+        if (!strcmp(m, "stubborn")) return w_stubborn();
+        if (!strcmp(m, "sigstop")) return w_sigstop();
+        if (!strcmp(m, "killmid")) return w_kill_midrun();
+        if (!strcmp(m, "loopreduce")) return w_loop_reduce();
+        return 2;
+    }
+    TEST_RUN(test_env_contract);
+    TEST_RUN(test_multinode_ranks);
+    TEST_RUN(test_usage_errors);
+    TEST_RUN(test_worker_exit_code);
+    TEST_RUN(test_worker_kill9);
+    TEST_RUN(test_stubborn_worker_sigkilled);
+    TEST_RUN(test_sigstop_rank_named_by_others);
+    TEST_RUN(test_kill9_midrun);
+    TEST_RUN(test_sigterm_forwarded);
+    TEST_RUN(test_store_host_killed_named);
+    rmdir(g_piddir);
+    return TEST_EXIT();
+}

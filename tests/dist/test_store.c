@@ -1,0 +1,256 @@
+/* tests/dist/test_store.c - the rendezvous store (dist/store.h) with 3
+ * "ranks" as threads of one process: set/get/add/check, get blocking until a
+ * later set, barrier, a barrier timeout naming the rank that never came, and
+ * the dead-rank diagnosis when a connection drops without goodbye. */
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/log.h"
+#include "dist/store.h"
+#include "testutil.h"
+
+#define W 3
+static int g_port;
+
+typedef struct { int rank; int rc; int64_t sum; char got[64]; } targ;
+
+static void *rank_main(void *arg) {
+    targ *a = arg;
+    sg_store *s = sg_store_create("127.0.0.1", g_port, a->rank, W, 10);
+    if (!s) { a->rc = -1; return NULL; }
+    char key[32], val[32];
+    snprintf(key, sizeof key, "k%d", a->rank);
+    snprintf(val, sizeof val, "value-of-%d", a->rank);
+    a->rc |= sg_store_set(s, key, val, strlen(val) + 1);
+    /* read the next rank's value: blocks until that rank has set it */
+    snprintf(key, sizeof key, "k%d", (a->rank + 1) % W);
+    void *v = NULL;
+    size_t n = 0;
+    a->rc |= sg_store_get(s, key, &v, &n);
+    if (v) snprintf(a->got, sizeof a->got, "%s", (char *)v);
+    free(v);
+    int64_t out = 0;
+    a->rc |= sg_store_add(s, "counter", a->rank + 1, &out);
+    a->rc |= sg_store_barrier(s, "after-add");
+    a->rc |= sg_store_add(s, "counter", 0, &a->sum);
+    a->rc |= sg_store_barrier(s, "end");
+    sg_store_leave(s);
+    sg_store_destroy(s);
+    return NULL;
+}
+
+static void test_basic_ops(void) {
+    /* rank 0 first (it picks the port), then the others */
+    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 1, 5);
+    CHECK(s0 != NULL);
+    int ex = 1;
+    CHECK(sg_store_check(s0, "nothing", &ex) == 0);
+    CHECK_EQ_INT(ex, 0);
+    CHECK(sg_store_set(s0, "a", "xyz", 3) == 0);
+    CHECK(sg_store_check(s0, "a", &ex) == 0);
+    CHECK_EQ_INT(ex, 1);
+    void *v = NULL;
+    size_t n = 0;
+    CHECK(sg_store_get(s0, "a", &v, &n) == 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK(memcmp(v, "xyz", 3) == 0);
+    free(v);
+    int64_t c = 0;
+    CHECK(sg_store_add(s0, "c", 5, &c) == 0);
+    CHECK(sg_store_add(s0, "c", -2, &c) == 0);
+    CHECK_EQ_INT(c, 3);
+    /* a get of a key nobody sets times out with SG_STORE_TIMEOUT */
+    sg_store_set_timeout(s0, 0.3);
+    CHECK_EQ_INT(sg_store_get(s0, "never", &v, &n), SG_STORE_TIMEOUT);
+    /* and the connection recovers for the next request */
+    sg_store_set_timeout(s0, 5);
+    CHECK(sg_store_check(s0, "a", &ex) == 0);
+    CHECK_EQ_INT(ex, 1);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void test_three_ranks(void) {
+    /* one thread per rank; rank 0's hosts the server. Ranks 1 and 2 may
+     * start before it is up: they retry until it is. */
+    g_port = free_port();
+    pthread_t th[W];
+    targ a[W];
+    for (int r = W - 1; r >= 0; r--) {
+        memset(&a[r], 0, sizeof a[r]);
+        a[r].rank = r;
+        pthread_create(&th[r], NULL, rank_main, &a[r]);
+    }
+    for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < W; r++) {
+        char want[32];
+        snprintf(want, sizeof want, "value-of-%d", (r + 1) % W);
+        CHECK_EQ_INT(a[r].rc, 0);
+        CHECK_STR_CONTAINS(a[r].got, want);
+        CHECK_EQ_INT(a[r].sum, 1 + 2 + 3);
+    }
+}
+
+/* Captures what the code under test logs to stderr. */
+static int cap_fd = -1, cap_saved = -1;
+static char cap_path[64];
+static void capture_begin(void) {
+    fflush(stderr);
+    snprintf(cap_path, sizeof cap_path, "/tmp/sg_test_store_%d.txt", (int)getpid());
+    cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cap_saved = dup(2);
+    dup2(cap_fd, 2);
+}
+static char *capture_end(void) {
+    fflush(stderr);
+    dup2(cap_saved, 2);
+    close(cap_saved);
+    off_t n = lseek(cap_fd, 0, SEEK_END);
+    char *b = calloc((size_t)n + 1, 1);
+    pread(cap_fd, b, (size_t)n, 0);
+    close(cap_fd);
+    unlink(cap_path);
+    fprintf(stderr, "  captured: %s", b);
+    return b;
+}
+
+static void test_dead_rank_named(void) {
+    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 5);
+    CHECK(s0 != NULL);
+    int port = sg_store_port(s0);
+    sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 3, 5);
+    CHECK(s1 != NULL);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    CHECK(sg_store_heartbeat_start(s1) == 0);
+    /* rank 2 is a process that connects, beats, and dies without goodbye */
+    pid_t pid = fork();
+    if (pid == 0) {
+        sg_store *s2 = sg_store_create("127.0.0.1", port, 2, 3, 5);
+        if (!s2) _exit(3);
+        sg_store_heartbeat_start(s2);
+        int64_t v;
+        sg_store_add(s2, "child-up", 1, &v);
+        sleep(60);
+        _exit(0);
+    }
+    CHECK(sg_store_wait(s0, "child-up") == 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    char diag[512];
+    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag);
+    fprintf(stderr, "  diagnosis: %s\n", diag);
+    CHECK_EQ_INT(named, 1);
+    CHECK_STR_CONTAINS(diag, "Rank 2 exited or was killed");
+    sg_store_leave(s1);
+    sg_store_destroy(s1);
+    sg_store_set_timeout(s0, 1);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
+static void test_hung_rank_named(void) {
+    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 2, 5);
+    CHECK(s0 != NULL);
+    int port = sg_store_port(s0);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 2, 5);
+        if (!s1) _exit(3);
+        sg_store_heartbeat_start(s1);
+        int64_t v;
+        sg_store_add(s1, "child-up", 1, &v);
+        sleep(60);
+        _exit(0);
+    }
+    CHECK(sg_store_wait(s0, "child-up") == 0);
+    kill(pid, SIGSTOP); /* alive (connection open) but no heartbeat */
+    char diag[512];
+    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "  diagnosis: %s\n", diag);
+    CHECK_EQ_INT(named, 1);
+    CHECK_STR_CONTAINS(diag, "Rank 1 is stopped or hung");
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
+static void test_barrier_timeout_names_rank(void) {
+    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 1.0);
+    CHECK(s0 != NULL);
+    sg_store *s1 = sg_store_create("127.0.0.1", sg_store_port(s0), 1, 3, 1.0);
+    CHECK(s1 != NULL);
+    /* rank 1 arrives (as sg_store_barrier records it), rank 2 never does */
+    CHECK(sg_store_set(s1, "barrier/start/0/1", "\1", 1) == 0);
+    int64_t cnt;
+    CHECK(sg_store_add(s1, "barrier/start/0/count", 1, &cnt) == 0);
+    capture_begin();
+    int rc = sg_store_barrier(s0, "start");
+    char *log = capture_end();
+    CHECK_EQ_INT(rc, -1);
+    CHECK_STR_CONTAINS(log, "rank(s) 2 did not arrive");
+    free(log);
+    sg_store_leave(s1);
+    sg_store_destroy(s1);
+    sg_store_leave(s0);
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_destroy(s0);
+}
+
+/* Rank 0's store outlives its own work until every rank has left; a rank
+ * that died without leaving must not keep it waiting for the timeout. */
+static void test_host_does_not_wait_for_dead_rank(void) {
+    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 60);
+    CHECK(s0 != NULL);
+    int port = sg_store_port(s0);
+    pid_t pid = fork();
+    if (pid == 0) { /* rank 1 leaves properly, rank 2 just dies */
+        sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 3, 5);
+        sg_store *s2 = sg_store_create("127.0.0.1", port, 2, 3, 5);
+        if (!s1 || !s2) _exit(3);
+        sg_store_leave(s1);
+        sg_store_destroy(s1);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double secs = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+    fprintf(stderr, "  destroy took %.2f s (timeout 60)\n", secs);
+    CHECK(secs < 30);
+}
+
+int main(void) {
+    sg_log_set_level(SG_LOG_WARN);
+    TEST_RUN(test_basic_ops);
+    TEST_RUN(test_three_ranks);
+    TEST_RUN(test_dead_rank_named);
+    TEST_RUN(test_hung_rank_named);
+    TEST_RUN(test_barrier_timeout_names_rank);
+    TEST_RUN(test_host_does_not_wait_for_dead_rank);
+    return TEST_EXIT();
+}

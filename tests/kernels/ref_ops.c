@@ -1,0 +1,484 @@
+/* tests/kernels/ref_ops.c - naive reference ops (see ref_ops.h).
+ * Direct loops, double accumulation, single-threaded: clarity over speed. */
+#include "tests/kernels/ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/rng.h"
+
+static inline float put(float old, double v, int accumulate) {
+    return accumulate ? (float)((double)old + v) : (float)v;
+}
+
+/* ---------------- convolution ---------------- */
+
+/* Input row/col read by output (oy, ox) and tap (i, j); -1 if in the padding. */
+static inline int in_coord(int o, int tap, int stride, int pad, int dil, int size) {
+    int v = o * stride - pad + tap * dil;
+    return (v >= 0 && v < size) ? v : -1;
+}
+
+void ref_conv_fwd(const sg_conv_desc *d, const float *x, const float *w, float *y) {
+    for (int b = 0; b < d->n; b++)
+        for (int k = 0; k < d->k; k++)
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    double acc = 0;
+                    for (int c = 0; c < d->c; c++)
+                        for (int i = 0; i < d->r; i++) {
+                            int iy = in_coord(oy, i, d->stride_h, d->pad_h, d->dil_h, d->h);
+                            if (iy < 0) continue;
+                            for (int j = 0; j < d->s; j++) {
+                                int ix = in_coord(ox, j, d->stride_w, d->pad_w, d->dil_w, d->w);
+                                if (ix < 0) continue;
+                                acc += (double)x[(((size_t)b * d->c + c) * d->h + iy) * d->w + ix] *
+                                       w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
+                            }
+                        }
+                    y[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox] = (float)acc;
+                }
+}
+
+/* dx[b,c,iy,ix] = sum over (k, i, j, oy, ox) that read (iy, ix) of dy * w.
+ * Written as a gather over output positions so each dx is one double sum. */
+void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
+                       int accumulate) {
+    for (int b = 0; b < d->n; b++)
+        for (int c = 0; c < d->c; c++)
+            for (int iy = 0; iy < d->h; iy++)
+                for (int ix = 0; ix < d->w; ix++) {
+                    double acc = 0;
+                    for (int i = 0; i < d->r; i++) {
+                        int ty = iy + d->pad_h - i * d->dil_h;
+                        if (ty < 0 || ty % d->stride_h) continue;
+                        int oy = ty / d->stride_h;
+                        if (oy >= d->oh) continue;
+                        for (int j = 0; j < d->s; j++) {
+                            int tx = ix + d->pad_w - j * d->dil_w;
+                            if (tx < 0 || tx % d->stride_w) continue;
+                            int ox = tx / d->stride_w;
+                            if (ox >= d->ow) continue;
+                            for (int k = 0; k < d->k; k++)
+                                acc += (double)dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow +
+                                                  ox] *
+                                       w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
+                        }
+                    }
+                    size_t o = (((size_t)b * d->c + c) * d->h + iy) * d->w + ix;
+                    dx[o] = put(dx[o], acc, accumulate);
+                }
+}
+
+void ref_conv_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
+                         int accumulate) {
+    for (int k = 0; k < d->k; k++)
+        for (int c = 0; c < d->c; c++)
+            for (int i = 0; i < d->r; i++)
+                for (int j = 0; j < d->s; j++) {
+                    double acc = 0;
+                    for (int b = 0; b < d->n; b++)
+                        for (int oy = 0; oy < d->oh; oy++) {
+                            int iy = in_coord(oy, i, d->stride_h, d->pad_h, d->dil_h, d->h);
+                            if (iy < 0) continue;
+                            for (int ox = 0; ox < d->ow; ox++) {
+                                int ix = in_coord(ox, j, d->stride_w, d->pad_w, d->dil_w, d->w);
+                                if (ix < 0) continue;
+                                acc += (double)x[(((size_t)b * d->c + c) * d->h + iy) * d->w + ix] *
+                                       dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox];
+                            }
+                        }
+                    size_t o = (((size_t)k * d->c + c) * d->r + i) * d->s + j;
+                    dw[o] = put(dw[o], acc, accumulate);
+                }
+}
+
+void ref_bias_fwd(float *y, const float *b, int n, int c, int hw) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++) y[((size_t)i * c + ch) * hw + p] += b[ch];
+}
+
+void ref_bias_bwd(const float *dy, float *db, int n, int c, int hw, int accumulate) {
+    for (int ch = 0; ch < c; ch++) {
+        double acc = 0;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) acc += dy[((size_t)i * c + ch) * hw + p];
+        db[ch] = put(db[ch], acc, accumulate);
+    }
+}
+
+/* ---------------- batch norm ---------------- */
+
+void ref_bn_stats(const float *x, int n, int c, int hw, float *stats) {
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, m2 = 0;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) s += x[((size_t)i * c + ch) * hw + p];
+        double mean = s / ((double)n * hw);
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) {
+                double dlt = x[((size_t)i * c + ch) * hw + p] - mean;
+                m2 += dlt * dlt;
+            }
+        stats[ch] = (float)mean;
+        stats[c + ch] = (float)m2;
+    }
+}
+
+void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c,
+                     float eps, float momentum, float *mean, float *invstd,
+                     float *running_mean, float *running_var) {
+    for (int ch = 0; ch < c; ch++) {
+        double na = 0, ma = 0, m2a = 0;
+        for (int p = 0; p < parts; p++) {
+            double nb = (double)counts[p];
+            if (nb <= 0) continue;
+            double mb = parts_stats[(size_t)p * 2 * c + ch];
+            double m2b = parts_stats[(size_t)p * 2 * c + c + ch];
+            double nab = na + nb, delta = mb - ma;
+            ma += delta * nb / nab;
+            m2a += m2b + delta * delta * na * nb / nab;
+            na = nab;
+        }
+        double var = na > 0 ? m2a / na : 0;
+        mean[ch] = (float)ma;
+        invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
+        if (running_mean) {
+            double unbiased = na > 1 ? m2a / (na - 1) : var;
+            running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * ma);
+            running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+        }
+    }
+}
+
+void ref_bn_eval_params(const float *running_mean, const float *running_var, int c,
+                        float eps, float *mean, float *invstd) {
+    for (int ch = 0; ch < c; ch++) {
+        mean[ch] = running_mean[ch];
+        invstd[ch] = (float)(1.0 / sqrt((double)running_var[ch] + (double)eps));
+    }
+}
+
+void ref_bn_fwd(const float *x, const float *mean, const float *invstd, const float *gamma,
+                const float *beta, float *y, int n, int c, int hw, int relu) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++) {
+                size_t o = ((size_t)i * c + ch) * hw + p;
+                double v = ((double)x[o] - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
+                if (relu && v < 0) v = 0;
+                y[o] = (float)v;
+            }
+}
+
+static inline double masked(const float *dy, const float *y, size_t o, int relu) {
+    return (relu && !(y[o] > 0)) ? 0.0 : (double)dy[o];
+}
+
+void ref_bn_bwd_reduce(const float *dy, const float *x, const float *y, const float *mean,
+                       float *red, int n, int c, int hw, int relu) {
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, sx = 0;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) {
+                size_t o = ((size_t)i * c + ch) * hw + p;
+                double g = masked(dy, y, o, relu);
+                s += g;
+                sx += g * ((double)x[o] - mean[ch]);
+            }
+        red[ch] = (float)s;
+        red[c + ch] = (float)sx;
+    }
+}
+
+void ref_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
+                     const float *invstd, const float *gamma, const float *red, double count,
+                     float *dx, int n, int c, int hw, int relu, int accumulate) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++) {
+            double is = invstd[ch];
+            for (int p = 0; p < hw; p++) {
+                size_t o = ((size_t)i * c + ch) * hw + p;
+                double g = masked(dy, y, o, relu);
+                double v = (g - red[ch] / count -
+                            ((double)x[o] - mean[ch]) * is * is * red[c + ch] / count) *
+                           is * gamma[ch];
+                dx[o] = put(dx[o], v, accumulate);
+            }
+        }
+}
+
+void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
+                        int c, int accumulate) {
+    for (int ch = 0; ch < c; ch++) {
+        dgamma[ch] = put(dgamma[ch], (double)red[c + ch] * invstd[ch], accumulate);
+        dbeta[ch] = put(dbeta[ch], (double)red[ch], accumulate);
+    }
+}
+
+/* ---------------- elementwise ---------------- */
+
+void ref_relu_fwd(const float *x, float *y, size_t count) {
+    for (size_t i = 0; i < count; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+void ref_relu_bwd(const float *dy, const float *y, float *dx, size_t count, int accumulate) {
+    for (size_t i = 0; i < count; i++) dx[i] = put(dx[i], y[i] > 0 ? dy[i] : 0.0, accumulate);
+}
+
+void ref_add(const float *a, const float *b, float *y, size_t count, int relu) {
+    for (size_t i = 0; i < count; i++) {
+        float v = a[i] + b[i];
+        y[i] = (relu && v < 0) ? 0.0f : v;
+    }
+}
+
+void ref_scale(const float *x, float *y, float alpha, size_t count) {
+    for (size_t i = 0; i < count; i++) y[i] = alpha * x[i];
+}
+
+void ref_axpy(float alpha, const float *x, float *y, size_t count) {
+    for (size_t i = 0; i < count; i++) y[i] = (float)((double)y[i] + (double)alpha * x[i]);
+}
+
+/* ---------------- pooling, resize, concat ---------------- */
+
+int ref_pool_out(int h) { return (h + 2 - 3) / 2 + 1; }
+
+void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
+                     int oh, int ow) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++) {
+        const float *xp = x + pl * h * w;
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                float best = -INFINITY;
+                int bi = -1;
+                for (int i = 0; i < 3; i++) {
+                    int iy = oy * 2 - 1 + i;
+                    if (iy < 0 || iy >= h) continue;
+                    for (int j = 0; j < 3; j++) {
+                        int ix = ox * 2 - 1 + j;
+                        if (ix < 0 || ix >= w) continue;
+                        float v = xp[iy * w + ix];
+                        if (bi < 0 || v > best || isnan(v)) { /* as PyTorch */
+                            best = v;
+                            bi = iy * w + ix;
+                        }
+                    }
+                }
+                y[pl * oh * ow + oy * ow + ox] = best;
+                idx[pl * oh * ow + oy * ow + ox] = bi;
+            }
+    }
+}
+
+void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
+                     int w, int oh, int ow) {
+    /* Overwrites dx: each input sums the gradients of the windows it won. */
+    size_t plane = (size_t)h * w;
+    double *acc = calloc(plane, sizeof *acc);
+    for (size_t pl = 0; pl < (size_t)n * c; pl++) {
+        memset(acc, 0, plane * sizeof *acc);
+        for (int q = 0; q < oh * ow; q++) acc[idx[pl * oh * ow + q]] += dy[pl * oh * ow + q];
+        for (size_t p = 0; p < plane; p++) dx[pl * plane + p] = (float)acc[p];
+    }
+    free(acc);
+}
+
+void ref_avgpool_fwd(const float *x, float *y, int n, int c, int hw) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++) {
+        double s = 0;
+        for (int p = 0; p < hw; p++) s += x[pl * hw + p];
+        y[pl] = (float)(s / hw);
+    }
+}
+
+void ref_avgpool_bwd(const float *dy, float *dx, int n, int c, int hw, int accumulate) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++)
+        for (int p = 0; p < hw; p++)
+            dx[pl * hw + p] = put(dx[pl * hw + p], (double)dy[pl] / hw, accumulate);
+}
+
+/* The two source taps and weights for output coordinate o (PyTorch's
+ * area_pixel_compute_source_index with align_corners=False). */
+static void taps(int o, int in, int out, int *i0, int *i1, double *l0, double *l1) {
+    double scale = (double)in / out;
+    double src = (o + 0.5) * scale - 0.5;
+    if (src < 0) src = 0;
+    int a = (int)src;
+    if (a > in - 1) a = in - 1;
+    *i0 = a;
+    *i1 = a < in - 1 ? a + 1 : a;
+    *l1 = src - a;
+    *l0 = 1.0 - *l1;
+}
+
+void ref_resize_fwd(const float *x, float *y, int n, int c, int h, int w, int oh, int ow) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++)
+        for (int oy = 0; oy < oh; oy++) {
+            int y0, y1;
+            double wy0, wy1;
+            taps(oy, h, oh, &y0, &y1, &wy0, &wy1);
+            for (int ox = 0; ox < ow; ox++) {
+                int x0, x1;
+                double wx0, wx1;
+                taps(ox, w, ow, &x0, &x1, &wx0, &wx1);
+                const float *p = x + pl * h * w;
+                double v = wy0 * (wx0 * p[y0 * w + x0] + wx1 * p[y0 * w + x1]) +
+                           wy1 * (wx0 * p[y1 * w + x0] + wx1 * p[y1 * w + x1]);
+                y[pl * oh * ow + oy * ow + ox] = (float)v;
+            }
+        }
+}
+
+void ref_resize_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow,
+                    int accumulate) {
+    size_t plane = (size_t)h * w;
+    double *acc = calloc(plane, sizeof *acc);
+    for (size_t pl = 0; pl < (size_t)n * c; pl++) {
+        memset(acc, 0, plane * sizeof *acc);
+        for (int oy = 0; oy < oh; oy++) {
+            int y0, y1;
+            double wy0, wy1;
+            taps(oy, h, oh, &y0, &y1, &wy0, &wy1);
+            for (int ox = 0; ox < ow; ox++) {
+                int x0, x1;
+                double wx0, wx1;
+                taps(ox, w, ow, &x0, &x1, &wx0, &wx1);
+                double g = dy[pl * oh * ow + oy * ow + ox];
+                acc[y0 * w + x0] += g * wy0 * wx0;
+                acc[y0 * w + x1] += g * wy0 * wx1;
+                acc[y1 * w + x0] += g * wy1 * wx0;
+                acc[y1 * w + x1] += g * wy1 * wx1;
+            }
+        }
+        for (size_t p = 0; p < plane; p++)
+            dx[pl * plane + p] = put(dx[pl * plane + p], acc[p], accumulate);
+    }
+    free(acc);
+}
+
+void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
+                    int hw) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c_src; ch++)
+            for (int p = 0; p < hw; p++)
+                dst[((size_t)i * c_dst + c_off + ch) * hw + p] =
+                    src[((size_t)i * c_src + ch) * hw + p];
+}
+
+void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
+                    int hw, int accumulate) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c_src; ch++)
+            for (int p = 0; p < hw; p++) {
+                size_t o = ((size_t)i * c_src + ch) * hw + p;
+                dsrc[o] = put(dsrc[o], dy[((size_t)i * c_dst + c_off + ch) * hw + p], accumulate);
+            }
+}
+
+/* ---------------- dropout ---------------- */
+
+void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p,
+                     uint64_t key) {
+    for (size_t i = 0; i < count; i++) {
+        int keep = p < 1.0f && sg_rng_uniform(key, i) >= p;
+        mask[i] = (uint8_t)keep;
+        y[i] = keep ? x[i] * (1.0f / (1.0f - p)) : 0.0f;
+    }
+}
+
+void ref_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t count, float p,
+                     int accumulate) {
+    for (size_t i = 0; i < count; i++) {
+        float v = mask[i] ? dy[i] * (1.0f / (1.0f - p)) : 0.0f;
+        dx[i] = accumulate ? dx[i] + v : v;
+    }
+}
+
+/* ---------------- loss, metrics ---------------- */
+
+void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                    int ignore, float grad_scale, float *dlogits, double *loss_sum,
+                    int64_t *valid) {
+    double loss = 0;
+    int64_t nvalid = 0;
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < hw; p++) {
+            const float *l = logits + (size_t)i * c * hw + p;
+            int lab = labels[(size_t)i * hw + p];
+            int ok = lab != ignore && lab < c;
+            if (!ok) {
+                if (dlogits)
+                    for (int k = 0; k < c; k++)
+                        dlogits[(size_t)i * c * hw + (size_t)k * hw + p] = 0;
+                continue;
+            }
+            double mx = l[0];
+            for (int k = 1; k < c; k++) mx = l[(size_t)k * hw] > mx ? l[(size_t)k * hw] : mx;
+            double se = 0;
+            for (int k = 0; k < c; k++) se += exp(l[(size_t)k * hw] - mx);
+            double lse = mx + log(se);
+            loss += lse - l[(size_t)lab * hw];
+            nvalid++;
+            if (dlogits)
+                for (int k = 0; k < c; k++) {
+                    double sm = exp(l[(size_t)k * hw] - lse);
+                    dlogits[(size_t)i * c * hw + (size_t)k * hw + p] =
+                        (float)((sm - (k == lab)) * grad_scale);
+                }
+        }
+    *loss_sum = loss;
+    *valid = nvalid;
+}
+
+void ref_argmax(const float *logits, uint8_t *pred, int n, int c, int hw) {
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < hw; p++) {
+            int best = 0;
+            for (int k = 1; k < c; k++)
+                if (logits[((size_t)i * c + k) * hw + p] > logits[((size_t)i * c + best) * hw + p])
+                    best = k;
+            pred[(size_t)i * hw + p] = (uint8_t)best;
+        }
+}
+
+void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
+                   int64_t *conf) {
+    for (size_t i = 0; i < count; i++)
+        if (labels[i] < c && pred[i] < c) conf[labels[i] * c + pred[i]] += 1;
+}
+
+/* ---------------- optimizer, input, reductions ---------------- */
+
+void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, float lr,
+                  float momentum, float dampening, float wd, int nesterov, int first) {
+    for (size_t i = 0; i < count; i++) {
+        float d = grad[i];
+        if (wd != 0) d = d + wd * param[i];
+        if (momentum != 0) {
+            float b = first ? d : momentum * buf[i] + (1 - dampening) * d;
+            buf[i] = b;
+            d = nesterov ? d + momentum * b : b;
+        }
+        param[i] = param[i] - lr * d;
+    }
+}
+
+void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w,
+                      const float mean[3], const float std[3]) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < 3; ch++)
+            for (int p = 0; p < h * w; p++)
+                dst[((size_t)i * 3 + ch) * h * w + p] =
+                    (float)(((double)src[((size_t)i * h * w + p) * 3 + ch] / 255.0 - mean[ch]) /
+                            std[ch]);
+}
+
+double ref_sumsq(const float *x, size_t count) {
+    double s = 0;
+    for (size_t i = 0; i < count; i++) s += (double)x[i] * x[i];
+    return s;
+}

@@ -1,0 +1,109 @@
+/* tests/kernels/ref_ops.h - naive reference implementations of every op in
+ * kernels/backend.h, for testing the backends (CPU and CUDA).
+ *
+ * Direct loops over host memory, single-threaded, double accumulation, no
+ * cleverness: each function is the definition of its op, written
+ * independently of any backend. Signatures mirror sg_ops without the backend
+ * argument; all pointers are host pointers. Semantics (and the choices the
+ * backends must match bit for bit where stated) are documented per function.
+ * Static library `ref_ops_lib` (tests/kernels/meson.build), also used by
+ * tests/cuda.
+ */
+#ifndef SG_TESTS_REF_OPS_H
+#define SG_TESTS_REF_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- convolution: x [n,c,h,w], w [k,c,r,s], y [n,k,oh,ow]; d filled by
+ * sg_conv_desc_init. Zero padding. ---- */
+void ref_conv_fwd(const sg_conv_desc *d, const float *x, const float *w, float *y);
+void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
+                       int accumulate);
+void ref_conv_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
+                         int accumulate);
+void ref_bias_fwd(float *y, const float *b, int n, int c, int hw);
+void ref_bias_bwd(const float *dy, float *db, int n, int c, int hw, int accumulate);
+
+/* ---- batch norm (see backend.h) ----
+ * stats [2c]: mean, M2 (two-pass, double). finalize: Chan's merge of the
+ * parts with count > 0; var = M2/N (biased) for invstd; running_var gets
+ * M2/(N-1) (unbiased), or M2/N when N == 1 (no division by zero). */
+void ref_bn_stats(const float *x, int n, int c, int hw, float *stats);
+void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c,
+                     float eps, float momentum, float *mean, float *invstd,
+                     float *running_mean, float *running_var);
+void ref_bn_eval_params(const float *running_mean, const float *running_var, int c,
+                        float eps, float *mean, float *invstd);
+void ref_bn_fwd(const float *x, const float *mean, const float *invstd, const float *gamma,
+                const float *beta, float *y, int n, int c, int hw, int relu);
+void ref_bn_bwd_reduce(const float *dy, const float *x, const float *y, const float *mean,
+                       float *red, int n, int c, int hw, int relu);
+void ref_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
+                     const float *invstd, const float *gamma, const float *red, double count,
+                     float *dx, int n, int c, int hw, int relu, int accumulate);
+void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
+                        int c, int accumulate);
+
+/* ---- elementwise ---- */
+void ref_relu_fwd(const float *x, float *y, size_t count);
+void ref_relu_bwd(const float *dy, const float *y, float *dx, size_t count, int accumulate);
+void ref_add(const float *a, const float *b, float *y, size_t count, int relu);
+void ref_scale(const float *x, float *y, float alpha, size_t count);
+void ref_axpy(float alpha, const float *x, float *y, size_t count);
+
+/* ---- pooling, resize, concat ----
+ * maxpool 3x3 stride 2 pad 1, padding = -inf; idx = flat index h*w_in+w of
+ * the FIRST maximum in window order (rows then columns, strict >), as
+ * PyTorch. oh = (h + 2 - 3)/2 + 1 = (h-1)/2 + 1 (ref_pool_out). */
+int ref_pool_out(int h);
+void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
+                     int oh, int ow);
+void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
+                     int w, int oh, int ow);
+void ref_avgpool_fwd(const float *x, float *y, int n, int c, int hw);
+void ref_avgpool_bwd(const float *dy, float *dx, int n, int c, int hw, int accumulate);
+/* Bilinear, align_corners=False exactly as PyTorch: scale = in/out,
+ * src = (dst + 0.5)*scale - 0.5 clamped at 0, i0 = floor(src),
+ * i1 = min(i0+1, in-1), l1 = src - i0, l0 = 1 - l1. */
+void ref_resize_fwd(const float *x, float *y, int n, int c, int h, int w, int oh, int ow);
+void ref_resize_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow,
+                    int accumulate);
+void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
+                    int hw);
+void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
+                    int hw, int accumulate);
+
+/* ---- dropout: mask[i] = sg_rng_uniform(key, i) >= p (keep), y = x*mask/(1-p);
+ * p >= 1 drops everything (y = 0). ---- */
+void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p,
+                     uint64_t key);
+void ref_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t count, float p,
+                     int accumulate);
+
+/* ---- loss, metrics ---- */
+void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                    int ignore, float grad_scale, float *dlogits, double *loss_sum,
+                    int64_t *valid);
+void ref_argmax(const float *logits, uint8_t *pred, int n, int c, int hw);
+void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
+                   int64_t *conf);
+
+/* ---- optimizer, input, reductions ---- */
+void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, float lr,
+                  float momentum, float dampening, float wd, int nesterov, int first);
+void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w,
+                      const float mean[3], const float std[3]);
+double ref_sumsq(const float *x, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

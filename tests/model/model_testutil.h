@@ -1,0 +1,116 @@
+/* tests/model/model_testutil.h - helpers shared by the model tests:
+ * the CPU backend, tiny model options, host<->device copies, stderr capture. */
+#ifndef SG_TESTS_MODEL_TESTUTIL_H
+#define SG_TESTS_MODEL_TESTUTIL_H
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/backend.h"
+#include "model/model.h"
+
+static const char *mt_fixtures = "tests/fixtures";
+
+/* The backend under test: "cpu", or $SG_TEST_DEVICE (e.g. cuda) so the same
+ * model tests check another backend; without that device the test skips. */
+static sg_backend *mt_backend(void) {
+    static sg_backend *be;
+    if (!be) {
+        const char *dev = getenv("SG_TEST_DEVICE");
+        if (!dev || !*dev) dev = "cpu";
+        sg_backend_opts o = {2, 0, 1};
+        if (strncmp(dev, "cuda", 4) == 0 && sg_backend_cuda_device_count() == 0) {
+            fprintf(stderr, "SG_TEST_DEVICE=%s but no CUDA device: skipped\n", dev);
+            exit(77);
+        }
+        be = sg_backend_create(dev, &o);
+        if (!be) {
+            fprintf(stderr, "cannot create backend '%s'\n", dev);
+            exit(1);
+        }
+    }
+    return be;
+}
+
+/* A tiny network: one block per layer, base width 4, OS 8, aux head, two
+ * ASPP rates, dropout off. */
+static inline void mt_tiny_opts(sg_model_opts *o, sg_backbone b) {
+    sg_model_opts_default(o, b);
+    o->base_width = 4;
+    o->num_classes = 3;
+    o->blocks[0] = o->blocks[1] = o->blocks[2] = o->blocks[3] = 1;
+    o->aspp_rates[0] = 2;
+    o->aspp_rates[1] = 3;
+    o->n_aspp_rates = 2;
+    o->aspp_dropout = 0;
+    o->aux_dropout = 0;
+}
+
+static inline float *mt_download(sg_backend *be, const float *dev, size_t count) {
+    float *h = malloc((count ? count : 1) * sizeof(float));
+    be->ops->download(be, h, dev, count * sizeof(float));
+    return h;
+}
+
+/* Captures everything written to stderr between begin and end into buf. */
+typedef struct mt_capture { int saved; char path[64]; } mt_capture;
+
+static inline void mt_capture_begin(mt_capture *c) {
+    fflush(stderr);
+    snprintf(c->path, sizeof c->path, "/tmp/sg_model_test_%d.err", (int)getpid());
+    int fd = open(c->path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    c->saved = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static inline void mt_capture_end(mt_capture *c, char *buf, size_t cap) {
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    FILE *f = fopen(c->path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    unlink(c->path);
+    fputs(buf, stderr); /* keep it visible in the test log */
+}
+
+/* Fills the planned input with a deterministic pattern and runs one training
+ * forward + CE backward (labels pattern, 1 in 7 ignored). Returns the loss. */
+static inline double mt_train_step(sg_model *m, int n, int h, int w, float aux_weight,
+                                   int accumulate) {
+    sg_backend *be = sg_model_backend(m);
+    const sg_model_opts *o = sg_model_get_opts(m);
+    size_t cnt = (size_t)n * 3 * h * w, hw = (size_t)h * w;
+    float *x = malloc(cnt * sizeof(float));
+    for (size_t i = 0; i < cnt; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    be->ops->upload(be, sg_model_input(m), x, cnt * sizeof(float));
+    uint8_t *lab = malloc((size_t)n * hw);
+    int64_t valid = 0;
+    for (size_t i = 0; i < (size_t)n * hw; i++) {
+        lab[i] = (i % 7 == 3) ? 255 : (uint8_t)((i * 31u / 5u) % (unsigned)o->num_classes);
+        valid += lab[i] != 255;
+    }
+    uint8_t *dlab = be->ops->alloc(be, (size_t)n * hw);
+    be->ops->upload(be, dlab, lab, (size_t)n * hw);
+    sg_model_forward(m, 1, 12345);
+    double s1 = 0, s2 = 0;
+    int64_t v = 0;
+    be->ops->ce_fwd_bwd(be, sg_model_out(m), dlab, n, o->num_classes, (int)hw, 255,
+                        1.0f / (float)valid, sg_model_dout(m), &s1, &v);
+    if (o->aux_head)
+        be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, n, o->num_classes, (int)hw, 255,
+                            aux_weight / (float)valid, sg_model_daux(m), &s2, &v);
+    sg_model_backward(m, accumulate);
+    be->ops->sync(be);
+    be->ops->free(be, dlab);
+    free(x);
+    free(lab);
+    return (s1 + aux_weight * s2) / (double)valid;
+}
+
+#endif

@@ -1,0 +1,204 @@
+/* tests/train/test_bench.c - `segtrain bench` (cmd/bench.h) on the tiny
+ * network (resnet18 at width 8, 48x48 crops). No timing thresholds: timings
+ * are only checked to exist and be consistent with each other.
+ *   same_step - bench --with-data runs the trainer's exact step: its first two
+ *               losses equal sg_train_run's on the same data, seed and
+ *               (constant) LR, bit for bit; the result's fields are
+ *               consistent (phases sum to at most the step, FLOPs = 3 x
+ *               forward x images, memory figures positive)
+ *   synthetic - synthetic batches: the first loss is ~ (1 + aux_weight) ln(C)
+ *               as for a freshly initialised network, and a second run with
+ *               the same seed gives the same losses
+ *   cli       - the binary (argv[2]) writes --json with every documented field
+ *               present and positive, including the measured peak; usage and
+ *               I/O errors exit 2 / 1
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cmd/bench.h"
+#include "cmd/trainer.h"
+#include "testutil.h"
+#include "train_fixture.h"
+
+static const char *g_segtrain;
+
+static void check_result_consistent(const sg_bench_result *r, int iters) {
+    CHECK_EQ_INT(r->iters, iters);
+    CHECK_EQ_INT(r->world, 1);
+    CHECK(r->threads >= 1);
+    CHECK(strcmp(r->backend, "cpu") == 0);
+    for (int i = 0; i < iters; i++) {
+        double sum = 0;
+        for (int p = 0; p < SG_PH_N; p++) {
+            CHECK(r->phase_s[p][i] >= 0);
+            sum += r->phase_s[p][i];
+        }
+        CHECK(r->step_s[i] > 0);
+        CHECK(r->cpu_s[i] > 0);
+        /* the phases partition the inside of the timed step */
+        CHECK_MSG(sum <= r->step_s[i] + 1e-9, "phases %.9f s > step %.9f s", sum, r->step_s[i]);
+        CHECK(r->phase_s[SG_PH_FWD][i] > 0 && r->phase_s[SG_PH_BWD][i] > 0);
+    }
+    CHECK(r->flops_fwd_image > 0);
+    CHECK_NEAR(r->flops_step, 3.0 * r->flops_fwd_image * r->batch * r->accum, 1e-6);
+    CHECK(r->peak_rss_mib > 0);
+    CHECK(r->device_peak_mib >= r->activation_mib && r->activation_mib > 0);
+    CHECK(r->params > 0);
+}
+
+static void test_same_step(void) {
+    CHECK(fx_setup("bench_same", 8, 1, 60, 80, 19) == 0);
+    const char *sets[] = {"train.iters=2", "train.lr_schedule=constant", "train.lr=0.05",
+                          "train.leftover_eval=false"};
+    sg_config cfg;
+    CHECK(fx_config(&cfg, "train", sets, 4) == 0);
+    double trained[2] = {NAN, NAN};
+    sg_train_debug dbg = {0};
+    dbg.step_loss = trained;
+    dbg.step_loss_cap = 2;
+    CHECK_EQ_INT(sg_train_run(&cfg, NULL, &dbg), 0);
+    CHECK_EQ_INT(dbg.iters_done, 2);
+
+    sg_bench_opts o = {2, 0, 1, 1, -1.0};
+    sg_bench_result r;
+    CHECK_EQ_INT(sg_bench_run(&cfg, &o, &r), 0);
+    fprintf(stderr, "  train losses %.17g %.17g, bench %.17g %.17g\n", trained[0], trained[1],
+            r.loss_first, r.loss_last);
+    int ok = r.loss_first == trained[0] && r.loss_last == trained[1];
+    check_result_consistent(&r, 2);
+    CHECK(r.peak_gflops == 0);  /* skipped */
+    sg_bench_result_free(&r);
+    CHECK_MSG(ok, "bench's step differs from the trainer's");
+    /* the second loss differs from the first: the optimizer step ran */
+    CHECK(trained[1] != trained[0]);
+    fx_cleanup(0);
+}
+
+static void test_synthetic(void) {
+    CHECK(fx_setup("bench_synth", 1, 0, 8, 8, 19) == 0);
+    sg_config cfg;
+    CHECK(fx_config(&cfg, "b", NULL, 0) == 0);
+    sg_bench_opts o = {2, 1, 0, 1, -1.0};
+    sg_bench_result a, b;
+    CHECK_EQ_INT(sg_bench_run(&cfg, &o, &a), 0);
+    o.split = 0;  /* whole-step timing: same work, so the same losses */
+    CHECK_EQ_INT(sg_bench_run(&cfg, &o, &b), 0);
+    double expect = (1.0 + cfg.train.aux_weight) * log(19.0);
+    double l0 = a.loss_first, l1 = a.loss_last, m0 = b.loss_first, m1 = b.loss_last;
+    check_result_consistent(&a, 2);
+    sg_bench_result_free(&a);
+    sg_bench_result_free(&b);
+    CHECK_MSG(l0 > 0.95 * expect && l0 < 1.3 * expect, "first loss %g, ~%g expected", l0, expect);
+    CHECK(l0 == m0 && l1 == m1);
+    CHECK(l1 != l0);
+    fx_cleanup(0);
+}
+
+/* ---------------- the binary ---------------- */
+
+static int run(const char *cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = calloc(1, 1 << 16);
+    size_t n = fread(s, 1, (1 << 16) - 1, f);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The number after "key": in a flat JSON object; NAN if absent. */
+static double json_num(const char *js, const char *key) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(js, pat);
+    if (!p) return NAN;
+    char *end;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
+}
+
+static void test_cli(void) {
+    CHECK(fx_setup("bench_cli", 1, 0, 8, 8, 19) == 0);
+    char yaml[700], json[700], cmd[3000];
+    snprintf(yaml, sizeof yaml, "%s/tiny.yaml", fx_root);
+    snprintf(json, sizeof json, "%s/bench.json", fx_root);
+    FILE *f = fopen(yaml, "w");
+    CHECK(f != NULL);
+    fprintf(f, "device: cpu\nthreads: 2\nseed: 1\nmodel:\n  backbone: resnet18\n"
+               "  base_width: 8\n  aspp_rates: [2, 4, 6]\n  num_classes: 5\n"
+               "data:\n  label_map: none\n  crop_size: [32, 48]\ntrain:\n  batch_size: 3\n  accum_steps: 2\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 3 --warmup 1 --json '%s' "
+             "--quiet > '%s/out.txt'", g_segtrain, yaml, json, fx_root);
+    CHECK_EQ_INT(run(cmd), 0);
+    char *js = slurp(json);
+    CHECK(js != NULL);
+    const char *positive[] = {"img_per_s", "step_ms_median", "step_ms_mean", "step_ms_min",
+                              "step_ms_max", "cpu_ms_median", "forward_ms_median",
+                              "backward_ms_median", "gflops_fwd_per_image", "gflops_per_step",
+                              "achieved_gflops", "peak_gflops", "peak_fraction",
+                              "peak_rss_mib", "device_mem_peak_mib", "loss_first"};
+    int bad = -1;
+    for (int i = 0; i < (int)(sizeof positive / sizeof *positive); i++)
+        if (!(json_num(js, positive[i]) > 0)) bad = i;
+    double imgs = json_num(js, "img_per_s"), med = json_num(js, "step_ms_median");
+    double flops = json_num(js, "gflops_per_step"), fwd = json_num(js, "gflops_fwd_per_image");
+    double ach = json_num(js, "achieved_gflops");
+    int has_split = strstr(js, "\"data_ms_median\":") && strstr(js, "\"comm_ms_median\":") &&
+                    strstr(js, "\"optimizer_ms_median\":") && strstr(js, "\"loss_ms_median\":");
+    int has_shape = strstr(js, "\"crop\":[32,48]") && json_num(js, "batch") == 3 &&
+                    json_num(js, "accum_steps") == 2 && json_num(js, "iters") == 3;
+    free(js);
+    CHECK_MSG(bad < 0, "field %s missing or not positive", positive[bad]);
+    CHECK(has_split && has_shape);
+    /* img/s counts every image of the step: batch x accum / median step */
+    CHECK_NEAR(imgs, 6.0 / (med / 1e3), 1e-6 * imgs);
+    CHECK_NEAR(flops, 3.0 * 6.0 * fwd, 1e-9 * flops);
+    CHECK_NEAR(ach, flops / (med / 1e3), 1e-6 * ach);
+
+    /* usage errors exit 2, an unwritable --json exits 1 */
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 0 2>/dev/null", g_segtrain, yaml);
+    CHECK_EQ_INT(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --peak-gflops x 2>/dev/null", g_segtrain,
+             yaml);
+    CHECK_EQ_INT(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --set model.nonexistent=1 2>/dev/null",
+             g_segtrain, yaml);
+    CHECK_EQ_INT(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 1 --warmup 0 --peak-gflops 0 "
+             "--json '%s/no/such/dir/b.json' >/dev/null 2>&1", g_segtrain, yaml, fx_root);
+    CHECK_EQ_INT(run(cmd), 1);
+    fx_cleanup(0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_bench same_step|synthetic|cli [SEGTRAIN_BINARY]\n");
+        return 2;
+    }
+    sg_log_set_level(SG_LOG_WARN);
+    if (strcmp(argv[1], "same_step") == 0) {
+        TEST_RUN(test_same_step);
+    } else if (strcmp(argv[1], "synthetic") == 0) {
+        TEST_RUN(test_synthetic);
+    } else if (strcmp(argv[1], "cli") == 0) {
+        if (argc < 3) {
+            fprintf(stderr, "test_bench cli: pass the segtrain binary\n");
+            return 2;
+        }
+        g_segtrain = argv[2];
+        TEST_RUN(test_cli);
+    } else {
+        fprintf(stderr, "test_bench: unknown case %s\n", argv[1]);
+        return 2;
+    }
+    return TEST_EXIT();
+}

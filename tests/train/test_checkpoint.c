@@ -1,0 +1,194 @@
+/* tests/train/test_checkpoint.c - the checkpoint file protocol without a
+ * network: round trip, checksum, corrupt/truncated detection, auto-resume
+ * skipping a bad newest file, retention, and kill -9 during a write. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd/checkpoint.h"
+#include "cmd/log.h"
+#include "testutil.h"
+
+static char root[256];
+
+/* A fake checkpoint: one float tensor of n elements with a pattern from tag,
+ * one int64 scalar, the metadata sg_ckpt_open_valid requires. */
+static int write_fake(const char *path, size_t n, int tag) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)tag + (float)i * 1e-3f;
+    int64_t nb = tag, shape[1] = {(int64_t)n};
+    sg_ckpt_builder b;
+    sg_ckpt_builder_init(&b);
+    int rc = sg_ckpt_add(&b, "encoder.conv1.weight", SG_ST_F32, 1, shape, x, n * sizeof(float));
+    rc |= sg_ckpt_add(&b, "encoder.bn1.num_batches_tracked", SG_ST_I64, 0, NULL, &nb, 8);
+    rc |= sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT);
+    rc |= sg_ckpt_meta(&b, "format_version", "1");
+    rc |= sg_ckpt_commit(&b, path);
+    sg_ckpt_builder_free(&b);
+    free(x);
+    return rc;
+}
+
+static void mkrun(const char *name, char *run, char *ck) {
+    snprintf(run, 512, "%s/%s", root, name);
+    mkdir(run, 0777);
+    sg_ckpt_dir(run, 1, ck, 512);
+}
+
+static void flip_byte_from_end(const char *path, long from_end) {
+    FILE *f = fopen(path, "r+b");
+    fseek(f, -from_end, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -from_end, SEEK_END);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+static void truncate_half(const char *path) {
+    struct stat sb;
+    stat(path, &sb);
+    CHECK(truncate(path, sb.st_size / 2) == 0);
+}
+
+static void test_roundtrip(void) {
+    char run[512], ck[512], path[600], why[256];
+    mkrun("rt", run, ck);
+    sg_ckpt_iter_path(run, 5, path, sizeof path);
+    CHECK_STR_CONTAINS(path, "/checkpoints/iter_00000005.safetensors");
+    CHECK_EQ_INT(write_fake(path, 1000, 3), 0);
+    sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
+    CHECK_MSG(f != NULL, "%s", why);
+    CHECK_EQ_INT(sg_st_count(f), 2);
+    CHECK(strcmp(sg_st_meta(f, "tensor_count"), "2") == 0);
+    CHECK(strncmp(sg_st_meta(f, "checksum"), "fnv1a64:", 8) == 0);
+    const sg_st_tensor *t = sg_st_find(f, "encoder.conv1.weight");
+    CHECK(t != NULL && t->count == 1000);
+    float v[1000];
+    CHECK_EQ_INT(sg_st_read_f32(f, t, v, 1000), 0);
+    CHECK_NEAR(v[999], 3 + 0.999f, 1e-6);
+    sg_st_close(f);
+    /* no temporary file left behind */
+    char tmp[640];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(access(tmp, F_OK) != 0);
+}
+
+static void test_corrupt_detected(void) {
+    char run[512], ck[512], path[600], why[256];
+    mkrun("corrupt", run, ck);
+    sg_ckpt_iter_path(run, 1, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 1000, 1), 0);
+    flip_byte_from_end(path, 100); /* inside the float data */
+    CHECK(sg_ckpt_open_valid(path, why, sizeof why) == NULL);
+    CHECK_STR_CONTAINS(why, "checksum mismatch");
+    CHECK_EQ_INT(write_fake(path, 1000, 1), 0);
+    truncate_half(path);
+    CHECK(sg_ckpt_open_valid(path, why, sizeof why) == NULL);
+    CHECK_STR_CONTAINS(why, "truncated or corrupt");
+    /* a plain weights file is not a checkpoint */
+    sg_ckpt_builder b;
+    sg_ckpt_builder_init(&b);
+    int64_t shape[1] = {1};
+    float one = 1;
+    sg_ckpt_add(&b, "x", SG_ST_F32, 1, shape, &one, 4);
+    sg_ckpt_meta(&b, "format", "pt");
+    CHECK_EQ_INT(sg_ckpt_commit(&b, path), 0);
+    sg_ckpt_builder_free(&b);
+    CHECK(sg_ckpt_open_valid(path, why, sizeof why) == NULL);
+    CHECK_STR_CONTAINS(why, "not a segtrain checkpoint");
+}
+
+static void test_auto_resume_skips_bad_newest(void) {
+    char run[512], ck[512], path[600], out[600];
+    mkrun("auto", run, ck);
+    CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 0); /* none yet */
+    for (int it = 10; it <= 30; it += 10) {
+        sg_ckpt_iter_path(run, it, path, sizeof path);
+        CHECK_EQ_INT(write_fake(path, 500, it), 0);
+    }
+    CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "iter_00000030");
+    sg_ckpt_iter_path(run, 30, path, sizeof path);
+    truncate_half(path);
+    sg_ckpt_iter_path(run, 20, path, sizeof path);
+    flip_byte_from_end(path, 8);
+    CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "iter_00000010");
+}
+
+static void test_prune(void) {
+    char run[512], ck[512], path[600];
+    mkrun("prune", run, ck);
+    for (int it = 1; it <= 5; it++) {
+        sg_ckpt_iter_path(run, it * 100, path, sizeof path);
+        CHECK_EQ_INT(write_fake(path, 10, it), 0);
+    }
+    snprintf(path, sizeof path, "%s/iter_00000600.safetensors.tmp", ck);
+    FILE *f = fopen(path, "w");
+    fputs("partial", f);
+    fclose(f);
+    sg_ckpt_best_path(run, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 10, 9), 0);
+    CHECK_EQ_INT(sg_ckpt_prune(run, 2), 4); /* iter 100, 200, 300 and the .tmp */
+    for (int it = 1; it <= 5; it++) {
+        sg_ckpt_iter_path(run, it * 100, path, sizeof path);
+        CHECK_EQ_INT(access(path, F_OK) == 0, it >= 4);
+    }
+    sg_ckpt_best_path(run, path, sizeof path);
+    CHECK(access(path, F_OK) == 0); /* best is never pruned */
+}
+
+/* A child rewrites iter_2 (16 MB) in a loop; the parent kills it with
+ * SIGKILL while a write is in progress (its .tmp exists). Whatever moment the
+ * kill hit, the newest valid checkpoint must load and iter_1 must be intact. */
+static void test_kill9_during_write(void) {
+    char run[512], ck[512], p1[600], p2[600], tmp[640], out[600], why[256];
+    mkrun("kill9", run, ck);
+    sg_ckpt_iter_path(run, 1, p1, sizeof p1);
+    sg_ckpt_iter_path(run, 2, p2, sizeof p2);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p2);
+    CHECK_EQ_INT(write_fake(p1, 1000, 1), 0);
+    for (int round = 0; round < 3; round++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            for (int k = 0;; k++) write_fake(p2, 4u << 20, 2 + k);
+        }
+        int seen = 0;
+        for (int i = 0; i < 20000 && !seen; i++) { /* up to ~20 s */
+            seen = access(tmp, F_OK) == 0;
+            if (!seen) usleep(1000);
+        }
+        if (seen) usleep((useconds_t)(round * 3000));
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK(seen);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 1);
+        sg_st_file *f = sg_ckpt_open_valid(out, why, sizeof why);
+        CHECK_MSG(f != NULL, "%s: %s", out, why);
+        sg_st_close(f);
+        f = sg_ckpt_open_valid(p1, why, sizeof why);
+        CHECK_MSG(f != NULL, "previous checkpoint damaged: %s", why);
+        sg_st_close(f);
+    }
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "%s/sg_test_ckpt_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(root)) return 1;
+    sg_log_set_level(SG_LOG_ERROR);
+    TEST_RUN(test_roundtrip);
+    TEST_RUN(test_corrupt_detected);
+    TEST_RUN(test_auto_resume_skips_bad_newest);
+    TEST_RUN(test_prune);
+    TEST_RUN(test_kill9_during_write);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (!tu_failed_cases && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    return TEST_EXIT();
+}

@@ -1,0 +1,206 @@
+/* tests/train/test_train_units.c - LR schedule, SGD parameter groups, metrics
+ * from hand-made confusion matrices, JSON writer. No network, no data. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/jsonw.h"
+#include "cmd/lr_schedule.h"
+#include "cmd/metrics.h"
+#include "cmd/optimizer.h"
+#include "testutil.h"
+
+static sg_train_cfg base_train(void) {
+    sg_train_cfg t;
+    memset(&t, 0, sizeof t);
+    strcpy(t.lr_schedule, "poly");
+    t.lr = 0.01;
+    t.poly_power = 0.9;
+    t.min_lr = 0.0;
+    t.momentum = 0.9;
+    t.head_lr_mult = 10.0;
+    return t;
+}
+
+static void test_poly(void) {
+    sg_train_cfg t = base_train();
+    sg_lr_schedule s;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 0);
+    CHECK_NEAR(sg_lr_at(&s, 0), 0.01, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 50), 0.01 * pow(0.5, 0.9), 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 99), 0.01 * pow(0.01, 0.9), 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 100), 0.0, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 1000), 0.0, 1e-15); /* clamped past the end */
+    t.min_lr = 1e-4;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 0);
+    CHECK_NEAR(sg_lr_at(&s, 50), (0.01 - 1e-4) * pow(0.5, 0.9) + 1e-4, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 100), 1e-4, 1e-15);
+    t.poly_power = 1.0;
+    t.min_lr = 0;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), 0);
+    CHECK_NEAR(sg_lr_at(&s, 3), 0.007, 1e-15);
+}
+
+static void test_constant_warmup(void) {
+    sg_train_cfg t = base_train();
+    strcpy(t.lr_schedule, "constant");
+    t.warmup_iters = 10;
+    t.warmup_ratio = 0.1;
+    sg_lr_schedule s;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 0);
+    CHECK_NEAR(sg_lr_at(&s, 0), 0.001, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 5), 0.01 * (0.1 + 0.9 * 0.5), 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 10), 0.01, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 77), 0.01, 1e-15);
+    /* warmup on top of poly multiplies the poly value */
+    strcpy(t.lr_schedule, "poly");
+    t.poly_power = 1.0;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 0);
+    CHECK_NEAR(sg_lr_at(&s, 5), 0.01 * 0.95 * 0.55, 1e-15);
+}
+
+static void test_schedule_errors(void) {
+    sg_train_cfg t = base_train();
+    sg_lr_schedule s;
+    strcpy(t.lr_schedule, "cosine");
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 2);
+    t = base_train();
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 0), 2);
+    t.min_lr = 1.0;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), 2);
+}
+
+/* ---- a minimal host "backend" for the optimizer: alloc + the SGD formula ---- */
+static void *h_alloc(sg_backend *be, size_t n) { (void)be; return calloc(1, n); }
+static void h_free(sg_backend *be, void *p) { (void)be; free(p); }
+static int sgd_calls;
+static void h_sgd(sg_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
+                  float mom, float damp, float wd, int nesterov, int first) {
+    (void)be;
+    sgd_calls++;
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        if (mom != 0.0f) {
+            buf[i] = first ? d : mom * buf[i] + (1 - damp) * d;
+            d = nesterov ? d + mom * buf[i] : buf[i];
+        }
+        p[i] -= lr * d;
+    }
+}
+
+static void test_name_prefix(void) {
+    CHECK(sg_name_matches_prefix("encoder.layer1.0.conv1.weight", "encoder.layer1"));
+    CHECK(!sg_name_matches_prefix("encoder.layer10.0.conv1.weight", "encoder.layer1"));
+    CHECK(sg_name_matches_prefix("aux_head.4.bias", "aux_head"));
+    CHECK(sg_name_matches_prefix("aux_head", "aux_head"));
+    CHECK(!sg_name_matches_prefix("aux_headx.1", "aux_head"));
+    CHECK(sg_name_matches_prefix("encoder.layer10.x", "encoder."));
+    CHECK(!sg_name_matches_prefix("anything", ""));
+}
+
+static void test_sgd_groups(void) {
+    sg_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.alloc = h_alloc;
+    ops.free = h_free;
+    ops.sgd_step = h_sgd;
+    sg_backend be = {.ops = &ops};
+    float p[4][2] = {{1, 2}, {3, 4}, {5, 6}, {7, 8}}, g[4][2] = {{1, 1}, {1, 1}, {1, 1}, {1, 1}};
+    sg_opt_param params[4] = {{"encoder.conv1.weight", p[0], g[0], 2, 0},
+                              {"encoder.layer1.0.conv1.weight", p[1], g[1], 2, 0},
+                              {"aux_head.4.weight", p[2], g[2], 2, 0},
+                              {"decoder.4.bias", p[3], g[3], 2, 1}};
+    sg_train_cfg t = base_train();
+    t.weight_decay = 0.0;
+    strcpy(t.freeze[0], "encoder.layer1");
+    t.n_freeze = 1;
+    strcpy(t.head_lr_prefixes[0], "aux_head");
+    t.n_head_lr_prefixes = 1;
+    sg_sgd opt;
+    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), 0);
+    CHECK_EQ_INT(opt.n_frozen, 2); /* by prefix, and by the registry's flag */
+    CHECK_EQ_INT(opt.n_head, 1);
+    CHECK(opt.e[1].buf == NULL);
+    sgd_calls = 0;
+    sg_sgd_step(&opt, 0.1);
+    CHECK_EQ_INT(sgd_calls, 2);
+    CHECK_NEAR(p[0][0], 1 - 0.1, 1e-6);   /* first step: buf = g */
+    CHECK_NEAR(p[1][0], 3, 0);            /* frozen: untouched */
+    CHECK_NEAR(p[3][1], 8, 0);
+    CHECK_NEAR(p[2][0], 5 - 1.0, 1e-6);   /* head at 10x */
+    sg_sgd_step(&opt, 0.1);               /* buf = 0.9*1 + 1 = 1.9 */
+    CHECK_NEAR(p[0][0], 1 - 0.1 - 0.19, 1e-6);
+    CHECK_NEAR(p[2][0], 5 - 1.0 - 1.9, 1e-5);
+    CHECK_EQ_INT(sg_sgd_find(&opt, "aux_head.4.weight"), 2);
+    CHECK_EQ_INT(sg_sgd_find(&opt, "nope"), -1);
+    sg_sgd_free(&opt);
+    /* a freeze prefix that matches nothing is a configuration error */
+    strcpy(t.freeze[0], "encoder.layer9");
+    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), 2);
+}
+
+static void test_metrics_handmade(void) {
+    /* 4 classes; class 3 never in GT nor prediction; class 2 predicted but
+     * absent from GT. rows = GT. */
+    int64_t conf[16] = {
+        50, 10, 0, 0,   /* GT 0: 60 px */
+        5, 20, 5, 0,    /* GT 1: 30 px */
+        0, 0, 0, 0,     /* GT 2: none */
+        0, 0, 0, 0};
+    sg_metrics m;
+    sg_metrics_from_confusion(conf, 4, &m);
+    CHECK_NEAR(m.iou[0], 50.0 / (60 + 55 - 50), 1e-12);
+    CHECK_NEAR(m.iou[1], 20.0 / (30 + 30 - 20), 1e-12);
+    CHECK_NEAR(m.iou[2], 0.0, 0);          /* predicted, never true: counts as 0 */
+    CHECK(isnan(m.iou[3]));                /* absent everywhere: excluded */
+    CHECK(isnan(m.acc[2]) && isnan(m.acc[3]));
+    CHECK_NEAR(m.acc[0], 50.0 / 60, 1e-12);
+    CHECK_NEAR(m.miou, (50.0 / 65 + 20.0 / 40 + 0.0) / 3, 1e-12);
+    CHECK_NEAR(m.macc, (50.0 / 60 + 20.0 / 30) / 2, 1e-12);
+    CHECK_NEAR(m.pixel_acc, 70.0 / 90, 1e-12);
+    CHECK_EQ_INT(m.total_pixels, 90);
+    int64_t zero[4] = {0};
+    sg_metrics_from_confusion(zero, 2, &m);
+    CHECK(isnan(m.miou) && isnan(m.pixel_acc));
+}
+
+static void test_metrics_json(void) {
+    int64_t conf[4] = {3, 1, 0, 0};
+    sg_metrics m;
+    sg_metrics_from_confusion(conf, 2, &m);
+    sg_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    strcpy(cfg.data.class_names[0], "road \"A\"");
+    cfg.data.n_class_names = 1;
+    cfg.model.num_classes = 2;
+    sg_json j = {0};
+    sg_json_begin(&j);
+    sg_json_int(&j, "iter", 7);
+    sg_metrics_to_json(&m, &cfg, &j);
+    sg_json_end(&j);
+    CHECK_STR_CONTAINS(j.buf, "{\"iter\":7,\"miou\":0.375,");
+    CHECK_STR_CONTAINS(j.buf, "\"classes\":[\"road \\\"A\\\"\",\"class_1\"]");
+    CHECK_STR_CONTAINS(j.buf, "\"iou\":[0.75,0]");
+    CHECK_STR_CONTAINS(j.buf, "\"acc\":[0.75,null]");
+    sg_json_free(&j);
+    /* table */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    sg_metrics_print_table(&m, &cfg, f);
+    fclose(f);
+    CHECK_STR_CONTAINS(text, "| class_1              |   0.00 |    nan |");
+    CHECK_STR_CONTAINS(text, "mIoU 37.50");
+    free(text);
+}
+
+int main(void) {
+    TEST_RUN(test_poly);
+    TEST_RUN(test_constant_warmup);
+    TEST_RUN(test_schedule_errors);
+    TEST_RUN(test_name_prefix);
+    TEST_RUN(test_sgd_groups);
+    TEST_RUN(test_metrics_handmade);
+    TEST_RUN(test_metrics_json);
+    return TEST_EXIT();
+}
