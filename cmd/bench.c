@@ -66,11 +66,14 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     for (int i = 0; i < nm; i++) ms[i] = 1e3 * r->step_s[i];
     sg_json_num_array(j, "step_ms", ms, nm);
     sg_json_num(j, "cpu_ms_median", 1e3 * sg_bench_median(r->cpu_s, n));
+    sg_json_num(j, "page_faults_median", sg_bench_median(r->minflt, n));
     if (o->split)
         for (int p = 0; p < SG_PH_N; p++) {
             char key[48];
             snprintf(key, sizeof key, "%s_ms_median", sg_bench_phase_names[p]);
             sg_json_num(j, key, 1e3 * sg_bench_median(r->phase_s[p], n));
+            snprintf(key, sizeof key, "%s_cpu_ms_median", sg_bench_phase_names[p]);
+            sg_json_num(j, key, 1e3 * sg_bench_median(r->phase_cpu_s[p], n));
         }
     sg_json_str(j, "flops_convention",
                 "2 x conv multiply-adds (forward); train step = 3 x forward");
@@ -110,10 +113,16 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
     printf("  cpu time    %.1f ms per step median, all threads (/ %d threads = %.1f ms)\n",
            1e3 * sg_bench_median(r->cpu_s, n), r->threads,
            1e3 * sg_bench_median(r->cpu_s, n) / (r->threads > 0 ? r->threads : 1));
+    printf("  page faults %.0f per step median (memory first touched inside the step)\n",
+           sg_bench_median(r->minflt, n));
     if (o->split) {
         printf("  split (ms, median)");
         for (int p = 0; p < SG_PH_N; p++)
             printf("  %s %.1f", sg_bench_phase_names[p], 1e3 * sg_bench_median(r->phase_s[p], n));
+        printf("\n  cpu split (ms, median, all threads)");
+        for (int p = 0; p < SG_PH_N; p++)
+            printf("  %s %.1f", sg_bench_phase_names[p],
+                   1e3 * sg_bench_median(r->phase_cpu_s[p], n));
         printf("\n");
     }
     printf("  compute     %.2f GFLOP/step (3 x %.2f fwd/image), %.2f GFLOP/s achieved",

@@ -51,7 +51,12 @@ typedef struct sg_bench_result {
     double *cpu_s;                /* [iters] process CPU seconds (all threads) per step:
                                      on a shared machine, cpu_s / threads bounds the
                                      uncontended wall time from below */
+    double *minflt;               /* [iters] minor page faults per step (fresh memory
+                                     touched: should be ~0 once warm) */
     double *phase_s[SG_PH_N];     /* [iters] seconds per phase (split only) */
+    double *phase_cpu_s[SG_PH_N]; /* [iters] process CPU seconds per phase (split only;
+                                     includes OpenMP spin-waiting unless
+                                     OMP_WAIT_POLICY=passive) */
     int iters;
     double flops_fwd_image;       /* model forward FLOPs per image (2 x MACs) */
     double flops_step;            /* 3 x forward x images per rank per step */

@@ -30,6 +30,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct bench {
     const sg_config *cfg;
     const sg_bench_opts *o;
@@ -53,17 +59,19 @@ typedef struct bench {
     int rank, world, B, K, C, H, W, global_norm;
     float mean[3], std[3];
     /* the phase clock */
-    double t_mark;
-    double ph[SG_PH_N];
+    double t_mark, c_mark;
+    double ph[SG_PH_N], phc[SG_PH_N];
 } bench;
 
 /* Closes the running phase: its time goes to phase p. With split timing the
  * backend is synchronised first so asynchronous work lands in its phase. */
 static void mark(bench *b, int p) {
     if (b->o->split) b->be->ops->sync(b->be);
-    double t = now_s();
+    double t = now_s(), c = cpu_now_s();
     b->ph[p] += t - b->t_mark;
+    b->phc[p] += c - b->c_mark;
     b->t_mark = t;
+    b->c_mark = c;
 }
 
 static void *host_alloc_cb(void *ctx, size_t bytes) {
@@ -284,7 +292,9 @@ static int step(bench *b, int64_t iter, double *loss) {
     sg_backend *be = b->be;
     const sg_ops *ops = be->ops;
     memset(b->ph, 0, sizeof b->ph);
+    memset(b->phc, 0, sizeof b->phc);
     b->t_mark = now_s();
+    b->c_mark = cpu_now_s();
     if (fetch(b) != 0) return -1;
     mark(b, SG_PH_DATA);
     int64_t cnt[1] = {0};
@@ -343,10 +353,10 @@ static int step(bench *b, int64_t iter, double *loss) {
     return 0;
 }
 
-static double cpu_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static double minflt_now(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_minflt;
 }
 
 static double peak_rss_mib(void) {
@@ -360,10 +370,12 @@ static int measure(bench *b, sg_bench_result *r) {
     r->iters = o->iters;
     r->step_s = calloc((size_t)o->iters, sizeof(double));
     r->cpu_s = calloc((size_t)o->iters, sizeof(double));
-    SG_CHECK(r->step_s && r->cpu_s, "out of host memory");
+    r->minflt = calloc((size_t)o->iters, sizeof(double));
+    SG_CHECK(r->step_s && r->cpu_s && r->minflt, "out of host memory");
     for (int p = 0; p < SG_PH_N; p++) {
         r->phase_s[p] = calloc((size_t)o->iters, sizeof(double));
-        SG_CHECK(r->phase_s[p] != NULL, "out of host memory");
+        r->phase_cpu_s[p] = calloc((size_t)o->iters, sizeof(double));
+        SG_CHECK(r->phase_s[p] && r->phase_cpu_s[p], "out of host memory");
     }
     int64_t iter = 0;
     for (int i = 0; i < o->warmup; i++) {
@@ -374,11 +386,15 @@ static int measure(bench *b, sg_bench_result *r) {
                                                     b->ph[4] + b->ph[5]), loss);
     }
     for (int i = 0; i < o->iters; i++) {
-        double loss, t0 = now_s(), c0 = cpu_now_s();
+        double loss, t0 = now_s(), c0 = cpu_now_s(), f0 = minflt_now();
         if (step(b, iter++, &loss) != 0) return 1;
+        r->minflt[i] = minflt_now() - f0;
         r->step_s[i] = now_s() - t0;
         r->cpu_s[i] = cpu_now_s() - c0;
-        for (int p = 0; p < SG_PH_N; p++) r->phase_s[p][i] = b->ph[p];
+        for (int p = 0; p < SG_PH_N; p++) {
+            r->phase_s[p][i] = b->ph[p];
+            r->phase_cpu_s[p][i] = b->phc[p];
+        }
         if (i == 0) r->loss_first = loss;
         r->loss_last = loss;
         if (b->rank == 0)
@@ -434,9 +450,11 @@ int sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *
 void sg_bench_result_free(sg_bench_result *r) {
     free(r->step_s);
     free(r->cpu_s);
-    r->step_s = r->cpu_s = NULL;
+    free(r->minflt);
+    r->step_s = r->cpu_s = r->minflt = NULL;
     for (int p = 0; p < SG_PH_N; p++) {
         free(r->phase_s[p]);
-        r->phase_s[p] = NULL;
+        free(r->phase_cpu_s[p]);
+        r->phase_s[p] = r->phase_cpu_s[p] = NULL;
     }
 }

@@ -91,8 +91,9 @@ static const sg_config_key g_keys[] = {
             "batch-norm running-statistics momentum (PyTorch convention)"),
     K_STR("model.pretrained", model.pretrained, "",
           "safetensors file to initialise from (segtrain or torchvision names), empty = random init"),
-    K_BOOL("model.pretrained_strict", model.pretrained_strict, "true",
-           "fail when a network parameter is missing from model.pretrained"),
+    K_BOOL("model.pretrained_strict", model.pretrained_strict, "false",
+           "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
+           "false: reported, other-shape heads skipped with a warning"),
 
     K_ENUM("data.format", data.format, "cityscapes", "cityscapes|list",
            "dataset layout: Cityscapes tree, or list files of 'image label' lines"),

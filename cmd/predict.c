@@ -127,7 +127,7 @@ static void build_palette(pctx *P) {
     for (int c = 0; c < 256; c++) sg_generated_color(c, P->palette + 3 * c);
     if (cfg->data.n_palette >= 3 * P->C) {
         for (int i = 0; i < 3 * P->C; i++) P->palette[i] = (uint8_t)cfg->data.palette[i];
-    } else if (P->C == 19) {
+    } else if (P->C == 19 && strcmp(cfg->data.format, "cityscapes") == 0) {
         memcpy(P->palette, sg_cityscapes_palette(), 19 * 3);
     }
 }

@@ -1,24 +1,22 @@
-/* cmd/trainer.c - the training loop (see trainer.h). Setup and teardown are
- * in this file's first half, one optimizer step in train_step, the epoch and
- * run bookkeeping (leftover pass, evaluation, checkpoints, signals) after it. */
+/* cmd/trainer.c - the training loop (see trainer.h): setup and teardown,
+ * epoch lists, one optimizer step (train_step), the run (run_loop) and
+ * signals. Progress lines, evaluation, the leftover pass and checkpoint
+ * writing are in train_events.c. */
 #include "cmd/trainer.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cmd/checkpoint.h"
 #include "cmd/evaluator.h"
-#include "cmd/jsonw.h"
 #include "cmd/log.h"
 #include "cmd/lr_schedule.h"
-#include "cmd/metrics.h"
 #include "cmd/optimizer.h"
+#include "cmd/trainer_internal.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -41,40 +39,11 @@ static void on_signal(int sig) {
     g_stop_signal = sig;
 }
 
-static double now_s(void) {
+double sg_tr_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-typedef struct trainer {
-    const sg_config *cfg;
-    sg_train_debug *dbg;
-    sg_backend *be;
-    sg_comm *comm;
-    sg_ddp *ddp;
-    sg_model *m;
-    sg_dataset *train_ds, *val_ds;
-    sg_loader *loader;
-    sg_evaluator ev_val, ev_left;
-    int have_ev_val, have_ev_left;
-    sg_sgd opt;
-    sg_lr_schedule sched;
-    sg_train_state st;
-    sg_sampler sampler;
-    int rank, world, B, K, C, crop_h, crop_w, global_norm;
-    float mean[3], std[3];
-    uint8_t **d_img, **d_lab;   /* K device slots */
-    int *slot_n, *slot_h, *slot_w;
-    int64_t *slot_valid;
-    int64_t *idx, *perm;        /* [N] */
-    int64_t epoch_steps_left;   /* optimizer steps left in the current epoch's list */
-    int64_t last_ckpt_iter;
-    char metrics_path[SG_STR + 32];
-    /* progress */
-    double t_log, wait_log;
-    int64_t iter_log;
-} trainer;
 
 /* ---------------- setup ---------------- */
 
@@ -100,6 +69,26 @@ static uint64_t dataset_hash(const sg_dataset *a, const sg_dataset *b) {
     return h;
 }
 
+/* model.pretrained: plain weights (segtrain or torchvision names) through
+ * model_io; a segtrain checkpoint's optimizer state is not model weights, so
+ * for one of those only the model tensors count (strict: all of them). */
+static int load_pretrained(sg_model *m, const sg_config *cfg) {
+    const char *path = cfg->model.pretrained;
+    sg_st_file *f = sg_st_open(path);
+    if (!f) return -1;
+    const char *fmt = sg_st_meta(f, "format");
+    int is_ckpt = fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0;
+    sg_load_report rep;
+    int rc;
+    if (is_ckpt && cfg->model.pretrained_strict)
+        rc = sg_ckpt_load_model(f, m);
+    else
+        rc = sg_model_load_file(m, f, NULL, cfg->model.pretrained_strict, &rep);
+    sg_st_close(f);
+    if (rc == 0) SG_INFO("model.pretrained: initialised from %s", path);
+    return rc;
+}
+
 static int setup_model(trainer *T) {
     const sg_config *cfg = T->cfg;
     sg_model_opts mo;
@@ -107,14 +96,11 @@ static int setup_model(trainer *T) {
     T->m = sg_model_create(T->be, &mo);
     if (!T->m) return 2;
     sg_model_init(T->m, (uint64_t)cfg->seed);
-    if (cfg->model.pretrained[0]) {
-        sg_load_report rep;
-        if (sg_model_load(T->m, cfg->model.pretrained, cfg->model.pretrained_strict, &rep) != 0) {
-            SG_ERROR("model.pretrained: loading %s failed (see above); set "
-                     "model.pretrained_strict: false to skip mismatching keys",
-                     cfg->model.pretrained);
-            return 2;
-        }
+    if (cfg->model.pretrained[0] && load_pretrained(T->m, cfg) != 0) {
+        SG_ERROR("model.pretrained: loading %s failed (see above); set "
+                 "model.pretrained_strict: false to skip mismatching keys",
+                 cfg->model.pretrained);
+        return 2;
     }
     /* freezing is configuration, applied before anything trains */
     for (int i = 0; i < cfg->train.n_freeze; i++)
@@ -146,7 +132,12 @@ static int64_t steps_in_list(const trainer *T, int64_t n_rank) {
 }
 
 static int resolve_resume(trainer *T, const char *resume, char *path, size_t cap) {
-    if (!resume) return 0;
+    if (!resume) {
+        if (T->rank == 0 && sg_ckpt_find_latest(T->cfg->run_dir, path, cap))
+            SG_WARN("%s already holds checkpoints (newest %s): starting a new run over them "
+                    "(pass --resume auto to continue that run instead)", T->cfg->run_dir, path);
+        return 0;
+    }
     if (strcmp(resume, "auto") == 0) {
         if (!sg_ckpt_find_latest(T->cfg->run_dir, path, cap)) {
             SG_INFO("resume auto: no valid checkpoint in %s/checkpoints; starting fresh",
@@ -289,7 +280,7 @@ static int setup(trainer *T, const char *resume) {
     T->slot_h = calloc((size_t)T->K, sizeof(int));
     T->slot_w = calloc((size_t)T->K, sizeof(int));
     T->slot_valid = calloc((size_t)T->K, sizeof(int64_t));
-    T->idx = malloc((size_t)N * sizeof(int64_t));
+    T->idx = malloc((size_t)(N + (int64_t)T->B * T->K) * sizeof(int64_t));
     T->perm = malloc((size_t)N * sizeof(int64_t));
     SG_CHECK(T->d_img && T->d_lab && T->slot_n && T->slot_h && T->slot_w && T->slot_valid &&
                  T->idx && T->perm, "out of host memory");
@@ -340,18 +331,17 @@ static int start_epoch_list(trainer *T) {
                                         T->idx);
     if (n < 0) return -1;
     T->epoch_steps_left = steps_in_list(T, n);
-    int64_t use = T->cfg->train.drop_last ? T->epoch_steps_left * T->B * T->K : n;
+    /* drop_last: whole steps only (the rest is the leftover). Otherwise the
+     * last step is completed by repeating the list's first samples, as
+     * DistributedSampler pads, so every micro-batch has batch_size images
+     * (a batch of 1 cannot train BN) */
+    int64_t use = T->epoch_steps_left * T->B * T->K;
+    for (int64_t i = n; i < use; i++) T->idx[i] = T->idx[i - n];
     if (use == 0) return 0;
     return sg_loader_start(T->loader, T->idx, use, T->st.epoch);
 }
 
 /* ---------------- one optimizer step ---------------- */
-
-typedef struct step_out {
-    double loss, loss_main, loss_aux;
-    int64_t images;     /* this step, all ranks */
-    int stop_signal;    /* max over ranks */
-} step_out;
 
 static int train_step(trainer *T, step_out *o) {
     sg_backend *be = T->be;
@@ -366,6 +356,13 @@ static int train_step(trainer *T, step_out *o) {
         if (r < 0) return -1;
         if (r == 0) break;
         size_t px = (size_t)b->n * b->h * b->w;
+        if (b->n > T->B || b->h != T->crop_h || b->w != T->crop_w) {
+            SG_ERROR("train: the loader gave a batch of %d x %dx%d, expected at most %d x %dx%d "
+                     "(data.crop_size); internal error", b->n, b->h, b->w, T->B, T->crop_h,
+                     T->crop_w);
+            sg_loader_release(T->loader, b);
+            return -1;
+        }
         ops->upload(be, T->d_img[k], b->images, px * 3);
         ops->upload(be, T->d_lab[k], b->labels, px);
         T->slot_n[k] = b->n;
@@ -437,184 +434,6 @@ static int train_step(trainer *T, step_out *o) {
     return 0;
 }
 
-/* ---------------- reports ---------------- */
-
-static void fmt_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)s;
-    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-}
-
-static void log_progress(trainer *T, const step_out *o, double lr) {
-    double t = now_s();
-    sg_loader_stats ls;
-    sg_loader_get_stats(T->loader, &ls);
-    int64_t steps = T->st.iter - T->iter_log;
-    double dt = t - T->t_log;
-    double img_s = dt > 0 ? (double)steps * T->B * T->K * T->world / dt : 0;
-    double wait = ls.consumer_wait_s - T->wait_log;
-    double eta = steps > 0 ? dt / steps * (double)(T->st.total_steps - T->st.iter) : 0;
-    sg_backend_info bi;
-    sg_backend_get_info(T->be, &bi);
-    char eta_s[32];
-    fmt_eta(eta_s, sizeof eta_s, eta);
-    if (T->rank == 0) {
-        SG_INFO("iter %lld/%lld  epoch %lld  loss %.4f (main %.4f aux %.4f)  lr %.3e  "
-                "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)",
-                (long long)T->st.iter, (long long)T->st.total_steps, (long long)T->st.epoch,
-                o->loss, o->loss_main, o->loss_aux, lr, img_s, wait, eta_s,
-                (double)bi.mem_in_use / 1048576.0, (double)bi.mem_peak / 1048576.0);
-        sg_json j = {0};
-        sg_json_begin(&j);
-        sg_json_int(&j, "iter", (long long)T->st.iter);
-        sg_json_int(&j, "epoch", (long long)T->st.epoch);
-        sg_json_num(&j, "loss", o->loss);
-        sg_json_num(&j, "loss_main", o->loss_main);
-        sg_json_num(&j, "loss_aux", o->loss_aux);
-        sg_json_num(&j, "lr", lr);
-        sg_json_num(&j, "img_per_s", img_s);
-        sg_json_num(&j, "data_wait_s", wait);
-        sg_json_num(&j, "step_time_s", steps > 0 ? dt / steps : 0);
-        sg_json_int(&j, "mem_bytes", (long long)bi.mem_in_use);
-        sg_json_int(&j, "mem_peak_bytes", (long long)bi.mem_peak);
-        sg_json_end(&j);
-        sg_jsonl_append(T->metrics_path, &j);
-        sg_json_free(&j);
-    }
-    T->t_log = t;
-    T->wait_log = ls.consumer_wait_s;
-    T->iter_log = T->st.iter;
-}
-
-/* Validation on the whole val split; rank 0 prints the table and writes
- * eval/iter_<N>.json and a metrics.jsonl line. Returns 0 or -1. */
-static int run_validation(trainer *T, double *miou) {
-    int64_t n;
-    int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->world, T->rank, &n);
-    int64_t *conf = calloc((size_t)T->C * T->C, sizeof(int64_t));
-    SG_CHECK(conf != NULL, "out of host memory");
-    double t0 = now_s();
-    int rc = sg_evaluator_run(&T->ev_val, T->m, T->comm, idx, n, 0, conf);
-    free(idx);
-    if (rc == 0) {
-        sg_metrics mt;
-        sg_metrics_from_confusion(conf, T->C, &mt);
-        *miou = mt.miou;
-        if (T->rank == 0) {
-            SG_INFO("validation at iteration %lld (%lld images, %.1fs):", (long long)T->st.iter,
-                    (long long)sg_dataset_size(T->val_ds), now_s() - t0);
-            sg_metrics_print_table(&mt, T->cfg, stdout);
-            char dir[SG_STR + 16], path[SG_STR + 64];
-            snprintf(dir, sizeof dir, "%s/eval", T->cfg->run_dir);
-            if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-                SG_WARN("cannot create %s: %s", dir, strerror(errno));
-            snprintf(path, sizeof path, "%s/iter_%08lld.json", dir, (long long)T->st.iter);
-            sg_json j = {0};
-            sg_json_begin(&j);
-            sg_json_int(&j, "iter", (long long)T->st.iter);
-            sg_json_str(&j, "split", T->cfg->data.val_split);
-            sg_json_int(&j, "images", (long long)sg_dataset_size(T->val_ds));
-            sg_metrics_to_json(&mt, T->cfg, &j);
-            sg_json_end(&j);
-            sg_write_text_file(path, j.buf);
-            sg_json_begin(&j);
-            sg_json_int(&j, "iter", (long long)T->st.iter);
-            sg_json_int(&j, "epoch", (long long)T->st.epoch);
-            sg_json_num(&j, "val_miou", mt.miou);
-            sg_json_num(&j, "val_macc", mt.macc);
-            sg_json_num(&j, "val_pixel_acc", mt.pixel_acc);
-            sg_json_end(&j);
-            sg_jsonl_append(T->metrics_path, &j);
-            sg_json_free(&j);
-        }
-    }
-    free(conf);
-    return rc;
-}
-
-/* The samples the finished epoch left out (drop_last): positions
- * [end_pos, N) of its global order, evaluated once, sharded exactly. */
-static int leftover_pass(trainer *T, int64_t end_pos) {
-    int64_t N = sg_dataset_size(T->train_ds);
-    int64_t total = N - end_pos;
-    if (total <= 0) return 0;
-    sg_sampler_permutation(&T->sampler, T->st.epoch, T->perm);
-    int64_t n = sg_eval_shard_size(total, T->world, T->rank);
-    int64_t *shard = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int64_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    SG_CHECK(shard && pos, "out of host memory");
-    sg_eval_shard(total, T->world, T->rank, pos);
-    for (int64_t i = 0; i < n; i++) shard[i] = T->perm[end_pos + pos[i]];
-    if (T->dbg && T->dbg->seen_leftover)
-        for (int64_t i = 0; i < n; i++) T->dbg->seen_leftover[shard[i]]++;
-    int64_t *conf = calloc((size_t)T->C * T->C, sizeof(int64_t));
-    SG_CHECK(conf != NULL, "out of host memory");
-    int rc = sg_evaluator_run(&T->ev_left, T->m, T->comm, shard, n, T->st.epoch, conf);
-    if (rc == 0) {
-        sg_metrics mt;
-        sg_metrics_from_confusion(conf, T->C, &mt);
-        if (T->dbg) {
-            T->dbg->last_leftover_miou = mt.miou;
-            T->dbg->leftover_samples += total;
-        }
-        if (T->rank == 0) {
-            SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
-                    "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
-            sg_json j = {0};
-            sg_json_begin(&j);
-            sg_json_int(&j, "iter", (long long)T->st.iter);
-            sg_json_int(&j, "epoch", (long long)T->st.epoch);
-            sg_json_num(&j, "leftover_miou", mt.miou);
-            sg_json_int(&j, "leftover_samples", (long long)total);
-            sg_json_end(&j);
-            sg_jsonl_append(T->metrics_path, &j);
-            sg_json_free(&j);
-        }
-    }
-    free(conf);
-    free(shard);
-    free(pos);
-    return rc;
-}
-
-/* Every rank enters (barrier first); rank 0 writes; the outcome is shared so
- * all ranks stop together if the write failed. */
-static int write_checkpoint(trainer *T, int best) {
-    if (sg_comm_barrier(T->comm) != 0) return -1;
-    int64_t rc = 0;
-    char path[SG_STR + 64];
-    if (best)
-        sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
-    else
-        sg_ckpt_iter_path(T->cfg->run_dir, T->st.iter, path, sizeof path);
-    if (T->rank == 0) {
-        char dir[SG_STR + 32];
-        rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
-        if (rc == 0) rc = sg_ckpt_save(path, T->m, &T->opt, &T->st, &T->sched, T->cfg);
-        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints);
-        if (rc == 0) SG_INFO("checkpoint: %s", path);
-    }
-    if (sg_comm_allreduce_i64(T->comm, &rc, 1) != 0) return -1;
-    if (rc != 0) {
-        if (T->rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
-        return -1;
-    }
-    if (!best) T->last_ckpt_iter = T->st.iter;
-    return 0;
-}
-
-static int evaluate_and_keep_best(trainer *T) {
-    double miou = NAN;
-    if (run_validation(T, &miou) != 0) return -1;
-    if (T->dbg) T->dbg->last_val_miou = miou;
-    if (!isnan(miou) && (isnan(T->st.best_miou) || miou > T->st.best_miou)) {
-        T->st.best_miou = miou;
-        T->st.best_iter = T->st.iter;
-        if (write_checkpoint(T, 1) != 0) return -1;
-    }
-    return 0;
-}
-
 /* ---------------- the run ---------------- */
 
 static int run_loop(trainer *T) {
@@ -623,7 +442,7 @@ static int run_loop(trainer *T) {
     int64_t per_step_global = (int64_t)T->B * T->K * T->world;
     int64_t start_iter = T->st.iter;
     if (T->st.iter < T->st.total_steps && start_epoch_list(T) != 0) return 1;
-    T->t_log = now_s();
+    T->t_log = sg_tr_now_s();
     T->iter_log = T->st.iter;
     while (T->st.iter < T->st.total_steps) {
         if (T->epoch_steps_left == 0) { /* resumed exactly at an epoch's end */
@@ -650,28 +469,30 @@ static int run_loop(trainer *T) {
             return 1;
         }
         int last = T->st.iter == T->st.total_steps;
-        if (T->st.iter % tc->log_every == 0 || last || o.stop_signal) log_progress(T, &o, lr);
+        if (T->st.iter % tc->log_every == 0 || last || o.stop_signal) sg_tr_log_progress(T, &o, lr);
         if (T->epoch_steps_left == 0) { /* epoch finished */
             int64_t end = T->st.sample_pos < N ? T->st.sample_pos : N;
-            if (T->have_ev_left && leftover_pass(T, end) != 0) return 1;
+            if (T->have_ev_left && sg_tr_leftover_pass(T, end) != 0) return 1;
             T->st.epoch++;
             T->st.sample_pos = 0;
             if (!last && !o.stop_signal && start_epoch_list(T) != 0) return 1;
         }
         if (o.stop_signal) {
-            if (write_checkpoint(T, 0) != 0) return 1;
-            SG_ERROR("interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
-                     "Resume with: segtrain train --config %s/config.yaml --resume auto",
-                     o.stop_signal, o.stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
-                     (long long)T->st.iter, T->cfg->run_dir);
+            if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
+            /* every rank's log records it; the console shows rank 0's line */
+            sg_log(T->rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
+                   "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
+                   "Resume with: segtrain train --config %s/config.yaml --resume auto",
+                   o.stop_signal, o.stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                   (long long)T->st.iter, T->cfg->run_dir);
             return 128 + o.stop_signal;
         }
         if (last) break; /* the final evaluation and checkpoint follow */
         if (tc->eval_every > 0 && T->st.iter % tc->eval_every == 0 && T->have_ev_val &&
-            evaluate_and_keep_best(T) != 0)
+            sg_tr_evaluate_and_keep_best(T) != 0)
             return 1;
         if (tc->checkpoint_every > 0 && T->st.iter % tc->checkpoint_every == 0 &&
-            write_checkpoint(T, 0) != 0)
+            sg_tr_write_checkpoint(T, 0) != 0)
             return 1;
     }
     if (T->st.iter == start_iter) {
@@ -682,8 +503,8 @@ static int run_loop(trainer *T) {
         return 0;
     }
     /* evaluation first, so the final checkpoint carries the best mIoU */
-    if (T->have_ev_val && evaluate_and_keep_best(T) != 0) return 1;
-    if (write_checkpoint(T, 0) != 0) return 1;
+    if (T->have_ev_val && sg_tr_evaluate_and_keep_best(T) != 0) return 1;
+    if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
     if (T->rank == 0) SG_INFO("training done: %lld iterations", (long long)T->st.iter);
     return 0;
 }

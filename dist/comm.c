@@ -1,7 +1,9 @@
 /* dist/comm.c - the communicator (dist/comm.h): environment, store, start-up
- * agreement, the choice of transport, staging between device and host
- * memory, and naming the failed rank when a collective fails. Owns the
- * store handle, the heartbeat thread (via the store) and the transport. */
+ * agreement, the choice of transport, routing the training thread's small
+ * collectives to the direct mesh (dist/mesh.h) and the rest to the transport,
+ * staging between device and host memory, and naming the failed rank when a
+ * collective fails. Owns the store handle, the heartbeat thread (via the
+ * store), the transport and the mesh. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,13 +15,20 @@
 #include "cmd/log.h"
 #include "dist/comm.h"
 #include "dist/comm_internal.h"
+#include "dist/mesh.h"
 
 struct sg_comm {
     sg_dist_env env;
     sg_backend *be;
     sg_store *store;        /* NULL in a world of 1 */
     sg_transport *tr;       /* NULL in a world of 1 */
+    sg_mesh *mesh;          /* small collectives of SG_CH_MAIN (host transports) */
+    void *mesh_buf;         /* host scratch for mesh all-reduces */
+    size_t mesh_buf_bytes;
     int timeout_s;
+    double probe_s;         /* liveness probe after a failure */
+    double op_timeout_s;    /* per collective: timeout_s - probe_s, so the
+                               failure is reported within dist.timeout_s */
     atomic_int broken;      /* set by either channel's thread */
     atomic_int broken_reported;
     pthread_mutex_t report_mu; /* one diagnosis at a time */
@@ -75,7 +84,7 @@ void *sg_comm_scratch(sg_comm *c, int slot, size_t bytes) {
 }
 
 /* Logs a failed collective, naming the rank(s) the store finds dead or hung. */
-static void report_failure(sg_comm *c, const char *what, const char *err) {
+static void report_failure(sg_comm *c, const char *what, const char *err, int via_mesh) {
     char diag[1024] = "";
     pthread_mutex_lock(&c->report_mu);
     int first = !c->diagnosed;
@@ -86,12 +95,11 @@ static void report_failure(sg_comm *c, const char *what, const char *err) {
         return;
     }
     if (c->store) {
-        double probe = c->timeout_s < 3 ? 1.5 : 3.0;
-        sg_store_diagnose(c->store, probe, diag, sizeof diag);
+        sg_store_diagnose(c->store, c->probe_s, diag, sizeof diag);
     }
-    SG_ERROR("rank %d: %s failed (%s backend, dist.timeout_s=%d): %s. %s "
+    SG_ERROR("rank %d: %s failed (%s, dist.timeout_s=%d): %s. %s "
              "See that rank's log (<run_dir>/logs/rank<N>.log) for its own error.",
-             c->env.rank, what, sg_comm_backend_name(c), c->timeout_s, err,
+             c->env.rank, what, via_mesh ? "direct mesh" : sg_comm_backend_name(c), c->timeout_s, err,
              diag[0] ? diag : "No other rank was found dead or hung.");
 }
 
@@ -140,6 +148,46 @@ static void from_stage(sg_comm *c, void *dst, const void *stage, size_t bytes, i
     else c->be->ops->download(c->be, dst, stage, bytes);
 }
 
+/* Sum of world rows of count elements into out, in rank order (so every
+ * rank computes bit-identical sums). */
+#define ROW_SUM(T)                                                                    \
+    do {                                                                              \
+        const T *a = all;                                                             \
+        T *o = out;                                                                   \
+        for (size_t i = 0; i < count; i++) {                                          \
+            T acc = a[i];                                                             \
+            for (int r = 1; r < world; r++) acc += a[(size_t)r * count + i];          \
+            o[i] = acc;                                                               \
+        }                                                                             \
+    } while (0)
+static void row_sum(const void *all, void *out, size_t count, int dtype, int world) {
+    if (dtype == SG_CDT_F32) ROW_SUM(float);
+    else if (dtype == SG_CDT_F64) ROW_SUM(double);
+    else ROW_SUM(int64_t);
+}
+
+/* A small collective over the mesh (host memory). */
+static int mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count, int dtype, size_t bytes,
+                           int root, char *err, size_t errlen) {
+    int w = c->env.world;
+    if (op == OP_BROADCAST) return sg_mesh_broadcast(c->mesh, out, bytes, root, err, errlen);
+    if (op == OP_ALLGATHER) return sg_mesh_allgather(c->mesh, in, out, bytes, err, errlen);
+    size_t need = op == OP_BARRIER ? (size_t)w : bytes * (size_t)w;
+    if (c->mesh_buf_bytes < need) {
+        free(c->mesh_buf);
+        c->mesh_buf = malloc(need);
+        SG_CHECK(c->mesh_buf, "out of memory for a %zu-byte communication buffer", need);
+        c->mesh_buf_bytes = need;
+    }
+    if (op == OP_BARRIER) {
+        char one = 1;
+        return sg_mesh_allgather(c->mesh, &one, c->mesh_buf, 1, err, errlen);
+    }
+    if (sg_mesh_allgather(c->mesh, out, c->mesh_buf, bytes, err, errlen)) return -1;
+    row_sum(c->mesh_buf, out, count, dtype, w);
+    return 0;
+}
+
 /* One collective on channel ch. in/out: buffers (out == in for in-place ops),
  * is_device: whether they are backend memory. n_in bytes per rank for
  * all-gather, total bytes otherwise. */
@@ -169,7 +217,10 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
         tin = op == OP_ALLGATHER ? st + out_bytes : st;
         to_stage(c, tin, in, op == OP_ALLGATHER ? bytes : out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
     }
-    switch (op) {
+    int via_mesh = ch == SG_CH_MAIN && c->mesh && (op == OP_BARRIER || bytes <= SG_MESH_MAX_BYTES);
+    if (via_mesh)
+        rc = mesh_collective(c, op, tin, tout, count, dtype, bytes, root, err, sizeof err);
+    else switch (op) {
     case OP_ALLREDUCE: rc = c->tr->allreduce(c->tr, ch, tout, count, dtype, err, sizeof err); break;
     case OP_BROADCAST: rc = c->tr->broadcast(c->tr, ch, tout, bytes, root, err, sizeof err); break;
     case OP_ALLGATHER: rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err); break;
@@ -181,7 +232,7 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
         c->broken = 1;
         char what[96];
         snprintf(what, sizeof what, "%s of %zu bytes", op_names[op], op == OP_ALLGATHER ? bytes : out_bytes);
-        report_failure(c, op == OP_BARRIER ? "barrier" : what, err);
+        report_failure(c, op == OP_BARRIER ? "barrier" : what, err, via_mesh);
         return -1;
     }
     return 0;
@@ -294,6 +345,10 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
     if (sg_dist_env_read(&c->env)) { free(c); return NULL; }
     c->be = be;
     c->timeout_s = cfg->dist.timeout_s > 0 ? cfg->dist.timeout_s : 300;
+    /* heartbeats come every 0.5 s: probe at least 1 s, at most 3 s */
+    c->probe_s = c->timeout_s / 4.0 < 1.0 ? 1.0 : c->timeout_s / 4.0 > 3.0 ? 3.0 : c->timeout_s / 4.0;
+    c->op_timeout_s = c->timeout_s - c->probe_s;
+    if (c->op_timeout_s < 0.5 * c->timeout_s) c->op_timeout_s = 0.5 * c->timeout_s;
     /* SG_DIST_FORCE_TRANSPORT=1 builds the store and transport even for a
      * world of 1 (testing NCCL or Gloo on a single device) */
     const char *force = getenv("SG_DIST_FORCE_TRANSPORT");
@@ -314,14 +369,19 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
                      "use dist.backend=gloo or auto on the CPU", cfg->device);
             goto fail;
         }
-        c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->timeout_s);
+        c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->op_timeout_s);
     } else if (strcmp(name, "gloo") == 0) {
-        c->tr = sg_transport_gloo_create(c->store, c->env.rank, c->env.world, c->timeout_s);
+        c->tr = sg_transport_gloo_create(c->store, c->env.rank, c->env.world, c->op_timeout_s);
     } else {
         SG_ERROR("dist.backend='%s' is not one of auto, gloo, nccl", cfg->dist.backend);
         goto fail;
     }
     if (!c->tr) goto fail;
+    const char *no_mesh = getenv("SG_DIST_NO_MESH");
+    if (!c->tr->device_memory && !(no_mesh && strcmp(no_mesh, "1") == 0)) {
+        c->mesh = sg_mesh_create(c->store, c->env.rank, c->env.world, c->op_timeout_s);
+        if (!c->mesh) goto fail;
+    }
     SG_INFO("rank %d/%d (local %d/%d, %s launch): %s communicator up via %s:%d",
             c->env.rank, c->env.world, c->env.local_rank, c->env.local_world, c->env.source,
             c->tr->name, c->env.master_addr, sg_store_port(c->store));
@@ -334,6 +394,8 @@ fail:
 
 void sg_comm_destroy(sg_comm *c) {
     if (!c) return;
+    sg_mesh_destroy(c->mesh);
+    free(c->mesh_buf);
     if (c->tr) c->tr->destroy(c->tr);
     for (int i = 0; i < 2; i++)
         if (c->scratch[i]) c->be->ops->free(c->be, c->scratch[i]);

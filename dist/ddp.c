@@ -23,6 +23,7 @@ static double now_s(void) {
  * rank issues the same sequence of all-reduces on the gradient channel. */
 static void *comm_main(void *arg) {
     sg_ddp *d = arg;
+    if (d->be->kind == SG_BACKEND_CUDA) sg_dist_cuda_set_device(d->be->device_index);
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!d->stop && d->processed == d->queued) pthread_cond_wait(&d->cv, &d->mu);

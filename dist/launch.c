@@ -265,9 +265,11 @@ static int exit_code(int status) {
     return 1;
 }
 
+/* To each live worker's process group (the worker and anything it
+ * started); to the worker alone if its group is not set up yet. */
 static void signal_all(worker *w, int n, int sig) {
     for (int i = 0; i < n; i++)
-        if (w[i].alive) kill(-w[i].pid, sig), kill(w[i].pid, sig);
+        if (w[i].alive && kill(-w[i].pid, sig) != 0) kill(w[i].pid, sig);
 }
 
 int sg_launch(int argc, char **argv, const char *exe) {

@@ -85,7 +85,7 @@ static int finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, i
             }
         }
         if (now_s() > deadline) {
-            snprintf(err, len, "NCCL %s did not complete within dist.timeout_s=%.0f s (communicators aborted)",
+            snprintf(err, len, "NCCL %s did not complete within %.1f s (communicators aborted)",
                      what, n->timeout_s);
             abort_all(n);
             return -1;
@@ -162,6 +162,12 @@ static void nc_destroy(sg_transport *t) {
 
 int sg_transport_nccl_compiled(void) { return 1; }
 
+void sg_dist_cuda_set_device(int device) {
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        SG_FATAL("cudaSetDevice(%d) failed in the DDP comm thread: %s", device, cudaGetErrorString(e));
+}
+
 sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank, int world,
                                        double timeout_s) {
     nccl_impl *n = calloc(1, sizeof *n);
@@ -210,7 +216,7 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             int rc = sg_store_get(store, key, &v, &len);
             if (rc || len != sizeof id) {
                 if (rc == SG_STORE_TIMEOUT)
-                    SG_ERROR("rank %d: rank 0 did not publish the NCCL unique id within dist.timeout_s=%.0f s: "
+                    SG_ERROR("rank %d: rank 0 did not publish the NCCL unique id within %.1f s: "
                              "see rank 0's log", rank, timeout_s);
                 free(v);
                 nc_destroy(t);

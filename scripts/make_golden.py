@@ -26,6 +26,11 @@ Also writes deeplabv3_resnet50_keys.txt: torchvision's deeplabv3_resnet50
 (19 classes, aux) state-dict keys (after the segtrain prefix rename), dtypes
 and shapes, plus the conv multiply-adds at 520x520 counted with hooks.
 No safetensors package is needed: the format is written by hand.
+
+    /usr/bin/python3 scripts/make_golden.py --full DIR
+
+writes instead a full-size torchvision deeplabv3_resnet50 (torchvision names)
+and an input with its eval logits into DIR, for tests/model/check_torchvision.
 """
 import json
 import os
@@ -184,7 +189,23 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False):
 
     model = model.double()
     model.train()
+    # float32 implementations can only match a float64 reference if no ReLU
+    # input sits within rounding of 0 (a flipped mask reroutes a gradient):
+    # record the closest one and refuse fixtures with near-ties.
+    closest = [float("inf")]
+
+    def near_zero(mod, inp):
+        v = inp[0].detach().abs()
+        closest[0] = min(closest[0], (v[v > 0].min() / v.max()).item() if (v > 0).any() else 1.0)
+
+    hooks = [mm.register_forward_pre_hook(near_zero) for mm in model.modules()
+             if isinstance(mm, nn.ReLU)]
     res = model(x.double())
+    for hk in hooks:
+        hk.remove()
+    if closest[0] < 1e-5:
+        raise SystemExit("%s: a ReLU input is %.2g x its tensor's max from 0: float32 would "
+                         "flip its mask; change the seed or sizes" % (name, closest[0]))
     ce = nn.CrossEntropyLoss(ignore_index=255)
     loss = ce(res["out"], target)
     if cfg["aux_head"]:
@@ -223,8 +244,8 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False):
     meta["torch"] = torch.__version__
     path = os.path.join(outdir, name)
     write_safetensors(path, tensors, meta)
-    print("%s: %d tensors, %d bytes, loss %.6f" % (path, len(tensors), os.path.getsize(path),
-                                                  loss.item()))
+    print("%s: %d tensors, %d bytes, loss %.6f, closest ReLU input to 0: %.2g x max" % (
+        path, len(tensors), os.path.getsize(path), loss.item(), closest[0]))
 
 
 def conv_macs(model, h, w):
@@ -258,7 +279,30 @@ def write_keys(outdir):
     print("%s: %d keys, %d params" % (path, len(sd), nparams))
 
 
+def write_full_check(outdir):
+    """Full-size torchvision deeplabv3_resnet50 (19 classes, aux; random weights,
+    non-trivial BN) saved with torchvision's names, plus an input and its eval
+    logits, for tests/model/check_torchvision (too large to commit)."""
+    torch.manual_seed(0)
+    m = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=19, aux_loss=True)
+    randomize_bn(m, torch.Generator().manual_seed(1))
+    write_safetensors(os.path.join(outdir, "deeplabv3_resnet50_tv.safetensors"),
+                      list(m.state_dict().items()), {"format": "pt"})
+    x = torch.randn(1, 3, 65, 71)
+    m = m.double().eval()
+    with torch.no_grad():
+        r = m(x.double())
+    write_safetensors(os.path.join(outdir, "deeplabv3_resnet50_io.safetensors"),
+                      [("input", x), ("out", r["out"].float()), ("aux", r["aux"].float())],
+                      {"h": 65, "w": 71})
+    print("%s: deeplabv3_resnet50_tv.safetensors, deeplabv3_resnet50_io.safetensors" % outdir)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--full":
+        os.makedirs(sys.argv[2], exist_ok=True)
+        write_full_check(sys.argv[2])
+        return
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
     os.makedirs(outdir, exist_ok=True)
@@ -271,7 +315,7 @@ def main():
     # basic block, output stride 8 (dilated BasicBlocks: layer3 1/2, layer4 2/4),
     # no aux head, torchvision's rates (taps mostly in padding), BN-on-running-stats grads
     make_fixture(outdir, "golden_basic_os8.safetensors", {
-        "backbone": "resnet18", "blocks": [1, 1, 2, 2], "base_width": 2, "output_stride": 8,
+        "backbone": "resnet18", "blocks": [1, 1, 2, 2], "base_width": 3, "output_stride": 8,
         "aspp_rates": [12, 24, 36], "num_classes": 4, "aux_head": 0, "aux_weight": 0.0,
         "h": 35, "w": 29}, seed=2, evalbn=True)
     # bottleneck with resnet101's layout idea (a longer layer3), output stride 16,

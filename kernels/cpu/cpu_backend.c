@@ -167,9 +167,14 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
                  threads);
         return NULL;
     }
-    /* threads == 0: OpenMP's default, which honours OMP_NUM_THREADS. */
-    if (threads > 0) omp_set_num_threads(threads);
-    threads = omp_get_max_threads();
+    /* threads == 0: OMP_NUM_THREADS if set (its first value), else every
+     * core; set explicitly so an earlier backend's count does not leak in. */
+    if (threads == 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        int v = env ? atoi(env) : 0;
+        threads = v > 0 ? v : omp_get_num_procs();
+    }
+    omp_set_num_threads(threads);
 
 #pragma omp critical(sg_cpu_ops_init)
     {

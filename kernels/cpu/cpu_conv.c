@@ -24,6 +24,7 @@
  * the live weights (bwd_weight scatters back and writes zeros for the dead
  * taps), the same result for a fraction of the work.
  */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -389,8 +390,18 @@ static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
     return sg_conv_taps_applicable(d);
 }
 
+/* The conv cache of be, with OpenMP set to be's thread count: oneDNN sizes
+ * a primitive's work split and scratchpad for the thread count at creation
+ * and must not run it with more threads (another backend in the process may
+ * have changed the count since). */
+static sg_cpu_conv_cache *conv_cache(sg_backend *be) {
+    sg_cpu *c = sg_cpu_of(be);
+    if (omp_get_max_threads() != c->threads) omp_set_num_threads(c->threads);
+    return c->conv;
+}
+
 static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
-    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    sg_cpu_conv_cache *cc = conv_cache(be);
     if (use_taps(cc, d)) {
         sg_conv_taps_prepare(&cc->taps, d);
         return;
@@ -400,23 +411,34 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
 
 static void conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
                      float *y) {
-    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    sg_cpu_conv_cache *cc = conv_cache(be);
     if (use_taps(cc, d)) sg_conv_taps_fwd(&cc->taps, d, x, w, y);
     else run_entry(cc, get_entry(cc, d, OP_FWD), x, w, y, 0);
 }
 
 static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
                           const float *w, float *dx, int accumulate) {
-    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    sg_cpu_conv_cache *cc = conv_cache(be);
     if (use_taps(cc, d)) sg_conv_taps_bwd_data(&cc->taps, d, dy, w, dx, accumulate);
     else run_entry(cc, get_entry(cc, d, OP_BWD_DATA), dy, w, dx, accumulate);
 }
 
 static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                             const float *dy, float *dw, int accumulate) {
-    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    sg_cpu_conv_cache *cc = conv_cache(be);
     if (use_taps(cc, d)) sg_conv_taps_bwd_weight(&cc->taps, d, x, dy, dw, accumulate);
     else run_entry(cc, get_entry(cc, d, OP_BWD_WEIGHT), x, dy, dw, accumulate);
+}
+
+void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
+    sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
+    int n = 0;
+    for (conv_entry *e = cc->head; e; e = e->next) n++;
+    size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->taps.wt.bytes +
+               cc->taps.a.bytes + cc->taps.b.bytes;
+    for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
+    *entries = n;
+    *workspace_bytes = b;
 }
 
 void sg_cpu_fill_conv_ops(sg_ops *ops) {

@@ -20,7 +20,7 @@
 
 /* The output rectangle of tap (i, j) and its input offset. */
 typedef struct rect {
-    int oy0, oy1, ox0, ox1; /* output rows/cols [0, 1) */
+    int oy0, oy1, ox0, ox1; /* output rows [oy0, oy1) x cols [ox0, ox1) */
     int dy, dx;             /* input = output + (dy, dx) */
 } rect;
 

@@ -32,6 +32,10 @@ void sg_cpu_aligned_free(void *p);
 sg_cpu_conv_cache *sg_cpu_conv_create(int threads);
 void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
 
+/* Introspection for tests: primitives cached and bytes of the shared conv
+ * workspaces (neither changes once every shape has been seen). */
+void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
+
 /* Each group of ops fills its entries of the table. */
 void sg_cpu_fill_conv_ops(sg_ops *ops);     /* cpu_conv.c */
 void sg_cpu_fill_bn_ops(sg_ops *ops);       /* cpu_bn.c */
@@ -42,6 +46,15 @@ void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
 
 /* dst (+)= src, count floats, threaded. */
 void sg_cpu_add_into(float *dst, const float *src, size_t count);
+
+/* Function multiversioning for hot per-plane loops: one copy per ISA level,
+ * chosen at load time, so a portable build still runs 512-bit vectors on
+ * AVX-512 machines. GCC on x86-64 only; elsewhere a no-op. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define SG_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SG_CPU_CLONES
+#endif
 
 /* OpenMP parallel-for only when the work is worth waking the threads: one
  * core streams 64K floats in ~10-20 us, while a fork/join costs a few us on

@@ -36,28 +36,49 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
 #pragma omp simd
             for (int q = 0; q < len; q++) mx[q] = lk[q] > mx[q] ? lk[q] : mx[q];
         }
+        /* The label's logit, read before dlogits is written (it may alias
+         * logits: every element is read before it is overwritten). */
+        float ly[CE_BLOCK];
+        for (int q = 0; q < len; q++) {
+            int y = lab[q];
+            ly[q] = (y == ignore || y >= c) ? 0.0f : l[(size_t)y * hw + q];
+        }
+        /* exp(l - max) once per logit; kept in dlogits for the gradient. */
         for (int k = 0; k < c; k++) {
             const float *lk = l + (size_t)k * hw;
-            for (int q = 0; q < len; q++) se[q] += expf(lk[q] - mx[q]);
+            if (dl) {
+                float *dk = dl + (size_t)k * hw;
+                for (int q = 0; q < len; q++) {
+                    dk[q] = expf(lk[q] - mx[q]);
+                    se[q] += dk[q];
+                }
+            } else {
+                for (int q = 0; q < len; q++) se[q] += expf(lk[q] - mx[q]);
+            }
         }
         for (int q = 0; q < len; q++) {
             int y = lab[q];
             if (y == ignore || y >= c) continue;
-            loss += (double)mx[q] + log((double)se[q]) - (double)l[(size_t)y * hw + q];
+            loss += (double)mx[q] + log((double)se[q]) - (double)ly[q];
             nvalid++;
         }
         if (!dl) continue;
+        float inv[CE_BLOCK]; /* grad_scale / sum, 0 at ignored pixels */
+        for (int q = 0; q < len; q++) {
+            int y = lab[q];
+            inv[q] = (y == ignore || y >= c) ? 0.0f : grad_scale / se[q];
+        }
         for (int k = 0; k < c; k++) {
-            const float *lk = l + (size_t)k * hw;
             float *dk = dl + (size_t)k * hw;
-            for (int q = 0; q < len; q++) {
-                int y = lab[q];
-                if (y == ignore || y >= c) {
-                    dk[q] = 0.0f;
-                    continue;
-                }
-                float sm = expf(lk[q] - mx[q]) / se[q];
-                dk[q] = (sm - (k == y ? 1.0f : 0.0f)) * grad_scale;
+#pragma omp simd
+            for (int q = 0; q < len; q++) dk[q] *= inv[q];
+        }
+        for (int q = 0; q < len; q++) {
+            int y = lab[q];
+            if (y != ignore && y < c) {
+                dl[(size_t)y * hw + q] -= grad_scale;
+            } else { /* exactly 0, even where the logits are not finite */
+                for (int k = 0; k < c; k++) dl[(size_t)k * hw + q] = 0.0f;
             }
         }
     }

@@ -3,8 +3,9 @@
  * broadcast, all-gather, barrier and the agreement check, with values that
  * are exact so any wrong sum, order or root shows. Workers are started by
  * the launcher (torchrun variables), by hand with torchrun's variables, and
- * with mpirun's and srun's variables. A config mismatch must fail on every
- * rank naming the field. World 1 (no variables) is tested in-process. */
+ * with mpirun's and srun's variables, and by two launchers as two nodes. A
+ * config or dataset mismatch, a rank that never starts and ranks calling
+ * different collectives must fail on every rank, naming the rank/field. World 1 (no variables) is tested in-process. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -86,6 +87,18 @@ static int worker_coll(void) {
     be->ops->free(be, in);
     be->ops->free(be, out);
 
+    /* large ones (over the mesh's limit: Gloo's algorithms) */
+    size_t big = 100000;
+    float *bin = be->ops->alloc(be, big * sizeof *bin), *bout = be->ops->alloc(be, big * (size_t)w * sizeof *bout);
+    for (size_t i = 0; i < big; i++) bin[i] = (float)(r * 7 + (int)(i % 101));
+    WCHECK(sg_comm_allgather_f32(c, bin, bout, big) == 0);
+    for (int rr = 0; rr < w; rr++)
+        for (size_t i = 0; i < big; i += 997) WCHECK(bout[(size_t)rr * big + i] == (float)(rr * 7 + (int)(i % 101)));
+    WCHECK(sg_comm_broadcast(c, bin, big * sizeof *bin, 1) == 0);
+    for (size_t i = 0; i < big; i++) WCHECK(bin[i] == (float)(7 + (int)(i % 101)));
+    be->ops->free(be, bin);
+    be->ops->free(be, bout);
+
     WCHECK(sg_comm_barrier(c) == 0);
     WCHECK(sg_comm_check_dataset(c, 0x1234) == 0);
     printf("coll ok rank %d of %d local %d\n", r, w, sg_comm_local_rank(c));
@@ -123,6 +136,20 @@ static int worker_dataset_mismatch(void) {
     return rc ? 3 : 0;
 }
 
+/* ranks take different code paths: rank 1 all-reduces a different size;
+ * both must fail saying so, not mix the data */
+static int worker_diverge(void) {
+    sg_config cfg;
+    config(&cfg);
+    sg_backend *be = cpu();
+    sg_comm *c = sg_comm_create(&cfg, be);
+    if (!c) return 9;
+    float x[12] = {0};
+    int rc = sg_comm_allreduce_f32(c, x, sg_comm_rank(c) == 1 ? 12 : 10);
+    sg_comm_destroy(c);
+    return rc ? 3 : 0;
+}
+
 /* ---- driver side ---- */
 static int free_port(void);
 static void run_world(int w) {
@@ -143,6 +170,12 @@ static void run_world(int w) {
 static void test_world2(void) { run_world(2); }
 static void test_world3(void) { run_world(3); }
 static void test_world4(void) { run_world(4); }
+/* the same through Gloo alone (no direct mesh for small collectives) */
+static void test_world3_gloo_only(void) {
+    setenv("SG_DIST_NO_MESH", "1", 1);
+    run_world(3);
+    unsetenv("SG_DIST_NO_MESH");
+}
 
 static void test_config_mismatch_named(void) {
     const char *args[] = {"--nproc-per-node", "2", "cfgmismatch", NULL};
@@ -151,6 +184,16 @@ static void test_config_mismatch_named(void) {
     CHECK_EQ_INT(rc, 3);
     CHECK_STR_CONTAINS(out, "ranks disagree on the resolved config");
     CHECK_STR_CONTAINS(out, "rank(s) 1 differ from rank 0");
+    free(out);
+}
+
+static void test_diverged_ranks_named(void) {
+    const char *args[] = {"--nproc-per-node", "2", "diverge", NULL};
+    char *out = NULL;
+    int rc = dh_launch(args, &out, NULL);
+    CHECK_EQ_INT(rc, 3);
+    CHECK_STR_CONTAINS(out, "rank 0: all-reduce of 40 bytes failed");
+    CHECK_STR_CONTAINS(out, "rank 1 is in a different collective");
     free(out);
 }
 
@@ -353,6 +396,7 @@ int main(int argc, char **argv) {
         if (!strcmp(mode, "coll")) return worker_coll();
         if (!strcmp(mode, "cfgmismatch")) return worker_cfg_mismatch();
         if (!strcmp(mode, "dsmismatch")) return worker_dataset_mismatch();
+        if (!strcmp(mode, "diverge")) return worker_diverge();
         fprintf(stderr, "unknown worker mode '%s'\n", mode);
         return 2;
     }
@@ -361,8 +405,10 @@ int main(int argc, char **argv) {
     TEST_RUN(test_world2);
     TEST_RUN(test_world3);
     TEST_RUN(test_world4);
+    TEST_RUN(test_world3_gloo_only);
     TEST_RUN(test_config_mismatch_named);
     TEST_RUN(test_dataset_mismatch_named);
+    TEST_RUN(test_diverged_ranks_named);
     TEST_RUN(test_missing_rank_named);
     TEST_RUN(test_torchrun_variables_by_hand);
     TEST_RUN(test_mpirun_variables);

@@ -293,7 +293,7 @@ static void test_kill9_mid_training(void) {
 static void test_sigstop_mid_training(void) {
     pid_t kids[8];
     int nk = 0;
-    pid_t pid = start_long_run("stopped", kids, &nk, "4");
+    pid_t pid = start_long_run("stopped", kids, &nk, "6");
     CHECK(pid > 0);
     CHECK_EQ_INT(nk, 2);
     int stopped = -1;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu_internal.h"
 #include "tests/kernels/ref_ops.h"
 #include "tests/kernels/test_common.h"
 
@@ -128,6 +129,40 @@ static void test_conv_random(void) {
     }
 }
 
+/* conv_prepare builds the three primitives of a shape; afterwards the ops
+ * create nothing and grow no workspace (the steady state of training). */
+static void test_conv_steady_state(void) {
+    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
+    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0};
+    CHECK(sg_conv_desc_init(&a) == 0 && sg_conv_desc_init(&b) == 0);
+    int e0, e1, e2;
+    size_t w0, w1, w2;
+    sg_cpu_conv_stats(tc_be, &e0, &w0);
+    tc_be->ops->conv_prepare(tc_be, &a);
+    tc_be->ops->conv_prepare(tc_be, &b);
+    sg_cpu_conv_stats(tc_be, &e1, &w1);
+    CHECK_EQ_INT(e1, e0 + 6);
+    /* A sparse dilated conv (per-tap GEMMs under auto) too. */
+    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0};
+    CHECK(sg_conv_desc_init(&t) == 0);
+    tc_be->ops->conv_prepare(tc_be, &t);
+    sg_cpu_conv_stats(tc_be, &e1, &w1);
+    float *x = tc_rand(2 * 64 * 9 * 9, 1, -1, 1), *w = tc_rand(48 * 64 * 9, 2, -1, 1);
+    float *y = tc_zeros(2 * 48 * 9 * 9), *dx = tc_zeros(2 * 64 * 9 * 9);
+    for (int step = 0; step < 3; step++) {
+        const sg_conv_desc *ds[3] = {&a, &b, &t};
+        for (int i = 0; i < 3; i++) {
+            tc_be->ops->conv_fwd(tc_be, ds[i], x, w, y);
+            tc_be->ops->conv_bwd_data(tc_be, ds[i], y, w, dx, step > 0);
+            tc_be->ops->conv_bwd_weight(tc_be, ds[i], x, y, w, 1);
+        }
+    }
+    sg_cpu_conv_stats(tc_be, &e2, &w2);
+    CHECK_EQ_INT(e2, e1);
+    CHECK_EQ_INT(w2, w1);
+    tc_free(x), tc_free(w), tc_free(y), tc_free(dx);
+}
+
 /* A hand-checkable case: 1x1 image 3x3, kernel of ones, pad 1 -> each
  * output is the sum of its in-image 3x3 neighbourhood. */
 static void test_conv_hand(void) {
@@ -196,6 +231,7 @@ static void run_layout(const char *layout) {
     fprintf(stderr, "-- conv layout %s\n", layout);
     TEST_RUN(test_conv_all_shapes);
     TEST_RUN(test_conv_random);
+    TEST_RUN(test_conv_steady_state);
     TEST_RUN(test_conv_hand);
     sg_backend_destroy(tc_be);
 }

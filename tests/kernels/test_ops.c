@@ -6,6 +6,7 @@
  * accumulate 0/1. Tolerances are relative (see CHECK_CLOSE), stated per check.
  */
 #include <math.h>
+#include <omp.h>
 
 #include "kernels/rng.h"
 #include "tests/kernels/ref_ops.h"
@@ -316,6 +317,12 @@ static void test_ce(void) {
                 for (int k = 0; k < c; k++) CHECK(d[((size_t)i * c + k) * hw + q] == 0);
     O->ce_fwd_bwd(tc_be, l, lab, n, c, hw, 255, 1.0f, NULL, &loss, &valid);
     CHECK_NEAR(loss, lossr, 1e-5 * lossr);
+    /* In place (dlogits == logits) gives the same loss and gradient. */
+    float *li = tc_clone(l, nl);
+    O->ce_fwd_bwd(tc_be, li, lab, n, c, hw, 255, 0.25f, li, &loss, &valid);
+    CHECK_NEAR(loss, lossr, 1e-5 * lossr);
+    CHECK_CLOSE(dr, li, nl, 1e-5);
+    tc_free(li);
     /* Hand value: two classes, logits (0, ln 3), label 1 -> -log(3/4). */
     float l2[2] = {0, (float)log(3.0)}, d2[2];
     uint8_t lab2 = 1;
@@ -451,6 +458,32 @@ static void test_memory_info(void) {
     O->free(tc_be, dv);
 }
 
+/* threads = 0: OMP_NUM_THREADS when set, else every core; explicit counts
+ * win; a negative count is refused. */
+static void test_threads(void) {
+    const char *saved = getenv("OMP_NUM_THREADS");
+    char keep[64] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    sg_backend_info info;
+    setenv("OMP_NUM_THREADS", "3", 1);
+    sg_backend *b = tc_backend(0);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, 3);
+    sg_backend_destroy(b);
+    unsetenv("OMP_NUM_THREADS");
+    b = tc_backend(0);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, omp_get_num_procs());
+    sg_backend_destroy(b);
+    b = tc_backend(1);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, 1);
+    sg_backend_destroy(b);
+    sg_backend_opts o = {-1, 0, 0};
+    CHECK(sg_backend_create("cpu", &o) == NULL);
+    if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
+}
+
 int main(void) {
     tc_be = tc_backend(2);
     TEST_RUN(test_bn_stats_stable);
@@ -468,5 +501,6 @@ int main(void) {
     TEST_RUN(test_normalize);
     TEST_RUN(test_memory_info);
     sg_backend_destroy(tc_be);
+    TEST_RUN(test_threads);
     return TEST_EXIT();
 }

@@ -12,7 +12,7 @@
 #include "kernels/backend.h"
 #include "model/model.h"
 
-static const char *mt_fixtures = "tests/fixtures";
+static const char *mt_fixtures __attribute__((unused)) = "tests/fixtures";
 
 /* The backend under test: "cpu", or $SG_TEST_DEVICE (e.g. cuda) so the same
  * model tests check another backend; without that device the test skips. */

@@ -12,6 +12,8 @@
  *   cli       - the binary (argv[2]) writes --json with every documented field
  *               present and positive, including the measured peak; usage and
  *               I/O errors exit 2 / 1
+ *   dist      - under the launcher with 2 CPU ranks (Gloo): rank 0 writes the
+ *               JSON with world 2 and img/s counting both ranks' images
  */
 #include <math.h>
 #include <stdlib.h>
@@ -38,6 +40,15 @@ static void check_result_consistent(const sg_bench_result *r, int iters) {
         }
         CHECK(r->step_s[i] > 0);
         CHECK(r->cpu_s[i] > 0);
+        CHECK(r->minflt[i] >= 0);
+        double csum = 0;
+        for (int p = 0; p < SG_PH_N; p++) {
+            CHECK(r->phase_cpu_s[p][i] >= 0);
+            csum += r->phase_cpu_s[p][i];
+        }
+        /* CPU clocks are coarser than the wall clock: allow a few ticks */
+        CHECK_MSG(csum <= r->cpu_s[i] + 1e-3, "phase CPU %.9f s > step CPU %.9f s", csum,
+                  r->cpu_s[i]);
         /* the phases partition the inside of the timed step */
         CHECK_MSG(sum <= r->step_s[i] + 1e-9, "phases %.9f s > step %.9f s", sum, r->step_s[i]);
         CHECK(r->phase_s[SG_PH_FWD][i] > 0 && r->phase_s[SG_PH_BWD][i] > 0);
@@ -142,7 +153,7 @@ static void test_cli(void) {
     char *js = slurp(json);
     CHECK(js != NULL);
     const char *positive[] = {"img_per_s", "step_ms_median", "step_ms_mean", "step_ms_min",
-                              "step_ms_max", "cpu_ms_median", "forward_ms_median",
+                              "step_ms_max", "cpu_ms_median", "forward_ms_median", "forward_cpu_ms_median",
                               "backward_ms_median", "gflops_fwd_per_image", "gflops_per_step",
                               "achieved_gflops", "peak_gflops", "peak_fraction",
                               "peak_rss_mib", "device_mem_peak_mib", "loss_first"};
@@ -179,9 +190,36 @@ static void test_cli(void) {
     fx_cleanup(0);
 }
 
+static void test_dist(void) {
+    CHECK(fx_setup("bench_dist", 1, 0, 8, 8, 19) == 0);
+    char yaml[700], json[700], cmd[3000];
+    snprintf(yaml, sizeof yaml, "%s/tiny.yaml", fx_root);
+    snprintf(json, sizeof json, "%s/bench.json", fx_root);
+    FILE *f = fopen(yaml, "w");
+    CHECK(f != NULL);
+    fprintf(f, "device: cpu\nthreads: 1\nmodel:\n  backbone: resnet18\n  base_width: 8\n"
+               "  aspp_rates: [2, 4, 6]\n  num_classes: 19\ndata:\n  crop_size: [32, 32]\n"
+               "train:\n  batch_size: 2\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' --nproc-per-node 2 bench --config '%s' --iters 2 "
+             "--warmup 1 --peak-gflops 0 --json '%s' --quiet > '%s/out.txt' 2>&1", g_segtrain,
+             yaml, json, fx_root);
+    CHECK_EQ_INT(run(cmd), 0);
+    char *js = slurp(json);
+    CHECK(js != NULL);
+    double world = json_num(js, "world"), imgs = json_num(js, "img_per_s");
+    double med = json_num(js, "step_ms_median"), comm = json_num(js, "comm_ms_median");
+    free(js);
+    CHECK_EQ_INT((long long)world, 2);
+    /* 2 images per rank per step, 2 ranks */
+    CHECK_NEAR(imgs, 4.0 / (med / 1e3), 1e-6 * imgs);
+    CHECK(comm >= 0);
+    fx_cleanup(0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_bench same_step|synthetic|cli [SEGTRAIN_BINARY]\n");
+        fprintf(stderr, "usage: test_bench same_step|synthetic|cli|dist [SEGTRAIN_BINARY]\n");
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);
@@ -189,13 +227,16 @@ int main(int argc, char **argv) {
         TEST_RUN(test_same_step);
     } else if (strcmp(argv[1], "synthetic") == 0) {
         TEST_RUN(test_synthetic);
-    } else if (strcmp(argv[1], "cli") == 0) {
+    } else if (strcmp(argv[1], "cli") == 0 || strcmp(argv[1], "dist") == 0) {
         if (argc < 3) {
-            fprintf(stderr, "test_bench cli: pass the segtrain binary\n");
+            fprintf(stderr, "test_bench %s: pass the segtrain binary\n", argv[1]);
             return 2;
         }
         g_segtrain = argv[2];
-        TEST_RUN(test_cli);
+        if (strcmp(argv[1], "cli") == 0)
+            TEST_RUN(test_cli);
+        else
+            TEST_RUN(test_dist);
     } else {
         fprintf(stderr, "test_bench: unknown case %s\n", argv[1]);
         return 2;
