@@ -207,12 +207,39 @@ static int env_rank(pid_t pid) {
 
 /* Starts a 2-rank training that runs until stopped; returns the launcher's
  * pid once the first checkpoint exists (-1 on timeout), and the workers. */
+/* Launchers started by start_long_run, killed at exit whatever a test did,
+ * so a failed CHECK never leaves a training run behind. */
+static pid_t g_runs[8];
+static int g_nruns;
+
+static void kill_leftover_runs(void) {
+    for (int i = 0; i < g_nruns; i++)
+        if (waitpid(g_runs[i], NULL, WNOHANG) == 0) { /* still our running child */
+            kill(g_runs[i], SIGKILL); /* its workers die with it (parent-death signal) */
+            waitpid(g_runs[i], NULL, 0);
+        }
+}
+
+/* 1 if directory `dir` holds a finished checkpoint (*.safetensors). */
+static int has_checkpoint(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        found = n > 12 && strcmp(e->d_name + n - 12, ".safetensors") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *timeout) {
     char cfgp[512], rund[512], logp[512], ck[512];
     snprintf(cfgp, sizeof cfgp, "%s/base.yaml", g_dir);
     snprintf(rund, sizeof rund, "run_dir=%s/%s", g_dir, run);
     snprintf(logp, sizeof logp, "%s/%s.log", g_dir, run);
-    snprintf(ck, sizeof ck, "%s/%s/checkpoints/iter_00000002.safetensors", g_dir, run);
+    snprintf(ck, sizeof ck, "%s/%s/checkpoints", g_dir, run);
     char tset[64];
     snprintf(tset, sizeof tset, "dist.timeout_s=%s", timeout);
     double t0 = dh_now_();
@@ -226,10 +253,18 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
               (char *)NULL);
         _exit(127);
     }
-    struct stat st;
-    while (stat(ck, &st) != 0 && dh_now_() - t0 < 60) usleep(50 * 1000);
+    if (pid > 0 && g_nruns < 8) g_runs[g_nruns++] = pid;
+    /* wait for the first checkpoint; keep_checkpoints prunes old ones while
+     * this polls, so any checkpoint file counts, not only iter 2's */
+    int have = 0;
+    while (!(have = has_checkpoint(ck)) && dh_now_() - t0 < 60) usleep(20 * 1000);
     *nk = children(pid, kids, 8);
-    return stat(ck, &st) == 0 ? pid : -1;
+    if (!have) { /* never leave the run behind */
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
 }
 
 static char *read_log(const char *run) {
@@ -332,6 +367,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_resume_on_other_world_sizes);
     TEST_RUN(test_kill9_mid_training);
     TEST_RUN(test_sigstop_mid_training);
+    kill_leftover_runs();
     int rc = TEST_EXIT();
     if (!rc) sh("rm -rf %s", g_dir);
     else fprintf(stderr, "kept %s for inspection\n", g_dir);
