@@ -1,9 +1,10 @@
 /* cmd/bench.h - the benchmark's measurement core (`segtrain bench`).
  *
  * sg_bench_run builds the training job a config describes (backend,
- * communicator, model, DDP, SGD) and runs real training steps on it:
- * forward, CE(out) + aux_weight * CE(aux), backward, gradient all-reduce,
- * SGD step, exactly the trainer's step (cmd/trainer.c train_step). Batches
+ * communicator, model, DDP, SGD: sg_train_core_setup) and runs real training
+ * steps on it: forward, CE(out) + aux_weight * CE(aux), backward, gradient
+ * all-reduce, SGD step, the trainer's own step (sg_train_step, see
+ * cmd/train_core.h) at the constant train.lr. Batches
  * are synthetic and held in host memory (uploaded and normalized every step,
  * as the trainer does) or come from the configured loader (with_data).
  *
@@ -29,9 +30,8 @@
 #include <stddef.h>
 
 #include "cmd/config.h"
+#include "cmd/train_core.h" /* the phases SG_PH_* */
 #include "kernels/backend.h"
-
-enum { SG_PH_DATA, SG_PH_FWD, SG_PH_LOSS, SG_PH_BWD, SG_PH_COMM, SG_PH_OPT, SG_PH_N };
 
 extern const char *const sg_bench_phase_names[SG_PH_N];
 

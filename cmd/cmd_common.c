@@ -64,3 +64,19 @@ sg_model *sg_cmd_model_from_checkpoint(sg_backend *be, const sg_config *cfg, con
     }
     return m;
 }
+
+static void *backend_host_alloc(void *ctx, size_t bytes) {
+    sg_backend *be = ctx;
+    return be->ops->host_alloc(be, bytes);
+}
+
+static void backend_host_free(void *ctx, void *p) {
+    sg_backend *be = ctx;
+    be->ops->host_free(be, p);
+}
+
+void sg_loader_opts_use_backend(sg_loader_opts *lo, sg_backend *be) {
+    lo->host_alloc = backend_host_alloc;
+    lo->host_free = backend_host_free;
+    lo->host_ctx = be;
+}

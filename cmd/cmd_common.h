@@ -1,11 +1,13 @@
-/* cmd/cmd_common.h - what eval, predict and export share: loading a config
- * for an existing checkpoint and a model with the checkpoint's weights. */
+/* cmd/cmd_common.h - what the commands share: loading a config for an
+ * existing checkpoint, a model with the checkpoint's weights, and loaders
+ * whose batch memory comes from the backend (pinned on CUDA). */
 #ifndef SG_CMD_CMD_COMMON_H
 #define SG_CMD_CMD_COMMON_H
 
 #include "cmd/cli.h"
 #include "cmd/config.h"
 #include "kernels/backend.h"
+#include "data/loader.h"
 #include "model/model.h"
 
 /* The configuration for a command working on checkpoint ck: --config when
@@ -17,5 +19,9 @@ int sg_cmd_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *c
  * checkpoint (validated, every tensor required), or any safetensors weights
  * file (exported, torchvision names) loaded strictly. NULL after logging. */
 sg_model *sg_cmd_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck);
+
+/* Makes the loader allocate its batch buffers with be->ops->host_alloc
+ * (pinned host memory on CUDA, so uploads can be asynchronous). */
+void sg_loader_opts_use_backend(sg_loader_opts *lo, sg_backend *be);
 
 #endif

@@ -4,17 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/cmd_common.h"
 #include "cmd/log.h"
 #include "data/sampler.h"
-
-static void *host_alloc_cb(void *ctx, size_t bytes) {
-    sg_backend *be = ctx;
-    return be->ops->host_alloc(be, bytes);
-}
-static void host_free_cb(void *ctx, void *p) {
-    sg_backend *be = ctx;
-    be->ops->host_free(be, p);
-}
 
 int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
                       const sg_config *cfg) {
@@ -35,9 +27,7 @@ int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
     /* sliding windows process one image at a time */
     sg_loader_opts_from_config(&lo, &cfg->data, 0, ev->crop_h ? 1 : cfg->eval.batch_size,
                                (uint64_t)cfg->seed);
-    lo.host_alloc = host_alloc_cb;
-    lo.host_free = host_free_cb;
-    lo.host_ctx = be;
+    sg_loader_opts_use_backend(&lo, be);
     ev->loader = sg_loader_create(ds, &lo);
     if (!ev->loader) return 1;
     size_t c = (size_t)ev->num_classes;

@@ -20,20 +20,20 @@ static void fmt_eta(char *buf, size_t n, double s) {
     snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
 }
 
-void sg_tr_log_progress(trainer *T, const step_out *o, double lr) {
+void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
     double t = sg_tr_now_s();
     sg_loader_stats ls;
     sg_loader_get_stats(T->loader, &ls);
     int64_t steps = T->st.iter - T->iter_log;
     double dt = t - T->t_log;
-    double img_s = dt > 0 ? (double)steps * T->B * T->K * T->world / dt : 0;
+    double img_s = dt > 0 ? (double)steps * T->c.B * T->c.K * T->c.world / dt : 0;
     double wait = ls.consumer_wait_s - T->wait_log;
     double eta = steps > 0 ? dt / steps * (double)(T->st.total_steps - T->st.iter) : 0;
     sg_backend_info bi;
-    sg_backend_get_info(T->be, &bi);
+    sg_backend_get_info(T->c.be, &bi);
     char eta_s[32];
     fmt_eta(eta_s, sizeof eta_s, eta);
-    if (T->rank == 0) {
+    if (T->c.rank == 0) {
         SG_INFO("iter %lld/%lld  epoch %lld  loss %.4f (main %.4f aux %.4f)  lr %.3e  "
                 "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)",
                 (long long)T->st.iter, (long long)T->st.total_steps, (long long)T->st.epoch,
@@ -65,17 +65,17 @@ void sg_tr_log_progress(trainer *T, const step_out *o, double lr) {
  * eval/iter_<N>.json and a metrics.jsonl line. Returns 0 or -1. */
 static int run_validation(trainer *T, double *miou) {
     int64_t n;
-    int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->world, T->rank, &n);
-    int64_t *conf = calloc((size_t)T->C * T->C, sizeof(int64_t));
+    int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->c.world, T->c.rank, &n);
+    int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
     SG_CHECK(conf != NULL, "out of host memory");
     double t0 = sg_tr_now_s();
-    int rc = sg_evaluator_run(&T->ev_val, T->m, T->comm, idx, n, 0, conf);
+    int rc = sg_evaluator_run(&T->ev_val, T->c.m, T->c.comm, idx, n, 0, conf);
     free(idx);
     if (rc == 0) {
         sg_metrics mt;
-        sg_metrics_from_confusion(conf, T->C, &mt);
+        sg_metrics_from_confusion(conf, T->c.C, &mt);
         *miou = mt.miou;
-        if (T->rank == 0) {
+        if (T->c.rank == 0) {
             SG_INFO("validation at iteration %lld (%lld images, %.1fs):", (long long)T->st.iter,
                     (long long)sg_dataset_size(T->val_ds), sg_tr_now_s() - t0);
             sg_metrics_print_table(&mt, T->cfg, stdout);
@@ -114,25 +114,25 @@ int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
     int64_t total = N - end_pos;
     if (total <= 0) return 0;
     sg_sampler_permutation(&T->sampler, T->st.epoch, T->perm);
-    int64_t n = sg_eval_shard_size(total, T->world, T->rank);
+    int64_t n = sg_eval_shard_size(total, T->c.world, T->c.rank);
     int64_t *shard = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     int64_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     SG_CHECK(shard && pos, "out of host memory");
-    sg_eval_shard(total, T->world, T->rank, pos);
+    sg_eval_shard(total, T->c.world, T->c.rank, pos);
     for (int64_t i = 0; i < n; i++) shard[i] = T->perm[end_pos + pos[i]];
     if (T->dbg && T->dbg->seen_leftover)
         for (int64_t i = 0; i < n; i++) T->dbg->seen_leftover[shard[i]]++;
-    int64_t *conf = calloc((size_t)T->C * T->C, sizeof(int64_t));
+    int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
     SG_CHECK(conf != NULL, "out of host memory");
-    int rc = sg_evaluator_run(&T->ev_left, T->m, T->comm, shard, n, T->st.epoch, conf);
+    int rc = sg_evaluator_run(&T->ev_left, T->c.m, T->c.comm, shard, n, T->st.epoch, conf);
     if (rc == 0) {
         sg_metrics mt;
-        sg_metrics_from_confusion(conf, T->C, &mt);
+        sg_metrics_from_confusion(conf, T->c.C, &mt);
         if (T->dbg) {
             T->dbg->last_leftover_miou = mt.miou;
             T->dbg->leftover_samples += total;
         }
-        if (T->rank == 0) {
+        if (T->c.rank == 0) {
             SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
                     "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
             sg_json j = {0};
@@ -155,23 +155,23 @@ int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
 /* Every rank enters (barrier first); rank 0 writes; the outcome is shared so
  * all ranks stop together if the write failed. */
 int sg_tr_write_checkpoint(trainer *T, int best) {
-    if (sg_comm_barrier(T->comm) != 0) return -1;
+    if (sg_comm_barrier(T->c.comm) != 0) return -1;
     int64_t rc = 0;
     char path[SG_STR + 64];
     if (best)
         sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
     else
         sg_ckpt_iter_path(T->cfg->run_dir, T->st.iter, path, sizeof path);
-    if (T->rank == 0) {
+    if (T->c.rank == 0) {
         char dir[SG_STR + 32];
         rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
-        if (rc == 0) rc = sg_ckpt_save(path, T->m, &T->opt, &T->st, &T->sched, T->cfg);
+        if (rc == 0) rc = sg_ckpt_save(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg);
         if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
     }
-    if (sg_comm_allreduce_i64(T->comm, &rc, 1) != 0) return -1;
+    if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return -1;
     if (rc != 0) {
-        if (T->rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
+        if (T->c.rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
         return -1;
     }
     if (!best) T->last_ckpt_iter = T->st.iter;

@@ -1,6 +1,8 @@
 /* cmd/trainer_internal.h - the training loop's state, shared by trainer.c
  * (setup, steps, the run) and train_events.c (progress, evaluation, leftover
- * pass, checkpoints). Not a public header: use cmd/trainer.h. */
+ * pass, checkpoints). The step's machinery (backend, comm, model, SGD, DDP,
+ * device slots) is the embedded sg_train_core (cmd/train_core.h). Not a
+ * public header: use cmd/trainer.h. */
 #ifndef SG_CMD_TRAINER_INTERNAL_H
 #define SG_CMD_TRAINER_INTERNAL_H
 
@@ -10,35 +12,23 @@
 #include "cmd/config.h"
 #include "cmd/evaluator.h"
 #include "cmd/lr_schedule.h"
-#include "cmd/optimizer.h"
+#include "cmd/train_core.h"
 #include "cmd/trainer.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
-#include "model/model.h"
 
 typedef struct trainer {
     const sg_config *cfg;
     sg_train_debug *dbg;
-    sg_backend *be;
-    sg_comm *comm;
-    sg_ddp *ddp;
-    sg_model *m;
+    sg_train_core c;            /* be, comm, model, opt, ddp, slots, B, K, ... */
     sg_dataset *train_ds, *val_ds;
     sg_loader *loader;
     sg_evaluator ev_val, ev_left;
     int have_ev_val, have_ev_left;
-    sg_sgd opt;
     sg_lr_schedule sched;
     sg_train_state st;
     sg_sampler sampler;
-    int rank, world, B, K, C, crop_h, crop_w, global_norm;
-    float mean[3], std[3];
-    uint8_t **d_img, **d_lab;   /* K device slots */
-    int *slot_n, *slot_h, *slot_w;
-    int64_t *slot_valid;
     int64_t *idx, *perm;        /* [N] */
     int64_t epoch_steps_left;   /* optimizer steps left in the current epoch's list */
     int64_t last_ckpt_iter;
@@ -48,16 +38,9 @@ typedef struct trainer {
     int64_t iter_log;
 } trainer;
 
-/* What one optimizer step reports (identical on every rank). */
-typedef struct step_out {
-    double loss, loss_main, loss_aux;
-    int64_t images;     /* this step, all ranks */
-    int stop_signal;    /* max over ranks */
-} step_out;
-
 double sg_tr_now_s(void);
 /* Progress line (rank 0) and a metrics.jsonl line. */
-void sg_tr_log_progress(trainer *T, const step_out *o, double lr);
+void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr);
 /* Leftover pass over positions [end_pos, N) of the finished epoch's order. */
 int sg_tr_leftover_pass(trainer *T, int64_t end_pos);
 /* Rank 0 writes iter_<N> (best = 0) or best.safetensors; all ranks agree on
