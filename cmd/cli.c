@@ -170,31 +170,6 @@ int sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char 
     return SG_CLI_RUN;
 }
 
-int sg_mkdirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 /* Writes <run_dir>/config.yaml via a temporary file and rename. */
 static int write_config_file(const sg_config *cfg) {
     char path[SG_STR + 32], tmp[SG_STR + 48];

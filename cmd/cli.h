@@ -31,6 +31,7 @@
 #define SG_CMD_CLI_H
 
 #include "cmd/config.h"
+#include "cmd/fsutil.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -94,9 +95,6 @@ void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts);
  * Returns 0, or 1 after logging what failed (path, errno text). */
 int sg_cli_prepare_run_dir(const sg_config *cfg, int rank);
 
-/* Creates a directory and its parents (like mkdir -p). Returns 0 or -1
- * (errno set). */
-int sg_mkdirs(const char *path);
 
 #ifdef __cplusplus
 }

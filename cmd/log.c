@@ -1,6 +1,8 @@
 /* cmd/log.c - see log.h. */
 #include "log.h"
 
+#include "cmd/fsutil.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,25 +28,9 @@ void sg_log_get_rank(int *rank, int *world) {
     if (world) *world = g_world;
 }
 
-static int mkdirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 int sg_log_open_file(const char *dir) {
     char path[4096];
-    if (mkdirs(dir) != 0) {
+    if (sg_mkdirs(dir) != 0) {
         SG_ERROR("cannot create log directory %s: %s (check the permissions of run_dir)", dir,
                  strerror(errno));
         return -1;

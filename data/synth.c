@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd/fsutil.h"
 #include "cmd/log.h"
 #include "data/dataset.h"
 #include "kernels/rng.h"
@@ -160,22 +161,6 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
 #undef RANGE
 }
 
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 static const char *const k_split_names[2] = {"train", "val"};
 
 int sg_synth_write(const sg_synth_opts *o) {
@@ -215,7 +200,7 @@ int sg_synth_write(const sg_synth_opts *o) {
             for (int kind = 0; kind < 2 && rc == 0; kind++) {
                 snprintf(path, sizeof path, "%s/%s/%s/%s", o->out,
                          kind ? "gtFine" : "leftImg8bit", k_split_names[split], city);
-                if (mkdir_p(path) != 0) {
+                if (sg_mkdirs(path) != 0) {
                     SG_ERROR("synth: cannot create directory %s: %s", path, strerror(errno));
                     rc = -1;
                 }
