@@ -77,6 +77,7 @@ static void cuda_destroy(sg_backend *be) {
     sg_cuda_conv_destroy(cu);
     CUDNN_CHECK(cudnnDestroy(cu->cudnn));
     sg_cuda_memory_destroy(cu);
+    CU_CHECK(cudaEventDestroy(cu->upload_event));
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) {
         CU_CHECK(cudaEventDestroy(cu->events[i]));
         CU_CHECK(cudaStreamDestroy(cu->streams[i]));
@@ -224,6 +225,7 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
         CU_CHECK(cudaStreamCreateWithFlags(&cu->streams[i], cudaStreamNonBlocking));
         CU_CHECK(cudaEventCreateWithFlags(&cu->events[i], cudaEventDisableTiming));
     }
+    CU_CHECK(cudaEventCreateWithFlags(&cu->upload_event, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cu->cudnn));
     CUDNN_CHECK(cudnnSetStream(cu->cudnn, cu->streams[SG_STREAM_COMPUTE]));
 

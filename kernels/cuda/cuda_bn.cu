@@ -213,6 +213,7 @@ void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t
     SG_CHECK(parts >= 1, "CUDA backend: bn_finalize with %d parts", parts);
     SG_CHECK(!running_mean == !running_var,
              "CUDA backend: bn_finalize needs both running_mean and running_var, or neither");
+    if (c <= 0) return; /* an empty grid is a launch error */
     inline_counts ic;
     memset(&ic, 0, sizeof ic);
     const int64_t *cdev = NULL;
@@ -248,6 +249,7 @@ __global__ void k_bn_eval_params(const float *rm, const float *rv, int c, float 
 void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
                             const float *running_var, int c, float eps, float *mean,
                             float *invstd) {
+    if (c <= 0) return;
     k_bn_eval_params<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(running_mean, running_var, c,
                                                                    eps, mean, invstd);
     CU_LAUNCH_CHECK("k_bn_eval_params");
@@ -260,12 +262,13 @@ __global__ void k_bn_fwd(const float *x, const float *mean, const float *invstd,
                          size_t planes, int relu) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
-        float m = mean[ch], is = invstd[ch], g = gamma[ch], bt = beta[ch];
+        /* the CPU backend's form: (x - m)*a + b, a = invstd*gamma in double */
+        float m = mean[ch], a = (float)((double)invstd[ch] * gamma[ch]), bt = beta[ch];
         const float *xp = x + pl * hw;
         float *yp = y + pl * hw;
         SG_INPLANE_LOOP(j, hw) {
-            float v = (xp[j] - m) * is * g + bt;
-            yp[j] = (relu && v < 0.0f) ? 0.0f : v;
+            float v = (xp[j] - m) * a + bt;
+            yp[j] = (relu && !(v > 0.0f)) ? 0.0f : v;
         }
     }
 }
@@ -321,18 +324,22 @@ void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, cons
 
 __global__ void k_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
                               const float *invstd, const float *gamma, const float *red,
-                              float inv_count, float *dx, int c, int hw, size_t planes, int relu,
+                              double count, float *dx, int c, int hw, size_t planes, int relu,
                               int accumulate) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
-        float m = mean[ch], is = invstd[ch], g0 = gamma[ch];
-        float r0 = red[ch] * inv_count, r1 = red[c + ch] * inv_count;
+        /* the contract's formula as the CPU backend evaluates it:
+         * dx = g*A + (x-m)*B + C with the coefficients in double */
+        double is = invstd[ch], gi = is * gamma[ch];
+        float A = (float)gi, B = (float)(-(double)red[c + ch] / count * is * is * gi);
+        float C = (float)(-(double)red[ch] / count * gi);
+        float m = mean[ch];
         size_t off = pl * hw;
         SG_INPLANE_LOOP(j, hw) {
             size_t i = off + j;
             float g = dy[i];
             if (relu && !(y[i] > 0.0f)) g = 0.0f;
-            float v = (g - r0 - (x[i] - m) * is * is * r1) * is * g0;
+            float v = g * A + (x[i] - m) * B + C;
             dx[i] = accumulate ? dx[i] + v : v;
         }
     }
@@ -347,8 +354,7 @@ void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const 
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
     int t = sg_cu_plane_threads(hw);
     k_bn_bwd_elem<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, x, y, mean, invstd, gamma, red, (float)(1.0 / count), dx, c, hw, planes, relu,
-        accumulate);
+        dy, x, y, mean, invstd, gamma, red, count, dx, c, hw, planes, relu, accumulate);
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
 
@@ -363,6 +369,7 @@ __global__ void k_bn_param_grads(const float *red, const float *invstd, float *d
 
 void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
                             float *dgamma, float *dbeta, int c, int accumulate) {
+    if (c <= 0) return;
     k_bn_param_grads<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(red, invstd, dgamma, dbeta, c,
                                                                    accumulate);
     CU_LAUNCH_CHECK("k_bn_param_grads");

@@ -46,7 +46,7 @@ void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx
 __global__ void k_add(const float *a, const float *b, float *y, size_t n, int relu) {
     GRID_STRIDE(i, n) {
         float v = a[i] + b[i];
-        y[i] = (relu && v < 0.0f) ? 0.0f : v;
+        y[i] = (relu && !(v > 0.0f)) ? 0.0f : v; /* the CPU backend's relu (NaN -> 0) */
     }
 }
 void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
@@ -123,8 +123,10 @@ void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *bu
 
 /* ---- uint8 HWC -> normalised float NCHW ---- */
 
+/* (v/255 - mean)/std = v*a + b with a, b from double, as the CPU backend
+ * (kernels/cpu/cpu_sgd.c) computes it, so both backends feed the same input. */
 typedef struct norm3 {
-    float mean[3], std[3];
+    float a[3], b[3];
 } norm3;
 
 __global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, size_t total,
@@ -135,16 +137,15 @@ __global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, siz
         size_t pix = i % plane;
         int ch = (int)((i / plane) % 3);
         size_t img = i / (plane * 3);
-        float v = (float)src[(img * plane + pix) * 3 + ch] / 255.0f;
-        dst[i] = (v - nm.mean[ch]) / nm.std[ch];
+        dst[i] = (float)src[(img * plane + pix) * 3 + ch] * nm.a[ch] + nm.b[ch];
     }
 }
 void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
                           const float mean[3], const float std[3]) {
     norm3 nm;
     for (int k = 0; k < 3; k++) {
-        nm.mean[k] = mean[k];
-        nm.std[k] = std[k];
+        nm.a[k] = (float)(1.0 / (255.0 * std[k]));
+        nm.b[k] = (float)(-(double)mean[k] / std[k]);
     }
     size_t total = (size_t)n * 3 * h * w;
     LAUNCH(k_normalize_u8, total, src, dst, h, w, total, nm);

@@ -94,6 +94,9 @@ typedef struct sg_cuda {
 
     cudaStream_t streams[SG_CUDA_NSTREAMS]; /* SG_STREAM_COMPUTE, _COPY, _COMM */
     cudaEvent_t events[SG_CUDA_NSTREAMS];   /* recorded on stream i for stream_wait */
+    /* recorded on the compute stream by upload_async only (its own event, so
+     * a loader thread's uploads never re-record the one stream_wait uses) */
+    cudaEvent_t upload_event;
     cudnnHandle_t cudnn;                    /* bound to the compute stream */
 
     /* convolution cache (linear: a network has a few dozen geometries) */

@@ -29,18 +29,25 @@ __global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, 
         int lab = labels[p];
         int ok = lab != ignore && lab < c;
         if (ok) {
+            /* the CPU backend's arithmetic (kernels/cpu/cpu_loss.c): float max
+             * and sum of exps, log-sum-exp and the loss in double, gradient
+             * exp * (grad_scale / sum), minus grad_scale at the label */
             float m = x[0];
-            for (int k = 1; k < c; k++) m = fmaxf(m, x[(size_t)k * hw]);
+            for (int k = 1; k < c; k++) {
+                float v = x[(size_t)k * hw];
+                m = v > m ? v : m;
+            }
             float s = 0.0f;
             for (int k = 0; k < c; k++) s += expf(x[(size_t)k * hw] - m);
-            loss += (double)(m + logf(s)) - (double)x[(size_t)lab * hw];
+            float xl = x[(size_t)lab * hw]; /* read before dlogits (may alias) is written */
+            loss += (double)m + log((double)s) - (double)xl;
             valid += 1.0;
             if (dlogits) {
                 float *d = dlogits + img * (size_t)c * hw + j;
-                float inv = 1.0f / s;
+                float inv = grad_scale / s;
                 for (int k = 0; k < c; k++) {
-                    float pk = expf(x[(size_t)k * hw] - m) * inv;
-                    d[(size_t)k * hw] = (pk - (k == lab ? 1.0f : 0.0f)) * grad_scale;
+                    float v = __fmul_rn(expf(x[(size_t)k * hw] - m), inv); /* not fused */
+                    d[(size_t)k * hw] = k == lab ? v - grad_scale : v;
                 }
             }
         } else if (dlogits) {

@@ -5,7 +5,9 @@
  * ordering between the compute, copy and communication streams (events).
  * Synchronous copies (upload/download) run on the compute stream so they are
  * ordered after the ops issued before them; upload_async runs on the copy
- * stream and the compute stream waits for it only at upload_wait.
+ * stream after the compute work issued before it (so it never overwrites a
+ * buffer a pending kernel reads), and the compute stream waits for it only
+ * at upload_wait.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -179,10 +181,18 @@ void sg_cuda_host_free(sg_backend *be, void *p) {
     if (p) CU_CHECK(cudaFreeHost(p));
 }
 
+/* Ordered after every compute-stream op issued before this call (write
+ * after read: a kernel still reading dst, e.g. the previous batch in a
+ * double buffer, must not see it overwritten), and before nothing issued
+ * after it until upload_wait: it overlaps the compute work issued after it.
+ * The host buffer must stay untouched until the copy has run (upload_wait
+ * followed by a sync, or a later synchronising call). */
 void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, size_t bytes) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
     if (!bytes) return;
+    CU_CHECK(cudaEventRecord(cu->upload_event, cu->streams[SG_STREAM_COMPUTE]));
+    CU_CHECK(cudaStreamWaitEvent(cu->streams[SG_STREAM_COPY], cu->upload_event, 0));
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                              cu->streams[SG_STREAM_COPY]));
 }

@@ -102,10 +102,9 @@ void sg_cuda_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c,
     CU_LAUNCH_CHECK("k_avgpool_fwd");
 }
 
-__global__ void k_avgpool_bwd(const float *dy, float *dx, int hw, float inv_hw, size_t planes,
-                              int acc) {
+__global__ void k_avgpool_bwd(const float *dy, float *dx, int hw, size_t planes, int acc) {
     SG_PLANE_LOOP(pl, planes) {
-        float g = dy[pl] * inv_hw;
+        float g = (float)((double)dy[pl] / hw); /* as the CPU backend and the reference */
         float *dxp = dx + pl * (size_t)hw;
         SG_INPLANE_LOOP(j, hw) dxp[j] = acc ? dxp[j] + g : g;
     }
@@ -117,7 +116,7 @@ void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int 
     if (!planes || hw <= 0) return;
     int t = sg_cu_plane_threads(hw);
     k_avgpool_bwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, hw, 1.0f / (float)hw, planes, accumulate);
+        dy, dx, hw, planes, accumulate);
     CU_LAUNCH_CHECK("k_avgpool_bwd");
 }
 

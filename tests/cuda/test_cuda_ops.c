@@ -15,6 +15,8 @@
  *          argmax, confusion counts, CE valid count, copies, concat, relu, add;
  *          and reruns of the deterministic paths (BN statistics, CE loss,
  *          resize backward, convolutions with cudnn_deterministic).
+ * Streams: upload_async is ordered after the compute ops issued before it
+ * (test_upload_async_order), and upload_wait orders compute after it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -764,6 +766,31 @@ static void test_memory_and_streams(void) {
     free(h);
 }
 
+/* upload_async must not overwrite a buffer that compute-stream ops issued
+ * before it still read (write after read across the copy stream): the ops
+ * below read a_d for a while, the upload replaces a_d at once after them. */
+static void test_upload_async_order(void) {
+    size_t cnt = (size_t)64 << 20; /* 256 MiB: the kernels outlast the copy's start */
+    float *old = (float *)malloc(cnt * sizeof(float));
+    for (size_t i = 0; i < cnt; i++) old[i] = (float)(i % 1000);
+    float *pin = (float *)g_be->ops->host_alloc(g_be, cnt * sizeof(float));
+    for (size_t i = 0; i < cnt; i++) pin[i] = -1.0f;
+    float *a_d = dev_f(g_be, old, cnt), *b_d = dev_f(g_be, NULL, cnt);
+    g_be->ops->scale(g_be, a_d, b_d, 2.0f, cnt);
+    for (int k = 0; k < 3; k++) g_be->ops->axpy(g_be, 1.0f, a_d, b_d, cnt); /* b = 5a, exact */
+    g_be->ops->upload_async(g_be, a_d, pin, cnt * sizeof(float));
+    g_be->ops->upload_wait(g_be);
+    float *b = host_f(g_be, b_d, cnt), *a = host_f(g_be, a_d, cnt);
+    size_t wrong = 0;
+    for (size_t i = 0; i < cnt; i++) wrong += b[i] != 5.0f * old[i];
+    CHECK_MSG(wrong == 0, "%zu of %zu results read the uploaded data, not the old (upload_async "
+              "overlapped the ops issued before it)", wrong, cnt);
+    CHECK(memcmp(a, pin, cnt * sizeof(float)) == 0);
+    g_be->ops->free(g_be, a_d), g_be->ops->free(g_be, b_d);
+    g_be->ops->host_free(g_be, pin);
+    free(old), free(a), free(b);
+}
+
 static void test_bad_device(void) {
     /* an index past the last device: NULL and an error, not a crash */
     char dev[32];
@@ -784,6 +811,7 @@ int main(void) {
         return 1;
     }
     TEST_RUN(test_memory_and_streams);
+    TEST_RUN(test_upload_async_order);
     TEST_RUN(test_conv_fixed);
     TEST_RUN(test_conv_random);
     TEST_RUN(test_bias);
