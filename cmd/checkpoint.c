@@ -43,11 +43,23 @@ static uint64_t hash_tensor(uint64_t h, const char *name, int dtype, const void 
     return hash_bytes(h, data, nbytes);
 }
 
+/* One metadata entry's contribution to meta_checksum: entries are summed,
+ * so the order the file stores them in does not matter. */
+static uint64_t hash_meta_entry(const char *key, const char *value) {
+    uint64_t h = hash_bytes(FNV_OFFSET, key, strlen(key) + 1);
+    return hash_bytes(h, value, strlen(value) + 1);
+}
+
+static int is_checksum_key(const char *key) {
+    return strcmp(key, "checksum") == 0 || strcmp(key, "meta_checksum") == 0;
+}
+
 /* ---------------- builder ---------------- */
 void sg_ckpt_builder_init(sg_ckpt_builder *b) {
     b->w = sg_st_writer_create();
     SG_CHECK(b->w != NULL, "out of memory creating a safetensors writer");
     b->hash = FNV_OFFSET;
+    b->meta_hash = 0;
     b->n_tensors = 0;
 }
 
@@ -72,6 +84,7 @@ int sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value) {
         SG_ERROR("checkpoint: cannot set metadata '%s'", key);
         return -1;
     }
+    if (!is_checksum_key(key)) b->meta_hash += hash_meta_entry(key, value);
     return 0;
 }
 
@@ -100,6 +113,8 @@ int sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
     if (sg_ckpt_meta(b, "tensor_count", buf)) return -1;
     snprintf(buf, sizeof buf, "fnv1a64:%016" PRIx64, b->hash);
     if (sg_ckpt_meta(b, "checksum", buf)) return -1;
+    snprintf(buf, sizeof buf, "sum64:%016" PRIx64, b->meta_hash);
+    if (sg_ckpt_meta(b, "meta_checksum", buf)) return -1;
 
     char tmp[SG_STR + 16];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -190,9 +205,25 @@ sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap) {
     } else {
         char want[64];
         snprintf(want, sizeof want, "fnv1a64:%016" PRIx64, sg_ckpt_file_checksum(f));
-        if (strcmp(want, sum) == 0) return f;
-        snprintf(why, cap, "checksum mismatch (file says %s, data gives %s): corrupt", sum,
-                 want);
+        const char *msum = sg_st_meta(f, "meta_checksum");
+        char mwant[64] = "";
+        if (msum) {
+            uint64_t mh = 0;
+            for (int i = 0; i < sg_st_meta_count(f); i++) {
+                const char *k, *v;
+                sg_st_meta_get(f, i, &k, &v);
+                if (!is_checksum_key(k)) mh += hash_meta_entry(k, v);
+            }
+            snprintf(mwant, sizeof mwant, "sum64:%016" PRIx64, mh);
+        }
+        if (strcmp(want, sum) != 0)
+            snprintf(why, cap, "checksum mismatch (file says %s, data gives %s): corrupt", sum,
+                     want);
+        else if (msum && strcmp(mwant, msum) != 0)
+            snprintf(why, cap, "metadata checksum mismatch (file says %s, metadata gives %s): "
+                     "corrupt", msum, mwant);
+        else
+            return f;
     }
     sg_st_close(f);
     return NULL;
@@ -490,13 +521,20 @@ static int list_iters(const char *dir, long long **out) {
     return n;
 }
 
-int sg_ckpt_prune(const char *run_dir, int keep) {
+int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest) {
     char dir[SG_STR + 32], path[SG_STR + 64];
     sg_ckpt_dir(run_dir, 0, dir, sizeof dir);
     int deleted = 0;
     long long *its;
     int n = list_iters(dir, &its);
-    for (int i = keep > 0 ? keep : n; i < n; i++) {
+    /* Files past `newest` (the checkpoint just written) are not this run's
+     * history: a run started over an older run's directory, or a resume that
+     * skipped a corrupt newest file. Counting them would delete the file just
+     * written and leave nothing valid to resume from; they are left alone
+     * (a resumed run rewrites them as it gets there). */
+    int first = 0;
+    while (first < n && its[first] > (long long)newest) first++;
+    for (int i = keep > 0 ? first + keep : n; i < n; i++) {
         sg_ckpt_iter_path(run_dir, its[i], path, sizeof path);
         if (unlink(path) == 0)
             deleted++;

@@ -9,7 +9,10 @@
  *    total_steps, world_size, seed, momentum_initialized, best_miou, best_iter,
  *    lr_schedule and rng (JSON), config (the resolved YAML), tensor_count and
  *    checksum ("fnv1a64:<16 hex>" over every tensor's name, dtype and bytes,
- *    in data order).
+ *    in data order) and meta_checksum ("sum64:<16 hex>", the sum of the
+ *    FNV-1a of every other metadata key and value: a flipped digit in iter
+ *    or sample_pos would otherwise resume at the wrong place unnoticed;
+ *    files without it are still read).
  * Writing: <path>.tmp, fflush + fsync, rename over <path>, fsync of the
  * directory - a crash at any moment leaves the previous file intact.
  * Files live in <run_dir>/checkpoints/ as iter_<8 digits>.safetensors plus
@@ -47,6 +50,7 @@ typedef struct sg_train_state {
 typedef struct sg_ckpt_builder {
     sg_st_writer *w;
     uint64_t hash;
+    uint64_t meta_hash; /* sum over metadata entries (order-free), see meta_checksum */
     int n_tensors;
 } sg_ckpt_builder;
 
@@ -55,6 +59,8 @@ void sg_ckpt_builder_free(sg_ckpt_builder *b);
 /* Adds a tensor (data copied) and folds it into the checksum. 0 or -1 (logged). */
 int sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
                 const int64_t *shape, const void *data, size_t nbytes);
+/* Sets a metadata entry; each key once (meta_checksum sums the entries set;
+ * tensor_count, checksum and meta_checksum are commit's). 0 or -1 (logged). */
 int sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value);
 /* Adds tensor_count and checksum, writes atomically (see above). 0 or -1 (logged). */
 int sg_ckpt_commit(sg_ckpt_builder *b, const char *path);
@@ -63,7 +69,8 @@ int sg_ckpt_commit(sg_ckpt_builder *b, const char *path);
 uint64_t sg_ckpt_file_checksum(const sg_st_file *f);
 
 /* Opens path and checks it is a complete segtrain checkpoint: readable,
- * format and version known, tensor_count and checksum matching. Returns the
+ * format and version known, tensor_count, checksum and (when present)
+ * meta_checksum matching. Returns the
  * open file, or NULL with the reason in why[cap] (nothing logged). */
 sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap);
 
@@ -87,9 +94,11 @@ int sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);
 int sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap);
 void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap);
 void sg_ckpt_best_path(const char *run_dir, char *out, size_t cap);
-/* Deletes all but the newest `keep` iter_*.safetensors (keep <= 0: keep all)
- * and stale *.tmp files. Returns the number deleted. */
-int sg_ckpt_prune(const char *run_dir, int keep);
+/* Deletes all but the newest `keep` iter_*.safetensors up to iteration
+ * `newest` (the one just written, which is therefore never deleted; keep <= 0:
+ * keep all) and stale *.tmp files. Files of later iterations are neither
+ * counted nor deleted. Returns the number deleted. */
+int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest);
 /* Newest valid iter_*.safetensors in run_dir: 1 and its path in out; 0 when
  * there is none. Corrupt or truncated files are reported (warning naming the
  * file and reason) and skipped. */

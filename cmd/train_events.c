@@ -166,7 +166,7 @@ int sg_tr_write_checkpoint(trainer *T, int best) {
         char dir[SG_STR + 32];
         rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
         if (rc == 0) rc = sg_ckpt_save(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg);
-        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints);
+        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
     }
     if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return -1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmd/checkpoint.h"
 #include "cmd/evaluator.h"
@@ -25,16 +26,34 @@
 #include "model/model.h"
 
 static volatile sig_atomic_t g_stop_signal = 0;
+static volatile sig_atomic_t g_first_from_parent = 0, g_echo_seen = 0;
+static pid_t g_parent = 0;
 
-/* First SIGINT/SIGTERM: finish the step, checkpoint, exit. A second one
- * (impatient user, launcher escalating) terminates at once. */
-static void on_signal(int sig) {
-    if (g_stop_signal) {
-        signal(sig, SIG_DFL);
-        raise(sig);
+/* First SIGINT/SIGTERM/SIGHUP: finish the step, checkpoint, exit. A second
+ * one (impatient user) terminates at once - except the echo of the first:
+ * whoever stops a whole job (systemd, Slurm, pkill, a closed terminal)
+ * signals every process, and the launcher (our parent) forwards the same
+ * request, so a worker gets it once from each. One signal from the parent
+ * after one from elsewhere (or the reverse) is that echo and is absorbed;
+ * escalating on it would kill every rank before the checkpoint. */
+static void on_signal(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    int from_parent = si && si->si_code == SI_USER && g_parent > 1 && si->si_pid == g_parent;
+    if (!g_stop_signal) {
+        g_first_from_parent = from_parent;
+        g_stop_signal = sig;
         return;
     }
-    g_stop_signal = sig;
+    if (!g_echo_seen && from_parent != g_first_from_parent) {
+        g_echo_seen = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static const char *stop_signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
 }
 
 double sg_tr_now_s(void) {
@@ -120,6 +139,36 @@ static int load_resume(trainer *T, const char *path) {
     return 0;
 }
 
+/* Every rank resolves --resume itself (auto: the newest valid file it sees).
+ * A run_dir that is not shared between nodes, or a file another rank cannot
+ * see, would start ranks at different iterations: DDP broadcasts rank 0's
+ * weights but not the momentum, the sample position or the step count, so
+ * the ranks would train apart and then meet in mismatched collectives.
+ * Agree on (iteration, epoch, sample position) first. 0, or -1 (logged). */
+static int check_same_start(trainer *T) {
+    int world = T->c.world;
+    if (world <= 1) return 0;
+    int64_t mine[3] = {T->st.iter, T->st.epoch, T->st.sample_pos};
+    /* a gather as a sum (each rank fills its own slot): the all-reduce is
+     * the collective every backend already runs for the step */
+    int64_t *all = calloc((size_t)world, sizeof mine);
+    SG_CHECK(all != NULL, "out of host memory");
+    memcpy(all + 3 * T->c.rank, mine, sizeof mine);
+    int rc = sg_comm_allreduce_i64(T->c.comm, all, 3 * (size_t)world);
+    for (int r = 1; rc == 0 && r < world; r++)
+        if (memcmp(all + 3 * r, all, sizeof mine) != 0) {
+            SG_ERROR("resume: rank %d starts at iteration %lld (epoch %lld, sample %lld) but rank "
+                     "0 at iteration %lld (epoch %lld, sample %lld): every rank must see the same "
+                     "checkpoint. Put run_dir on a filesystem shared by all nodes, or pass "
+                     "--resume PATH to a file every rank can read", r, (long long)all[3 * r],
+                     (long long)all[3 * r + 1], (long long)all[3 * r + 2], (long long)all[0],
+                     (long long)all[1], (long long)all[2]);
+            rc = -1;
+        }
+    free(all);
+    return rc;
+}
+
 static int setup(trainer *T, const char *resume) {
     const sg_config *cfg = T->cfg;
     sg_train_core *c = &T->c;
@@ -166,6 +215,7 @@ static int setup(trainer *T, const char *resume) {
         rc = flag[1] ? 2 : 1;
     }
     if (rc) return rc;
+    if (check_same_start(T) != 0) return 1;
 
     /* DDP (broadcasting the loaded state), the device slots, the plan */
     rc = sg_train_core_attach(c);
@@ -317,7 +367,7 @@ static int run_loop(trainer *T) {
             sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
                    "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
                    "Resume with: segtrain train --config %s/config.yaml --resume auto",
-                   stop_signal, stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                   stop_signal, stop_signal_name(stop_signal),
                    (long long)T->st.iter, T->cfg->run_dir);
             return 128 + stop_signal;
         }
@@ -355,16 +405,28 @@ int sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg) 
         dbg->iters_done = 0;
     }
     g_stop_signal = 0;
-    struct sigaction sa, old_int, old_term;
+    g_first_from_parent = 0;
+    g_echo_seen = 0;
+    g_parent = getppid();
+    /* SIGHUP too: the launcher forwards it when its terminal closes, and
+     * the default action would end every rank without a checkpoint. An
+     * ignored SIGHUP (nohup) stays ignored; SIGINT and SIGTERM are always
+     * caught (a script's background job starts with SIGINT ignored, and
+     * `kill -INT` must still stop it cleanly). */
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa, old[3];
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    for (int i = 0; i < 3; i++) sigaddset(&sa.sa_mask, sigs[i]);
+    for (int i = 0; i < 3; i++) {
+        sigaction(sigs[i], NULL, &old[i]);
+        if (sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+    }
     int rc = setup(&T, resume);
     if (rc == 0) rc = run_loop(&T);
     teardown(&T);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     return rc;
 }

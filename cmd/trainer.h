@@ -15,8 +15,10 @@
  *    at the exact next sample, with any world size;
  *  - at each epoch end the samples drop_last left out are evaluated
  *    (leftover_miou); validation every eval_every and at the end; checkpoints
- *    every checkpoint_every, at the end and on SIGINT/SIGTERM (then the call
- *    returns 128 + signal number after logging how to resume).
+ *    every checkpoint_every, at the end and on SIGINT/SIGTERM/SIGHUP (then
+ *    the call returns 128 + signal number after logging how to resume; the
+ *    same request arriving both directly and forwarded by the launcher
+ *    counts once, any other second signal ends the process at once).
  * Rank 0 logs progress lines and writes <run_dir>/metrics.jsonl,
  * <run_dir>/eval/iter_<N>.json and the checkpoints.
  */

@@ -101,6 +101,41 @@ static void test_corrupt_detected(void) {
     CHECK_STR_CONTAINS(why, "not a segtrain checkpoint");
 }
 
+/* Regression: the checksum covered the tensors only, so a changed digit in
+ * the metadata (iter, sample_pos, ...) resumed at the wrong place unnoticed. */
+static void test_metadata_corruption_detected(void) {
+    char run[512], ck[512], path[600], why[256];
+    mkrun("meta", run, ck);
+    sg_ckpt_iter_path(run, 7, path, sizeof path);
+    int64_t shape[1] = {4};
+    float x[4] = {1, 2, 3, 4};
+    sg_ckpt_builder b;
+    sg_ckpt_builder_init(&b);
+    CHECK_EQ_INT(sg_ckpt_add(&b, "w", SG_ST_F32, 1, shape, x, sizeof x), 0);
+    CHECK_EQ_INT(sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT), 0);
+    CHECK_EQ_INT(sg_ckpt_meta(&b, "format_version", "1"), 0);
+    CHECK_EQ_INT(sg_ckpt_meta(&b, "sample_pos", "123456"), 0);
+    CHECK_EQ_INT(sg_ckpt_meta(&b, "config", "a: \"q\"\nb: [1, 2]\n"), 0);
+    CHECK_EQ_INT(sg_ckpt_commit(&b, path), 0);
+    sg_ckpt_builder_free(&b);
+    sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
+    CHECK_MSG(f != NULL, "%s", why);
+    CHECK(strncmp(sg_st_meta(f, "meta_checksum"), "sum64:", 6) == 0);
+    sg_st_close(f);
+    /* 123456 -> 123457 in the header: still valid JSON, same length */
+    FILE *fp = fopen(path, "r+b");
+    CHECK(fp != NULL);
+    char head[4096];
+    size_t n = fread(head, 1, sizeof head, fp);
+    char *at = memmem(head, n, "123456", 6);
+    CHECK(at != NULL);
+    fseek(fp, (long)(at - head) + 5, SEEK_SET);
+    fputc('7', fp);
+    fclose(fp);
+    CHECK(sg_ckpt_open_valid(path, why, sizeof why) == NULL);
+    CHECK_STR_CONTAINS(why, "metadata checksum mismatch");
+}
+
 static void test_auto_resume_skips_bad_newest(void) {
     char run[512], ck[512], path[600], out[600];
     mkrun("auto", run, ck);
@@ -132,13 +167,52 @@ static void test_prune(void) {
     fclose(f);
     sg_ckpt_best_path(run, path, sizeof path);
     CHECK_EQ_INT(write_fake(path, 10, 9), 0);
-    CHECK_EQ_INT(sg_ckpt_prune(run, 2), 4); /* iter 100, 200, 300 and the .tmp */
+    CHECK_EQ_INT(sg_ckpt_prune(run, 2, 500), 4); /* iter 100, 200, 300 and the .tmp */
     for (int it = 1; it <= 5; it++) {
         sg_ckpt_iter_path(run, it * 100, path, sizeof path);
         CHECK_EQ_INT(access(path, F_OK) == 0, it >= 4);
     }
     sg_ckpt_best_path(run, path, sizeof path);
     CHECK(access(path, F_OK) == 0); /* best is never pruned */
+}
+
+/* Regression: a run that writes iter_N while files of later iterations
+ * exist (a fresh run over an older run's directory, or a resume that skipped
+ * a corrupt newest file) must keep iter_N: pruning used to count the later
+ * files first and delete the checkpoint it had just written. */
+static void test_prune_keeps_just_written(void) {
+    char run[512], ck[512], path[600], out[600];
+    mkrun("prune_newer", run, ck);
+    for (int it = 1; it <= 5; it++) {
+        sg_ckpt_iter_path(run, it * 100, path, sizeof path);
+        CHECK_EQ_INT(write_fake(path, 10, it), 0);
+    }
+    sg_ckpt_iter_path(run, 500, path, sizeof path);
+    truncate_half(path); /* the newest is corrupt: resume takes 400 */
+    CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "iter_00000400");
+    /* the resumed run writes 450, keep 1 */
+    sg_ckpt_iter_path(run, 450, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 10, 45), 0);
+    CHECK_EQ_INT(sg_ckpt_prune(run, 1, 450), 4); /* 100, 200, 300, 400 */
+    CHECK(access(path, F_OK) == 0);
+    CHECK_EQ_INT(sg_ckpt_find_latest(run, out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "iter_00000450");
+    /* a fresh run over it writes 10, keep 2: nothing of its own to delete */
+    sg_ckpt_iter_path(run, 10, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 10, 1), 0);
+    CHECK_EQ_INT(sg_ckpt_prune(run, 2, 10), 0);
+    CHECK(access(path, F_OK) == 0);
+    sg_ckpt_iter_path(run, 20, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 10, 2), 0);
+    sg_ckpt_iter_path(run, 30, path, sizeof path);
+    CHECK_EQ_INT(write_fake(path, 10, 3), 0);
+    CHECK_EQ_INT(sg_ckpt_prune(run, 2, 30), 1); /* 10 */
+    CHECK(access(path, F_OK) == 0);
+    sg_ckpt_iter_path(run, 20, path, sizeof path);
+    CHECK(access(path, F_OK) == 0);
+    sg_ckpt_iter_path(run, 450, path, sizeof path);
+    CHECK(access(path, F_OK) == 0); /* later files untouched */
 }
 
 /* A child rewrites iter_2 (16 MB) in a loop; the parent kills it with
@@ -184,8 +258,10 @@ int main(void) {
     sg_log_set_level(SG_LOG_ERROR);
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_corrupt_detected);
+    TEST_RUN(test_metadata_corruption_detected);
     TEST_RUN(test_auto_resume_skips_bad_newest);
     TEST_RUN(test_prune);
+    TEST_RUN(test_prune_keeps_just_written);
     TEST_RUN(test_kill9_during_write);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
