@@ -154,7 +154,7 @@ static const sg_config_key g_keys[] = {
     K_STRS("train.freeze", train.freeze, train.n_freeze, "[]",
            "parameter-name prefixes kept fixed (e.g. encoder.conv1.)"),
     K_BOOL("train.freeze_bn_stats", train.freeze_bn_stats, "false",
-           "keep batch-norm running statistics fixed (BN layers in eval mode)"),
+           "BN layers under train.freeze prefixes (all BN layers when train.freeze is empty) use and keep their running statistics"),
     K_BOOL("train.drop_last", train.drop_last, "true",
            "drop the last incomplete global batch of an epoch"),
     K_BOOL("train.leftover_eval", train.leftover_eval, "true",

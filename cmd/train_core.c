@@ -75,13 +75,17 @@ int sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int verbo
     }
     /* freezing is configuration, applied before anything trains (it also
      * changes the work: no weight gradients) */
+    /* train.freeze_bn_stats: BN layers under the frozen prefixes keep their
+     * running statistics (the "requires_grad=False still updates BN" trap);
+     * with no train.freeze list it applies to every BN layer (mmseg's
+     * norm_eval), which also makes accumulation exactly equal a big batch. */
     for (int i = 0; i < cfg->train.n_freeze; i++)
         sg_model_freeze(c->m, cfg->train.freeze[i], cfg->train.freeze_bn_stats);
-    if (cfg->train.freeze_bn_stats) {
+    if (cfg->train.freeze_bn_stats && cfg->train.n_freeze == 0) {
         int n = sg_model_freeze_bn_stats(c->m, "");
         if (verbose)
-            SG_INFO("train.freeze_bn_stats: %d BN layers use and keep their running statistics",
-                    n);
+            SG_INFO("train.freeze_bn_stats: all %d BN layers use and keep their running "
+                    "statistics", n);
     }
     int n = sg_model_num_params(c->m), np = 0;
     sg_opt_param *ps = calloc((size_t)n, sizeof *ps);

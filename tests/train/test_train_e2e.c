@@ -20,6 +20,9 @@
  *   nonfinite - a NaN loss stops the run at its iteration with status 1
  *   demo      - configs/demo.yaml learns: val mIoU threshold after N iterations
  *   world_change - 2 ranks stopped, 1 rank resumes: the global sample order holds
+ *   freeze    - train.freeze keeps the frozen parameters bit-identical; with
+ *               freeze_bn_stats the frozen BN layers keep their running stats
+ *               while the other BN layers update theirs
  */
 #include <math.h>
 #include <signal.h>
@@ -534,6 +537,87 @@ static void test_world_change(void) {
  * 2000-iteration demo reaches 0.62. */
 #define DEMO_TEST_ITERS 300
 #define DEMO_TEST_MIOU 0.10
+
+/* ---------------- freezing ---------------- */
+/* 1 if tensor `name` is bit-identical in checkpoints a and b. */
+static int same_tensor(const char *a, const char *b, const char *name) {
+    sg_st_file *fa = sg_st_open(a), *fb = sg_st_open(b);
+    int same = 0;
+    if (fa && fb) {
+        const sg_st_tensor *ta = sg_st_find(fa, name), *tb = sg_st_find(fb, name);
+        same = ta && tb && ta->nbytes == tb->nbytes && memcmp(ta->data, tb->data, ta->nbytes) == 0;
+    }
+    if (fa) sg_st_close(fa);
+    if (fb) sg_st_close(fb);
+    return same;
+}
+
+/* tensor `name` of checkpoint `path` as int64 (num_batches_tracked) */
+static int64_t ckpt_i64(const char *path, const char *name) {
+    int64_t v = -1;
+    sg_st_file *f = sg_st_open(path);
+    const sg_st_tensor *t = f ? sg_st_find(f, name) : NULL;
+    if (t && t->dtype == SG_ST_I64 && t->nbytes == 8) memcpy(&v, t->data, 8);
+    if (f) sg_st_close(f);
+    return v;
+}
+
+/* max |x| of float tensor `name` in checkpoint `path` (-1 if absent) */
+static double ckpt_maxabs(const char *path, const char *name) {
+    double m = -1;
+    sg_st_file *f = sg_st_open(path);
+    const sg_st_tensor *t = f ? sg_st_find(f, name) : NULL;
+    if (t && t->dtype == SG_ST_F32) {
+        float *x = malloc(t->nbytes);
+        sg_st_read_f32(f, t, x, t->count);
+        m = 0;
+        for (size_t i = 0; i < t->count; i++) m = fmax(m, fabs(x[i]));
+        free(x);
+    }
+    if (f) sg_st_close(f);
+    return m;
+}
+
+static void test_freeze(void) {
+    /* c0 trains with lr 0: its weights are the initial ones */
+    const char *init[] = {"train.iters=2", "train.checkpoint_every=0", "train.lr=0",
+                          "train.min_lr=0"};
+    const char *stats[] = {"train.iters=2", "train.checkpoint_every=0",
+                           "train.freeze=[encoder.layer1., decoder.]", "train.freeze_bn_stats=true"};
+    const char *nostats[] = {"train.iters=2", "train.checkpoint_every=0",
+                             "train.freeze=[encoder.layer1., decoder.]"};
+    sg_config c0, c1, c2;
+    CHECK(fx_config(&c0, "freeze_init", init, 4) == 0);
+    CHECK(fx_config(&c1, "freeze_stats", stats, 4) == 0);
+    CHECK(fx_config(&c2, "freeze_nostats", nostats, 3) == 0);
+    sg_train_debug d0 = {0}, d1 = {0}, d2 = {0};
+    CHECK_EQ_INT(sg_train_run(&c0, NULL, &d0), 0);
+    CHECK_EQ_INT(sg_train_run(&c1, NULL, &d1), 0);
+    CHECK_EQ_INT(sg_train_run(&c2, NULL, &d2), 0);
+    char p0[1200], p1[1200], p2[1200];
+    final_ckpt(&c0, p0, sizeof p0);
+    final_ckpt(&c1, p1, sizeof p1);
+    final_ckpt(&c2, p2, sizeof p2);
+    /* frozen parameters stay at their initial values, the others train */
+    CHECK(same_tensor(p0, p1, "encoder.layer1.0.conv1.weight"));
+    CHECK(same_tensor(p0, p1, "encoder.layer1.0.bn1.weight"));
+    CHECK(same_tensor(p0, p1, "decoder.4.weight"));
+    CHECK(!same_tensor(p0, p1, "encoder.layer2.0.conv1.weight"));
+    CHECK(!same_tensor(p0, p1, "aux_head.4.weight"));
+    /* freeze_bn_stats: the frozen prefixes' BN layers keep their initial
+     * running stats (mean 0, 0 batches); the other BN layers update theirs */
+    CHECK_NEAR(ckpt_maxabs(p1, "encoder.layer1.0.bn1.running_mean"), 0.0, 0.0);
+    CHECK_EQ_INT(ckpt_i64(p1, "encoder.layer1.0.bn1.num_batches_tracked"), 0);
+    CHECK_EQ_INT(ckpt_i64(p1, "decoder.0.convs.0.1.num_batches_tracked"), 0);
+    CHECK_EQ_INT(ckpt_i64(p1, "encoder.layer2.0.bn1.num_batches_tracked"), 2);
+    CHECK(ckpt_maxabs(p1, "encoder.layer2.0.bn1.running_mean") > 0);
+    /* without it, frozen BN layers still track statistics (PyTorch's
+     * behaviour for requires_grad=False) */
+    CHECK_EQ_INT(ckpt_i64(p2, "encoder.layer1.0.bn1.num_batches_tracked"), 2);
+    CHECK(ckpt_maxabs(p2, "encoder.layer1.0.bn1.running_mean") > 0);
+    CHECK(same_tensor(p0, p2, "encoder.layer1.0.bn1.weight"));
+}
+
 static void test_demo(void) {
     char data[1200], cfgpath[1200], set_root[1400], set_run[1400], set_iters[64];
     snprintf(data, sizeof data, "%s/demo-data", fx_root);
@@ -645,6 +729,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "nonfinite")) TEST_RUN(test_nonfinite);
     else if (!strcmp(argv[1], "demo")) TEST_RUN(test_demo);
     else if (!strcmp(argv[1], "world_change")) TEST_RUN(test_world_change);
+    else if (!strcmp(argv[1], "freeze")) TEST_RUN(test_freeze);
     else return 2;
     fx_cleanup(tu_failed_cases != 0);
     return TEST_EXIT();
