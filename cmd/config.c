@@ -710,6 +710,11 @@ static int verr(const char *key, const char *fmt, ...) {
 
 int sg_config_validate(const sg_config *c) {
     const sg_train_cfg *t = &c->train;
+    /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
+     * built in SG_STR-sized buffers: leave room for the longest suffix */
+    if (strlen(c->run_dir) > SG_STR - 96)
+        return verr("run_dir", "is %zu characters long; at most %d are allowed so that the "
+                    "checkpoint and log paths under it fit", strlen(c->run_dir), SG_STR - 96);
     if ((t->iters > 0) == (t->epochs > 0))
         return verr("train.iters", "exactly one of train.iters (%d) and train.epochs (%d) must be > 0: "
                     "set the other to 0", t->iters, t->epochs);
