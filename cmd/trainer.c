@@ -363,12 +363,22 @@ static int run_loop(trainer *T) {
         }
         if (stop_signal) {
             if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
-            /* every rank's log records it; the console shows rank 0's line */
+            /* every rank's log records it; the console shows rank 0's line.
+             * Several ranks: the hint names the launcher options too. */
+            char launch[160] = "";
+            if (T->c.world > 1) {
+                const char *lws = getenv("LOCAL_WORLD_SIZE");
+                int local = lws && atoi(lws) > 0 ? atoi(lws) : T->c.world;
+                int nodes = T->c.world / local;
+                snprintf(launch, sizeof launch, "--nproc-per-node %d %s", local,
+                         nodes > 1 ? "(with the same --nnodes/--node-rank/--master-addr/"
+                                     "--master-port as before) " : "");
+            }
             sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
                    "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
-                   "Resume with: segtrain train --config %s/config.yaml --resume auto",
-                   stop_signal, stop_signal_name(stop_signal),
-                   (long long)T->st.iter, T->cfg->run_dir);
+                   "Resume with: segtrain %strain --config %s/config.yaml --resume auto",
+                   stop_signal, stop_signal_name(stop_signal), (long long)T->st.iter, launch,
+                   T->cfg->run_dir);
             return 128 + stop_signal;
         }
         if (last) break; /* the final evaluation and checkpoint follow */

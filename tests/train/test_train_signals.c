@@ -174,6 +174,8 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     const char *at = strstr(strstr(log, want), "at iteration ");
     long long logged = -1;
     CHECK(at != NULL && sscanf(at + 13, "%lld", &logged) == 1);
+    /* the hint names the launcher: resuming needs the same ranks */
+    CHECK_STR_CONTAINS(log, "Resume with: segtrain --nproc-per-node 2 train --config");
 
     char rdir[512], path[600], why[256];
     snprintf(rdir, sizeof rdir, "%s/%s", g_dir, run);
