@@ -342,7 +342,7 @@ static int allowed_match(const char *allowed, const char *v) {
     return 0;
 }
 
-static void allowed_text(const char *allowed, char *buf, size_t n) {
+void sg_config_allowed_text(const char *allowed, char *buf, size_t n) {
     size_t j = 0;
     for (const char *p = allowed; *p && j + 3 < n; p++) {
         if (*p == '|') {
@@ -382,7 +382,7 @@ static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, i
             char s[32];
             snprintf(s, sizeof s, "%lld", x);
             if (!allowed_match(k->allowed, s)) {
-                allowed_text(k->allowed, txt, sizeof txt);
+                sg_config_allowed_text(k->allowed, txt, sizeof txt);
                 return cfg_error(src, m, k->name, "%lld is not allowed%s: use one of %s", x, what, txt);
             }
         } else if ((double)x < k->lo || (double)x > k->hi) {
@@ -421,7 +421,7 @@ static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, i
             return cfg_error(src, m, k->name, "is too long%s (%zu characters, at most %zu)", what,
                              len, k->str_size - 1);
         if (k->type == SG_KT_ENUM && !allowed_match(k->allowed, v)) {
-            allowed_text(k->allowed, txt, sizeof txt);
+            sg_config_allowed_text(k->allowed, txt, sizeof txt);
             return cfg_error(src, m, k->name, "'%s' is not allowed: use one of %s", v, txt);
         }
         if (k->type == SG_KT_STR_LIST && len == 0)

@@ -125,16 +125,7 @@ unsigned long long sg_config_hash(const sg_config *cfg) {
 static void constraint_text(const sg_config_key *k, char *buf, size_t n) {
     buf[0] = 0;
     if (k->allowed) {
-        size_t j = 0;
-        for (const char *p = k->allowed; *p && j + 3 < n; p++) {
-            if (*p == '|') {
-                buf[j++] = ',';
-                buf[j++] = ' ';
-            } else {
-                buf[j++] = *p;
-            }
-        }
-        buf[j] = 0;
+        sg_config_allowed_text(k->allowed, buf, n);
     } else if (k->type == SG_KT_INT || k->type == SG_KT_INT_LIST) {
         snprintf(buf, n, "%lld..%lld", (long long)k->lo, (long long)k->hi);
     } else if (k->type == SG_KT_FLOAT || k->type == SG_KT_FLOAT_LIST) {

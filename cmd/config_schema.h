@@ -49,6 +49,8 @@ const sg_config_key *sg_config_find_key(const char *name);
 void sg_config_type_name(const sg_config_key *k, char *buf, size_t n);
 /* The closest key to `name` by edit distance, or NULL if nothing is close. */
 const char *sg_config_suggest(const char *name);
+/* An enum's allowed values "a|b|c" as "a, b, c" (for messages and listings). */
+void sg_config_allowed_text(const char *allowed, char *buf, size_t n);
 
 #ifdef __cplusplus
 }
