@@ -1,5 +1,5 @@
-/* cmd/bench.c - `segtrain bench`: parse the command line, run the timed
- * training steps (cmd/bench.h), print the summary and write it as JSON.
+/* train/bench.c - `segtrain bench`: parse the command line, run the timed
+ * training steps (train/bench.h), print the summary and write it as JSON.
  *
  * FLOP convention: the model's forward FLOPs are 2 x the multiply-adds of
  * every convolution (sg_model_flops: backbone, ASPP, classifier, aux head;
@@ -13,20 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/bench.h"
-#include "cmd/cli.h"
+#include "train/bench.h"
+#include "core/cli.h"
 #include "cmd/commands.h"
-#include "cmd/jsonw.h"
-#include "cmd/log.h"
-#include "cmd/metrics.h"
+#include "train/jsonw.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "train/metrics.h"
 
 static int parse_int(const sg_cli *cli, const char *opt, const char *s, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > 1000000)
-        return sg_cli_usage_error(cli, "%s %s: expected an integer >= %d", opt, s, lo);
-    *out = (int)v;
+    if (sg_parse_int(s, lo, 1000000, out) != 0)
+        return sg_cli_usage_error(cli, "%s %s: expected an integer in %d..1000000", opt, s, lo);
     return 0;
 }
 

@@ -6,14 +6,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd/checkpoint.h"
-#include "cmd/cli.h"
-#include "cmd/cmd_common.h"
+#include "train/checkpoint.h"
+#include "core/cli.h"
+#include "train/from_checkpoint.h"
 #include "cmd/commands.h"
-#include "cmd/evaluator.h"
-#include "cmd/jsonw.h"
-#include "cmd/log.h"
-#include "cmd/metrics.h"
+#include "train/evaluator.h"
+#include "train/jsonw.h"
+#include "core/log.h"
+#include "train/metrics.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 
@@ -43,7 +43,7 @@ int sg_cmd_eval(int argc, char **argv) {
     sg_log_set_level(cli.log_level);
     if (!ck) return sg_cli_usage_error(&cli, "--checkpoint is required");
     sg_config cfg;
-    if (sg_cmd_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
+    if (sg_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
     if (cli.print_config) {
         sg_config_write(&cfg, stdout);
         return 0;
@@ -73,7 +73,7 @@ int sg_cmd_eval(int argc, char **argv) {
     comm = sg_comm_create(&cfg, be);
     if (!comm) goto done;
     int rank = sg_comm_rank(comm), world = sg_comm_world(comm);
-    m = sg_cmd_model_from_checkpoint(be, &cfg, ck);
+    m = sg_model_from_checkpoint(be, &cfg, ck);
     if (!m) goto done;
     ds = sg_dataset_open(&cfg.data, sp, cfg.model.num_classes);
     if (!ds) goto done;

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/checkpoint.h"
-#include "cmd/cli.h"
+#include "train/checkpoint.h"
+#include "core/cli.h"
 #include "cmd/commands.h"
-#include "cmd/log.h"
+#include "core/log.h"
 #include "model/model_io.h"
 #include "model/safetensors.h"
 

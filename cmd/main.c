@@ -2,15 +2,15 @@
  *
  * Owns only the routing: program-wide options (--help, --version,
  * --help-config), the distributed launcher's options (to sg_cmd_launch), and
- * the subcommand table. Each command parses its own arguments (cmd/cli.h).
+ * the subcommand table. Each command parses its own arguments (core/cli.h).
  * `segtrain --config F ...` without a subcommand is `segtrain train ...`.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/cli.h"
+#include "core/cli.h"
 #include "cmd/commands.h"
-#include "cmd/config.h"
+#include "core/config.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
 

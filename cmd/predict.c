@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd/cli.h"
-#include "cmd/cmd_common.h"
+#include "core/cli.h"
+#include "train/from_checkpoint.h"
 #include "cmd/commands.h"
-#include "cmd/log.h"
+#include "core/log.h"
 #include "data/dataset.h"
 #include "data/png.h"
 
@@ -214,7 +214,7 @@ int sg_cmd_predict(int argc, char **argv) {
     if (color + overlay + label_ids > 1)
         return sg_cli_usage_error(&cli, "choose one of --color, --overlay, --label-ids");
     sg_config cfg;
-    if (sg_cmd_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
+    if (sg_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
     if (cli.print_config) {
         sg_config_write(&cfg, stdout);
         return 0;
@@ -244,7 +244,7 @@ int sg_cmd_predict(int argc, char **argv) {
     }
     build_palette(&P);
     int rc = 1;
-    P.m = sg_cmd_model_from_checkpoint(be, &cfg, ck);
+    P.m = sg_model_from_checkpoint(be, &cfg, ck);
     if (P.m) {
         rc = 0;
         if (!dir) {

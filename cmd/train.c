@@ -1,12 +1,12 @@
 /* cmd/train.c - `segtrain train`: parse the command line, prepare the run
- * directory, run the training loop (cmd/trainer.h). */
+ * directory, run the training loop (train/trainer.h). */
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/cli.h"
+#include "core/cli.h"
 #include "cmd/commands.h"
-#include "cmd/log.h"
-#include "cmd/trainer.h"
+#include "core/log.h"
+#include "train/trainer.h"
 #include "dist/comm.h"
 
 int sg_cmd_train(int argc, char **argv) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "data/dataset_internal.h"
 
 /* ---- classes ---- */

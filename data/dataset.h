@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cmd/config.h"
+#include "core/config.h"
 #include "data/png.h"
 
 #ifdef __cplusplus

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "data/dataset_internal.h"
 
 /* ---- small helpers ---- */

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "cmd/config.h"
+#include "core/config.h"
 #include "data/dataset.h"
 
 #define MAX_EXAMPLES 3

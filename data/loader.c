@@ -8,6 +8,7 @@
  * Slot buffers are allocated on the caller's thread (create / start), so a
  * host_alloc callback (cudaHostAlloc) never runs on a worker.
  */
+#include "core/util.h"
 #include "data/loader.h"
 
 #include <pthread.h>
@@ -17,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "data/transforms.h"
 
 enum { SLOT_FREE, SLOT_WORKING, SLOT_READY, SLOT_FAILED, SLOT_HELD };
@@ -57,12 +58,6 @@ struct sg_loader {
     sg_loader_stats st;
     double t_create;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void *host_alloc(sg_loader *l, size_t bytes) {
     return l->o.host_alloc ? l->o.host_alloc(l->o.host_ctx, bytes) : malloc(bytes);
@@ -151,9 +146,9 @@ static void *worker_main(void *arg) {
         }
         slot *s = &l->slots[j % l->nslots];
         if (s->state != SLOT_FREE) { /* queue full: wait for the consumer */
-            double t0 = now_s();
+            double t0 = sg_now_s();
             pthread_cond_wait(&l->cv_work, &l->mu);
-            l->st.worker_wait_s += now_s() - t0;
+            l->st.worker_wait_s += sg_now_s() - t0;
             continue;
         }
         l->next_job = j + 1;
@@ -162,9 +157,9 @@ static void *worker_main(void *arg) {
         l->busy++;
         pthread_mutex_unlock(&l->mu);
 
-        double t0 = now_s();
+        double t0 = sg_now_s();
         int rc = build(l, j, s);
-        double dt = now_s() - t0;
+        double dt = sg_now_s() - t0;
 
         pthread_mutex_lock(&l->mu);
         l->busy--;
@@ -214,7 +209,7 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
     l->aug.crop_w = o->crop_w;
     l->aug.hflip = o->hflip;
     l->aug.ignore_index = o->ignore_index;
-    l->t_create = now_s();
+    l->t_create = sg_now_s();
     l->nslots = o->prefetch + (o->workers > 0 ? o->workers : 1);
     l->slots = calloc((size_t)l->nslots, sizeof(slot));
     SG_CHECK(l->slots != NULL, "out of memory");
@@ -386,9 +381,9 @@ int sg_loader_next(sg_loader *l, sg_batch **out) {
         s->state = SLOT_WORKING;
         s->job = j;
         pthread_mutex_unlock(&l->mu);
-        double t0 = now_s();
+        double t0 = sg_now_s();
         int rc = build(l, j, s);
-        double dt = now_s() - t0;
+        double dt = sg_now_s() - t0;
         pthread_mutex_lock(&l->mu);
         l->st.decode_s += dt;
         l->st.consumer_wait_s += dt;
@@ -398,10 +393,10 @@ int sg_loader_next(sg_loader *l, sg_batch **out) {
         }
         s->state = rc == 0 ? SLOT_READY : SLOT_FAILED;
     } else {
-        double t0 = now_s();
+        double t0 = sg_now_s();
         while (!(s->job == j && (s->state == SLOT_READY || s->state == SLOT_FAILED)))
             pthread_cond_wait(&l->cv_ready, &l->mu);
-        l->st.consumer_wait_s += now_s() - t0;
+        l->st.consumer_wait_s += sg_now_s() - t0;
     }
     if (s->state == SLOT_FAILED) {
         snprintf(l->err, sizeof l->err, "%s", s->err);
@@ -440,7 +435,7 @@ void sg_loader_get_stats(const sg_loader *l, sg_loader_stats *st) {
     pthread_mutex_lock(&m->mu);
     *st = l->st;
     pthread_mutex_unlock(&m->mu);
-    st->wall_s = now_s() - l->t_create;
+    st->wall_s = sg_now_s() - l->t_create;
 }
 
 void sg_loader_destroy(sg_loader *l) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 
 /* Error sink: the caller's buffer, else the log. */
 static void set_err(char *err, size_t errlen, const char *fmt, ...)

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/rng.h"
 
 void sg_sampler_permutation(const sg_sampler *s, int64_t epoch, int64_t *perm) {

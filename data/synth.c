@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd/fsutil.h"
-#include "cmd/log.h"
+#include "core/fsutil.h"
+#include "core/log.h"
 #include "data/dataset.h"
 #include "kernels/rng.h"
 

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "dist/comm_internal.h"
 #include "dist/mesh.h"
@@ -49,19 +50,6 @@ static const char *op_names[] = {"all-reduce", "broadcast", "all-gather", "barri
 enum { OP_ALLREDUCE = 0, OP_BROADCAST, OP_ALLGATHER, OP_BARRIER };
 
 size_t sg_dtype_size(int dtype) { return dtype == SG_CDT_F32 ? 4 : 8; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* FNV-1a over a string: the binary version's hash. */
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 int sg_comm_rank(const sg_comm *c) { return c->env.rank; }
 int sg_comm_world(const sg_comm *c) { return c->env.world; }
@@ -201,7 +189,7 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
         }
         return 0;
     }
-    double t0 = now_s();
+    double t0 = sg_now_s();
     char err[512] = "";
     int rc;
     int nat = op == OP_BARRIER || native(c, is_device);
@@ -227,7 +215,7 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
     default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
     }
     if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
-    if (ch == SG_CH_MAIN) c->wait_s += now_s() - t0;
+    if (ch == SG_CH_MAIN) c->wait_s += sg_now_s() - t0;
     if (rc != 0) {
         c->broken = 1;
         char what[96];
@@ -359,7 +347,7 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
                                c->timeout_s);
     if (!c->store) goto fail;
     if (sg_store_heartbeat_start(c->store)) goto fail;
-    if (sg_comm_check_agree(c, "binary version", hash_str(SG_VERSION " " __DATE__ " " __TIME__))) goto fail;
+    if (sg_comm_check_agree(c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__))) goto fail;
     if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg))) goto fail;
 
     const char *name = choose_backend(cfg, be);

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cmd/config.h"
+#include "core/config.h"
 #include "kernels/backend.h"
 
 #ifdef __cplusplus

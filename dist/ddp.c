@@ -8,16 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/comm_internal.h"
 #include "dist/ddp.h"
 #include "dist/ddp_internal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The comm thread: reduces queued buckets strictly in bucket order, so every
  * rank issues the same sequence of all-reduces on the gradient channel. */
@@ -88,7 +83,7 @@ void sg_ddp_set_sync(sg_ddp *d, int sync) {
 int sg_ddp_wait(sg_ddp *d) {
     if (!d || d->world == 1) return 0;
     if (!d->sync) return 0;
-    double t0 = now_s();
+    double t0 = sg_now_s();
     /* every bucket, every step: gradients backward never reported (unused
      * branch) go in as they are (not an order problem: no warning) */
     int warned = d->order_warned;
@@ -114,7 +109,7 @@ int sg_ddp_wait(sg_ddp *d) {
     memset(d->ready, 0, (size_t)d->n * sizeof *d->ready);
     d->next_launch = 0;
     d->max_pos = -1;
-    d->wait_s += now_s() - t0;
+    d->wait_s += sg_now_s() - t0;
     if (fail || sg_comm_broken(d->comm)) {
         SG_ERROR("rank %d: DDP gradient all-reduce failed (see the error above); stopping",
                  sg_comm_rank(d->comm));

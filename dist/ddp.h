@@ -31,7 +31,7 @@
 
 #include <stddef.h>
 
-#include "cmd/config.h"
+#include "core/config.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
 #include "model/model.h"

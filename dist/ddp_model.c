@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm_internal.h"
 #include "dist/ddp.h"
 #include "dist/ddp_internal.h"

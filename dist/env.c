@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 
 /* Parses a non-negative int variable. Returns 1 if set and valid, 0 if unset,

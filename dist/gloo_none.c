@@ -1,6 +1,6 @@
 /* dist/gloo_none.c - stands in for dist/gloo_shim.cc in GPU-only bundles,
  * which leave Gloo out. */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/transport.h"
 
 int sg_transport_gloo_compiled(void) { return 0; }

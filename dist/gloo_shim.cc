@@ -26,7 +26,7 @@
 #include <gloo/transport/tcp/device.h>
 
 extern "C" {
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/store.h"
 #include "dist/transport.h"
 }

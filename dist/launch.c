@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/commands.h"
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/launch.h"
 
 #define MAX_LINE 65536
@@ -48,12 +48,6 @@ static void on_signal(int sig) {
     errno = e;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes", "--node-rank",
                                          "--master-addr", "--master-port", "--kill-grace-s"};
 enum { O_NPROC, O_NNODES, O_NODE_RANK, O_ADDR, O_PORT, O_GRACE, O_COUNT };
@@ -75,15 +69,9 @@ static int match_opt(int argc, char **argv, int *i, int k, const char **val) {
 }
 
 static int parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || !*v || *end || x < lo || x > hi) {
-        SG_ERROR("launcher: %s '%s' is not an integer in [%d, %d]", opt, v, lo, hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
+    if (sg_parse_int(v, lo, hi, out) == 0) return 0;
+    SG_ERROR("launcher: %s '%s' is not an integer in [%d, %d]", opt, v, lo, hi);
+    return -1;
 }
 
 static int free_port(void) {
@@ -344,7 +332,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
         failed = n_started;
         failed_status = 1 << 8;
         signal_all(w, n_started, SIGTERM);
-        kill_at = now_s() + o.grace_s;
+        kill_at = sg_now_s() + o.grace_s;
     }
     struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
     SG_CHECK(pfd, "out of memory");
@@ -367,7 +355,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
                              "(SIGTERM, SIGKILL after %.0f s)", w[i].rank, (int)w[i].pid, how, o.grace_s);
                     signal_all(w, n_started, SIGTERM);
                     signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
-                    kill_at = now_s() + o.grace_s;
+                    kill_at = sg_now_s() + o.grace_s;
                 }
             } else {
                 alive++;
@@ -375,13 +363,13 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         int open_fds = 0;
         for (int i = 0; i < n_started; i++) open_fds += (w[i].fd[0] >= 0) + (w[i].fd[1] >= 0);
-        if (!alive && drain_until < 0) drain_until = now_s() + 2.0; /* grandchildren may hold pipes */
-        if (!alive && (!open_fds || now_s() > drain_until)) break;
-        if (alive && kill_at >= 0 && now_s() >= kill_at) {
+        if (!alive && drain_until < 0) drain_until = sg_now_s() + 2.0; /* grandchildren may hold pipes */
+        if (!alive && (!open_fds || sg_now_s() > drain_until)) break;
+        if (alive && kill_at >= 0 && sg_now_s() >= kill_at) {
             SG_ERROR("launcher: %d worker(s) still running %.0f s after SIGTERM: sending SIGKILL", alive,
                      o.grace_s);
             signal_all(w, n_started, SIGKILL);
-            kill_at = now_s() + 3600; /* once */
+            kill_at = sg_now_s() + 3600; /* once */
         }
         int np = 0;
         pfd[np++] = (struct pollfd){.fd = g_sigpipe[0], .events = POLLIN};
@@ -404,7 +392,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
                 SG_WARN("launcher: got signal %d (%s): forwarding it to the workers", sig, strsignal(sig));
                 signal_all(w, n_started, sig);
                 if (!forwarded) forwarded = sig;
-                if (kill_at < 0) kill_at = now_s() + o.grace_s;
+                if (kill_at < 0) kill_at = sg_now_s() + o.grace_s;
             }
         }
         for (int i = 0; i < n_started; i++)
@@ -441,15 +429,4 @@ int sg_launch(int argc, char **argv, const char *exe) {
     free(w);
     free(rest);
     return result;
-}
-
-int sg_cmd_launch(int argc, char **argv) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        SG_ERROR("launcher: cannot find this program's path (/proc/self/exe): %s", strerror(errno));
-        return 1;
-    }
-    exe[n] = 0;
-    return sg_launch(argc, argv, exe);
 }

@@ -1,5 +1,5 @@
 /* dist/launch.h - the multi-process launcher behind `segtrain
- * --nproc-per-node N ...` (sg_cmd_launch in cmd/commands.h).
+ * --nproc-per-node N ...` (its command entry point is cmd/launch.c).
  *
  * Starts N workers (fork + exec, before any thread or CUDA context exists in
  * the launcher) with torchrun's environment contract: RANK, LOCAL_RANK,

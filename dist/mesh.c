@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/mesh.h"
 
 #define MESH_MAGIC 0x5347u /* "SG" */
@@ -32,12 +33,6 @@ typedef struct msg_hdr {
     uint32_t magic_seq; /* magic in the high 16 bits, seq in the low 16 */
     uint32_t bytes;
 } msg_hdr;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void tune(int fd) {
     int one = 1, buf = 1 << 20;
@@ -75,7 +70,7 @@ static int connect_to(const char *host, int port, double deadline) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     if (getaddrinfo(host, ps, &hints, &ai)) return -1;
     int fd = -1;
-    while (now_s() < deadline) {
+    while (sg_now_s() < deadline) {
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         if (fd >= 0) close(fd);
@@ -92,7 +87,7 @@ static int xfer(int fd, void *p, size_t n, int writing, double deadline) {
     char *c = p;
     while (n) {
         struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        double left = deadline - now_s();
+        double left = deadline - sg_now_s();
         if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) <= 0) return -1;
         ssize_t k = writing ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -112,7 +107,7 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s) 
     m->fd = malloc((size_t)world * sizeof *m->fd);
     SG_CHECK(m->fd, "out of memory");
     for (int q = 0; q < world; q++) m->fd[q] = -1;
-    double deadline = now_s() + timeout_s;
+    double deadline = sg_now_s() + timeout_s;
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
@@ -159,7 +154,7 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s) 
     }
     for (int k = rank + 1; k < world; k++) {
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-        double left = deadline - now_s();
+        double left = deadline - sg_now_s();
         int fd = -1;
         int32_t who = -1;
         if (left > 0 && poll(&pfd, 1, (int)(left * 1000) + 1) == 1) fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -208,7 +203,7 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
     msg_hdr h = {((uint32_t)MESH_MAGIC << 16) | (m->seq & 0xffffu), (uint32_t)bytes};
     m->seq++;
     size_t total = sizeof h + bytes;
-    double deadline = now_s() + m->timeout_s;
+    double deadline = sg_now_s() + m->timeout_s;
     struct pollfd *pfd = malloc((size_t)m->world * sizeof *pfd);
     int *who = malloc((size_t)m->world * sizeof *who);
     SG_CHECK(pfd && who, "out of memory");
@@ -223,7 +218,7 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
             who[np++] = q;
         }
         if (!np) break;
-        double left = deadline - now_s();
+        double left = deadline - sg_now_s();
         int pr = left > 0 ? poll(pfd, (nfds_t)np, (int)(left * 1000) + 1) : 0;
         if (pr < 0 && errno == EINTR) continue;
         if (pr <= 0) {

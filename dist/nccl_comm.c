@@ -17,7 +17,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/transport.h"
 #include "kernels/backend.h"
 
@@ -41,12 +42,6 @@ typedef struct nccl_impl {
         }                                                                                        \
     } while (0)
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void abort_all(nccl_impl *n) {
     if (n->aborted) return;
     n->aborted = 1;
@@ -58,7 +53,7 @@ static void abort_all(nccl_impl *n) {
  * enqueue) and the channel's event completes, or the timeout. */
 static int finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, int wait_event, char *err,
                   size_t len) {
-    double deadline = now_s() + n->timeout_s;
+    double deadline = sg_now_s() + n->timeout_s;
     ncclResult_t st = issued;
     for (;;) {
         if (st == ncclInProgress) ncclCommGetAsyncError(n->comm[ch], &st);
@@ -84,7 +79,7 @@ static int finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, i
                 return -1;
             }
         }
-        if (now_s() > deadline) {
+        if (sg_now_s() > deadline) {
             snprintf(err, len, "NCCL %s did not complete within %.1f s (communicators aborted)",
                      what, n->timeout_s);
             abort_all(n);

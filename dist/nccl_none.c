@@ -1,5 +1,5 @@
 /* dist/nccl_none.c - stands in for dist/nccl_comm.c in builds without CUDA. */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/transport.h"
 
 int sg_transport_nccl_compiled(void) { return 0; }

@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/util.h"
+#include "core/log.h"
 #include "dist/store.h"
 #include "dist/store_proto.h"
 
@@ -37,12 +38,6 @@ struct sg_store {
     sg_store *hb_store;
     int quiet;                 /* do not log connection failures */
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int connect_once(const char *addr, int port) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
@@ -79,7 +74,7 @@ static int send_all(int fd, const void *p, size_t n) {
 static int recv_all(int fd, void *p, size_t n, double deadline) {
     char *c = p;
     while (n) {
-        double left = deadline - now_s();
+        double left = deadline - sg_now_s();
         if (left <= 0) return SG_STORE_TIMEOUT;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
@@ -105,7 +100,7 @@ static int request_locked(sg_store *s, uint8_t op, const char *key, const void *
     memcpy(hdr + 5, &vlen, 4);
     if (send_all(s->fd, hdr, 9) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
         return -1;
-    double deadline = now_s() + timeout;
+    double deadline = sg_now_s() + timeout;
     char rh[5];
     int rc = recv_all(s->fd, rh, 5, deadline);
     if (rc) return rc;
@@ -139,7 +134,7 @@ static int connect_locked(sg_store *s, double deadline) {
             close(s->fd);
             s->fd = -1;
         }
-        if (now_s() >= deadline) return -1;
+        if (sg_now_s() >= deadline) return -1;
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -155,7 +150,7 @@ static int request(sg_store *s, uint8_t op, const char *key, const void *val, ui
     }
     pthread_mutex_lock(&s->mu);
     int rc = 0;
-    if (s->fd < 0 && connect_locked(s, now_s() + timeout)) rc = -1;
+    if (s->fd < 0 && connect_locked(s, sg_now_s() + timeout)) rc = -1;
     if (!rc) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout);
     if (rc && s->fd >= 0) {
         close(s->fd);
@@ -193,7 +188,7 @@ sg_store *sg_store_create(const char *addr, int port, int rank, int world, doubl
         s->port = sg_store_server_port(s->server);
     }
     pthread_mutex_lock(&s->mu);
-    int rc = connect_locked(s, now_s() + timeout_s);
+    int rc = connect_locked(s, sg_now_s() + timeout_s);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         SG_ERROR("rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
@@ -219,7 +214,7 @@ sg_store *sg_store_clone(const sg_store *src) {
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
     pthread_mutex_lock(&s->mu);
-    int rc = connect_locked(s, now_s() + s->timeout_s);
+    int rc = connect_locked(s, sg_now_s() + s->timeout_s);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         SG_ERROR("rank %d: could not open a second connection to the rendezvous store at %s:%d",
@@ -431,10 +426,10 @@ void sg_store_destroy(sg_store *s) {
     }
     if (s->server) {
         /* keep serving until every rank has left or died (or the timeout) */
-        double deadline = now_s() + s->timeout_s;
+        double deadline = sg_now_s() + s->timeout_s;
         for (;;) {
             int64_t left = 0;
-            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) || left >= s->world || now_s() > deadline) break;
+            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) || left >= s->world || sg_now_s() > deadline) break;
             int dead = 0;
             for (int r = 0; r < s->world; r++) {
                 char key[64];

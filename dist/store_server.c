@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/store_proto.h"
 
 typedef struct kv {

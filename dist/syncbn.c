@@ -8,7 +8,7 @@
  * costs one collective's latency, not two. */
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm_internal.h"
 #include "dist/ddp.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 
 /* Each backend's constructor; a backend not compiled in has none. */
 #if SG_HAVE_CPU

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/config.h"
-#include "cmd/log.h"
+#include "core/config.h"
+#include "core/log.h"
 #include "kernels/rng.h"
 #include "model/model_internal.h"
 

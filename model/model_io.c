@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 
 #define LOG_LIMIT 10 /* individual key messages per category */
 

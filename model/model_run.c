@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/rng.h"
 #include "model/model_internal.h"
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 
 #define MAX_HEADER (256u << 20) /* 256 MiB: larger means a corrupt length */
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* Every allocation carries a 64-byte header holding its size, so free can

@@ -9,7 +9,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #define DNNL_CHECK(call)                                                              \

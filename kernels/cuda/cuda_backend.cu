@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 
 extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const char *err_name,

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 
 /* Algorithms needing more workspace than this are skipped: half of the free

@@ -6,7 +6,7 @@
  * bit-identical to the CPU backend's. sumsq reduces in double through
  * per-block partials (deterministic) and returns on the host.
  */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/rng.h"

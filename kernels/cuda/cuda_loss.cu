@@ -7,7 +7,7 @@
  * confusion: integer atomics (exact in any order), per-block shared-memory
  * histograms when the matrix is small.
  */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 
 #define TOMBSTONE ((void *)(uintptr_t)1)

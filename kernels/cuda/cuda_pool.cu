@@ -5,7 +5,7 @@
  * 2x2) windows whose recorded argmax is that element, so there are no atomics
  * and the result is deterministic. avgpool reduces each plane in double.
  */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 

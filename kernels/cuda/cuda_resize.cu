@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 
 typedef struct taps {

@@ -1,12 +1,12 @@
-/* tests/config/test_cli.c - cmd/cli.{c,h}: common options, command options,
+/* tests/config/test_cli.c - core/cli.{c,h}: common options, command options,
  * usage errors, config loading through the CLI, and the run directory
  * (written only after validation; config.yaml reloads identically). */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd/cli.h"
-#include "cmd/log.h"
+#include "core/cli.h"
+#include "core/log.h"
 #include "testutil.h"
 
 static char g_dir[256];

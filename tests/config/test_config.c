@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd/config.h"
-#include "cmd/config_schema.h"
+#include "core/config.h"
+#include "core/config_schema.h"
 #include "testutil.h"
 
 #ifndef SG_SOURCE_ROOT
@@ -137,8 +137,8 @@ static void test_defaults(void) {
 /* Every field declared in config.h's sg_*_cfg structs (except n_ counts)
  * has a schema row named section.field: read the header text itself. */
 static void test_every_field_has_a_row(void) {
-    FILE *f = fopen(SG_SOURCE_ROOT "/cmd/config.h", "r");
-    CHECK_MSG(f != NULL, "cannot open %s", SG_SOURCE_ROOT "/cmd/config.h");
+    FILE *f = fopen(SG_SOURCE_ROOT "/core/config.h", "r");
+    CHECK_MSG(f != NULL, "cannot open %s", SG_SOURCE_ROOT "/core/config.h");
     char line[512], section[32] = "";
     int fields = 0, in_struct = 0;
     static const struct {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "kernels/backend.h"
 #include "tests/testutil.h"
 

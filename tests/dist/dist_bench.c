@@ -4,7 +4,7 @@
  * Reports, per rank count: latency of small all-reduces (the SyncBN
  * pattern: 2C floats), of the SyncBN forward all-gather, of a barrier, and
  * the bandwidth of 25 MiB all-reduces (a DDP bucket). */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "dist_harness.h"
 

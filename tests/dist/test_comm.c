@@ -10,7 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "dist_harness.h"
 #include "testutil.h"

@@ -9,7 +9,7 @@
  *  - a tiny DeepLabV3 on W ranks x B with SyncBN gives the gradients and
  *    running stats of 1 rank x W*B (rel 1e-4), and without SyncBN it does not.
  * Workers check their own results and exit non-zero on a mismatch. */
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist_harness.h"

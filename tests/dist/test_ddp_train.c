@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "model/safetensors.h"
 #include "testutil.h"
 

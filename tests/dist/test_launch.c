@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <signal.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "dist_harness.h"
 #include "testutil.h"

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/comm.h"
 #include "testutil.h"
 

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/log.h"
+#include "core/log.h"
 #include "dist/store.h"
 #include "testutil.h"
 

@@ -14,7 +14,7 @@
  */
 #include "tests/testutil.h"
 
-#include "cmd/config.h"
+#include "core/config.h"
 #include "model/model_io.h"
 #include "tests/model/model_testutil.h"
 

@@ -1,4 +1,4 @@
-/* tests/train/test_bench.c - `segtrain bench` (cmd/bench.h) on the tiny
+/* tests/train/test_bench.c - `segtrain bench` (train/bench.h) on the tiny
  * network (resnet18 at width 8, 48x48 crops). No timing thresholds: timings
  * are only checked to exist and be consistent with each other.
  *   same_step - bench --with-data runs the trainer's exact step: its first two
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "cmd/bench.h"
-#include "cmd/trainer.h"
+#include "train/bench.h"
+#include "train/trainer.h"
 #include "testutil.h"
 #include "train_fixture.h"
 

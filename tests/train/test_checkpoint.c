@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmd/checkpoint.h"
-#include "cmd/log.h"
+#include "train/checkpoint.h"
+#include "core/log.h"
 #include "testutil.h"
 
 static char root[256];

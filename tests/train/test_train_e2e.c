@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/checkpoint.h"
+#include "train/checkpoint.h"
 #include "cmd/commands.h"
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "data/dataset.h"
 #include "data/png.h"
 #include "data/sampler.h"

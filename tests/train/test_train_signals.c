@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/checkpoint.h"
-#include "cmd/log.h"
+#include "train/checkpoint.h"
+#include "core/log.h"
 #include "testutil.h"
 
 static const char *g_bin;

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/jsonw.h"
-#include "cmd/lr_schedule.h"
-#include "cmd/metrics.h"
-#include "cmd/optimizer.h"
+#include "train/jsonw.h"
+#include "train/lr_schedule.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
 #include "testutil.h"
 
 static sg_train_cfg base_train(void) {

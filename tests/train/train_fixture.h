@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/cli.h"
-#include "cmd/config.h"
-#include "cmd/log.h"
+#include "core/cli.h"
+#include "core/config.h"
+#include "core/log.h"
 #include "data/synth.h"
 
 static char fx_root[512];

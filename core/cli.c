@@ -1,0 +1,214 @@
+/* core/cli.c - see cli.h: the options every command shares, loading the
+ * configuration they name, and preparing the run directory. */
+#include "core/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+static const struct {
+    const char *name, *metavar, *help;
+} g_common[] = {
+    {"--config", "FILE", "YAML configuration (defaults for every key not given)"},
+    {"--set", "KEY=VALUE", "override one key, repeatable (e.g. --set train.lr=0.02)"},
+    {"--print-config", NULL, "print the resolved configuration as YAML and exit"},
+    {"--quiet", NULL, "log warnings and errors only"},
+    {"--verbose", NULL, "log debug messages too (and other ranks' info)"},
+    {"--help", NULL, "show this help"},
+};
+
+int sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *cmd = cli && cli->command ? cli->command : "";
+    fprintf(stderr, "segtrain%s%s: %s\n", *cmd ? " " : "", cmd, msg);
+    if (cli && cli->usage) fprintf(stderr, "usage: %s\n", cli->usage);
+    fprintf(stderr, "(segtrain %s%s--help lists the options)\n", cmd, *cmd ? " " : "");
+    return 2;
+}
+
+void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts) {
+    fprintf(out, "usage: %s\n", cli->usage ? cli->usage : "segtrain");
+    if (opts && opts[0].name) {
+        fprintf(out, "\noptions:\n");
+        for (const sg_cli_opt *o = opts; o->name; o++) {
+            char left[96];
+            snprintf(left, sizeof left, "%s%s%s", o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+            fprintf(out, "  %-26s %s\n", left, o->help ? o->help : "");
+        }
+    }
+    fprintf(out, "\ncommon options:\n");
+    for (size_t i = 0; i < sizeof g_common / sizeof g_common[0]; i++) {
+        char left[96];
+        snprintf(left, sizeof left, "%s%s%s", g_common[i].name, g_common[i].metavar ? " " : "",
+                 g_common[i].metavar ? g_common[i].metavar : "");
+        fprintf(out, "  %-26s %s\n", left, g_common[i].help);
+    }
+    fprintf(out, "\nsegtrain --help-config lists every configuration key.\n");
+}
+
+/* Matches "--name" or "--name=value". Returns 1 (and *inline_val, NULL when
+ * no '=') or 0. */
+static int opt_match(const char *arg, const char *name, const char **inline_val) {
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == 0) {
+        *inline_val = NULL;
+        return 1;
+    }
+    if (arg[n] == '=') {
+        *inline_val = arg + n + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Value of an option at argv[*i]: inline, or the next argument. */
+static int take_value(sg_cli *cli, int argc, char **argv, int *i, const char *name,
+                      const char *inline_val, const char **out) {
+    if (inline_val) {
+        *out = inline_val;
+        return 0;
+    }
+    if (*i + 1 >= argc) return sg_cli_usage_error(cli, "%s needs a value", name);
+    *out = argv[++*i];
+    return 0;
+}
+
+int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage, const sg_cli_opt *opts) {
+    memset(cli, 0, sizeof *cli);
+    cli->command = argc > 0 ? argv[0] : "";
+    cli->usage = usage;
+    cli->log_level = SG_LOG_INFO;
+    int only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *iv = NULL;
+        if (only_positional || a[0] != '-' || a[1] == 0) {
+            if (cli->n_args >= SG_CLI_MAX_ARGS)
+                return sg_cli_usage_error(cli, "more than %d arguments", SG_CLI_MAX_ARGS);
+            cli->args[cli->n_args++] = a;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            only_positional = 1;
+            continue;
+        }
+        if (opt_match(a, "--config", &iv)) {
+            if (cli->config_path) return sg_cli_usage_error(cli, "--config given twice");
+            if (take_value(cli, argc, argv, &i, "--config", iv, &cli->config_path)) return 2;
+            if (!cli->config_path[0]) return sg_cli_usage_error(cli, "--config needs a file name");
+        } else if (opt_match(a, "--set", &iv)) {
+            if (cli->n_sets >= SG_CLI_MAX_SETS)
+                return sg_cli_usage_error(cli, "more than %d --set options", SG_CLI_MAX_SETS);
+            if (take_value(cli, argc, argv, &i, "--set", iv, &cli->sets[cli->n_sets])) return 2;
+            cli->n_sets++;
+        } else if (!strcmp(a, "--print-config")) {
+            cli->print_config = 1;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            cli->log_level = SG_LOG_WARN;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            cli->log_level = SG_LOG_DEBUG;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli->help = 1;
+        } else {
+            const sg_cli_opt *o = NULL;
+            for (const sg_cli_opt *p = opts; p && p->name; p++)
+                if (opt_match(a, p->name, &iv)) {
+                    o = p;
+                    break;
+                }
+            if (!o) return sg_cli_usage_error(cli, "unknown option '%s'", a);
+            if (o->metavar) {
+                const char *v = NULL;
+                if (take_value(cli, argc, argv, &i, o->name, iv, &v)) return 2;
+                if (o->value) *o->value = v;
+            } else {
+                if (iv) return sg_cli_usage_error(cli, "%s takes no value", o->name);
+                if (o->flag) *o->flag = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+int sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
+    sg_config_defaults(cfg);
+    if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != 0) return 2;
+    for (int i = 0; i < cli->n_sets; i++)
+        if (sg_config_set(cfg, cli->sets[i]) != 0) return 2;
+    if (sg_config_validate(cfg) != 0) {
+        SG_ERROR("the configuration%s%s is not valid (nothing was written)",
+                 cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
+        return 2;
+    }
+    return 0;
+}
+
+int sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                 const sg_cli_opt *opts) {
+    if (sg_cli_parse(cli, argc, argv, usage, opts) != 0) return 2;
+    sg_log_set_level(cli->log_level);
+    if (cli->help) {
+        sg_cli_print_help(stdout, cli, opts);
+        return 0;
+    }
+    if (sg_cli_load_config(cli, cfg) != 0) return 2;
+    if (cli->print_config) {
+        sg_config_write(cfg, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    return SG_CLI_RUN;
+}
+
+/* Writes <run_dir>/config.yaml via a temporary file and rename. */
+static int write_config_file(const sg_config *cfg) {
+    char path[SG_STR + 32], tmp[SG_STR + 48];
+    snprintf(path, sizeof path, "%s/config.yaml", cfg->run_dir);
+    snprintf(tmp, sizeof tmp, "%s/.config.yaml.%ld", cfg->run_dir, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        SG_ERROR("cannot write %s: %s (check that run_dir is writable)", tmp, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "# segtrain %s resolved configuration (config hash %016llx)\n", SG_VERSION,
+            sg_config_hash(cfg));
+    sg_config_write(cfg, f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        SG_ERROR("writing %s failed: %s (disk full?)", tmp, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    if (rename(tmp, path) != 0) {
+        SG_ERROR("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int sg_cli_prepare_run_dir(const sg_config *cfg, int rank) {
+    char logs[SG_STR + 16];
+    snprintf(logs, sizeof logs, "%s/logs", cfg->run_dir);
+    if (sg_mkdirs(logs) != 0) {
+        SG_ERROR("cannot create %s: %s (check run_dir and its permissions)", logs, strerror(errno));
+        return 1;
+    }
+    if (rank == 0 && write_config_file(cfg) != 0) return 1;
+    int world = 1;
+    sg_log_get_rank(NULL, &world);
+    sg_log_set_rank(rank, world > rank ? world : rank + 1);
+    if (sg_log_open_file(logs) != 0) return 1;
+    SG_DEBUG("run directory %s ready (config hash %016llx)", cfg->run_dir, sg_config_hash(cfg));
+    return 0;
+}

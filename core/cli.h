@@ -1,0 +1,103 @@
+/* core/cli.h - what every subcommand shares on its command line.
+ *
+ * Common options, parsed by sg_cli_begin for every command:
+ *   --config FILE        YAML configuration (optional: defaults otherwise)
+ *   --set KEY=VALUE      override one key (repeatable; VALUE is a YAML scalar
+ *                        or flow list, e.g. --set model.aspp_rates=[6,12,18])
+ *   --print-config       print the resolved configuration as YAML and exit 0
+ *   --quiet / --verbose  log level warn / debug
+ *   --help, -h           print the command's usage and options, exit 0
+ * Both "--opt VALUE" and "--opt=VALUE" are accepted.
+ *
+ * A command declares its own options in a table of sg_cli_opt (ended by an
+ * entry with name NULL); sg_cli_begin fills them in the same pass. Anything
+ * else that starts with '-' is a usage error (exit 2 with a usage line);
+ * other words are positional arguments, kept in cli->args.
+ *
+ * Typical command:
+ *     const char *ckpt = NULL; int flip = 0;
+ *     sg_cli_opt opts[] = {
+ *         {"--checkpoint", "FILE", "checkpoint to evaluate", &ckpt, NULL},
+ *         {"--flip", NULL, "also evaluate flipped images", NULL, &flip},
+ *         {NULL, NULL, NULL, NULL, NULL}};
+ *     sg_cli cli; sg_config cfg;
+ *     int rc = sg_cli_begin(&cli, &cfg, argc, argv, "segtrain eval --config F --checkpoint CK", opts);
+ *     if (rc != SG_CLI_RUN) return rc;          // 0 after --help/--print-config, 2 on errors
+ *     if (!ckpt) return sg_cli_usage_error(&cli, "--checkpoint is required");
+ *     ...
+ *     if (sg_cli_prepare_run_dir(&cfg, rank) != 0) return 1;   // only after validation
+ */
+#ifndef SG_CORE_CLI_H
+#define SG_CORE_CLI_H
+
+#include "core/config.h"
+#include "core/fsutil.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_CLI_RUN (-1)      /* sg_cli_begin: go on with the command */
+#define SG_CLI_MAX_SETS 256
+#define SG_CLI_MAX_ARGS 256
+
+/* One command-specific option. Exactly one of value/flag is set. */
+typedef struct sg_cli_opt {
+    const char *name;        /* "--checkpoint" */
+    const char *metavar;     /* "FILE" for an option with a value, NULL for a flag */
+    const char *help;        /* one line for --help */
+    const char **value;      /* receives the value (points into argv; last wins) */
+    int *flag;               /* set to 1 when the flag is given */
+} sg_cli_opt;
+
+typedef struct sg_cli {
+    const char *command;                 /* argv[0], e.g. "train" */
+    const char *usage;                   /* the usage line given to sg_cli_begin */
+    const char *config_path;             /* --config, NULL if not given */
+    const char *sets[SG_CLI_MAX_SETS];   /* --set values, in order */
+    int n_sets;
+    int print_config;                    /* --print-config given */
+    int help;                            /* --help given */
+    int log_level;                       /* SG_LOG_* after --quiet/--verbose */
+    const char *args[SG_CLI_MAX_ARGS];   /* positional arguments, in order */
+    int n_args;
+} sg_cli;
+
+/* Parses argv (argv[0] = the subcommand name) without loading anything.
+ * Fills cli and the opts' targets. Returns 0, or 2 after printing a usage
+ * error. opts may be NULL. */
+int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
+                 const sg_cli_opt *opts);
+
+/* Loads the configuration cli names: defaults, then --config, then each
+ * --set in order, then sg_config_validate. Returns 0, or 2 after logging
+ * the error (file:line:column and the key). */
+int sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
+
+/* sg_cli_parse + log level + (on --help: usage to stdout, return 0) +
+ * sg_cli_load_config + (on --print-config: YAML to stdout, return 0).
+ * Returns SG_CLI_RUN when the command should go on, else the exit status. */
+int sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                 const sg_cli_opt *opts);
+
+/* Prints "segtrain <cmd>: <message>" and the usage line to stderr; returns 2
+ * (so a command can `return sg_cli_usage_error(...)`). */
+int sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints the usage line, the command's options and the common options. */
+void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts);
+
+/* Call only after the configuration validated. Creates cfg->run_dir and
+ * <run_dir>/logs, writes <run_dir>/config.yaml (rank 0 only, atomically via a
+ * temporary file) and opens <run_dir>/logs/rank<rank>.log for this process's
+ * log. Sets the log's rank (world size unchanged: dist sets it).
+ * Returns 0, or 1 after logging what failed (path, errno text). */
+int sg_cli_prepare_run_dir(const sg_config *cfg, int rank);
+
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

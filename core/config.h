@@ -1,0 +1,159 @@
+/* core/config.h - the one typed configuration struct, and its loader.
+ *
+ * Every key lives in one schema table in config.c (type, default, range,
+ * one-line doc): defaults, YAML loading (libyaml), --set overrides,
+ * validation, --help-config and --print-config all come from that table.
+ * Strings and lists are fixed-size arrays, so the struct needs no freeing and
+ * its layout never depends on build options.
+ *
+ * Adding a key: add the field here and one row to the table in config.c.
+ */
+#ifndef SG_CORE_CONFIG_H
+#define SG_CORE_CONFIG_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_STR 1024      /* max length of a string value (incl. NUL) */
+#define SG_LIST_MAX 64   /* max entries of a list value */
+#define SG_NAME 64       /* max length of a list-of-strings entry */
+
+typedef struct sg_model_cfg {
+    char backbone[SG_NAME];          /* resnet18|resnet34|resnet50|resnet101 */
+    int output_stride;               /* 8|16 */
+    int aspp_rates[SG_LIST_MAX];     /* default 12,24,36 */
+    int n_aspp_rates;
+    int num_classes;
+    int aux_head;                    /* bool */
+    double aspp_dropout;
+    double aux_dropout;
+    int base_width;                  /* 64 = torchvision; smaller shrinks every layer */
+    int sync_bn;                     /* bool: SyncBN across ranks (default on) */
+    double bn_eps;
+    double bn_momentum;
+    char pretrained[SG_STR];         /* safetensors file, "" = none */
+    int pretrained_strict;           /* bool */
+} sg_model_cfg;
+
+typedef struct sg_data_cfg {
+    char format[SG_NAME];            /* cityscapes|list */
+    char root[SG_STR];
+    char train_split[SG_STR];        /* cityscapes: split dir; list: list file */
+    char val_split[SG_STR];
+    char label_map[SG_NAME];         /* cityscapes|none */
+    int crop_size[2];                /* h, w */
+    double scale_range[2];           /* random scale, relative to the image */
+    int hflip;                       /* bool */
+    double mean[3];
+    double std[3];
+    int ignore_index;
+    int workers;
+    int prefetch;
+    int shuffle;                     /* bool */
+    char invalid_labels[SG_NAME];    /* error|ignore */
+    char class_names[SG_LIST_MAX][SG_NAME];
+    int n_class_names;
+    int palette[SG_LIST_MAX * 3];    /* r,g,b per class (list datasets) */
+    int n_palette;
+} sg_data_cfg;
+
+typedef struct sg_train_cfg {
+    int iters;                       /* 0 = use epochs */
+    int epochs;
+    int batch_size;                  /* per rank */
+    int accum_steps;
+    double lr;
+    double momentum;
+    double dampening;
+    int nesterov;                    /* bool */
+    double weight_decay;
+    char lr_schedule[SG_NAME];       /* poly|constant */
+    double poly_power;
+    double min_lr;
+    int warmup_iters;
+    double warmup_ratio;             /* warmup starts at lr * ratio */
+    double head_lr_mult;
+    char head_lr_prefixes[SG_LIST_MAX][SG_NAME];
+    int n_head_lr_prefixes;
+    double aux_weight;
+    char freeze[SG_LIST_MAX][SG_NAME];
+    int n_freeze;
+    int freeze_bn_stats;             /* bool */
+    int drop_last;                   /* bool */
+    int leftover_eval;               /* bool */
+    char loss_norm[SG_NAME];         /* global|local */
+    int log_every;
+    int checkpoint_every;
+    int keep_checkpoints;
+    int eval_every;
+} sg_train_cfg;
+
+typedef struct sg_eval_cfg {
+    int crop_size[2];                /* 0,0 = whole image */
+    int stride[2];                   /* sliding-window stride (0 = crop size) */
+    int batch_size;
+} sg_eval_cfg;
+
+typedef struct sg_dist_cfg {
+    char backend[SG_NAME];           /* auto|gloo|nccl */
+    int timeout_s;
+    double bucket_mb;
+    double first_bucket_mb;
+} sg_dist_cfg;
+
+typedef struct sg_cudnn_cfg {
+    int benchmark;                   /* bool */
+    int deterministic;               /* bool */
+} sg_cudnn_cfg;
+
+typedef struct sg_config {
+    char run_dir[SG_STR];
+    int seed;
+    char device[SG_NAME];            /* cpu|cuda|cuda:N */
+    int threads;                     /* CPU threads, 0 = all */
+    sg_model_cfg model;
+    sg_data_cfg data;
+    sg_train_cfg train;
+    sg_eval_cfg eval;
+    sg_dist_cfg dist;
+    sg_cudnn_cfg cudnn;
+} sg_config;
+
+/* Fills every field with its schema default. */
+void sg_config_defaults(sg_config *cfg);
+
+/* Loads a YAML file over the current values. Returns 0, or 2 after logging an
+ * error naming file:line:column and the key (unknown key with a "did you
+ * mean", wrong type, out of range, malformed YAML, duplicate key, missing
+ * file). */
+int sg_config_load_file(sg_config *cfg, const char *path);
+
+/* Loads YAML text (name is used in messages). Same contract. */
+int sg_config_load_string(sg_config *cfg, const char *yaml, const char *name);
+
+/* Applies one "section.key=value" override with the same validation.
+ * Returns 0 or 2. */
+int sg_config_set(sg_config *cfg, const char *assignment);
+
+/* Cross-key checks after everything is loaded (e.g. crop vs. output stride).
+ * Returns 0 or 2. */
+int sg_config_validate(const sg_config *cfg);
+
+/* Writes the resolved configuration as YAML that sg_config_load_file reads back. */
+void sg_config_write(const sg_config *cfg, FILE *out);
+
+/* Prints the schema: every key, type, default, range, doc. markdown != 0
+ * prints a Markdown table (the README's reference). */
+void sg_config_print_schema(FILE *out, int markdown);
+
+/* Stable 64-bit hash of the resolved configuration (ranks compare it). */
+unsigned long long sg_config_hash(const sg_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

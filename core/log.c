@@ -1,0 +1,104 @@
+/* core/log.c - see log.h. */
+#include "core/log.h"
+
+#include "core/fsutil.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static int g_level = SG_LOG_INFO;
+static int g_rank = 0, g_world = 1;
+static FILE *g_file = NULL;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void sg_log_set_level(int level) { g_level = level; }
+int sg_log_get_level(void) { return g_level; }
+void sg_log_set_rank(int rank, int world) {
+    g_rank = rank;
+    g_world = world;
+}
+
+void sg_log_get_rank(int *rank, int *world) {
+    if (rank) *rank = g_rank;
+    if (world) *world = g_world;
+}
+
+int sg_log_open_file(const char *dir) {
+    char path[4096];
+    if (sg_mkdirs(dir) != 0) {
+        SG_ERROR("cannot create log directory %s: %s (check the permissions of run_dir)", dir,
+                 strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/rank%d.log", dir, g_rank);
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        SG_ERROR("cannot open log file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    pthread_mutex_lock(&g_mu);
+    if (g_file) fclose(g_file);
+    g_file = f;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+void sg_log_close_file(void) {
+    pthread_mutex_lock(&g_mu);
+    if (g_file) fclose(g_file);
+    g_file = NULL;
+    pthread_mutex_unlock(&g_mu);
+}
+
+static const char *level_name[] = {"error", "warn", "info", "debug"};
+
+void sg_vlog(int level, const char *fmt, va_list ap) {
+    int to_console = level <= g_level && (g_rank == 0 || level <= SG_LOG_WARN || g_level >= SG_LOG_DEBUG);
+    if (!to_console && !g_file) return;
+    char msg[8192];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    char prefix[64] = "";
+    if (g_world > 1) snprintf(prefix, sizeof prefix, "[rank %d] ", g_rank);
+    const char *lv = level <= SG_LOG_WARN ? level_name[level] : NULL;
+    pthread_mutex_lock(&g_mu);
+    if (to_console) {
+        if (lv)
+            fprintf(stderr, "%s.%03ld %s%s: %s\n", stamp, ts.tv_nsec / 1000000, prefix, lv, msg);
+        else
+            fprintf(stderr, "%s.%03ld %s%s\n", stamp, ts.tv_nsec / 1000000, prefix, msg);
+        fflush(stderr);
+    }
+    if (g_file && level <= (g_level > SG_LOG_INFO ? g_level : SG_LOG_INFO)) {
+        fprintf(g_file, "%s.%03ld %s: %s\n", stamp, ts.tv_nsec / 1000000, level_name[level], msg);
+        fflush(g_file);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void sg_log(int level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sg_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+void sg_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char msg[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sg_log(SG_LOG_ERROR, "fatal: %s (%s:%d)", msg, file, line);
+    exit(1);
+}

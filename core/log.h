@@ -1,0 +1,51 @@
+/* core/log.h - rank-aware, timestamped logging and fatal-error reporting.
+ *
+ * Every module logs through these. Rank 0 prints to stderr at the configured
+ * level (other ranks print only warnings and errors unless --verbose); every
+ * rank also appends to <run_dir>/logs/rank<N>.log once sg_log_open_file is
+ * called. Thread-safe (one mutex around each line).
+ */
+#ifndef SG_CORE_LOG_H
+#define SG_CORE_LOG_H
+
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { SG_LOG_ERROR = 0, SG_LOG_WARN = 1, SG_LOG_INFO = 2, SG_LOG_DEBUG = 3 };
+
+void sg_log_set_level(int level);           /* default SG_LOG_INFO */
+int sg_log_get_level(void);
+void sg_log_set_rank(int rank, int world);  /* prefix "[rank N]" when world > 1 */
+void sg_log_get_rank(int *rank, int *world); /* either pointer may be NULL */
+/* Opens <dir>/rank<N>.log for appending (creates dir). Returns 0 or -1. */
+int sg_log_open_file(const char *dir);
+void sg_log_close_file(void);
+
+void sg_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sg_vlog(int level, const char *fmt, va_list ap);
+
+#define SG_ERROR(...) sg_log(SG_LOG_ERROR, __VA_ARGS__)
+#define SG_WARN(...) sg_log(SG_LOG_WARN, __VA_ARGS__)
+#define SG_INFO(...) sg_log(SG_LOG_INFO, __VA_ARGS__)
+#define SG_DEBUG(...) sg_log(SG_LOG_DEBUG, __VA_ARGS__)
+
+/* Logs "fatal: <msg> (file:line)" and exits with status 1. For failures of
+ * library calls deep inside ops, where no caller could recover. */
+void sg_fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#define SG_FATAL(...) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* Checks a condition that must hold; fatal with the expression otherwise. */
+#define SG_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__);            \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,90 @@
+/* train/bench.h - the benchmark's measurement core (`segtrain bench`).
+ *
+ * sg_bench_run builds the training job a config describes (backend,
+ * communicator, model, DDP, SGD: sg_train_core_setup) and runs real training
+ * steps on it: forward, CE(out) + aux_weight * CE(aux), backward, gradient
+ * all-reduce, SGD step, the trainer's own step (sg_train_step, see
+ * train/train_core.h) at the constant train.lr. Batches
+ * are synthetic and held in host memory (uploaded and normalized every step,
+ * as the trainer does) or come from the configured loader (with_data).
+ *
+ * Per timed step it records the wall time of each phase:
+ *   data      loader wait + upload + normalize_u8 (synthetic: upload + normalize)
+ *   forward   sg_model_forward
+ *   loss      ce_fwd_bwd for the main and aux heads (writes dlogits)
+ *   backward  sg_model_backward
+ *   comm      count/loss all-reduces + sg_ddp_wait (gradient all-reduce not
+ *             hidden behind backward); ~0 in a world of 1
+ *   optimizer sg_sgd_step
+ * With split = 1 the backend is synchronised at every phase boundary (free
+ * on the CPU, whose ops are synchronous; on the GPU it removes some
+ * overlap, so split = 0 times whole steps with one sync at the step end).
+ *
+ * It also measures the device's peak FLOP/s with the backend's own conv op on
+ * a compute-bound 3x3 convolution (see sg_bench_conv_peak), unless a peak is
+ * stated. Owns nothing after it returns; train/bench.c prints and writes JSON.
+ */
+#ifndef SG_TRAIN_BENCH_H
+#define SG_TRAIN_BENCH_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "train/train_core.h" /* the phases SG_PH_* */
+#include "kernels/backend.h"
+
+extern const char *const sg_bench_phase_names[SG_PH_N];
+
+typedef struct sg_bench_opts {
+    int iters;            /* timed steps (>= 1) */
+    int warmup;           /* untimed steps first (>= 0) */
+    int with_data;        /* 1: the configured loader, 0: synthetic batches */
+    int split;            /* 1: per-phase timing (sync at phase boundaries) */
+    double peak_gflops;   /* > 0: stated peak per device; 0: measure; < 0: skip */
+} sg_bench_opts;
+
+typedef struct sg_bench_result {
+    int rank, world, threads;
+    char backend[32], device[128];
+    int batch, accum, crop_h, crop_w;
+    double *step_s;               /* [iters] wall seconds per timed step */
+    double *cpu_s;                /* [iters] process CPU seconds (all threads) per step:
+                                     on a shared machine, cpu_s / threads bounds the
+                                     uncontended wall time from below */
+    double *minflt;               /* [iters] minor page faults per step (fresh memory
+                                     touched: should be ~0 once warm) */
+    double *phase_s[SG_PH_N];     /* [iters] seconds per phase (split only) */
+    double *phase_cpu_s[SG_PH_N]; /* [iters] process CPU seconds per phase (split only;
+                                     includes OpenMP spin-waiting unless
+                                     OMP_WAIT_POLICY=passive) */
+    int iters;
+    double flops_fwd_image;       /* model forward FLOPs per image (2 x MACs) */
+    double flops_step;            /* 3 x forward x images per rank per step */
+    double peak_gflops;           /* per device; 0 if not measured */
+    char peak_source[160];
+    double loss_first, loss_last; /* total loss of the first and last step */
+    double peak_rss_mib;          /* host, whole process (getrusage) */
+    double device_peak_mib;       /* backend allocations high-water mark */
+    double activation_mib;        /* the model's planned arena */
+    size_t params;
+} sg_bench_result;
+
+/* Runs the benchmark. Returns 0, 1 (runtime failure, logged) or 2
+ * (configuration error, logged). r is filled on 0; free with
+ * sg_bench_result_free. */
+int sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r);
+void sg_bench_result_free(sg_bench_result *r);
+
+/* Measured peak FLOP/s of be's conv_fwd on a compute-bound 3x3 convolution
+ * (c = k = 256, 64x64 spatial, batch 1 on the CPU and 16 on a GPU): the best
+ * of repetitions filling ~0.3 s. Writes a description of the shape to src. */
+double sg_bench_conv_peak(sg_backend *be, char *src, size_t src_cap);
+
+/* Summary helpers over n values (n >= 1; v is not modified). */
+double sg_bench_median(const double *v, int n);
+double sg_bench_mean(const double *v, int n);
+double sg_bench_stdev(const double *v, int n);   /* sample stdev, 0 for n = 1 */
+double sg_bench_min(const double *v, int n);
+double sg_bench_max(const double *v, int n);
+
+#endif

@@ -1,0 +1,107 @@
+/* train/checkpoint.h - training checkpoints: contents, crash-safe writing,
+ * validation, retention and auto-resume.
+ *
+ * A checkpoint is a safetensors file (model/safetensors.h):
+ *  - model tensors under their plain registry names (no "module." prefix),
+ *    BN buffers included, num_batches_tracked as I64, in state-dict order;
+ *  - optimizer.momentum.<param name> for every parameter with a momentum buffer;
+ *  - __metadata__: format, format_version, iter, epoch, sample_pos,
+ *    total_steps, world_size, seed, momentum_initialized, best_miou, best_iter,
+ *    lr_schedule and rng (JSON), config (the resolved YAML), tensor_count and
+ *    checksum ("fnv1a64:<16 hex>" over every tensor's name, dtype and bytes,
+ *    in data order) and meta_checksum ("sum64:<16 hex>", the sum of the
+ *    FNV-1a of every other metadata key and value: a flipped digit in iter
+ *    or sample_pos would otherwise resume at the wrong place unnoticed;
+ *    files without it are still read).
+ * Writing: <path>.tmp, fflush + fsync, rename over <path>, fsync of the
+ * directory - a crash at any moment leaves the previous file intact.
+ * Files live in <run_dir>/checkpoints/ as iter_<8 digits>.safetensors plus
+ * best.safetensors; only rank 0 calls the writing functions.
+ */
+#ifndef SG_TRAIN_CHECKPOINT_H
+#define SG_TRAIN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+#define SG_CKPT_FORMAT "segtrain-checkpoint"
+#define SG_CKPT_FORMAT_VERSION 1
+
+/* Everything besides tensors that resuming needs. */
+typedef struct sg_train_state {
+    int64_t iter;          /* optimizer steps completed */
+    int64_t epoch;         /* epoch in progress, from 0 */
+    int64_t sample_pos;    /* samples of this epoch's global order consumed (all ranks) */
+    int64_t total_steps;   /* optimizer steps of the whole run */
+    int world;             /* world size that wrote it */
+    uint64_t seed;
+    int momentum_initialized;
+    double best_miou;      /* NaN until a first evaluation */
+    int64_t best_iter;     /* -1 until then */
+} sg_train_state;
+
+/* ---- a checkpoint being assembled (generic: any tensors) ---- */
+typedef struct sg_ckpt_builder {
+    sg_st_writer *w;
+    uint64_t hash;
+    uint64_t meta_hash; /* sum over metadata entries (order-free), see meta_checksum */
+    int n_tensors;
+} sg_ckpt_builder;
+
+void sg_ckpt_builder_init(sg_ckpt_builder *b);
+void sg_ckpt_builder_free(sg_ckpt_builder *b);
+/* Adds a tensor (data copied) and folds it into the checksum. 0 or -1 (logged). */
+int sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
+                const int64_t *shape, const void *data, size_t nbytes);
+/* Sets a metadata entry; each key once (meta_checksum sums the entries set;
+ * tensor_count, checksum and meta_checksum are commit's). 0 or -1 (logged). */
+int sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value);
+/* Adds tensor_count and checksum, writes atomically (see above). 0 or -1 (logged). */
+int sg_ckpt_commit(sg_ckpt_builder *b, const char *path);
+
+/* Checksum of an open file's tensors, in data order (as sg_ckpt_add computes it). */
+uint64_t sg_ckpt_file_checksum(const sg_st_file *f);
+
+/* Opens path and checks it is a complete segtrain checkpoint: readable,
+ * format and version known, tensor_count, checksum and (when present)
+ * meta_checksum matching. Returns the
+ * open file, or NULL with the reason in why[cap] (nothing logged). */
+sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap);
+
+/* ---- the trainer's checkpoints ---- */
+/* Writes model + optimizer + state + schedule + config to path. 0 or -1. */
+int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_train_state *st,
+                 const sg_lr_schedule *sched, const sg_config *cfg);
+/* Reads the state from the metadata. 0, or -1 after logging the key. */
+int sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st);
+/* Loads the stored config YAML into cfg (over the defaults). 0, or 2 (logged). */
+int sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg);
+/* Loads every registry entry (shapes must match exactly). 0, or -1 after
+ * logging the tensor. */
+int sg_ckpt_load_model(const sg_st_file *f, sg_model *m);
+/* Loads every momentum buffer the optimizer has (must all be present when
+ * the file says momentum_initialized). 0 or -1 (logged). */
+int sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);
+
+/* ---- files in a run directory ---- */
+/* <run_dir>/checkpoints into out; creates it when create != 0. 0 or -1. */
+int sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap);
+void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap);
+void sg_ckpt_best_path(const char *run_dir, char *out, size_t cap);
+/* Deletes all but the newest `keep` iter_*.safetensors up to iteration
+ * `newest` (the one just written, which is therefore never deleted; keep <= 0:
+ * keep all) and stale *.tmp files. Files of later iterations are neither
+ * counted nor deleted. Returns the number deleted. */
+int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest);
+/* Newest valid iter_*.safetensors in run_dir: 1 and its path in out; 0 when
+ * there is none. Corrupt or truncated files are reported (warning naming the
+ * file and reason) and skipped. */
+int sg_ckpt_find_latest(const char *run_dir, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,189 @@
+/* train/evaluator.c - see evaluator.h. */
+#include "train/evaluator.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/from_checkpoint.h"
+#include "core/log.h"
+#include "data/sampler.h"
+
+int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
+                      const sg_config *cfg) {
+    memset(ev, 0, sizeof *ev);
+    ev->be = be;
+    ev->ds = ds;
+    ev->num_classes = cfg->model.num_classes;
+    ev->ignore_index = cfg->data.ignore_index;
+    ev->crop_h = cfg->eval.crop_size[0];
+    ev->crop_w = cfg->eval.crop_size[1];
+    ev->stride_h = cfg->eval.stride[0] ? cfg->eval.stride[0] : ev->crop_h;
+    ev->stride_w = cfg->eval.stride[1] ? cfg->eval.stride[1] : ev->crop_w;
+    for (int i = 0; i < 3; i++) {
+        ev->mean[i] = (float)cfg->data.mean[i];
+        ev->std[i] = (float)cfg->data.std[i];
+    }
+    sg_loader_opts lo;
+    /* sliding windows process one image at a time */
+    sg_loader_opts_from_config(&lo, &cfg->data, 0, ev->crop_h ? 1 : cfg->eval.batch_size,
+                               (uint64_t)cfg->seed);
+    sg_loader_opts_use_backend(&lo, be);
+    ev->loader = sg_loader_create(ds, &lo);
+    if (!ev->loader) return 1;
+    size_t c = (size_t)ev->num_classes;
+    ev->d_conf = be->ops->alloc(be, c * c * sizeof(int64_t));
+    return 0;
+}
+
+void sg_evaluator_free(sg_evaluator *ev) {
+    sg_backend *be = ev->be;
+    if (!be) return;
+    sg_loader_destroy(ev->loader);
+    if (ev->d_img) be->ops->free(be, ev->d_img);
+    if (ev->d_lab) be->ops->free(be, ev->d_lab);
+    if (ev->d_pred) be->ops->free(be, ev->d_pred);
+    if (ev->d_conf) be->ops->free(be, ev->d_conf);
+    memset(ev, 0, sizeof *ev);
+}
+
+static void ensure_px(sg_evaluator *ev, size_t px) {
+    if (px <= ev->cap_px) return;
+    sg_backend *be = ev->be;
+    if (ev->d_img) be->ops->free(be, ev->d_img);
+    if (ev->d_lab) be->ops->free(be, ev->d_lab);
+    if (ev->d_pred) be->ops->free(be, ev->d_pred);
+    ev->d_img = be->ops->alloc(be, px * 3);
+    ev->d_lab = be->ops->alloc(be, px);
+    ev->d_pred = be->ops->alloc(be, px);
+    ev->cap_px = px;
+}
+
+/* Whole images: one forward over the batch. */
+static int run_full(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
+    sg_backend *be = ev->be;
+    if (sg_model_plan_infer(m, b->n, b->h, b->w) != 0) return -1;
+    be->ops->normalize_u8(be, ev->d_img, sg_model_input(m), b->n, b->h, b->w, ev->mean, ev->std);
+    sg_model_forward(m, 0, 0);
+    be->ops->argmax(be, sg_model_out(m), ev->d_pred, b->n, ev->num_classes, b->h * b->w);
+    return 0;
+}
+
+/* Sliding windows (one image): windows of crop_h x crop_w at the strides,
+ * the last window in each direction aligned to the border (mmseg "slide");
+ * logits summed on the host and divided by the window count per pixel. */
+static int run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
+    sg_backend *be = ev->be;
+    int H = b->h, W = b->w, C = ev->num_classes;
+    int ch = ev->crop_h < H ? ev->crop_h : H, cw = ev->crop_w < W ? ev->crop_w : W;
+    size_t need = (size_t)C * H * W;
+    float *acc = calloc(need + (size_t)H * W, sizeof(float)), *cnt = acc + need;
+    float *logits = malloc((size_t)C * ch * cw * sizeof(float));
+    SG_CHECK(acc && logits, "out of host memory for sliding-window logits (%zu floats)", need);
+    if (sg_model_plan_infer(m, 1, ch, cw) != 0) {
+        free(acc);
+        free(logits);
+        return -1;
+    }
+    uint8_t *win = malloc((size_t)ch * cw * 3);
+    uint8_t *src = malloc((size_t)H * W * 3);
+    SG_CHECK(win && src, "out of host memory");
+    be->ops->download(be, src, ev->d_img, (size_t)H * W * 3);
+    int ny = H > ch ? (H - ch + ev->stride_h - 1) / ev->stride_h + 1 : 1;
+    int nx = W > cw ? (W - cw + ev->stride_w - 1) / ev->stride_w + 1 : 1;
+    uint8_t *d_win = be->ops->alloc(be, (size_t)ch * cw * 3);
+    for (int iy = 0; iy < ny; iy++)
+        for (int ix = 0; ix < nx; ix++) {
+            int y0 = iy * ev->stride_h, x0 = ix * ev->stride_w;
+            if (y0 + ch > H) y0 = H - ch;
+            if (x0 + cw > W) x0 = W - cw;
+            for (int y = 0; y < ch; y++)
+                memcpy(win + (size_t)y * cw * 3, src + ((size_t)(y0 + y) * W + x0) * 3,
+                       (size_t)cw * 3);
+            be->ops->upload(be, d_win, win, (size_t)ch * cw * 3);
+            be->ops->normalize_u8(be, d_win, sg_model_input(m), 1, ch, cw, ev->mean, ev->std);
+            sg_model_forward(m, 0, 0);
+            be->ops->download(be, logits, sg_model_out(m), (size_t)C * ch * cw * sizeof(float));
+            for (int c = 0; c < C; c++)
+                for (int y = 0; y < ch; y++) {
+                    const float *l = logits + ((size_t)c * ch + y) * cw;
+                    float *a = acc + ((size_t)c * H + y0 + y) * W + x0;
+                    for (int x = 0; x < cw; x++) a[x] += l[x];
+                }
+            for (int y = 0; y < ch; y++)
+                for (int x = 0; x < cw; x++) cnt[(size_t)(y0 + y) * W + x0 + x] += 1.0f;
+        }
+    be->ops->free(be, d_win);
+    /* argmax on the host (first max wins, as ops->argmax); dividing by the
+     * count does not change it but keeps the values meaningful */
+    uint8_t *pred = malloc((size_t)H * W);
+    SG_CHECK(pred != NULL, "out of host memory");
+    for (size_t p = 0; p < (size_t)H * W; p++) {
+        int best = 0;
+        float bv = acc[p] / cnt[p];
+        for (int c = 1; c < C; c++) {
+            float v = acc[(size_t)c * H * W + p] / cnt[p];
+            if (v > bv) { bv = v; best = c; }
+        }
+        pred[p] = (uint8_t)best;
+    }
+    be->ops->upload(be, ev->d_pred, pred, (size_t)H * W);
+    free(pred);
+    free(win);
+    free(src);
+    free(acc);
+    free(logits);
+    return 0;
+}
+
+int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
+                     int64_t n, int64_t epoch, int64_t *conf) {
+    sg_backend *be = ev->be;
+    size_t cc = (size_t)ev->num_classes * ev->num_classes;
+    be->ops->zero(be, ev->d_conf, cc * sizeof(int64_t));
+    ev->images = 0;
+    int rc = 0;
+    if (n > 0 && sg_loader_start(ev->loader, indices, n, epoch) != 0) rc = -1;
+    while (rc == 0 && n > 0) {
+        sg_batch *b = NULL;
+        int r = sg_loader_next(ev->loader, &b);
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        if (r == 0) break;
+        size_t px = (size_t)b->n * b->h * b->w;
+        ensure_px(ev, px);
+        be->ops->upload(be, ev->d_img, b->images, px * 3);
+        be->ops->upload(be, ev->d_lab, b->labels, px);
+        int n_img = b->n;
+        sg_batch copy = *b;
+        sg_loader_release(ev->loader, b);
+        rc = ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
+        if (rc == 0) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
+        ev->images += n_img;
+    }
+    be->ops->sync(be);
+    be->ops->download(be, conf, ev->d_conf, cc * sizeof(int64_t));
+    /* Every rank reaches the all-reduce, even after a local error, so no peer
+     * hangs; the error flag travels in the last element. */
+    int64_t *buf = malloc((cc + 1) * sizeof(int64_t));
+    SG_CHECK(buf != NULL, "out of host memory");
+    memcpy(buf, conf, cc * sizeof(int64_t));
+    buf[cc] = rc != 0;
+    if (sg_comm_allreduce_i64(comm, buf, cc + 1) != 0) rc = -1;
+    memcpy(conf, buf, cc * sizeof(int64_t));
+    if (rc == 0 && buf[cc] != 0) {
+        SG_ERROR("evaluation failed on another rank (see its log)");
+        rc = -1;
+    }
+    free(buf);
+    return rc;
+}
+
+int64_t *sg_evaluator_shard(int64_t size, int world, int rank, int64_t *n) {
+    *n = sg_eval_shard_size(size, world, rank);
+    int64_t *idx = malloc((size_t)(*n > 0 ? *n : 1) * sizeof(int64_t));
+    SG_CHECK(idx != NULL, "out of host memory");
+    sg_eval_shard(size, world, rank, idx);
+    return idx;
+}

@@ -1,0 +1,50 @@
+/* train/evaluator.h - exact evaluation of a model on a list of dataset samples:
+ * eval-mode forward on full images (or sliding windows when eval.crop_size
+ * is set), argmax, confusion matrix on the device, summed across ranks.
+ *
+ * Owns an eval-mode loader over one dataset and the device buffers for
+ * images, labels, predictions and the confusion matrix. Used by the trainer
+ * (validation every eval_every, the leftover-sample pass) and `segtrain eval`.
+ * Every rank must call sg_evaluator_run together (it ends in one all-reduce),
+ * each with its own exact shard (sg_eval_shard): every sample is counted
+ * exactly once whatever the world size.
+ */
+#ifndef SG_TRAIN_EVALUATOR_H
+#define SG_TRAIN_EVALUATOR_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "dist/comm.h"
+#include "model/model.h"
+
+typedef struct sg_evaluator {
+    sg_backend *be;
+    const sg_dataset *ds;
+    sg_loader *loader;
+    int num_classes, ignore_index;
+    int crop_h, crop_w, stride_h, stride_w;   /* 0 = whole image */
+    float mean[3], std[3];
+    uint8_t *d_img, *d_lab, *d_pred;          /* device, cap_px pixels (x3 for images) */
+    size_t cap_px;
+    int64_t *d_conf;                           /* device [C*C] */
+    int64_t images;                            /* counted by the last run */
+} sg_evaluator;
+
+/* 0, or 1 after logging (loader creation). */
+int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
+                      const sg_config *cfg);
+void sg_evaluator_free(sg_evaluator *ev);
+
+/* Evaluates indices[n] (this rank's share) and writes the confusion matrix
+ * summed over all ranks into conf[C*C] (host). Leaves the model planned for
+ * inference. Returns 0, or -1 after logging (data or communication error). */
+int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
+                     int64_t n, int64_t epoch, int64_t *conf);
+
+/* The exact shard of a whole dataset for this rank (malloc'd, *n set). */
+int64_t *sg_evaluator_shard(int64_t size, int world, int rank, int64_t *n);
+
+#endif

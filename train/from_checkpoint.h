@@ -1,0 +1,27 @@
+/* train/from_checkpoint.h - what the commands share: loading a config for an
+ * existing checkpoint, a model with the checkpoint's weights, and loaders
+ * whose batch memory comes from the backend (pinned on CUDA). */
+#ifndef SG_TRAIN_FROM_CHECKPOINT_H
+#define SG_TRAIN_FROM_CHECKPOINT_H
+
+#include "core/cli.h"
+#include "core/config.h"
+#include "kernels/backend.h"
+#include "data/loader.h"
+#include "model/model.h"
+
+/* The configuration for a command working on checkpoint ck: --config when
+ * given (with --set), else the config stored in the checkpoint's metadata
+ * with the --set overrides applied. Returns 0 or 2 (logged). */
+int sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
+
+/* Creates the model described by cfg on be and loads ck into it: a segtrain
+ * checkpoint (validated, every tensor required), or any safetensors weights
+ * file (exported, torchvision names) loaded strictly. NULL after logging. */
+sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck);
+
+/* Makes the loader allocate its batch buffers with be->ops->host_alloc
+ * (pinned host memory on CUDA, so uploads can be asynchronous). */
+void sg_loader_opts_use_backend(sg_loader_opts *lo, sg_backend *be);
+
+#endif

@@ -1,0 +1,95 @@
+/* train/optimizer.c - see optimizer.h. */
+#include "train/optimizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+int sg_name_matches_prefix(const char *name, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (n == 0) return 0;
+    if (prefix[n - 1] == '.') return strncmp(name, prefix, n) == 0;
+    return strncmp(name, prefix, n) == 0 && (name[n] == '\0' || name[n] == '.');
+}
+
+int sg_name_matches_any(const char *name, const char (*prefixes)[SG_NAME], int n) {
+    for (int i = 0; i < n; i++)
+        if (sg_name_matches_prefix(name, prefixes[i])) return 1;
+    return 0;
+}
+
+static int check_prefixes_used(const sg_opt_param *params, int n, const char (*prefixes)[SG_NAME],
+                               int np, const char *key) {
+    for (int i = 0; i < np; i++) {
+        int used = 0;
+        for (int k = 0; k < n && !used; k++) used = sg_name_matches_prefix(params[k].name, prefixes[i]);
+        if (!used) {
+            SG_ERROR("config key %s: prefix '%s' matches no parameter (names look like "
+                     "'%s'; check the spelling)", key, prefixes[i], n ? params[0].name : "?");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
+                const sg_train_cfg *t) {
+    memset(opt, 0, sizeof *opt);
+    if (check_prefixes_used(params, n, t->freeze, t->n_freeze, "train.freeze") ||
+        check_prefixes_used(params, n, t->head_lr_prefixes, t->n_head_lr_prefixes,
+                            "train.head_lr_prefixes"))
+        return 2;
+    opt->be = be;
+    opt->n = n;
+    opt->momentum = t->momentum;
+    opt->dampening = t->dampening;
+    opt->weight_decay = t->weight_decay;
+    opt->nesterov = t->nesterov;
+    opt->e = calloc((size_t)n, sizeof *opt->e);
+    SG_CHECK(opt->e != NULL, "out of memory for %d optimizer entries", n);
+    for (int i = 0; i < n; i++) {
+        sg_sgd_entry *e = &opt->e[i];
+        e->name = params[i].name;
+        e->param = params[i].param;
+        e->grad = params[i].grad;
+        e->count = params[i].count;
+        e->frozen = params[i].frozen || sg_name_matches_any(e->name, t->freeze, t->n_freeze);
+        e->lr_mult = sg_name_matches_any(e->name, t->head_lr_prefixes, t->n_head_lr_prefixes)
+                         ? t->head_lr_mult
+                         : 1.0;
+        if (e->frozen) {
+            opt->n_frozen++;
+            continue;
+        }
+        if (e->lr_mult != 1.0) opt->n_head++;
+        if (opt->momentum != 0.0) e->buf = be->ops->alloc(be, e->count * sizeof(float));
+    }
+    return 0;
+}
+
+void sg_sgd_free(sg_sgd *opt) {
+    if (!opt->e) return;
+    for (int i = 0; i < opt->n; i++)
+        if (opt->e[i].buf) opt->be->ops->free(opt->be, opt->e[i].buf);
+    free(opt->e);
+    memset(opt, 0, sizeof *opt);
+}
+
+void sg_sgd_step(sg_sgd *opt, double lr) {
+    for (int i = 0; i < opt->n; i++) {
+        sg_sgd_entry *e = &opt->e[i];
+        if (e->frozen) continue;
+        opt->be->ops->sgd_step(opt->be, e->param, e->grad, e->buf, e->count,
+                               (float)(lr * e->lr_mult), (float)opt->momentum,
+                               (float)opt->dampening, (float)opt->weight_decay, opt->nesterov,
+                               !opt->initialized);
+    }
+    opt->initialized = 1;
+}
+
+int sg_sgd_find(const sg_sgd *opt, const char *name) {
+    for (int i = 0; i < opt->n; i++)
+        if (strcmp(opt->e[i].name, name) == 0) return i;
+    return -1;
+}

@@ -1,0 +1,153 @@
+/* train/train_core.c - building and freeing the training step's machinery
+ * (see train/train_core.h): backend, communicator, model and SGD groups, DDP,
+ * device slots. The step itself is in train/train_step.c. */
+#include "train/train_core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/checkpoint.h"
+#include "train/from_checkpoint.h"
+#include "core/log.h"
+#include "model/model_io.h"
+
+int sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
+    c->cfg = cfg;
+    sg_backend_opts bo = {cfg->threads, cfg->cudnn.benchmark, cfg->cudnn.deterministic};
+    sg_dist_env env;
+    if (sg_dist_env_read(&env) != 0) return 2;
+    char dev[SG_NAME + 16];
+    if (strcmp(cfg->device, "cuda") == 0 && env.world > 1)
+        snprintf(dev, sizeof dev, "cuda:%d", env.local_rank);
+    else
+        snprintf(dev, sizeof dev, "%s", cfg->device);
+    c->be = sg_backend_create(dev, &bo);
+    if (!c->be) return 1;
+    c->comm = sg_comm_create(cfg, c->be);
+    if (!c->comm) return 1;
+    c->rank = sg_comm_rank(c->comm);
+    c->world = sg_comm_world(c->comm);
+    c->B = cfg->train.batch_size;
+    c->K = cfg->train.accum_steps;
+    c->C = cfg->model.num_classes;
+    c->crop_h = cfg->data.crop_size[0];
+    c->crop_w = cfg->data.crop_size[1];
+    c->global_norm = strcmp(cfg->train.loss_norm, "global") == 0;
+    for (int i = 0; i < 3; i++) {
+        c->mean[i] = (float)cfg->data.mean[i];
+        c->std[i] = (float)cfg->data.std[i];
+    }
+    return 0;
+}
+
+/* model.pretrained: plain weights (segtrain or torchvision names) through
+ * model_io; a segtrain checkpoint's optimizer state is not model weights, so
+ * for one of those only the model tensors count (strict: all of them). */
+static int load_pretrained(sg_model *m, const sg_config *cfg) {
+    const char *path = cfg->model.pretrained;
+    sg_st_file *f = sg_st_open(path);
+    if (!f) return -1;
+    const char *fmt = sg_st_meta(f, "format");
+    int is_ckpt = fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0;
+    sg_load_report rep;
+    int rc;
+    if (is_ckpt && cfg->model.pretrained_strict)
+        rc = sg_ckpt_load_model(f, m);
+    else
+        rc = sg_model_load_file(m, f, NULL, cfg->model.pretrained_strict, &rep);
+    sg_st_close(f);
+    if (rc == 0) SG_INFO("model.pretrained: initialised from %s", path);
+    return rc;
+}
+
+int sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int verbose) {
+    const sg_config *cfg = c->cfg;
+    sg_model_opts mo;
+    if (sg_model_opts_from_config(&mo, cfg) != 0) return 2;
+    c->m = sg_model_create(c->be, &mo);
+    if (!c->m) return 2;
+    sg_model_init(c->m, (uint64_t)cfg->seed);
+    if (load_pretrained_weights && cfg->model.pretrained[0] && load_pretrained(c->m, cfg) != 0) {
+        SG_ERROR("model.pretrained: loading %s failed (see above); set "
+                 "model.pretrained_strict: false to skip mismatching keys",
+                 cfg->model.pretrained);
+        return 2;
+    }
+    /* freezing is configuration, applied before anything trains (it also
+     * changes the work: no weight gradients) */
+    /* train.freeze_bn_stats: BN layers under the frozen prefixes keep their
+     * running statistics (the "requires_grad=False still updates BN" trap);
+     * with no train.freeze list it applies to every BN layer (mmseg's
+     * norm_eval), which also makes accumulation exactly equal a big batch. */
+    for (int i = 0; i < cfg->train.n_freeze; i++)
+        sg_model_freeze(c->m, cfg->train.freeze[i], cfg->train.freeze_bn_stats);
+    if (cfg->train.freeze_bn_stats && cfg->train.n_freeze == 0) {
+        int n = sg_model_freeze_bn_stats(c->m, "");
+        if (verbose)
+            SG_INFO("train.freeze_bn_stats: all %d BN layers use and keep their running "
+                    "statistics", n);
+    }
+    int n = sg_model_num_params(c->m), np = 0;
+    sg_opt_param *ps = calloc((size_t)n, sizeof *ps);
+    SG_CHECK(ps != NULL, "out of host memory");
+    for (int i = 0; i < n; i++) {
+        sg_param *p = sg_model_param(c->m, i);
+        if (p->is_buffer) continue;
+        ps[np++] = (sg_opt_param){p->name, p->data, p->grad, p->count, !p->trainable};
+    }
+    int rc = sg_sgd_init(&c->opt, c->be, ps, np, &cfg->train);
+    free(ps);
+    if (rc) return rc;
+    if (verbose)
+        SG_INFO("model: %s, %zu parameters (%zu trainable, %d tensors frozen, %d at lr x %g)",
+                cfg->model.backbone, sg_model_param_count(c->m, 0), sg_model_param_count(c->m, 1),
+                c->opt.n_frozen, c->opt.n_head, cfg->train.head_lr_mult);
+    return 0;
+}
+
+int sg_train_core_attach(sg_train_core *c) {
+    c->ddp = sg_ddp_create(c->comm, c->m, c->cfg);
+    if (!c->ddp) return 1;
+    c->slot = calloc((size_t)c->K, sizeof *c->slot);
+    SG_CHECK(c->slot != NULL, "out of host memory");
+    size_t px = (size_t)c->B * c->crop_h * c->crop_w;
+    for (int k = 0; k < c->K; k++) {
+        c->slot[k].img = c->be->ops->alloc(c->be, px * 3);
+        c->slot[k].lab = c->be->ops->alloc(c->be, px);
+    }
+    if (sg_model_plan(c->m, c->B, c->crop_h, c->crop_w) != 0) return 2;
+    return 0;
+}
+
+sg_loader *sg_train_core_loader(sg_train_core *c, const sg_dataset *ds) {
+    sg_loader_opts lo;
+    sg_loader_opts_from_config(&lo, &c->cfg->data, 1, c->B, (uint64_t)c->cfg->seed);
+    sg_loader_opts_use_backend(&lo, c->be);
+    return sg_loader_create(ds, &lo);
+}
+
+int sg_train_core_setup(sg_train_core *c, const sg_config *cfg) {
+    int rc = sg_train_core_open(c, cfg);
+    if (rc == 0) rc = sg_train_core_model(c, 0, 0);
+    if (rc == 0) rc = sg_train_core_attach(c);
+    return rc;
+}
+
+void sg_train_core_close(sg_train_core *c) {
+    if (c->slot)
+        for (int k = 0; k < c->K; k++) {
+            if (c->slot[k].img) c->be->ops->free(c->be, c->slot[k].img);
+            if (c->slot[k].lab) c->be->ops->free(c->be, c->slot[k].lab);
+        }
+    free(c->slot);
+    c->slot = NULL;
+    sg_ddp_destroy(c->ddp);
+    c->ddp = NULL;
+    sg_sgd_free(&c->opt);
+    if (c->m) sg_model_destroy(c->m);
+    c->m = NULL;
+    sg_comm_destroy(c->comm);
+    c->comm = NULL;
+    if (c->be) sg_backend_destroy(c->be);
+    c->be = NULL;
+}

@@ -1,0 +1,107 @@
+/* train/train_core.h - the training step's machinery, shared by the training
+ * loop (train/trainer.c) and the benchmark (train/bench_run.c) so both run the
+ * same step by construction.
+ *
+ * An sg_train_core owns the backend, the communicator, the model with its
+ * SGD state, DDP, and K = train.accum_steps device slots for micro-batches.
+ * It is built in three stages, because the trainer interleaves its own setup
+ * (datasets, schedule, resume) between them:
+ *   sg_train_core_open    backend (cuda:LOCAL_RANK when world > 1),
+ *                         communicator, and the step's fixed fields
+ *   sg_train_core_model   model, init from the seed, optionally
+ *                         model.pretrained, freezing, SGD parameter groups
+ *   sg_train_core_attach  DDP (after any loading: it broadcasts rank 0's
+ *                         state), the device slots, the training plan
+ * sg_train_core_setup runs all three without data or weights (the benchmark);
+ * sg_train_core_loader makes the training loader both use.
+ *
+ * sg_train_step is one optimizer step on micro-batches already uploaded to
+ * the slots: one all-reduce of (valid pixels, images), then per micro-batch
+ * normalize_u8, forward(train, key(seed, iter, micro, rank, DROPOUT)),
+ * ce_fwd_bwd on out and aux (loss_norm global: grad scale world/global valid;
+ * local: 1/(K * valid of the micro-batch)), DDP sync on the last micro-batch,
+ * backward (accumulating after the first); sg_ddp_wait, sg_sgd_step(lr), and
+ * one f64 all-reduce of (main loss, aux loss, stop flag), so every rank gets
+ * the same global loss and stop decision.
+ */
+#ifndef SG_TRAIN_TRAIN_CORE_H
+#define SG_TRAIN_TRAIN_CORE_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "train/optimizer.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+
+/* The phases of a step, in the order a step's time is reported. */
+enum { SG_PH_DATA, SG_PH_FWD, SG_PH_LOSS, SG_PH_BWD, SG_PH_COMM, SG_PH_OPT, SG_PH_N };
+
+/* One micro-batch on the device: n images of h x w (RGB u8, HWC) and their
+ * labels; valid = label pixels that are not data.ignore_index. */
+typedef struct sg_micro_batch {
+    uint8_t *img, *lab;
+    int n, h, w;
+    int64_t valid;
+} sg_micro_batch;
+
+typedef struct sg_train_core {
+    const sg_config *cfg;
+    sg_backend *be;
+    sg_comm *comm;
+    sg_ddp *ddp;
+    sg_model *m;
+    sg_sgd opt;
+    int rank, world;
+    int B, K, C, crop_h, crop_w;  /* batch_size, accum_steps, classes, crop */
+    int global_norm;              /* train.loss_norm == global */
+    float mean[3], std[3];
+    sg_micro_batch *slot;         /* [K]: img/lab sized for B x crop; the caller
+                                     uploads into them and sets n, h, w, valid */
+} sg_train_core;
+
+/* Each returns 0, 1 (runtime failure, logged) or 2 (configuration error,
+ * logged); after any outcome sg_train_core_close frees what was built. */
+int sg_train_core_open(sg_train_core *c, const sg_config *cfg);
+/* load_pretrained: apply model.pretrained (the trainer; the benchmark skips
+ * it: weights do not change the speed). verbose: log the model summary. */
+int sg_train_core_model(sg_train_core *c, int load_pretrained, int verbose);
+int sg_train_core_attach(sg_train_core *c);
+/* A training loader over ds (augmentation on, batch_size images per batch)
+ * whose batches live in the backend's host memory (pinned on a GPU). NULL
+ * after logging on failure; the caller destroys it before closing c. */
+sg_loader *sg_train_core_loader(sg_train_core *c, const sg_dataset *ds);
+/* open + model (no pretrained weights, quiet) + attach. */
+int sg_train_core_setup(sg_train_core *c, const sg_config *cfg);
+void sg_train_core_close(sg_train_core *c);
+
+typedef struct sg_step_opts {
+    int64_t iter;                       /* optimizer step (0-based): the dropout key */
+    double lr;
+    const volatile sig_atomic_t *stop;  /* NULL, or this rank's stop flag: read after
+                                           the optimizer, reduced with the losses */
+    /* NULL, or called as each phase ends (it may sync the backend so
+     * asynchronous work lands in its phase); the first call closes the
+     * count all-reduce (SG_PH_COMM): data loading is the caller's. */
+    void (*phase)(void *ctx, int phase);
+    void *ctx;
+} sg_step_opts;
+
+/* What one step reports, identical on every rank. */
+typedef struct sg_step_out {
+    double loss, loss_main, loss_aux;   /* loss = main + aux_weight * aux */
+    int64_t images;                     /* this step, all ranks */
+    int stop;                           /* some rank's stop flag was set */
+} sg_step_out;
+
+/* One optimizer step on mb[0..k) (1 <= k <= K, each planned shape at most
+ * B x crop). Returns 0 or -1 (logged). */
+int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int k, const sg_step_opts *so,
+                  sg_step_out *o);
+
+#endif

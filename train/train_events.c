@@ -1,0 +1,191 @@
+/* train/train_events.c - what the training loop does besides steps: progress
+ * lines and metrics.jsonl, validation (class table, eval/iter_<N>.json, best
+ * checkpoint), the leftover-sample pass, and checkpoint writing by rank 0. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/checkpoint.h"
+#include "train/jsonw.h"
+#include "core/log.h"
+#include "train/metrics.h"
+#include "train/trainer_internal.h"
+#include "data/sampler.h"
+
+static void fmt_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)s;
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
+    double t = sg_now_s();
+    sg_loader_stats ls;
+    sg_loader_get_stats(T->loader, &ls);
+    int64_t steps = T->st.iter - T->iter_log;
+    double dt = t - T->t_log;
+    double img_s = dt > 0 ? (double)steps * T->c.B * T->c.K * T->c.world / dt : 0;
+    double wait = ls.consumer_wait_s - T->wait_log;
+    double eta = steps > 0 ? dt / steps * (double)(T->st.total_steps - T->st.iter) : 0;
+    sg_backend_info bi;
+    sg_backend_get_info(T->c.be, &bi);
+    char eta_s[32];
+    fmt_eta(eta_s, sizeof eta_s, eta);
+    if (T->c.rank == 0) {
+        SG_INFO("iter %lld/%lld  epoch %lld  loss %.4f (main %.4f aux %.4f)  lr %.3e  "
+                "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)",
+                (long long)T->st.iter, (long long)T->st.total_steps, (long long)T->st.epoch,
+                o->loss, o->loss_main, o->loss_aux, lr, img_s, wait, eta_s,
+                (double)bi.mem_in_use / 1048576.0, (double)bi.mem_peak / 1048576.0);
+        sg_json j = {0};
+        sg_json_begin(&j);
+        sg_json_int(&j, "iter", (long long)T->st.iter);
+        sg_json_int(&j, "epoch", (long long)T->st.epoch);
+        sg_json_num(&j, "loss", o->loss);
+        sg_json_num(&j, "loss_main", o->loss_main);
+        sg_json_num(&j, "loss_aux", o->loss_aux);
+        sg_json_num(&j, "lr", lr);
+        sg_json_num(&j, "img_per_s", img_s);
+        sg_json_num(&j, "data_wait_s", wait);
+        sg_json_num(&j, "step_time_s", steps > 0 ? dt / steps : 0);
+        sg_json_int(&j, "mem_bytes", (long long)bi.mem_in_use);
+        sg_json_int(&j, "mem_peak_bytes", (long long)bi.mem_peak);
+        sg_json_end(&j);
+        sg_jsonl_append(T->metrics_path, &j);
+        sg_json_free(&j);
+    }
+    T->t_log = t;
+    T->wait_log = ls.consumer_wait_s;
+    T->iter_log = T->st.iter;
+}
+
+/* Validation on the whole val split; rank 0 prints the table and writes
+ * eval/iter_<N>.json and a metrics.jsonl line. Returns 0 or -1. */
+static int run_validation(trainer *T, double *miou) {
+    int64_t n;
+    int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->c.world, T->c.rank, &n);
+    int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
+    SG_CHECK(conf != NULL, "out of host memory");
+    double t0 = sg_now_s();
+    int rc = sg_evaluator_run(&T->ev_val, T->c.m, T->c.comm, idx, n, 0, conf);
+    free(idx);
+    if (rc == 0) {
+        sg_metrics mt;
+        sg_metrics_from_confusion(conf, T->c.C, &mt);
+        *miou = mt.miou;
+        if (T->c.rank == 0) {
+            SG_INFO("validation at iteration %lld (%lld images, %.1fs):", (long long)T->st.iter,
+                    (long long)sg_dataset_size(T->val_ds), sg_now_s() - t0);
+            sg_metrics_print_table(&mt, T->cfg, stdout);
+            char dir[SG_STR + 16], path[SG_STR + 64];
+            snprintf(dir, sizeof dir, "%s/eval", T->cfg->run_dir);
+            if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+                SG_WARN("cannot create %s: %s", dir, strerror(errno));
+            snprintf(path, sizeof path, "%s/iter_%08lld.json", dir, (long long)T->st.iter);
+            sg_json j = {0};
+            sg_json_begin(&j);
+            sg_json_int(&j, "iter", (long long)T->st.iter);
+            sg_json_str(&j, "split", T->cfg->data.val_split);
+            sg_json_int(&j, "images", (long long)sg_dataset_size(T->val_ds));
+            sg_metrics_to_json(&mt, T->cfg, &j);
+            sg_json_end(&j);
+            sg_write_text_file(path, j.buf);
+            sg_json_begin(&j);
+            sg_json_int(&j, "iter", (long long)T->st.iter);
+            sg_json_int(&j, "epoch", (long long)T->st.epoch);
+            sg_json_num(&j, "val_miou", mt.miou);
+            sg_json_num(&j, "val_macc", mt.macc);
+            sg_json_num(&j, "val_pixel_acc", mt.pixel_acc);
+            sg_json_end(&j);
+            sg_jsonl_append(T->metrics_path, &j);
+            sg_json_free(&j);
+        }
+    }
+    free(conf);
+    return rc;
+}
+
+/* The samples the finished epoch left out (drop_last): positions
+ * [end_pos, N) of its global order, evaluated once, sharded exactly. */
+int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
+    int64_t N = sg_dataset_size(T->train_ds);
+    int64_t total = N - end_pos;
+    if (total <= 0) return 0;
+    sg_sampler_permutation(&T->sampler, T->st.epoch, T->perm);
+    int64_t n = sg_eval_shard_size(total, T->c.world, T->c.rank);
+    int64_t *shard = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    SG_CHECK(shard && pos, "out of host memory");
+    sg_eval_shard(total, T->c.world, T->c.rank, pos);
+    for (int64_t i = 0; i < n; i++) shard[i] = T->perm[end_pos + pos[i]];
+    if (T->dbg && T->dbg->seen_leftover)
+        for (int64_t i = 0; i < n; i++) T->dbg->seen_leftover[shard[i]]++;
+    int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
+    SG_CHECK(conf != NULL, "out of host memory");
+    int rc = sg_evaluator_run(&T->ev_left, T->c.m, T->c.comm, shard, n, T->st.epoch, conf);
+    if (rc == 0) {
+        sg_metrics mt;
+        sg_metrics_from_confusion(conf, T->c.C, &mt);
+        if (T->dbg) {
+            T->dbg->last_leftover_miou = mt.miou;
+            T->dbg->leftover_samples += total;
+        }
+        if (T->c.rank == 0) {
+            SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
+                    "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
+            sg_json j = {0};
+            sg_json_begin(&j);
+            sg_json_int(&j, "iter", (long long)T->st.iter);
+            sg_json_int(&j, "epoch", (long long)T->st.epoch);
+            sg_json_num(&j, "leftover_miou", mt.miou);
+            sg_json_int(&j, "leftover_samples", (long long)total);
+            sg_json_end(&j);
+            sg_jsonl_append(T->metrics_path, &j);
+            sg_json_free(&j);
+        }
+    }
+    free(conf);
+    free(shard);
+    free(pos);
+    return rc;
+}
+
+/* Every rank enters (barrier first); rank 0 writes; the outcome is shared so
+ * all ranks stop together if the write failed. */
+int sg_tr_write_checkpoint(trainer *T, int best) {
+    if (sg_comm_barrier(T->c.comm) != 0) return -1;
+    int64_t rc = 0;
+    char path[SG_STR + 64];
+    if (best)
+        sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
+    else
+        sg_ckpt_iter_path(T->cfg->run_dir, T->st.iter, path, sizeof path);
+    if (T->c.rank == 0) {
+        char dir[SG_STR + 32];
+        rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
+        if (rc == 0) rc = sg_ckpt_save(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg);
+        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter);
+        if (rc == 0) SG_INFO("checkpoint: %s", path);
+    }
+    if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return -1;
+    if (rc != 0) {
+        if (T->c.rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
+        return -1;
+    }
+    if (!best) T->last_ckpt_iter = T->st.iter;
+    return 0;
+}
+
+int sg_tr_evaluate_and_keep_best(trainer *T) {
+    double miou = NAN;
+    if (run_validation(T, &miou) != 0) return -1;
+    if (T->dbg) T->dbg->last_val_miou = miou;
+    if (!isnan(miou) && (isnan(T->st.best_miou) || miou > T->st.best_miou)) {
+        T->st.best_miou = miou;
+        T->st.best_iter = T->st.iter;
+        if (sg_tr_write_checkpoint(T, 1) != 0) return -1;
+    }
+    return 0;
+}

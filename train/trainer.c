@@ -1,0 +1,436 @@
+/* train/trainer.c - the training loop (see trainer.h): setup and teardown
+ * around the step's machinery (train/train_core.h), epoch lists, feeding each
+ * step from the loader (train_step), the run (run_loop) and signals.
+ * Progress lines, evaluation, the leftover pass and checkpoint writing are in
+ * train_events.c. */
+#include "train/trainer.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train/checkpoint.h"
+#include "train/evaluator.h"
+#include "core/log.h"
+#include "train/lr_schedule.h"
+#include "train/train_core.h"
+#include "train/trainer_internal.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "dist/comm.h"
+#include "model/model.h"
+
+static volatile sig_atomic_t g_stop_signal = 0;
+static volatile sig_atomic_t g_first_from_parent = 0, g_echo_seen = 0;
+static pid_t g_parent = 0;
+
+/* First SIGINT/SIGTERM/SIGHUP: finish the step, checkpoint, exit. A second
+ * one (impatient user) terminates at once - except the echo of the first:
+ * whoever stops a whole job (systemd, Slurm, pkill, a closed terminal)
+ * signals every process, and the launcher (our parent) forwards the same
+ * request, so a worker gets it once from each. One signal from the parent
+ * after one from elsewhere (or the reverse) is that echo and is absorbed;
+ * escalating on it would kill every rank before the checkpoint. */
+static void on_signal(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    int from_parent = si && si->si_code == SI_USER && g_parent > 1 && si->si_pid == g_parent;
+    if (!g_stop_signal) {
+        g_first_from_parent = from_parent;
+        g_stop_signal = sig;
+        return;
+    }
+    if (!g_echo_seen && from_parent != g_first_from_parent) {
+        g_echo_seen = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static const char *stop_signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+/* ---------------- setup ---------------- */
+
+static uint64_t dataset_hash(const sg_dataset *a, const sg_dataset *b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const sg_dataset *ds[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        if (!ds[k]) continue;
+        for (int64_t i = 0; i < sg_dataset_size(ds[k]); i++)
+            for (const char *p = sg_dataset_rel_path(ds[k], i); *p; p++)
+                h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+        h = (h ^ 0xff) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int64_t steps_in_list(const trainer *T, int64_t n_rank) {
+    int64_t per_step = (int64_t)T->c.B * T->c.K;
+    return T->cfg->train.drop_last ? n_rank / per_step : (n_rank + per_step - 1) / per_step;
+}
+
+static int resolve_resume(trainer *T, const char *resume, char *path, size_t cap) {
+    if (!resume) {
+        if (T->c.rank == 0 && sg_ckpt_find_latest(T->cfg->run_dir, path, cap))
+            SG_WARN("%s already holds checkpoints (newest %s): starting a new run over them "
+                    "(pass --resume auto to continue that run instead)", T->cfg->run_dir, path);
+        return 0;
+    }
+    if (strcmp(resume, "auto") == 0) {
+        if (!sg_ckpt_find_latest(T->cfg->run_dir, path, cap)) {
+            SG_INFO("resume auto: no valid checkpoint in %s/checkpoints; starting fresh",
+                    T->cfg->run_dir);
+            return 0;
+        }
+        return 1;
+    }
+    snprintf(path, cap, "%s", resume);
+    return 1;
+}
+
+static int load_resume(trainer *T, const char *path) {
+    char why[512];
+    sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
+    if (!f) {
+        SG_ERROR("--resume %s: %s; use another checkpoint or --resume auto", path, why);
+        return 1;
+    }
+    sg_train_state st;
+    int rc = sg_ckpt_read_state(f, &st);
+    if (rc == 0) rc = sg_ckpt_load_model(f, T->c.m);
+    if (rc == 0) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
+    sg_st_close(f);
+    if (rc != 0) {
+        SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
+        return 1;
+    }
+    if (st.seed != (uint64_t)T->cfg->seed)
+        SG_WARN("resume: checkpoint seed %" PRIu64 ", config seed %d: the sample order and "
+                "augmentations follow the config's seed from here on", st.seed, T->cfg->seed);
+    if (st.world != T->c.world)
+        SG_INFO("resume: world size %d (checkpoint written with %d): the global sample order "
+                "is kept, position %lld of epoch %lld", T->c.world, st.world,
+                (long long)st.sample_pos, (long long)st.epoch);
+    if (st.total_steps != T->st.total_steps)
+        SG_WARN("resume: the run now has %lld optimizer steps (checkpoint: %lld); the LR "
+                "schedule follows the new length", (long long)T->st.total_steps,
+                (long long)st.total_steps);
+    int64_t total = T->st.total_steps;
+    T->st = st;
+    T->st.total_steps = total;
+    T->st.world = T->c.world;
+    T->st.seed = (uint64_t)T->cfg->seed;
+    T->last_ckpt_iter = st.iter;
+    SG_INFO("resumed from %s: iteration %lld, epoch %lld, sample %lld of the epoch", path,
+            (long long)st.iter, (long long)st.epoch, (long long)st.sample_pos);
+    return 0;
+}
+
+/* Every rank resolves --resume itself (auto: the newest valid file it sees).
+ * A run_dir that is not shared between nodes, or a file another rank cannot
+ * see, would start ranks at different iterations: DDP broadcasts rank 0's
+ * weights but not the momentum, the sample position or the step count, so
+ * the ranks would train apart and then meet in mismatched collectives.
+ * Agree on (iteration, epoch, sample position) first. 0, or -1 (logged). */
+static int check_same_start(trainer *T) {
+    int world = T->c.world;
+    if (world <= 1) return 0;
+    int64_t mine[3] = {T->st.iter, T->st.epoch, T->st.sample_pos};
+    /* a gather as a sum (each rank fills its own slot): the all-reduce is
+     * the collective every backend already runs for the step */
+    int64_t *all = calloc((size_t)world, sizeof mine);
+    SG_CHECK(all != NULL, "out of host memory");
+    memcpy(all + 3 * T->c.rank, mine, sizeof mine);
+    int rc = sg_comm_allreduce_i64(T->c.comm, all, 3 * (size_t)world);
+    for (int r = 1; rc == 0 && r < world; r++)
+        if (memcmp(all + 3 * r, all, sizeof mine) != 0) {
+            SG_ERROR("resume: rank %d starts at iteration %lld (epoch %lld, sample %lld) but rank "
+                     "0 at iteration %lld (epoch %lld, sample %lld): every rank must see the same "
+                     "checkpoint. Put run_dir on a filesystem shared by all nodes, or pass "
+                     "--resume PATH to a file every rank can read", r, (long long)all[3 * r],
+                     (long long)all[3 * r + 1], (long long)all[3 * r + 2], (long long)all[0],
+                     (long long)all[1], (long long)all[2]);
+            rc = -1;
+        }
+    free(all);
+    return rc;
+}
+
+static int setup(trainer *T, const char *resume) {
+    const sg_config *cfg = T->cfg;
+    sg_train_core *c = &T->c;
+    int rc = sg_train_core_open(c, cfg);
+    if (rc) return rc;
+    snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
+
+    T->train_ds = sg_dataset_open(&cfg->data, cfg->data.train_split, c->C);
+    if (!T->train_ds) return 1;
+    if (cfg->data.val_split[0]) {
+        T->val_ds = sg_dataset_open(&cfg->data, cfg->data.val_split, c->C);
+        if (!T->val_ds) return 1;
+    }
+    if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0) return 1;
+    int64_t N = sg_dataset_size(T->train_ds);
+    T->sampler = (sg_sampler){N, c->world, cfg->data.shuffle, cfg->train.drop_last,
+                              (uint64_t)cfg->seed};
+    int64_t steps_epoch = steps_in_list(T, sg_sampler_per_rank(&T->sampler, 0));
+    if (steps_epoch < 1) {
+        SG_ERROR("train: %lld training samples are fewer than one step needs (batch_size %d x "
+                 "accum_steps %d x %d ranks); lower train.batch_size or train.accum_steps",
+                 (long long)N, c->B, c->K, c->world);
+        return 2;
+    }
+    T->st.total_steps = cfg->train.iters > 0 ? cfg->train.iters
+                                             : (int64_t)cfg->train.epochs * steps_epoch;
+    T->st.world = c->world;
+    T->st.seed = (uint64_t)cfg->seed;
+    T->st.best_miou = NAN;
+    T->st.best_iter = -1;
+    T->last_ckpt_iter = -1;
+    rc = sg_lr_schedule_init(&T->sched, &cfg->train, T->st.total_steps);
+    if (rc) return rc;
+    /* model, pretrained weights, freezing, resume: every rank does them; the
+     * outcome is agreed on so no rank waits for one that failed */
+    rc = sg_train_core_model(c, 1, 1);
+    char path[SG_STR + 64];
+    if (rc == 0 && resolve_resume(T, resume, path, sizeof path) && load_resume(T, path) != 0)
+        rc = 1;
+    int64_t flag[2] = {rc == 1, rc == 2};
+    if (sg_comm_allreduce_i64(c->comm, flag, 2) != 0) return 1;
+    if (rc == 0 && (flag[0] || flag[1])) {
+        SG_ERROR("another rank failed to set up the model or resume (see its log)");
+        rc = flag[1] ? 2 : 1;
+    }
+    if (rc) return rc;
+    if (check_same_start(T) != 0) return 1;
+
+    /* DDP (broadcasting the loaded state), the device slots, the plan */
+    rc = sg_train_core_attach(c);
+    if (rc) return rc;
+
+    T->loader = sg_train_core_loader(c, T->train_ds);
+    if (!T->loader) return 1;
+    if (T->val_ds) {
+        if (sg_evaluator_init(&T->ev_val, c->be, T->val_ds, cfg) != 0) return 1;
+        T->have_ev_val = 1;
+    }
+    if (cfg->train.drop_last && cfg->train.leftover_eval) {
+        if (sg_evaluator_init(&T->ev_left, c->be, T->train_ds, cfg) != 0) return 1;
+        T->have_ev_left = 1;
+    }
+    T->idx = malloc((size_t)(N + (int64_t)c->B * c->K) * sizeof(int64_t));
+    T->perm = malloc((size_t)N * sizeof(int64_t));
+    SG_CHECK(T->idx && T->perm, "out of host memory");
+    SG_INFO("training: %lld optimizer steps, %lld per epoch, %d img/step/rank (batch %d x accum "
+            "%d), %d rank(s), %lld train samples, loss_norm %s", (long long)T->st.total_steps,
+            (long long)steps_epoch, c->B * c->K, c->B, c->K, c->world, (long long)N,
+            cfg->train.loss_norm);
+    return 0;
+}
+
+static void teardown(trainer *T) {
+    free(T->idx);
+    free(T->perm);
+    if (T->have_ev_val) sg_evaluator_free(&T->ev_val);
+    if (T->have_ev_left) sg_evaluator_free(&T->ev_left);
+    sg_loader_destroy(T->loader);
+    sg_dataset_close(T->train_ds);
+    sg_dataset_close(T->val_ds);
+    sg_train_core_close(&T->c); /* last: the above hold its backend */
+}
+
+/* ---------------- epoch lists ---------------- */
+
+/* Starts the loader on this rank's share of the epoch from st.sample_pos. */
+static int start_epoch_list(trainer *T) {
+    int64_t n = sg_sampler_rank_indices(&T->sampler, T->st.epoch, T->c.rank, T->st.sample_pos,
+                                        T->idx);
+    if (n < 0) return -1;
+    T->epoch_steps_left = steps_in_list(T, n);
+    /* drop_last: whole steps only (the rest is the leftover). Otherwise the
+     * last step is completed by repeating the list's first samples, as
+     * DistributedSampler pads, so every micro-batch has batch_size images
+     * (a batch of 1 cannot train BN) */
+    int64_t use = T->epoch_steps_left * T->c.B * T->c.K;
+    for (int64_t i = n; i < use; i++) T->idx[i] = T->idx[i - n];
+    if (use == 0) return 0;
+    return sg_loader_start(T->loader, T->idx, use, T->st.epoch);
+}
+
+/* ---------------- one optimizer step ---------------- */
+
+/* The step's micro-batches from the loader, uploaded to the device slots
+ * (all of them first: the step needs the whole step's valid-pixel count
+ * before its first forward), then sg_train_step. */
+static int train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
+    sg_train_core *c = &T->c;
+    const sg_ops *ops = c->be->ops;
+    int K = 0;
+    for (int k = 0; k < c->K; k++) {
+        sg_batch *b = NULL;
+        int r = sg_loader_next(T->loader, &b);
+        if (r < 0) return -1;
+        if (r == 0) break;
+        size_t px = (size_t)b->n * b->h * b->w;
+        if (b->n > c->B || b->h != c->crop_h || b->w != c->crop_w) {
+            SG_ERROR("train: the loader gave a batch of %d x %dx%d, expected at most %d x %dx%d "
+                     "(data.crop_size); internal error", b->n, b->h, b->w, c->B, c->crop_h,
+                     c->crop_w);
+            sg_loader_release(T->loader, b);
+            return -1;
+        }
+        sg_micro_batch *mb = &c->slot[k];
+        ops->upload(c->be, mb->img, b->images, px * 3);
+        ops->upload(c->be, mb->lab, b->labels, px);
+        mb->n = b->n;
+        mb->h = b->h;
+        mb->w = b->w;
+        mb->valid = b->valid_pixels;
+        if (T->dbg && T->dbg->seen_train)
+            for (int i = 0; i < b->n; i++) T->dbg->seen_train[b->indices[i]]++;
+        sg_loader_release(T->loader, b);
+        K++;
+    }
+    if (K == 0) {
+        SG_ERROR("train: the loader ended the epoch early (internal error: step count)");
+        return -1;
+    }
+    /* a test's interruption inside the step: the step reads the flag after
+     * the optimizer, as for a real signal arriving during it */
+    if (T->dbg && T->dbg->stop_at_iter == T->st.iter + 1) raise(SIGTERM);
+    sg_step_opts so = {.iter = T->st.iter, .lr = lr, .stop = &g_stop_signal};
+    if (sg_train_step(c, c->slot, K, &so, o) != 0) return -1;
+    *stop_signal = o->stop ? (g_stop_signal ? g_stop_signal : SIGTERM) : 0;
+    return 0;
+}
+
+/* ---------------- the run ---------------- */
+
+static int run_loop(trainer *T) {
+    const sg_train_cfg *tc = &T->cfg->train;
+    int64_t N = sg_dataset_size(T->train_ds);
+    int64_t per_step_global = (int64_t)T->c.B * T->c.K * T->c.world;
+    int64_t start_iter = T->st.iter;
+    if (T->st.iter < T->st.total_steps && start_epoch_list(T) != 0) return 1;
+    T->t_log = sg_now_s();
+    T->iter_log = T->st.iter;
+    while (T->st.iter < T->st.total_steps) {
+        if (T->epoch_steps_left == 0) { /* resumed exactly at an epoch's end */
+            T->st.epoch++;
+            T->st.sample_pos = 0;
+            if (start_epoch_list(T) != 0) return 1;
+            continue;
+        }
+        sg_step_out o;
+        int stop_signal = 0;
+        double lr = sg_lr_at(&T->sched, T->st.iter);
+        if (train_step(T, lr, &o, &stop_signal) != 0) return 1;
+        T->st.iter++;
+        T->epoch_steps_left--;
+        T->st.sample_pos += per_step_global;
+        if (T->dbg && T->dbg->step_loss && T->st.iter - 1 < T->dbg->step_loss_cap)
+            T->dbg->step_loss[T->st.iter - 1] = o.loss;
+        if (T->dbg) T->dbg->iters_done = T->st.iter;
+        if (!isfinite(o.loss)) {
+            SG_ERROR("non-finite loss (%g: main %g, aux %g) at iteration %lld, epoch %lld, lr %.3e: "
+                     "lower train.lr, add train.warmup_iters, or check the labels (values >= "
+                     "model.num_classes that are not data.ignore_index); the last checkpoint is "
+                     "from iteration %lld", o.loss, o.loss_main, o.loss_aux, (long long)T->st.iter,
+                     (long long)T->st.epoch, lr, (long long)T->last_ckpt_iter);
+            return 1;
+        }
+        int last = T->st.iter == T->st.total_steps;
+        if (T->st.iter % tc->log_every == 0 || last || stop_signal) sg_tr_log_progress(T, &o, lr);
+        if (T->epoch_steps_left == 0) { /* epoch finished */
+            int64_t end = T->st.sample_pos < N ? T->st.sample_pos : N;
+            if (T->have_ev_left && sg_tr_leftover_pass(T, end) != 0) return 1;
+            T->st.epoch++;
+            T->st.sample_pos = 0;
+            if (!last && !stop_signal && start_epoch_list(T) != 0) return 1;
+        }
+        if (stop_signal) {
+            if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
+            /* every rank's log records it; the console shows rank 0's line.
+             * Several ranks: the hint names the launcher options too. */
+            char launch[160] = "";
+            if (T->c.world > 1) {
+                const char *lws = getenv("LOCAL_WORLD_SIZE");
+                int local = lws && atoi(lws) > 0 ? atoi(lws) : T->c.world;
+                int nodes = T->c.world / local;
+                snprintf(launch, sizeof launch, "--nproc-per-node %d %s", local,
+                         nodes > 1 ? "(with the same --nnodes/--node-rank/--master-addr/"
+                                     "--master-port as before) " : "");
+            }
+            sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
+                   "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
+                   "Resume with: segtrain %strain --config %s/config.yaml --resume auto",
+                   stop_signal, stop_signal_name(stop_signal), (long long)T->st.iter, launch,
+                   T->cfg->run_dir);
+            return 128 + stop_signal;
+        }
+        if (last) break; /* the final evaluation and checkpoint follow */
+        if (tc->eval_every > 0 && T->st.iter % tc->eval_every == 0 && T->have_ev_val &&
+            sg_tr_evaluate_and_keep_best(T) != 0)
+            return 1;
+        if (tc->checkpoint_every > 0 && T->st.iter % tc->checkpoint_every == 0 &&
+            sg_tr_write_checkpoint(T, 0) != 0)
+            return 1;
+    }
+    if (T->st.iter == start_iter) {
+        if (T->c.rank == 0)
+            SG_INFO("already trained: %lld of %lld iterations done (run `segtrain eval` to "
+                    "evaluate, or raise train.iters to go on)", (long long)T->st.iter,
+                    (long long)T->st.total_steps);
+        return 0;
+    }
+    /* evaluation first, so the final checkpoint carries the best mIoU */
+    if (T->have_ev_val && sg_tr_evaluate_and_keep_best(T) != 0) return 1;
+    if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
+    if (T->c.rank == 0) SG_INFO("training done: %lld iterations", (long long)T->st.iter);
+    return 0;
+}
+
+int sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg) {
+    trainer T;
+    memset(&T, 0, sizeof T);
+    T.cfg = cfg;
+    T.dbg = dbg;
+    if (dbg) {
+        dbg->last_val_miou = NAN;
+        dbg->last_leftover_miou = NAN;
+        dbg->leftover_samples = 0;
+        dbg->iters_done = 0;
+    }
+    g_stop_signal = 0;
+    g_first_from_parent = 0;
+    g_echo_seen = 0;
+    g_parent = getppid();
+    /* SIGHUP too: the launcher forwards it when its terminal closes, and
+     * the default action would end every rank without a checkpoint. An
+     * ignored SIGHUP (nohup) stays ignored; SIGINT and SIGTERM are always
+     * caught (a script's background job starts with SIGINT ignored, and
+     * `kill -INT` must still stop it cleanly). */
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa, old[3];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaddset(&sa.sa_mask, sigs[i]);
+    for (int i = 0; i < 3; i++) {
+        sigaction(sigs[i], NULL, &old[i]);
+        if (sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+    }
+    int rc = setup(&T, resume);
+    if (rc == 0) rc = run_loop(&T);
+    teardown(&T);
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    return rc;
+}

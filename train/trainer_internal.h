@@ -1,0 +1,53 @@
+/* train/trainer_internal.h - the training loop's state, shared by trainer.c
+ * (setup, steps, the run) and train_events.c (progress, evaluation, leftover
+ * pass, checkpoints). The step's machinery (backend, comm, model, SGD, DDP,
+ * device slots) is the embedded sg_train_core (train/train_core.h). Not a
+ * public header: use train/trainer.h. */
+#ifndef SG_TRAIN_TRAINER_INTERNAL_H
+#define SG_TRAIN_TRAINER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/util.h"
+#include "train/checkpoint.h"
+#include "core/config.h"
+#include "train/evaluator.h"
+#include "train/lr_schedule.h"
+#include "train/train_core.h"
+#include "train/trainer.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+
+typedef struct trainer {
+    const sg_config *cfg;
+    sg_train_debug *dbg;
+    sg_train_core c;            /* be, comm, model, opt, ddp, slots, B, K, ... */
+    sg_dataset *train_ds, *val_ds;
+    sg_loader *loader;
+    sg_evaluator ev_val, ev_left;
+    int have_ev_val, have_ev_left;
+    sg_lr_schedule sched;
+    sg_train_state st;
+    sg_sampler sampler;
+    int64_t *idx, *perm;        /* [N] */
+    int64_t epoch_steps_left;   /* optimizer steps left in the current epoch's list */
+    int64_t last_ckpt_iter;
+    char metrics_path[SG_STR + 32];
+    /* progress */
+    double t_log, wait_log;
+    int64_t iter_log;
+} trainer;
+
+
+/* Progress line (rank 0) and a metrics.jsonl line. */
+void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr);
+/* Leftover pass over positions [end_pos, N) of the finished epoch's order. */
+int sg_tr_leftover_pass(trainer *T, int64_t end_pos);
+/* Rank 0 writes iter_<N> (best = 0) or best.safetensors; all ranks agree on
+ * the outcome. 0 or -1. */
+int sg_tr_write_checkpoint(trainer *T, int best);
+/* Validation, reports, best checkpoint. 0 or -1. */
+int sg_tr_evaluate_and_keep_best(trainer *T);
+
+#endif
