@@ -1,4 +1,4 @@
-/* train/bench.c - `segtrain bench`: parse the command line, run the timed
+/* cmd/bench.c - `segtrain bench`: parse the command line, run the timed
  * training steps (train/bench.h), print the summary and write it as JSON.
  *
  * FLOP convention: the model's forward FLOPs are 2 x the multiply-adds of
@@ -21,10 +21,11 @@
 #include "core/util.h"
 #include "train/metrics.h"
 
-static int parse_int(const sg_cli *cli, const char *opt, const char *s, int lo, int *out) {
+/* SG_OK, or SG_ERR_CONFIG after a usage error. */
+static sg_status parse_int(const sg_cli *cli, const char *opt, const char *s, int lo, int *out) {
     if (sg_parse_int(s, lo, 1000000, out) != 0)
         return sg_cli_usage_error(cli, "%s %s: expected an integer in %d..1000000", opt, s, lo);
-    return 0;
+    return SG_OK;
 }
 
 static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r,
@@ -150,27 +151,31 @@ int sg_cmd_bench(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_config cfg;
-    int rc = sg_cli_begin(&cli, &cfg, argc, argv,
-                          "segtrain bench --config FILE [--iters N] [--warmup W] [--set KEY=VALUE "
-                          "...] [--with-data] [--json FILE]",
-                          opts);
-    if (rc != SG_CLI_RUN) return rc;
-    if (cli.n_args > 0) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+    sg_status st = sg_cli_begin(&cli, &cfg, argc, argv,
+                                "segtrain bench --config FILE [--iters N] [--warmup W] [--set "
+                                "KEY=VALUE ...] [--with-data] [--json FILE]",
+                                opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
+    if (cli.n_args > 0)
+        return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     sg_bench_opts o = {10, 2, with_data, !no_split, 0.0};
-    if (iters_s && parse_int(&cli, "--iters", iters_s, 1, &o.iters)) return 2;
-    if (warmup_s && parse_int(&cli, "--warmup", warmup_s, 0, &o.warmup)) return 2;
+    if (iters_s && (st = parse_int(&cli, "--iters", iters_s, 1, &o.iters)) != SG_OK)
+        return sg_exit_code(st);
+    if (warmup_s && (st = parse_int(&cli, "--warmup", warmup_s, 0, &o.warmup)) != SG_OK)
+        return sg_exit_code(st);
     if (peak_s) {
         char *end;
         errno = 0;
         double v = strtod(peak_s, &end);
         if (errno || *end || end == peak_s || !(v >= 0) || !isfinite(v))
-            return sg_cli_usage_error(&cli, "--peak-gflops %s: expected a number >= 0 (0 skips "
-                                      "the peak)", peak_s);
+            return sg_exit_code(sg_cli_usage_error(&cli, "--peak-gflops %s: expected a number "
+                                                   ">= 0 (0 skips the peak)", peak_s));
         o.peak_gflops = v > 0 ? v : -1.0;
     }
     sg_bench_result r;
-    rc = sg_bench_run(&cfg, &o, &r);
-    if (rc != 0) return rc;
+    st = sg_bench_run(&cfg, &o, &r);
+    if (st != SG_OK) return sg_exit_code(st);
+    int rc = 0;
     if (r.rank == 0) {
         print_summary(&cfg, &o, &r);
         if (json) {

@@ -2,9 +2,20 @@
  * Each takes the arguments after the subcommand name (argv[0] is the
  * subcommand) and returns the process exit status (0 ok, 1 runtime failure,
  * 2 usage or configuration error). `segtrain --config F` with no subcommand
- * is train. */
+ * is train.
+ *
+ * The commands are the one place where a library's sg_status
+ * (core/status.h) becomes an exit status: sg_exit_code. */
 #ifndef SG_CMD_COMMANDS_H
 #define SG_CMD_COMMANDS_H
+
+#include "core/status.h"
+
+/* SG_OK -> 0, SG_ERR_CONFIG -> 2 (the user's configuration, command line or
+ * input), SG_ERR_RUNTIME (and anything else) -> 1. */
+static inline int sg_exit_code(sg_status st) {
+    return st == SG_OK ? 0 : st == SG_ERR_CONFIG ? 2 : 1;
+}
 
 int sg_cmd_train(int argc, char **argv);
 int sg_cmd_eval(int argc, char **argv);

@@ -8,6 +8,7 @@
 
 #include "train/checkpoint.h"
 #include "core/cli.h"
+#include "train/device.h"
 #include "train/from_checkpoint.h"
 #include "cmd/commands.h"
 #include "train/evaluator.h"
@@ -35,15 +36,17 @@ int sg_cmd_eval(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     const char *usage = "segtrain eval --checkpoint CK [--config FILE] [--split S] [--out F.json]";
-    if (sg_cli_parse(&cli, argc, argv, usage, opts) != 0) return 2;
+    sg_status st = sg_cli_parse(&cli, argc, argv, usage, opts);
+    if (st != SG_OK) return sg_exit_code(st);
     if (cli.help) {
         sg_cli_print_help(stdout, &cli, opts);
         return 0;
     }
     sg_log_set_level(cli.log_level);
-    if (!ck) return sg_cli_usage_error(&cli, "--checkpoint is required");
+    if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     sg_config cfg;
-    if (sg_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
+    st = sg_config_for_checkpoint(&cli, ck, &cfg);
+    if (st != SG_OK) return sg_exit_code(st);
     if (cli.print_config) {
         sg_config_write(&cfg, stdout);
         return 0;
@@ -53,15 +56,10 @@ int sg_cmd_eval(int argc, char **argv) {
         SG_ERROR("no split to evaluate: set data.val_split or pass --split");
         return 2;
     }
+    /* a malformed launch environment is the user's setup: exit 2 */
     sg_dist_env env;
     if (sg_dist_env_read(&env) != 0) return 2;
-    char dev[SG_NAME + 16];
-    if (strcmp(cfg.device, "cuda") == 0 && env.world > 1)
-        snprintf(dev, sizeof dev, "cuda:%d", env.local_rank);
-    else
-        snprintf(dev, sizeof dev, "%s", cfg.device);
-    sg_backend_opts bo = {cfg.threads, cfg.cudnn.benchmark, cfg.cudnn.deterministic};
-    sg_backend *be = sg_backend_create(dev, &bo);
+    sg_backend *be = sg_open_backend(&cfg, &env);
     if (!be) return 1;
     int rc = 1;
     sg_comm *comm = NULL;

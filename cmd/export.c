@@ -22,8 +22,9 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision) {
     }
     sg_st_writer *w = sg_st_writer_create();
     SG_CHECK(w != NULL, "out of host memory");
-    int rc = 0, n = 0;
-    for (int i = 0; i < sg_st_count(f) && rc == 0; i++) {
+    sg_status rc = SG_OK;
+    int n = 0;
+    for (int i = 0; i < sg_st_count(f) && rc == SG_OK; i++) {
         const sg_st_tensor *t = sg_st_get(f, i);
         if (strncmp(t->name, "optimizer.", 10) == 0) continue;
         char name[256];
@@ -61,20 +62,21 @@ int sg_cmd_export(int argc, char **argv) {
         {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
-    if (sg_cli_parse(&cli, argc, argv,
-                     "segtrain export --checkpoint CK --out FILE [--names torchvision]",
-                     opts) != 0)
-        return 2;
+    sg_status st = sg_cli_parse(&cli, argc, argv,
+                                "segtrain export --checkpoint CK --out FILE [--names torchvision]",
+                                opts);
+    if (st != SG_OK) return sg_exit_code(st);
     if (cli.help) {
         sg_cli_print_help(stdout, &cli, opts);
         return 0;
     }
     sg_log_set_level(cli.log_level);
-    if (!ck) return sg_cli_usage_error(&cli, "--checkpoint is required");
-    if (!out) return sg_cli_usage_error(&cli, "--out is required");
+    if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
+    if (!out) return sg_exit_code(sg_cli_usage_error(&cli, "--out is required"));
     if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0)
-        return sg_cli_usage_error(&cli, "--names must be segtrain or torchvision, not '%s'",
-                                  names);
-    if (cli.n_args > 0) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+        return sg_exit_code(sg_cli_usage_error(
+            &cli, "--names must be segtrain or torchvision, not '%s'", names));
+    if (cli.n_args > 0)
+        return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0);
 }

@@ -23,10 +23,11 @@
 static int cmd_config(int argc, char **argv) {
     sg_cli cli;
     static sg_config cfg;
-    int rc = sg_cli_begin(&cli, &cfg, argc, argv,
-                          "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL);
-    if (rc != SG_CLI_RUN) return rc;
-    if (cli.n_args) return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+    sg_status st = sg_cli_begin(&cli, &cfg, argc, argv,
+                                "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
+    if (cli.n_args)
+        return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     printf("# configuration valid (hash %016llx)\n", sg_config_hash(&cfg));
     sg_config_write(&cfg, stdout);
     return fflush(stdout) == 0 ? 0 : 1;

@@ -17,11 +17,13 @@
 #include <sys/stat.h>
 
 #include "core/cli.h"
+#include "train/device.h"
 #include "train/from_checkpoint.h"
 #include "cmd/commands.h"
 #include "core/log.h"
 #include "data/dataset.h"
 #include "data/png.h"
+#include "dist/comm.h"
 
 typedef struct plist {
     char **rel;
@@ -199,22 +201,26 @@ int sg_cmd_predict(int argc, char **argv) {
          NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
-    if (sg_cli_parse(&cli, argc, argv,
-                     "segtrain predict --checkpoint CK --input PNG|DIR --output PNG|DIR [--color] "
-                     "[--overlay] [--label-ids] [--save-logits FILE.npy]",
-                     opts) != 0)
-        return 2;
+    sg_status st = sg_cli_parse(&cli, argc, argv,
+                                "segtrain predict --checkpoint CK --input PNG|DIR --output "
+                                "PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits "
+                                "FILE.npy]",
+                                opts);
+    if (st != SG_OK) return sg_exit_code(st);
     if (cli.help) {
         sg_cli_print_help(stdout, &cli, opts);
         return 0;
     }
     sg_log_set_level(cli.log_level);
     if (!ck || !input || !output)
-        return sg_cli_usage_error(&cli, "--checkpoint, --input and --output are required");
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "--checkpoint, --input and --output are required"));
     if (color + overlay + label_ids > 1)
-        return sg_cli_usage_error(&cli, "choose one of --color, --overlay, --label-ids");
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "choose one of --color, --overlay, --label-ids"));
     sg_config cfg;
-    if (sg_config_for_checkpoint(&cli, ck, &cfg) != 0) return 2;
+    st = sg_config_for_checkpoint(&cli, ck, &cfg);
+    if (st != SG_OK) return sg_exit_code(st);
     if (cli.print_config) {
         sg_config_write(&cfg, stdout);
         return 0;
@@ -224,6 +230,9 @@ int sg_cmd_predict(int argc, char **argv) {
                  cfg.model.num_classes);
         return 2;
     }
+    /* a malformed launch environment is the user's setup: exit 2 */
+    sg_dist_env env;
+    if (sg_dist_env_read(&env) != 0) return 2;
     plist files = {0};
     int dir = is_dir(input);
     if (dir) {
@@ -234,9 +243,12 @@ int sg_cmd_predict(int argc, char **argv) {
         }
         qsort(files.rel, (size_t)files.n, sizeof *files.rel, cmp_str);
     }
-    sg_backend_opts bo = {cfg.threads, cfg.cudnn.benchmark, cfg.cudnn.deterministic};
-    sg_backend *be = sg_backend_create(cfg.device, &bo);
-    if (!be) return 1;
+    sg_backend *be = sg_open_backend(&cfg, &env);
+    if (!be) {
+        for (int i = 0; i < files.n; i++) free(files.rel[i]);
+        free(files.rel);
+        return 1;
+    }
     pctx P = {be, NULL, &cfg, cfg.model.num_classes, color, overlay, label_ids, {0}, {0}, {0}};
     for (int i = 0; i < 3; i++) {
         P.mean[i] = (float)cfg.data.mean[i];

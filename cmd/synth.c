@@ -91,7 +91,8 @@ int sg_cmd_synth(int argc, char **argv) {
         return 2;
     }
     double t0 = sg_now_s();
-    if (sg_synth_write(&o) != 0) return 1;
+    sg_status st = sg_synth_write(&o);
+    if (st != SG_OK) return sg_exit_code(st);
     double dt = sg_now_s() - t0;
     SG_INFO("synth: wrote %d train + %d val images of %dx%d (%d classes, seed %llu) to %s in "
             "%.1f s; use data.format: cityscapes, data.root: %s",

@@ -18,14 +18,20 @@ int sg_cmd_train(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_config cfg;
-    int rc = sg_cli_begin(&cli, &cfg, argc, argv,
-                          "segtrain train --config FILE [--set KEY=VALUE ...] [--resume PATH|auto]",
-                          opts);
-    if (rc != SG_CLI_RUN) return rc;
+    sg_status st = sg_cli_begin(
+        &cli, &cfg, argc, argv,
+        "segtrain train --config FILE [--set KEY=VALUE ...] [--resume PATH|auto]", opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
-        return sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]);
+        return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
+    /* a malformed launch environment is the user's setup: exit 2 */
     sg_dist_env env;
     if (sg_dist_env_read(&env) != 0) return 2;
-    if (sg_cli_prepare_run_dir(&cfg, env.rank) != 0) return 1;
-    return sg_train_run(&cfg, resume, NULL);
+    st = sg_cli_prepare_run_dir(&cfg, env.rank);
+    if (st != SG_OK) return sg_exit_code(st);
+    int stop_signal = 0;
+    st = sg_train_run(&cfg, resume, NULL, &stop_signal);
+    /* interrupted: checkpoint written, the shell's convention 128 + signal */
+    if (st == SG_OK && stop_signal) return 128 + stop_signal;
+    return sg_exit_code(st);
 }

@@ -23,7 +23,7 @@ static const struct {
     {"--help", NULL, "show this help"},
 };
 
-int sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...) {
+sg_status sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...) {
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -33,7 +33,7 @@ int sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...) {
     fprintf(stderr, "segtrain%s%s: %s\n", *cmd ? " " : "", cmd, msg);
     if (cli && cli->usage) fprintf(stderr, "usage: %s\n", cli->usage);
     fprintf(stderr, "(segtrain %s%s--help lists the options)\n", cmd, *cmd ? " " : "");
-    return 2;
+    return SG_ERR_CONFIG;
 }
 
 void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts) {
@@ -74,18 +74,19 @@ static int opt_match(const char *arg, const char *name, const char **inline_val)
 }
 
 /* Value of an option at argv[*i]: inline, or the next argument. */
-static int take_value(sg_cli *cli, int argc, char **argv, int *i, const char *name,
-                      const char *inline_val, const char **out) {
+static sg_status take_value(sg_cli *cli, int argc, char **argv, int *i, const char *name,
+                            const char *inline_val, const char **out) {
     if (inline_val) {
         *out = inline_val;
-        return 0;
+        return SG_OK;
     }
     if (*i + 1 >= argc) return sg_cli_usage_error(cli, "%s needs a value", name);
     *out = argv[++*i];
-    return 0;
+    return SG_OK;
 }
 
-int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage, const sg_cli_opt *opts) {
+sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
+                       const sg_cli_opt *opts) {
     memset(cli, 0, sizeof *cli);
     cli->command = argc > 0 ? argv[0] : "";
     cli->usage = usage;
@@ -105,12 +106,13 @@ int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage, const sg
         }
         if (opt_match(a, "--config", &iv)) {
             if (cli->config_path) return sg_cli_usage_error(cli, "--config given twice");
-            if (take_value(cli, argc, argv, &i, "--config", iv, &cli->config_path)) return 2;
+            if (take_value(cli, argc, argv, &i, "--config", iv, &cli->config_path)) return SG_ERR_CONFIG;
             if (!cli->config_path[0]) return sg_cli_usage_error(cli, "--config needs a file name");
         } else if (opt_match(a, "--set", &iv)) {
             if (cli->n_sets >= SG_CLI_MAX_SETS)
                 return sg_cli_usage_error(cli, "more than %d --set options", SG_CLI_MAX_SETS);
-            if (take_value(cli, argc, argv, &i, "--set", iv, &cli->sets[cli->n_sets])) return 2;
+            if (take_value(cli, argc, argv, &i, "--set", iv, &cli->sets[cli->n_sets]))
+                return SG_ERR_CONFIG;
             cli->n_sets++;
         } else if (!strcmp(a, "--print-config")) {
             cli->print_config = 1;
@@ -130,7 +132,7 @@ int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage, const sg
             if (!o) return sg_cli_usage_error(cli, "unknown option '%s'", a);
             if (o->metavar) {
                 const char *v = NULL;
-                if (take_value(cli, argc, argv, &i, o->name, iv, &v)) return 2;
+                if (take_value(cli, argc, argv, &i, o->name, iv, &v)) return SG_ERR_CONFIG;
                 if (o->value) *o->value = v;
             } else {
                 if (iv) return sg_cli_usage_error(cli, "%s takes no value", o->name);
@@ -138,47 +140,55 @@ int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage, const sg
             }
         }
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
+sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
     sg_config_defaults(cfg);
-    if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != 0) return 2;
+    if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK)
+        return SG_ERR_CONFIG;
     for (int i = 0; i < cli->n_sets; i++)
-        if (sg_config_set(cfg, cli->sets[i]) != 0) return 2;
-    if (sg_config_validate(cfg) != 0) {
+        if (sg_config_set(cfg, cli->sets[i]) != SG_OK) return SG_ERR_CONFIG;
+    if (sg_config_validate(cfg) != SG_OK) {
         SG_ERROR("the configuration%s%s is not valid (nothing was written)",
                  cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
-        return 2;
+        return SG_ERR_CONFIG;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
-                 const sg_cli_opt *opts) {
-    if (sg_cli_parse(cli, argc, argv, usage, opts) != 0) return 2;
+sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                       const sg_cli_opt *opts) {
+    sg_status st = sg_cli_parse(cli, argc, argv, usage, opts);
+    if (st != SG_OK) return st;
     sg_log_set_level(cli->log_level);
     if (cli->help) {
         sg_cli_print_help(stdout, cli, opts);
-        return 0;
+        cli->done = 1;
+        return SG_OK;
     }
-    if (sg_cli_load_config(cli, cfg) != 0) return 2;
+    st = sg_cli_load_config(cli, cfg);
+    if (st != SG_OK) return st;
     if (cli->print_config) {
         sg_config_write(cfg, stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+        cli->done = 1;
+        if (fflush(stdout) != 0) {
+            SG_ERROR("--print-config: writing to stdout failed: %s", strerror(errno));
+            return SG_ERR_RUNTIME;
+        }
     }
-    return SG_CLI_RUN;
+    return SG_OK;
 }
 
 /* Writes <run_dir>/config.yaml via a temporary file and rename. */
-static int write_config_file(const sg_config *cfg) {
+static sg_status write_config_file(const sg_config *cfg) {
     char path[SG_STR + 32], tmp[SG_STR + 48];
     snprintf(path, sizeof path, "%s/config.yaml", cfg->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.config.yaml.%ld", cfg->run_dir, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
         SG_ERROR("cannot write %s: %s (check that run_dir is writable)", tmp, strerror(errno));
-        return 1;
+        return SG_ERR_RUNTIME;
     }
     fprintf(f, "# segtrain %s resolved configuration (config hash %016llx)\n", SG_VERSION,
             sg_config_hash(cfg));
@@ -187,28 +197,28 @@ static int write_config_file(const sg_config *cfg) {
     if (fclose(f) != 0 || bad) {
         SG_ERROR("writing %s failed: %s (disk full?)", tmp, strerror(errno));
         unlink(tmp);
-        return 1;
+        return SG_ERR_RUNTIME;
     }
     if (rename(tmp, path) != 0) {
         SG_ERROR("cannot rename %s to %s: %s", tmp, path, strerror(errno));
         unlink(tmp);
-        return 1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_cli_prepare_run_dir(const sg_config *cfg, int rank) {
+sg_status sg_cli_prepare_run_dir(const sg_config *cfg, int rank) {
     char logs[SG_STR + 16];
     snprintf(logs, sizeof logs, "%s/logs", cfg->run_dir);
     if (sg_mkdirs(logs) != 0) {
         SG_ERROR("cannot create %s: %s (check run_dir and its permissions)", logs, strerror(errno));
-        return 1;
+        return SG_ERR_RUNTIME;
     }
-    if (rank == 0 && write_config_file(cfg) != 0) return 1;
+    if (rank == 0 && write_config_file(cfg) != 0) return SG_ERR_RUNTIME;
     int world = 1;
     sg_log_get_rank(NULL, &world);
     sg_log_set_rank(rank, world > rank ? world : rank + 1);
-    if (sg_log_open_file(logs) != 0) return 1;
+    if (sg_log_open_file(logs) != 0) return SG_ERR_RUNTIME;
     SG_DEBUG("run directory %s ready (config hash %016llx)", cfg->run_dir, sg_config_hash(cfg));
-    return 0;
+    return SG_OK;
 }

@@ -21,23 +21,27 @@
  *         {"--flip", NULL, "also evaluate flipped images", NULL, &flip},
  *         {NULL, NULL, NULL, NULL, NULL}};
  *     sg_cli cli; sg_config cfg;
- *     int rc = sg_cli_begin(&cli, &cfg, argc, argv, "segtrain eval --config F --checkpoint CK", opts);
- *     if (rc != SG_CLI_RUN) return rc;          // 0 after --help/--print-config, 2 on errors
- *     if (!ckpt) return sg_cli_usage_error(&cli, "--checkpoint is required");
+ *     sg_status st = sg_cli_begin(&cli, &cfg, argc, argv, "segtrain eval --checkpoint CK", opts);
+ *     if (st != SG_OK || cli.done) return sg_exit_code(st);  // --help/--print-config: done, 0
+ *     if (!ckpt) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
  *     ...
- *     if (sg_cli_prepare_run_dir(&cfg, rank) != 0) return 1;   // only after validation
+ *     st = sg_cli_prepare_run_dir(&cfg, rank);               // only after validation
+ *
+ * Errors follow core/status.h: usage and configuration errors are
+ * SG_ERR_CONFIG (the command exits 2), failures writing the run directory
+ * SG_ERR_RUNTIME (exit 1); sg_exit_code (cmd/commands.h) maps them.
  */
 #ifndef SG_CORE_CLI_H
 #define SG_CORE_CLI_H
 
 #include "core/config.h"
 #include "core/fsutil.h"
+#include "core/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SG_CLI_RUN (-1)      /* sg_cli_begin: go on with the command */
 #define SG_CLI_MAX_SETS 256
 #define SG_CLI_MAX_ARGS 256
 
@@ -58,31 +62,36 @@ typedef struct sg_cli {
     int n_sets;
     int print_config;                    /* --print-config given */
     int help;                            /* --help given */
+    int done;                            /* sg_cli_begin served --help or
+                                            --print-config: the command is over */
     int log_level;                       /* SG_LOG_* after --quiet/--verbose */
     const char *args[SG_CLI_MAX_ARGS];   /* positional arguments, in order */
     int n_args;
 } sg_cli;
 
 /* Parses argv (argv[0] = the subcommand name) without loading anything.
- * Fills cli and the opts' targets. Returns 0, or 2 after printing a usage
- * error. opts may be NULL. */
-int sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
-                 const sg_cli_opt *opts);
+ * Fills cli and the opts' targets. Returns SG_OK, or SG_ERR_CONFIG after
+ * printing a usage error. opts may be NULL. */
+sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
+                       const sg_cli_opt *opts);
 
 /* Loads the configuration cli names: defaults, then --config, then each
- * --set in order, then sg_config_validate. Returns 0, or 2 after logging
- * the error (file:line:column and the key). */
-int sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
+ * --set in order, then sg_config_validate. Returns SG_OK, or SG_ERR_CONFIG
+ * after logging the error (file:line:column and the key). */
+sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
 
-/* sg_cli_parse + log level + (on --help: usage to stdout, return 0) +
- * sg_cli_load_config + (on --print-config: YAML to stdout, return 0).
- * Returns SG_CLI_RUN when the command should go on, else the exit status. */
-int sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
-                 const sg_cli_opt *opts);
+/* sg_cli_parse + log level + (on --help: usage to stdout, done) +
+ * sg_cli_load_config + (on --print-config: YAML to stdout, done).
+ * Returns SG_OK with cli->done = 0 when the command should go on, SG_OK with
+ * cli->done = 1 after --help or --print-config (the command succeeded),
+ * SG_ERR_CONFIG after a usage or configuration error, SG_ERR_RUNTIME when
+ * --print-config could not write stdout (all logged). */
+sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                       const sg_cli_opt *opts);
 
-/* Prints "segtrain <cmd>: <message>" and the usage line to stderr; returns 2
- * (so a command can `return sg_cli_usage_error(...)`). */
-int sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...)
+/* Prints "segtrain <cmd>: <message>" and the usage line to stderr; returns
+ * SG_ERR_CONFIG, so a command can `return sg_exit_code(sg_cli_usage_error(...))`. */
+sg_status sg_cli_usage_error(const sg_cli *cli, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Prints the usage line, the command's options and the common options. */
@@ -92,8 +101,8 @@ void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts);
  * <run_dir>/logs, writes <run_dir>/config.yaml (rank 0 only, atomically via a
  * temporary file) and opens <run_dir>/logs/rank<rank>.log for this process's
  * log. Sets the log's rank (world size unchanged: dist sets it).
- * Returns 0, or 1 after logging what failed (path, errno text). */
-int sg_cli_prepare_run_dir(const sg_config *cfg, int rank);
+ * Returns SG_OK, or SG_ERR_RUNTIME after logging what failed (path, errno). */
+sg_status sg_cli_prepare_run_dir(const sg_config *cfg, int rank);
 
 
 #ifdef __cplusplus

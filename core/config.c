@@ -5,7 +5,7 @@
  * document API, for line:column marks), --set overrides and the cross-key
  * validation are all driven by it. Writing, --help-config and the hash are in
  * config_out.c. Every error names the source (file or --set), line:column,
- * the key and what to do, and makes the caller return 2.
+ * the key and what to do, and the call returns SG_ERR_CONFIG (core/status.h).
  */
 #include "core/config.h"
 
@@ -270,9 +270,10 @@ const char *sg_config_suggest(const char *name) {
 /* ---------------------------------------------------------------- errors */
 
 /* "src:line:col: key 'k': message". line 0 = no position (e.g. --set). */
-static int cfg_error(const char *src, const yaml_mark_t *m, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int cfg_error(const char *src, const yaml_mark_t *m, const char *key, const char *fmt, ...) {
+static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key,
+                           const char *fmt, ...) {
     char msg[2048], where[1200], what[300] = "";
     va_list ap;
     va_start(ap, fmt);
@@ -284,7 +285,7 @@ static int cfg_error(const char *src, const yaml_mark_t *m, const char *key, con
         snprintf(where, sizeof where, "%s", src);
     if (key) snprintf(what, sizeof what, "key '%s': ", key);
     SG_ERROR("config error: %s: %s%s", where, what, msg);
-    return 2;
+    return SG_ERR_CONFIG;
 }
 
 /* ---------------------------------------------------------------- scalars */
@@ -364,7 +365,7 @@ static void range_text(const sg_config_key *k, char *buf, size_t n) {
 }
 
 /* One element of a numeric/bool/string key from a scalar node into dst. */
-static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, int elem,
+static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, int elem,
                       const char *src, const char *ctx) {
     const char *v = (const char *)n->data.scalar.value;
     const yaml_mark_t *m = &n->start_mark;
@@ -390,7 +391,7 @@ static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, i
             return cfg_error(src, m, k->name, "%lld is out of range%s: must be in %s", x, what, txt);
         }
         ((int *)dst)[elem < 0 ? 0 : elem] = (int)x;
-        return 0;
+        return SG_OK;
     }
     case SG_KT_FLOAT:
     case SG_KT_FLOAT_LIST: {
@@ -402,14 +403,14 @@ static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, i
             return cfg_error(src, m, k->name, "%g is out of range%s: must be in %s", x, what, txt);
         }
         ((double *)dst)[elem < 0 ? 0 : elem] = x;
-        return 0;
+        return SG_OK;
     }
     case SG_KT_BOOL: {
         int b;
         if (!plain || parse_bool(v, &b) != 0)
             return cfg_error(src, m, k->name, "expects true or false, got '%s'%s", v, ctx);
         *(int *)dst = b;
-        return 0;
+        return SG_OK;
     }
     case SG_KT_STR:
     case SG_KT_ENUM:
@@ -427,10 +428,10 @@ static int set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, i
         if (k->type == SG_KT_STR_LIST && len == 0)
             return cfg_error(src, m, k->name, "has an empty entry%s", what);
         memcpy((char *)dst + (elem < 0 ? 0 : (size_t)elem * k->str_size), v, len + 1);
-        return 0;
+        return SG_OK;
     }
     }
-    return 2;
+    return SG_ERR_CONFIG;
 }
 
 static const char *node_kind(const yaml_node_t *n) {
@@ -439,7 +440,7 @@ static const char *node_kind(const yaml_node_t *n) {
 
 /* Sets key k from node n. Values are parsed into a scratch copy of the field
  * and committed only when all of it is valid. */
-static int set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t *doc,
+static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t *doc,
                          yaml_node_t *n, const char *src) {
     unsigned char scratch[sizeof(((sg_config *)0)->data.class_names)];
     _Static_assert(sizeof scratch >= SG_STR && sizeof scratch >= sizeof(int) * SG_LIST_MAX * 3,
@@ -458,12 +459,12 @@ static int set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t
         if (is_null_scalar(n) && k->type != SG_KT_STR)
             return cfg_error(src, &n->start_mark, k->name, "has no value (give one, or remove the line "
                              "to keep the default %s)", k->def);
-        if (set_scalar(k, n, scratch, -1, src, "") != 0) return 2;
+        if (set_scalar(k, n, scratch, -1, src, "") != 0) return SG_ERR_CONFIG;
         size_t sz = (k->type == SG_KT_STR || k->type == SG_KT_ENUM) ? k->str_size
                     : k->type == SG_KT_FLOAT ? sizeof(double) : sizeof(int);
         if (k->type == SG_KT_STR && is_null_scalar(n)) scratch[0] = 0;
         memcpy((char *)cfg + k->off, scratch, sz);
-        return 0;
+        return SG_OK;
     }
     int count = 0;
     if (n->type == YAML_SCALAR_NODE && is_null_scalar(n) && !k->fixed_len && k->min_len == 0) {
@@ -487,7 +488,7 @@ static int set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t
                 return cfg_error(src, e ? &e->start_mark : &n->start_mark, k->name,
                                  "element %d must be a single value, got %s", i + 1,
                                  e ? node_kind(e) : "nothing");
-            if (set_scalar(k, e, scratch, i, src, "") != 0) return 2;
+            if (set_scalar(k, e, scratch, i, src, "") != 0) return SG_ERR_CONFIG;
         }
     }
     if (k->fixed_len && count != k->fixed_len)
@@ -498,18 +499,18 @@ static int set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t
                          k->min_len, count);
     memcpy((char *)cfg + k->off, scratch, (size_t)k->cap * elem_size);
     if (k->count_off) *(int *)((char *)cfg + k->count_off) = count;
-    return 0;
+    return SG_OK;
 }
 
 /* ---------------------------------------------------------------- documents */
 
-static int unknown_key(const char *src, const yaml_mark_t *m, const char *full) {
+static sg_status unknown_key(const char *src, const yaml_mark_t *m, const char *full) {
     const char *s = sg_config_suggest(full);
     if (s) return cfg_error(src, m, NULL, "unknown key '%s' (did you mean %s?)", full, s);
     return cfg_error(src, m, NULL, "unknown key '%s' (segtrain --help-config lists every key)", full);
 }
 
-static int load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
+static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
                         const char *src) {
     yaml_node_pair_t *p0 = map->data.mapping.pairs.start, *pend = map->data.mapping.pairs.top;
     for (yaml_node_pair_t *p = p0; p < pend; p++) {
@@ -530,27 +531,27 @@ static int load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map, 
         }
         const sg_config_key *k = sg_config_find_key(full);
         if (k) {
-            if (set_from_node(cfg, k, doc, vn, src) != 0) return 2;
+            if (set_from_node(cfg, k, doc, vn, src) != 0) return SG_ERR_CONFIG;
         } else if (is_section(full)) {
             if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn)) continue; /* "train:" with nothing */
             if (vn->type != YAML_MAPPING_NODE)
                 return cfg_error(src, &vn->start_mark, full,
                                  "is a section: expects a mapping of its keys (e.g. %s:\\n  key: value), got %s",
                                  full, node_kind(vn));
-            if (load_mapping(cfg, doc, vn, full, src) != 0) return 2;
+            if (load_mapping(cfg, doc, vn, full, src) != 0) return SG_ERR_CONFIG;
         } else {
             return unknown_key(src, &kn->start_mark, full);
         }
     }
-    return 0;
+    return SG_OK;
 }
 
 /* Parses YAML text into doc; reports libyaml's error with its position. */
-static int parse_yaml(const char *text, size_t len, const char *src, yaml_document_t *doc) {
+static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_document_t *doc) {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         SG_ERROR("config error: %s: libyaml could not initialise (out of memory?)", src);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, doc)) {
@@ -560,7 +561,7 @@ static int parse_yaml(const char *text, size_t len, const char *src, yaml_docume
                   parser.problem ? parser.problem : "parse error", parser.context ? " " : "",
                   parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     /* a second document ("---") is almost certainly a mistake */
     yaml_document_t extra;
@@ -571,18 +572,18 @@ static int parse_yaml(const char *text, size_t len, const char *src, yaml_docume
             yaml_document_delete(&extra);
             yaml_document_delete(doc);
             yaml_parser_delete(&parser);
-            return 2;
+            return SG_ERR_CONFIG;
         }
         yaml_document_delete(&extra);
     }
     yaml_parser_delete(&parser);
-    return 0;
+    return SG_OK;
 }
 
-int sg_config_load_string(sg_config *cfg, const char *yaml, const char *name) {
+sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *name) {
     yaml_document_t doc;
-    if (parse_yaml(yaml, strlen(yaml), name, &doc) != 0) return 2;
-    int rc = 0;
+    if (parse_yaml(yaml, strlen(yaml), name, &doc) != 0) return SG_ERR_CONFIG;
+    sg_status rc = SG_OK;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root) {
         if (root->type == YAML_MAPPING_NODE)
@@ -596,19 +597,19 @@ int sg_config_load_string(sg_config *cfg, const char *yaml, const char *name) {
     return rc;
 }
 
-int sg_config_load_file(sg_config *cfg, const char *path) {
+sg_status sg_config_load_file(sg_config *cfg, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         SG_ERROR("config error: %s: cannot open the configuration file: %s (check the path given to "
                  "--config)", path, strerror(errno));
-        return 2;
+        return SG_ERR_CONFIG;
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     if (!buf) {
         fclose(f);
         SG_ERROR("config error: %s: out of memory reading the file", path);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     for (;;) {
         if (len + 1 >= cap) {
@@ -616,14 +617,14 @@ int sg_config_load_file(sg_config *cfg, const char *path) {
                 SG_ERROR("config error: %s: file larger than 64 MiB: not a configuration file?", path);
                 free(buf);
                 fclose(f);
-                return 2;
+                return SG_ERR_CONFIG;
             }
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
                 free(buf);
                 fclose(f);
                 SG_ERROR("config error: %s: out of memory reading the file", path);
-                return 2;
+                return SG_ERR_CONFIG;
             }
             buf = nb, cap *= 2;
         }
@@ -638,20 +639,20 @@ int sg_config_load_file(sg_config *cfg, const char *path) {
         SG_ERROR("config error: %s: cannot read the configuration file: %s (is it a regular file?)", path,
                  strerror(e));
         free(buf);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     buf[len] = 0;
     if (strlen(buf) != len) {
         SG_ERROR("config error: %s: contains NUL bytes: not a YAML text file", path);
         free(buf);
-        return 2;
+        return SG_ERR_CONFIG;
     }
-    int rc = sg_config_load_string(cfg, buf, path);
+    sg_status rc = sg_config_load_string(cfg, buf, path);
     free(buf);
     return rc;
 }
 
-int sg_config_set(sg_config *cfg, const char *assignment) {
+sg_status sg_config_set(sg_config *cfg, const char *assignment) {
     char src[1400];
     snprintf(src, sizeof src, "--set %s", assignment);
     const char *eq = strchr(assignment, '=');
@@ -670,9 +671,9 @@ int sg_config_set(sg_config *cfg, const char *assignment) {
     }
     const char *value = eq + 1;
     yaml_document_t doc;
-    if (parse_yaml(value, strlen(value), src, &doc) != 0) return 2;
+    if (parse_yaml(value, strlen(value), src, &doc) != 0) return SG_ERR_CONFIG;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    int rc;
+    sg_status rc;
     if (!root) {
         /* "--set key=" : an empty plain scalar */
         yaml_document_delete(&doc);
@@ -697,18 +698,18 @@ void sg_config_defaults(sg_config *cfg) {
 
 /* ---------------------------------------------------------------- validation */
 
-static int verr(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int verr(const char *key, const char *fmt, ...) {
+static sg_status verr(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static sg_status verr(const char *key, const char *fmt, ...) {
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     SG_ERROR("config error: key '%s': %s", key, msg);
-    return 2;
+    return SG_ERR_CONFIG;
 }
 
-int sg_config_validate(const sg_config *c) {
+sg_status sg_config_validate(const sg_config *c) {
     const sg_train_cfg *t = &c->train;
     /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
      * built in SG_STR-sized buffers: leave room for the longest suffix */
@@ -768,5 +769,5 @@ int sg_config_validate(const sg_config *c) {
                     c->dist.bucket_mb);
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
         return verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
-    return 0;
+    return SG_OK;
 }

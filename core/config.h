@@ -13,6 +13,8 @@
 
 #include <stdio.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -125,22 +127,24 @@ typedef struct sg_config {
 /* Fills every field with its schema default. */
 void sg_config_defaults(sg_config *cfg);
 
-/* Loads a YAML file over the current values. Returns 0, or 2 after logging an
- * error naming file:line:column and the key (unknown key with a "did you
- * mean", wrong type, out of range, malformed YAML, duplicate key, missing
- * file). */
-int sg_config_load_file(sg_config *cfg, const char *path);
+/* Loading never ends the process: every error is logged and returned.
+ *
+ * Loads a YAML file over the current values. Returns SG_OK, or SG_ERR_CONFIG
+ * after logging an error naming file:line:column and the key (unknown key
+ * with a "did you mean", wrong type, out of range, malformed YAML, duplicate
+ * key, missing or unreadable file). */
+sg_status sg_config_load_file(sg_config *cfg, const char *path);
 
 /* Loads YAML text (name is used in messages). Same contract. */
-int sg_config_load_string(sg_config *cfg, const char *yaml, const char *name);
+sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *name);
 
 /* Applies one "section.key=value" override with the same validation.
- * Returns 0 or 2. */
-int sg_config_set(sg_config *cfg, const char *assignment);
+ * Returns SG_OK or SG_ERR_CONFIG (logged). */
+sg_status sg_config_set(sg_config *cfg, const char *assignment);
 
 /* Cross-key checks after everything is loaded (e.g. crop vs. output stride).
- * Returns 0 or 2. */
-int sg_config_validate(const sg_config *cfg);
+ * Returns SG_OK or SG_ERR_CONFIG (logged). */
+sg_status sg_config_validate(const sg_config *cfg);
 
 /* Writes the resolved configuration as YAML that sg_config_load_file reads back. */
 void sg_config_write(const sg_config *cfg, FILE *out);

@@ -28,24 +28,24 @@ void sg_log_get_rank(int *rank, int *world) {
     if (world) *world = g_world;
 }
 
-int sg_log_open_file(const char *dir) {
+sg_status sg_log_open_file(const char *dir) {
     char path[4096];
     if (sg_mkdirs(dir) != 0) {
         SG_ERROR("cannot create log directory %s: %s (check the permissions of run_dir)", dir,
                  strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     snprintf(path, sizeof path, "%s/rank%d.log", dir, g_rank);
     FILE *f = fopen(path, "a");
     if (!f) {
         SG_ERROR("cannot open log file %s: %s", path, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     pthread_mutex_lock(&g_mu);
     if (g_file) fclose(g_file);
     g_file = f;
     pthread_mutex_unlock(&g_mu);
-    return 0;
+    return SG_OK;
 }
 
 void sg_log_close_file(void) {

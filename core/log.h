@@ -10,6 +10,8 @@
 
 #include <stdarg.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,8 +22,9 @@ void sg_log_set_level(int level);           /* default SG_LOG_INFO */
 int sg_log_get_level(void);
 void sg_log_set_rank(int rank, int world);  /* prefix "[rank N]" when world > 1 */
 void sg_log_get_rank(int *rank, int *world); /* either pointer may be NULL */
-/* Opens <dir>/rank<N>.log for appending (creates dir). Returns 0 or -1. */
-int sg_log_open_file(const char *dir);
+/* Opens <dir>/rank<N>.log for appending (creates dir). Returns SG_OK, or
+ * SG_ERR_RUNTIME after logging the path and errno. */
+sg_status sg_log_open_file(const char *dir);
 void sg_log_close_file(void);
 
 void sg_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -32,13 +35,23 @@ void sg_vlog(int level, const char *fmt, va_list ap);
 #define SG_INFO(...) sg_log(SG_LOG_INFO, __VA_ARGS__)
 #define SG_DEBUG(...) sg_log(SG_LOG_DEBUG, __VA_ARGS__)
 
-/* Logs "fatal: <msg> (file:line)" and exits with status 1. For failures of
- * library calls deep inside ops, where no caller could recover. */
+/* Ending the process from library code (core/status.h): errors a user can
+ * cause are logged and returned as sg_status, never fatal. SG_FATAL and
+ * SG_CHECK are for the three cases no caller could handle:
+ *  - programmer errors: an assertion of an invariant the code itself keeps
+ *    (a model used before it is planned, an internal shape mismatch);
+ *  - out of host memory: SG_CHECK(p != NULL, "out of host memory ...") right
+ *    after malloc, xmalloc-style;
+ *  - failures of the GPU / oneDNN libraries inside ops (kernels/), which
+ *    return void.
+ *
+ * Logs "fatal: <msg> (file:line)" and exits with status 1. */
 void sg_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 #define SG_FATAL(...) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
-/* Checks a condition that must hold; fatal with the expression otherwise. */
+/* Checks a condition that must hold (see above); fatal with the message
+ * otherwise. */
 #define SG_CHECK(cond, ...)                                                   \
     do {                                                                      \
         if (!(cond)) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__);            \

@@ -151,20 +151,20 @@ static void fail(char *err, size_t errlen, const char *fmt, ...) {
     else SG_ERROR("%s", buf);
 }
 
-int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
-                    size_t errlen) {
+sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask,
+                          char *err, size_t errlen) {
     memset(image, 0, sizeof *image);
     memset(mask, 0, sizeof *mask);
     if (i < 0 || i >= ds->n) {
         fail(err, errlen, "sample index %lld out of range (split '%s' has %lld)", (long long)i,
              ds->split, (long long)ds->n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     const ds_entry *e = &ds->e[i];
-    if (sg_png_read_rgb(e->img, image, err, errlen) != 0) return -1;
+    if (sg_png_read_rgb(e->img, image, err, errlen) != 0) return SG_ERR_RUNTIME;
     if (sg_png_read_mask(e->mask, mask, err, errlen) != 0) {
         sg_img_free(image);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (image->h != mask->h || image->w != mask->w) {
         fail(err, errlen,
@@ -173,7 +173,7 @@ int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask
              e->mask, mask->h, mask->w, e->img, image->h, image->w);
         sg_img_free(image);
         sg_img_free(mask);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* Label map, then validation in one pass over the mask. */
     const uint8_t *map = ds->map;
@@ -198,7 +198,7 @@ int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask
              e->mask, bad, first / mask->w, first % mask->w, m[first], map[m[first]], k, ign);
         sg_img_free(image);
         sg_img_free(mask);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }

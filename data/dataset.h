@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "data/png.h"
 
 #ifdef __cplusplus
@@ -67,10 +68,11 @@ const uint8_t *sg_dataset_palette(const sg_dataset *ds);
 const uint8_t *sg_dataset_label_map(const sg_dataset *ds);
 
 /* Decodes sample i: image (c = 3) and mask (c = 1, mapped and validated, same
- * size as the image). Returns 0, or -1 with a message naming the file in err
- * (logged when err == NULL); on failure image and mask are left empty. */
-int sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
-                    size_t errlen);
+ * size as the image). Returns SG_OK, or SG_ERR_RUNTIME with a message naming
+ * the file in err (logged when err == NULL); on failure image and mask are
+ * left empty. */
+sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask,
+                          char *err, size_t errlen);
 
 /* Cityscapes tables (cityscapes.md). map[labelId] = trainId, or `ignore` for
  * the labelIds that are not among the 19 classes. */

@@ -273,7 +273,7 @@ static int ensure_buffers(sg_loader *l, int n_max, size_t px_max) {
     return 0;
 }
 
-int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epoch) {
+sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epoch) {
     pthread_mutex_lock(&l->mu);
     for (int i = 0; i < l->nslots; i++) {
         if (l->slots[i].state == SLOT_HELD) {
@@ -281,7 +281,7 @@ int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epo
             SG_ERROR("data loader: sg_loader_start while batch %lld is still held: release "
                      "every batch first",
                      (long long)l->slots[i].b.seq);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
     }
     /* Cancel the previous list: no new claims, wait for the builds running. */
@@ -296,7 +296,7 @@ int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epo
             SG_ERROR("data loader: index %lld at position %lld is outside the dataset (%lld "
                      "samples)",
                      (long long)indices[k], (long long)k, (long long)sg_dataset_size(l->ds));
-            return -1;
+            return SG_ERR_RUNTIME;
         }
     }
     free(l->list);
@@ -328,7 +328,7 @@ int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epo
                                  sizeof err) != 0) {
                 snprintf(l->err, sizeof l->err, "%s", err);
                 SG_ERROR("data loader: %s", err);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
             if (h != ph || w != pw || cnt == l->o.batch_size) {
                 l->job_h[jobs] = h;
@@ -343,7 +343,7 @@ int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epo
         }
     }
     l->job_start[jobs] = n;
-    if (n > 0 && ensure_buffers(l, n_max, px_max) != 0) return -1;
+    if (n > 0 && ensure_buffers(l, n_max, px_max) != 0) return SG_ERR_RUNTIME;
 
     pthread_mutex_lock(&l->mu);
     l->failed = 0;
@@ -353,7 +353,7 @@ int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epo
     l->n_jobs = jobs;
     pthread_cond_broadcast(&l->cv_work);
     pthread_mutex_unlock(&l->mu);
-    return 0;
+    return SG_OK;
 }
 
 int sg_loader_next(sg_loader *l, sg_batch **out) {

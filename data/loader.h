@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "data/dataset.h"
 
 #ifdef __cplusplus
@@ -86,12 +87,13 @@ void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int tra
 sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts);
 
 /* Begins a list: indices[n] (copied) for epoch `epoch`. Cancels whatever the
- * previous list had left. Every batch must have been released. Returns 0 or
- * -1 (logged). */
-int sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epoch);
+ * previous list had left. Every batch must have been released. Returns SG_OK
+ * or SG_ERR_RUNTIME (logged). */
+sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epoch);
 
 /* Next batch in order: 1 = *out is a batch (release it), 0 = end of list,
- * -1 = error, already logged (the message is also in sg_loader_error). */
+ * -1 = error, already logged (the message is also in sg_loader_error). A
+ * three-way answer, so an int rather than sg_status. */
 int sg_loader_next(sg_loader *l, sg_batch **out);
 void sg_loader_release(sg_loader *l, sg_batch *b);
 

@@ -70,13 +70,13 @@ static void read_cleanup(read_state *s) {
     free(s);
 }
 
-static int read_png(const char *path, int mode, sg_img *out, char *err, size_t errlen) {
+static sg_status read_png(const char *path, int mode, sg_img *out, char *err, size_t errlen) {
     /* Heap state: what setjmp's longjmp must see is never a modified local. */
     read_state *s = calloc(1, sizeof *s);
     if (out) memset(out, 0, sizeof *out);
     if (!s) {
         set_err(err, errlen, "out of memory opening %s", path);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
 
     s->f = fopen(path, "rb");
@@ -84,7 +84,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         set_err(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
                 strerror(errno));
         read_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     uint8_t sig[8];
     size_t got = fread(sig, 1, 8, s->f);
@@ -92,26 +92,26 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         set_err(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
                 got != 8 ? "shorter than the 8-byte signature" : "bad signature");
         read_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     s->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
     if (!s->png) {
         set_err(err, errlen, "png_create_read_struct failed for %s (out of memory?)", path);
         read_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     s->info = png_create_info_struct(s->png);
     if (!s->info) {
         set_err(err, errlen, "png_create_info_struct failed for %s (out of memory?)", path);
         read_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (setjmp(png_jmpbuf(s->png))) {
         set_err(err, errlen, "corrupt or truncated PNG %s: %s (re-create or re-download it)",
                 path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         read_cleanup(s);
         if (out) memset(out, 0, sizeof *out);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     png_init_io(s->png, s->f);
     png_set_sig_bytes(s->png, 8);
@@ -127,7 +127,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         out->h = (int)h;
         out->w = (int)w;
         read_cleanup(s);
-        return 0;
+        return SG_OK;
     }
 
     if (mode == READ_RGB) {
@@ -147,7 +147,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
                     "grayscale (alpha ignored) or palette (use the labelIds/labelTrainIds files, not _color)",
                     path, ctype);
             read_cleanup(s);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         /* Palette: keep the index. Packed (1/2/4-bit) gray or index -> one byte each. */
         if (depth < 8) png_set_packing(s->png);
@@ -164,7 +164,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         set_err(err, errlen, "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)",
                 path, ctype, depth, channels);
         read_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     size_t npix = (size_t)h * w;
     s->rows = malloc(sizeof(png_bytep) * h);
@@ -173,7 +173,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         if (!s->rows || !s->wide) {
             set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
             read_cleanup(s);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         for (png_uint_32 y = 0; y < h; y++) s->rows[y] = s->wide + (size_t)y * w * 2;
     } else {
@@ -181,7 +181,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         if (!s->rows || !s->pixels || rowbytes != (size_t)w * want_c) {
             set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
             read_cleanup(s);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         for (png_uint_32 y = 0; y < h; y++) s->rows[y] = s->pixels + (size_t)y * w * want_c;
     }
@@ -193,7 +193,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
         if (!s->pixels) {
             set_err(err, errlen, "out of memory reading %s", path);
             read_cleanup(s);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         for (size_t i = 0; i < npix; i++) {
             const uint8_t *b = s->wide + 2 * i; /* PNG stores 16-bit big-endian */
@@ -204,7 +204,7 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
                         "segtrain keeps labels in 8 bits; remap the mask to 0..255",
                         path, v, i / w, i % w);
                 read_cleanup(s);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
             s->pixels[i] = (uint8_t)v;
         }
@@ -215,21 +215,21 @@ static int read_png(const char *path, int mode, sg_img *out, char *err, size_t e
     out->data = s->pixels;
     s->pixels = NULL; /* ownership moves to out */
     read_cleanup(s);
-    return 0;
+    return SG_OK;
 }
 
-int sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen) {
+sg_status sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen) {
     return read_png(path, READ_RGB, out, err, errlen);
 }
-int sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen) {
+sg_status sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen) {
     return read_png(path, READ_MASK, out, err, errlen);
 }
-int sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
+sg_status sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
     sg_img hdr;
-    if (read_png(path, READ_HEADER, &hdr, err, errlen) != 0) return -1;
+    if (read_png(path, READ_HEADER, &hdr, err, errlen) != 0) return SG_ERR_RUNTIME;
     *h = hdr.h;
     *w = hdr.w;
-    return 0;
+    return SG_OK;
 }
 
 /* ---- writing ---- */
@@ -249,22 +249,23 @@ static void write_cleanup(write_state *s) {
     free(s);
 }
 
-static int write_png(const char *path, const uint8_t *px, int h, int w, int ctype,
-                     const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
+static sg_status write_png(const char *path, const uint8_t *px, int h, int w, int ctype,
+                           const uint8_t *palette_rgb, int n_colors, char *err,
+                           size_t errlen) {
     int c = ctype == PNG_COLOR_TYPE_RGB ? 3 : 1;
     if (h <= 0 || w <= 0 || !px) {
         set_err(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (ctype == PNG_COLOR_TYPE_PALETTE && (n_colors < 1 || n_colors > 256 || !palette_rgb)) {
         set_err(err, errlen, "cannot write %s: palette needs 1..256 colours (got %d)", path,
                 n_colors);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     write_state *s = calloc(1, sizeof *s); /* heap: survives longjmp intact */
     if (!s) {
         set_err(err, errlen, "out of memory writing %s", path);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     s->f = fopen(path, "wb");
     if (!s->f) {
@@ -272,20 +273,20 @@ static int write_png(const char *path, const uint8_t *px, int h, int w, int ctyp
                 "cannot create %s: %s (check that the directory exists and is writable)", path,
                 strerror(errno));
         write_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     s->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
     if (s->png) s->info = png_create_info_struct(s->png);
     if (!s->png || !s->info) {
         set_err(err, errlen, "libpng initialisation failed writing %s (out of memory?)", path);
         write_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (setjmp(png_jmpbuf(s->png))) {
         set_err(err, errlen, "writing PNG %s failed: %s (disk full?)", path,
                 s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         write_cleanup(s);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     png_init_io(s->png, s->f);
     /* Level 1: masks and synthetic images compress well; speed matters more. */
@@ -313,20 +314,21 @@ static int write_png(const char *path, const uint8_t *px, int h, int w, int ctyp
     write_cleanup(s);
     if (fclose(f) != 0) {
         set_err(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
-                     size_t errlen) {
+sg_status sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
+                           size_t errlen) {
     return write_png(path, rgb, h, w, PNG_COLOR_TYPE_RGB, NULL, 0, err, errlen);
 }
-int sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
-                      size_t errlen) {
+sg_status sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
+                            size_t errlen) {
     return write_png(path, v, h, w, PNG_COLOR_TYPE_GRAY, NULL, 0, err, errlen);
 }
-int sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
-                         const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
+sg_status sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
+                               const uint8_t *palette_rgb, int n_colors, char *err,
+                               size_t errlen) {
     return write_png(path, idx, h, w, PNG_COLOR_TYPE_PALETTE, palette_rgb, n_colors, err, errlen);
 }

@@ -12,15 +12,18 @@
  *    rejected (a colour mask is not a label mask).
  * Writing: 8-bit RGB, 8-bit gray and 8-bit palette PNGs (predictions, synth).
  *
- * Every function returns 0 or -1. On failure the message (naming the file and
- * the problem, with a hint) goes into err[errlen] when err != NULL, else it is
- * logged with SG_ERROR. Thread-safe: workers call these concurrently.
+ * Every function returns SG_OK or SG_ERR_RUNTIME (core/status.h). On failure
+ * the message (naming the file and the problem, with a hint) goes into
+ * err[errlen] when err != NULL, else it is logged with SG_ERROR. Thread-safe:
+ * workers call these concurrently.
  */
 #ifndef SG_DATA_PNG_H
 #define SG_DATA_PNG_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,28 +40,29 @@ typedef struct sg_img {
 void sg_img_free(sg_img *img); /* frees data, zeroes the struct; NULL-safe */
 
 /* Reads any PNG as 8-bit RGB into *out (out->c = 3). */
-int sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen);
+sg_status sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen);
 
 /* Reads a label mask (gray or palette index, 8 or 16 bit) into *out (out->c = 1). */
-int sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen);
+sg_status sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen);
 
 /* Reads only the header: size of the image. */
-int sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen);
+sg_status sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen);
 
 /* Writes 8-bit RGB (rgb is HWC). */
-int sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
-                     size_t errlen);
+sg_status sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
+                           size_t errlen);
 
 /* Writes 8-bit grayscale. */
-int sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
-                      size_t errlen);
+sg_status sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
+                            size_t errlen);
 
 /* Writes an 8-bit palette PNG: pixels are indices, palette_rgb holds n_colors
  * r,g,b triples (1..256). Indices >= n_colors are written as they are (libpng
  * shows them black); readers of masks get the index back. The PLTE chunk
  * always has 256 entries (black beyond n_colors). */
-int sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
-                         const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen);
+sg_status sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
+                               const uint8_t *palette_rgb, int n_colors, char *err,
+                               size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -163,13 +163,13 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
 
 static const char *const k_split_names[2] = {"train", "val"};
 
-int sg_synth_write(const sg_synth_opts *o) {
+sg_status sg_synth_write(const sg_synth_opts *o) {
     if (o->h < 8 || o->w < 8 || o->h > 8192 || o->w > 8192 || o->classes < 3 ||
         o->classes > 19 || o->n_train < 0 || o->n_val < 0 || o->n_train + o->n_val == 0) {
         SG_ERROR("synth: size %dx%d must be within 8..8192 per side, --classes %d within 3..19, "
                  "--train %d / --val %d non-negative and not both 0",
                  o->h, o->w, o->classes, o->n_train, o->n_val);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     char path[4096];
     for (int s = 0; s < 2; s++) {
@@ -179,7 +179,7 @@ int sg_synth_write(const sg_synth_opts *o) {
             SG_ERROR("synth: %s already exists: choose a new --out directory or delete the old "
                      "dataset first (mixing two synthetic datasets would corrupt the splits)",
                      path);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
     }
     size_t px = (size_t)o->h * o->w;
@@ -188,31 +188,31 @@ int sg_synth_write(const sg_synth_opts *o) {
         free(rgb);
         free(lid);
         SG_ERROR("synth: out of memory for a %dx%d image", o->h, o->w);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    int rc = 0;
-    for (int split = 0; split < 2 && rc == 0; split++) {
+    sg_status rc = SG_OK;
+    for (int split = 0; split < 2 && rc == SG_OK; split++) {
         int n = split ? o->n_val : o->n_train;
-        for (int i = 0; i < n && rc == 0; i++) {
+        for (int i = 0; i < n && rc == SG_OK; i++) {
             /* Two cities per split, so the index walks several directories. */
             char city[32];
             snprintf(city, sizeof city, "synth%c", 'a' + 2 * split + i % 2);
-            for (int kind = 0; kind < 2 && rc == 0; kind++) {
+            for (int kind = 0; kind < 2 && rc == SG_OK; kind++) {
                 snprintf(path, sizeof path, "%s/%s/%s/%s", o->out,
                          kind ? "gtFine" : "leftImg8bit", k_split_names[split], city);
                 if (sg_mkdirs(path) != 0) {
                     SG_ERROR("synth: cannot create directory %s: %s", path, strerror(errno));
-                    rc = -1;
+                    rc = SG_ERR_RUNTIME;
                 }
             }
             if (rc) break;
             sg_synth_render(o, split, i, rgb, lid);
             snprintf(path, sizeof path, "%s/leftImg8bit/%s/%s/%s_000000_%06d_leftImg8bit.png",
                      o->out, k_split_names[split], city, city, i);
-            if (sg_png_write_rgb(path, rgb, o->h, o->w, NULL, 0) != 0) rc = -1;
+            if (sg_png_write_rgb(path, rgb, o->h, o->w, NULL, 0) != 0) rc = SG_ERR_RUNTIME;
             snprintf(path, sizeof path, "%s/gtFine/%s/%s/%s_000000_%06d_gtFine_labelIds.png",
                      o->out, k_split_names[split], city, city, i);
-            if (rc == 0 && sg_png_write_gray(path, lid, o->h, o->w, NULL, 0) != 0) rc = -1;
+            if (rc == SG_OK && sg_png_write_gray(path, lid, o->h, o->w, NULL, 0) != 0) rc = SG_ERR_RUNTIME;
         }
     }
     free(rgb);

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "core/status.h"
 #include "data/png.h"
 
 #ifdef __cplusplus
@@ -36,8 +37,9 @@ void sg_synth_defaults(sg_synth_opts *o);
 void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
                      uint8_t *label_ids);
 
-/* Writes the whole dataset. Returns 0 or -1 (logged, naming the path). */
-int sg_synth_write(const sg_synth_opts *o);
+/* Writes the whole dataset. Returns SG_OK, SG_ERR_CONFIG for invalid options,
+ * or SG_ERR_RUNTIME when writing fails (logged, naming the path). */
+sg_status sg_synth_write(const sg_synth_opts *o);
 
 #ifdef __cplusplus
 }

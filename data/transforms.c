@@ -62,15 +62,15 @@ void sg_aug_make_draw(const sg_aug_opts *o, uint64_t seed, int64_t epoch, int64_
     d->flip = o->hflip && sg_rng_uniform_d(key, 3) < 0.5;
 }
 
-int sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t *img,
-                 const uint8_t *mask, int h, int w, uint8_t *out_img, uint8_t *out_mask) {
+sg_status sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t *img,
+                       const uint8_t *mask, int h, int w, uint8_t *out_img, uint8_t *out_mask) {
     int ch = o->crop_h, cw = o->crop_w;
     tap *cols = malloc(sizeof(tap) * (size_t)cw);
     int *mcols = malloc(sizeof(int) * (size_t)cw);
     if (!cols || !mcols) {
         free(cols);
         free(mcols);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* Column tables: output column ox reads scaled column x (flip mirrors the crop). */
     for (int ox = 0; ox < cw; ox++) {
@@ -118,7 +118,7 @@ int sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t *img,
     }
     free(cols);
     free(mcols);
-    return 0;
+    return SG_OK;
 }
 
 void sg_resize_bilinear_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh,

@@ -21,6 +21,8 @@
 
 #include <stdint.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,9 +47,10 @@ void sg_aug_make_draw(const sg_aug_opts *o, uint64_t seed, int64_t epoch, int64_
 
 /* Applies draw d to img[h,w,3] and mask[h,w] (mask may be NULL), writing
  * out_img[crop_h,crop_w,3] and out_mask[crop_h,crop_w]. Scratch-free except
- * one row-index table; never fails (returns 0) except on allocation (-1). */
-int sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t *img,
-                 const uint8_t *mask, int h, int w, uint8_t *out_img, uint8_t *out_mask);
+ * one row-index table; never fails (SG_OK) except on allocation
+ * (SG_ERR_RUNTIME, not logged: the loader names the sample). */
+sg_status sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t *img,
+                       const uint8_t *mask, int h, int w, uint8_t *out_img, uint8_t *out_mask);
 
 /* Building blocks (exposed for tests and prediction). */
 void sg_resize_bilinear_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh,

@@ -118,11 +118,15 @@ static void *stage_buf(sg_comm *c, int ch, size_t bytes, int want_device) {
     return c->stage[ch];
 }
 
+/* Is a buffer of backend memory (is_device) outside host memory, i.e. only
+ * reachable through upload/download? */
+static int off_host(const sg_comm *c, int is_device) {
+    return is_device && c->be && !sg_backend_has(c->be, SG_CAP_HOST_MEMORY);
+}
+
 /* Is a buffer of this kind (device/host) in the transport's memory space? */
 static int native(const sg_comm *c, int is_device) {
-    int device_is_host = !c->be || c->be->kind == SG_BACKEND_CPU;
-    int buf_on_device = is_device && !device_is_host;
-    return buf_on_device == c->tr->device_memory;
+    return off_host(c, is_device) == c->tr->device_memory;
 }
 
 static void to_stage(sg_comm *c, void *stage, const void *src, size_t bytes, int src_is_device) {
@@ -203,7 +207,7 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
         char *st = stage_buf(c, ch, total ? total : 1, want_dev);
         tout = st;
         tin = op == OP_ALLGATHER ? st + out_bytes : st;
-        to_stage(c, tin, in, op == OP_ALLGATHER ? bytes : out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
+        to_stage(c, tin, in, op == OP_ALLGATHER ? bytes : out_bytes, off_host(c, is_device));
     }
     int via_mesh = ch == SG_CH_MAIN && c->mesh && (op == OP_BARRIER || bytes <= SG_MESH_MAX_BYTES);
     if (via_mesh)
@@ -214,7 +218,7 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
     case OP_ALLGATHER: rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err); break;
     default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
     }
-    if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, is_device && c->be->kind != SG_BACKEND_CPU);
+    if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, off_host(c, is_device));
     if (ch == SG_CH_MAIN) c->wait_s += sg_now_s() - t0;
     if (rc != 0) {
         c->broken = 1;
@@ -322,7 +326,7 @@ int sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash) {
 static const char *choose_backend(const sg_config *cfg, sg_backend *be) {
     const char *b = cfg->dist.backend;
     if (strcmp(b, "auto") == 0 || b[0] == 0)
-        return be && be->kind == SG_BACKEND_CUDA ? "nccl" : "gloo";
+        return sg_backend_has(be, SG_CAP_DEVICE_COLLECTIVES) ? "nccl" : "gloo";
     return b;
 }
 
@@ -352,9 +356,9 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
 
     const char *name = choose_backend(cfg, be);
     if (strcmp(name, "nccl") == 0) {
-        if (!be || be->kind != SG_BACKEND_CUDA) {
-            SG_ERROR("dist.backend=nccl needs the CUDA backend (device=cuda), but device=%s: "
-                     "use dist.backend=gloo or auto on the CPU", cfg->device);
+        if (!sg_backend_has(be, SG_CAP_DEVICE_COLLECTIVES)) {
+            SG_ERROR("dist.backend=nccl needs a device whose memory NCCL can reduce (device=cuda), "
+                     "but device=%s: use dist.backend=gloo or auto on the CPU", cfg->device);
             goto fail;
         }
         c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->op_timeout_s);

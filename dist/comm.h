@@ -54,8 +54,10 @@ typedef struct sg_dist_env {
 
 /* Reads the environment. Returns 0 (world 1 with source "none" when no
  * variable is set), or -1 after logging which variable is malformed or
- * inconsistent (e.g. RANK >= WORLD_SIZE). Call it before creating the backend:
- * local_rank selects the CUDA device ("cuda" -> "cuda:<local_rank>"). */
+ * inconsistent (e.g. RANK >= WORLD_SIZE); the commands report that as a
+ * configuration error (exit 2: the launch environment is the user's setup).
+ * Call it before creating the backend: local_rank and local_world select the
+ * CUDA device (train/device.h: "cuda" -> "cuda:<local_rank>"). */
 int sg_dist_env_read(sg_dist_env *env);
 
 /* Creates the communicator (see above). Returns NULL after logging an error

@@ -18,7 +18,7 @@
  * rank issues the same sequence of all-reduces on the gradient channel. */
 static void *comm_main(void *arg) {
     sg_ddp *d = arg;
-    if (d->be->kind == SG_BACKEND_CUDA) sg_dist_cuda_set_device(d->be->device_index);
+    d->be->ops->bind_thread(d->be); /* its staging ops run on this thread */
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!d->stop && d->processed == d->queued) pthread_cond_wait(&d->cv, &d->mu);
@@ -40,7 +40,7 @@ static void *comm_main(void *arg) {
 static void launch_ready(sg_ddp *d) {
     int q = d->next_launch;
     while (q < d->nb && d->b[q].pending == 0) {
-        if (d->be->kind != SG_BACKEND_CPU) /* comm stream after the scaled grads */
+        if (sg_backend_has(d->be, SG_CAP_ASYNC_STREAMS)) /* comm stream after the scaled grads */
             d->be->ops->stream_wait(d->be, SG_STREAM_COMM, SG_STREAM_COMPUTE);
         q++;
     }
@@ -96,7 +96,7 @@ int sg_ddp_wait(sg_ddp *d) {
     int fail = d->fail;
     d->processed = d->queued = 0;
     pthread_mutex_unlock(&d->mu);
-    if (d->be->kind != SG_BACKEND_CPU)
+    if (sg_backend_has(d->be, SG_CAP_ASYNC_STREAMS)) /* compute after the reduced grads */
         d->be->ops->stream_wait(d->be, SG_STREAM_COMPUTE, SG_STREAM_COMM);
     for (int i = 0; i < d->nb; i++) {
         ddp_bucket *b = &d->b[i];

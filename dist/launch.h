@@ -28,7 +28,10 @@ extern "C" {
 #endif
 
 /* argv as main's (argv[0] = program, ignored); exe = the worker program
- * (argv[0] of each worker). Returns the exit status for the launcher. */
+ * (argv[0] of each worker). Returns the exit status for the launcher process
+ * - not an sg_status (core/status.h): it forwards the failed worker's own
+ * status (128 + signal for a signal), which no status could carry; its own
+ * errors are 2 (launcher options) and 1 (fork, pipes). */
 int sg_launch(int argc, char **argv, const char *exe);
 
 #ifdef __cplusplus

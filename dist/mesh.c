@@ -198,8 +198,8 @@ typedef struct peer_io {
     msg_hdr rh;
 } peer_io;
 
-static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf, size_t bytes,
-                    char *err, size_t errlen) {
+static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf,
+                          size_t bytes, char *err, size_t errlen) {
     msg_hdr h = {((uint32_t)MESH_MAGIC << 16) | (m->seq & 0xffffu), (uint32_t)bytes};
     m->seq++;
     size_t total = sizeof h + bytes;
@@ -207,7 +207,7 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
     struct pollfd *pfd = malloc((size_t)m->world * sizeof *pfd);
     int *who = malloc((size_t)m->world * sizeof *who);
     SG_CHECK(pfd && who, "out of memory");
-    int rc = 0;
+    sg_status rc = SG_OK;
     for (;;) {
         int np = 0;
         for (int q = 0; q < m->world; q++) {
@@ -226,10 +226,10 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
             for (int k = 0; k < np && el < errlen - 8; k++)
                 if (io[who[k]].recv && io[who[k]].got < total)
                     el += (size_t)snprintf(err + el, errlen - el, " %d", who[k]);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
-        for (int k = 0; k < np && rc == 0; k++) {
+        for (int k = 0; k < np && rc == SG_OK; k++) {
             int q = who[k];
             peer_io *p = &io[q];
             if (pfd[k].revents & POLLOUT) {
@@ -240,10 +240,10 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
                 if (w > 0) p->sent += (size_t)w;
                 else if (w < 0 && errno != EAGAIN && errno != EINTR) {
                     snprintf(err, errlen, "sending to rank %d failed: %s (it exited or was killed)", q, strerror(errno));
-                    rc = -1;
+                    rc = SG_ERR_RUNTIME;
                 }
             }
-            if (rc == 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+            if (rc == SG_OK && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) {
                 char *dst = p->got < sizeof h ? (char *)&p->rh + p->got : recvbuf[q] + (p->got - sizeof h);
                 size_t n = p->got < sizeof h ? sizeof h - p->got : total - p->got;
                 ssize_t r = recv(m->fd[q], dst, n, 0);
@@ -254,11 +254,11 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
                                  "rank %d is in a different collective (its collective #%u has %u bytes, ours "
                                  "#%u has %zu): ranks took different code paths",
                                  q, p->rh.magic_seq & 0xffffu, p->rh.bytes, h.magic_seq & 0xffffu, bytes);
-                        rc = -1;
+                        rc = SG_ERR_RUNTIME;
                     }
                 } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
                     snprintf(err, errlen, "rank %d closed its connection (exited or was killed)", q);
-                    rc = -1;
+                    rc = SG_ERR_RUNTIME;
                 }
             }
         }
@@ -269,7 +269,7 @@ static int exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *r
     return rc;
 }
 
-int sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
+sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
     peer_io *io = calloc((size_t)m->world, sizeof *io);
     char **dst = malloc((size_t)m->world * sizeof *dst);
     SG_CHECK(io && dst, "out of memory");
@@ -278,13 +278,13 @@ int sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char 
         io[q].send = io[q].recv = q != m->rank;
     }
     if ((char *)out + (size_t)m->rank * bytes != in) memmove((char *)out + (size_t)m->rank * bytes, in, bytes);
-    int rc = exchange(m, io, (char *)out + (size_t)m->rank * bytes, dst, bytes, err, errlen);
+    sg_status rc = exchange(m, io, (char *)out + (size_t)m->rank * bytes, dst, bytes, err, errlen);
     free(io);
     free(dst);
     return rc;
 }
 
-int sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err, size_t errlen) {
     peer_io *io = calloc((size_t)m->world, sizeof *io);
     char **dst = malloc((size_t)m->world * sizeof *dst);
     SG_CHECK(io && dst, "out of memory");
@@ -293,7 +293,7 @@ int sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err, 
         io[q].send = m->rank == root && q != root;
         io[q].recv = m->rank != root && q == root;
     }
-    int rc = exchange(m, io, buf, dst, bytes, err, errlen);
+    sg_status rc = exchange(m, io, buf, dst, bytes, err, errlen);
     free(io);
     free(dst);
     return rc;

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "core/status.h"
 #include "dist/store.h"
 
 typedef struct sg_mesh sg_mesh;
@@ -28,10 +29,13 @@ typedef struct sg_mesh sg_mesh;
 sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s);
 void sg_mesh_destroy(sg_mesh *m);
 
-/* out[r * bytes ...] = rank r's in (out holds world * bytes). 0, or -1 with
- * a reason naming the peer in err. */
-int sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err, size_t errlen);
-/* buf (bytes) from root to every rank. */
-int sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err, size_t errlen);
+/* out[r * bytes ...] = rank r's in (out holds world * bytes). SG_OK, or
+ * SG_ERR_RUNTIME with a reason naming the peer in err (not logged: the
+ * communicator logs it with its context). */
+sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err,
+                            size_t errlen);
+/* buf (bytes) from root to every rank. Same contract. */
+sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err,
+                            size_t errlen);
 
 #endif

@@ -157,12 +157,6 @@ static void nc_destroy(sg_transport *t) {
 
 int sg_transport_nccl_compiled(void) { return 1; }
 
-void sg_dist_cuda_set_device(int device) {
-    cudaError_t e = cudaSetDevice(device);
-    if (e != cudaSuccess)
-        SG_FATAL("cudaSetDevice(%d) failed in the DDP comm thread: %s", device, cudaGetErrorString(e));
-}
-
 sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank, int world,
                                        double timeout_s) {
     nccl_impl *n = calloc(1, sizeof *n);

@@ -11,5 +11,3 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
              "rebuild with the CUDA toolkit (see README) or use dist.backend=gloo", rank);
     return NULL;
 }
-
-void sg_dist_cuda_set_device(int device) { (void)device; }

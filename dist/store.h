@@ -12,7 +12,10 @@
  * handle are serialised by a mutex (a handle may be shared by threads).
  * Return values: 0 ok, -1 error (logged, naming the rank and what to do),
  * SG_STORE_TIMEOUT when a wait timed out (not logged: the caller knows what
- * it was waiting for and names the missing rank).
+ * it was waiting for and names the missing rank). A three-way answer, so
+ * these return int, not sg_status (core/status.h): SG_STORE_TIMEOUT is not a
+ * configuration error; the communicator turns all of them into its own
+ * 0 / -1. Nothing here ends the process except running out of memory.
  */
 #ifndef SG_DIST_STORE_H
 #define SG_DIST_STORE_H

@@ -28,7 +28,8 @@ enum {
 #define SG_STORE_LEFT_KEY "__left"
 
 typedef struct sg_store_server sg_store_server;
-/* Binds addr:port (port 0: any), starts the server thread. NULL after logging. */
+/* Binds addr:port (port 0: any), starts the server thread. NULL after
+ * logging (port taken, no pipe or thread available): never exits. */
 sg_store_server *sg_store_server_start(const char *addr, int port);
 int sg_store_server_port(const sg_store_server *s);
 void sg_store_server_stop(sg_store_server *s);

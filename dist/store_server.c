@@ -284,8 +284,25 @@ sg_store_server *sg_store_server_start(const char *addr, int port) {
     socklen_t sl = sizeof sa;
     getsockname(s->listen_fd, (struct sockaddr *)&sa, &sl);
     s->port = ntohs(sa.sin_port);
-    SG_CHECK(pipe2(s->wake, O_CLOEXEC) == 0, "store server: pipe failed: %s", strerror(errno));
-    SG_CHECK(pthread_create(&s->thread, NULL, server_main, s) == 0, "store server: pthread_create failed");
+    /* resource failures end the start, not the process: the caller reports
+     * that the store could not be hosted */
+    if (pipe2(s->wake, O_CLOEXEC) != 0) {
+        SG_ERROR("rank 0: cannot start the rendezvous store on port %d: pipe failed: %s (too many "
+                 "open files? check ulimit -n)", s->port, strerror(errno));
+        close(s->listen_fd);
+        free(s);
+        return NULL;
+    }
+    int e = pthread_create(&s->thread, NULL, server_main, s);
+    if (e != 0) {
+        SG_ERROR("rank 0: cannot start the rendezvous store's thread: pthread_create failed: %s "
+                 "(too many threads or processes? check ulimit -u)", strerror(e));
+        close(s->wake[0]);
+        close(s->wake[1]);
+        close(s->listen_fd);
+        free(s);
+        return NULL;
+    }
     return s;
 }
 

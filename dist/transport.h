@@ -48,9 +48,6 @@ struct sg_backend;
 sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank,
                                        int world, double timeout_s);
 int sg_transport_gloo_compiled(void);
-/* Makes CUDA device `device` current for the calling thread (the DDP comm
- * thread stages through the CUDA backend's streams). No-op without CUDA. */
-void sg_dist_cuda_set_device(int device);
 int sg_transport_nccl_compiled(void);
 
 #ifdef __cplusplus

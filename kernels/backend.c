@@ -1,8 +1,8 @@
-/* kernels/backend.c - creates a backend from a device string. */
+/* kernels/backend.c - creates a backend from a device string, and checks
+ * that the backend filled every op of its table (naming a missing one). */
 #include "kernels/backend.h"
 
-#include <stdio.h>
-#include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -15,6 +15,80 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts);
 sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts);
 int sg_cuda_device_count(void);
 #endif
+
+/* Every op of sg_ops, in declaration order. The static asserts below fail
+ * to compile when sg_ops gains, loses or reorders a pointer without this
+ * list following, so the completeness check always covers the whole table. */
+#define SG_OPS_LIST(X)                                                                   \
+    X(destroy) X(get_info)                                                               \
+    X(alloc) X(free) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc)         \
+    X(host_free)                                                                         \
+    X(conv_prepare) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_weight) X(bias_fwd)          \
+    X(bias_bwd)                                                                          \
+    X(bn_stats) X(bn_finalize) X(bn_eval_params) X(bn_fwd) X(bn_bwd_reduce)              \
+    X(bn_bwd_elem) X(bn_param_grads)                                                     \
+    X(relu_fwd) X(relu_bwd) X(add) X(scale) X(axpy)                                      \
+    X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) X(resize_fwd)            \
+    X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
+    X(dropout_fwd) X(dropout_bwd)                                                        \
+    X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
+    X(sgd_step) X(normalize_u8) X(sumsq)                                                 \
+    X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
+    X(bind_thread)
+
+#define SG_OP_INDEX(f) SG_OPI_##f,
+enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };
+
+typedef void (*sg_any_fn)(void);
+_Static_assert(sizeof(sg_any_fn) == sizeof(void *) &&
+                   offsetof(sg_ops, name) == 0 && sizeof(const char *) == sizeof(void *),
+               "sg_ops: expected a name pointer followed by function pointers");
+/* Each listed op sits in the slot its position says: no op listed twice,
+ * none out of order... */
+#define SG_OP_SLOT(f)                                                                    \
+    _Static_assert(offsetof(sg_ops, f) == sizeof(void *) * (1 + SG_OPI_##f),             \
+                   "sg_ops: '" #f "' is not where SG_OPS_LIST in kernels/backend.c puts "  \
+                   "it: a member before it is missing from the list, or the list is not in "  \
+                   "the struct's order");
+SG_OPS_LIST(SG_OP_SLOT)
+/* ...and no slot is left out. */
+_Static_assert(sizeof(sg_ops) == sizeof(void *) * (1 + SG_OPS_COUNT),
+               "sg_ops has a member SG_OPS_LIST in kernels/backend.c does not list: add it "
+               "there (and to every backend's table)");
+
+#define SG_OP_ENTRY(f) {#f, offsetof(sg_ops, f)},
+static const struct {
+    const char *name;
+    size_t offset;
+} sg_op_table[SG_OPS_COUNT] = {SG_OPS_LIST(SG_OP_ENTRY)};
+
+/* The first op the backend left NULL, or NULL when the table is complete. */
+static const char *missing_op(const sg_ops *ops) {
+    for (int i = 0; i < SG_OPS_COUNT; i++) {
+        sg_any_fn fn;
+        memcpy(&fn, (const char *)ops + sg_op_table[i].offset, sizeof fn);
+        if (!fn) return sg_op_table[i].name;
+    }
+    return NULL;
+}
+
+/* Returns be, or NULL after logging the first unset op (and destroying be
+ * when its destroy op exists): a bug in that backend, reported when the
+ * backend is created instead of as a NULL call mid-training. */
+static sg_backend *check_ops(sg_backend *be, const char *device) {
+    if (!be) return NULL;
+    const sg_ops *ops = be->ops;
+    const char *name = ops && ops->name ? ops->name : "?";
+    const char *miss = !ops ? "(the whole table)" : !ops->name ? "name" : missing_op(ops);
+    if (!miss) return be;
+    SG_ERROR("device '%s': the %s backend does not implement the op '%s' (its table in "
+             "kernels/%s leaves it NULL): a bug in this build; report it, or use another "
+             "device",
+             device, name, miss, strcmp(name, "cuda") == 0 ? "cuda/cuda_backend.cu"
+                                                           : "cpu/cpu_backend.c");
+    if (ops && ops->destroy) ops->destroy(be);
+    return NULL;
+}
 
 int sg_conv_desc_init(sg_conv_desc *d) {
     d->oh = (d->h + 2 * d->pad_h - d->dil_h * (d->r - 1) - 1) / d->stride_h + 1;
@@ -32,12 +106,30 @@ int sg_backend_cuda_device_count(void) {
 #endif
 }
 
+/* Parses "cuda" (index 0) or "cuda:N" (N decimal digits only); -1 if malformed. */
+static int cuda_index(const char *device) {
+    if (strncmp(device, "cuda", 4) != 0) return -1;
+    if (device[4] == 0) return 0;
+    if (device[4] != ':' || device[5] == 0) return -1;
+    long v = 0;
+    for (const char *p = device + 5; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+        if (v > 1024) return -1;
+    }
+    return (int)v;
+}
+
 sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {
     sg_backend_opts defaults = {0, 1, 0};
     if (!opts) opts = &defaults;
+    if (!device || !device[0]) {
+        SG_ERROR("device is empty: set device to cpu, cuda or cuda:N");
+        return NULL;
+    }
     if (strcmp(device, "cpu") == 0) {
 #if SG_HAVE_CPU
-        return sg_cpu_backend_create(opts);
+        return check_ops(sg_cpu_backend_create(opts), device);
 #else
         SG_ERROR("device 'cpu': this is a GPU-only build (meson -Dgpu_only=true); "
                  "use device: cuda, or rebuild without -Dgpu_only");
@@ -45,21 +137,18 @@ sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {
 #endif
     }
     if (strncmp(device, "cuda", 4) == 0) {
-        int idx = 0;
-        if (device[4] == ':') {
-            char *end = NULL;
-            long v = strtol(device + 5, &end, 10);
-            if (!end || *end || v < 0 || v > 1024) {
-                SG_ERROR("device '%s': expected cuda or cuda:N with N a device index", device);
-                return NULL;
-            }
-            idx = (int)v;
-        } else if (device[4] != 0) {
-            SG_ERROR("device '%s': expected cpu, cuda or cuda:N", device);
+        int idx = cuda_index(device);
+        if (idx < 0) {
+            if (device[4] == ':')
+                SG_ERROR("device '%s': expected cuda or cuda:N with N a device index "
+                         "(digits only, 0..1024)",
+                         device);
+            else
+                SG_ERROR("device '%s': expected cpu, cuda or cuda:N", device);
             return NULL;
         }
 #if SG_HAVE_CUDA
-        return sg_cuda_backend_create(idx, opts);
+        return check_ops(sg_cuda_backend_create(idx, opts), device);
 #else
         (void)idx;
         SG_ERROR("device '%s': this binary was built without the CUDA backend "

@@ -7,6 +7,11 @@
  * same model code runs on every backend, and every backend is tested against
  * the naive references in tests/.
  *
+ * Code outside kernels/ never asks which backend it has: it asks what the
+ * backend can do (be->caps, SG_CAP_*), and calls ops. sg_backend_create
+ * checks that a backend fills every op of the table (kernels/backend.c
+ * names a missing one).
+ *
  * Conventions (all ops):
  *  - Pointers are device pointers from be->ops->alloc (host memory on the CPU
  *    backend). Sizes are element counts unless named *_bytes.
@@ -210,6 +215,13 @@ typedef struct sg_ops {
     void *(*stream)(sg_backend *be, int which);
     /* Stream `waiter` waits for all work issued so far on stream `waitee`. */
     void (*stream_wait)(sg_backend *be, int waiter, int waitee);
+
+    /* ---- threads ---- */
+    /* Makes the calling thread use this backend's device (CUDA:
+     * cudaSetDevice; CPU: nothing). A thread other than the one that created
+     * the backend calls it once before its first op or stream use (the DDP
+     * comm thread). */
+    void (*bind_thread)(sg_backend *be);
 } sg_ops;
 
 enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };
@@ -226,11 +238,31 @@ typedef struct sg_backend_info {
 struct sg_backend {
     const sg_ops *ops;
     void *impl;           /* backend-private state */
-    int kind;             /* SG_BACKEND_CPU or SG_BACKEND_CUDA */
-    int device_index;     /* CUDA device, -1 on the CPU */
+    unsigned caps;        /* SG_CAP_* flags: what callers may rely on */
+    int device_index;     /* the device's index (cuda:N), -1 on the host */
 };
 
-enum { SG_BACKEND_CPU = 0, SG_BACKEND_CUDA = 1 };
+/* Capabilities (be->caps), in terms of what a caller needs to know. */
+enum {
+    /* Backend memory (ops->alloc) is host memory: the CPU may read and write
+     * it directly, and upload/download/copy are plain copies. Without it,
+     * device pointers must go through upload/download. */
+    SG_CAP_HOST_MEMORY = 1u << 0,
+    /* Ops run asynchronously on separate compute, copy and communication
+     * streams (ops->stream is a native handle) that only ops->stream_wait
+     * orders. Without it, every op has finished when it returns and the
+     * stream ops do nothing. */
+    SG_CAP_ASYNC_STREAMS = 1u << 1,
+    /* A device-collective library (NCCL) can reduce backend memory in place
+     * on the backend's streams: collectives need no staging through host
+     * memory. */
+    SG_CAP_DEVICE_COLLECTIVES = 1u << 2
+};
+
+/* 1 if the backend has every capability in `caps` (0 for a NULL backend). */
+static inline int sg_backend_has(const sg_backend *be, unsigned caps) {
+    return be && (be->caps & caps) == caps;
+}
 
 /* Backend options: plain values, same layout in every build. */
 typedef struct sg_backend_opts {
@@ -241,7 +273,9 @@ typedef struct sg_backend_opts {
 
 /* Creates a backend from a device string: "cpu", "cuda", "cuda:N".
  * Returns NULL with an error logged (naming the device and what to do) when
- * the backend is not compiled in or the device is unusable. */
+ * the string is malformed, the backend is not compiled in, the device is
+ * absent or unusable, or (a bug) the backend left an op unset; it never
+ * exits for these. */
 sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts);
 void sg_backend_destroy(sg_backend *be);
 void sg_backend_get_info(sg_backend *be, sg_backend_info *info);

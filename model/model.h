@@ -17,6 +17,11 @@
  *  - the activation arena: planned once per input shape by sg_model_plan and
  *    reused every step (no allocation inside forward/backward).
  *
+ * Errors (core/status.h): functions that can fail return sg_status (or NULL
+ * for sg_model_create) after logging; a shape or option the user chose that
+ * the model cannot take is SG_ERR_CONFIG. Forward and backward cannot fail:
+ * what could go wrong there is refused when planning.
+ *
  * Conventions: logits are [n, C, h, w] at the input resolution (bilinear,
  * align_corners=False). FLOPs = 2 x multiply-adds of every conv (incl. the
  * classifier and aux head, bias adds not counted), per image; torchvision's
@@ -29,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "kernels/backend.h"
 
 #ifdef __cplusplus
@@ -66,12 +72,13 @@ typedef struct sg_model_opts {
 /* torchvision defaults for `backbone` (rates 12,24,36, OS 8, width 64, 21
  * classes, aux head on, dropout 0.5/0.1, eps 1e-5, momentum 0.1). */
 void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone);
-/* Parses "resnet18|resnet34|resnet50|resnet101"; returns 0 or -1. */
-int sg_backbone_parse(const char *s, sg_backbone *out);
+/* Parses "resnet18|resnet34|resnet50|resnet101". Returns SG_OK, or
+ * SG_ERR_CONFIG without logging (the caller names the key). */
+sg_status sg_backbone_parse(const char *s, sg_backbone *out);
 const char *sg_backbone_name(sg_backbone b);
-/* Fills opts from the config's model section. Returns 0, or 2 after logging
- * which model.* key is invalid and why. */
-int sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cfg);
+/* Fills opts from the config's model section. Returns SG_OK, or
+ * SG_ERR_CONFIG after logging which model.* key is invalid and why. */
+sg_status sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cfg);
 
 typedef enum {
     SG_PK_CONV_WEIGHT = 0,
@@ -162,10 +169,15 @@ int sg_model_freeze_bn_stats(sg_model *m, const char *prefix);
  * free; a different shape frees and re-plans (do it only when the shape
  * changes: eval on full images). sg_model_plan plans for training (forward +
  * backward); sg_model_plan_infer plans forward only (less memory; backward is
- * then an error). Returns 0, or -1 after logging why (e.g. the input is too
- * small for the output stride). */
-int sg_model_plan(sg_model *m, int n, int h, int w);
-int sg_model_plan_infer(sg_model *m, int n, int h, int w);
+ * then an error). Returns SG_OK, or SG_ERR_CONFIG after logging why: the
+ * input is too small for the output stride, or (training plan) a batch-norm
+ * layer that takes batch statistics would see only one value per channel -
+ * e.g. the ASPP pooling branch (1x1 after its global average pool) with
+ * n = 1 and no SyncBN across ranks (hooks world 1); freeze that layer's
+ * statistics (sg_model_freeze_bn_stats) or plan a batch >= 2. Set the hooks
+ * and freeze before planning: the check uses both. */
+sg_status sg_model_plan(sg_model *m, int n, int h, int w);
+sg_status sg_model_plan_infer(sg_model *m, int n, int h, int w);
 /* Bytes of the planned arena (activations, gradients, masks, BN scratch). */
 size_t sg_model_activation_bytes(const sg_model *m);
 /* The arena bytes a plan for [n,3,h,w] would take (train: sg_model_plan,

@@ -22,13 +22,13 @@ const char *sg_backbone_name(sg_backbone b) {
     return (b >= SG_RESNET18 && b <= SG_RESNET101) ? backbone_names[b] : "?";
 }
 
-int sg_backbone_parse(const char *s, sg_backbone *out) {
+sg_status sg_backbone_parse(const char *s, sg_backbone *out) {
     for (int i = 0; i < 4; i++)
         if (strcmp(s, backbone_names[i]) == 0) {
             *out = (sg_backbone)i;
-            return 0;
+            return SG_OK;
         }
-    return -1;
+    return SG_ERR_CONFIG;
 }
 
 void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
@@ -48,64 +48,65 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
     o->bn_momentum = 0.1f;
 }
 
-static int validate_opts(const sg_model_opts *o) {
+/* SG_OK, or SG_ERR_CONFIG after logging the option. */
+static sg_status validate_opts(const sg_model_opts *o) {
     if (o->backbone < SG_RESNET18 || o->backbone > SG_RESNET101) {
         SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101)", (int)o->backbone);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (o->output_stride != 8 && o->output_stride != 16) {
         SG_ERROR("model.output_stride = %d: expected 8 or 16", o->output_stride);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (o->n_aspp_rates < 1 || o->n_aspp_rates > SG_MODEL_MAX_RATES) {
         SG_ERROR("model.aspp_rates: %d rates, expected 1..%d", o->n_aspp_rates, SG_MODEL_MAX_RATES);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     for (int i = 0; i < o->n_aspp_rates; i++)
         if (o->aspp_rates[i] < 1 || o->aspp_rates[i] > 1024) {
             SG_ERROR("model.aspp_rates[%d] = %d: expected 1..1024", i, o->aspp_rates[i]);
-            return -1;
+            return SG_ERR_CONFIG;
         }
     if (o->num_classes < 1 || o->num_classes > 255) {
         SG_ERROR("model.num_classes = %d: expected 1..255 (labels are uint8, 255 = ignore)",
                  o->num_classes);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (!(o->aspp_dropout >= 0 && o->aspp_dropout < 1) || !(o->aux_dropout >= 0 && o->aux_dropout < 1)) {
         SG_ERROR("model.aspp_dropout = %g / model.aux_dropout = %g: expected 0 <= p < 1",
                  o->aspp_dropout, o->aux_dropout);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (o->base_width < 1 || o->base_width > 1024) {
         SG_ERROR("model.base_width = %d: expected 1..1024 (64 = torchvision)", o->base_width);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (!(o->bn_eps > 0) || !(o->bn_momentum >= 0 && o->bn_momentum <= 1)) {
         SG_ERROR("model.bn_eps = %g must be > 0 and model.bn_momentum = %g in [0, 1]", o->bn_eps,
                  o->bn_momentum);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     for (int i = 0; i < 4; i++)
         if (o->blocks[i] < 0 || o->blocks[i] > 64) {
             SG_ERROR("model blocks[%d] = %d: expected 0 (backbone default) or 1..64", i, o->blocks[i]);
-            return -1;
+            return SG_ERR_CONFIG;
         }
-    return 0;
+    return SG_OK;
 }
 
-int sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
+sg_status sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     const sg_model_cfg *mc = &cfg->model;
     sg_backbone b;
-    if (sg_backbone_parse(mc->backbone, &b) != 0) {
+    if (sg_backbone_parse(mc->backbone, &b) != SG_OK) {
         SG_ERROR("config model.backbone = '%s': expected resnet18, resnet34, resnet50 or resnet101",
                  mc->backbone);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     sg_model_opts_default(o, b);
     if (mc->n_aspp_rates < 1 || mc->n_aspp_rates > SG_MODEL_MAX_RATES) {
         SG_ERROR("config model.aspp_rates: %d rates given, expected 1..%d", mc->n_aspp_rates,
                  SG_MODEL_MAX_RATES);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     o->output_stride = mc->output_stride;
     o->n_aspp_rates = mc->n_aspp_rates;
@@ -117,7 +118,7 @@ int sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     o->base_width = mc->base_width;
     o->bn_eps = (float)mc->bn_eps;
     o->bn_momentum = (float)mc->bn_momentum;
-    return validate_opts(o) == 0 ? 0 : 2;
+    return validate_opts(o);
 }
 
 /* ---------------- registry ---------------- */

@@ -18,7 +18,7 @@ static const char *renames[][2] = {
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-int sg_model_canonical_name(const char *file_name, char *out, size_t cap) {
+sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap) {
     const char *s = file_name;
     if (starts(s, "module.")) s += 7; /* DDP-wrapped state dicts */
     const char *pre = "";
@@ -33,17 +33,17 @@ int sg_model_canonical_name(const char *file_name, char *out, size_t cap) {
     if (!*pre && (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer")))
         pre = "encoder.";
     int n = snprintf(out, cap, "%s%s", pre, s);
-    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+    return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
 }
 
-int sg_model_torchvision_name(const char *name, char *out, size_t cap) {
+sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap) {
     for (int i = 0; i < 3; i++)
         if (starts(name, renames[i][1])) {
             int n = snprintf(out, cap, "%s%s", renames[i][0], name + strlen(renames[i][1]));
-            return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+            return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
         }
     int n = snprintf(out, cap, "%s", name);
-    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+    return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
 }
 
 static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
@@ -62,8 +62,8 @@ static int fits(const sg_param *p, const sg_st_tensor *t) {
     return 1;
 }
 
-int sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix, int strict,
-                       sg_load_report *rep) {
+sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix, int strict,
+                             sg_load_report *rep) {
     sg_load_report r = {0, 0, 0, 0};
     const sg_ops *ops = sg_model_backend(m)->ops;
     sg_backend *be = sg_model_backend(m);
@@ -129,29 +129,29 @@ int sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix, int
         SG_ERROR("%s: strict loading: %d missing, %d skipped, %d unexpected tensors (listed "
                  "above); fix the file or set model.pretrained_strict: false",
                  sg_st_path(f), r.missing, r.skipped, r.unexpected);
-        return 2;
+        return SG_ERR_CONFIG;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep) {
+sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep) {
     sg_st_file *f = sg_st_open(path);
-    if (!f) return 2;
-    int rc = sg_model_load_file(m, f, NULL, strict, rep);
+    if (!f) return SG_ERR_CONFIG;
+    sg_status rc = sg_model_load_file(m, f, NULL, strict, rep);
     sg_st_close(f);
     return rc;
 }
 
-int sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
-                           int torchvision_names) {
+sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
+                                 int torchvision_names) {
     sg_backend *be = sg_model_backend(m);
     size_t nw = sg_model_param_count(m, 0), nb = sg_model_buffer_count(m);
     float *hw = malloc((nw ? nw : 1) * sizeof(float)), *hb = malloc((nb ? nb : 1) * sizeof(float));
     SG_CHECK(hw && hb, "out of host memory saving %zu parameters", nw);
     be->ops->download(be, hw, sg_model_weights(m), nw * sizeof(float));
     be->ops->download(be, hb, sg_model_buffers(m), nb * sizeof(float));
-    int rc = 0;
-    for (int i = 0; i < sg_model_num_params(m) && rc == 0; i++) {
+    sg_status rc = SG_OK;
+    for (int i = 0; i < sg_model_num_params(m) && rc == SG_OK; i++) {
         const sg_param *p = sg_model_param(m, i);
         char tv[128], name[300];
         if (torchvision_names) sg_model_torchvision_name(p->name, tv, sizeof tv);
@@ -168,7 +168,7 @@ int sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
     return rc;
 }
 
-int sg_model_save(sg_model *m, const char *path, int torchvision_names) {
+sg_status sg_model_save(sg_model *m, const char *path, int torchvision_names) {
     sg_st_writer *w = sg_st_writer_create();
     const sg_model_opts *o = sg_model_get_opts(m);
     char buf[64];
@@ -182,8 +182,8 @@ int sg_model_save(sg_model *m, const char *path, int torchvision_names) {
     sg_st_writer_meta(w, "output_stride", buf);
     snprintf(buf, sizeof buf, "%d", o->base_width);
     sg_st_writer_meta(w, "base_width", buf);
-    int rc = sg_model_add_to_writer(m, w, NULL, torchvision_names);
-    if (rc == 0) rc = sg_st_writer_write(w, path);
+    sg_status rc = sg_model_add_to_writer(m, w, NULL, torchvision_names);
+    if (rc == SG_OK) rc = sg_st_writer_write(w, path);
     sg_st_writer_destroy(w);
     if (rc != 0) SG_ERROR("saving the model to %s failed (see above)", path);
     return rc;

@@ -7,6 +7,8 @@
  * state-dict order (num_batches_tracked as I64) with segtrain or torchvision
  * names. The model writes its tensors into a caller's sg_st_writer so the
  * trainer can put optimizer state in the same checkpoint file.
+ * Errors (core/status.h): weights that do not fit the model are the user's
+ * choice of file, SG_ERR_CONFIG; writing failures SG_ERR_RUNTIME.
  */
 #ifndef SG_MODEL_MODEL_IO_H
 #define SG_MODEL_MODEL_IO_H
@@ -27,29 +29,32 @@ typedef struct sg_load_report {
 
 /* Maps a file tensor name to a segtrain registry name: strips "module.",
  * renames backbone./classifier./aux_classifier. Writes into out (cap bytes);
- * returns 0, or -1 if it does not fit. */
-int sg_model_canonical_name(const char *file_name, char *out, size_t cap);
-/* segtrain name -> torchvision name (encoder. -> backbone., ...). */
-int sg_model_torchvision_name(const char *name, char *out, size_t cap);
+ * returns SG_OK, or SG_ERR_RUNTIME if it does not fit (not logged: the
+ * caller names the file). */
+sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap);
+/* segtrain name -> torchvision name (encoder. -> backbone., ...). Same contract. */
+sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap);
 
 /* Loads every registry entry found in the open file under its name (after
  * sg_model_canonical_name; `prefix`, if not NULL/"", is stripped from file
  * names first and file tensors without it are ignored). Logs each missing and
  * skipped key (up to a limit) and a summary line. strict: any missing,
- * skipped or unexpected key is an error. Returns 0, or 2 after logging. */
-int sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix,
-                       int strict, sg_load_report *rep);
-/* Opens `path` and loads from it (as above, no prefix). */
-int sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep);
+ * skipped or unexpected key is an error. Returns SG_OK, or SG_ERR_CONFIG
+ * after logging. */
+sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix,
+                             int strict, sg_load_report *rep);
+/* Opens `path` and loads from it (as above, no prefix; an unreadable file is
+ * SG_ERR_CONFIG too, logged by sg_st_open). */
+sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep);
 
 /* Adds every registry entry to w in state-dict order, named prefix + name
  * (segtrain) or prefix + torchvision name. Downloads from the device.
- * Returns 0 or -1. */
-int sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
-                           int torchvision_names);
+ * Returns SG_OK, or SG_ERR_RUNTIME after logging the tensor. */
+sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
+                                 int torchvision_names);
 /* Saves the registry to `path` (metadata: format=segtrain, backbone,
- * num_classes, ...). Returns 0 or -1 after logging. */
-int sg_model_save(sg_model *m, const char *path, int torchvision_names);
+ * num_classes, ...). Returns SG_OK, or SG_ERR_RUNTIME after logging. */
+sg_status sg_model_save(sg_model *m, const char *path, int torchvision_names);
 
 #ifdef __cplusplus
 }

@@ -10,8 +10,12 @@
  * inference plan activations live from their producer to their last
  * consumer. Placement is greedy first-fit,
  * largest first, over these intervals.
+ *
+ * A training plan also refuses what batch-norm training cannot do (one
+ * value per channel), so the forward pass never meets it.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,9 +26,9 @@
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* Fills shapes of t[] and conv descs of l[] for input [n,3,h,w]. Returns 0,
- * or -1 (logged) if a layer's output would be empty. */
-static int compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w) {
+/* Fills shapes of t[] and conv descs of l[] for input [n,3,h,w]. Returns
+ * SG_OK, or SG_ERR_CONFIG (logged) if a layer's output would be empty. */
+static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w) {
     t[0].c = 3;
     t[0].h = h;
     t[0].w = w;
@@ -48,7 +52,7 @@ static int compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, i
             if (sg_conv_desc_init(d) != 0) {
                 SG_ERROR("model: input %dx%d is too small: conv %s gets %dx%d; use a larger crop",
                          h, w, m->params[L->w_param].name, x->h, x->w);
-                return -1;
+                return SG_ERR_CONFIG;
             }
             y->h = d->oh;
             y->w = d->ow;
@@ -77,11 +81,11 @@ static int compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, i
         }
         if (y->h < 1 || y->w < 1) {
             SG_ERROR("model: input %dx%d is too small for this network", h, w);
-            return -1;
+            return SG_ERR_CONFIG;
         }
     }
     for (int i = 0; i < m->n_t; i++) t[i].count = (size_t)n * t[i].c * t[i].h * t[i].w;
-    return 0;
+    return SG_OK;
 }
 
 double sg_model_macs(const sg_model *m, int h, int w) {
@@ -91,7 +95,7 @@ double sg_model_macs(const sg_model *m, int h, int w) {
     memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
     memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
     double macs = 0;
-    if (compute_shapes(m, t, l, 1, h, w) == 0)
+    if (compute_shapes(m, t, l, 1, h, w) == SG_OK)
         for (int li = 0; li < m->n_l; li++)
             if (l[li].type == L_CONV) {
                 const sg_conv_desc *d = &l[li].desc;
@@ -211,14 +215,16 @@ typedef struct plan_offs {
 } plan_offs;
 
 /* Computes shapes and the arena layout for input [n,3,h,w] into t[] and l[]
- * (the model's own arrays, or copies). Returns 0 or -1 (logged). */
-static int layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w, int mode,
-                  int world, plan_offs *po) {
+ * (the model's own arrays, or copies). Returns SG_OK or SG_ERR_CONFIG
+ * (logged). */
+static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
+                        int mode, int world, plan_offs *po) {
     if (n < 1 || h < 1 || w < 1) {
         SG_ERROR("model: cannot plan for input [%d, 3, %d, %d]", n, h, w);
-        return -1;
+        return SG_ERR_CONFIG;
     }
-    if (compute_shapes(m, t, l, n, h, w) != 0) return -1;
+    sg_status st = compute_shapes(m, t, l, n, h, w);
+    if (st != SG_OK) return st;
     int train = mode == 1;
     int L = m->n_l;
     for (int i = 0; i < m->n_t; i++) t[i].last_consumer = -1;
@@ -304,7 +310,7 @@ static int layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, in
     po->total = base + place(it, ni);
     for (int i = 0; i < ni; i++) *it[i].dst = base + it[i].off;
     free(it);
-    return 0;
+    return SG_OK;
 }
 
 static int hooks_world(const sg_model *m) {
@@ -318,20 +324,62 @@ size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
     memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
     memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
     plan_offs po;
-    size_t total = layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), &po) == 0 ? po.total : 0;
+    size_t total =
+        layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), &po) == SG_OK ? po.total : 0;
     free(t);
     free(l);
     return total;
 }
 
-static int do_plan(sg_model *m, int n, int h, int w, int mode) {
-    if (m->planned == mode && m->n == n && m->h == h && m->w == w) return 0;
+/* 1 if tensor ti is 1x1 because of the global average pool (the ASPP
+ * pooling branch): its size does not grow with the input. */
+static int after_global_pool(const sg_model *m, int ti) {
+    for (int p = m->t[ti].producer; p >= 0; p = m->t[m->l[p].in[0]].producer) {
+        if (m->l[p].type == L_AVGPOOL) return 1;
+        if (m->l[p].type == L_RESIZE) return 0;
+    }
+    return 0;
+}
+
+/* Training plan (shapes filled for batch n): a BN layer that normalises with
+ * batch statistics needs more than one value per channel - with one, x - mean
+ * is 0 and the variance undefined (PyTorch's BatchNorm refuses it too).
+ * world: ranks whose values SyncBN pools (1 without SyncBN). */
+static sg_status check_bn_values(const sg_model *m, int n, int h, int w, int world) {
+    for (int li = 0; li < m->n_l; li++) {
+        const sg_layer *l = &m->l[li];
+        if (l->type != L_BN || l->frozen_stats) continue;
+        const sg_tensor *y = &m->t[l->out];
+        long long values = (long long)n * y->h * y->w * world;
+        if (values > 1) continue;
+        char name[sizeof m->params[0].name];
+        snprintf(name, sizeof name, "%s", m->params[l->bn_p[0]].name);
+        char *dot = strrchr(name, '.'); /* "...bn1.weight" -> "...bn1" */
+        if (dot) *dot = '\0';
+        int pooled = after_global_pool(m, l->out);
+        SG_ERROR("model: batch norm %s would normalise %lld value per channel in training: its "
+                 "output is [%d, %d, %d, %d] for the input [%d, 3, %d, %d]%s, and no SyncBN "
+                 "pools other ranks' values. Use train.batch_size >= 2 (images per rank and "
+                 "micro-batch)%s, or model.sync_bn: true with 2 or more ranks "
+                 "(--nproc-per-node), or train.freeze_bn_stats: true (running statistics)",
+                 name, values, n, y->c, y->h, y->w, n, h, w,
+                 pooled ? " (after the ASPP global average pool: 1x1 at any crop size)" : "",
+                 pooled ? "" : ", or a larger data.crop_size");
+        return SG_ERR_CONFIG;
+    }
+    return SG_OK;
+}
+
+static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
+    if (m->planned == mode && m->n == n && m->h == h && m->w == w) return SG_OK;
     sg_model_release_plan(m);
     const sg_ops *ops = m->be->ops;
     int train = mode == 1;
     int world = hooks_world(m);
     plan_offs po;
-    if (layout(m, m->t, m->l, n, h, w, mode, world, &po) != 0) return -1;
+    sg_status st = layout(m, m->t, m->l, n, h, w, mode, world, &po);
+    if (st == SG_OK && train) st = check_bn_values(m, n, h, w, world);
+    if (st != SG_OK) return st;
     m->max_c = po.max_c;
     m->arena = ops->alloc(m->be, po.total);
     m->arena_bytes = po.total;
@@ -371,11 +419,11 @@ static int do_plan(sg_model *m, int n, int h, int w, int mode) {
     m->w = w;
     SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB", train ? "training" : "inference",
              n, h, w, (double)po.total / (1 << 20));
-    return 0;
+    return SG_OK;
 }
 
-int sg_model_plan(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 1); }
-int sg_model_plan_infer(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 2); }
+sg_status sg_model_plan(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 1); }
+sg_status sg_model_plan_infer(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 2); }
 size_t sg_model_activation_bytes(const sg_model *m) { return m->arena_bytes; }
 
 float *sg_model_input(sg_model *m) { return m->planned ? m->t[0].val : NULL; }

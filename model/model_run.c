@@ -35,20 +35,28 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
         }
         int64_t total = 0;
         for (int r = 0; r < world; r++) total += m->counts[r];
-        if (total <= 1)
-            SG_FATAL("%s: batch norm in training needs more than 1 value per channel, got %lld "
-                     "(input [%d, %d, %d, %d]); use batch size >= 2 per step, SyncBN across ranks, "
-                     "or freeze this layer's statistics",
-                     gamma->name, (long long)total, n, c, yt->h, yt->w);
-        ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, m->o.bn_eps,
-                         m->o.bn_momentum, l->mean, l->invstd, rm->data, rv->data);
-        (*nbt->i64)++;
-        l->batch_stats_used = 1;
-        l->count_global = (double)total;
-    } else {
-        ops->bn_eval_params(be, rm->data, rv->data, c, m->o.bn_eps, l->mean, l->invstd);
-        l->batch_stats_used = 0;
+        /* sg_model_plan refuses a layer that would see one value per channel
+         * (model_plan.c), so only a failed SyncBN gather gets here: the
+         * communicator is broken and the step's sg_ddp_wait reports it. The
+         * running statistics keep this step's output finite until then. */
+        SG_CHECK(total > 1 || world > 1,
+                 "%s: batch norm in training got %lld value(s) per channel (input [%d, %d, %d, "
+                 "%d]); sg_model_plan should have refused this shape (internal error)",
+                 gamma->name, (long long)total, n, c, yt->h, yt->w);
+        if (total > 1) {
+            ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c,
+                             m->o.bn_eps, m->o.bn_momentum, l->mean, l->invstd, rm->data,
+                             rv->data);
+            (*nbt->i64)++;
+            l->batch_stats_used = 1;
+            l->count_global = (double)total;
+            ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c,
+                        hw, l->relu);
+            return;
+        }
     }
+    ops->bn_eval_params(be, rm->data, rv->data, c, m->o.bn_eps, l->mean, l->invstd);
+    l->batch_stats_used = 0;
     ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c, hw,
                 l->relu);
 }

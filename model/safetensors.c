@@ -193,8 +193,8 @@ static int jp_int_array(jp *p, int64_t *v, int cap) {
 
 /* ---------------- reader ---------------- */
 
-static int st_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int st_error(const char *path, const char *fmt, ...) {
+static sg_status st_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static sg_status st_error(const char *path, const char *fmt, ...) {
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
@@ -203,7 +203,7 @@ static int st_error(const char *path, const char *fmt, ...) {
     for (char *c = msg; *c; c++) /* names from a corrupt file may hold anything */
         if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
     SG_ERROR("safetensors file %s: %s", path, msg);
-    return -1;
+    return SG_ERR_RUNTIME;
 }
 
 static int dtype_parse(const char *s, sg_st_dtype *d, size_t *el) {
@@ -484,20 +484,20 @@ void sg_st_meta_get(const sg_st_file *f, int i, const char **key, const char **v
     *value = f->meta_v[i];
 }
 
-int sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count) {
+sg_status sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count) {
     if (t->dtype != SG_ST_F32 || t->count != count)
         return st_error(f->path, "tensor '%s': expected %zu F32 values, file has %zu %s", t->name,
                         count, t->count, t->dtype == SG_ST_F32 ? "F32" : "I64");
     memcpy(dst, t->data, t->nbytes);
-    return 0;
+    return SG_OK;
 }
 
-int sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count) {
+sg_status sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count) {
     if (t->dtype != SG_ST_I64 || t->count != count)
         return st_error(f->path, "tensor '%s': expected %zu I64 values, file has %zu %s", t->name,
                         count, t->count, t->dtype == SG_ST_F32 ? "F32" : "I64");
     memcpy(dst, t->data, t->nbytes);
-    return 0;
+    return SG_OK;
 }
 
 /* ---------------- writer ---------------- */
@@ -540,17 +540,17 @@ void sg_st_writer_destroy(sg_st_writer *w) {
     free(w);
 }
 
-int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
-                     const int64_t *shape, const void *data) {
+sg_status sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
+                           const int64_t *shape, const void *data) {
     if (!name || !*name || strcmp(name, "__metadata__") == 0 || ndim < 0 || ndim > SG_ST_MAX_DIMS) {
         SG_ERROR("safetensors writer: invalid tensor name '%s' or ndim %d", name ? name : "(null)",
                  ndim);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0) {
             SG_ERROR("safetensors writer: tensor '%s' added twice", name);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 64;
@@ -567,7 +567,7 @@ int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int n
         if (shape[i] < 0) {
             SG_ERROR("safetensors writer: tensor '%s' has a negative dimension", name);
             free(t->name);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         t->shape[i] = shape[i];
         count *= (size_t)shape[i];
@@ -578,15 +578,15 @@ int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int n
              t->nbytes);
     if (t->nbytes) memcpy(t->data, data, t->nbytes);
     w->n++;
-    return 0;
+    return SG_OK;
 }
 
-int sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value) {
+sg_status sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value) {
     for (int i = 0; i < w->n_meta; i++)
         if (strcmp(w->mk[i], key) == 0) {
             free(w->mv[i]);
             w->mv[i] = strdup(value);
-            return 0;
+            return SG_OK;
         }
     if (w->n_meta == w->cap_meta) {
         w->cap_meta = w->cap_meta ? 2 * w->cap_meta : 8;
@@ -596,7 +596,7 @@ int sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value) {
     }
     w->mk[w->n_meta] = strdup(key);
     w->mv[w->n_meta++] = strdup(value);
-    return 0;
+    return SG_OK;
 }
 
 typedef struct sbuf { char *s; size_t n, cap; } sbuf;
@@ -633,7 +633,7 @@ static void sb_json_string(sbuf *b, const char *s) {
     sb_str(b, "\"");
 }
 
-int sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name) {
+sg_status sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name) {
     sbuf h = {0};
     sb_str(&h, "{");
     int first = 1;
@@ -676,12 +676,12 @@ int sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name) {
     if (!ok || fflush(out) != 0) {
         SG_ERROR("safetensors: writing %s failed: %s; check free disk space and permissions", name,
                  strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_st_writer_write(sg_st_writer *w, const char *path) {
+sg_status sg_st_writer_write(sg_st_writer *w, const char *path) {
     size_t len = strlen(path) + 8;
     char *tmp = malloc(len);
     SG_CHECK(tmp, "out of host memory");
@@ -691,20 +691,20 @@ int sg_st_writer_write(sg_st_writer *w, const char *path) {
         SG_ERROR("safetensors: cannot create %s: %s; check the directory exists and is writable",
                  tmp, strerror(errno));
         free(tmp);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    int rc = sg_st_writer_write_stream(w, out, tmp);
+    sg_status rc = sg_st_writer_write_stream(w, out, tmp);
     if (rc == 0 && fsync(fileno(out)) != 0) {
         SG_ERROR("safetensors: fsync %s failed: %s", tmp, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     if (fclose(out) != 0 && rc == 0) {
         SG_ERROR("safetensors: closing %s failed: %s", tmp, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     if (rc == 0 && rename(tmp, path) != 0) {
         SG_ERROR("safetensors: rename %s -> %s failed: %s", tmp, path, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     if (rc != 0) unlink(tmp);
     free(tmp);

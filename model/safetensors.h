@@ -10,8 +10,9 @@
  * dtype F32 or I64 only, shape product x element size == byte length, ranges
  * inside the file and non-overlapping) and the writer (tensors added from
  * host memory, written to a path atomically via a temporary file + rename).
- * Errors are logged naming the file and tensor, and the call returns
- * NULL / non-zero: a corrupt or truncated file never crashes.
+ * Errors are logged naming the file and tensor, and the call returns NULL
+ * or SG_ERR_RUNTIME (core/status.h): a corrupt or truncated file never
+ * crashes. Only running out of host memory is fatal.
  */
 #ifndef SG_MODEL_SAFETENSORS_H
 #define SG_MODEL_SAFETENSORS_H
@@ -19,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "core/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,9 +60,9 @@ int sg_st_meta_count(const sg_st_file *f);
 void sg_st_meta_get(const sg_st_file *f, int i, const char **key, const char **value);
 
 /* Copy a tensor's elements out (count must equal t->count and the dtype
- * must match; returns 0, or -1 after logging). */
-int sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count);
-int sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count);
+ * must match; returns SG_OK, or SG_ERR_RUNTIME after logging). */
+sg_status sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count);
+sg_status sg_st_read_i64(const sg_st_file *f, const sg_st_tensor *t, int64_t *dst, size_t count);
 
 /* ---- writer ---- */
 typedef struct sg_st_writer sg_st_writer;
@@ -67,17 +70,17 @@ typedef struct sg_st_writer sg_st_writer;
 sg_st_writer *sg_st_writer_create(void);
 void sg_st_writer_destroy(sg_st_writer *w);
 /* Adds a tensor; the data is copied (count = product of shape, 1 for a
- * scalar). Returns 0, or -1 (duplicate or invalid name). Names keep the
- * order they were added in. */
-int sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
-                     const int64_t *shape, const void *data);
-/* Adds or replaces a __metadata__ entry. */
-int sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value);
-/* Writes to `path` through path.tmp + rename. Returns 0, or -1 after
- * logging (naming the path and the failing call). */
-int sg_st_writer_write(sg_st_writer *w, const char *path);
-/* Writes to an open stream (name used in messages). */
-int sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name);
+ * scalar). Returns SG_OK, or SG_ERR_RUNTIME after logging (duplicate or
+ * invalid name). Names keep the order they were added in. */
+sg_status sg_st_writer_add(sg_st_writer *w, const char *name, sg_st_dtype dtype, int ndim,
+                           const int64_t *shape, const void *data);
+/* Adds or replaces a __metadata__ entry. Returns SG_OK. */
+sg_status sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value);
+/* Writes to `path` through path.tmp + rename. Returns SG_OK, or
+ * SG_ERR_RUNTIME after logging (naming the path and the failing call). */
+sg_status sg_st_writer_write(sg_st_writer *w, const char *path);
+/* Writes to an open stream (name used in messages). Same contract. */
+sg_status sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name);
 
 #ifdef __cplusplus
 }

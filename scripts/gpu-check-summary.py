@@ -4,7 +4,7 @@
 Usage: gpu-check-summary.py RESULTS_TSV OUT_JSON [OUT_DIR]
 
 RESULTS_TSV has one line per step: name <TAB> pass|fail|not-available <TAB> detail.
-From OUT_DIR it also reads ops.log (per-case results of test_cuda_ops) and the
+From OUT_DIR it also reads ops.log (per-op results of `test_backend_ops cuda`) and the
 bench JSON files (bench-segtrain.json, bench-torch.json, bench-torch-fp32.json),
 and writes the ratio segtrain / PyTorch img/s where both were measured.
 Nothing is filled in that was not measured: a missing figure stays null.
@@ -30,20 +30,34 @@ def read_results(path):
 
 
 def ops_cases(log_path):
-    """Per-case pass/fail from test_cuda_ops' output ("case NAME", then FAIL lines)."""
+    """Per-op results from test_backend_ops' output: "OP: N cases ok" or
+    "OP: F of N cases FAILED" per op, and "  FAIL OP [CONFIG] PARAMS: ERROR"
+    per failure (also for a case the process died in, before any tally)."""
     if not os.path.exists(log_path):
         return None
-    cases, current = {}, None
+    ops = {}
+
+    def op(name):
+        return ops.setdefault(name, {"status": "pass", "cases": None, "failed": 0,
+                                     "failures": []})
+
     with open(log_path, errors="replace") as f:
         for line in f:
-            m = re.match(r"^case (\S+)", line)
+            m = re.match(r"^  FAIL (\S+) \[([^\]]*)\] (.*)$", line)
             if m:
-                current = m.group(1)
-                cases[current] = {"status": "pass", "failures": []}
-            elif current and ("FAIL" in line or "rel err" in line):
-                cases[current]["status"] = "fail"
-                cases[current]["failures"].append(line.strip())
-    return cases
+                o = op(m.group(1))
+                o["status"] = "fail"
+                o["failures"].append("[%s] %s" % (m.group(2), m.group(3).strip()))
+                continue
+            m = re.match(r"^(\S+): (\d+) cases? ok", line)
+            if m:
+                op(m.group(1))["cases"] = int(m.group(2))
+                continue
+            m = re.match(r"^(\S+): (\d+) of (\d+) cases? FAILED", line)
+            if m:
+                o = op(m.group(1))
+                o.update(status="fail", failed=int(m.group(2)), cases=int(m.group(3)))
+    return ops
 
 
 def load_json(path):

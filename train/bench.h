@@ -22,7 +22,7 @@
  *
  * It also measures the device's peak FLOP/s with the backend's own conv op on
  * a compute-bound 3x3 convolution (see sg_bench_conv_peak), unless a peak is
- * stated. Owns nothing after it returns; train/bench.c prints and writes JSON.
+ * stated. Owns nothing after it returns; cmd/bench.c prints and writes JSON.
  */
 #ifndef SG_TRAIN_BENCH_H
 #define SG_TRAIN_BENCH_H
@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "train/train_core.h" /* the phases SG_PH_* */
 #include "kernels/backend.h"
 
@@ -69,10 +70,9 @@ typedef struct sg_bench_result {
     size_t params;
 } sg_bench_result;
 
-/* Runs the benchmark. Returns 0, 1 (runtime failure, logged) or 2
- * (configuration error, logged). r is filled on 0; free with
- * sg_bench_result_free. */
-int sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r);
+/* Runs the benchmark. Returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG
+ * (logged). r is filled on SG_OK; free with sg_bench_result_free. */
+sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r);
 void sg_bench_result_free(sg_bench_result *r);
 
 /* Measured peak FLOP/s of be's conv_fwd on a compute-bound 3x3 convolution

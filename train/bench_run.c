@@ -82,23 +82,27 @@ static void make_synthetic(bench *b, int k) {
     b->h_valid[k] = valid;
 }
 
-static int start_list(bench *b) {
+/* SG_OK or SG_ERR_RUNTIME (logged). */
+static sg_status start_list(bench *b) {
     int B = b->c.B;
     int64_t n = sg_sampler_rank_indices(&b->sampler, b->epoch, b->c.rank, 0, b->idx);
-    if (n < 0) return -1;
+    if (n < 0) {
+        SG_ERROR("bench --with-data: rank %d has no sample list (internal error)", b->c.rank);
+        return SG_ERR_RUNTIME;
+    }
     int64_t use = n / B * B;  /* whole batches only: every step has the same shape */
     if (use == 0) {
         SG_ERROR("bench --with-data: %s has %lld samples for this rank, fewer than "
                  "train.batch_size %d; lower the batch size or use synthetic data (no "
                  "--with-data)", b->cfg->data.train_split, (long long)n, B);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     return sg_loader_start(b->loader, b->idx, use, b->epoch);
 }
 
 /* Synthetic: K host batches made once. --with-data: the trainer's loader
  * over data.train_split. */
-static int setup_data(bench *b) {
+static sg_status setup_data(bench *b) {
     const sg_config *cfg = b->cfg;
     sg_backend *be = b->c.be;
     int K = b->c.K;
@@ -113,22 +117,22 @@ static int setup_data(bench *b) {
             b->h_lab[k] = be->ops->host_alloc(be, px);
             make_synthetic(b, k);
         }
-        return 0;
+        return SG_OK;
     }
     if (!cfg->data.train_split[0]) {
         SG_ERROR("bench --with-data: data.train_split is empty; set it (and data.root) or "
                  "drop --with-data to use synthetic batches");
-        return 2;
+        return SG_ERR_CONFIG;
     }
     b->ds = sg_dataset_open(&cfg->data, cfg->data.train_split, b->c.C);
-    if (!b->ds) return 1;
+    if (!b->ds) return SG_ERR_RUNTIME;
     int64_t N = sg_dataset_size(b->ds);
     b->sampler = (sg_sampler){N, b->c.world, cfg->data.shuffle, 1, (uint64_t)cfg->seed};
     b->idx = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
     SG_CHECK(b->idx != NULL, "out of host memory");
     b->loader = sg_train_core_loader(&b->c, b->ds);
-    if (!b->loader) return 1;
-    return start_list(b) == 0 ? 0 : 1;
+    if (!b->loader) return SG_ERR_RUNTIME;
+    return start_list(b);
 }
 
 static void teardown(bench *b) {
@@ -147,8 +151,9 @@ static void teardown(bench *b) {
     sg_train_core_close(&b->c);
 }
 
-/* The step's K micro-batches onto the device (phase: data). */
-static int fetch(bench *b) {
+/* The step's K micro-batches onto the device (phase: data). SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+static sg_status fetch(bench *b) {
     sg_train_core *c = &b->c;
     const sg_ops *ops = c->be->ops;
     size_t px = (size_t)c->B * c->crop_h * c->crop_w;
@@ -165,44 +170,49 @@ static int fetch(bench *b) {
         }
         sg_batch *bt = NULL;
         int r = sg_loader_next(b->loader, &bt);
-        if (r < 0) return -1;
+        if (r < 0) return SG_ERR_RUNTIME;
         if (r == 0) { /* end of the list: the next epoch */
             b->epoch++;
-            if (start_list(b) != 0) return -1;
+            if (start_list(b) != SG_OK) return SG_ERR_RUNTIME;
             k--;
             continue;
         }
         size_t bpx = (size_t)bt->n * bt->h * bt->w;
-        SG_CHECK(bt->n == c->B && bt->h == c->crop_h && bt->w == c->crop_w,
-                 "bench: the loader returned a %dx%dx%d batch, expected %dx%dx%d", bt->n, bt->h,
-                 bt->w, c->B, c->crop_h, c->crop_w);
+        if (bt->n != c->B || bt->h != c->crop_h || bt->w != c->crop_w) {
+            SG_ERROR("bench: the loader returned a %dx%dx%d batch, expected %dx%dx%d "
+                     "(data.crop_size; internal error)", bt->n, bt->h, bt->w, c->B, c->crop_h,
+                     c->crop_w);
+            sg_loader_release(b->loader, bt);
+            return SG_ERR_RUNTIME;
+        }
         ops->upload(c->be, mb->img, bt->images, bpx * 3);
         ops->upload(c->be, mb->lab, bt->labels, bpx);
         mb->n = bt->n;
         mb->valid = bt->valid_pixels;
         sg_loader_release(b->loader, bt);
     }
-    return 0;
+    return SG_OK;
 }
 
 /* One optimizer step: the trainer's (sg_train_step) at the constant
- * train.lr, its phases timed through the phase hook. Returns 0 or -1. */
-static int step(bench *b, int64_t iter, double *loss) {
+ * train.lr, its phases timed through the phase hook. SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+static sg_status step(bench *b, int64_t iter, double *loss) {
     memset(b->ph, 0, sizeof b->ph);
     memset(b->phc, 0, sizeof b->phc);
     b->t_mark = sg_now_s();
     b->c_mark = cpu_now_s();
-    if (fetch(b) != 0) return -1;
+    if (fetch(b) != SG_OK) return SG_ERR_RUNTIME;
     mark(b, SG_PH_DATA);
     sg_step_opts so = {.iter = iter, .lr = b->cfg->train.lr, .phase = mark, .ctx = b};
     sg_step_out out;
-    if (sg_train_step(&b->c, b->c.slot, b->c.K, &so, &out) != 0) return -1;
+    if (sg_train_step(&b->c, b->c.slot, b->c.K, &so, &out) != SG_OK) return SG_ERR_RUNTIME;
     if (!b->o->split) { /* whole-step timing: one sync, at the step's end */
         b->c.be->ops->sync(b->c.be);
         mark(b, SG_PH_COMM);
     }
     *loss = out.loss;
-    return 0;
+    return SG_OK;
 }
 
 static double minflt_now(void) {
@@ -217,7 +227,8 @@ static double peak_rss_mib(void) {
     return (double)ru.ru_maxrss / 1024.0;  /* Linux: KiB */
 }
 
-static int measure(bench *b, sg_bench_result *r) {
+/* SG_OK or SG_ERR_RUNTIME (logged). */
+static sg_status measure(bench *b, sg_bench_result *r) {
     const sg_bench_opts *o = b->o;
     r->iters = o->iters;
     r->step_s = calloc((size_t)o->iters, sizeof(double));
@@ -232,7 +243,7 @@ static int measure(bench *b, sg_bench_result *r) {
     int64_t iter = 0;
     for (int i = 0; i < o->warmup; i++) {
         double loss;
-        if (step(b, iter++, &loss) != 0) return 1;
+        if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
         if (b->c.rank == 0)
             SG_INFO("bench: warmup step %d/%d: %.1f ms, loss %.4f", i + 1, o->warmup,
                     1e3 * (b->ph[0] + b->ph[1] + b->ph[2] + b->ph[3] + b->ph[4] + b->ph[5]),
@@ -240,7 +251,7 @@ static int measure(bench *b, sg_bench_result *r) {
     }
     for (int i = 0; i < o->iters; i++) {
         double loss, t0 = sg_now_s(), c0 = cpu_now_s(), f0 = minflt_now();
-        if (step(b, iter++, &loss) != 0) return 1;
+        if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
         r->minflt[i] = minflt_now() - f0;
         r->step_s[i] = sg_now_s() - t0;
         r->cpu_s[i] = cpu_now_s() - c0;
@@ -259,19 +270,19 @@ static int measure(bench *b, sg_bench_result *r) {
     if (!isfinite(r->loss_last))
         SG_WARN("bench: the loss became non-finite (%g); the timings stand, but the weights "
                 "diverged (train.lr %g)", r->loss_last, b->cfg->train.lr);
-    return 0;
+    return SG_OK;
 }
 
-int sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r) {
+sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r) {
     memset(r, 0, sizeof *r);
     bench b;
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
     b.o = o;
-    int rc = sg_train_core_setup(&b.c, cfg);
-    if (rc == 0) rc = setup_data(&b);
-    if (rc == 0) rc = measure(&b, r);
-    if (rc == 0) {
+    sg_status rc = sg_train_core_setup(&b.c, cfg);
+    if (rc == SG_OK) rc = setup_data(&b);
+    if (rc == SG_OK) rc = measure(&b, r);
+    if (rc == SG_OK) {
         sg_backend_info bi;
         sg_backend_get_info(b.c.be, &bi);
         r->rank = b.c.rank;
@@ -297,7 +308,7 @@ int sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *
         }
     }
     teardown(&b);
-    if (rc != 0) sg_bench_result_free(r);
+    if (rc != SG_OK) sg_bench_result_free(r);
     return rc;
 }
 

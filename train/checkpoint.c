@@ -55,53 +55,53 @@ void sg_ckpt_builder_free(sg_ckpt_builder *b) {
     b->w = NULL;
 }
 
-int sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
-                const int64_t *shape, const void *data, size_t nbytes) {
-    if (sg_st_writer_add(b->w, name, dtype, ndim, shape, data) != 0) {
+sg_status sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
+                      const int64_t *shape, const void *data, size_t nbytes) {
+    if (sg_st_writer_add(b->w, name, dtype, ndim, shape, data) != SG_OK) {
         SG_ERROR("checkpoint: cannot add tensor '%s' (duplicate or invalid name)", name);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     b->hash = hash_tensor(b->hash, name, (int)dtype, data, nbytes);
     b->n_tensors++;
-    return 0;
+    return SG_OK;
 }
 
-int sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value) {
-    if (sg_st_writer_meta(b->w, key, value) != 0) {
+sg_status sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value) {
+    if (sg_st_writer_meta(b->w, key, value) != SG_OK) {
         SG_ERROR("checkpoint: cannot set metadata '%s'", key);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (!is_checksum_key(key)) b->meta_hash += hash_meta_entry(key, value);
-    return 0;
+    return SG_OK;
 }
 
-static int fsync_dir_of(const char *path) {
+static sg_status fsync_dir_of(const char *path) {
     char tmp[SG_STR + 64];
     snprintf(tmp, sizeof tmp, "%s", path);
     const char *dir = dirname(tmp);
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
         SG_ERROR("checkpoint: cannot open directory %s to fsync it: %s", dir, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     int rc = fsync(fd);
     int e = errno;
     close(fd);
     if (rc != 0 && e != EINVAL) { /* some filesystems cannot fsync a directory */
         SG_ERROR("checkpoint: fsync of directory %s failed: %s", dir, strerror(e));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
+sg_status sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
     char buf[64];
     snprintf(buf, sizeof buf, "%d", b->n_tensors);
-    if (sg_ckpt_meta(b, "tensor_count", buf)) return -1;
+    if (sg_ckpt_meta(b, "tensor_count", buf)) return SG_ERR_RUNTIME;
     snprintf(buf, sizeof buf, "fnv1a64:%016" PRIx64, b->hash);
-    if (sg_ckpt_meta(b, "checksum", buf)) return -1;
+    if (sg_ckpt_meta(b, "checksum", buf)) return SG_ERR_RUNTIME;
     snprintf(buf, sizeof buf, "sum64:%016" PRIx64, b->meta_hash);
-    if (sg_ckpt_meta(b, "meta_checksum", buf)) return -1;
+    if (sg_ckpt_meta(b, "meta_checksum", buf)) return SG_ERR_RUNTIME;
 
     char tmp[SG_STR + 16];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -109,29 +109,29 @@ int sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
     if (!f) {
         SG_ERROR("checkpoint: cannot create %s: %s (is the run_dir writable? disk full?)", tmp,
                  strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    int rc = sg_st_writer_write_stream(b->w, f, tmp);
-    if (rc == 0 && fflush(f) != 0) {
+    sg_status rc = sg_st_writer_write_stream(b->w, f, tmp);
+    if (rc == SG_OK && fflush(f) != 0) {
         SG_ERROR("checkpoint: writing %s failed: %s (disk full?)", tmp, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
-    if (rc == 0 && fsync(fileno(f)) != 0) {
+    if (rc == SG_OK && fsync(fileno(f)) != 0) {
         SG_ERROR("checkpoint: fsync of %s failed: %s", tmp, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
-    if (fclose(f) != 0 && rc == 0) {
+    if (fclose(f) != 0 && rc == SG_OK) {
         SG_ERROR("checkpoint: closing %s failed: %s (disk full?)", tmp, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
-    if (rc != 0) {
+    if (rc != SG_OK) {
         unlink(tmp);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (rename(tmp, path) != 0) {
         SG_ERROR("checkpoint: rename %s -> %s failed: %s", tmp, path, strerror(errno));
         unlink(tmp);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     return fsync_dir_of(path);
 }
@@ -217,14 +217,16 @@ sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap) {
 }
 
 /* ---------------- the trainer's checkpoint ---------------- */
+/* rc: 0 until some step failed (non-zero after, each failure logged). */
 static void meta_i64(sg_ckpt_builder *b, const char *k, long long v, int *rc) {
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", v);
-    *rc |= sg_ckpt_meta(b, k, buf);
+    *rc |= sg_ckpt_meta(b, k, buf) != SG_OK;
 }
 
-int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_train_state *st,
-                 const sg_lr_schedule *sched, const sg_config *cfg) {
+sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
+                       const sg_train_state *st, const sg_lr_schedule *sched,
+                       const sg_config *cfg) {
     sg_backend *be = sg_model_backend(m);
     sg_ckpt_builder b;
     sg_ckpt_builder_init(&b);
@@ -239,7 +241,7 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
         for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
         if (p->dtype == SG_DT_I64) {
             rc = sg_ckpt_add(&b, p->name, SG_ST_I64, p->ndim, shape, p->i64,
-                             p->count * sizeof(int64_t));
+                             p->count * sizeof(int64_t)) != SG_OK;
             continue;
         }
         if (p->count > host_cap) {
@@ -249,13 +251,19 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
             SG_CHECK(host != NULL, "out of memory (%zu floats) saving a checkpoint", host_cap);
         }
         be->ops->download(be, host, p->data, p->count * sizeof(float));
-        rc = sg_ckpt_add(&b, p->name, SG_ST_F32, p->ndim, shape, host, p->count * sizeof(float));
+        rc = sg_ckpt_add(&b, p->name, SG_ST_F32, p->ndim, shape, host,
+                         p->count * sizeof(float)) != SG_OK;
     }
     for (int i = 0; opt && opt->initialized && i < opt->n && rc == 0; i++) {
         const sg_sgd_entry *e = &opt->e[i];
         if (!e->buf) continue;
         sg_param *p = sg_model_find(m, e->name);
-        SG_CHECK(p != NULL, "optimizer entry %s is not in the model registry", e->name);
+        if (!p) {
+            SG_ERROR("checkpoint: optimizer entry %s is not in the model registry (an optimizer "
+                     "of another model: internal error)", e->name);
+            rc = 1;
+            break;
+        }
         int64_t shape[4];
         for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
         if (e->count > host_cap) {
@@ -267,11 +275,12 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
         be->ops->download(be, host, e->buf, e->count * sizeof(float));
         char name[256];
         snprintf(name, sizeof name, "optimizer.momentum.%s", e->name);
-        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host, e->count * sizeof(float));
+        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host,
+                         e->count * sizeof(float)) != SG_OK;
     }
     free(host);
 
-    rc |= sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT);
+    rc |= sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT) != SG_OK;
     meta_i64(&b, "format_version", SG_CKPT_FORMAT_VERSION, &rc);
     meta_i64(&b, "iter", st->iter, &rc);
     meta_i64(&b, "epoch", st->epoch, &rc);
@@ -280,10 +289,10 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
     meta_i64(&b, "world_size", st->world, &rc);
     char buf[64];
     snprintf(buf, sizeof buf, "%" PRIu64, st->seed);
-    rc |= sg_ckpt_meta(&b, "seed", buf);
+    rc |= sg_ckpt_meta(&b, "seed", buf) != SG_OK;
     meta_i64(&b, "momentum_initialized", opt ? opt->initialized : 0, &rc);
     snprintf(buf, sizeof buf, "%.17g", st->best_miou);
-    rc |= sg_ckpt_meta(&b, "best_miou", isnan(st->best_miou) ? "nan" : buf);
+    rc |= sg_ckpt_meta(&b, "best_miou", isnan(st->best_miou) ? "nan" : buf) != SG_OK;
     meta_i64(&b, "best_iter", st->best_iter, &rc);
 
     sg_json j = {0};
@@ -300,7 +309,7 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
         sg_json_num(&j, "next_lr", sg_lr_at(sched, st->iter));
     }
     sg_json_end(&j);
-    rc |= sg_ckpt_meta(&b, "lr_schedule", j.buf);
+    rc |= sg_ckpt_meta(&b, "lr_schedule", j.buf) != SG_OK;
     /* All randomness is counter-based (kernels/rng.h): the state is the seed
      * and the counters, which resuming restores from iter/epoch/sample_pos. */
     sg_json_begin(&j);
@@ -310,46 +319,50 @@ int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_trai
     sg_json_int(&j, "step", (long long)st->iter);
     sg_json_int(&j, "sample_pos", (long long)st->sample_pos);
     sg_json_end(&j);
-    rc |= sg_ckpt_meta(&b, "rng", j.buf);
+    rc |= sg_ckpt_meta(&b, "rng", j.buf) != SG_OK;
     sg_json_free(&j);
 
     if (cfg) {
         char *yaml = NULL;
         size_t len = 0;
         FILE *mf = open_memstream(&yaml, &len);
-        SG_CHECK(mf != NULL, "open_memstream failed");
-        sg_config_write(cfg, mf);
-        fclose(mf);
-        rc |= sg_ckpt_meta(&b, "config", yaml);
+        if (mf) {
+            sg_config_write(cfg, mf);
+            fclose(mf);
+            rc |= sg_ckpt_meta(&b, "config", yaml) != SG_OK;
+        } else {
+            SG_ERROR("checkpoint: open_memstream for the config failed: %s", strerror(errno));
+            rc = 1;
+        }
         free(yaml);
-        rc |= sg_ckpt_meta(&b, "backbone", cfg->model.backbone);
+        rc |= sg_ckpt_meta(&b, "backbone", cfg->model.backbone) != SG_OK;
         meta_i64(&b, "num_classes", cfg->model.num_classes, &rc);
     }
-    if (rc == 0) rc = sg_ckpt_commit(&b, path);
+    if (rc == 0) rc = sg_ckpt_commit(&b, path) != SG_OK;
     sg_ckpt_builder_free(&b);
     if (rc != 0) SG_ERROR("checkpoint %s was not written (see above)", path);
-    return rc ? -1 : 0;
+    return rc ? SG_ERR_RUNTIME : SG_OK;
 }
 
-static int meta_ll(const sg_st_file *f, const char *key, long long *out) {
+static sg_status meta_ll(const sg_st_file *f, const char *key, long long *out) {
     const char *v = sg_st_meta(f, key);
     char *end = NULL;
     if (v) *out = strtoll(v, &end, 10);
     if (!v || end == v || *end) {
         SG_ERROR("checkpoint %s: metadata key '%s' is missing or not an integer (%s)",
                  sg_st_path(f), key, v ? v : "absent");
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st) {
+sg_status sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st) {
     memset(st, 0, sizeof *st);
     long long v[8];
     const char *keys[8] = {"iter", "epoch", "sample_pos", "total_steps", "world_size",
                            "momentum_initialized", "best_iter", "seed"};
     for (int i = 0; i < 8; i++)
-        if (meta_ll(f, keys[i], &v[i])) return -1;
+        if (meta_ll(f, keys[i], &v[i])) return SG_ERR_RUNTIME;
     st->iter = v[0];
     st->epoch = v[1];
     st->sample_pos = v[2];
@@ -361,27 +374,27 @@ int sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st) {
     st->seed = strtoull(s, NULL, 10);
     const char *bm = sg_st_meta(f, "best_miou");
     st->best_miou = (bm && strcmp(bm, "nan") != 0) ? strtod(bm, NULL) : NAN;
-    return 0;
+    return SG_OK;
 }
 
-int sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg) {
+sg_status sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg) {
     const char *yaml = sg_st_meta(f, "config");
     if (!yaml) {
         SG_ERROR("checkpoint %s has no 'config' in its metadata; pass --config", sg_st_path(f));
-        return 2;
+        return SG_ERR_CONFIG;
     }
     char name[SG_STR + 32];
     snprintf(name, sizeof name, "%s:__metadata__.config", sg_st_path(f));
     return sg_config_load_string(cfg, yaml, name);
 }
 
-static int load_f32(const sg_st_file *f, const char *name, const int *shape, int ndim,
-                    size_t count, float *dev, sg_backend *be, float **host, size_t *cap) {
+static sg_status load_f32(const sg_st_file *f, const char *name, const int *shape, int ndim,
+                          size_t count, float *dev, sg_backend *be, float **host, size_t *cap) {
     const sg_st_tensor *t = sg_st_find(f, name);
     if (!t) {
         SG_ERROR("checkpoint %s: tensor '%s' is missing (checkpoint of another model? "
                  "compare its model section with the config)", sg_st_path(f), name);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     int same = t->dtype == SG_ST_F32 && t->ndim == ndim && t->count == count;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -389,7 +402,7 @@ static int load_f32(const sg_st_file *f, const char *name, const int *shape, int
         SG_ERROR("checkpoint %s: tensor '%s' has another dtype or shape than the model "
                  "(%zu elements vs %zu): the model config differs", sg_st_path(f), name,
                  t->count, count);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (count > *cap) {
         free(*host);
@@ -397,24 +410,24 @@ static int load_f32(const sg_st_file *f, const char *name, const int *shape, int
         *host = malloc(count * sizeof(float));
         SG_CHECK(*host != NULL, "out of memory loading %s", name);
     }
-    if (sg_st_read_f32(f, t, *host, count) != 0) return -1;
+    if (sg_st_read_f32(f, t, *host, count) != SG_OK) return SG_ERR_RUNTIME;
     be->ops->upload(be, dev, *host, count * sizeof(float));
-    return 0;
+    return SG_OK;
 }
 
-int sg_ckpt_load_model(const sg_st_file *f, sg_model *m) {
+sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m) {
     sg_backend *be = sg_model_backend(m);
     float *host = NULL;
     size_t cap = 0;
-    int rc = 0;
-    for (int i = 0; i < sg_model_num_params(m) && rc == 0; i++) {
+    sg_status rc = SG_OK;
+    for (int i = 0; i < sg_model_num_params(m) && rc == SG_OK; i++) {
         sg_param *p = sg_model_param(m, i);
         if (p->dtype == SG_DT_I64) {
             const sg_st_tensor *t = sg_st_find(f, p->name);
             if (!t || t->dtype != SG_ST_I64 || t->count != p->count) {
                 SG_ERROR("checkpoint %s: int64 tensor '%s' missing or of another shape",
                          sg_st_path(f), p->name);
-                rc = -1;
+                rc = SG_ERR_RUNTIME;
             } else {
                 rc = sg_st_read_i64(f, t, p->i64, p->count);
             }
@@ -427,17 +440,17 @@ int sg_ckpt_load_model(const sg_st_file *f, sg_model *m) {
     return rc;
 }
 
-int sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
+sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
     long long init = 0;
-    if (meta_ll(f, "momentum_initialized", &init)) return -1;
+    if (meta_ll(f, "momentum_initialized", &init)) return SG_ERR_RUNTIME;
     if (!init) {
         opt->initialized = 0;
-        return 0;
+        return SG_OK;
     }
     float *host = NULL;
     size_t cap = 0;
-    int rc = 0;
-    for (int i = 0; i < opt->n && rc == 0; i++) {
+    sg_status rc = SG_OK;
+    for (int i = 0; i < opt->n && rc == SG_OK; i++) {
         sg_sgd_entry *e = &opt->e[i];
         if (!e->buf) continue;
         char name[256];
@@ -450,24 +463,24 @@ int sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
             SG_ERROR("checkpoint %s: momentum buffer '%s' is missing (was '%s' frozen when "
                      "it was written? keep train.freeze the same when resuming)",
                      sg_st_path(f), name, e->name);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         rc = load_f32(f, name, shape, ndim, e->count, e->buf, opt->be, &host, &cap);
     }
     free(host);
-    if (rc == 0) opt->initialized = 1;
+    if (rc == SG_OK) opt->initialized = 1;
     return rc;
 }
 
 /* ---------------- files in a run directory ---------------- */
-int sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap) {
+sg_status sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap) {
     snprintf(out, cap, "%s/checkpoints", run_dir);
     if (create && mkdir(out, 0777) != 0 && errno != EEXIST) {
         SG_ERROR("cannot create %s: %s (check run_dir)", out, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
 void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap) {

@@ -17,6 +17,8 @@
  * directory - a crash at any moment leaves the previous file intact.
  * Files live in <run_dir>/checkpoints/ as iter_<8 digits>.safetensors plus
  * best.safetensors; only rank 0 calls the writing functions.
+ * Errors (core/status.h): every I/O failure is logged and returned as
+ * SG_ERR_RUNTIME, never fatal; only running out of host memory is.
  */
 #ifndef SG_TRAIN_CHECKPOINT_H
 #define SG_TRAIN_CHECKPOINT_H
@@ -25,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "model/model.h"
@@ -56,14 +59,17 @@ typedef struct sg_ckpt_builder {
 
 void sg_ckpt_builder_init(sg_ckpt_builder *b);
 void sg_ckpt_builder_free(sg_ckpt_builder *b);
-/* Adds a tensor (data copied) and folds it into the checksum. 0 or -1 (logged). */
-int sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
-                const int64_t *shape, const void *data, size_t nbytes);
+/* Adds a tensor (data copied) and folds it into the checksum. SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+sg_status sg_ckpt_add(sg_ckpt_builder *b, const char *name, sg_st_dtype dtype, int ndim,
+                      const int64_t *shape, const void *data, size_t nbytes);
 /* Sets a metadata entry; each key once (meta_checksum sums the entries set;
- * tensor_count, checksum and meta_checksum are commit's). 0 or -1 (logged). */
-int sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value);
-/* Adds tensor_count and checksum, writes atomically (see above). 0 or -1 (logged). */
-int sg_ckpt_commit(sg_ckpt_builder *b, const char *path);
+ * tensor_count, checksum and meta_checksum are commit's). SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+sg_status sg_ckpt_meta(sg_ckpt_builder *b, const char *key, const char *value);
+/* Adds tensor_count and checksum, writes atomically (see above). SG_OK or
+ * SG_ERR_RUNTIME (logged, naming the file and the failing call). */
+sg_status sg_ckpt_commit(sg_ckpt_builder *b, const char *path);
 
 /* Checksum of an open file's tensors, in data order (as sg_ckpt_add computes it). */
 uint64_t sg_ckpt_file_checksum(const sg_st_file *f);
@@ -75,23 +81,28 @@ uint64_t sg_ckpt_file_checksum(const sg_st_file *f);
 sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap);
 
 /* ---- the trainer's checkpoints ---- */
-/* Writes model + optimizer + state + schedule + config to path. 0 or -1. */
-int sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_train_state *st,
-                 const sg_lr_schedule *sched, const sg_config *cfg);
-/* Reads the state from the metadata. 0, or -1 after logging the key. */
-int sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st);
-/* Loads the stored config YAML into cfg (over the defaults). 0, or 2 (logged). */
-int sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg);
-/* Loads every registry entry (shapes must match exactly). 0, or -1 after
- * logging the tensor. */
-int sg_ckpt_load_model(const sg_st_file *f, sg_model *m);
+/* Writes model + optimizer + state + schedule + config to path. SG_OK, or
+ * SG_ERR_RUNTIME after logging (the previous file at path stays intact). */
+sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
+                       const sg_train_state *st, const sg_lr_schedule *sched,
+                       const sg_config *cfg);
+/* Reads the state from the metadata. SG_OK, or SG_ERR_RUNTIME after logging
+ * the key. */
+sg_status sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st);
+/* Loads the stored config YAML into cfg (over the defaults). SG_OK, or
+ * SG_ERR_CONFIG (logged). */
+sg_status sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg);
+/* Loads every registry entry (shapes must match exactly). SG_OK, or
+ * SG_ERR_RUNTIME after logging the tensor. */
+sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m);
 /* Loads every momentum buffer the optimizer has (must all be present when
- * the file says momentum_initialized). 0 or -1 (logged). */
-int sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);
+ * the file says momentum_initialized). SG_OK or SG_ERR_RUNTIME (logged). */
+sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);
 
 /* ---- files in a run directory ---- */
-/* <run_dir>/checkpoints into out; creates it when create != 0. 0 or -1. */
-int sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap);
+/* <run_dir>/checkpoints into out; creates it when create != 0. SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+sg_status sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap);
 void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap);
 void sg_ckpt_best_path(const char *run_dir, char *out, size_t cap);
 /* Deletes all but the newest `keep` iter_*.safetensors up to iteration

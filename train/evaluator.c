@@ -8,8 +8,8 @@
 #include "core/log.h"
 #include "data/sampler.h"
 
-int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
-                      const sg_config *cfg) {
+sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
+                            const sg_config *cfg) {
     memset(ev, 0, sizeof *ev);
     ev->be = be;
     ev->ds = ds;
@@ -29,10 +29,10 @@ int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
                                (uint64_t)cfg->seed);
     sg_loader_opts_use_backend(&lo, be);
     ev->loader = sg_loader_create(ds, &lo);
-    if (!ev->loader) return 1;
+    if (!ev->loader) return SG_ERR_RUNTIME;
     size_t c = (size_t)ev->num_classes;
     ev->d_conf = be->ops->alloc(be, c * c * sizeof(int64_t));
-    return 0;
+    return SG_OK;
 }
 
 void sg_evaluator_free(sg_evaluator *ev) {
@@ -58,20 +58,21 @@ static void ensure_px(sg_evaluator *ev, size_t px) {
     ev->cap_px = px;
 }
 
-/* Whole images: one forward over the batch. */
-static int run_full(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
+/* Whole images: one forward over the batch. SG_OK or SG_ERR_RUNTIME. */
+static sg_status run_full(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     sg_backend *be = ev->be;
-    if (sg_model_plan_infer(m, b->n, b->h, b->w) != 0) return -1;
+    if (sg_model_plan_infer(m, b->n, b->h, b->w) != SG_OK) return SG_ERR_RUNTIME;
     be->ops->normalize_u8(be, ev->d_img, sg_model_input(m), b->n, b->h, b->w, ev->mean, ev->std);
     sg_model_forward(m, 0, 0);
     be->ops->argmax(be, sg_model_out(m), ev->d_pred, b->n, ev->num_classes, b->h * b->w);
-    return 0;
+    return SG_OK;
 }
 
 /* Sliding windows (one image): windows of crop_h x crop_w at the strides,
  * the last window in each direction aligned to the border (mmseg "slide");
- * logits summed on the host and divided by the window count per pixel. */
-static int run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
+ * logits summed on the host and divided by the window count per pixel.
+ * SG_OK or SG_ERR_RUNTIME. */
+static sg_status run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     sg_backend *be = ev->be;
     int H = b->h, W = b->w, C = ev->num_classes;
     int ch = ev->crop_h < H ? ev->crop_h : H, cw = ev->crop_w < W ? ev->crop_w : W;
@@ -79,10 +80,10 @@ static int run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     float *acc = calloc(need + (size_t)H * W, sizeof(float)), *cnt = acc + need;
     float *logits = malloc((size_t)C * ch * cw * sizeof(float));
     SG_CHECK(acc && logits, "out of host memory for sliding-window logits (%zu floats)", need);
-    if (sg_model_plan_infer(m, 1, ch, cw) != 0) {
+    if (sg_model_plan_infer(m, 1, ch, cw) != SG_OK) {
         free(acc);
         free(logits);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     uint8_t *win = malloc((size_t)ch * cw * 3);
     uint8_t *src = malloc((size_t)H * W * 3);
@@ -132,22 +133,22 @@ static int run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     free(src);
     free(acc);
     free(logits);
-    return 0;
+    return SG_OK;
 }
 
-int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
-                     int64_t n, int64_t epoch, int64_t *conf) {
+sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
+                           const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf) {
     sg_backend *be = ev->be;
     size_t cc = (size_t)ev->num_classes * ev->num_classes;
     be->ops->zero(be, ev->d_conf, cc * sizeof(int64_t));
     ev->images = 0;
-    int rc = 0;
-    if (n > 0 && sg_loader_start(ev->loader, indices, n, epoch) != 0) rc = -1;
-    while (rc == 0 && n > 0) {
+    sg_status rc = SG_OK;
+    if (n > 0 && sg_loader_start(ev->loader, indices, n, epoch) != 0) rc = SG_ERR_RUNTIME;
+    while (rc == SG_OK && n > 0) {
         sg_batch *b = NULL;
         int r = sg_loader_next(ev->loader, &b);
         if (r < 0) {
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         if (r == 0) break;
@@ -159,7 +160,7 @@ int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t
         sg_batch copy = *b;
         sg_loader_release(ev->loader, b);
         rc = ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
-        if (rc == 0) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
+        if (rc == SG_OK) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
         ev->images += n_img;
     }
     be->ops->sync(be);
@@ -169,12 +170,12 @@ int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t
     int64_t *buf = malloc((cc + 1) * sizeof(int64_t));
     SG_CHECK(buf != NULL, "out of host memory");
     memcpy(buf, conf, cc * sizeof(int64_t));
-    buf[cc] = rc != 0;
-    if (sg_comm_allreduce_i64(comm, buf, cc + 1) != 0) rc = -1;
+    buf[cc] = rc != SG_OK;
+    if (sg_comm_allreduce_i64(comm, buf, cc + 1) != 0) rc = SG_ERR_RUNTIME;
     memcpy(conf, buf, cc * sizeof(int64_t));
-    if (rc == 0 && buf[cc] != 0) {
+    if (rc == SG_OK && buf[cc] != 0) {
         SG_ERROR("evaluation failed on another rank (see its log)");
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     free(buf);
     return rc;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/comm.h"
@@ -33,16 +34,18 @@ typedef struct sg_evaluator {
     int64_t images;                            /* counted by the last run */
 } sg_evaluator;
 
-/* 0, or 1 after logging (loader creation). */
-int sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
-                      const sg_config *cfg);
+/* SG_OK, or SG_ERR_RUNTIME after logging (loader creation). */
+sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
+                            const sg_config *cfg);
 void sg_evaluator_free(sg_evaluator *ev);
 
 /* Evaluates indices[n] (this rank's share) and writes the confusion matrix
  * summed over all ranks into conf[C*C] (host). Leaves the model planned for
- * inference. Returns 0, or -1 after logging (data or communication error). */
-int sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
-                     int64_t n, int64_t epoch, int64_t *conf);
+ * inference. Returns SG_OK, or SG_ERR_RUNTIME after logging (data,
+ * communication, or an image the model cannot take: every rank returns the
+ * same). */
+sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
+                           const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf);
 
 /* The exact shard of a whole dataset for this rank (malloc'd, *n set). */
 int64_t *sg_evaluator_shard(int64_t size, int world, int rank, int64_t *n);

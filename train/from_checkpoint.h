@@ -6,14 +6,16 @@
 
 #include "core/cli.h"
 #include "core/config.h"
+#include "core/status.h"
 #include "kernels/backend.h"
 #include "data/loader.h"
 #include "model/model.h"
 
 /* The configuration for a command working on checkpoint ck: --config when
  * given (with --set), else the config stored in the checkpoint's metadata
- * with the --set overrides applied. Returns 0 or 2 (logged). */
-int sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
+ * with the --set overrides applied. Returns SG_OK, or SG_ERR_CONFIG (logged;
+ * an unreadable checkpoint too: it is the user's --checkpoint). */
+sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
 
 /* Creates the model described by cfg on be and loads ck into it: a segtrain
  * checkpoint (validated, every tensor required), or any safetensors weights

@@ -6,7 +6,8 @@
 
 #include "core/log.h"
 
-int sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_steps) {
+sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
+                              int64_t total_steps) {
     memset(s, 0, sizeof *s);
     if (strcmp(t->lr_schedule, "poly") == 0) {
         s->kind = SG_LR_POLY;
@@ -15,17 +16,17 @@ int sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_
     } else {
         SG_ERROR("config key train.lr_schedule: unknown schedule '%s' (use poly or constant)",
                  t->lr_schedule);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     if (total_steps < 1) {
         SG_ERROR("train: the run has %lld optimizer steps; set train.iters or train.epochs "
                  "so that at least one step runs", (long long)total_steps);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     if (t->min_lr > t->lr) {
         SG_ERROR("config key train.min_lr (%g) is above train.lr (%g): lower min_lr",
                  t->min_lr, t->lr);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     s->base_lr = t->lr;
     s->power = t->poly_power;
@@ -33,7 +34,7 @@ int sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_
     s->warmup_iters = t->warmup_iters;
     s->warmup_ratio = t->warmup_ratio;
     s->total_steps = total_steps;
-    return 0;
+    return SG_OK;
 }
 
 double sg_lr_at(const sg_lr_schedule *s, int64_t step) {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 
 enum { SG_LR_POLY = 0, SG_LR_CONSTANT = 1 };
 
@@ -26,9 +27,10 @@ typedef struct sg_lr_schedule {
     int64_t total_steps;   /* optimizer steps of the whole run */
 } sg_lr_schedule;
 
-/* From the train section. Returns 0, or 2 after logging an error naming the
- * key (unknown schedule, total_steps < 1, min_lr > lr). */
-int sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_steps);
+/* From the train section. Returns SG_OK, or SG_ERR_CONFIG after logging an
+ * error naming the key (unknown schedule, total_steps < 1, min_lr > lr). */
+sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
+                              int64_t total_steps);
 
 /* LR of optimizer step `step` (0-based: the first step uses step 0). */
 double sg_lr_at(const sg_lr_schedule *s, int64_t step);

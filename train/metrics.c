@@ -93,34 +93,34 @@ void sg_metrics_to_json(const sg_metrics *m, const sg_config *cfg, sg_json *j) {
     sg_json_num_array(j, "acc", m->acc, m->num_classes);
 }
 
-int sg_write_text_file(const char *path, const char *text) {
+sg_status sg_write_text_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     if (!f) {
         SG_ERROR("cannot write %s: %s (check that the directory exists and is writable)", path,
                  strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     size_t n = strlen(text);
     int bad = fwrite(text, 1, n, f) != n;
     bad |= fclose(f) != 0;
     if (bad) {
         SG_ERROR("writing %s failed: %s (disk full?)", path, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_jsonl_append(const char *path, const sg_json *obj) {
+sg_status sg_jsonl_append(const char *path, const sg_json *obj) {
     FILE *f = fopen(path, "a");
     if (!f) {
         SG_ERROR("cannot append to %s: %s (check run_dir)", path, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     int bad = fprintf(f, "%s\n", obj->buf) < 0;
     bad |= fclose(f) != 0;
     if (bad) {
         SG_ERROR("appending to %s failed: %s (disk full?)", path, strerror(errno));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "train/jsonw.h"
 
 #define SG_METRICS_MAX_CLASSES 256
@@ -43,12 +44,13 @@ void sg_metrics_print_table(const sg_metrics *m, const sg_config *cfg, FILE *out
  * (arrays, null for NaN), plus the given extra prefix fields written by the caller. */
 void sg_metrics_to_json(const sg_metrics *m, const sg_config *cfg, sg_json *j);
 
-/* Writes text to path (creating it); returns 0, or -1 after logging the path
- * and errno. */
-int sg_write_text_file(const char *path, const char *text);
+/* Writes text to path (creating it); returns SG_OK, or SG_ERR_RUNTIME after
+ * logging the path and errno. */
+sg_status sg_write_text_file(const char *path, const char *text);
 
 /* Appends one line to <run_dir>/metrics.jsonl (path given), flushing it, so a
- * killed run keeps every line already logged. Returns 0 or -1 (logged). */
-int sg_jsonl_append(const char *path, const sg_json *obj);
+ * killed run keeps every line already logged. Returns SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+sg_status sg_jsonl_append(const char *path, const sg_json *obj);
 
 #endif

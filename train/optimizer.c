@@ -19,27 +19,27 @@ int sg_name_matches_any(const char *name, const char (*prefixes)[SG_NAME], int n
     return 0;
 }
 
-static int check_prefixes_used(const sg_opt_param *params, int n, const char (*prefixes)[SG_NAME],
-                               int np, const char *key) {
+static sg_status check_prefixes_used(const sg_opt_param *params, int n,
+                                     const char (*prefixes)[SG_NAME], int np, const char *key) {
     for (int i = 0; i < np; i++) {
         int used = 0;
         for (int k = 0; k < n && !used; k++) used = sg_name_matches_prefix(params[k].name, prefixes[i]);
         if (!used) {
             SG_ERROR("config key %s: prefix '%s' matches no parameter (names look like "
                      "'%s'; check the spelling)", key, prefixes[i], n ? params[0].name : "?");
-            return 2;
+            return SG_ERR_CONFIG;
         }
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
-                const sg_train_cfg *t) {
+sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
+                      const sg_train_cfg *t) {
     memset(opt, 0, sizeof *opt);
     if (check_prefixes_used(params, n, t->freeze, t->n_freeze, "train.freeze") ||
         check_prefixes_used(params, n, t->head_lr_prefixes, t->n_head_lr_prefixes,
                             "train.head_lr_prefixes"))
-        return 2;
+        return SG_ERR_CONFIG;
     opt->be = be;
     opt->n = n;
     opt->momentum = t->momentum;
@@ -65,7 +65,7 @@ int sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
         if (e->lr_mult != 1.0) opt->n_head++;
         if (opt->momentum != 0.0) e->buf = be->ops->alloc(be, e->count * sizeof(float));
     }
-    return 0;
+    return SG_OK;
 }
 
 void sg_sgd_free(sg_sgd *opt) {

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "kernels/backend.h"
 
 /* One trainable tensor as the model exposes it (device pointers). */
@@ -49,11 +50,11 @@ int sg_name_matches_prefix(const char *name, const char *prefix);
 /* 1 if name matches any of the n prefixes. */
 int sg_name_matches_any(const char *name, const char (*prefixes)[SG_NAME], int n);
 
-/* Builds the groups and allocates momentum buffers. Returns 0, or 2 when a
- * freeze or head prefix matches no parameter (a typo would otherwise silently
- * train everything), logging the key and prefix. */
-int sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
-                const sg_train_cfg *t);
+/* Builds the groups and allocates momentum buffers. Returns SG_OK, or
+ * SG_ERR_CONFIG when a freeze or head prefix matches no parameter (a typo
+ * would otherwise silently train everything), logging the key and prefix. */
+sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
+                      const sg_train_cfg *t);
 void sg_sgd_free(sg_sgd *opt);
 
 /* One optimizer step at base learning rate lr over every non-frozen parameter. */

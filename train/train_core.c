@@ -7,24 +7,20 @@
 #include <string.h>
 
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/from_checkpoint.h"
 #include "core/log.h"
 #include "model/model_io.h"
 
-int sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
+sg_status sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
     c->cfg = cfg;
-    sg_backend_opts bo = {cfg->threads, cfg->cudnn.benchmark, cfg->cudnn.deterministic};
+    /* a malformed launch environment is the user's setup: a config error */
     sg_dist_env env;
-    if (sg_dist_env_read(&env) != 0) return 2;
-    char dev[SG_NAME + 16];
-    if (strcmp(cfg->device, "cuda") == 0 && env.world > 1)
-        snprintf(dev, sizeof dev, "cuda:%d", env.local_rank);
-    else
-        snprintf(dev, sizeof dev, "%s", cfg->device);
-    c->be = sg_backend_create(dev, &bo);
-    if (!c->be) return 1;
+    if (sg_dist_env_read(&env) != 0) return SG_ERR_CONFIG;
+    c->be = sg_open_backend(cfg, &env);
+    if (!c->be) return SG_ERR_RUNTIME;
     c->comm = sg_comm_create(cfg, c->be);
-    if (!c->comm) return 1;
+    if (!c->comm) return SG_ERR_RUNTIME;
     c->rank = sg_comm_rank(c->comm);
     c->world = sg_comm_world(c->comm);
     c->B = cfg->train.batch_size;
@@ -37,41 +33,45 @@ int sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
         c->mean[i] = (float)cfg->data.mean[i];
         c->std[i] = (float)cfg->data.std[i];
     }
-    return 0;
+    return SG_OK;
 }
 
 /* model.pretrained: plain weights (segtrain or torchvision names) through
  * model_io; a segtrain checkpoint's optimizer state is not model weights, so
- * for one of those only the model tensors count (strict: all of them). */
-static int load_pretrained(sg_model *m, const sg_config *cfg) {
+ * for one of those only the model tensors count (strict: all of them).
+ * SG_OK, or an error (logged). */
+static sg_status load_pretrained(sg_model *m, const sg_config *cfg) {
     const char *path = cfg->model.pretrained;
     sg_st_file *f = sg_st_open(path);
-    if (!f) return -1;
+    if (!f) return SG_ERR_CONFIG;
     const char *fmt = sg_st_meta(f, "format");
     int is_ckpt = fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0;
     sg_load_report rep;
-    int rc;
+    sg_status rc;
     if (is_ckpt && cfg->model.pretrained_strict)
         rc = sg_ckpt_load_model(f, m);
     else
         rc = sg_model_load_file(m, f, NULL, cfg->model.pretrained_strict, &rep);
     sg_st_close(f);
-    if (rc == 0) SG_INFO("model.pretrained: initialised from %s", path);
+    if (rc == SG_OK) SG_INFO("model.pretrained: initialised from %s", path);
     return rc;
 }
 
-int sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int verbose) {
+sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int verbose) {
     const sg_config *cfg = c->cfg;
     sg_model_opts mo;
-    if (sg_model_opts_from_config(&mo, cfg) != 0) return 2;
+    sg_status st = sg_model_opts_from_config(&mo, cfg);
+    if (st != SG_OK) return st;
     c->m = sg_model_create(c->be, &mo);
-    if (!c->m) return 2;
+    if (!c->m) return SG_ERR_CONFIG; /* logged: the options are invalid */
     sg_model_init(c->m, (uint64_t)cfg->seed);
-    if (load_pretrained_weights && cfg->model.pretrained[0] && load_pretrained(c->m, cfg) != 0) {
+    if (load_pretrained_weights && cfg->model.pretrained[0] &&
+        load_pretrained(c->m, cfg) != SG_OK) {
+        /* the file is the user's choice: a configuration error */
         SG_ERROR("model.pretrained: loading %s failed (see above); set "
                  "model.pretrained_strict: false to skip mismatching keys",
                  cfg->model.pretrained);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     /* freezing is configuration, applied before anything trains (it also
      * changes the work: no weight gradients) */
@@ -95,19 +95,19 @@ int sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int verbo
         if (p->is_buffer) continue;
         ps[np++] = (sg_opt_param){p->name, p->data, p->grad, p->count, !p->trainable};
     }
-    int rc = sg_sgd_init(&c->opt, c->be, ps, np, &cfg->train);
+    st = sg_sgd_init(&c->opt, c->be, ps, np, &cfg->train);
     free(ps);
-    if (rc) return rc;
+    if (st != SG_OK) return st;
     if (verbose)
         SG_INFO("model: %s, %zu parameters (%zu trainable, %d tensors frozen, %d at lr x %g)",
                 cfg->model.backbone, sg_model_param_count(c->m, 0), sg_model_param_count(c->m, 1),
                 c->opt.n_frozen, c->opt.n_head, cfg->train.head_lr_mult);
-    return 0;
+    return SG_OK;
 }
 
-int sg_train_core_attach(sg_train_core *c) {
+sg_status sg_train_core_attach(sg_train_core *c) {
     c->ddp = sg_ddp_create(c->comm, c->m, c->cfg);
-    if (!c->ddp) return 1;
+    if (!c->ddp) return SG_ERR_RUNTIME;
     c->slot = calloc((size_t)c->K, sizeof *c->slot);
     SG_CHECK(c->slot != NULL, "out of host memory");
     size_t px = (size_t)c->B * c->crop_h * c->crop_w;
@@ -115,8 +115,9 @@ int sg_train_core_attach(sg_train_core *c) {
         c->slot[k].img = c->be->ops->alloc(c->be, px * 3);
         c->slot[k].lab = c->be->ops->alloc(c->be, px);
     }
-    if (sg_model_plan(c->m, c->B, c->crop_h, c->crop_w) != 0) return 2;
-    return 0;
+    /* after DDP: SyncBN's hooks decide how many values a BN layer pools.
+     * A batch or crop the model cannot train on is the config's (logged). */
+    return sg_model_plan(c->m, c->B, c->crop_h, c->crop_w);
 }
 
 sg_loader *sg_train_core_loader(sg_train_core *c, const sg_dataset *ds) {
@@ -126,11 +127,11 @@ sg_loader *sg_train_core_loader(sg_train_core *c, const sg_dataset *ds) {
     return sg_loader_create(ds, &lo);
 }
 
-int sg_train_core_setup(sg_train_core *c, const sg_config *cfg) {
-    int rc = sg_train_core_open(c, cfg);
-    if (rc == 0) rc = sg_train_core_model(c, 0, 0);
-    if (rc == 0) rc = sg_train_core_attach(c);
-    return rc;
+sg_status sg_train_core_setup(sg_train_core *c, const sg_config *cfg) {
+    sg_status st = sg_train_core_open(c, cfg);
+    if (st == SG_OK) st = sg_train_core_model(c, 0, 0);
+    if (st == SG_OK) st = sg_train_core_attach(c);
+    return st;
 }
 
 void sg_train_core_close(sg_train_core *c) {

@@ -6,12 +6,16 @@
  * SGD state, DDP, and K = train.accum_steps device slots for micro-batches.
  * It is built in three stages, because the trainer interleaves its own setup
  * (datasets, schedule, resume) between them:
- *   sg_train_core_open    backend (cuda:LOCAL_RANK when world > 1),
- *                         communicator, and the step's fixed fields
+ *   sg_train_core_open    backend (train/device.h: cuda:LOCAL_RANK with
+ *                         several local ranks), communicator, and the
+ *                         step's fixed fields
  *   sg_train_core_model   model, init from the seed, optionally
  *                         model.pretrained, freezing, SGD parameter groups
  *   sg_train_core_attach  DDP (after any loading: it broadcasts rank 0's
- *                         state), the device slots, the training plan
+ *                         state), the device slots, the training plan (a
+ *                         batch/crop the model cannot train on, e.g. batch
+ *                         norm with one value per channel, is refused here:
+ *                         SG_ERR_CONFIG before any step)
  * sg_train_core_setup runs all three without data or weights (the benchmark);
  * sg_train_core_loader makes the training loader both use.
  *
@@ -31,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "train/optimizer.h"
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -65,19 +70,20 @@ typedef struct sg_train_core {
                                      uploads into them and sets n, h, w, valid */
 } sg_train_core;
 
-/* Each returns 0, 1 (runtime failure, logged) or 2 (configuration error,
- * logged); after any outcome sg_train_core_close frees what was built. */
-int sg_train_core_open(sg_train_core *c, const sg_config *cfg);
+/* Each returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG (logged; see
+ * core/status.h); after any outcome sg_train_core_close frees what was
+ * built. */
+sg_status sg_train_core_open(sg_train_core *c, const sg_config *cfg);
 /* load_pretrained: apply model.pretrained (the trainer; the benchmark skips
  * it: weights do not change the speed). verbose: log the model summary. */
-int sg_train_core_model(sg_train_core *c, int load_pretrained, int verbose);
-int sg_train_core_attach(sg_train_core *c);
+sg_status sg_train_core_model(sg_train_core *c, int load_pretrained, int verbose);
+sg_status sg_train_core_attach(sg_train_core *c);
 /* A training loader over ds (augmentation on, batch_size images per batch)
  * whose batches live in the backend's host memory (pinned on a GPU). NULL
  * after logging on failure; the caller destroys it before closing c. */
 sg_loader *sg_train_core_loader(sg_train_core *c, const sg_dataset *ds);
 /* open + model (no pretrained weights, quiet) + attach. */
-int sg_train_core_setup(sg_train_core *c, const sg_config *cfg);
+sg_status sg_train_core_setup(sg_train_core *c, const sg_config *cfg);
 void sg_train_core_close(sg_train_core *c);
 
 typedef struct sg_step_opts {
@@ -100,8 +106,9 @@ typedef struct sg_step_out {
 } sg_step_out;
 
 /* One optimizer step on mb[0..k) (1 <= k <= K, each planned shape at most
- * B x crop). Returns 0 or -1 (logged). */
-int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int k, const sg_step_opts *so,
+ * B x crop). Returns SG_OK, or SG_ERR_RUNTIME after logging (communication;
+ * a re-plan the model refuses). */
+sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int k, const sg_step_opts *so,
                   sg_step_out *o);
 
 #endif

@@ -62,16 +62,16 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
 }
 
 /* Validation on the whole val split; rank 0 prints the table and writes
- * eval/iter_<N>.json and a metrics.jsonl line. Returns 0 or -1. */
-static int run_validation(trainer *T, double *miou) {
+ * eval/iter_<N>.json and a metrics.jsonl line. SG_OK or SG_ERR_RUNTIME. */
+static sg_status run_validation(trainer *T, double *miou) {
     int64_t n;
     int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->c.world, T->c.rank, &n);
     int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
     SG_CHECK(conf != NULL, "out of host memory");
     double t0 = sg_now_s();
-    int rc = sg_evaluator_run(&T->ev_val, T->c.m, T->c.comm, idx, n, 0, conf);
+    sg_status rc = sg_evaluator_run(&T->ev_val, T->c.m, T->c.comm, idx, n, 0, conf);
     free(idx);
-    if (rc == 0) {
+    if (rc == SG_OK) {
         sg_metrics mt;
         sg_metrics_from_confusion(conf, T->c.C, &mt);
         *miou = mt.miou;
@@ -109,10 +109,10 @@ static int run_validation(trainer *T, double *miou) {
 
 /* The samples the finished epoch left out (drop_last): positions
  * [end_pos, N) of its global order, evaluated once, sharded exactly. */
-int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
+sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
     int64_t N = sg_dataset_size(T->train_ds);
     int64_t total = N - end_pos;
-    if (total <= 0) return 0;
+    if (total <= 0) return SG_OK;
     sg_sampler_permutation(&T->sampler, T->st.epoch, T->perm);
     int64_t n = sg_eval_shard_size(total, T->c.world, T->c.rank);
     int64_t *shard = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
@@ -124,8 +124,8 @@ int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
         for (int64_t i = 0; i < n; i++) T->dbg->seen_leftover[shard[i]]++;
     int64_t *conf = calloc((size_t)T->c.C * T->c.C, sizeof(int64_t));
     SG_CHECK(conf != NULL, "out of host memory");
-    int rc = sg_evaluator_run(&T->ev_left, T->c.m, T->c.comm, shard, n, T->st.epoch, conf);
-    if (rc == 0) {
+    sg_status rc = sg_evaluator_run(&T->ev_left, T->c.m, T->c.comm, shard, n, T->st.epoch, conf);
+    if (rc == SG_OK) {
         sg_metrics mt;
         sg_metrics_from_confusion(conf, T->c.C, &mt);
         if (T->dbg) {
@@ -154,9 +154,9 @@ int sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
 
 /* Every rank enters (barrier first); rank 0 writes; the outcome is shared so
  * all ranks stop together if the write failed. */
-int sg_tr_write_checkpoint(trainer *T, int best) {
-    if (sg_comm_barrier(T->c.comm) != 0) return -1;
-    int64_t rc = 0;
+sg_status sg_tr_write_checkpoint(trainer *T, int best) {
+    if (sg_comm_barrier(T->c.comm) != 0) return SG_ERR_RUNTIME;
+    int64_t rc = 0; /* rank 0's outcome, 0 or non-zero, summed over ranks */
     char path[SG_STR + 64];
     if (best)
         sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
@@ -169,23 +169,23 @@ int sg_tr_write_checkpoint(trainer *T, int best) {
         if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
     }
-    if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return -1;
+    if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return SG_ERR_RUNTIME;
     if (rc != 0) {
         if (T->c.rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (!best) T->last_ckpt_iter = T->st.iter;
-    return 0;
+    return SG_OK;
 }
 
-int sg_tr_evaluate_and_keep_best(trainer *T) {
+sg_status sg_tr_evaluate_and_keep_best(trainer *T) {
     double miou = NAN;
-    if (run_validation(T, &miou) != 0) return -1;
+    if (run_validation(T, &miou) != SG_OK) return SG_ERR_RUNTIME;
     if (T->dbg) T->dbg->last_val_miou = miou;
     if (!isnan(miou) && (isnan(T->st.best_miou) || miou > T->st.best_miou)) {
         T->st.best_miou = miou;
         T->st.best_iter = T->st.iter;
-        if (sg_tr_write_checkpoint(T, 1) != 0) return -1;
+        if (sg_tr_write_checkpoint(T, 1) != SG_OK) return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }

@@ -11,8 +11,8 @@ static void phase_end(const sg_step_opts *so, int phase) {
     if (so->phase) so->phase(so->ctx, phase);
 }
 
-int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_step_opts *so,
-                  sg_step_out *o) {
+sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_step_opts *so,
+                        sg_step_out *o) {
     sg_backend *be = c->be;
     const sg_ops *ops = be->ops;
     const sg_config *cfg = c->cfg;
@@ -23,7 +23,7 @@ int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_st
         cnt[0] += mb[k].valid;
         cnt[1] += mb[k].n;
     }
-    if (sg_comm_allreduce_i64(c->comm, cnt, 2) != 0) return -1;
+    if (sg_comm_allreduce_i64(c->comm, cnt, 2) != 0) return SG_ERR_RUNTIME;
     int64_t global_valid = cnt[0];
     phase_end(so, SG_PH_COMM);
     double main_sum = 0, aux_sum = 0;
@@ -31,7 +31,9 @@ int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_st
     int has_aux = sg_model_aux(c->m) != NULL;
     for (int k = 0; k < K; k++) {
         int n = mb[k].n, h = mb[k].h, w = mb[k].w, hw = h * w;
-        if (sg_model_plan(c->m, n, h, w) != 0) return -1;
+        /* the shape sg_train_core_attach planned, unless the caller sends a
+         * smaller micro-batch: the model logs what it refuses */
+        if (sg_model_plan(c->m, n, h, w) != SG_OK) return SG_ERR_RUNTIME;
         ops->normalize_u8(be, mb[k].img, sg_model_input(c->m), n, h, w, c->mean, c->std);
         phase_end(so, SG_PH_DATA);
         uint64_t key = sg_rng_key((uint64_t)cfg->seed, (uint64_t)so->iter, (uint64_t)k,
@@ -66,13 +68,13 @@ int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_st
         sg_model_backward(c->m, k > 0);
         phase_end(so, SG_PH_BWD);
     }
-    if (sg_ddp_wait(c->ddp) != 0) return -1;
+    if (sg_ddp_wait(c->ddp) != 0) return SG_ERR_RUNTIME;
     phase_end(so, SG_PH_COMM);
     sg_sgd_step(&c->opt, so->lr);
     phase_end(so, SG_PH_OPT);
     /* global loss and the stop flag, the same on every rank */
     double red[3] = {main_sum, aux_sum, so->stop ? (double)*so->stop : 0.0};
-    if (sg_comm_allreduce_f64(c->comm, red, 3) != 0) return -1;
+    if (sg_comm_allreduce_f64(c->comm, red, 3) != 0) return SG_ERR_RUNTIME;
     double denom = c->global_norm ? (global_valid > 0 ? (double)global_valid : 1.0) : c->world;
     o->loss_main = red[0] / denom;
     o->loss_aux = red[1] / denom;
@@ -80,5 +82,5 @@ int sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_st
     o->images = cnt[1];
     o->stop = red[2] > 0;
     phase_end(so, SG_PH_COMM);
-    return 0;
+    return SG_OK;
 }

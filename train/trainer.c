@@ -95,21 +95,22 @@ static int resolve_resume(trainer *T, const char *resume, char *path, size_t cap
     return 1;
 }
 
-static int load_resume(trainer *T, const char *path) {
+/* SG_OK, or SG_ERR_RUNTIME after logging. */
+static sg_status load_resume(trainer *T, const char *path) {
     char why[512];
     sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
     if (!f) {
         SG_ERROR("--resume %s: %s; use another checkpoint or --resume auto", path, why);
-        return 1;
+        return SG_ERR_RUNTIME;
     }
     sg_train_state st;
-    int rc = sg_ckpt_read_state(f, &st);
-    if (rc == 0) rc = sg_ckpt_load_model(f, T->c.m);
-    if (rc == 0) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
+    sg_status rc = sg_ckpt_read_state(f, &st);
+    if (rc == SG_OK) rc = sg_ckpt_load_model(f, T->c.m);
+    if (rc == SG_OK) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
     sg_st_close(f);
-    if (rc != 0) {
+    if (rc != SG_OK) {
         SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
-        return 1;
+        return SG_ERR_RUNTIME;
     }
     if (st.seed != (uint64_t)T->cfg->seed)
         SG_WARN("resume: checkpoint seed %" PRIu64 ", config seed %d: the sample order and "
@@ -130,7 +131,7 @@ static int load_resume(trainer *T, const char *path) {
     T->last_ckpt_iter = st.iter;
     SG_INFO("resumed from %s: iteration %lld, epoch %lld, sample %lld of the epoch", path,
             (long long)st.iter, (long long)st.epoch, (long long)st.sample_pos);
-    return 0;
+    return SG_OK;
 }
 
 /* Every rank resolves --resume itself (auto: the newest valid file it sees).
@@ -138,18 +139,20 @@ static int load_resume(trainer *T, const char *path) {
  * see, would start ranks at different iterations: DDP broadcasts rank 0's
  * weights but not the momentum, the sample position or the step count, so
  * the ranks would train apart and then meet in mismatched collectives.
- * Agree on (iteration, epoch, sample position) first. 0, or -1 (logged). */
-static int check_same_start(trainer *T) {
+ * Agree on (iteration, epoch, sample position) first. SG_OK, or
+ * SG_ERR_RUNTIME (logged). */
+static sg_status check_same_start(trainer *T) {
     int world = T->c.world;
-    if (world <= 1) return 0;
+    if (world <= 1) return SG_OK;
     int64_t mine[3] = {T->st.iter, T->st.epoch, T->st.sample_pos};
     /* a gather as a sum (each rank fills its own slot): the all-reduce is
      * the collective every backend already runs for the step */
     int64_t *all = calloc((size_t)world, sizeof mine);
     SG_CHECK(all != NULL, "out of host memory");
     memcpy(all + 3 * T->c.rank, mine, sizeof mine);
-    int rc = sg_comm_allreduce_i64(T->c.comm, all, 3 * (size_t)world);
-    for (int r = 1; rc == 0 && r < world; r++)
+    sg_status rc = SG_OK;
+    if (sg_comm_allreduce_i64(T->c.comm, all, 3 * (size_t)world) != 0) rc = SG_ERR_RUNTIME;
+    for (int r = 1; rc == SG_OK && r < world; r++)
         if (memcmp(all + 3 * r, all, sizeof mine) != 0) {
             SG_ERROR("resume: rank %d starts at iteration %lld (epoch %lld, sample %lld) but rank "
                      "0 at iteration %lld (epoch %lld, sample %lld): every rank must see the same "
@@ -157,26 +160,27 @@ static int check_same_start(trainer *T) {
                      "--resume PATH to a file every rank can read", r, (long long)all[3 * r],
                      (long long)all[3 * r + 1], (long long)all[3 * r + 2], (long long)all[0],
                      (long long)all[1], (long long)all[2]);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
         }
     free(all);
     return rc;
 }
 
-static int setup(trainer *T, const char *resume) {
+static sg_status setup(trainer *T, const char *resume) {
     const sg_config *cfg = T->cfg;
     sg_train_core *c = &T->c;
-    int rc = sg_train_core_open(c, cfg);
-    if (rc) return rc;
+    sg_status rc = sg_train_core_open(c, cfg);
+    if (rc != SG_OK) return rc;
     snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
 
     T->train_ds = sg_dataset_open(&cfg->data, cfg->data.train_split, c->C);
-    if (!T->train_ds) return 1;
+    if (!T->train_ds) return SG_ERR_RUNTIME;
     if (cfg->data.val_split[0]) {
         T->val_ds = sg_dataset_open(&cfg->data, cfg->data.val_split, c->C);
-        if (!T->val_ds) return 1;
+        if (!T->val_ds) return SG_ERR_RUNTIME;
     }
-    if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0) return 1;
+    if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0)
+        return SG_ERR_RUNTIME;
     int64_t N = sg_dataset_size(T->train_ds);
     T->sampler = (sg_sampler){N, c->world, cfg->data.shuffle, cfg->train.drop_last,
                               (uint64_t)cfg->seed};
@@ -185,7 +189,7 @@ static int setup(trainer *T, const char *resume) {
         SG_ERROR("train: %lld training samples are fewer than one step needs (batch_size %d x "
                  "accum_steps %d x %d ranks); lower train.batch_size or train.accum_steps",
                  (long long)N, c->B, c->K, c->world);
-        return 2;
+        return SG_ERR_CONFIG;
     }
     T->st.total_steps = cfg->train.iters > 0 ? cfg->train.iters
                                              : (int64_t)cfg->train.epochs * steps_epoch;
@@ -195,34 +199,38 @@ static int setup(trainer *T, const char *resume) {
     T->st.best_iter = -1;
     T->last_ckpt_iter = -1;
     rc = sg_lr_schedule_init(&T->sched, &cfg->train, T->st.total_steps);
-    if (rc) return rc;
+    if (rc != SG_OK) return rc;
     /* model, pretrained weights, freezing, resume: every rank does them; the
      * outcome is agreed on so no rank waits for one that failed */
     rc = sg_train_core_model(c, 1, 1);
     char path[SG_STR + 64];
-    if (rc == 0 && resolve_resume(T, resume, path, sizeof path) && load_resume(T, path) != 0)
-        rc = 1;
-    int64_t flag[2] = {rc == 1, rc == 2};
-    if (sg_comm_allreduce_i64(c->comm, flag, 2) != 0) return 1;
-    if (rc == 0 && (flag[0] || flag[1])) {
+    if (rc == SG_OK && resolve_resume(T, resume, path, sizeof path))
+        rc = load_resume(T, path);
+    int64_t flag[2] = {rc == SG_ERR_RUNTIME, rc == SG_ERR_CONFIG};
+    if (sg_comm_allreduce_i64(c->comm, flag, 2) != 0) return SG_ERR_RUNTIME;
+    if (rc == SG_OK && (flag[0] || flag[1])) {
         SG_ERROR("another rank failed to set up the model or resume (see its log)");
-        rc = flag[1] ? 2 : 1;
+        rc = flag[1] ? SG_ERR_CONFIG : SG_ERR_RUNTIME;
     }
-    if (rc) return rc;
-    if (check_same_start(T) != 0) return 1;
+    if (rc != SG_OK) return rc;
+    rc = check_same_start(T);
+    if (rc != SG_OK) return rc;
 
-    /* DDP (broadcasting the loaded state), the device slots, the plan */
+    /* DDP (broadcasting the loaded state), the device slots, the plan: a
+     * batch or crop the model cannot train on stops here, before any step */
     rc = sg_train_core_attach(c);
-    if (rc) return rc;
+    if (rc != SG_OK) return rc;
 
     T->loader = sg_train_core_loader(c, T->train_ds);
-    if (!T->loader) return 1;
+    if (!T->loader) return SG_ERR_RUNTIME;
     if (T->val_ds) {
-        if (sg_evaluator_init(&T->ev_val, c->be, T->val_ds, cfg) != 0) return 1;
+        rc = sg_evaluator_init(&T->ev_val, c->be, T->val_ds, cfg);
+        if (rc != SG_OK) return rc;
         T->have_ev_val = 1;
     }
     if (cfg->train.drop_last && cfg->train.leftover_eval) {
-        if (sg_evaluator_init(&T->ev_left, c->be, T->train_ds, cfg) != 0) return 1;
+        rc = sg_evaluator_init(&T->ev_left, c->be, T->train_ds, cfg);
+        if (rc != SG_OK) return rc;
         T->have_ev_left = 1;
     }
     T->idx = malloc((size_t)(N + (int64_t)c->B * c->K) * sizeof(int64_t));
@@ -232,7 +240,7 @@ static int setup(trainer *T, const char *resume) {
             "%d), %d rank(s), %lld train samples, loss_norm %s", (long long)T->st.total_steps,
             (long long)steps_epoch, c->B * c->K, c->B, c->K, c->world, (long long)N,
             cfg->train.loss_norm);
-    return 0;
+    return SG_OK;
 }
 
 static void teardown(trainer *T) {
@@ -248,11 +256,16 @@ static void teardown(trainer *T) {
 
 /* ---------------- epoch lists ---------------- */
 
-/* Starts the loader on this rank's share of the epoch from st.sample_pos. */
-static int start_epoch_list(trainer *T) {
+/* Starts the loader on this rank's share of the epoch from st.sample_pos.
+ * SG_OK or SG_ERR_RUNTIME (logged). */
+static sg_status start_epoch_list(trainer *T) {
     int64_t n = sg_sampler_rank_indices(&T->sampler, T->st.epoch, T->c.rank, T->st.sample_pos,
                                         T->idx);
-    if (n < 0) return -1;
+    if (n < 0) {
+        SG_ERROR("train: rank %d has no sample list for epoch %lld (internal error)", T->c.rank,
+                 (long long)T->st.epoch);
+        return SG_ERR_RUNTIME;
+    }
     T->epoch_steps_left = steps_in_list(T, n);
     /* drop_last: whole steps only (the rest is the leftover). Otherwise the
      * last step is completed by repeating the list's first samples, as
@@ -260,7 +273,7 @@ static int start_epoch_list(trainer *T) {
      * (a batch of 1 cannot train BN) */
     int64_t use = T->epoch_steps_left * T->c.B * T->c.K;
     for (int64_t i = n; i < use; i++) T->idx[i] = T->idx[i - n];
-    if (use == 0) return 0;
+    if (use == 0) return SG_OK;
     return sg_loader_start(T->loader, T->idx, use, T->st.epoch);
 }
 
@@ -268,15 +281,16 @@ static int start_epoch_list(trainer *T) {
 
 /* The step's micro-batches from the loader, uploaded to the device slots
  * (all of them first: the step needs the whole step's valid-pixel count
- * before its first forward), then sg_train_step. */
-static int train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
+ * before its first forward), then sg_train_step. SG_OK or SG_ERR_RUNTIME
+ * (logged). */
+static sg_status train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
     sg_train_core *c = &T->c;
     const sg_ops *ops = c->be->ops;
     int K = 0;
     for (int k = 0; k < c->K; k++) {
         sg_batch *b = NULL;
         int r = sg_loader_next(T->loader, &b);
-        if (r < 0) return -1;
+        if (r < 0) return SG_ERR_RUNTIME;
         if (r == 0) break;
         size_t px = (size_t)b->n * b->h * b->w;
         if (b->n > c->B || b->h != c->crop_h || b->w != c->crop_w) {
@@ -284,7 +298,7 @@ static int train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
                      "(data.crop_size); internal error", b->n, b->h, b->w, c->B, c->crop_h,
                      c->crop_w);
             sg_loader_release(T->loader, b);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         sg_micro_batch *mb = &c->slot[k];
         ops->upload(c->be, mb->img, b->images, px * 3);
@@ -300,38 +314,41 @@ static int train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
     }
     if (K == 0) {
         SG_ERROR("train: the loader ended the epoch early (internal error: step count)");
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* a test's interruption inside the step: the step reads the flag after
      * the optimizer, as for a real signal arriving during it */
     if (T->dbg && T->dbg->stop_at_iter == T->st.iter + 1) raise(SIGTERM);
     sg_step_opts so = {.iter = T->st.iter, .lr = lr, .stop = &g_stop_signal};
-    if (sg_train_step(c, c->slot, K, &so, o) != 0) return -1;
+    sg_status st = sg_train_step(c, c->slot, K, &so, o);
+    if (st != SG_OK) return st;
     *stop_signal = o->stop ? (g_stop_signal ? g_stop_signal : SIGTERM) : 0;
-    return 0;
+    return SG_OK;
 }
 
 /* ---------------- the run ---------------- */
 
-static int run_loop(trainer *T) {
+/* The steps until the run is done or a signal stops it (*stop_signal set,
+ * after the checkpoint). SG_OK or SG_ERR_RUNTIME (logged). */
+static sg_status run_loop(trainer *T, int *stop_signal_out) {
     const sg_train_cfg *tc = &T->cfg->train;
     int64_t N = sg_dataset_size(T->train_ds);
     int64_t per_step_global = (int64_t)T->c.B * T->c.K * T->c.world;
     int64_t start_iter = T->st.iter;
-    if (T->st.iter < T->st.total_steps && start_epoch_list(T) != 0) return 1;
+    if (T->st.iter < T->st.total_steps && start_epoch_list(T) != SG_OK) return SG_ERR_RUNTIME;
     T->t_log = sg_now_s();
     T->iter_log = T->st.iter;
     while (T->st.iter < T->st.total_steps) {
         if (T->epoch_steps_left == 0) { /* resumed exactly at an epoch's end */
             T->st.epoch++;
             T->st.sample_pos = 0;
-            if (start_epoch_list(T) != 0) return 1;
+            if (start_epoch_list(T) != SG_OK) return SG_ERR_RUNTIME;
             continue;
         }
         sg_step_out o;
         int stop_signal = 0;
         double lr = sg_lr_at(&T->sched, T->st.iter);
-        if (train_step(T, lr, &o, &stop_signal) != 0) return 1;
+        if (train_step(T, lr, &o, &stop_signal) != SG_OK) return SG_ERR_RUNTIME;
         T->st.iter++;
         T->epoch_steps_left--;
         T->st.sample_pos += per_step_global;
@@ -344,19 +361,19 @@ static int run_loop(trainer *T) {
                      "model.num_classes that are not data.ignore_index); the last checkpoint is "
                      "from iteration %lld", o.loss, o.loss_main, o.loss_aux, (long long)T->st.iter,
                      (long long)T->st.epoch, lr, (long long)T->last_ckpt_iter);
-            return 1;
+            return SG_ERR_RUNTIME;
         }
         int last = T->st.iter == T->st.total_steps;
         if (T->st.iter % tc->log_every == 0 || last || stop_signal) sg_tr_log_progress(T, &o, lr);
         if (T->epoch_steps_left == 0) { /* epoch finished */
             int64_t end = T->st.sample_pos < N ? T->st.sample_pos : N;
-            if (T->have_ev_left && sg_tr_leftover_pass(T, end) != 0) return 1;
+            if (T->have_ev_left && sg_tr_leftover_pass(T, end) != SG_OK) return SG_ERR_RUNTIME;
             T->st.epoch++;
             T->st.sample_pos = 0;
-            if (!last && !stop_signal && start_epoch_list(T) != 0) return 1;
+            if (!last && !stop_signal && start_epoch_list(T) != SG_OK) return SG_ERR_RUNTIME;
         }
         if (stop_signal) {
-            if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
+            if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
             /* every rank's log records it; the console shows rank 0's line.
              * Several ranks: the hint names the launcher options too. */
             char launch[160] = "";
@@ -373,31 +390,34 @@ static int run_loop(trainer *T) {
                    "Resume with: segtrain %strain --config %s/config.yaml --resume auto",
                    stop_signal, stop_signal_name(stop_signal), (long long)T->st.iter, launch,
                    T->cfg->run_dir);
-            return 128 + stop_signal;
+            *stop_signal_out = stop_signal;
+            return SG_OK;
         }
         if (last) break; /* the final evaluation and checkpoint follow */
         if (tc->eval_every > 0 && T->st.iter % tc->eval_every == 0 && T->have_ev_val &&
-            sg_tr_evaluate_and_keep_best(T) != 0)
-            return 1;
+            sg_tr_evaluate_and_keep_best(T) != SG_OK)
+            return SG_ERR_RUNTIME;
         if (tc->checkpoint_every > 0 && T->st.iter % tc->checkpoint_every == 0 &&
-            sg_tr_write_checkpoint(T, 0) != 0)
-            return 1;
+            sg_tr_write_checkpoint(T, 0) != SG_OK)
+            return SG_ERR_RUNTIME;
     }
     if (T->st.iter == start_iter) {
         if (T->c.rank == 0)
             SG_INFO("already trained: %lld of %lld iterations done (run `segtrain eval` to "
                     "evaluate, or raise train.iters to go on)", (long long)T->st.iter,
                     (long long)T->st.total_steps);
-        return 0;
+        return SG_OK;
     }
     /* evaluation first, so the final checkpoint carries the best mIoU */
-    if (T->have_ev_val && sg_tr_evaluate_and_keep_best(T) != 0) return 1;
-    if (sg_tr_write_checkpoint(T, 0) != 0) return 1;
+    if (T->have_ev_val && sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
+    if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
     if (T->c.rank == 0) SG_INFO("training done: %lld iterations", (long long)T->st.iter);
-    return 0;
+    return SG_OK;
 }
 
-int sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg) {
+sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg,
+                       int *stop_signal) {
+    int stopped_by = 0;
     trainer T;
     memset(&T, 0, sizeof T);
     T.cfg = cfg;
@@ -428,9 +448,10 @@ int sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg) 
         sigaction(sigs[i], NULL, &old[i]);
         if (sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
     }
-    int rc = setup(&T, resume);
-    if (rc == 0) rc = run_loop(&T);
+    sg_status rc = setup(&T, resume);
+    if (rc == SG_OK) rc = run_loop(&T, &stopped_by);
     teardown(&T);
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    if (stop_signal) *stop_signal = stopped_by;
     return rc;
 }

@@ -16,7 +16,7 @@
  *  - at each epoch end the samples drop_last left out are evaluated
  *    (leftover_miou); validation every eval_every and at the end; checkpoints
  *    every checkpoint_every, at the end and on SIGINT/SIGTERM/SIGHUP (then
- *    the call returns 128 + signal number after logging how to resume; the
+ *    the call returns after logging how to resume, reporting the signal; the
  *    same request arriving both directly and forwarded by the launcher
  *    counts once, any other second signal ends the process at once).
  * Rank 0 logs progress lines and writes <run_dir>/metrics.jsonl,
@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 
 /* Optional instrumentation for tests (all fields may be 0/NULL). */
 typedef struct sg_train_debug {
@@ -45,9 +46,12 @@ typedef struct sg_train_debug {
 
 /* resume: NULL (fresh run), "auto" (newest valid checkpoint in run_dir, or
  * fresh when there is none) or a checkpoint path. The run directory must have
- * been prepared (sg_cli_prepare_run_dir). Returns 0, 1 (runtime failure,
- * logged), 2 (configuration error, logged) or 128 + signal after an
- * interruption (checkpoint written). */
-int sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg);
+ * been prepared (sg_cli_prepare_run_dir). Returns SG_OK, SG_ERR_RUNTIME or
+ * SG_ERR_CONFIG (logged; a batch or crop the model cannot train on is found
+ * before the first step). *stop_signal (may be NULL) receives the signal
+ * number that interrupted the run - SG_OK then, with the checkpoint written
+ * and the resume hint logged; the train command exits 128 + signal - or 0. */
+sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg,
+                       int *stop_signal);
 
 #endif

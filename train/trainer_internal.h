@@ -42,12 +42,13 @@ typedef struct trainer {
 
 /* Progress line (rank 0) and a metrics.jsonl line. */
 void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr);
-/* Leftover pass over positions [end_pos, N) of the finished epoch's order. */
-int sg_tr_leftover_pass(trainer *T, int64_t end_pos);
+/* Leftover pass over positions [end_pos, N) of the finished epoch's order.
+ * SG_OK or SG_ERR_RUNTIME (logged). */
+sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos);
 /* Rank 0 writes iter_<N> (best = 0) or best.safetensors; all ranks agree on
- * the outcome. 0 or -1. */
-int sg_tr_write_checkpoint(trainer *T, int best);
-/* Validation, reports, best checkpoint. 0 or -1. */
-int sg_tr_evaluate_and_keep_best(trainer *T);
+ * the outcome. SG_OK or SG_ERR_RUNTIME (logged). */
+sg_status sg_tr_write_checkpoint(trainer *T, int best);
+/* Validation, reports, best checkpoint. SG_OK or SG_ERR_RUNTIME (logged). */
+sg_status sg_tr_evaluate_and_keep_best(trainer *T);
 
 #endif

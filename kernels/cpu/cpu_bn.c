@@ -4,11 +4,11 @@
  * (+ fused ReLU), and the backward reduce / elementwise / parameter grads.
  * Threads split channels for reductions and (n, c) planes for elementwise
  * work; the per-plane loops are `omp simd` kernels, multiversioned for
- * AVX-512 / AVX2 (SG_CPU_CLONES).
+ * AVX-512 / AVX2 (SG_CPU_CLONES). The arithmetic shared with the CUDA
+ * backend (merge, finalize, per-element formulas) is kernels/formulas/bn.h.
  */
-#include <math.h>
-
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/bn.h"
 
 /* Per-plane kernels, compiled for AVX-512, AVX2 and baseline x86-64 and
  * picked at load time (SG_CPU_CLONES): the double accumulations are 8 wide
@@ -49,26 +49,15 @@ static void bn_finalize(sg_backend *be, const float *parts_stats, const int64_t 
                         float *invstd, float *running_mean, float *running_var) {
     (void)be;
     for (int ch = 0; ch < c; ch++) {
-        double na = 0, ma = 0, m2a = 0;
+        sg_bn_moments s = {0, 0, 0};
         for (int p = 0; p < parts; p++) {
             if (counts[p] <= 0) continue;
-            double nb = (double)counts[p];
-            double mb = parts_stats[(size_t)p * 2 * c + ch];
-            double m2b = parts_stats[(size_t)p * 2 * c + c + ch];
-            double nab = na + nb, delta = mb - ma;
-            ma += delta * (nb / nab);
-            m2a += m2b + delta * delta * (na * nb / nab);
-            na = nab;
+            sg_bn_merge(&s, (double)counts[p], parts_stats[(size_t)p * 2 * c + ch],
+                        parts_stats[(size_t)p * 2 * c + c + ch]);
         }
-        double var = na > 0 ? m2a / na : 0.0;
-        mean[ch] = (float)ma;
-        invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
-        if (running_mean) {
-            double unbiased = na > 1 ? m2a / (na - 1) : var;
-            running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * ma);
-            running_var[ch] =
-                (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
-        }
+        sg_bn_finalize_channel(&s, eps, momentum, mean + ch, invstd + ch,
+                               running_mean ? running_mean + ch : NULL,
+                               running_mean ? running_var + ch : NULL);
     }
 }
 
@@ -77,23 +66,19 @@ static void bn_eval_params(sg_backend *be, const float *running_mean, const floa
     (void)be;
     for (int ch = 0; ch < c; ch++) {
         mean[ch] = running_mean[ch];
-        invstd[ch] = (float)(1.0 / sqrt((double)running_var[ch] + (double)eps));
+        invstd[ch] = sg_bn_eval_invstd(running_var[ch], eps);
     }
 }
 
-/* y = (x - m)*a + b (+ReLU), a = invstd*gamma: subtracting the mean first
- * keeps precision when |mean| >> std. */
+/* y = (x - m)*a + b (+ReLU), a = invstd*gamma (formulas/bn.h). */
 SG_CPU_CLONES static void plane_fwd(const float *xp, float *yp, int hw, float m, float a,
                                     float b, int relu) {
     if (relu) {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) {
-            float v = (xp[q] - m) * a + b;
-            yp[q] = v > 0.0f ? v : 0.0f;
-        }
+        for (int q = 0; q < hw; q++) yp[q] = sg_relu(sg_bn_fwd_elem(xp[q], m, a, b));
     } else {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) yp[q] = (xp[q] - m) * a + b;
+        for (int q = 0; q < hw; q++) yp[q] = sg_bn_fwd_elem(xp[q], m, a, b);
     }
 }
 
@@ -105,7 +90,7 @@ static void bn_fwd(sg_backend *be, const float *x, const float *mean, const floa
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
         int ch = (int)(pl % c);
-        float a = (float)((double)invstd[ch] * gamma[ch]);
+        float a = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
         plane_fwd(x + (size_t)pl * hw, y + (size_t)pl * hw, hw, mean[ch], a, beta[ch], relu);
     }
 }
@@ -125,10 +110,7 @@ SG_CPU_CLONES static void plane_reduce(const float *g, const float *xp, const fl
         for (int q0 = 0; q0 < hw; q0 += 256) {
             int len = hw - q0 < 256 ? hw - q0 : 256;
 #pragma omp simd
-            for (int j = 0; j < len; j++) {
-                float gf = g[q0 + j];
-                gm[j] = yp[q0 + j] > 0.0f ? gf : 0.0f;
-            }
+            for (int j = 0; j < len; j++) gm[j] = sg_relu_mask(g[q0 + j], yp[q0 + j]);
 #pragma omp simd reduction(+ : s, sx)
             for (int j = 0; j < len; j++) {
                 s += gm[j];
@@ -161,29 +143,26 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const
     }
 }
 
-/* d (+)= g*A + (x-m)*B + C over one plane, g masked by y > 0 if relu. The
- * mask selects from an unconditionally loaded g, so the loops vectorize. */
+/* d (+)= g*A + (x-m)*B + C over one plane (formulas/bn.h), g masked by
+ * y > 0 if relu. The mask selects from an unconditionally loaded g, so the
+ * loops vectorize. */
 SG_CPU_CLONES static void plane_bwd_elem(const float *g, const float *xp, const float *yp,
                                          float *d, int hw, float A, float B, float C,
                                          float m, int relu, int accumulate) {
     if (relu && accumulate) {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) {
-            float gv = g[q], gm = yp[q] > 0.0f ? gv : 0.0f;
-            d[q] += gm * A + (xp[q] - m) * B + C;
-        }
+        for (int q = 0; q < hw; q++)
+            d[q] += sg_bn_bwd_elem(sg_relu_mask(g[q], yp[q]), xp[q], m, A, B, C);
     } else if (relu) {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) {
-            float gv = g[q], gm = yp[q] > 0.0f ? gv : 0.0f;
-            d[q] = gm * A + (xp[q] - m) * B + C;
-        }
+        for (int q = 0; q < hw; q++)
+            d[q] = sg_bn_bwd_elem(sg_relu_mask(g[q], yp[q]), xp[q], m, A, B, C);
     } else if (accumulate) {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) d[q] += g[q] * A + (xp[q] - m) * B + C;
+        for (int q = 0; q < hw; q++) d[q] += sg_bn_bwd_elem(g[q], xp[q], m, A, B, C);
     } else {
 #pragma omp simd
-        for (int q = 0; q < hw; q++) d[q] = g[q] * A + (xp[q] - m) * B + C;
+        for (int q = 0; q < hw; q++) d[q] = sg_bn_bwd_elem(g[q], xp[q], m, A, B, C);
     }
 }
 
@@ -196,12 +175,9 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const f
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
         int ch = (int)(pl % c);
-        /* The contract's formula with coefficients in double. */
-        double is = invstd[ch], gi = is * gamma[ch];
-        float A = (float)gi, B = (float)(-(double)red[c + ch] / count * is * is * gi);
-        float C = (float)(-(double)red[ch] / count * gi);
+        sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         size_t off = (size_t)pl * hw;
-        plane_bwd_elem(dy + off, x + off, y + off, dx + off, hw, A, B, C, mean[ch], relu,
+        plane_bwd_elem(dy + off, x + off, y + off, dx + off, hw, k.A, k.B, k.C, mean[ch], relu,
                        accumulate);
     }
 }
@@ -210,7 +186,7 @@ static void bn_param_grads(sg_backend *be, const float *red, const float *invstd
                            float *dgamma, float *dbeta, int c, int accumulate) {
     (void)be;
     for (int ch = 0; ch < c; ch++) {
-        float dg = (float)((double)red[c + ch] * invstd[ch]);
+        float dg = sg_bn_dgamma(red[c + ch], invstd[ch]);
         dgamma[ch] = accumulate ? dgamma[ch] + dg : dg;
         dbeta[ch] = accumulate ? dbeta[ch] + red[ch] : red[ch];
     }

@@ -126,9 +126,21 @@ static void dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, fl
 
 static double sumsq(sg_backend *be, const float *x, size_t count) {
     (void)be;
+    /* Fixed chunks summed in order: the same bits whatever the thread count
+     * or timing (an OpenMP reduction combines in arrival order). */
+    enum { CHUNKS = 256 };
+    double part[CHUNKS];
+    size_t per = (count + CHUNKS - 1) / CHUNKS;
+#pragma omp parallel for schedule(static) PAR_IF(count)
+    for (int ch = 0; ch < CHUNKS; ch++) {
+        size_t i0 = (size_t)ch * per, i1 = i0 + per < count ? i0 + per : count;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
+        part[ch] = s;
+    }
     double s = 0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) PAR_IF(count)
-    for (size_t i = 0; i < count; i++) s += (double)x[i] * x[i];
+    for (int ch = 0; ch < CHUNKS; ch++) s += part[ch];
     return s;
 }
 

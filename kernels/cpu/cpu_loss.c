@@ -2,13 +2,15 @@
  * ignore_index), argmax and confusion-matrix accumulation on the CPU.
  * CE works on blocks of pixels with the class loop outside, so the inner
  * loops run over contiguous pixels and vectorize; log-sum-exp is shifted by
- * the per-pixel max, and the loss is summed in double.
+ * the per-pixel max, and the loss is summed in double. The per-pixel
+ * arithmetic is kernels/formulas/cross_entropy.h, shared with the CUDA
+ * backend.
  */
-#include <math.h>
-
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/cross_entropy.h"
 
 #define CE_BLOCK 256
+#define CE_CHUNKS 256 /* fixed partial sums of the loss (see ce_fwd_bwd) */
 
 static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
                        int c, int hw, int ignore, float grad_scale, float *dlogits,
@@ -16,71 +18,87 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
     (void)be;
     int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
     long tasks = (long)n * blocks;
+    /* The loss is summed per fixed chunk of tasks, then the chunks in order:
+     * the result does not depend on the thread count or on which thread
+     * finishes first (an OpenMP reduction combines in arrival order). */
+    double part_loss[CE_CHUNKS];
+    int64_t part_valid[CE_CHUNKS];
+    long per_chunk = (tasks + CE_CHUNKS - 1) / CE_CHUNKS;
+#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (int ch = 0; ch < CE_CHUNKS; ch++) {
+        double loss = 0;
+        int64_t nvalid = 0;
+        long t_end = (ch + 1) * per_chunk < tasks ? (ch + 1) * per_chunk : tasks;
+        for (long t = ch * per_chunk; t < t_end; t++) {
+            int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
+            int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
+            const float *l = logits + (size_t)i * c * hw + p0;
+            const uint8_t *lab = labels + (size_t)i * hw + p0;
+            float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
+            float mx[CE_BLOCK], se[CE_BLOCK];
+            for (int q = 0; q < len; q++) {
+                mx[q] = l[q];
+                se[q] = 0;
+            }
+            for (int k = 1; k < c; k++) {
+                const float *lk = l + (size_t)k * hw;
+#pragma omp simd
+                for (int q = 0; q < len; q++) mx[q] = sg_ce_max(mx[q], lk[q]);
+            }
+            /* The label's logit, read before dlogits is written (it may alias
+             * logits: every element is read before it is overwritten). */
+            float ly[CE_BLOCK];
+            for (int q = 0; q < len; q++) {
+                int y = lab[q];
+                ly[q] = sg_ce_valid(y, c, ignore) ? l[(size_t)y * hw + q] : 0.0f;
+            }
+            /* exp(l - max) once per logit; kept in dlogits for the gradient. */
+            for (int k = 0; k < c; k++) {
+                const float *lk = l + (size_t)k * hw;
+                if (dl) {
+                    float *dk = dl + (size_t)k * hw;
+                    for (int q = 0; q < len; q++) {
+                        dk[q] = sg_ce_exp(lk[q], mx[q]);
+                        se[q] = sg_ce_sum(se[q], dk[q]);
+                    }
+                } else {
+                    for (int q = 0; q < len; q++) se[q] = sg_ce_sum(se[q], sg_ce_exp(lk[q], mx[q]));
+                }
+            }
+            for (int q = 0; q < len; q++) {
+                int y = lab[q];
+                if (!sg_ce_valid(y, c, ignore)) continue;
+                loss += sg_ce_loss(mx[q], se[q], ly[q]);
+                nvalid++;
+            }
+            if (!dl) continue;
+            float inv[CE_BLOCK]; /* grad_scale / sum, 0 at ignored pixels */
+            for (int q = 0; q < len; q++) {
+                int y = lab[q];
+                inv[q] = sg_ce_valid(y, c, ignore) ? sg_ce_inv(grad_scale, se[q]) : 0.0f;
+            }
+            for (int k = 0; k < c; k++) {
+                float *dk = dl + (size_t)k * hw;
+#pragma omp simd
+                for (int q = 0; q < len; q++) dk[q] = sg_ce_grad(dk[q], inv[q]);
+            }
+            for (int q = 0; q < len; q++) {
+                int y = lab[q];
+                if (sg_ce_valid(y, c, ignore)) {
+                    dl[(size_t)y * hw + q] = sg_ce_grad_label(dl[(size_t)y * hw + q], grad_scale);
+                } else { /* exactly 0, even where the logits are not finite */
+                    for (int k = 0; k < c; k++) dl[(size_t)k * hw + q] = 0.0f;
+                }
+            }
+        }
+        part_loss[ch] = loss;
+        part_valid[ch] = nvalid;
+    }
     double loss = 0;
     int64_t nvalid = 0;
-#pragma omp parallel for schedule(static) reduction(+ : loss, nvalid) \
-    if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
-    for (long t = 0; t < tasks; t++) {
-        int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
-        int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
-        const float *l = logits + (size_t)i * c * hw + p0;
-        const uint8_t *lab = labels + (size_t)i * hw + p0;
-        float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
-        float mx[CE_BLOCK], se[CE_BLOCK];
-        for (int q = 0; q < len; q++) {
-            mx[q] = l[q];
-            se[q] = 0;
-        }
-        for (int k = 1; k < c; k++) {
-            const float *lk = l + (size_t)k * hw;
-#pragma omp simd
-            for (int q = 0; q < len; q++) mx[q] = lk[q] > mx[q] ? lk[q] : mx[q];
-        }
-        /* The label's logit, read before dlogits is written (it may alias
-         * logits: every element is read before it is overwritten). */
-        float ly[CE_BLOCK];
-        for (int q = 0; q < len; q++) {
-            int y = lab[q];
-            ly[q] = (y == ignore || y >= c) ? 0.0f : l[(size_t)y * hw + q];
-        }
-        /* exp(l - max) once per logit; kept in dlogits for the gradient. */
-        for (int k = 0; k < c; k++) {
-            const float *lk = l + (size_t)k * hw;
-            if (dl) {
-                float *dk = dl + (size_t)k * hw;
-                for (int q = 0; q < len; q++) {
-                    dk[q] = expf(lk[q] - mx[q]);
-                    se[q] += dk[q];
-                }
-            } else {
-                for (int q = 0; q < len; q++) se[q] += expf(lk[q] - mx[q]);
-            }
-        }
-        for (int q = 0; q < len; q++) {
-            int y = lab[q];
-            if (y == ignore || y >= c) continue;
-            loss += (double)mx[q] + log((double)se[q]) - (double)ly[q];
-            nvalid++;
-        }
-        if (!dl) continue;
-        float inv[CE_BLOCK]; /* grad_scale / sum, 0 at ignored pixels */
-        for (int q = 0; q < len; q++) {
-            int y = lab[q];
-            inv[q] = (y == ignore || y >= c) ? 0.0f : grad_scale / se[q];
-        }
-        for (int k = 0; k < c; k++) {
-            float *dk = dl + (size_t)k * hw;
-#pragma omp simd
-            for (int q = 0; q < len; q++) dk[q] *= inv[q];
-        }
-        for (int q = 0; q < len; q++) {
-            int y = lab[q];
-            if (y != ignore && y < c) {
-                dl[(size_t)y * hw + q] -= grad_scale;
-            } else { /* exactly 0, even where the logits are not finite */
-                for (int k = 0; k < c; k++) dl[(size_t)k * hw + q] = 0.0f;
-            }
-        }
+    for (int ch = 0; ch < CE_CHUNKS; ch++) {
+        loss += part_loss[ch];
+        nvalid += part_valid[ch];
     }
     *loss_sum = loss;
     *valid = nvalid;

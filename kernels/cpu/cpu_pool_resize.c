@@ -1,12 +1,14 @@
 /* kernels/cpu/cpu_pool_resize.c - max-pool 3x3/2 pad 1, global average
- * pool, bilinear resize (align_corners=False, PyTorch's CPU arithmetic) and
- * channel concat, forward and backward. Threads split (n, c) planes, so
- * backward scatters never race.
+ * pool, bilinear resize (align_corners=False, PyTorch's arithmetic: the
+ * taps and weights are kernels/formulas/bilinear.h, shared with the CUDA
+ * backend) and channel concat, forward and backward. Threads split (n, c)
+ * planes, so backward scatters never race.
  */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/bilinear.h"
 
 #define PAR_IF(count) if ((count) >= SG_CPU_PAR_MIN)
 
@@ -89,68 +91,50 @@ static void avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c
     }
 }
 
-/* PyTorch's linear taps for align_corners=False, computed in float as its
- * CPU kernel does: scale = in/out, src = scale*(o+0.5)-0.5 clamped at 0. */
-typedef struct tap {
-    int i0, i1;
-    float l0, l1;
-} tap;
-
-static tap make_tap(int o, int in, int out) {
-    float scale = (float)in / (float)out;
-    float src = scale * ((float)o + 0.5f) - 0.5f;
-    if (src < 0) src = 0;
-    tap t;
-    t.i0 = (int)src;
-    if (t.i0 > in - 1) t.i0 = in - 1;
-    t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
-    float l1 = src - (float)t.i0;
-    t.l1 = l1 < 0 ? 0 : (l1 > 1 ? 1 : l1);
-    t.l0 = 1.0f - t.l1;
-    return t;
-}
-
 static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w,
                        int oh, int ow) {
     (void)be;
     long planes = (long)n * c;
+    float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes * oh * ow)
     for (long pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;
         float *yp = y + (size_t)pl * oh * ow;
         for (int oy = 0; oy < oh; oy++) {
-            tap ty = make_tap(oy, h, oh);
+            sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
             const float *r0 = xp + (size_t)ty.i0 * w, *r1 = xp + (size_t)ty.i1 * w;
             for (int ox = 0; ox < ow; ox++) {
-                tap tx = make_tap(ox, w, ow);
-                yp[(size_t)oy * ow + ox] = ty.l0 * (tx.l0 * r0[tx.i0] + tx.l1 * r0[tx.i1]) +
-                                           ty.l1 * (tx.l0 * r1[tx.i0] + tx.l1 * r1[tx.i1]);
+                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+                yp[(size_t)oy * ow + ox] =
+                    sg_bilinear_value(ty, tx, r0[tx.i0], r0[tx.i1], r1[tx.i0], r1[tx.i1]);
             }
         }
     }
 }
 
-/* Adjoint of resize_fwd: scatter each output gradient to its four taps. */
+/* Adjoint of resize_fwd: scatter each output gradient to its four taps, in
+ * the order formulas/bilinear.h states (the CUDA backend's gather adds the
+ * same shares in the same order). */
 static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int h, int w,
                        int oh, int ow, int accumulate) {
     (void)be;
     long planes = (long)n * c;
+    float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes * oh * ow)
     for (long pl = 0; pl < planes; pl++) {
         float *dp = dx + (size_t)pl * h * w;
         const float *gp = dy + (size_t)pl * oh * ow;
         if (!accumulate) memset(dp, 0, (size_t)h * w * sizeof(float));
         for (int oy = 0; oy < oh; oy++) {
-            tap ty = make_tap(oy, h, oh);
+            sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
             float *r0 = dp + (size_t)ty.i0 * w, *r1 = dp + (size_t)ty.i1 * w;
             for (int ox = 0; ox < ow; ox++) {
-                tap tx = make_tap(ox, w, ow);
+                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
                 float g = gp[(size_t)oy * ow + ox];
-                float g0 = g * ty.l0, g1 = g * ty.l1;
-                r0[tx.i0] += g0 * tx.l0;
-                r0[tx.i1] += g0 * tx.l1;
-                r1[tx.i0] += g1 * tx.l0;
-                r1[tx.i1] += g1 * tx.l1;
+                r0[tx.i0] += sg_bilinear_share(g, ty.l0, tx.l0);
+                r0[tx.i1] += sg_bilinear_share(g, ty.l0, tx.l1);
+                r1[tx.i0] += sg_bilinear_share(g, ty.l1, tx.l0);
+                r1[tx.i1] += sg_bilinear_share(g, ty.l1, tx.l1);
             }
         }
     }

@@ -5,6 +5,7 @@
  * kernels/backend.c) and the lifetime of the impl struct (sg_cuda,
  * cuda_internal.h). The ops themselves live in one .cu file per group.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,58 +96,76 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     info->mem_peak = cu->mem_peak;
 }
 
-static const sg_ops cuda_ops = {
-    "cuda",
-    cuda_destroy,
-    cuda_get_info,
-    sg_cuda_alloc,
-    sg_cuda_free,
-    sg_cuda_upload,
-    sg_cuda_download,
-    sg_cuda_copy,
-    sg_cuda_zero,
-    sg_cuda_sync,
-    sg_cuda_host_alloc,
-    sg_cuda_host_free,
-    sg_cuda_conv_prepare,
-    sg_cuda_conv_fwd,
-    sg_cuda_conv_bwd_data,
-    sg_cuda_conv_bwd_weight,
-    sg_cuda_bias_fwd,
-    sg_cuda_bias_bwd,
-    sg_cuda_bn_stats,
-    sg_cuda_bn_finalize,
-    sg_cuda_bn_eval_params,
-    sg_cuda_bn_fwd,
-    sg_cuda_bn_bwd_reduce,
-    sg_cuda_bn_bwd_elem,
-    sg_cuda_bn_param_grads,
-    sg_cuda_relu_fwd,
-    sg_cuda_relu_bwd,
-    sg_cuda_add,
-    sg_cuda_scale,
-    sg_cuda_axpy,
-    sg_cuda_maxpool_fwd,
-    sg_cuda_maxpool_bwd,
-    sg_cuda_avgpool_fwd,
-    sg_cuda_avgpool_bwd,
-    sg_cuda_resize_fwd,
-    sg_cuda_resize_bwd,
-    sg_cuda_concat_fwd,
-    sg_cuda_concat_bwd,
-    sg_cuda_dropout_fwd,
-    sg_cuda_dropout_bwd,
-    sg_cuda_ce_fwd_bwd,
-    sg_cuda_argmax,
-    sg_cuda_confusion,
-    sg_cuda_sgd_step,
-    sg_cuda_normalize_u8,
-    sg_cuda_sumsq,
-    sg_cuda_upload_async,
-    sg_cuda_upload_wait,
-    sg_cuda_stream,
-    sg_cuda_stream_wait,
-};
+/* Makes the backend's device current on the calling thread. */
+static void cuda_bind_thread(sg_backend *be) { SG_CU_ENTER(sg_cu(be)); }
+
+/* The op table, filled by field name (C++17 has no designated initializers;
+ * sg_backend_create checks that no op is left NULL). */
+static sg_ops cuda_ops;
+
+static void fill_ops(sg_ops *o) {
+    o->name = "cuda";
+    o->destroy = cuda_destroy;
+    o->get_info = cuda_get_info;
+    /* memory (cuda_memory.cu) */
+    o->alloc = sg_cuda_alloc;
+    o->free = sg_cuda_free;
+    o->upload = sg_cuda_upload;
+    o->download = sg_cuda_download;
+    o->copy = sg_cuda_copy;
+    o->zero = sg_cuda_zero;
+    o->sync = sg_cuda_sync;
+    o->host_alloc = sg_cuda_host_alloc;
+    o->host_free = sg_cuda_host_free;
+    /* convolution (cuda_conv.cu), bias and batch norm (cuda_bn.cu) */
+    o->conv_prepare = sg_cuda_conv_prepare;
+    o->conv_fwd = sg_cuda_conv_fwd;
+    o->conv_bwd_data = sg_cuda_conv_bwd_data;
+    o->conv_bwd_weight = sg_cuda_conv_bwd_weight;
+    o->bias_fwd = sg_cuda_bias_fwd;
+    o->bias_bwd = sg_cuda_bias_bwd;
+    o->bn_stats = sg_cuda_bn_stats;
+    o->bn_finalize = sg_cuda_bn_finalize;
+    o->bn_eval_params = sg_cuda_bn_eval_params;
+    o->bn_fwd = sg_cuda_bn_fwd;
+    o->bn_bwd_reduce = sg_cuda_bn_bwd_reduce;
+    o->bn_bwd_elem = sg_cuda_bn_bwd_elem;
+    o->bn_param_grads = sg_cuda_bn_param_grads;
+    /* elementwise (cuda_elementwise.cu) */
+    o->relu_fwd = sg_cuda_relu_fwd;
+    o->relu_bwd = sg_cuda_relu_bwd;
+    o->add = sg_cuda_add;
+    o->scale = sg_cuda_scale;
+    o->axpy = sg_cuda_axpy;
+    /* pooling, concat (cuda_pool.cu), resize (cuda_resize.cu) */
+    o->maxpool_fwd = sg_cuda_maxpool_fwd;
+    o->maxpool_bwd = sg_cuda_maxpool_bwd;
+    o->avgpool_fwd = sg_cuda_avgpool_fwd;
+    o->avgpool_bwd = sg_cuda_avgpool_bwd;
+    o->resize_fwd = sg_cuda_resize_fwd;
+    o->resize_bwd = sg_cuda_resize_bwd;
+    o->concat_fwd = sg_cuda_concat_fwd;
+    o->concat_bwd = sg_cuda_concat_bwd;
+    /* dropout, SGD, input, sumsq (cuda_elementwise.cu) */
+    o->dropout_fwd = sg_cuda_dropout_fwd;
+    o->dropout_bwd = sg_cuda_dropout_bwd;
+    o->sgd_step = sg_cuda_sgd_step;
+    o->normalize_u8 = sg_cuda_normalize_u8;
+    o->sumsq = sg_cuda_sumsq;
+    /* loss and metrics (cuda_loss.cu) */
+    o->ce_fwd_bwd = sg_cuda_ce_fwd_bwd;
+    o->argmax = sg_cuda_argmax;
+    o->confusion = sg_cuda_confusion;
+    /* streams (cuda_memory.cu), threads */
+    o->upload_async = sg_cuda_upload_async;
+    o->upload_wait = sg_cuda_upload_wait;
+    o->stream = sg_cuda_stream;
+    o->stream_wait = sg_cuda_stream_wait;
+    o->bind_thread = cuda_bind_thread;
+}
+
+static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;
+static void fill_cuda_ops(void) { fill_ops(&cuda_ops); }
 
 /* Picks the device, reporting the reason (no driver, too old, no device,
  * index out of range) in words; returns 0 or -1. */
@@ -236,9 +255,11 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
         cu, (size_t)SG_CUDA_CHAN_SLOTS * 3 * sizeof(double), "per-channel reduction scratch");
     CU_CHECK(cudaMallocHost((void **)&cu->red_host, 4 * sizeof(double)));
 
+    SG_CHECK(pthread_once(&cuda_ops_once, fill_cuda_ops) == 0,
+             "CUDA backend: pthread_once failed filling the op table");
     be->ops = &cuda_ops;
     be->impl = cu;
-    be->kind = SG_BACKEND_CUDA;
+    be->caps = SG_CAP_ASYNC_STREAMS | SG_CAP_DEVICE_COLLECTIVES;
     be->device_index = device;
     SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d", device,
             cu->device_name, cu->benchmark, cu->deterministic);

@@ -8,12 +8,21 @@
  * the blocks merge with Chan's formula; bn_finalize merges the parts (ranks)
  * with Chan's formula in double, as backend.h specifies.
  * Elementwise ops run per plane (cuda_internal.h: grid.y = n*c planes).
+ * The merge, the finalize and the per-element formulas are
+ * kernels/formulas/bn.h, shared with the CPU backend: from the same partial
+ * statistics and inputs both give the same bits. (Before that header, this
+ * file had its own copies: Chan's merge rounded delta*nb/nt and
+ * delta*delta*n*nb/nt left to right instead of the CPU's delta*(nb/nt) and
+ * delta*delta*(n*nb/nt), and nvcc fused the running-stat update and the
+ * per-element (x-m)*a+b and g*A+(x-m)*B+C into FMAs, so results differed
+ * from the CPU's in the last bits.)
  */
 #include <string.h>
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/bn.h"
 
 #define CH_THREADS 512
 #define BN_INLINE_PARTS 64
@@ -149,18 +158,13 @@ __global__ void k_bn_stats_part(const float *x, int n, int c, int hw, double *pa
 __global__ void k_bn_stats_merge(const double *part, int c, int splits, float *stats) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    double n = 0, m = 0, m2 = 0;
+    sg_bn_moments m = {0, 0, 0};
     for (int s = 0; s < splits; s++) {
         const double *p = part + ((size_t)ch * splits + s) * 3;
-        double nb = p[0];
-        if (nb <= 0) continue;
-        double nt = n + nb, delta = p[1] - m;
-        m += delta * nb / nt;
-        m2 += p[2] + delta * delta * n * nb / nt;
-        n = nt;
+        sg_bn_merge(&m, p[0], p[1], p[2]); /* skips empty slices */
     }
-    stats[ch] = (float)m;
-    stats[c + ch] = (float)m2;
+    stats[ch] = (float)m.mean;
+    stats[c + ch] = (float)m.m2;
 }
 
 void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
@@ -184,26 +188,16 @@ __global__ void k_bn_finalize(const float *parts_stats, inline_counts ic, const 
                               float *invstd, float *running_mean, float *running_var) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    double n = 0, m = 0, m2 = 0;
+    sg_bn_moments s = {0, 0, 0};
     for (int p = 0; p < parts; p++) {
-        double nb = (double)(cdev ? cdev[p] : ic.v[p]);
-        if (nb <= 0) continue;
-        double mb = parts_stats[(size_t)p * 2 * c + ch];
-        double m2b = parts_stats[(size_t)p * 2 * c + c + ch];
-        double nt = n + nb;
-        double delta = mb - m;
-        m += delta * nb / nt;
-        m2 += m2b + delta * delta * n * nb / nt;
-        n = nt;
+        long long nb = cdev ? (long long)cdev[p] : ic.v[p];
+        if (nb <= 0) continue; /* as the CPU: an empty part's stats are not read */
+        sg_bn_merge(&s, (double)nb, parts_stats[(size_t)p * 2 * c + ch],
+                    parts_stats[(size_t)p * 2 * c + c + ch]);
     }
-    double var = n > 0 ? m2 / n : 0.0;
-    mean[ch] = (float)m;
-    invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
-    if (running_mean) {
-        double unbiased = n > 1 ? m2 / (n - 1) : var;
-        running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * m);
-        running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
-    }
+    sg_bn_finalize_channel(&s, eps, momentum, mean + ch, invstd + ch,
+                           running_mean ? running_mean + ch : NULL,
+                           running_mean ? running_var + ch : NULL);
 }
 
 void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
@@ -243,7 +237,7 @@ __global__ void k_bn_eval_params(const float *rm, const float *rv, int c, float 
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
     mean[ch] = rm[ch];
-    invstd[ch] = (float)(1.0 / sqrt((double)rv[ch] + (double)eps));
+    invstd[ch] = sg_bn_eval_invstd(rv[ch], eps);
 }
 
 void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
@@ -262,13 +256,12 @@ __global__ void k_bn_fwd(const float *x, const float *mean, const float *invstd,
                          size_t planes, int relu) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
-        /* the CPU backend's form: (x - m)*a + b, a = invstd*gamma in double */
-        float m = mean[ch], a = (float)((double)invstd[ch] * gamma[ch]), bt = beta[ch];
+        float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
         const float *xp = x + pl * hw;
         float *yp = y + pl * hw;
         SG_INPLANE_LOOP(j, hw) {
-            float v = (xp[j] - m) * a + bt;
-            yp[j] = (relu && !(v > 0.0f)) ? 0.0f : v;
+            float v = sg_bn_fwd_elem(xp[j], m, a, bt);
+            yp[j] = relu ? sg_relu(v) : v;
         }
     }
 }
@@ -294,8 +287,7 @@ __global__ void k_bn_bwd_reduce_part(const float *dy, const float *x, const floa
     double m = mean[ch];
     double sg = 0, sgx = 0;
     CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    float g = dy[i];
-    if (relu && !(y[i] > 0.0f)) g = 0.0f;
+    float g = relu ? sg_relu_mask(dy[i], y[i]) : dy[i];
     sg += g;
     sgx += (double)g * ((double)x[i] - m);
     CHAN_SLICE_END
@@ -328,19 +320,14 @@ __global__ void k_bn_bwd_elem(const float *dy, const float *x, const float *y, c
                               int accumulate) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
-        /* the contract's formula as the CPU backend evaluates it:
-         * dx = g*A + (x-m)*B + C with the coefficients in double */
-        double is = invstd[ch], gi = is * gamma[ch];
-        float A = (float)gi, B = (float)(-(double)red[c + ch] / count * is * is * gi);
-        float C = (float)(-(double)red[ch] / count * gi);
+        sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         float m = mean[ch];
         size_t off = pl * hw;
         SG_INPLANE_LOOP(j, hw) {
             size_t i = off + j;
-            float g = dy[i];
-            if (relu && !(y[i] > 0.0f)) g = 0.0f;
-            float v = g * A + (x[i] - m) * B + C;
-            dx[i] = accumulate ? dx[i] + v : v;
+            float g = relu ? sg_relu_mask(dy[i], y[i]) : dy[i];
+            float v = sg_bn_bwd_elem(g, x[i], m, k.A, k.B, k.C);
+            dx[i] = accumulate ? sg_fadd(dx[i], v) : v;
         }
     }
 }
@@ -362,7 +349,7 @@ __global__ void k_bn_param_grads(const float *red, const float *invstd, float *d
                                  float *dbeta, int c, int accumulate) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    float dg = red[c + ch] * invstd[ch], db = red[ch];
+    float dg = sg_bn_dgamma(red[c + ch], invstd[ch]), db = red[ch];
     dgamma[ch] = accumulate ? dgamma[ch] + dg : dg;
     dbeta[ch] = accumulate ? dbeta[ch] + db : db;
 }

@@ -3,12 +3,20 @@
  *
  * Each op is one grid-stride kernel on the compute stream. Dropout draws its
  * mask from kernels/rng.h with the rule backend.h states, so the mask is
- * bit-identical to the CPU backend's. sumsq reduces in double through
+ * bit-identical to the CPU backend's. SGD and the input normalisation use
+ * the per-element formulas shared with the CPU backend
+ * (kernels/formulas/sgd.h, normalize.h). sumsq reduces in double through
  * per-block partials (deterministic) and returns on the host.
+ *
+ * nvcc fuses a*b + c into one FMA by default and the CPU build does not, so
+ * arithmetic that must match the CPU backend bit for bit is written with
+ * the non-fusing sg_f* operations (formulas/hostdev.h) or __fmul_rn.
  */
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/normalize.h"
+#include "kernels/formulas/sgd.h"
 #include "kernels/rng.h"
 
 #define EW_THREADS 256
@@ -61,8 +69,10 @@ void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t
     LAUNCH(k_scale, count, x, y, alpha, count);
 }
 
+/* Not fused: y + alpha*x rounded twice, as the CPU computes it (an FMA
+ * here made axpy differ from the CPU backend in the last bit). */
 __global__ void k_axpy(float alpha, const float *x, float *y, size_t n) {
-    GRID_STRIDE(i, n) y[i] += alpha * x[i];
+    GRID_STRIDE(i, n) y[i] = sg_fadd(y[i], sg_fmul(alpha, x[i]));
 }
 void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
     LAUNCH(k_axpy, count, alpha, x, y, count);
@@ -97,20 +107,16 @@ void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, f
     LAUNCH(k_dropout_bwd, count, dy, mask, dx, count, scale, accumulate);
 }
 
-/* ---- SGD, torch.optim.SGD semantics (see backend.h) ---- */
+/* ---- SGD, torch.optim.SGD semantics (see backend.h, formulas/sgd.h) ----
+ * Before formulas/sgd.h, nvcc fused d + wd*p, momentum*buf + damp*d,
+ * d + momentum*b and p - lr*d into FMAs, so a step could leave parameters
+ * and buffers an ulp away from the CPU backend's. Now the same bits. */
 
 __global__ void k_sgd(float *param, const float *grad, float *buf, size_t n, float lr,
-                      float momentum, float dampening, float wd, int nesterov, int first) {
+                      float momentum, float damp1, float wd, int nesterov, int first) {
     GRID_STRIDE(i, n) {
-        float p = param[i];
-        float d = grad[i];
-        if (wd != 0.0f) d = d + wd * p;
-        if (momentum != 0.0f) {
-            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
-            buf[i] = b;
-            d = nesterov ? d + momentum * b : b;
-        }
-        param[i] = p - lr * d;
+        param[i] = sg_sgd_update(param[i], grad[i], momentum != 0.0f ? buf + i : NULL, lr,
+                                 momentum, damp1, wd, nesterov, first);
     }
 }
 void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
@@ -118,13 +124,16 @@ void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *bu
                       int nesterov, int first) {
     SG_CHECK(momentum == 0.0f || buf, "CUDA backend: sgd_step with momentum %g needs a buffer",
              (double)momentum);
-    LAUNCH(k_sgd, count, param, grad, buf, count, lr, momentum, dampening, wd, nesterov, first);
+    LAUNCH(k_sgd, count, param, grad, buf, count, lr, momentum, sg_sgd_damp1(dampening), wd,
+           nesterov, first);
 }
 
 /* ---- uint8 HWC -> normalised float NCHW ---- */
 
-/* (v/255 - mean)/std = v*a + b with a, b from double, as the CPU backend
- * (kernels/cpu/cpu_sgd.c) computes it, so both backends feed the same input. */
+/* (v/255 - mean)/std = v*a + b (formulas/normalize.h), as the CPU backend
+ * computes it, so both backends feed the same input. (Before, the kernel
+ * wrote the same formula, but nvcc fused v*a + b into an FMA: not the CPU's
+ * bits.) */
 typedef struct norm3 {
     float a[3], b[3];
 } norm3;
@@ -137,15 +146,15 @@ __global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, siz
         size_t pix = i % plane;
         int ch = (int)((i / plane) % 3);
         size_t img = i / (plane * 3);
-        dst[i] = (float)src[(img * plane + pix) * 3 + ch] * nm.a[ch] + nm.b[ch];
+        dst[i] = sg_normalize_px(src[(img * plane + pix) * 3 + ch], nm.a[ch], nm.b[ch]);
     }
 }
 void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
                           const float mean[3], const float std[3]) {
     norm3 nm;
     for (int k = 0; k < 3; k++) {
-        nm.a[k] = (float)(1.0 / (255.0 * std[k]));
-        nm.b[k] = (float)(-(double)mean[k] / std[k]);
+        nm.a[k] = sg_normalize_a(std[k]);
+        nm.b[k] = sg_normalize_b(mean[k], std[k]);
     }
     size_t total = (size_t)n * 3 * h * w;
     LAUNCH(k_normalize_u8, total, src, dst, h, w, total, nm);

@@ -1,15 +1,18 @@
 /* kernels/cuda/cuda_loss.cu - softmax cross-entropy with ignore, argmax and
  * the confusion matrix.
  *
- * ce_fwd_bwd: one thread per pixel (log-sum-exp with the max subtracted),
- * loss summed in double through per-block partials and one final block
- * (deterministic), returned to the host with the number of valid pixels.
+ * ce_fwd_bwd: one thread per pixel (log-sum-exp with the max subtracted;
+ * the per-pixel arithmetic is kernels/formulas/cross_entropy.h, shared with
+ * the CPU backend), loss summed in double through per-block partials and
+ * one final block (deterministic), returned to the host with the number of
+ * valid pixels.
  * confusion: integer atomics (exact in any order), per-block shared-memory
  * histograms when the matrix is small.
  */
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/cross_entropy.h"
 
 #define EW_THREADS 256
 #define SMEM_BINS 4096
@@ -27,27 +30,20 @@ __global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, 
         size_t img = p / hw, j = p % hw;
         const float *x = logits + img * (size_t)c * hw + j;
         int lab = labels[p];
-        int ok = lab != ignore && lab < c;
-        if (ok) {
-            /* the CPU backend's arithmetic (kernels/cpu/cpu_loss.c): float max
-             * and sum of exps, log-sum-exp and the loss in double, gradient
-             * exp * (grad_scale / sum), minus grad_scale at the label */
+        if (sg_ce_valid(lab, c, ignore)) {
             float m = x[0];
-            for (int k = 1; k < c; k++) {
-                float v = x[(size_t)k * hw];
-                m = v > m ? v : m;
-            }
+            for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * hw]);
             float s = 0.0f;
-            for (int k = 0; k < c; k++) s += expf(x[(size_t)k * hw] - m);
+            for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * hw], m));
             float xl = x[(size_t)lab * hw]; /* read before dlogits (may alias) is written */
-            loss += (double)m + log((double)s) - (double)xl;
+            loss += sg_ce_loss(m, s, xl);
             valid += 1.0;
             if (dlogits) {
                 float *d = dlogits + img * (size_t)c * hw + j;
-                float inv = grad_scale / s;
+                float inv = sg_ce_inv(grad_scale, s);
                 for (int k = 0; k < c; k++) {
-                    float v = __fmul_rn(expf(x[(size_t)k * hw] - m), inv); /* not fused */
-                    d[(size_t)k * hw] = k == lab ? v - grad_scale : v;
+                    float v = sg_ce_grad(sg_ce_exp(x[(size_t)k * hw], m), inv);
+                    d[(size_t)k * hw] = k == lab ? sg_ce_grad_label(v, grad_scale) : v;
                 }
             }
         } else if (dlogits) {

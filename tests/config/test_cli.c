@@ -74,11 +74,11 @@ static void test_usage_errors(void) {
     int r4 = sg_cli_parse(&cli, 5, a4, "u", opts);
     int r5 = sg_cli_parse(&cli, 3, a5, "u", opts);
     silence(0);
-    CHECK_EQ_INT(r1, 2);
-    CHECK_EQ_INT(r2, 2);
-    CHECK_EQ_INT(r3, 2);
-    CHECK_EQ_INT(r4, 2);
-    CHECK_EQ_INT(r5, 2);
+    CHECK_EQ_INT(r1, SG_ERR_CONFIG);
+    CHECK_EQ_INT(r2, SG_ERR_CONFIG);
+    CHECK_EQ_INT(r3, SG_ERR_CONFIG);
+    CHECK_EQ_INT(r4, SG_ERR_CONFIG);
+    CHECK_EQ_INT(r5, SG_ERR_CONFIG);
 }
 
 static void test_begin_loads_and_validates(void) {
@@ -92,31 +92,34 @@ static void test_begin_loads_and_validates(void) {
     sg_cli cli;
     int rc = sg_cli_begin(&cli, &g_cfg, 6, argv, "u", NULL);
     sg_log_set_level(SG_LOG_INFO);
-    CHECK_EQ_INT(rc, SG_CLI_RUN);
+    CHECK_EQ_INT(rc, SG_OK);
+    CHECK_EQ_INT(cli.done, 0); /* the command goes on */
     CHECK_NEAR(g_cfg.train.lr, 0.05, 0);
     CHECK_NEAR(g_cfg.train.momentum, 0.5, 0);
     CHECK_EQ_INT(cli.log_level, SG_LOG_WARN);
     /* --set applies after the file: it wins */
     char *argv2[] = {"train", "--set", "train.lr=0.2", "--config", path, NULL};
-    CHECK_EQ_INT(sg_cli_begin(&cli, &g_cfg, 5, argv2, "u", NULL), SG_CLI_RUN);
+    CHECK_EQ_INT(sg_cli_begin(&cli, &g_cfg, 5, argv2, "u", NULL), SG_OK);
+    CHECK_EQ_INT(cli.done, 0);
     CHECK_NEAR(g_cfg.train.lr, 0.2, 0);
-    /* invalid: 2, and the run directory was not created */
+    /* invalid: a config error, and the run directory was not created */
     char *argv3[] = {"train", "--config", path, "--set", "model.num_classes=500", NULL};
     silence(1);
     rc = sg_cli_begin(&cli, &g_cfg, 5, argv3, "u", NULL);
     silence(0);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     char run[512];
     snprintf(run, sizeof run, "%s/run", g_dir);
     CHECK(!exists(run));
-    /* --help: exit 0 before loading anything (the bad --set is not read) */
+    /* --help: done (exit 0) before loading anything (the bad --set is not read) */
     char *argv4[] = {"train", "--help", "--set", "nonsense", NULL};
     FILE *saved = stdout;
     stdout = fopen("/dev/null", "w");
     rc = sg_cli_begin(&cli, &g_cfg, 4, argv4, "u", NULL);
     fclose(stdout);
     stdout = saved;
-    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(rc, SG_OK);
+    CHECK_EQ_INT(cli.done, 1);
 }
 
 static void test_prepare_run_dir(void) {
@@ -154,7 +157,7 @@ static void test_prepare_run_dir(void) {
     CHECK(exists(p));
     snprintf(p, sizeof p, "%s/config.yaml", run);
     CHECK(!exists(p));
-    /* run_dir that is a file: error 1 */
+    /* run_dir that is a file: a runtime error (exit 1) */
     snprintf(p, sizeof p, "%s/afile", g_dir);
     f = fopen(p, "w");
     CHECK(f != NULL);
@@ -164,7 +167,7 @@ static void test_prepare_run_dir(void) {
     silence(1);
     int rc = sg_cli_prepare_run_dir(&g_cfg, 0);
     silence(0);
-    CHECK_EQ_INT(rc, 1);
+    CHECK_EQ_INT(rc, SG_ERR_RUNTIME);
 }
 
 int main(void) {

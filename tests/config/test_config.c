@@ -233,23 +233,23 @@ static void test_load_values(void) {
 static void test_unknown_key(void) {
     const char *msg;
     int rc = load_text(&g_a, "unk.yaml", "model:\n  num_classes: 19\ntrain:\n  momentum: 0.9\n  lrr: 0.1\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "unk.yaml:5:3:");
     CHECK_STR_CONTAINS(msg, "unknown key 'train.lrr'");
     CHECK_STR_CONTAINS(msg, "did you mean train.lr?");
     /* right key, wrong section */
     rc = load_text(&g_a, "unk2.yaml", "model:\n  lr: 0.1\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "unk2.yaml:2:3:");
     CHECK_STR_CONTAINS(msg, "did you mean train.lr?");
     /* misspelt section */
     rc = load_text(&g_a, "unk3.yaml", "seed: 1\nmodle:\n  num_classes: 3\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "unk3.yaml:2:1:");
     CHECK_STR_CONTAINS(msg, "did you mean model?");
     /* nothing close: no suggestion, but a pointer to --help-config */
     rc = load_text(&g_a, "unk4.yaml", "zzzzzzzzzzzzzz: 1\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK(strstr(msg, "did you mean") == NULL);
     CHECK_STR_CONTAINS(msg, "--help-config");
 }
@@ -257,91 +257,91 @@ static void test_unknown_key(void) {
 static void test_wrong_type(void) {
     const char *msg;
     int rc = load_text(&g_a, "t1.yaml", "train:\n  lr: fast\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t1.yaml:2:7:");
     CHECK_STR_CONTAINS(msg, "key 'train.lr'");
     CHECK_STR_CONTAINS(msg, "expects a number");
     rc = load_text(&g_a, "t2.yaml", "model:\n  num_classes: 2.5\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t2.yaml:2:16:");
     CHECK_STR_CONTAINS(msg, "expects an integer");
     rc = load_text(&g_a, "t3.yaml", "data:\n  hflip: maybe\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "key 'data.hflip'");
     CHECK_STR_CONTAINS(msg, "expects true or false");
     rc = load_text(&g_a, "t4.yaml", "model:\n  aspp_rates: 12\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t4.yaml:2:15:");
     CHECK_STR_CONTAINS(msg, "expects a list");
     rc = load_text(&g_a, "t5.yaml", "train:\n  lr: [0.1]\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "expects a single float");
     rc = load_text(&g_a, "t6.yaml", "data:\n  crop_size: [64]\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t6.yaml:2:14:");
     CHECK_STR_CONTAINS(msg, "expects exactly 2 entries, got 1");
     rc = load_text(&g_a, "t7.yaml", "model: 3\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t7.yaml:1:8:");
     CHECK_STR_CONTAINS(msg, "is a section");
     rc = load_text(&g_a, "t8.yaml", "train:\n  iters: \"100\"\n", &msg); /* a quoted string is not a number */
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "expects an integer");
     rc = load_text(&g_a, "t9.yaml", "- a\n- b\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t9.yaml:1:1:");
     CHECK_STR_CONTAINS(msg, "top level must be a mapping");
     rc = load_text(&g_a, "t10.yaml", "train:\n  lr:\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "has no value");
 }
 
 static void test_out_of_range(void) {
     const char *msg;
     int rc = load_text(&g_a, "r1.yaml", "model:\n  num_classes: 300\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "r1.yaml:2:16:");
     CHECK_STR_CONTAINS(msg, "key 'model.num_classes'");
     CHECK_STR_CONTAINS(msg, "300 is out of range");
     CHECK_STR_CONTAINS(msg, "1..254");
     rc = load_text(&g_a, "r2.yaml", "model:\n  output_stride: 32\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "use one of 8, 16");
     rc = load_text(&g_a, "r3.yaml", "model:\n  backbone: resnet152\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "r3.yaml:2:13:");
     CHECK_STR_CONTAINS(msg, "'resnet152' is not allowed");
     rc = load_text(&g_a, "r4.yaml", "data:\n  mean: [0.5, 1.5, 0.5]\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "r4.yaml:2:15:"); /* the offending element */
     CHECK_STR_CONTAINS(msg, "(element 2)");
     rc = load_text(&g_a, "r5.yaml", "device: gpu\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "use one of cpu, cuda, cuda:N");
     rc = load_text(&g_a, "r6.yaml", "device: cuda:x\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     rc = load_text(&g_a, "r7.yaml", "train:\n  lr: -0.1\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "-0.1 is out of range");
     rc = load_text(&g_a, "r8.yaml", "seed: 99999999999\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "out of range");
     rc = load_text(&g_a, "r9.yaml", "train:\n  lr: .nan\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
 }
 
 static void test_malformed_yaml(void) {
     const char *msg;
     int rc = load_text(&g_a, "m1.yaml", "train:\n  lr: [0.1\n  momentum: 0.9\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "m1.yaml:3:");
     CHECK_STR_CONTAINS(msg, "malformed YAML");
     rc = load_text(&g_a, "m2.yaml", "train:\n  lr: 0.1\n    momentum: 0.9\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "m2.yaml:3:");
     CHECK_STR_CONTAINS(msg, "malformed YAML");
     rc = load_text(&g_a, "m3.yaml", "seed: 1\n---\nseed: 2\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "m3.yaml:3:1:");
     CHECK_STR_CONTAINS(msg, "second YAML document");
     /* an empty file (or only comments) is valid: all defaults */
@@ -352,12 +352,12 @@ static void test_malformed_yaml(void) {
 static void test_duplicate_key(void) {
     const char *msg;
     int rc = load_text(&g_a, "d1.yaml", "train:\n  lr: 0.1\n  momentum: 0.8\n  lr: 0.2\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "d1.yaml:4:3:");
     CHECK_STR_CONTAINS(msg, "key 'train.lr'");
     CHECK_STR_CONTAINS(msg, "duplicate key (first given at line 2)");
     rc = load_text(&g_a, "d2.yaml", "train:\n  lr: 0.1\nseed: 1\ntrain:\n  momentum: 0.8\n", &msg);
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "d2.yaml:4:1:");
     CHECK_STR_CONTAINS(msg, "duplicate key");
 }
@@ -369,13 +369,13 @@ static void test_missing_file(void) {
     cap_begin();
     int rc = sg_config_load_file(&g_a, path);
     const char *msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, path);
     CHECK_STR_CONTAINS(msg, "No such file");
     cap_begin();
     rc = sg_config_load_file(&g_a, g_dir); /* a directory */
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, g_dir);
 }
 
@@ -404,39 +404,39 @@ static void test_set(void) {
     cap_begin();
     int rc = sg_config_set(c, "train.lrr=0.1");
     const char *msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "--set train.lrr=0.1");
     CHECK_STR_CONTAINS(msg, "did you mean train.lr?");
     cap_begin();
     rc = sg_config_set(c, "train.lr=abc");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "key 'train.lr': expects a number, got 'abc'");
     CHECK_NEAR(c->train.lr, 0.02, 0); /* unchanged after a failed --set */
     cap_begin();
     rc = sg_config_set(c, "model.num_classes=0");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "0 is out of range");
     cap_begin();
     rc = sg_config_set(c, "model.aspp_rates=[6, x]");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_EQ_INT(c->model.aspp_rates[1], 12); /* lists commit all or nothing */
     cap_begin();
     rc = sg_config_set(c, "train.lr");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "expects KEY=VALUE");
     cap_begin();
     rc = sg_config_set(c, "model=1");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "is a section");
     cap_begin();
     rc = sg_config_set(c, "model.aspp_rates=[1,");
     msg = cap_end();
-    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "malformed YAML");
 }
 
@@ -467,7 +467,7 @@ static void test_validate(void) {
         cap_begin();
         int rc = sg_config_validate(c);
         const char *msg = cap_end();
-        CHECK_MSG(rc == 2, "case %zu (%s) validated", i, cases[i].sets[0]);
+        CHECK_MSG(rc == SG_ERR_CONFIG, "case %zu (%s) validated", i, cases[i].sets[0]);
         CHECK_STR_CONTAINS(msg, cases[i].expect);
     }
     sg_config_defaults(c);

@@ -14,12 +14,8 @@
 
 #include "data/loader.h"
 #include "data/transforms.h"
+#include "tests/helpers.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 /* CPU time of this thread: what one worker costs, whatever else the
  * (shared) machine runs meanwhile. */
 static double cpu_s(void) {
@@ -60,13 +56,13 @@ int main(int argc, char **argv) {
     for (int p = 0; p < passes; p++) {
         for (int64_t i = 0; i < n; i++) {
             sg_img im, m;
-            double t0 = now_s(), c0 = cpu_s();
+            double t0 = th_now(), c0 = cpu_s();
             if (sg_dataset_load(ds, i, &im, &m, NULL, 0) != 0) return 1;
-            double t1 = now_s(), c1 = cpu_s();
+            double t1 = th_now(), c1 = cpu_s();
             sg_aug_draw d;
             sg_aug_make_draw(&a, 0, p, i, im.h, im.w, &d);
             sg_aug_apply(&a, &d, im.data, m.data, im.h, im.w, oi, om);
-            t_aug += now_s() - t1;
+            t_aug += th_now() - t1;
             t_dec += t1 - t0;
             c_aug += cpu_s() - c1;
             c_dec += c1 - c0;
@@ -95,7 +91,7 @@ int main(int argc, char **argv) {
         o.workers = atoi(t);
         sg_loader *l = sg_loader_create(ds, &o);
         if (!l) return 1;
-        double t0 = now_s();
+        double t0 = th_now();
         int64_t imgs = 0;
         for (int p = 0; p < passes; p++) {
             if (sg_loader_start(l, list, n, p) != 0) return 1;
@@ -107,7 +103,7 @@ int main(int argc, char **argv) {
             }
             if (rc < 0) return 1;
         }
-        double dt = now_s() - t0;
+        double dt = th_now() - t0;
         sg_loader_stats st;
         sg_loader_get_stats(l, &st);
         printf("loader, %d workers: %.1f images/s (decode+augment %.2f s total, consumer waited "

@@ -28,24 +28,24 @@ static int worker(void) {
     sg_comm_barrier(c);
     double ar = 0;
     for (int pass = 0; pass < 2; pass++) { /* the first pass also warms up */
-        t = dh_now();
+        t = th_now();
         for (int i = 0; i < n_small; i++)
             if (sg_comm_allreduce_f32(c, small, 128)) return 1;
-        ar = (dh_now() - t) / n_small;
+        ar = (th_now() - t) / n_small;
     }
-    t = dh_now();
+    t = th_now();
     for (int i = 0; i < n_small; i++)
         if (sg_comm_allgather_f32(c, small, gath, 128)) return 1;
-    double ag = (dh_now() - t) / n_small;
-    t = dh_now();
+    double ag = (th_now() - t) / n_small;
+    t = th_now();
     for (int i = 0; i < n_small; i++)
         if (sg_comm_barrier(c)) return 1;
-    double ba = (dh_now() - t) / n_small;
+    double ba = (th_now() - t) / n_small;
     sg_comm_allreduce_f32(c, big, big_n);
-    t = dh_now();
+    t = th_now();
     for (int i = 0; i < n_big; i++)
         if (sg_comm_allreduce_f32(c, big, big_n)) return 1;
-    double bw = (dh_now() - t) / n_big;
+    double bw = (th_now() - t) / n_big;
     if (r == 0)
         printf("world %d: all-reduce 128 floats %.1f us, all-gather 128 floats %.1f us, barrier %.1f us, "
                "all-reduce 25 MiB %.1f ms (%.2f GB/s algorithm bandwidth)\n",

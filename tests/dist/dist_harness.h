@@ -18,12 +18,7 @@
 #include <unistd.h>
 
 #include "dist/launch.h"
-
-static double dh_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "tests/helpers.h"
 
 /* Runs `launcher_args` (NULL-terminated, e.g. {"--nproc-per-node", "2",
  * "mode", NULL}) in a forked launcher whose worker program is this test
@@ -41,12 +36,10 @@ static int dh_launch(const char *const *launcher_args, char **out, double *secs)
 static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs, double sig_after,
                          int sig) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = 0;
+    if (th_self_exe(exe, sizeof exe) != 0) return -1;
     int p[2];
     if (pipe(p)) return -1;
-    double t0 = dh_now();
+    double t0 = th_now();
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -67,10 +60,10 @@ static int dh_launch_sig(const char *const *launcher_args, char **out, double *s
     for (;;) {
         if (cap - len < 4096) buf = realloc(buf, cap *= 2);
         if (sig_after >= 0) {
-            double left = t0 + sig_after - dh_now();
+            double left = t0 + sig_after - th_now();
             struct pollfd pfd = {.fd = p[0], .events = POLLIN};
             if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) == 0) {
-                if (dh_now() >= t0 + sig_after) {
+                if (th_now() >= t0 + sig_after) {
                     kill(pid, sig);
                     sig_after = -1;
                 }
@@ -86,7 +79,7 @@ static int dh_launch_sig(const char *const *launcher_args, char **out, double *s
     close(p[0]);
     int st = 0;
     waitpid(pid, &st, 0);
-    if (secs) *secs = dh_now() - t0;
+    if (secs) *secs = th_now() - t0;
     fprintf(stderr, "---- launcher output ----\n%s---- end ----\n", buf);
     if (out) *out = buf;
     else free(buf);

@@ -14,6 +14,7 @@
 #include "dist/comm.h"
 #include "dist_harness.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 static sg_backend *cpu(void) {
     sg_backend_opts o = {.threads = 1};
@@ -151,7 +152,6 @@ static int worker_diverge(void) {
 }
 
 /* ---- driver side ---- */
-static int free_port(void);
 static void run_world(int w) {
     char ws[8];
     snprintf(ws, sizeof ws, "%d", w);
@@ -211,11 +211,9 @@ static void test_dataset_mismatch_named(void) {
  * dist.timeout_s naming rank 2, not hang. */
 static void test_missing_rank_named(void) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    CHECK(n > 0);
-    exe[n] = 0;
+    CHECK(th_self_exe(exe, sizeof exe) == 0);
     char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", th_free_port());
     int p[2];
     CHECK(pipe(p) == 0);
     pid_t pids[2];
@@ -252,24 +250,12 @@ static void test_missing_rank_named(void) {
     CHECK_STR_CONTAINS(out, "rank 1: rank 2 did not publish its binary version within dist.timeout_s=2 s");
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* Starts 2 workers by hand with another launcher's variable names. */
 static void by_hand(const char *rank_v, const char *world_v, const char *local_v) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    CHECK(n > 0);
-    exe[n] = 0;
+    CHECK(th_self_exe(exe, sizeof exe) == 0);
     char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", th_free_port());
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
@@ -302,11 +288,9 @@ static void test_srun_variables(void) { by_hand("SLURM_PROCID", "SLURM_NTASKS", 
  * one rendezvous port: a world of 4 across launchers. */
 static void test_two_nodes(void) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    CHECK(n > 0);
-    exe[n] = 0;
+    CHECK(th_self_exe(exe, sizeof exe) == 0);
     char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", th_free_port());
     setenv("SG_TEST_WORLD", "4", 1);
     pid_t pids[2];
     for (int node = 0; node < 2; node++) {

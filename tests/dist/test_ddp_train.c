@@ -23,32 +23,16 @@
 #include "core/log.h"
 #include "model/safetensors.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 static const char *g_bin;
 
-static double dh_now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static char g_dir[256];
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "  $ %s\n", cmd);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sg_ddp_train_XXXXXX");
     if (!mkdtemp(g_dir)) return -1;
-    if (sh("%s synth --out %s/data --train 8 --val 3 --size 40x40 --seed 5 >/dev/null 2>&1", g_bin, g_dir))
+    if (th_sh("%s synth --out %s/data --train 8 --val 3 --size 40x40 --seed 5 >/dev/null 2>&1", g_bin, g_dir))
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
@@ -74,7 +58,7 @@ static int setup(void) {
 static int train(const char *run, int nproc, const char *sets) {
     char launch[64] = "";
     if (nproc > 0) snprintf(launch, sizeof launch, "--nproc-per-node %d ", nproc);
-    return sh("%s %strain --config %s/base.yaml --set run_dir=%s/%s %s > %s/%s.log 2>&1", g_bin, launch, g_dir,
+    return th_sh("%s %strain --config %s/base.yaml --set run_dir=%s/%s %s > %s/%s.log 2>&1", g_bin, launch, g_dir,
               g_dir, run, sets, g_dir, run);
 }
 
@@ -146,18 +130,6 @@ static void test_resume_on_other_world_sizes(void) {
     CHECK(stat(p, &st) == 0);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char buf[3][1 << 16];
-    static int k = 0;
-    char *b = buf[k++ % 3];
-    size_t n = fread(b, 1, sizeof buf[0] - 1, f);
-    fclose(f);
-    b[n] = 0;
-    return b;
-}
-
 /* Distributed evaluation sees every val image exactly once: 1, 2 and 3
  * ranks on 3 val images (2 does not divide 3, 3 does) give byte-identical
  * metrics, pixel totals included. */
@@ -169,14 +141,15 @@ static void test_distributed_eval_exact(void) {
         char launch[64] = "", out[512];
         if (n > 1) snprintf(launch, sizeof launch, "--nproc-per-node %d ", n);
         snprintf(out, sizeof out, "%s/eval%d.json", g_dir, n);
-        CHECK_EQ_INT(sh("%s %seval --config %s/base.yaml --set run_dir=%s/ev%d --checkpoint %s --out %s > "
+        CHECK_EQ_INT(th_sh("%s %seval --config %s/base.yaml --set run_dir=%s/ev%d --checkpoint %s --out %s > "
                         "%s/ev%d.log 2>&1", g_bin, launch, g_dir, g_dir, n, ck, out, g_dir, n), 0);
-        res[n - 1] = slurp(out);
+        res[n - 1] = th_read_file(out);
         CHECK(res[n - 1] != NULL);
     }
     CHECK_STR_CONTAINS(res[0], "\"images\":3");
     CHECK_MSG(strcmp(res[0], res[1]) == 0, "2-rank eval differs:\n%s\n%s", res[0], res[1]);
     CHECK_MSG(strcmp(res[0], res[2]) == 0, "3-rank eval differs:\n%s\n%s", res[0], res[2]);
+    for (int k = 0; k < 3; k++) free(res[k]);
 }
 
 /* Worker pids of a launcher: its children (from /proc). */
@@ -242,7 +215,7 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
     snprintf(ck, sizeof ck, "%s/%s/checkpoints", g_dir, run);
     char tset[64];
     snprintf(tset, sizeof tset, "dist.timeout_s=%s", timeout);
-    double t0 = dh_now_();
+    double t0 = th_now();
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -257,7 +230,7 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
     /* wait for the first checkpoint; keep_checkpoints prunes old ones while
      * this polls, so any checkpoint file counts, not only iter 2's */
     int have = 0;
-    while (!(have = has_checkpoint(ck)) && dh_now_() - t0 < 60) usleep(20 * 1000);
+    while (!(have = has_checkpoint(ck)) && th_now() - t0 < 60) usleep(20 * 1000);
     *nk = children(pid, kids, 8);
     if (!have) { /* never leave the run behind */
         kill(pid, SIGTERM);
@@ -291,10 +264,10 @@ static void test_kill9_mid_training(void) {
             killed = kids[i];
         }
     CHECK(killed > 0);
-    double tk = dh_now_();
+    double tk = th_now();
     int status = 0;
     waitpid(pid, &status, 0);
-    double waited = dh_now_() - tk;
+    double waited = th_now() - tk;
     char *log = read_log("killed");
     fprintf(stderr, "  launcher exit %d, %.1f s after the kill\n", WEXITSTATUS(status), waited);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
@@ -338,10 +311,10 @@ static void test_sigstop_mid_training(void) {
             stopped = kids[i];
         }
     CHECK(stopped > 0);
-    double tk = dh_now_();
+    double tk = th_now();
     int status = 0;
     waitpid(pid, &status, 0);
-    double waited = dh_now_() - tk;
+    double waited = th_now() - tk;
     char *log = read_log("stopped");
     fprintf(stderr, "  launcher exit %d, %.1f s after SIGSTOP\n", WEXITSTATUS(status), waited);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
@@ -369,7 +342,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_sigstop_mid_training);
     kill_leftover_runs();
     int rc = TEST_EXIT();
-    if (!rc) sh("rm -rf %s", g_dir);
+    if (!rc) th_sh("rm -rf %s", g_dir);
     else fprintf(stderr, "kept %s for inspection\n", g_dir);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "dist/comm.h"
 #include "dist_harness.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 static char g_piddir[128];
 
@@ -261,25 +262,13 @@ static int w_loop_reduce(void) {
     return 0;
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static void test_store_host_killed_named(void) {
     fresh_piddir();
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    CHECK(n > 0);
-    exe[n] = 0;
+    CHECK(th_self_exe(exe, sizeof exe) == 0);
     char logp[256], port[16];
     snprintf(logp, sizeof logp, "%s/rank1.log", g_piddir);
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", th_free_port());
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
@@ -300,16 +289,16 @@ static void test_store_host_killed_named(void) {
     }
     int st0 = 0, st1 = 0;
     waitpid(pids[0], &st0, 0);
-    double t0 = dh_now();
+    double t0 = th_now();
     while (waitpid(pids[1], &st1, WNOHANG) == 0) {
-        if (dh_now() - t0 > 30) { /* a hang: the bug this test is for */
+        if (th_now() - t0 > 30) { /* a hang: the bug this test is for */
             kill(pids[1], SIGKILL);
             waitpid(pids[1], &st1, 0);
             CHECK_MSG(0, "rank 1 still running 30 s after rank 0 was killed");
         }
         usleep(20 * 1000);
     }
-    double secs = dh_now() - t0;
+    double secs = th_now() - t0;
     FILE *f = fopen(logp, "r");
     static char log[65536];
     size_t len = f ? fread(log, 1, sizeof log - 1, f) : 0;

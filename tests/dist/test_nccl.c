@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "dist/comm.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 static sg_backend *g_be;
 static sg_comm *g_c;
@@ -52,14 +53,8 @@ int main(void) {
         fprintf(stderr, "no CUDA device: skipped\n");
         return TEST_SKIP;
     }
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    close(fd);
     char port[16];
-    snprintf(port, sizeof port, "%d", ntohs(sa.sin_port));
+    snprintf(port, sizeof port, "%d", th_free_port());
     setenv("MASTER_PORT", port, 1);
     setenv("SG_DIST_FORCE_TRANSPORT", "1", 1);
     sg_config cfg;

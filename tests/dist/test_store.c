@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "dist/store.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 #define W 3
 static int g_port;
@@ -77,20 +78,10 @@ static void test_basic_ops(void) {
     sg_store_destroy(s0);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static void test_three_ranks(void) {
     /* one thread per rank; rank 0's hosts the server. Ranks 1 and 2 may
      * start before it is up: they retry until it is. */
-    g_port = free_port();
+    g_port = th_free_port();
     pthread_t th[W];
     targ a[W];
     for (int r = W - 1; r >= 0; r--) {

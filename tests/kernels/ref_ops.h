@@ -6,8 +6,9 @@
  * independently of any backend. Signatures mirror sg_ops without the backend
  * argument; all pointers are host pointers. Semantics (and the choices the
  * backends must match bit for bit where stated) are documented per function.
- * Static library `ref_ops_lib` (tests/kernels/meson.build), also used by
- * tests/cuda.
+ * Static library `ref_ops_lib` (tests/kernels/meson.build), used by the
+ * backend conformance suite (tests/backend), which runs every op of every
+ * backend against these.
  */
 #ifndef SG_TESTS_REF_OPS_H
 #define SG_TESTS_REF_OPS_H

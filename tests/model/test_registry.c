@@ -11,6 +11,9 @@
  *   without freezing; frozen BN stats stay put.
  * - hooks: grad_ready order; SyncBN through a fake 2-rank world holding the
  *   same data gives the local result.
+ * - training BN with one value per channel (batch 1: the ASPP pooling
+ *   branch is 1x1 at any crop) is refused when planning, as a configuration
+ *   error naming the layer; frozen statistics or SyncBN make it plannable.
  */
 #include "tests/testutil.h"
 
@@ -296,7 +299,8 @@ static void test_plan_reuse(void) {
     CHECK_EQ_INT(sg_model_plan(m, 2, 80, 96), 0);
     CHECK(sg_model_activation_bytes(m) > 3 * b1);
     CHECK(sg_model_plan(m, 1, 0, 4) != 0); /* an error, not a crash */
-    CHECK_EQ_INT(sg_model_plan(m, 1, 3, 3), 0); /* padding keeps every map >= 1x1 */
+    /* padding keeps every map >= 1x1 (batch 1 trains no BN: test_bn_one_value) */
+    CHECK_EQ_INT(sg_model_plan_infer(m, 1, 3, 3), 0);
     /* the plan is smaller than one buffer per activation and gradient */
     CHECK_EQ_INT(sg_model_plan(m, 2, 64, 64), 0);
     CHECK_EQ_INT(sg_model_plan_bytes(m, 2, 64, 64, 1), sg_model_activation_bytes(m));
@@ -379,6 +383,61 @@ static void test_dropout_and_fd(void) {
     sg_model_destroy(d);
 }
 
+/* Batch norm in training needs more than one value per channel. sg_model_plan
+ * refuses a training plan where a BN layer with batch statistics would get
+ * one (SG_ERR_CONFIG, naming the layer, its shape and the remedies) instead
+ * of the forward pass failing later; nothing is planned then. */
+static void test_bn_one_value(void) {
+    sg_backend *be = mt_backend();
+    sg_model_opts o;
+    mt_tiny_opts(&o, SG_RESNET18); /* 2 ASPP rates: the pooling branch is convs.3 */
+    sg_model *m = sg_model_create(be, &o);
+    char buf[16384];
+    mt_capture cap;
+    /* batch 1: the ASPP pooling branch's BN is 1x1 whatever the crop */
+    mt_capture_begin(&cap);
+    sg_status st = sg_model_plan(m, 1, 64, 64);
+    mt_capture_end(&cap, buf, sizeof buf);
+    CHECK_EQ_INT(st, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(buf, "batch norm decoder.0.convs.3.2 would normalise 1 value per channel");
+    CHECK_STR_CONTAINS(buf, "[1, 16, 1, 1] for the input [1, 3, 64, 64]");
+    CHECK_STR_CONTAINS(buf, "ASPP global average pool");
+    CHECK_STR_CONTAINS(buf, "train.batch_size >= 2");
+    CHECK_STR_CONTAINS(buf, "model.sync_bn");
+    CHECK_STR_CONTAINS(buf, "train.freeze_bn_stats");
+    CHECK(strstr(buf, "data.crop_size") == NULL); /* a larger crop would not help */
+    CHECK(sg_model_input(m) == NULL);              /* not planned */
+    /* a tiny crop at batch 1: the first 1x1 map is in the backbone, and
+     * there a larger crop does help */
+    mt_capture_begin(&cap);
+    st = sg_model_plan(m, 1, 3, 3);
+    mt_capture_end(&cap, buf, sizeof buf);
+    CHECK_EQ_INT(st, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(buf, "batch norm encoder.layer1.0.bn1 ");
+    CHECK_STR_CONTAINS(buf, "data.crop_size");
+    /* inference uses running statistics; 2 images give 2 values */
+    CHECK_EQ_INT(sg_model_plan_infer(m, 1, 64, 64), SG_OK);
+    CHECK_EQ_INT(sg_model_plan(m, 2, 64, 64), SG_OK);
+    /* frozen statistics (train.freeze_bn_stats): batch 1 trains */
+    int n_bn = 0;
+    for (int i = 0; i < sg_model_num_params(m); i++)
+        n_bn += sg_model_param(m, i)->kind == SG_PK_NUM_BATCHES;
+    CHECK_EQ_INT(sg_model_freeze_bn_stats(m, ""), n_bn);
+    CHECK_EQ_INT(sg_model_plan(m, 1, 64, 64), SG_OK);
+    double loss = mt_train_step(m, 1, 64, 64, 0.4f, 0);
+    CHECK_MSG(isfinite(loss) && loss > 0, "loss %g", loss);
+    sg_model_destroy(m);
+    /* SyncBN over 2 ranks pools 2 values per channel: plannable at batch 1 */
+    sg_model *s = sg_model_create(be, &o);
+    static hook_ctx hc;
+    memset(&hc, 0, sizeof hc);
+    hc.be = be;
+    sg_model_hooks hk = {&hc, h_gather, 2, h_allreduce, h_ready};
+    sg_model_set_hooks(s, &hk);
+    CHECK_EQ_INT(sg_model_plan(s, 1, 64, 64), SG_OK);
+    sg_model_destroy(s);
+}
+
 static void test_opts_from_config(void) {
     static sg_config cfg;
     sg_config_defaults(&cfg);
@@ -392,10 +451,10 @@ static void test_opts_from_config(void) {
     CHECK_NEAR(o.bn_eps, cfg.model.bn_eps, 1e-12);
     CHECK_EQ_INT(o.blocks[0], 0);
     cfg.model.output_stride = 12;
-    CHECK_EQ_INT(sg_model_opts_from_config(&o, &cfg), 2);
+    CHECK_EQ_INT(sg_model_opts_from_config(&o, &cfg), SG_ERR_CONFIG);
     cfg.model.output_stride = 16;
     snprintf(cfg.model.backbone, sizeof cfg.model.backbone, "resnet152");
-    CHECK_EQ_INT(sg_model_opts_from_config(&o, &cfg), 2);
+    CHECK_EQ_INT(sg_model_opts_from_config(&o, &cfg), SG_ERR_CONFIG);
 }
 
 /* The full torchvision-size network: one training step at 2x3x64x64 runs,
@@ -443,6 +502,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_freeze);
     TEST_RUN(test_hooks);
     TEST_RUN(test_plan_reuse);
+    TEST_RUN(test_bn_one_value);
     TEST_RUN(test_resnet50_full_step);
     return TEST_EXIT();
 }

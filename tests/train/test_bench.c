@@ -23,6 +23,7 @@
 #include "train/bench.h"
 #include "train/trainer.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 #include "train_fixture.h"
 
 static const char *g_segtrain;
@@ -70,7 +71,7 @@ static void test_same_step(void) {
     sg_train_debug dbg = {0};
     dbg.step_loss = trained;
     dbg.step_loss_cap = 2;
-    CHECK_EQ_INT(sg_train_run(&cfg, NULL, &dbg), 0);
+    CHECK_EQ_INT(sg_train_run(&cfg, NULL, &dbg, NULL), 0);
     CHECK_EQ_INT(dbg.iters_done, 2);
 
     sg_bench_opts o = {2, 0, 1, 1, -1.0};
@@ -115,16 +116,6 @@ static int run(const char *cmd) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *s = calloc(1, 1 << 16);
-    size_t n = fread(s, 1, (1 << 16) - 1, f);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The number after "key": in a flat JSON object; NAN if absent. */
 static double json_num(const char *js, const char *key) {
     char pat[96];
@@ -150,7 +141,7 @@ static void test_cli(void) {
     snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 3 --warmup 1 --json '%s' "
              "--quiet > '%s/out.txt'", g_segtrain, yaml, json, fx_root);
     CHECK_EQ_INT(run(cmd), 0);
-    char *js = slurp(json);
+    char *js = th_read_file(json);
     CHECK(js != NULL);
     const char *positive[] = {"img_per_s", "step_ms_median", "step_ms_mean", "step_ms_min",
                               "step_ms_max", "cpu_ms_median", "forward_ms_median", "forward_cpu_ms_median",
@@ -205,7 +196,7 @@ static void test_dist(void) {
              "--warmup 1 --peak-gflops 0 --json '%s' --quiet > '%s/out.txt' 2>&1", g_segtrain,
              yaml, json, fx_root);
     CHECK_EQ_INT(run(cmd), 0);
-    char *js = slurp(json);
+    char *js = th_read_file(json);
     CHECK(js != NULL);
     double world = json_num(js, "world"), imgs = json_num(js, "img_per_s");
     double med = json_num(js, "step_ms_median"), comm = json_num(js, "comm_ms_median");

@@ -5,7 +5,10 @@
 #    status 130 and a "--resume auto" hint; resuming continues from it;
 #  - `eval` on 2 ranks (--nproc-per-node 2) writes exactly the numbers of
 #    1 rank (every val sample counted once, confusion matrices summed);
-#  - `predict` on a directory writes one palette PNG per input image.
+#  - `predict` on a directory writes one palette PNG per input image;
+#  - batch 1 (batch norm would see one value per channel in the ASPP pooling
+#    branch): refused when the model is planned, exit 2 naming the layer and
+#    what to do, before any step.
 set -eu
 SEGTRAIN=$1
 SRC=$2
@@ -18,6 +21,27 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$SEGTRAIN" synth --out "$tmp/data" --train 9 --val 5 --size 60x80 --seed 2 >/dev/null 2>&1
 common="--config $SRC/configs/demo.yaml --set data.root=$tmp/data --set threads=1
   --set data.crop_size=[48,48] --set train.batch_size=2 --set data.workers=1"
+
+# --- batch 1 without frozen BN statistics or SyncBN: a config error, exit 2
+# before training starts ---
+set +e
+# shellcheck disable=SC2086
+"$SEGTRAIN" train $common --set run_dir="$tmp/bs1" --set train.batch_size=1 \
+    --set train.iters=3 >/dev/null 2>"$tmp/bs1.err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "batch_size 1: exit status $rc, expected 2: $(tail -3 "$tmp/bs1.err")"
+for want in "batch norm decoder.0.convs.4.2 would normalise 1 value per channel" \
+    "ASPP global average pool" "train.batch_size >= 2" "train.freeze_bn_stats: true"; do
+    grep -qF "$want" "$tmp/bs1.err" || fail "batch_size 1: no '$want' in: $(cat "$tmp/bs1.err")"
+done
+! grep -q "fatal" "$tmp/bs1.err" || fail "batch_size 1: a fatal exit: $(cat "$tmp/bs1.err")"
+[ ! -e "$tmp/bs1/metrics.jsonl" ] || fail "batch_size 1: a step ran before the error"
+# the same with frozen BN statistics trains
+# shellcheck disable=SC2086
+"$SEGTRAIN" train $common --set run_dir="$tmp/bs1f" --set train.batch_size=1 \
+    --set train.iters=1 --set train.freeze_bn_stats=true >/dev/null 2>"$tmp/bs1f.err" ||
+    fail "batch_size 1 with train.freeze_bn_stats: $(tail -3 "$tmp/bs1f.err")"
 
 # --- SIGINT: finish the step, checkpoint, 130, resume hint ---
 # shellcheck disable=SC2086

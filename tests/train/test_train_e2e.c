@@ -39,20 +39,8 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 #include "train_fixture.h"
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
 
 static void final_ckpt(const sg_config *cfg, char *out, size_t cap) {
     sg_ckpt_iter_path(cfg->run_dir, cfg->train.iters, out, cap);
@@ -95,13 +83,15 @@ static void test_resume(void) {
     sg_train_debug da = {0};
     da.step_loss = la;
     da.step_loss_cap = 7;
-    CHECK_EQ_INT(sg_train_run(&a, NULL, &da), 0);
+    CHECK_EQ_INT(sg_train_run(&a, NULL, &da, NULL), 0);
     CHECK_EQ_INT(da.iters_done, 7);
     sg_train_debug db = {0};
     db.step_loss = lb;
     db.step_loss_cap = 7;
     db.stop_at_iter = 3;
-    CHECK_EQ_INT(sg_train_run(&b, NULL, &db), 128 + SIGTERM);
+    int sig = 0;
+    CHECK_EQ_INT(sg_train_run(&b, NULL, &db, &sig), SG_OK);
+    CHECK_EQ_INT(sig, SIGTERM); /* interrupted: the checkpoint is written */
     CHECK_EQ_INT(db.iters_done, 3);
     char path[1200];
     sg_ckpt_iter_path(b.run_dir, 3, path, sizeof path);
@@ -111,7 +101,7 @@ static void test_resume(void) {
     dc.step_loss = lb;
     dc.step_loss_cap = 7;
     memset(lb, 0, sizeof lb);
-    CHECK_EQ_INT(sg_train_run(&b, "auto", &dc), 0);
+    CHECK_EQ_INT(sg_train_run(&b, "auto", &dc, NULL), 0);
     CHECK_EQ_INT(dc.iters_done, 7);
     CHECK(lb[0] == 0 && lb[2] == 0); /* steps 1-3 were not re-run */
     /* 11 samples / batch 2 = 5 steps per epoch: steps 4..7 cross an epoch end */
@@ -126,7 +116,7 @@ static void test_resume(void) {
     CHECK(n > 100); /* model tensors + momentum buffers compared */
     /* resuming a finished run returns at once */
     sg_train_debug dd = {0};
-    CHECK_EQ_INT(sg_train_run(&b, "auto", &dd), 0);
+    CHECK_EQ_INT(sg_train_run(&b, "auto", &dd, NULL), 0);
     CHECK_EQ_INT(dd.iters_done, 0);
     CHECK(isnan(dd.last_val_miou));
     /* a corrupt newest checkpoint is skipped by --resume auto */
@@ -150,7 +140,7 @@ static void run_accum(const char *run, const char *bs, const char *ac, double *l
     sg_train_debug d = {0};
     d.step_loss = loss;
     d.step_loss_cap = 3;
-    *rc = sg_train_run(&c, NULL, &d);
+    *rc = sg_train_run(&c, NULL, &d, NULL);
     final_ckpt(&c, final, cap);
 }
 
@@ -186,7 +176,7 @@ static void test_leftover(void) {
     sg_train_debug d = {0};
     d.seen_train = seen;
     d.seen_leftover = left;
-    CHECK_EQ_INT(sg_train_run(&c, NULL, &d), 0);
+    CHECK_EQ_INT(sg_train_run(&c, NULL, &d, NULL), 0);
     /* 11 samples, 3 steps of 3: 9 trained, 2 left over, each exactly once */
     int64_t trained = 0, leftover = 0;
     for (int i = 0; i < 11; i++) {
@@ -202,7 +192,7 @@ static void test_leftover(void) {
     CHECK(!isnan(d.last_val_miou)); /* the end-of-run validation */
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c.run_dir);
-    char *log = read_file(path);
+    char *log = th_read_file(path);
     CHECK(log != NULL);
     CHECK_STR_CONTAINS(log, "\"leftover_miou\":");
     CHECK_STR_CONTAINS(log, "\"leftover_samples\":2");
@@ -217,7 +207,7 @@ static void test_leftover(void) {
     CHECK(fx_config(&c, "nodrop", sets2, 3) == 0);
     memset(seen, 0, sizeof seen);
     memset(left, 0, sizeof left);
-    CHECK_EQ_INT(sg_train_run(&c, NULL, &d), 0);
+    CHECK_EQ_INT(sg_train_run(&c, NULL, &d, NULL), 0);
     int twice = 0;
     for (int i = 0; i < 11; i++) {
         CHECK(seen[i] == 1 || seen[i] == 2);
@@ -299,7 +289,7 @@ static void test_eval_predict(void) {
     snprintf(out, sizeof out, "%s/eval.json", fx_root);
     const char *args[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet"};
     CHECK_EQ_INT(run_cmd(sg_cmd_eval, args, 6), 0);
-    char *json = read_file(out);
+    char *json = th_read_file(out);
     CHECK(json != NULL);
     CHECK_NEAR(json_num(json, "miou"), want_miou, 1e-12);
     CHECK_NEAR(json_num(json, "pixel_acc"), want_acc, 1e-12);
@@ -311,7 +301,7 @@ static void test_eval_predict(void) {
     const char *args2[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
                            "--set", "eval.crop_size=[32,48]", "--set", "eval.stride=[20,20]"};
     CHECK_EQ_INT(run_cmd(sg_cmd_eval, args2, 10), 0);
-    json = read_file(out);
+    json = th_read_file(out);
     CHECK(json != NULL);
     CHECK_NEAR(json_num(json, "miou"), want_miou, 1e-12);
     CHECK_EQ_INT((long long)json_num(json, "total_pixels"), total);
@@ -336,7 +326,7 @@ static void test_eval_predict(void) {
     CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
     CHECK_EQ_INT(p.data[0], sg_cityscapes_label_id(CONST_CLASS)); /* 11: building */
     sg_img_free(&p);
-    char *raw = read_file(npy);
+    char *raw = th_read_file(npy);
     CHECK(raw != NULL);
     CHECK(memcmp(raw, "\x93NUMPY\x01\x00", 8) == 0);
     char shape[64];
@@ -358,7 +348,7 @@ static void test_export(void) {
     const char *sets[] = {"train.iters=1"};
     sg_config c;
     CHECK(fx_config(&c, "export", sets, 1) == 0);
-    CHECK_EQ_INT(sg_train_run(&c, NULL, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&c, NULL, NULL, NULL), 0);
     char ck[1200], out[1200];
     final_ckpt(&c, ck, sizeof ck);
     snprintf(out, sizeof out, "%s/tv.safetensors", fx_root);
@@ -389,7 +379,7 @@ static void test_pretrained(void) {
     const char *sets[] = {"train.iters=1"};
     sg_config c;
     CHECK(fx_config(&c, "src", sets, 1) == 0);
-    CHECK_EQ_INT(sg_train_run(&c, NULL, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&c, NULL, NULL, NULL), 0);
     char ck[1200], tv[1200], set_pre[1400];
     final_ckpt(&c, ck, sizeof ck);
     snprintf(tv, sizeof tv, "%s/pre_tv.safetensors", fx_root);
@@ -400,7 +390,7 @@ static void test_pretrained(void) {
     const char *sets2[] = {"train.iters=1", "train.lr=0", "train.weight_decay=0", set_pre};
     sg_config d;
     CHECK(fx_config(&d, "dst", sets2, 4) == 0);
-    CHECK_EQ_INT(sg_train_run(&d, NULL, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&d, NULL, NULL, NULL), 0);
     char ck2[1200];
     final_ckpt(&d, ck2, sizeof ck2);
     sg_st_file *a = sg_st_open(ck), *b = sg_st_open(ck2);
@@ -419,7 +409,7 @@ static void test_pretrained(void) {
     snprintf(set_pre, sizeof set_pre, "model.pretrained=%s", ck);
     sg_config e;
     CHECK(fx_config(&e, "dst2", sets2, 4) == 0);
-    CHECK_EQ_INT(sg_train_run(&e, NULL, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&e, NULL, NULL, NULL), 0);
     final_ckpt(&e, ck2, sizeof ck2);
     a = sg_st_open(ck);
     b = sg_st_open(ck2);
@@ -449,9 +439,9 @@ static void test_nonfinite(void) {
     sg_train_debug d = {0};
     int lvl = sg_log_get_level();
     sg_log_set_level(SG_LOG_ERROR - 1);
-    int rc = sg_train_run(&c, NULL, &d);
+    int rc = sg_train_run(&c, NULL, &d, NULL);
     sg_log_set_level(lvl);
-    CHECK_EQ_INT(rc, 1);
+    CHECK_EQ_INT(rc, SG_ERR_RUNTIME);
     CHECK_EQ_INT(d.iters_done, 1);
     char path[1200];
     sg_ckpt_iter_path(c.run_dir, 1, path, sizeof path);
@@ -488,13 +478,14 @@ static void test_world_change(void) {
             sg_train_debug d = {0};
             d.seen_train = seen;
             d.stop_at_iter = 2;
-            int rc = sg_train_run(&c, NULL, &d);
+            int sig = 0;
+            int rc = sg_train_run(&c, NULL, &d, &sig);
             char path[1200];
             snprintf(path, sizeof path, "%s/seen_rank%d", fx_root, r);
             FILE *f = fopen(path, "wb");
             int ok = f && fwrite(seen, sizeof seen, 1, f) == 1;
             if (f) fclose(f);
-            _exit(ok && rc == 128 + SIGTERM ? 0 : 1);
+            _exit(ok && rc == SG_OK && sig == SIGTERM ? 0 : 1);
         }
     }
     for (int r = 0; r < 2; r++) {
@@ -515,7 +506,7 @@ static void test_world_change(void) {
     int64_t seen1[11] = {0};
     sg_train_debug d = {0};
     d.seen_train = seen1;
-    CHECK_EQ_INT(sg_train_run(&c, "auto", &d), 0);
+    CHECK_EQ_INT(sg_train_run(&c, "auto", &d, NULL), 0);
     CHECK_EQ_INT(d.iters_done, 9);
     sg_sampler smp = {11, 1, 1, 1, 7}; /* n, world (irrelevant), shuffle, drop_last, seed */
     int64_t perm[11];
@@ -591,9 +582,9 @@ static void test_freeze(void) {
     CHECK(fx_config(&c1, "freeze_stats", stats, 4) == 0);
     CHECK(fx_config(&c2, "freeze_nostats", nostats, 3) == 0);
     sg_train_debug d0 = {0}, d1 = {0}, d2 = {0};
-    CHECK_EQ_INT(sg_train_run(&c0, NULL, &d0), 0);
-    CHECK_EQ_INT(sg_train_run(&c1, NULL, &d1), 0);
-    CHECK_EQ_INT(sg_train_run(&c2, NULL, &d2), 0);
+    CHECK_EQ_INT(sg_train_run(&c0, NULL, &d0, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&c1, NULL, &d1, NULL), 0);
+    CHECK_EQ_INT(sg_train_run(&c2, NULL, &d2, NULL), 0);
     char p0[1200], p1[1200], p2[1200];
     final_ckpt(&c0, p0, sizeof p0);
     final_ckpt(&c1, p1, sizeof p1);
@@ -639,7 +630,7 @@ static void test_demo(void) {
     CHECK(sg_config_validate(&c) == 0);
     CHECK(sg_cli_prepare_run_dir(&c, 0) == 0);
     sg_train_debug d = {0};
-    CHECK_EQ_INT(sg_train_run(&c, NULL, &d), 0);
+    CHECK_EQ_INT(sg_train_run(&c, NULL, &d, NULL), 0);
     fprintf(stderr, "demo: val mIoU %.4f after %d iterations (threshold %.2f)\n",
             d.last_val_miou, DEMO_TEST_ITERS, DEMO_TEST_MIOU);
     CHECK(d.last_val_miou >= DEMO_TEST_MIOU);

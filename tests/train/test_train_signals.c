@@ -32,28 +32,11 @@
 #include "train/checkpoint.h"
 #include "core/log.h"
 #include "testutil.h"
+#include "tests/helpers.h"
 
 static const char *g_bin;
 static char g_dir[256];
 static pid_t g_run = -1; /* the launcher being tested, killed at exit whatever happened */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "  $ %s\n", cmd);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static void kill_leftover_run(void) {
     if (g_run > 0 && waitpid(g_run, NULL, WNOHANG) == 0) {
@@ -67,7 +50,7 @@ static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "%s/sg_train_signals_XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return -1;
-    if (sh("%s synth --out %s/data --train 12 --val 4 --size 40x40 --seed 3 >/dev/null 2>&1", g_bin,
+    if (th_sh("%s synth --out %s/data --train 12 --val 4 --size 40x40 --seed 3 >/dev/null 2>&1", g_bin,
            g_dir))
         return -1;
     char path[512];
@@ -128,8 +111,8 @@ static pid_t start_run(const char *run, pid_t *kids, int *nk) {
         _exit(127);
     }
     g_run = pid;
-    double t0 = now_s();
-    while (metrics_lines(run) < 3 && now_s() - t0 < 60 && waitpid(pid, NULL, WNOHANG) == 0)
+    double t0 = th_now();
+    while (metrics_lines(run) < 3 && th_now() - t0 < 60 && waitpid(pid, NULL, WNOHANG) == 0)
         usleep(20 * 1000);
     *nk = children(pid, kids, 8);
     if (metrics_lines(run) < 3) {
@@ -190,7 +173,7 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     CHECK(st.iter >= 3);
 
     /* --resume auto continues from it */
-    CHECK_EQ_INT(sh("%s --nproc-per-node 2 train --config %s/base.yaml --set run_dir=%s "
+    CHECK_EQ_INT(th_sh("%s --nproc-per-node 2 train --config %s/base.yaml --set run_dir=%s "
                     "--set train.iters=%lld --resume auto > %s/%s_resume.log 2>&1",
                     g_bin, g_dir, rdir, (long long)st.iter + 2, g_dir, run),
                  0);
@@ -203,23 +186,13 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     sg_st_close(f);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static void test_resume_ranks_disagree(void) {
     /* node A holds a checkpoint of iteration 2, node B nothing */
-    CHECK_EQ_INT(sh("mkdir -p %s/nodeA %s/nodeB && cd %s/nodeA && %s train --config %s/base.yaml "
+    CHECK_EQ_INT(th_sh("mkdir -p %s/nodeA %s/nodeB && cd %s/nodeA && %s train --config %s/base.yaml "
                     "--set run_dir=run --set train.iters=2 > %s/nodeA.log 2>&1",
                     g_dir, g_dir, g_dir, g_bin, g_dir, g_dir),
                  0);
-    int port = free_port();
+    int port = th_free_port();
     pid_t pid[2];
     for (int r = 0; r < 2; r++) {
         pid[r] = fork();
@@ -283,7 +256,7 @@ int main(int argc, char **argv) {
     kill_leftover_run();
     TEST_RUN(test_resume_ranks_disagree);
     int rc = TEST_EXIT();
-    if (!rc) sh("rm -rf '%s'", g_dir);
+    if (!rc) th_sh("rm -rf '%s'", g_dir);
     else fprintf(stderr, "kept %s for inspection\n", g_dir);
     return rc;
 }

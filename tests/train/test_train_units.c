@@ -1,9 +1,11 @@
 /* tests/train/test_train_units.c - LR schedule, SGD parameter groups, metrics
- * from hand-made confusion matrices, JSON writer. No network, no data. */
+ * from hand-made confusion matrices, JSON writer, the device of each local
+ * rank. No network, no data, no GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/device.h"
 #include "train/jsonw.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
@@ -63,11 +65,11 @@ static void test_schedule_errors(void) {
     sg_train_cfg t = base_train();
     sg_lr_schedule s;
     strcpy(t.lr_schedule, "cosine");
-    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), 2);
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
     t = base_train();
-    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 0), 2);
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 0), SG_ERR_CONFIG);
     t.min_lr = 1.0;
-    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), 2);
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), SG_ERR_CONFIG);
 }
 
 /* ---- a minimal host "backend" for the optimizer: alloc + the SGD formula ---- */
@@ -136,7 +138,7 @@ static void test_sgd_groups(void) {
     sg_sgd_free(&opt);
     /* a freeze prefix that matches nothing is a configuration error */
     strcpy(t.freeze[0], "encoder.layer9");
-    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), 2);
+    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), SG_ERR_CONFIG);
 }
 
 static void test_metrics_handmade(void) {
@@ -194,6 +196,45 @@ static void test_metrics_json(void) {
     free(text);
 }
 
+/* train/device.h: "cuda" is cuda:LOCAL_RANK with several processes on the
+ * node (train, eval, predict and bench all open their backend this way);
+ * an explicit cuda:N and cpu stay as they are; one process keeps "cuda". */
+static void test_device_for_rank(void) {
+    char d[32];
+    CHECK_EQ_INT(sg_device_for_rank("cuda", 3, 4, d, sizeof d), SG_OK);
+    CHECK(strcmp(d, "cuda:3") == 0);
+    CHECK_EQ_INT(sg_device_for_rank("cuda", 0, 2, d, sizeof d), SG_OK);
+    CHECK(strcmp(d, "cuda:0") == 0);
+    CHECK_EQ_INT(sg_device_for_rank("cuda", 0, 1, d, sizeof d), SG_OK);
+    CHECK(strcmp(d, "cuda") == 0);
+    CHECK_EQ_INT(sg_device_for_rank("cuda:1", 3, 4, d, sizeof d), SG_OK);
+    CHECK(strcmp(d, "cuda:1") == 0);
+    CHECK_EQ_INT(sg_device_for_rank("cpu", 1, 2, d, sizeof d), SG_OK);
+    CHECK(strcmp(d, "cpu") == 0);
+    /* the name does not fit: an error, not a truncated device */
+    CHECK_EQ_INT(sg_device_for_rank("cuda", 12, 16, d, 6), SG_ERR_RUNTIME);
+
+    /* the backend: cpu stays cpu in a 2-process job */
+    static sg_config cfg;
+    sg_config_defaults(&cfg);
+    cfg.threads = 1;
+    sg_dist_env env = {.rank = 1, .world = 2, .local_rank = 1, .local_world = 2};
+    sg_backend *be = sg_open_backend(&cfg, &env);
+    CHECK(be != NULL);
+    if (be) {
+        sg_backend_info bi;
+        sg_backend_get_info(be, &bi);
+        CHECK(strcmp(bi.name, "cpu") == 0);
+        CHECK_EQ_INT(bi.threads, 1);
+        sg_backend_destroy(be);
+    }
+    /* env NULL: read here; a malformed launch environment gives NULL */
+    setenv("RANK", "1", 1);
+    unsetenv("WORLD_SIZE");
+    CHECK(sg_open_backend(&cfg, NULL) == NULL);
+    unsetenv("RANK");
+}
+
 int main(void) {
     TEST_RUN(test_poly);
     TEST_RUN(test_constant_warmup);
@@ -202,5 +243,6 @@ int main(void) {
     TEST_RUN(test_sgd_groups);
     TEST_RUN(test_metrics_handmade);
     TEST_RUN(test_metrics_json);
+    TEST_RUN(test_device_for_rank);
     return TEST_EXIT();
 }

@@ -1,0 +1,53 @@
+/* kernels/formulas/cross_entropy.h - the per-pixel arithmetic of the fused
+ * softmax cross-entropy (backend.h, ce_fwd_bwd), shared by
+ * kernels/cpu/cpu_loss.c and kernels/cuda/cuda_loss.cu; compiles as C and
+ * CUDA.
+ *
+ * For one pixel with logits l[0..c) and label y:
+ *   valid   = y != ignore && y < c (an ignored pixel adds no loss, counts
+ *             as no pixel and gets a gradient of exactly 0)
+ *   mx      = max_k l[k], scanning k upwards (v > mx replaces; a NaN logit
+ *             never becomes the max)
+ *   e[k]    = expf(l[k] - mx), sum = e[0] + e[1] + ... in float, in k order
+ *   loss    = mx + log(sum) - l[y], in double (summed over pixels in double)
+ *   dl[k]   = e[k] * (grad_scale / sum), minus grad_scale at k == y
+ * The order of the pixels (the reduction of the loss) is each backend's.
+ * The basic operations are rounded alike on both backends (hostdev.h); expf
+ * and log come from each side's math library (glibc on the CPU, CUDA's on
+ * the device), which agree to within their documented couple of ulp, not
+ * bit for bit.
+ */
+#ifndef SG_KERNELS_FORMULAS_CROSS_ENTROPY_H
+#define SG_KERNELS_FORMULAS_CROSS_ENTROPY_H
+
+#include <math.h>
+
+#include "kernels/formulas/hostdev.h"
+
+/* 1 when label y contributes (not ignored, a class below c). */
+static inline SG_HD int sg_ce_valid(int y, int c, int ignore) { return y != ignore && y < c; }
+
+/* The running max over the classes. */
+static inline SG_HD float sg_ce_max(float mx, float v) { return v > mx ? v : mx; }
+
+/* exp(l - mx): the shifted exponential, at most 1. */
+static inline SG_HD float sg_ce_exp(float l, float mx) { return expf(sg_fsub(l, mx)); }
+
+/* sum + e, one class at a time (never fused with the exponential). */
+static inline SG_HD float sg_ce_sum(float sum, float e) { return sg_fadd(sum, e); }
+
+/* One pixel's loss: mx + log(sum) - l[y], in double. */
+static inline SG_HD double sg_ce_loss(float mx, float sum, float ly) {
+    return sg_dsub(sg_dadd((double)mx, log((double)sum)), (double)ly);
+}
+
+/* The gradient factor grad_scale / sum. */
+static inline SG_HD float sg_ce_inv(float grad_scale, float sum) { return grad_scale / sum; }
+
+/* dl[k] = e[k] * inv; at the label, minus grad_scale (sg_ce_grad_label). */
+static inline SG_HD float sg_ce_grad(float e, float inv) { return sg_fmul(e, inv); }
+static inline SG_HD float sg_ce_grad_label(float dk, float grad_scale) {
+    return sg_fsub(dk, grad_scale);
+}
+
+#endif

@@ -1,0 +1,449 @@
+/* tests/backend/case_table.c - THE table of the backend conformance suite:
+ * every case of every op of kernels/backend.h, with its shapes, flags and
+ * tolerance. test_backend_ops runs each row on every backend compiled in
+ * (rows with all_configs on every configuration of the backend: the CPU's
+ * three conv layouts, CUDA's deterministic and benchmark algorithm choice).
+ *
+ * Adding an op: its reference in tests/kernels/ref_ops.c, a runner in
+ * run_<group>.c (cases.h says which fields runners read), and its rows here.
+ *
+ * Tolerances are relative: max|ref - got| / max(max|ref|, 1e-3); 0 means
+ * bit-exact. `tol_cuda` states where CUDA legitimately differs from the CPU
+ * (cuDNN's algorithms, reductions merged in another order); known values
+ * (`want`) are checked to `want_tol`, absolute. Finite-difference rows
+ * (grad_*) use tol as their relative tolerance (tb_check_fd).
+ */
+#include <stddef.h>
+
+#include "tests/backend/cases.h"
+
+#define EXACT 0.0
+/* float sums of up to a few hundred products against double */
+#define TOL_CONV 1e-4
+/* cuDNN FP32 (no TF32): Winograd / FFT / implicit GEMM round differently */
+#define TOL_CONV_CUDA 5e-4
+#define TOL_FD 1e-2
+
+/* One conv geometry -> its five cases: forward, backward-data and
+ * backward-weight with accumulate 0 and 1, on every configuration.
+ * prep = 1: conv_prepare first (the model's path), 0: first use builds. */
+#define CONV_CASE(OP, RUN, ACC, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE)        \
+    {OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC,         \
+     .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .all_configs = 1, .note = NOTE}
+#define CONV(...)                                                                          \
+    CONV_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                                   \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),                     \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),                     \
+        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__),                 \
+        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
+/* square kernel, same stride/pad/dilation on both axes */
+#define CONV_SQ(N, C, H, W, K, R, ST, PAD, DIL, PREP, NOTE) \
+    CONV(N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, PREP, NOTE)
+/* The loss is linear in x, w and the bias, so a central difference is exact
+ * for any step: a large one keeps the forward's float rounding (cuDNN's
+ * Winograd / FFT algorithms) out of the quotient. */
+#define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                       \
+    {"grad_conv", run_grad_conv, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, \
+     .fd_h = 0.25f, .tol = TOL_FD, .all_configs = 1, .note = NOTE}
+
+/* Batch-norm shapes: n, c, h, w and the input range. The offset ones have
+ * a variance small next to the mean (numerical stability). */
+#define BN_A .n = 3, .c = 6, .h = 29, .w = 1, .lo = -2, .hi = 2
+#define BN_B .n = 2, .c = 6, .h = 5501, .w = 1, .lo = -2, .hi = 2 /* threaded on the CPU */
+#define BN_C .n = 1, .c = 5, .h = 7, .w = 9, .lo = 99, .hi = 101      /* batch 1 */
+#define BN_D .n = 4, .c = 7, .h = 13, .w = 11, .lo = 99, .hi = 101
+#define BN_E .n = 2, .c = 3, .h = 65, .w = 67, .lo = 99, .hi = 101    /* a large plane */
+#define BN_F .n = 4, .c = 2, .h = 129, .w = 131, .lo = 99, .hi = 101  /* a channel over many blocks */
+#define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
+#define TOL_BN_BWD .tol = 1e-5
+
+/* Resize geometries: n, c, h, w -> oh, ow */
+#define RS(N, C, H, W, OH, OW) .n = N, .c = C, .h = H, .w = W, .oh = OH, .ow = OW
+#define RESIZE(N, C, H, W, OH, OW, NOTE)                                                    \
+    {"resize_fwd", run_resize_fwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE},      \
+        {"resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE},  \
+        {"resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .acc = 1, .tol = 1e-5, .note = NOTE}
+
+#define MAXPOOL(N, C, H, W, FILL, LO, HI, NOTE)                                                   \
+    {"maxpool_fwd", run_maxpool_fwd, .n = N, .c = C, .h = H, .w = W, .fill = FILL, .lo = LO,      \
+     .hi = HI, .tol = EXACT, .note = NOTE},                                                       \
+        {"maxpool_bwd", run_maxpool_bwd, .n = N, .c = C, .h = H, .w = W, .fill = FILL, .lo = LO,  \
+         .hi = HI, .tol = 1e-6, .note = NOTE}
+
+#define SGD(LR, MOM, DAMP, WD, NEST, FIRST, STEPS) \
+    .sgd = {LR, MOM, DAMP, WD, NEST, FIRST, STEPS}
+
+/* ---- known values ---- */
+static const float conv_hand_x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const float ones9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const double conv_hand_y[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
+/* PyTorch 1.13: F.interpolate(arange(6).reshape(1,1,2,3), size=(3,5),
+ * mode='bilinear', align_corners=False) */
+static const float arange6[6] = {0, 1, 2, 3, 4, 5};
+static const double resize_torch[15] = {0, 0.4, 1, 1.6, 2, 1.5, 1.9, 2.5, 3.1, 3.5,
+                                        3, 3.4, 4, 4.6, 5};
+/* torch.optim.SGD (torch 1.13, lr 0.1), p0 = [1, -2, 0.5], gradients of 3
+ * steps; the parameters after each step, per configuration */
+static const float sgd_p0[3] = {1, -2, 0.5f};
+static const float sgd_g[9] = {0.5f, 0.25f, -1, 0.25f, -0.5f, 2, -0.125f, 1, 0};
+static const double sgd_torch_wd[9] = {0.949000001, -2.023, 0.5995, 0.877151012, -1.99167705,
+                                       0.488450497, 0.824109733, -2.06149459, 0.388017505};
+static const double sgd_torch_nesterov[9] = {0.903100014, -2.04369998, 0.689050019,
+                                             0.812574148, -1.96344697, 0.388335794,
+                                             0.776619732, -2.12432814, 0.297575325};
+static const double sgd_torch_dampening[9] = {0.949999988, -2.0250001, 0.600000024,
+                                              0.882499993, -2.00250006, 0.51000005,
+                                              0.833000004, -2.07225013, 0.42900005};
+static const double sgd_torch_plain[9] = {0.949989974, -2.02498007, 0.599995017, 0.924980462,
+                                          -1.97495985, 0.399989009, 0.937471211, -2.0749402,
+                                          0.399985015};
+/* cross-entropy: logits (0, ln 3), label 1 -> loss -log(3/4), grads (1/4, -1/4);
+ * logits (1000, 0), label 1 -> loss 1000 (stable log-sum-exp) */
+static const float ce_hand_l[2] = {0, 1.09861229f};
+static const float ce_huge_l[2] = {1000, 0};
+static const uint8_t label1[1] = {1};
+static const double ce_hand_want[3] = {0.287682072451781, 0.25, -0.25};
+static const double ce_huge_want[1] = {1000};
+/* confusion: (label, pred) pairs; 255 and 9 (>= c) are skipped */
+static const uint8_t conf_lab[8] = {0, 1, 1, 2, 255, 4, 4, 9};
+static const uint8_t conf_pred[8] = {0, 1, 2, 2, 3, 4, 0, 1};
+static const double conf_inc[25] = {1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1,
+                                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1};
+/* argmax of 3 pixels x 5 classes (class-major): all equal -> 0; classes 3
+ * and 4 tie -> 3; a unique maximum at 4 -> 4 */
+static const float argmax_hand[15] = {0.5f, 0.1f, 0, 0.5f, 0.2f, 0.1f, 0.5f, 0.3f,
+                                      0.2f, 0.5f, 0.9f, 0.3f, 0.5f, 0.9f, 0.4f};
+static const double argmax_hand_want[3] = {0, 3, 4};
+static const float sumsq_hand[3] = {1, -2, 3};
+static const double sumsq_hand_want[1] = {14};
+/* bn_finalize part counts */
+static const int64_t parts_37_0_120[3] = {37, 0, 120};
+static const int64_t parts_1[1] = {1};
+static const int64_t images_2_0_3[3] = {2, 0, 3};
+static const int64_t images_1_1_1[3] = {1, 1, 1};
+static const int64_t images_1_0[2] = {1, 0};
+
+const tb_case tb_cases[] = {
+    /* ---------------- memory and streams ---------------- */
+    {"memory", run_memory, .count = 4000},
+    {"memory", run_memory, .count = 3000007, .note = "odd size"},
+    {"upload_async", run_upload_async_order, .count = (size_t)64 << 20,
+     .note = "256 MiB: the compute ops outlast the copy's start"},
+    {"bind_thread", run_bind_thread, .count = 10007, .note = "ops from a second thread"},
+
+    /* ---------------- convolution ---------------- */
+    CONV_SQ(1, 3, 7, 9, 5, 3, 1, 1, 1, 0, "odd sizes"),
+    CONV_SQ(3, 4, 9, 8, 6, 3, 2, 1, 1, 1, "stride 2, batch 3"),
+    CONV_SQ(2, 5, 11, 10, 4, 1, 2, 0, 1, 0, "1x1 stride 2 (downsample)"),
+    CONV_SQ(1, 3, 13, 12, 4, 3, 1, 2, 2, 1, "dilation 2"),
+    CONV_SQ(1, 2, 30, 27, 3, 3, 1, 12, 12, 0, "dilation 12 (ASPP)"),
+    CONV_SQ(1, 2, 40, 38, 2, 3, 1, 36, 36, 1, "dilation 36: taps mostly in the padding"),
+    CONV_SQ(2, 3, 20, 17, 4, 3, 1, 24, 24, 0, "dilation > size: outer taps dead (CPU trims)"),
+    CONV_SQ(1, 3, 30, 10, 5, 3, 1, 12, 12, 1, "dead taps along the width only"),
+    CONV_SQ(2, 16, 8, 8, 16, 3, 1, 36, 36, 0, "trimmed, blocked layout (ASPP at OS 8)"),
+    CONV_SQ(2, 64, 13, 11, 24, 3, 1, 6, 6, 1, "sparse: per-tap GEMMs on the CPU"),
+    CONV_SQ(1, 80, 9, 9, 16, 3, 1, 7, 7, 0, "sparse, square"),
+    CONV_SQ(2, 64, 7, 12, 16, 3, 1, 5, 5, 1, "sparse, h != w: partial rows and columns"),
+    CONV_SQ(2, 3, 15, 15, 8, 7, 2, 3, 1, 0, "the stem: 7x7 stride 2"),
+    CONV_SQ(2, 32, 9, 7, 16, 3, 1, 2, 2, 1, "wide enough for the blocked layout"),
+    CONV_SQ(1, 32, 8, 8, 48, 1, 1, 0, 1, 0, "1x1 blocked"),
+    CONV_SQ(3, 16, 10, 11, 32, 3, 2, 1, 1, 1, "3x3 stride 2 blocked, odd"),
+    CONV_SQ(1, 3, 17, 13, 5, 3, 1, 1, 1, 1, "odd sizes"),
+    CONV_SQ(4, 6, 15, 11, 4, 3, 2, 1, 1, 1, "batch 4, stride 2"),
+    CONV_SQ(1, 4, 9, 9, 7, 1, 2, 0, 1, 1, "1x1 stride 2"),
+    CONV_SQ(4, 3, 33, 31, 8, 7, 2, 3, 1, 1, "the stem, batch 4"),
+    CONV_SQ(2, 5, 13, 14, 3, 3, 1, 2, 2, 1, "dilation 2"),
+    CONV_SQ(1, 3, 29, 27, 4, 3, 1, 12, 12, 1, "dilation 12"),
+    CONV_SQ(1, 2, 75, 73, 3, 3, 1, 36, 36, 1, "dilation 36 (ASPP)"),
+    CONV_SQ(4, 2, 7, 9, 3, 3, 1, 36, 36, 1, "dilation 36 on a map smaller than it"),
+    CONV_SQ(1, 16, 5, 5, 16, 1, 1, 0, 1, 1, "1x1"),
+    /* drawn once with a seeded generator: non-square kernels, per-axis
+     * stride, padding and dilation, channels around the blocked threshold */
+    CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),
+    CONV(2, 29, 18, 6, 37, 3, 5, 1, 2, 3, 2, 1, 2, 0, "random"),
+    CONV(2, 14, 9, 15, 18, 5, 1, 2, 1, 3, 2, 1, 3, 0, "random"),
+    CONV(3, 29, 8, 15, 4, 1, 5, 2, 1, 2, 0, 1, 2, 0, "random"),
+    CONV(1, 5, 10, 17, 20, 3, 5, 1, 1, 0, 2, 1, 1, 0, "random"),
+    CONV(3, 3, 8, 19, 13, 1, 5, 1, 2, 0, 1, 2, 3, 0, "random"),
+    CONV(3, 34, 13, 16, 33, 3, 5, 2, 1, 0, 0, 1, 2, 0, "random"),
+    CONV(2, 17, 17, 17, 35, 5, 5, 1, 2, 3, 2, 2, 3, 0, "random"),
+    CONV(3, 40, 7, 3, 22, 5, 1, 1, 2, 3, 1, 2, 1, 0, "random"),
+    CONV(1, 28, 1, 17, 28, 5, 5, 1, 2, 3, 2, 1, 2, 0, "random"),
+    CONV(3, 21, 18, 9, 21, 5, 5, 1, 2, 3, 2, 1, 1, 0, "random"),
+    CONV(1, 23, 14, 8, 37, 5, 5, 1, 2, 1, 2, 3, 3, 0, "random"),
+    CONV(2, 8, 12, 9, 28, 3, 3, 2, 1, 2, 2, 2, 1, 0, "random"),
+    CONV(2, 9, 14, 17, 35, 3, 5, 2, 2, 0, 1, 2, 1, 0, "random"),
+    CONV(3, 40, 17, 1, 12, 3, 1, 2, 1, 2, 2, 3, 3, 0, "random"),
+    CONV(1, 26, 16, 8, 6, 1, 5, 2, 1, 3, 3, 3, 2, 0, "random"),
+    CONV(1, 1, 17, 20, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, "random"),
+    CONV(4, 4, 13, 11, 1, 3, 3, 2, 2, 2, 2, 2, 2, 1, "random"),
+    CONV(1, 3, 16, 14, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
+    CONV(4, 1, 9, 17, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
+    CONV(1, 7, 8, 5, 1, 3, 3, 1, 1, 3, 3, 3, 3, 1, "random"),
+    CONV(4, 8, 10, 11, 3, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
+    CONV(1, 7, 23, 6, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
+    CONV(4, 4, 24, 14, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
+    {"conv_fwd", run_conv_fwd, .conv = {1, 1, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
+     .in = conv_hand_x, .in2 = ones9, .want = conv_hand_y, .nwant = 9, .want_tol = 1e-5,
+     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .all_configs = 1,
+     .note = "hand: kernel of ones sums the in-image 3x3 neighbourhood"},
+    {"bias_fwd", run_bias_fwd, .n = 3, .c = 5, .h = 7, .w = 1, .tol = EXACT},
+    {"bias_fwd", run_bias_fwd, .n = 5, .c = 3, .h = 3001, .w = 1, .tol = EXACT,
+     .note = "a channel split over several blocks"},
+    {"bias_bwd", run_bias_bwd, .n = 3, .c = 5, .h = 7, .w = 1, .tol = 1e-5},
+    {"bias_bwd", run_bias_bwd, .n = 3, .c = 5, .h = 7, .w = 1, .acc = 1, .tol = 1e-5},
+    {"bias_bwd", run_bias_bwd, .n = 5, .c = 3, .h = 3001, .w = 1, .tol = 1e-5},
+    {"bias_bwd", run_bias_bwd, .n = 5, .c = 3, .h = 3001, .w = 1, .acc = 1, .tol = 1e-5},
+
+    /* ---------------- batch norm ---------------- */
+    /* float outputs of double sums: within an ulp or so (CUDA merges its
+     * blocks in another order: two ulps) */
+    {"bn_stats", run_bn_stats, .n = 3, .c = 5, .h = 37, .w = 1, .lo = 999.5f, .hi = 1000.5f,
+     .tol = 1e-7, .tol_cuda = 2e-7, .note = "mean 1000, std 0.3: a one-pass float sum fails"},
+    {"bn_stats", run_bn_stats, BN_A, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_B, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_C, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_D, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_E, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_F, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_finalize", run_bn_chan_merge, .c = 4, .h = 13, .w = 1, .lo = -2, .hi = 3, .parts = 3,
+     .counts = images_2_0_3, .eps = 1e-5f, .momentum = 0.1f, .tol = 1e-6,
+     .note = "SyncBN: parts of 2, 0 and 3 images merged = the whole batch"},
+    {"bn_finalize", run_bn_chan_merge, .c = 5, .h = 7, .w = 9, .lo = -2, .hi = 3, .parts = 3,
+     .counts = images_1_1_1, .eps = 1e-5f, .momentum = 0.1f, .tol = 1e-6,
+     .note = "three ranks of batch 1"},
+    {"bn_finalize", run_bn_chan_merge, .c = 3, .h = 5, .w = 4, .lo = -2, .hi = 3, .parts = 2,
+     .counts = images_1_0, .eps = 1e-5f, .momentum = 0.1f, .tol = 1e-6,
+     .note = "batch 1 and an empty rank"},
+    {"bn_finalize", run_bn_finalize, .c = 4, .parts = 3, .counts = parts_37_0_120, .eps = 1e-3f,
+     .momentum = 0.3f, .running = 1, .tol = 1e-6},
+    {"bn_finalize", run_bn_finalize, .c = 4, .parts = 1, .counts = parts_1, .eps = 1e-5f,
+     .momentum = 0.1f, .running = 1, .tol = 1e-6,
+     .note = "N = 1: running_var gets M2/N, no division by zero"},
+    {"bn_finalize", run_bn_finalize, .c = 4, .parts = 1, .counts = parts_1, .eps = 1e-5f,
+     .momentum = 0.1f, .tol = 1e-6, .note = "N = 1, no running stats"},
+    {"bn_finalize", run_bn_finalize, .c = 4, .parts = 100, .eps = 1e-5f, .momentum = 0.1f,
+     .tol = 1e-6, .note = "many parts (past a kernel-argument limit), some empty"},
+    {"bn_finalize", run_bn_finalize, .c = 33, .parts = 100, .eps = 1e-5f, .momentum = 0.1f,
+     .running = 1, .tol = 1e-6, .note = "many parts, some empty"},
+    {"bn_eval_params", run_bn_eval_params, .c = 4, .eps = 1e-5f, .tol = 1e-6},
+    {"bn_eval_params", run_bn_eval_params, .c = 33, .eps = 1e-3f, .tol = 1e-6},
+    {"bn_fwd", run_bn_fwd, BN_A, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_A, .relu = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_A, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_A, .relu = 1, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_B, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_B, .relu = 1, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_C, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_C, .relu = 1, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_D, .relu = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_D, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_E, .relu = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_F, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_F, .relu = 1, .inplace = 1, TOL_BN_FWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_A, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_A, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_B, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_B, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_C, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_D, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_E, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_F, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_A, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .relu = 1, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_B, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_B, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_C, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_D, .relu = 1, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_E, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_F, TOL_BN_BWD},
+    {"bn_param_grads", run_bn_param_grads, .c = 6, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"bn_param_grads", run_bn_param_grads, .c = 6, .acc = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"bn_param_grads", run_bn_param_grads, .c = 33, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"bn_param_grads", run_bn_param_grads, .c = 33, .acc = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+
+    /* ---------------- elementwise ---------------- */
+    /* 70001: odd, above the CPU's threading threshold; 1000003: several
+     * CUDA blocks per grid-stride step */
+    {"relu_fwd", run_relu_fwd, .count = 70001, .tol = EXACT},
+    {"relu_fwd", run_relu_fwd, .count = 1000003, .tol = EXACT},
+    {"relu_bwd", run_relu_bwd, .count = 70001, .tol = EXACT},
+    {"relu_bwd", run_relu_bwd, .count = 70001, .acc = 1, .tol = EXACT},
+    {"relu_bwd", run_relu_bwd, .count = 1000003, .tol = EXACT},
+    {"relu_bwd", run_relu_bwd, .count = 1000003, .acc = 1, .tol = EXACT},
+    {"add", run_add, .count = 70001, .tol = EXACT},
+    {"add", run_add, .count = 70001, .relu = 1, .tol = EXACT},
+    {"add", run_add, .count = 70001, .inplace = 1, .tol = EXACT},
+    {"add", run_add, .count = 70001, .relu = 1, .inplace = 1, .tol = EXACT},
+    {"add", run_add, .count = 70001, .inplace = 2, .tol = EXACT},
+    {"add", run_add, .count = 70001, .relu = 1, .inplace = 2, .tol = EXACT},
+    {"add", run_add, .count = 1000003, .tol = EXACT},
+    {"add", run_add, .count = 1000003, .relu = 1, .tol = EXACT},
+    {"add", run_add, .count = 1000003, .relu = 1, .inplace = 1, .tol = EXACT},
+    {"add", run_add, .count = 1000003, .relu = 1, .inplace = 2, .tol = EXACT},
+    {"scale", run_scale, .count = 70001, .alpha = -2.5f, .tol = EXACT},
+    {"scale", run_scale, .count = 70001, .alpha = -2.5f, .inplace = 1, .tol = EXACT},
+    {"scale", run_scale, .count = 1000003, .alpha = -0.37f, .tol = EXACT},
+    {"scale", run_scale, .count = 1000003, .alpha = -0.37f, .inplace = 1, .tol = EXACT},
+    /* CUDA may fuse y + alpha*x into one rounding (FMA) */
+    {"axpy", run_axpy, .count = 70001, .alpha = 0.75f, .tol = 1e-7, .tol_cuda = 1e-6},
+    {"axpy", run_axpy, .count = 1000003, .alpha = 1.7f, .tol = 1e-7, .tol_cuda = 1e-6},
+    {"sumsq", run_sumsq, .count = 70001, .tol = 1e-9},
+    {"sumsq", run_sumsq, .count = 1000003, .tol = 1e-9},
+    {"sumsq", run_sumsq, .count = 1, .tol = EXACT},
+    {"sumsq", run_sumsq, .count = 3, .in = sumsq_hand, .want = sumsq_hand_want, .nwant = 1,
+     .tol = EXACT, .note = "1 + 4 + 9"},
+
+    /* ---------------- dropout (bit-exact by contract) ---------------- */
+    {"dropout_fwd", run_dropout_fwd, .count = 100003, .p = 0.3f, .tol = EXACT},
+    {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.1f, .key = 0x5eed0001, .tol = EXACT},
+    {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.5f, .key = 0x5eed0002, .tol = EXACT},
+    {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.0f, .key = 0x5eed0003, .tol = EXACT,
+     .note = "keeps everything"},
+    {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 1.0f, .key = 0x5eed0004, .tol = EXACT,
+     .note = "drops everything"},
+    {"dropout_bwd", run_dropout_bwd, .count = 100003, .p = 0.3f, .tol = EXACT},
+    {"dropout_bwd", run_dropout_bwd, .count = 100003, .p = 0.3f, .acc = 1, .tol = EXACT},
+    {"dropout_bwd", run_dropout_bwd, .count = 100001, .p = 0.5f, .key = 0x5eed0002, .acc = 1,
+     .tol = EXACT},
+    {"dropout_bwd", run_dropout_bwd, .count = 100001, .p = 0.0f, .key = 0x5eed0003, .tol = EXACT},
+    {"dropout_bwd", run_dropout_bwd, .count = 100001, .p = 1.0f, .key = 0x5eed0004, .acc = 1,
+     .tol = EXACT},
+
+    /* ---------------- pooling, resize, concat ---------------- */
+    /* all negative: the -inf padding must never win (zero padding would) */
+    MAXPOOL(1, 3, 7, 9, TB_FILL_RAND, -3, -1, "odd"),
+    MAXPOOL(3, 3, 8, 8, TB_FILL_RAND, -3, -1, "batch 3"),
+    MAXPOOL(2, 3, 1, 1, TB_FILL_RAND, -3, -1, "1x1 plane"),
+    MAXPOOL(1, 3, 2, 5, TB_FILL_RAND, -3, -1, "2 rows"),
+    MAXPOOL(3, 3, 97, 101, TB_FILL_RAND, -3, -1, "large, threaded"),
+    MAXPOOL(1, 3, 17, 13, TB_FILL_TIES, -1, 1, "ties: the first maximum wins"),
+    MAXPOOL(4, 2, 16, 10, TB_FILL_TIES, -1, 1, "ties, batch 4"),
+    MAXPOOL(1, 1, 1, 2, TB_FILL_TIES, -1, 1, "1x2 plane"),
+    {"maxpool_fwd", run_maxpool_fwd, .n = 1, .c = 1, .h = 4, .w = 4, .fill = TB_FILL_CONST,
+     .lo = 1, .want = (const double[]){0, 1, 4, 5}, .nwant = 4, .tol = EXACT,
+     .note = "a constant plane: the first element of each window"},
+    {"avgpool_fwd", run_avgpool_fwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"avgpool_fwd", run_avgpool_fwd, .n = 4, .c = 6, .h = 33, .w = 31, .lo = -1, .hi = 3,
+     .tol = 1e-6, .tol_cuda = 1e-5},
+    {"avgpool_bwd", run_avgpool_bwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"avgpool_bwd", run_avgpool_bwd, .n = 3, .c = 4, .h = 31, .w = 1, .acc = 1, .tol = 1e-6,
+     .tol_cuda = 1e-5},
+    {"avgpool_bwd", run_avgpool_bwd, .n = 4, .c = 6, .h = 33, .w = 31, .acc = 1, .tol = 1e-6,
+     .tol_cuda = 1e-5},
+    RESIZE(1, 2, 5, 7, 17, 23, "up, odd"),
+    RESIZE(2, 2, 17, 13, 6, 5, "down"),
+    RESIZE(3, 2, 9, 9, 9, 9, "identity"),
+    RESIZE(1, 2, 1, 1, 4, 4, "from one pixel"),
+    RESIZE(2, 2, 4, 4, 32, 32, "8x up"),
+    RESIZE(3, 2, 33, 33, 257, 129, "large, threaded"),
+    RESIZE(1, 3, 9, 7, 33, 29, "up, odd"),
+    RESIZE(4, 2, 33, 29, 9, 7, "down, batch 4"),
+    RESIZE(1, 2, 13, 17, 17, 13, "non-integer ratios both ways"),
+    RESIZE(4, 3, 11, 11, 11, 11, "identity, batch 4"),
+    RESIZE(1, 21, 5, 5, 40, 40, "8x, like the logits"),
+    RESIZE(2, 1, 1, 1, 3, 4, "from one pixel (ASPP pooling branch)"),
+    RESIZE(1, 1, 64, 48, 1, 3, "to tiny"),
+    {"resize_fwd", run_resize_fwd, RS(1, 1, 2, 3, 3, 5), .in = arange6, .want = resize_torch,
+     .nwant = 15, .want_tol = 1e-6, .tol = 1e-5, .note = "PyTorch values"},
+    {"concat_fwd", run_concat_fwd, .n = 3, .c = 3, .h = 11, .w = 1, .c_dst = 8, .c_off = 4,
+     .tol = EXACT},
+    {"concat_fwd", run_concat_fwd, .n = 4, .c = 3, .h = 29, .w = 1, .c_dst = 11, .c_off = 5,
+     .tol = EXACT},
+    {"concat_fwd", run_concat_fwd, .n = 1, .c = 2, .h = 7, .w = 3, .c_dst = 5, .c_off = 0,
+     .tol = EXACT, .note = "at the start"},
+    {"concat_fwd", run_concat_fwd, .n = 2, .c = 4, .h = 1, .w = 1, .c_dst = 6, .c_off = 2,
+     .tol = EXACT, .note = "at the end, 1x1 planes"},
+    {"concat_bwd", run_concat_bwd, .n = 3, .c = 3, .h = 11, .w = 1, .c_dst = 8, .c_off = 4,
+     .tol = EXACT},
+    {"concat_bwd", run_concat_bwd, .n = 3, .c = 3, .h = 11, .w = 1, .c_dst = 8, .c_off = 4,
+     .acc = 1, .tol = EXACT},
+    {"concat_bwd", run_concat_bwd, .n = 4, .c = 3, .h = 29, .w = 1, .c_dst = 11, .c_off = 5,
+     .acc = 1, .tol = EXACT},
+    {"concat_bwd", run_concat_bwd, .n = 2, .c = 4, .h = 1, .w = 1, .c_dst = 6, .c_off = 2,
+     .tol = EXACT},
+
+    /* ---------------- loss, metrics ---------------- */
+    /* loss summed in double (relative error of the sum), gradients in float */
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 3, .c = 7, .h = 3301, .w = 1, .lo = -8, .hi = 8,
+     .grad_scale = 0.25f, .tol = 1e-6, .note = "several pixel blocks, odd, threaded"},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 3, .c = 7, .h = 3301, .w = 1, .lo = -8, .hi = 8,
+     .grad_scale = 0.25f, .inplace = 1, .tol = 1e-6, .note = "dlogits == logits"},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 4, .c = 7, .h = 23, .w = 19, .lo = -6, .hi = 6,
+     .grad_scale = 0.01f, .tol = 1e-6},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 1, .c = 19, .h = 16, .w = 12, .lo = -6, .hi = 6,
+     .ignore = 3, .tol = 1e-6, .note = "a class index as the ignore label"},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 1, .c = 2, .h = 1, .w = 1, .in = ce_hand_l,
+     .labels = label1, .want = ce_hand_want, .nwant = 3, .want_tol = 1e-6, .tol = 1e-6,
+     .note = "hand: -log(3/4)"},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 1, .c = 2, .h = 1, .w = 1, .in = ce_huge_l,
+     .labels = label1, .want = ce_huge_want, .nwant = 1, .want_tol = 1e-3, .tol = 1e-6,
+     .note = "huge logits: stable log-sum-exp"},
+    {"argmax", run_argmax, .n = 2, .c = 5, .h = 97, .w = 1, .fill = TB_FILL_TIES, .tol = EXACT,
+     .note = "ties: the first maximum wins"},
+    {"argmax", run_argmax, .n = 4, .c = 7, .h = 23, .w = 19, .fill = TB_FILL_TIES, .tol = EXACT},
+    {"argmax", run_argmax, .n = 1, .c = 21, .h = 40, .w = 40, .tol = EXACT},
+    {"argmax", run_argmax, .n = 1, .c = 5, .h = 3, .w = 1, .in = argmax_hand,
+     .want = argmax_hand_want, .nwant = 3, .tol = EXACT, .note = "hand: the first maximum wins"},
+    {"confusion", run_confusion, .count = 8, .c = 5, .labels = conf_lab, .pred = conf_pred,
+     .want = conf_inc, .nwant = 25, .tol = EXACT, .note = "hand"},
+    {"confusion", run_confusion, .count = 1748, .c = 7, .tol = EXACT},
+    {"confusion", run_confusion, .count = 10007, .c = 19, .tol = EXACT},
+    {"confusion", run_confusion, .count = 54321, .c = 70, .tol = EXACT,
+     .note = "c*c past CUDA's shared-memory histogram"},
+
+    /* ---------------- optimizer, input ---------------- */
+    {"sgd_step", run_sgd_step, .count = 3, SGD(0.1f, 0.9f, 0, 1e-2f, 0, 1, 3), .in = sgd_p0,
+     .in2 = sgd_g, .want = sgd_torch_wd, .nwant = 9, .want_tol = 8e-7, .tol = 1e-6,
+     .note = "PyTorch values"},
+    {"sgd_step", run_sgd_step, .count = 3, SGD(0.1f, 0.9f, 0, 1e-2f, 1, 1, 3), .in = sgd_p0,
+     .in2 = sgd_g, .want = sgd_torch_nesterov, .nwant = 9, .want_tol = 8e-7, .tol = 1e-6,
+     .note = "PyTorch values"},
+    {"sgd_step", run_sgd_step, .count = 3, SGD(0.1f, 0.9f, 0.1f, 0, 0, 1, 3), .in = sgd_p0,
+     .in2 = sgd_g, .want = sgd_torch_dampening, .nwant = 9, .want_tol = 8e-7, .tol = 1e-6,
+     .note = "PyTorch values"},
+    {"sgd_step", run_sgd_step, .count = 3, SGD(0.1f, 0, 0, 1e-4f, 0, 1, 3), .in = sgd_p0,
+     .in2 = sgd_g, .want = sgd_torch_plain, .nwant = 9, .want_tol = 8e-7, .tol = 1e-6,
+     .note = "PyTorch values"},
+    {"sgd_step", run_sgd_step, .count = 70001, SGD(0.01f, 0.9f, 0, 1e-4f, 0, 1, 2), .tol = 1e-6,
+     .note = "threaded"},
+    {"sgd_step", run_sgd_step, .count = 4099, SGD(0.01f, 0.9f, 0, 1e-4f, 0, 0, 1), .tol = 1e-6},
+    {"sgd_step", run_sgd_step, .count = 4099, SGD(0.01f, 0.9f, 0.1f, 0, 0, 0, 1), .tol = 1e-6},
+    {"sgd_step", run_sgd_step, .count = 4099, SGD(0.01f, 0.9f, 0, 5e-4f, 1, 0, 1), .tol = 1e-6},
+    {"sgd_step", run_sgd_step, .count = 4099, SGD(0.01f, 0, 0, 1e-4f, 0, 0, 1), .tol = 1e-6,
+     .note = "momentum 0: no buffer (NULL)"},
+    {"normalize_u8", run_normalize_u8, .n = 2, .c = 3, .h = 5, .w = 7, .tol = 1e-6},
+    {"normalize_u8", run_normalize_u8, .n = 4, .c = 3, .h = 17, .w = 13, .tol = 1e-6},
+
+    /* ---------------- gradients by finite differences ---------------- */
+    GRAD_CONV(2, 3, 7, 6, 4, 3, 2, 1, 1, "stride 2, odd sizes"),
+    GRAD_CONV(1, 2, 9, 8, 3, 3, 1, 2, 2, "dilation 2"),
+    GRAD_CONV(1, 2, 5, 5, 2, 3, 1, 12, 12, "dilation 12 on 5x5: dead taps"),
+    GRAD_CONV(1, 16, 5, 4, 16, 3, 1, 1, 1, "blocked layout under auto"),
+    GRAD_CONV(3, 2, 5, 7, 3, 1, 2, 0, 1, "1x1 stride 2, batch 3"),
+    GRAD_CONV(1, 64, 5, 6, 16, 3, 1, 3, 3, "sparse dilated: per-tap GEMMs"),
+    {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .fd_h = 1e-3f, .tol = TOL_FD},
+    {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .relu = 1, .fd_h = 1e-3f,
+     .tol = TOL_FD},
+    {"grad_bn", run_grad_bn, .n = 1, .c = 3, .h = 5, .w = 4, .relu = 1, .fd_h = 1e-3f,
+     .tol = TOL_FD, .note = "batch 1"},
+    {"grad_relu", run_grad_relu, .count = 97, .fd_h = 1e-3f, .tol = TOL_FD},
+    {"grad_add_relu", run_grad_add_relu, .count = 97, .fd_h = 1e-3f, .tol = TOL_FD},
+    {"grad_dropout", run_grad_dropout, .count = 97, .p = 0.4f, .fd_h = 1e-2f, .tol = TOL_FD},
+    {"grad_maxpool", run_grad_maxpool, .n = 2, .c = 2, .h = 7, .w = 6, .fill = TB_FILL_DISTINCT,
+     .fd_h = 1e-3f, .tol = TOL_FD},
+    {"grad_avgpool", run_grad_avgpool, .n = 2, .c = 2, .h = 7, .w = 6, .fill = TB_FILL_DISTINCT,
+     .fd_h = 1e-2f, .tol = TOL_FD},
+    {"grad_resize", run_grad_resize, RS(2, 2, 4, 5, 11, 13), .fill = TB_FILL_DISTINCT,
+     .fd_h = 1e-2f, .tol = TOL_FD, .note = "up, odd"},
+    {"grad_resize", run_grad_resize, RS(2, 2, 9, 8, 4, 3), .fill = TB_FILL_DISTINCT,
+     .fd_h = 1e-2f, .tol = TOL_FD, .note = "down"},
+    {"grad_concat", run_grad_concat, .n = 2, .c = 3, .h = 5, .w = 1, .c_dst = 7, .c_off = 2,
+     .fd_h = 1e-2f, .tol = TOL_FD},
+    {"grad_ce", run_grad_ce, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3, .hi = 3, .fd_h = 1e-2f,
+     .tol = TOL_FD, .note = "every 5th pixel ignored"},
+};
+
+const int tb_ncases = (int)(sizeof tb_cases / sizeof tb_cases[0]);

@@ -1,0 +1,99 @@
+/* tests/backend/cases.h - the runners of the conformance suite and the case
+ * table (case_table.c).
+ *
+ * A runner tests one op on one case: it draws the inputs (tb_input /
+ * tb_rand), computes the expected result with the naive reference
+ * (tests/kernels/ref_ops.h) on the host, runs the op on the backend through
+ * tb_dev/tb_get (backend memory only), and compares with t->tol. Outputs that
+ * the op accumulates into or overwrites start as random values (garbage), so
+ * accumulate = 1 must keep them and accumulate = 0 must not.
+ *
+ * The fields each runner reads, besides tol (t->tol):
+ *   conv_*: conv, acc, prepare; in (x or dy), in2 (w), want (y of conv_fwd)
+ *   bias_*, bn_*, avgpool_*: n c h w (hw = h*w), acc, relu, inplace, lo hi
+ *   bn_finalize: c, parts, counts, eps, momentum, running
+ *     (run_bn_chan_merge: counts = images per part of one batch, h w lo hi)
+ *   bn_eval_params, bn_param_grads: c, eps, acc
+ *   relu_*, add, scale, axpy, sumsq: count, acc, relu, inplace, alpha, in, want
+ *   dropout_*: count, p, key, acc
+ *   sgd_step: count, sgd, in (param), in2 (gradients), want (param per step)
+ *   normalize_u8: n h w
+ *   maxpool_*, resize_*, concat_*: n c h w, oh ow, c_dst c_off, acc, fill lo hi,
+ *     in, want (maxpool_fwd: the argmax indices)
+ *   ce_fwd_bwd: n c h w, lo hi, ignore, grad_scale, inplace, labels, in, want
+ *     (loss, then dlogits); argmax: n c h w, fill, in, want; confusion:
+ *     count, c, labels, pred, want (increments)
+ *   memory, upload_async, bind_thread: count (bytes / floats)
+ *   grad_*: as the op, plus fd_h; tol is the finite-difference tolerance.
+ */
+#ifndef SG_TESTS_BACKEND_CASES_H
+#define SG_TESTS_BACKEND_CASES_H
+
+#include "tests/backend/tb.h"
+
+/* The table: every case of every op, in the order they run. */
+extern const tb_case tb_cases[];
+extern const int tb_ncases;
+
+/* run_conv.c */
+void run_conv_fwd(tb_ctx *t, const tb_case *c);
+void run_conv_bwd_data(tb_ctx *t, const tb_case *c);
+void run_conv_bwd_weight(tb_ctx *t, const tb_case *c);
+void run_bias_fwd(tb_ctx *t, const tb_case *c);
+void run_bias_bwd(tb_ctx *t, const tb_case *c);
+
+/* run_bn.c */
+void run_bn_stats(tb_ctx *t, const tb_case *c);
+void run_bn_finalize(tb_ctx *t, const tb_case *c);
+void run_bn_chan_merge(tb_ctx *t, const tb_case *c);
+void run_bn_eval_params(tb_ctx *t, const tb_case *c);
+void run_bn_fwd(tb_ctx *t, const tb_case *c);
+void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c);
+void run_bn_bwd_elem(tb_ctx *t, const tb_case *c);
+void run_bn_param_grads(tb_ctx *t, const tb_case *c);
+
+/* run_elem.c */
+void run_relu_fwd(tb_ctx *t, const tb_case *c);
+void run_relu_bwd(tb_ctx *t, const tb_case *c);
+void run_add(tb_ctx *t, const tb_case *c);
+void run_scale(tb_ctx *t, const tb_case *c);
+void run_axpy(tb_ctx *t, const tb_case *c);
+void run_sumsq(tb_ctx *t, const tb_case *c);
+void run_dropout_fwd(tb_ctx *t, const tb_case *c);
+void run_dropout_bwd(tb_ctx *t, const tb_case *c);
+void run_sgd_step(tb_ctx *t, const tb_case *c);
+void run_normalize_u8(tb_ctx *t, const tb_case *c);
+
+/* run_pool.c */
+void run_maxpool_fwd(tb_ctx *t, const tb_case *c);
+void run_maxpool_bwd(tb_ctx *t, const tb_case *c);
+void run_avgpool_fwd(tb_ctx *t, const tb_case *c);
+void run_avgpool_bwd(tb_ctx *t, const tb_case *c);
+void run_resize_fwd(tb_ctx *t, const tb_case *c);
+void run_resize_bwd(tb_ctx *t, const tb_case *c);
+void run_concat_fwd(tb_ctx *t, const tb_case *c);
+void run_concat_bwd(tb_ctx *t, const tb_case *c);
+
+/* run_loss.c */
+void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c);
+void run_argmax(tb_ctx *t, const tb_case *c);
+void run_confusion(tb_ctx *t, const tb_case *c);
+
+/* run_memory.c */
+void run_memory(tb_ctx *t, const tb_case *c);
+void run_upload_async_order(tb_ctx *t, const tb_case *c);
+void run_bind_thread(tb_ctx *t, const tb_case *c);
+
+/* run_grad.c: finite-difference checks of the backward ops */
+void run_grad_conv(tb_ctx *t, const tb_case *c);
+void run_grad_bn(tb_ctx *t, const tb_case *c);
+void run_grad_relu(tb_ctx *t, const tb_case *c);
+void run_grad_add_relu(tb_ctx *t, const tb_case *c);
+void run_grad_dropout(tb_ctx *t, const tb_case *c);
+void run_grad_maxpool(tb_ctx *t, const tb_case *c);
+void run_grad_avgpool(tb_ctx *t, const tb_case *c);
+void run_grad_resize(tb_ctx *t, const tb_case *c);
+void run_grad_concat(tb_ctx *t, const tb_case *c);
+void run_grad_ce(tb_ctx *t, const tb_case *c);
+
+#endif

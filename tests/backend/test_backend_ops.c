@@ -1,0 +1,238 @@
+/* tests/backend/test_backend_ops.c - the backend conformance suite: runs
+ * every case of the table (case_table.c) against the naive references on
+ * the backends compiled in, in the spirit of ggml's test-backend-ops.
+ *
+ *   test_backend_ops cpu|cuda|all [-v] [-o OP]
+ *     -v     print every case as it runs
+ *     -o OP  only the cases of op OP (e.g. conv_fwd, grad_bn)
+ *
+ * Each backend runs in its configurations: the first runs every case, the
+ * others only the rows marked all_configs (the convolutions):
+ *   cpu:  conv layout auto, plain, blocked (SG_CPU_CONV_LAYOUT), 2 threads
+ *         (an OpenMP reduction over 2 threads is order-independent, so reruns
+ *         are bit-identical);
+ *   cuda: cuDNN deterministic algorithms (reruns bit-identical), then
+ *         cudnn.benchmark (measured algorithm choice).
+ * Prints per op the cases run and passed, a FAIL line per failure (op,
+ * configuration, parameters, error and tolerance) and a summary line
+ * "<backend>: P/T cases passed". Exit status: 0 all passed, 1 a failure,
+ * 77 (skipped) when the backend asked for is not compiled in or (cuda) no
+ * device is visible. Data move only through the backend's memory ops, so
+ * this binary needs no CPU backend to link (the GPU-only bundle runs it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/backend/cases.h"
+
+#ifndef TB_HAVE_CPU
+#define TB_HAVE_CPU 1
+#endif
+
+#define TB_SKIP 77
+
+typedef struct tb_config {
+    const char *name;
+    const char *device;
+    sg_backend_opts opts;
+    const char *conv_layout; /* CPU: SG_CPU_CONV_LAYOUT while creating it */
+    int det;                 /* reruns give the same bits */
+} tb_config;
+
+static const tb_config cpu_configs[] = {
+    {"cpu", "cpu", {2, 0, 0}, "auto", 1},
+    {"cpu/plain", "cpu", {2, 0, 0}, "plain", 1},
+    {"cpu/blocked", "cpu", {2, 0, 0}, "blocked", 1},
+};
+static const tb_config cuda_configs[] = {
+    {"cuda/det", "cuda:0", {0, 0, 1}, NULL, 1},
+    {"cuda/bench", "cuda:0", {0, 1, 0}, NULL, 0},
+};
+
+/* Per-op tallies, in the order the ops first appear in the table. */
+typedef struct op_tally {
+    const char *op;
+    int cases, failed, configs;
+} op_tally;
+
+static struct {
+    int verbose;
+    const char *only;
+    op_tally ops[128];
+    int nops;
+    tb_ctx *running; /* the case in flight, for the exit report */
+} g;
+
+/* A backend's fatal error exits inside an op: name the case it died in. */
+static void report_unfinished(void) {
+    tb_ctx *t = g.running;
+    if (!t) return;
+    printf("  FAIL %s [%s] %s: the process exited inside this case (the error above)\n",
+           t->c->op, t->config, t->desc);
+    fflush(stdout);
+}
+
+static op_tally *tally(const char *op) {
+    for (int i = 0; i < g.nops; i++)
+        if (strcmp(g.ops[i].op, op) == 0) return &g.ops[i];
+    if (g.nops == (int)(sizeof g.ops / sizeof g.ops[0])) {
+        fprintf(stderr, "test_backend_ops: more than %d ops in the table\n", g.nops);
+        exit(1);
+    }
+    g.ops[g.nops] = (op_tally){op, 0, 0, 0};
+    return &g.ops[g.nops++];
+}
+
+static sg_backend *create(const tb_config *cf) {
+    char saved[64] = "";
+    const char *old = getenv("SG_CPU_CONV_LAYOUT");
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    if (cf->conv_layout) setenv("SG_CPU_CONV_LAYOUT", cf->conv_layout, 1);
+    sg_backend *be = sg_backend_create(cf->device, &cf->opts);
+    if (cf->conv_layout) {
+        if (old) setenv("SG_CPU_CONV_LAYOUT", saved, 1);
+        else unsetenv("SG_CPU_CONV_LAYOUT");
+    }
+    return be;
+}
+
+/* Runs the table on one configuration; returns cases failed (-1: no backend). */
+static int run_config(const tb_config *cf, int index, int *ran) {
+    sg_backend *be = create(cf);
+    if (!be) {
+        printf("  FAIL create [%s] device '%s': cannot create the backend (the error above)\n",
+               cf->name, cf->device);
+        return -1;
+    }
+    int failed = 0;
+    for (int i = 0; i < tb_ncases; i++) {
+        const tb_case *c = &tb_cases[i];
+        if (index > 0 && !c->all_configs) continue;
+        if (g.only && strcmp(g.only, c->op) != 0) continue;
+        tb_ctx t;
+        tb_begin(&t, be, cf->name, cf->det, c);
+        if (g.verbose) {
+            printf("case %s [%s] %s\n", c->op, cf->name, t.desc);
+            fflush(stdout);
+        }
+        g.running = &t;
+        c->run(&t, c);
+        be->ops->sync(be);
+        g.running = NULL;
+        int ok = tb_end(&t);
+        op_tally *o = tally(c->op);
+        o->cases++;
+        if (o->configs < index + 1) o->configs = index + 1;
+        if (!ok) o->failed++, failed++;
+        (*ran)++;
+    }
+    sg_backend_destroy(be);
+    return failed;
+}
+
+static void print_tallies(void) {
+    for (int i = 0; i < g.nops; i++) {
+        op_tally *o = &g.ops[i];
+        char per[64] = "";
+        if (o->configs > 1)
+            snprintf(per, sizeof per, " (%d on each of %d configurations)", o->cases / o->configs,
+                     o->configs);
+        const char *cases = o->cases == 1 ? "case" : "cases";
+        if (o->failed)
+            printf("%s: %d of %d %s FAILED%s\n", o->op, o->failed, o->cases, cases, per);
+        else
+            printf("%s: %d %s ok%s\n", o->op, o->cases, cases, per);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs one backend in all its configurations. Returns 0 passed, 1 failed,
+ * TB_SKIP not available here (with the reason printed). */
+static int run_backend(const char *name, int *total, int *total_failed) {
+    const tb_config *cfs;
+    int ncf;
+    if (strcmp(name, "cpu") == 0) {
+        if (!TB_HAVE_CPU) {
+            printf("cpu: skipped: the CPU backend is not compiled in (GPU-only build, "
+                   "-Dgpu_only=true)\n");
+            return TB_SKIP;
+        }
+        cfs = cpu_configs, ncf = (int)(sizeof cpu_configs / sizeof cpu_configs[0]);
+    } else {
+        if (!sg_backend_cuda_compiled()) {
+            printf("cuda: skipped: the CUDA backend is not compiled in (meson found no "
+                   "nvcc/cuDNN/NCCL, or -Dcuda=disabled)\n");
+            return TB_SKIP;
+        }
+        if (sg_backend_cuda_device_count() == 0) {
+            printf("cuda: skipped: no CUDA device visible (nvidia-smi, CUDA_VISIBLE_DEVICES)\n");
+            return TB_SKIP;
+        }
+        cfs = cuda_configs, ncf = (int)(sizeof cuda_configs / sizeof cuda_configs[0]);
+    }
+    printf("== %s: %d cases in the table; configurations:", name, tb_ncases);
+    for (int i = 0; i < ncf; i++) printf(" %s", cfs[i].name);
+    printf(" (the convolutions run on every configuration, the rest on the first)\n");
+    fflush(stdout);
+    g.nops = 0;
+    double t0 = now_s();
+    int ran = 0, failed = 0;
+    for (int i = 0; i < ncf; i++) {
+        int f = run_config(&cfs[i], i, &ran);
+        if (f < 0) {
+            *total_failed += 1, *total += 1;
+            return 1;
+        }
+        failed += f;
+    }
+    if (ran == 0 && g.only) {
+        printf("%s: no case of op '%s' in the table\n", name, g.only);
+        return 1;
+    }
+    print_tallies();
+    printf("%s: %d/%d cases passed (%d failed) in %.1f s\n", name, ran - failed, ran, failed,
+           now_s() - t0);
+    *total += ran;
+    *total_failed += failed;
+    return failed ? 1 : 0;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|all [-v] [-o OP]\n"
+                    "  runs every op case of tests/backend/case_table.c on the backend(s)\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *which = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-v") == 0) g.verbose = 1;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) g.only = argv[++i];
+        else if (!which && (!strcmp(argv[i], "cpu") || !strcmp(argv[i], "cuda") ||
+                            !strcmp(argv[i], "all")))
+            which = argv[i];
+        else return usage();
+    }
+    if (!which) return usage();
+    atexit(report_unfinished);
+    int total = 0, total_failed = 0;
+    if (strcmp(which, "all") != 0) return run_backend(which, &total, &total_failed);
+    int any = 0, status = 0;
+    const char *names[2] = {"cpu", "cuda"};
+    for (int i = 0; i < 2; i++) {
+        int r = run_backend(names[i], &total, &total_failed);
+        if (r != TB_SKIP) any = 1;
+        if (r == 1) status = 1;
+    }
+    if (!any) return TB_SKIP;
+    printf("all: %d/%d cases passed (%d failed)\n", total - total_failed, total, total_failed);
+    return status;
+}

@@ -1,0 +1,179 @@
+/* tests/kernels/test_cpu_backend.c - what only the CPU backend has, and so
+ * cannot be part of the backend conformance suite (tests/backend, which
+ * tests every op of every backend against the references):
+ *  - the conv primitive cache (sg_cpu_conv_stats, CPU-internal): after
+ *    conv_prepare the ops build no primitive and grow no workspace, in each
+ *    conv layout (SG_CPU_CONV_LAYOUT=plain|blocked|auto);
+ *  - its wording of the fatal error for a wrong conv output size (exit 1,
+ *    naming the geometry; run in a child process);
+ *  - host memory read directly: 64-byte aligned, zeroed allocations, the
+ *    info it reports (name "cpu", its thread count), its capabilities;
+ *  - the thread count: threads = 0 follows OMP_NUM_THREADS, else every
+ *    core; an explicit count wins; a negative one is refused.
+ * The timing tool bench_conv lives beside it (not a test).
+ */
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_internal.h"
+#include "tests/testutil.h"
+
+static sg_backend *g_be;
+
+static sg_backend *cpu_backend(int threads) {
+    sg_backend_opts o = {threads, 0, 0};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    if (!be) {
+        fprintf(stderr, "cannot create the CPU backend\n");
+        exit(1);
+    }
+    return be;
+}
+
+/* count floats of backend (= host) memory, uniform in [lo, hi) */
+static float *rand_mem(size_t count, uint64_t seed) {
+    float *p = g_be->ops->alloc(g_be, count * sizeof(float));
+    tu_fill(p, count, seed, -1, 1);
+    return p;
+}
+
+/* conv_prepare builds the three primitives of a shape; afterwards the ops
+ * create nothing and grow no workspace (the steady state of training). */
+static void test_conv_steady_state(void) {
+    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
+    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0};
+    CHECK(sg_conv_desc_init(&a) == 0 && sg_conv_desc_init(&b) == 0);
+    int e0, e1, e2;
+    size_t w0, w1, w2;
+    sg_cpu_conv_stats(g_be, &e0, &w0);
+    g_be->ops->conv_prepare(g_be, &a);
+    g_be->ops->conv_prepare(g_be, &b);
+    sg_cpu_conv_stats(g_be, &e1, &w1);
+    CHECK_EQ_INT(e1, e0 + 6);
+    /* A sparse dilated conv (per-tap GEMMs under auto) too. */
+    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0};
+    CHECK(sg_conv_desc_init(&t) == 0);
+    g_be->ops->conv_prepare(g_be, &t);
+    sg_cpu_conv_stats(g_be, &e1, &w1);
+    float *x = rand_mem(2 * 64 * 9 * 9, 1), *w = rand_mem(48 * 64 * 9, 2);
+    float *y = g_be->ops->alloc(g_be, 2 * 48 * 9 * 9 * sizeof(float));
+    float *dx = g_be->ops->alloc(g_be, 2 * 64 * 9 * 9 * sizeof(float));
+    for (int step = 0; step < 3; step++) {
+        const sg_conv_desc *ds[3] = {&a, &b, &t};
+        for (int i = 0; i < 3; i++) {
+            g_be->ops->conv_fwd(g_be, ds[i], x, w, y);
+            g_be->ops->conv_bwd_data(g_be, ds[i], y, w, dx, step > 0);
+            g_be->ops->conv_bwd_weight(g_be, ds[i], x, y, w, 1);
+        }
+    }
+    sg_cpu_conv_stats(g_be, &e2, &w2);
+    CHECK_EQ_INT(e2, e1);
+    CHECK_EQ_INT(w2, w1);
+    g_be->ops->free(g_be, x), g_be->ops->free(g_be, w);
+    g_be->ops->free(g_be, y), g_be->ops->free(g_be, dx);
+}
+
+/* A wrong output size is a fatal error naming the geometry, exit status 1
+ * (run in a child process, stderr captured). */
+static void test_conv_bad_desc(void) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
+        sg_conv_desc_init(&d);
+        d.oh += 1;
+        float *x = g_be->ops->alloc(g_be, 128 * 4), *w = g_be->ops->alloc(g_be, 54 * 4);
+        float *y = g_be->ops->alloc(g_be, 256 * 4);
+        g_be->ops->conv_fwd(g_be, &d, x, w, y);
+        _exit(0); /* not reached */
+    }
+    close(fds[1]);
+    char buf[4096] = {0};
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof buf - 1 && (r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)r;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 1);
+    CHECK_STR_CONTAINS(buf, "does not match the geometry");
+    CHECK_STR_CONTAINS(buf, "expected 8x8");
+}
+
+/* Host memory, read and written directly; the info and capabilities. */
+static void test_memory_info(void) {
+    sg_backend_info info;
+    sg_backend_get_info(g_be, &info);
+    size_t base = info.mem_in_use;
+    CHECK(strcmp(info.name, "cpu") == 0);
+    CHECK(info.device[0] != 0);
+    CHECK_EQ_INT(info.threads, 2);
+    CHECK(sg_backend_has(g_be, SG_CAP_HOST_MEMORY));
+    CHECK(!sg_backend_has(g_be, SG_CAP_ASYNC_STREAMS));
+    float *p = g_be->ops->alloc(g_be, 1000 * sizeof(float));
+    CHECK_EQ_INT((uintptr_t)p % 64, 0);
+    for (int i = 0; i < 1000; i++) CHECK(p[i] == 0); /* zeroed */
+    sg_backend_get_info(g_be, &info);
+    CHECK_EQ_INT(info.mem_in_use, base + 4000);
+    g_be->ops->free(g_be, p);
+    float h[4] = {1, 2, 3, 4};
+    float *dv = g_be->ops->alloc(g_be, sizeof h);
+    g_be->ops->upload(g_be, dv, h, sizeof h);
+    g_be->ops->copy(g_be, dv + 2, dv, 2 * sizeof(float));
+    CHECK(dv[0] == 1 && dv[2] == 1 && dv[3] == 2); /* read directly */
+    g_be->ops->zero(g_be, dv, sizeof h);
+    CHECK(dv[3] == 0);
+    g_be->ops->free(g_be, dv);
+}
+
+/* threads = 0: OMP_NUM_THREADS when set, else every core; explicit counts
+ * win; a negative count is refused. */
+static void test_threads(void) {
+    const char *saved = getenv("OMP_NUM_THREADS");
+    char keep[64] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    sg_backend_info info;
+    setenv("OMP_NUM_THREADS", "3", 1);
+    sg_backend *b = cpu_backend(0);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, 3);
+    sg_backend_destroy(b);
+    unsetenv("OMP_NUM_THREADS");
+    b = cpu_backend(0);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, omp_get_num_procs());
+    sg_backend_destroy(b);
+    b = cpu_backend(1);
+    sg_backend_get_info(b, &info);
+    CHECK_EQ_INT(info.threads, 1);
+    sg_backend_destroy(b);
+    sg_backend_opts o = {-1, 0, 0};
+    CHECK(sg_backend_create("cpu", &o) == NULL);
+    if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
+}
+
+int main(void) {
+    const char *layouts[3] = {"plain", "blocked", "auto"};
+    for (int i = 0; i < 3; i++) {
+        setenv("SG_CPU_CONV_LAYOUT", layouts[i], 1);
+        g_be = cpu_backend(2);
+        fprintf(stderr, "-- conv layout %s\n", layouts[i]);
+        TEST_RUN(test_conv_steady_state);
+        sg_backend_destroy(g_be);
+    }
+    unsetenv("SG_CPU_CONV_LAYOUT");
+    g_be = cpu_backend(2);
+    TEST_RUN(test_conv_bad_desc);
+    TEST_RUN(test_memory_info);
+    sg_backend_destroy(g_be);
+    TEST_RUN(test_threads);
+    return TEST_EXIT();
+}

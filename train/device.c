@@ -1,0 +1,47 @@
+/* train/device.c - see device.h. */
+#include "train/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+
+sg_status sg_device_for_rank(const char *device, int local_rank, int local_world, char *out,
+                             size_t n) {
+    int len;
+    if (strcmp(device, "cuda") == 0 && local_world > 1)
+        len = snprintf(out, n, "cuda:%d", local_rank);
+    else
+        len = snprintf(out, n, "%s", device);
+    if (len < 0 || (size_t)len >= n) {
+        SG_ERROR("device '%s' for local rank %d: the name does not fit %zu bytes (internal error)",
+                 device, local_rank, n);
+        return SG_ERR_RUNTIME;
+    }
+    return SG_OK;
+}
+
+sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
+    sg_dist_env own;
+    if (!env) {
+        if (sg_dist_env_read(&own) != 0) return NULL;
+        env = &own;
+    }
+    char dev[SG_NAME + 16];
+    if (sg_device_for_rank(cfg->device, env->local_rank, env->local_world, dev, sizeof dev) !=
+        SG_OK)
+        return NULL;
+    sg_backend_opts bo = {.threads = cfg->threads,
+                          .cudnn_benchmark = cfg->cudnn.benchmark,
+                          .cudnn_deterministic = cfg->cudnn.deterministic};
+    sg_backend *be = sg_backend_create(dev, &bo);
+    if (!be) return NULL;
+    sg_backend_info bi;
+    sg_backend_get_info(be, &bi);
+    if (strcmp(dev, cfg->device) != 0)
+        SG_INFO("device: %s (%s): device '%s' is cuda:LOCAL_RANK with %d processes on this node",
+                bi.name, bi.device, cfg->device, env->local_world);
+    else
+        SG_INFO("device: %s (%s)", bi.name, bi.device);
+    return be;
+}
