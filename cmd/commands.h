@@ -23,6 +23,8 @@ int sg_cmd_predict(int argc, char **argv);
 int sg_cmd_export(int argc, char **argv);
 int sg_cmd_bench(int argc, char **argv);
 int sg_cmd_synth(int argc, char **argv);
+int sg_cmd_convert(int argc, char **argv); /* IN.pth OUT.safetensors */
+int sg_cmd_plot(int argc, char **argv);
 
 /* The distributed launcher (dist/): `segtrain --nproc-per-node N [--nnodes M
  * --node-rank R --master-addr A --master-port P] [SUBCOMMAND] [options]`.

@@ -1,7 +1,12 @@
 /* cmd/evaluate.c - `segtrain eval --checkpoint CK [--config F]`: exact mIoU of
  * a checkpoint on data.val_split (every sample once, whatever the world
- * size); table on stdout, JSON in <run_dir>/eval/iter_<N>.json (or --out). */
+ * size); table on stdout, JSON to --out FILE, or with --config (the user's
+ * own configuration) to <run_dir>/eval/iter_<N>.json under the run_dir's
+ * lock. Without --config the configuration is the one stored in the
+ * checkpoint, an untrusted file: its run_dir is never written to (table
+ * only, as torchvision's --test-only; --out saves the JSON). */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,14 +19,18 @@
 #include "train/evaluator.h"
 #include "train/jsonw.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "train/metrics.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 
+/* The checkpoint's iteration, -1 when it has none (exported weights). */
 static long long checkpoint_iter(const char *ck) {
-    sg_st_file *f = sg_st_open(ck);
+    char why[256];
+    sg_st_file *f = sg_st_open_why(ck, why, sizeof why);
     const char *v = f ? sg_st_meta(f, "iter") : NULL;
-    long long it = v ? atoll(v) : -1;
+    long it = -1;
+    if (!v || sg_parse_long(v, 0, LONG_MAX, &it) != 0) it = -1;
     if (f) sg_st_close(f);
     return it;
 }
@@ -31,8 +40,9 @@ int sg_cmd_eval(int argc, char **argv) {
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint (or exported weights) to evaluate", &ck, NULL},
         {"--split", "SPLIT", "evaluate this split instead of data.val_split", &split, NULL},
-        {"--out", "FILE", "write the JSON here (default <run_dir>/eval/iter_<N>.json)", &out,
-         NULL},
+        {"--out", "FILE",
+         "write the JSON here (default with --config: <run_dir>/eval/iter_<N>.json; without: "
+         "not saved)", &out, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     const char *usage = "segtrain eval --checkpoint CK [--config FILE] [--split S] [--out F.json]";
@@ -59,8 +69,20 @@ int sg_cmd_eval(int argc, char **argv) {
     /* a malformed launch environment is the user's setup: exit 2 */
     sg_dist_env env;
     if (sg_dist_env_read(&env) != 0) return 2;
+    /* <run_dir>/eval/ only for a run_dir the user named (--config), under
+     * its lock: never the one a checkpoint's stored config names */
+    int to_run_dir = !out && cli.config_path != NULL;
+    sg_run_lock lock = {-1};
+    if (to_run_dir && env.rank == 0 &&
+        sg_run_lock_acquire(&lock, cfg.run_dir, "segtrain eval") != SG_OK) {
+        SG_ERROR("eval: pass --out FILE to write the metrics elsewhere");
+        return 1;
+    }
     sg_backend *be = sg_open_backend(&cfg, &env);
-    if (!be) return 1;
+    if (!be) {
+        sg_run_lock_release(&lock);
+        return 1;
+    }
     int rc = 1;
     sg_comm *comm = NULL;
     sg_model *m = NULL;
@@ -90,6 +112,11 @@ int sg_cmd_eval(int argc, char **argv) {
         SG_INFO("evaluation of %s on %s (%lld images):", ck, sp, (long long)sg_dataset_size(ds));
         sg_metrics_print_table(&mt, &cfg, stdout);
         char path[SG_STR + 64];
+        if (!out && !to_run_dir) {
+            SG_INFO("metrics not saved: pass --out FILE.json (the configuration came from the "
+                    "checkpoint, whose run_dir eval does not write to; --config names yours)");
+            goto done;
+        }
         if (out) {
             snprintf(path, sizeof path, "%s", out);
         } else {
@@ -122,5 +149,6 @@ done:
     if (m) sg_model_destroy(m);
     sg_comm_destroy(comm);
     sg_backend_destroy(be);
+    sg_run_lock_release(&lock);
     return rc;
 }

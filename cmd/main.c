@@ -5,12 +5,15 @@
  * the subcommand table. Each command parses its own arguments (core/cli.h).
  * `segtrain --config F ...` without a subcommand is `segtrain train ...`.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cli.h"
 #include "cmd/commands.h"
 #include "core/config.h"
+#include "core/threads.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
 
@@ -44,6 +47,8 @@ static const struct {
     {"export", sg_cmd_export, "write a checkpoint's weights as safetensors (torchvision names)"},
     {"bench", sg_cmd_bench, "measure training throughput and memory"},
     {"synth", sg_cmd_synth, "generate a small synthetic dataset (the demo's data)"},
+    {"convert", sg_cmd_convert, "PyTorch checkpoint (.pth) -> safetensors, natively (no Python)"},
+    {"plot", sg_cmd_plot, "draw a run's curves and per-class IoU into one PNG (Cairo)"},
     {"config", cmd_config, "check a configuration and print it resolved (writes nothing)"},
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
@@ -87,7 +92,24 @@ static int is_launch_opt(const char *a) {
     return 0;
 }
 
+/* The OpenMP runtime reads its wait policy before main() (core/threads.h):
+ * when the user chose none, run this program once more with the passive
+ * policy, now, before any thread exists. The exec keeps the pid, argv and
+ * the rest of the environment; the launcher's workers inherit the policy and
+ * do not re-execute. */
+static void use_passive_omp_wait_policy(char **argv) {
+    if (!sg_omp_policy_wants_reexec()) return;
+    sg_omp_policy_set_env();
+    execv("/proc/self/exe", argv);
+    int e = errno;
+    sg_omp_policy_undo();
+    fprintf(stderr, "segtrain: warning: could not restart with OMP_WAIT_POLICY=passive "
+                    "(execv /proc/self/exe: %s); OpenMP threads will spin at barriers, which is "
+                    "slow on shared cores: set OMP_WAIT_POLICY=passive yourself\n", strerror(e));
+}
+
 int main(int argc, char **argv) {
+    use_passive_omp_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

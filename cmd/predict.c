@@ -1,4 +1,4 @@
-/* cmd/predict.c - `segtrain predict --checkpoint CK --input PNG|DIR --output
+/* cmd/predict.c - `segtrain predict --checkpoint CK --input IMAGE|DIR --output
  * PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits FILE.npy|DIR]`.
  *
  * Each image goes through the evaluation preprocessing (normalize with
@@ -7,8 +7,11 @@
  * the benchmark server), the class palette (--color) or the palette blended
  * 50/50 over the image (--overlay). --save-logits writes the logits at input
  * resolution as float32 [C,H,W] .npy (a file for one input, a directory of
- * <name>.npy for a directory). A directory input is walked recursively for
- * *.png, outputs keep the relative paths.
+ * <name>.npy for a directory). Inputs are PNG or JPEG, told apart by their
+ * content (data/image.h). A directory input is walked recursively and every
+ * PNG or JPEG file in it is predicted (other files are skipped and counted);
+ * outputs keep the relative paths with the extension replaced by .png (and
+ * .npy), so two inputs that differ only in extension are refused.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,22 +25,19 @@
 #include "cmd/commands.h"
 #include "core/log.h"
 #include "data/dataset.h"
+#include "data/image.h"
 #include "data/png.h"
 #include "dist/comm.h"
 
 typedef struct plist {
     char **rel;
     int n, cap;
+    int skipped; /* files that are neither PNG nor JPEG */
 } plist;
 
 static int is_dir(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
 static int walk(const char *root, const char *rel, plist *out) {
@@ -55,9 +55,14 @@ static int walk(const char *root, const char *rel, plist *out) {
         char r[4096], full[8192];
         snprintf(r, sizeof r, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
         snprintf(full, sizeof full, "%s/%s", root, r);
+        sg_img_format fmt = SG_IMG_UNKNOWN;
         if (is_dir(full)) {
             rc = walk(root, r, out);
-        } else if (ends_with(e->d_name, ".png")) {
+        } else if (sg_image_sniff(full, &fmt, NULL, 0) != SG_OK) {
+            rc = -1; /* unreadable: logged */
+        } else if (fmt == SG_IMG_UNKNOWN) {
+            out->skipped++;
+        } else {
             if (out->n == out->cap) {
                 out->cap = out->cap ? 2 * out->cap : 64;
                 out->rel = realloc(out->rel, (size_t)out->cap * sizeof *out->rel);
@@ -72,6 +77,16 @@ static int walk(const char *root, const char *rel, plist *out) {
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* dir/rel with rel's extension (after the last '.' of its last component)
+ * replaced by ext, or ext appended when it has none. */
+static void out_name(char *dst, size_t cap, const char *dir, const char *rel, const char *ext) {
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    const char *dot = strrchr(base, '.');
+    int keep = (int)(dot && dot != base ? (size_t)(dot - rel) : strlen(rel));
+    snprintf(dst, cap, "%s/%.*s%s", dir, keep, rel, ext);
 }
 
 static int mkparents(const char *path) {
@@ -129,15 +144,17 @@ static void build_palette(pctx *P) {
     for (int c = 0; c < 256; c++) sg_generated_color(c, P->palette + 3 * c);
     if (cfg->data.n_palette >= 3 * P->C) {
         for (int i = 0; i < 3 * P->C; i++) P->palette[i] = (uint8_t)cfg->data.palette[i];
-    } else if (P->C == 19 && strcmp(cfg->data.format, "cityscapes") == 0) {
-        memcpy(P->palette, sg_cityscapes_palette(), 19 * 3);
+    } else {
+        /* the layout's own colours (Cityscapes, VOC, ADE20K) */
+        for (int c = 0; c < P->C; c++)
+            sg_layout_color(cfg->data.format, P->C, c, P->palette + 3 * c);
     }
 }
 
 static int predict_one(pctx *P, const char *in, const char *out, const char *npy) {
     sg_backend *be = P->be;
     sg_img img = {0};
-    if (sg_png_read_rgb(in, &img, NULL, 0) != 0) return -1;
+    if (sg_image_read_rgb(in, P->cfg->data.max_image_pixels, &img, NULL, 0) != 0) return -1;
     int h = img.h, w = img.w, C = P->C;
     size_t px = (size_t)h * w;
     if (sg_model_plan_infer(P->m, 1, h, w) != 0) {
@@ -190,8 +207,8 @@ int sg_cmd_predict(int argc, char **argv) {
     int color = 0, overlay = 0, label_ids = 0;
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint (or exported weights) to predict with", &ck, NULL},
-        {"--input", "PNG|DIR", "an image, or a directory searched recursively for *.png", &input,
-         NULL},
+        {"--input", "IMAGE|DIR",
+         "a PNG or JPEG image, or a directory searched recursively for them", &input, NULL},
         {"--output", "PNG|DIR", "output image, or directory (same relative paths)", &output, NULL},
         {"--color", NULL, "palette-coloured PNGs instead of class indices", NULL, &color},
         {"--overlay", NULL, "prediction colours blended over the image (RGB PNG)", NULL, &overlay},
@@ -202,7 +219,7 @@ int sg_cmd_predict(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
-                                "segtrain predict --checkpoint CK --input PNG|DIR --output "
+                                "segtrain predict --checkpoint CK --input IMAGE|DIR --output "
                                 "PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits "
                                 "FILE.npy]",
                                 opts);
@@ -238,10 +255,45 @@ int sg_cmd_predict(int argc, char **argv) {
     if (dir) {
         if (walk(input, "", &files) != 0) return 1;
         if (files.n == 0) {
-            SG_ERROR("predict: no *.png under %s", input);
+            SG_ERROR("predict: no PNG or JPEG image under %s (%d other file%s skipped)", input,
+                     files.skipped, files.skipped == 1 ? "" : "s");
             return 1;
         }
         qsort(files.rel, (size_t)files.n, sizeof *files.rel, cmp_str);
+        if (files.skipped)
+            SG_INFO("predict: %d image(s) under %s; %d file(s) that are neither PNG nor JPEG "
+                    "skipped", files.n, input, files.skipped);
+        /* a.jpg and a.png would both write a.png: compare the output stems,
+         * sorted (each "stem\tinput") */
+        char **stems = malloc((size_t)files.n * sizeof *stems);
+        SG_CHECK(stems != NULL, "out of host memory");
+        for (int i = 0; i < files.n; i++) {
+            char a[8192];
+            out_name(a, sizeof a, "", files.rel[i], "\t");
+            size_t n = strlen(a) + strlen(files.rel[i]) + 1;
+            stems[i] = malloc(n);
+            SG_CHECK(stems[i] != NULL, "out of host memory");
+            snprintf(stems[i], n, "%s%s", a, files.rel[i]);
+        }
+        qsort(stems, (size_t)files.n, sizeof *stems, cmp_str);
+        int clash = 0;
+        for (int i = 1; i < files.n && !clash; i++) {
+            size_t k = strcspn(stems[i], "\t");
+            if (strcspn(stems[i - 1], "\t") == k && !strncmp(stems[i - 1], stems[i], k)) {
+                SG_ERROR("predict: %s/%s and %s/%s would both be written as %s%.*s.png: rename "
+                         "one of them",
+                         input, stems[i - 1] + k + 1, input, stems[i] + k + 1, output, (int)k,
+                         stems[i]);
+                clash = 1;
+            }
+        }
+        for (int i = 0; i < files.n; i++) free(stems[i]);
+        free(stems);
+        if (clash) {
+            for (int k = 0; k < files.n; k++) free(files.rel[k]);
+            free(files.rel);
+            return 1;
+        }
     }
     sg_backend *be = sg_open_backend(&cfg, &env);
     if (!be) {
@@ -265,11 +317,8 @@ int sg_cmd_predict(int argc, char **argv) {
             for (int i = 0; i < files.n && rc == 0; i++) {
                 char in[8192], out[8192], npy[8192];
                 snprintf(in, sizeof in, "%s/%s", input, files.rel[i]);
-                snprintf(out, sizeof out, "%s/%s", output, files.rel[i]);
-                if (logits) {
-                    snprintf(npy, sizeof npy, "%s/%s", logits, files.rel[i]);
-                    strcpy(npy + strlen(npy) - 4, ".npy");
-                }
+                out_name(out, sizeof out, output, files.rel[i], ".png");
+                if (logits) out_name(npy, sizeof npy, logits, files.rel[i], ".npy");
                 rc = predict_one(&P, in, out, logits ? npy : NULL) ? 1 : 0;
             }
         }

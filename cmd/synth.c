@@ -1,5 +1,5 @@
-/* cmd/synth.c - `segtrain synth`: writes a synthetic Cityscapes-layout
- * dataset (data/synth.h). */
+/* cmd/synth.c - `segtrain synth`: writes a synthetic dataset in the
+ * Cityscapes, Pascal VOC or ADE20K layout (data/synth.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,19 +12,26 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: segtrain synth --out DIR [--train N] [--val M] [--size HxW] [--seed S]\n"
-            "                      [--classes K]\n"
-            "Writes a synthetic Cityscapes-layout dataset (leftImg8bit + gtFine labelIds) with\n"
-            "learnable structure: shapes whose class sets colour and texture, occlusion, noise\n"
-            "and ignore regions. Deterministic by seed.\n"
-            "  --out DIR      dataset root to create (must not hold leftImg8bit/ or gtFine/)\n"
+            "usage: segtrain synth --out DIR [--layout cityscapes|voc|ade20k] [--train N]\n"
+            "                      [--val M] [--size HxW] [--seed S] [--classes K]\n"
+            "Writes a synthetic dataset with learnable structure: shapes whose class sets\n"
+            "colour and texture, occlusion, noise and ignore regions. Deterministic by seed.\n"
+            "  --out DIR      dataset root to create (must not hold the layout's folders)\n"
+            "  --layout L     cityscapes (default: leftImg8bit PNGs, gtFine labelIds,\n"
+            "                 instanceIds, color, polygons.json), voc (JPEGImages, palette\n"
+            "                 SegmentationClass + SegmentationClassAug, ImageSets/Segmentation\n"
+            "                 train/aug/val.txt) or ade20k (images/ JPEGs, annotations/ PNGs,\n"
+            "                 training/validation)\n"
             "  --train N      training images (default 100)\n"
             "  --val M        validation images (default 20)\n"
             "  --size HxW     image size (default 100x140)\n"
             "  --seed S       seed (default 0)\n"
             "  --classes K    trainIds 0..K-1 used, 3..19 (default 19)\n"
-            "Train on it with: data.format: cityscapes, data.root: DIR, model.num_classes: 19\n"
-            "(keep 19 even with fewer --classes: the label map yields Cityscapes trainIds).\n");
+            "Train on it with data.root: DIR and data.format: cityscapes (model.num_classes\n"
+            "19 even with fewer --classes: the label map yields Cityscapes trainIds), voc\n"
+            "(splits train+aug and val, data.label_map: none, num_classes 21) or ade20k\n"
+            "(splits training and validation, data.label_map: none; labels are trainIds\n"
+            "after reduce_zero_label, so num_classes 19 or 150).\n");
 }
 
 static int parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -51,6 +58,13 @@ int sg_cmd_synth(int argc, char **argv) {
         const char *val = argv[++i];
         if (!strcmp(a, "--out")) {
             o.out = val;
+        } else if (!strcmp(a, "--layout")) {
+            int l = sg_synth_layout_parse(val);
+            if (l < 0) {
+                SG_ERROR("synth: --layout '%s': expected cityscapes, voc or ade20k", val);
+                return 2;
+            }
+            o.layout = (sg_synth_layout)l;
         } else if (!strcmp(a, "--train")) {
             if (parse_int(a, val, 0, 10000000, &v)) return 2;
             o.n_train = (int)v;
@@ -95,7 +109,8 @@ int sg_cmd_synth(int argc, char **argv) {
     if (st != SG_OK) return sg_exit_code(st);
     double dt = sg_now_s() - t0;
     SG_INFO("synth: wrote %d train + %d val images of %dx%d (%d classes, seed %llu) to %s in "
-            "%.1f s; use data.format: cityscapes, data.root: %s",
-            o.n_train, o.n_val, o.h, o.w, o.classes, (unsigned long long)o.seed, o.out, dt, o.out);
+            "%.1f s; use data.format: %s, data.root: %s",
+            o.n_train, o.n_val, o.h, o.w, o.classes, (unsigned long long)o.seed, o.out, dt,
+            sg_synth_layout_name(o.layout), o.out);
     return 0;
 }

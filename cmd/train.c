@@ -1,5 +1,5 @@
-/* cmd/train.c - `segtrain train`: parse the command line, prepare the run
- * directory, run the training loop (train/trainer.h). */
+/* cmd/train.c - `segtrain train`: parse the command line, lock and prepare
+ * the run directory, run the training loop (train/trainer.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,10 +27,22 @@ int sg_cmd_train(int argc, char **argv) {
     /* a malformed launch environment is the user's setup: exit 2 */
     sg_dist_env env;
     if (sg_dist_env_read(&env) != 0) return 2;
-    st = sg_cli_prepare_run_dir(&cfg, env.rank);
-    if (st != SG_OK) return sg_exit_code(st);
+    /* one job per run_dir: global rank 0 holds the lock for the whole run
+     * (core/cli.h); a second job stops here, before writing anything */
+    sg_run_lock lock = {-1};
+    if (env.rank == 0) {
+        st = sg_run_lock_acquire(&lock, cfg.run_dir, "segtrain train");
+        if (st != SG_OK) return sg_exit_code(st);
+    }
+    /* config.yaml is written by the trainer once the resume checks passed */
+    st = sg_cli_open_run_dir(&cfg, env.rank);
+    if (st != SG_OK) {
+        sg_run_lock_release(&lock);
+        return sg_exit_code(st);
+    }
     int stop_signal = 0;
     st = sg_train_run(&cfg, resume, NULL, &stop_signal);
+    sg_run_lock_release(&lock);
     /* interrupted: checkpoint written, the shell's convention 128 + signal */
     if (st == SG_OK && stop_signal) return 128 + stop_signal;
     return sg_exit_code(st);

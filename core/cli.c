@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,7 +183,7 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
 }
 
 /* Writes <run_dir>/config.yaml via a temporary file and rename. */
-static sg_status write_config_file(const sg_config *cfg) {
+sg_status sg_cli_write_run_config(const sg_config *cfg) {
     char path[SG_STR + 32], tmp[SG_STR + 48];
     snprintf(path, sizeof path, "%s/config.yaml", cfg->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.config.yaml.%ld", cfg->run_dir, (long)getpid());
@@ -208,17 +210,82 @@ static sg_status write_config_file(const sg_config *cfg) {
 }
 
 sg_status sg_cli_prepare_run_dir(const sg_config *cfg, int rank) {
+    sg_status st = sg_cli_open_run_dir(cfg, rank);
+    if (st == SG_OK && rank == 0) st = sg_cli_write_run_config(cfg);
+    return st;
+}
+
+sg_status sg_cli_open_run_dir(const sg_config *cfg, int rank) {
     char logs[SG_STR + 16];
     snprintf(logs, sizeof logs, "%s/logs", cfg->run_dir);
     if (sg_mkdirs(logs) != 0) {
         SG_ERROR("cannot create %s: %s (check run_dir and its permissions)", logs, strerror(errno));
         return SG_ERR_RUNTIME;
     }
-    if (rank == 0 && write_config_file(cfg) != 0) return SG_ERR_RUNTIME;
     int world = 1;
     sg_log_get_rank(NULL, &world);
     sg_log_set_rank(rank, world > rank ? world : rank + 1);
     if (sg_log_open_file(logs) != 0) return SG_ERR_RUNTIME;
     SG_DEBUG("run directory %s ready (config hash %016llx)", cfg->run_dir, sg_config_hash(cfg));
     return SG_OK;
+}
+
+/* ---------------- the run directory's lock ---------------- */
+
+sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *what) {
+    lk->fd = -1;
+    char path[SG_STR + 32];
+    snprintf(path, sizeof path, "%s/segtrain.lock", run_dir);
+    if (sg_mkdirs(run_dir) != 0) {
+        SG_ERROR("cannot create %s: %s (check run_dir and its permissions)", run_dir,
+                 strerror(errno));
+        return SG_ERR_RUNTIME;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        SG_ERROR("cannot open the run_dir lock %s: %s (is run_dir writable?)", path,
+                 strerror(errno));
+        return SG_ERR_RUNTIME;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[512] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        close(fd);
+        if (e != EWOULDBLOCK) {
+            SG_ERROR("cannot lock %s: %s (a filesystem without flock? put run_dir elsewhere)",
+                     path, strerror(e));
+            return SG_ERR_RUNTIME;
+        }
+        long pid = 0;
+        char host[256] = "?", cmd[256] = "?";
+        for (char *line = strtok(holder, "\n"); line; line = strtok(NULL, "\n")) {
+            if (sscanf(line, "pid %ld", &pid) == 1) continue;
+            if (!strncmp(line, "host ", 5)) snprintf(host, sizeof host, "%s", line + 5);
+            if (!strncmp(line, "command ", 8)) snprintf(cmd, sizeof cmd, "%s", line + 8);
+        }
+        SG_ERROR("run_dir %s is in use by another segtrain job (pid %ld on host %s: %s): two jobs "
+                 "in one run_dir overwrite each other's checkpoints and metrics. Wait for it to "
+                 "end (or stop it), or choose another run_dir (--set run_dir=...)",
+                 run_dir, pid, host, cmd);
+        return SG_ERR_RUNTIME;
+    }
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    char text[700];
+    int len = snprintf(text, sizeof text, "pid %ld\nhost %s\ncommand %s\n", (long)getpid(), host,
+                       what);
+    /* informative only: the lock is the flock, not the content */
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len)
+        SG_WARN("could not write the holder's pid into %s: %s", path, strerror(errno));
+    lk->fd = fd;
+    return SG_OK;
+}
+
+void sg_run_lock_release(sg_run_lock *lk) {
+    if (!lk || lk->fd < 0) return;
+    close(lk->fd); /* drops the flock */
+    lk->fd = -1;
 }

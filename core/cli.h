@@ -101,8 +101,38 @@ void sg_cli_print_help(FILE *out, const sg_cli *cli, const sg_cli_opt *opts);
  * <run_dir>/logs, writes <run_dir>/config.yaml (rank 0 only, atomically via a
  * temporary file) and opens <run_dir>/logs/rank<rank>.log for this process's
  * log. Sets the log's rank (world size unchanged: dist sets it).
- * Returns SG_OK, or SG_ERR_RUNTIME after logging what failed (path, errno). */
+ * Returns SG_OK, or SG_ERR_RUNTIME after logging what failed (path, errno).
+ * = sg_cli_open_run_dir + (rank 0) sg_cli_write_run_config. */
 sg_status sg_cli_prepare_run_dir(const sg_config *cfg, int rank);
+/* The same without writing config.yaml: `train` writes it only once the
+ * resume checks passed (sg_cli_write_run_config), so a refused resume leaves
+ * the run's config.yaml - the one its resume hint names - as it was. */
+sg_status sg_cli_open_run_dir(const sg_config *cfg, int rank);
+/* Writes <run_dir>/config.yaml atomically. SG_OK or SG_ERR_RUNTIME (logged). */
+sg_status sg_cli_write_run_config(const sg_config *cfg);
+
+/* ---- the run directory's lock ----
+ * One job per run_dir: whoever writes a run directory (train; eval writing
+ * <run_dir>/eval/) holds an advisory flock(2) on <run_dir>/segtrain.lock for
+ * as long as it runs; the file holds the holder's pid, host and command. The
+ * kernel drops the lock when the process ends, however it ends (kill -9
+ * included): a stale file never blocks. On a shared filesystem (NFS) Linux
+ * maps flock to the server's locks, so two nodes see each other's. Under the
+ * launcher only global rank 0 takes it (the other ranks write only their own
+ * logs/rank<N>.log): no rank ever waits on it, a second holder is refused at
+ * once. */
+typedef struct sg_run_lock {
+    int fd; /* -1 = not held */
+} sg_run_lock;
+
+/* Takes the lock (creating run_dir if needed) and writes our pid, host and
+ * `what` (e.g. "segtrain train") into the file. SG_OK; SG_ERR_RUNTIME after
+ * logging "run_dir D is in use by another segtrain job (pid P on host H:
+ * what), ..." when another process holds it, or the failing call. */
+sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *what);
+/* Releases it (NULL-safe, idempotent). The file stays: removing it would let
+ * a third process lock a new file while a second still waits on the old. */
+void sg_run_lock_release(sg_run_lock *lk);
 
 
 #ifdef __cplusplus

@@ -95,8 +95,9 @@ static const sg_config_key g_keys[] = {
            "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
            "false: reported, other-shape heads skipped with a warning"),
 
-    K_ENUM("data.format", data.format, "cityscapes", "cityscapes|list",
-           "dataset layout: Cityscapes tree, or list files of 'image label' lines"),
+    K_ENUM("data.format", data.format, "cityscapes", "cityscapes|list|voc|ade20k",
+           "dataset layout: Cityscapes tree, list files of 'image label' lines, Pascal VOC 2012 "
+           "(VOCdevkit/VOC2012), or ADE20K (ADEChallengeData2016)"),
     K_STR("data.root", data.root, "data/cityscapes", "dataset root directory"),
     K_STR("data.train_split", data.train_split, "train",
           "training split (cityscapes: split name; list: list file, relative to root)"),
@@ -124,6 +125,12 @@ static const sg_config_key g_keys[] = {
            "class names for reports (empty = cityscapes names or class indices)"),
     K_INTS("data.palette", data.palette, data.n_palette, 0, "[]", 0, 255,
            "colour per class as r,g,b triples for colour predictions (empty = default)"),
+    K_ENUM("data.reduce_zero_label", data.reduce_zero_label, "auto", "auto|true|false",
+           "label 0 becomes ignore and every other label shifts down by one (mmsegmentation's "
+           "reduce_zero_label); auto = true for ade20k, false otherwise"),
+    K_INT("data.max_image_pixels", data.max_image_pixels, "67108864", 1, IMAX,
+          "largest decoded image or mask (height x width, default 2^26) read from a file; a "
+          "larger one is refused before allocation (corrupt or hostile files)"),
 
     K_INT("train.iters", train.iters, "80000", 0, 1e9,
           "training iterations (optimizer steps); 0 = train by epochs"),
@@ -168,6 +175,12 @@ static const sg_config_key g_keys[] = {
           "periodic checkpoints kept (0 = keep all)"),
     K_INT("train.eval_every", train.eval_every, "0", 0, 1e9,
           "evaluate on val_split every N iterations (0 = only at the end)"),
+    K_BOOL("train.tensorboard", train.tensorboard, "true",
+           "rank 0 writes TensorBoard event files to <run_dir>/tb/ (losses, lr, img/s, val mIoU, per-class IoU)"),
+    K_ENUM("train.precision", train.precision, "fp32", "fp32|bf16",
+           "convolutions in train, eval, predict and bench: bf16 = bfloat16 inputs and weights, "
+           "fp32 accumulation, bf16 outputs (BN, loss, optimizer, fp32 master weights and "
+           "checkpoints stay fp32; no loss scaling needed)"),
 
     K_INTS_FIXED("eval.crop_size", eval.crop_size, "[0, 0]", 0, 16384,
                  "sliding-window height, width (0, 0 = whole image at once)"),
@@ -187,6 +200,9 @@ static const sg_config_key g_keys[] = {
     K_BOOL("cudnn.benchmark", cudnn.benchmark, "true", "time cuDNN algorithms once per shape"),
     K_BOOL("cudnn.deterministic", cudnn.deterministic, "false",
            "deterministic cuDNN algorithms only"),
+    K_BOOL("cudnn.allow_tf32", cudnn.allow_tf32, "true",
+           "fp32 convolutions may use TF32 tensor cores on GPUs that have them (PyTorch's "
+           "cuDNN default); false = plain fp32"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
 
@@ -546,8 +562,74 @@ static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t 
     return SG_OK;
 }
 
+static sg_status yaml_syntax_error(const yaml_parser_t *parser, const char *src) {
+    const yaml_mark_t *m = parser->problem_mark.line || parser->problem_mark.column
+                               ? &parser->problem_mark : &parser->context_mark;
+    return cfg_error(src, m, NULL, "malformed YAML: %s%s%s (check indentation, colons and brackets)",
+                     parser->problem ? parser->problem : "parse error", parser->context ? " " : "",
+                     parser->context ? parser->context : "");
+}
+
+/* The limits, checked on libyaml's event stream before its document loader
+ * runs: the loader (and the scanner's simple-key bookkeeping) cost time
+ * quadratic in the nesting depth, so the depth is counted event by event and
+ * parsing stops at the first level too deep, having done work linear in the
+ * bytes read so far. */
+static sg_status check_yaml_limits(const char *text, size_t len, const char *src) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        SG_ERROR("config error: %s: libyaml could not initialise (out of memory?)", src);
+        return SG_ERR_CONFIG;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    sg_status rc = SG_OK;
+    int depth = 0;
+    long nodes = 0;
+    for (int done = 0; !done && rc == SG_OK;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = yaml_syntax_error(&parser, src);
+            break;
+        }
+        switch (ev.type) {
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            nodes++;
+            if (++depth > SG_CONFIG_MAX_DEPTH)
+                rc = cfg_error(src, &ev.start_mark, NULL,
+                               "YAML nested more than %d levels deep: not a segtrain configuration "
+                               "(keys nest 2 levels: section, key)", SG_CONFIG_MAX_DEPTH);
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            depth--;
+            break;
+        case YAML_SCALAR_EVENT:
+        case YAML_ALIAS_EVENT:
+            nodes++;
+            break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
+        }
+        if (rc == SG_OK && nodes > SG_CONFIG_MAX_NODES)
+            rc = cfg_error(src, &ev.start_mark, NULL,
+                           "more than %d YAML values: not a segtrain configuration",
+                           SG_CONFIG_MAX_NODES);
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 /* Parses YAML text into doc; reports libyaml's error with its position. */
 static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_document_t *doc) {
+    if (len > SG_CONFIG_MAX_BYTES)
+        return cfg_error(src, NULL, NULL, "%zu bytes of YAML: a configuration is at most %u bytes "
+                         "(1 MiB)", len, (unsigned)SG_CONFIG_MAX_BYTES);
+    if (check_yaml_limits(text, len, src) != SG_OK) return SG_ERR_CONFIG;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         SG_ERROR("config error: %s: libyaml could not initialise (out of memory?)", src);
@@ -555,11 +637,7 @@ static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, doc)) {
-        const yaml_mark_t *m = parser.problem_mark.line || parser.problem_mark.column
-                                   ? &parser.problem_mark : &parser.context_mark;
-        cfg_error(src, m, NULL, "malformed YAML: %s%s%s (check indentation, colons and brackets)",
-                  parser.problem ? parser.problem : "parse error", parser.context ? " " : "",
-                  parser.context ? parser.context : "");
+        yaml_syntax_error(&parser, src);
         yaml_parser_delete(&parser);
         return SG_ERR_CONFIG;
     }
@@ -613,8 +691,9 @@ sg_status sg_config_load_file(sg_config *cfg, const char *path) {
     }
     for (;;) {
         if (len + 1 >= cap) {
-            if (cap >= (64u << 20)) {
-                SG_ERROR("config error: %s: file larger than 64 MiB: not a configuration file?", path);
+            if (len > SG_CONFIG_MAX_BYTES) {
+                SG_ERROR("config error: %s: file larger than %u bytes (1 MiB): not a "
+                         "configuration file?", path, (unsigned)SG_CONFIG_MAX_BYTES);
                 free(buf);
                 fclose(f);
                 return SG_ERR_CONFIG;
@@ -736,6 +815,15 @@ sg_status sg_config_validate(const sg_config *c) {
     if (d->n_palette != 0 && d->n_palette != 3 * m->num_classes)
         return verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
                     d->n_palette, 3 * m->num_classes);
+    /* voc and ade20k masks hold class indices: a Cityscapes labelId map
+     * (this key's default) would scramble them */
+    if ((!strcmp(d->format, "voc") || !strcmp(d->format, "ade20k")) &&
+        !strcmp(d->label_map, "cityscapes"))
+        return verr("data.label_map", "cityscapes maps Cityscapes labelIds, but data.format %s "
+                    "stores class indices: set data.label_map: none", d->format);
+    if (!strcmp(d->label_map, "cityscapes") && !strcmp(d->reduce_zero_label, "true"))
+        return verr("data.reduce_zero_label", "true does not combine with data.label_map: "
+                    "cityscapes (labelId 0 is already 'unlabeled'): set one of them to none/false");
     if (!strcmp(d->label_map, "cityscapes") && m->num_classes != 19)
         return verr("data.label_map", "cityscapes maps to 19 classes but model.num_classes is %d: set "
                     "data.label_map: none or model.num_classes: 19", m->num_classes);

@@ -23,6 +23,13 @@ extern "C" {
 #define SG_LIST_MAX 64   /* max entries of a list value */
 #define SG_NAME 64       /* max length of a list-of-strings entry */
 
+/* Limits on YAML input (files, --set values, a checkpoint's stored config),
+ * checked while parsing, before libyaml builds a document: a configuration
+ * is a few KiB and nests 2 levels. Each has its own error message. */
+#define SG_CONFIG_MAX_BYTES (1u << 20) /* 1 MiB of YAML text */
+#define SG_CONFIG_MAX_DEPTH 64         /* nested mappings/lists */
+#define SG_CONFIG_MAX_NODES 65536      /* scalars + mappings + lists + aliases */
+
 typedef struct sg_model_cfg {
     char backbone[SG_NAME];          /* resnet18|resnet34|resnet50|resnet101 */
     int output_stride;               /* 8|16 */
@@ -41,7 +48,7 @@ typedef struct sg_model_cfg {
 } sg_model_cfg;
 
 typedef struct sg_data_cfg {
-    char format[SG_NAME];            /* cityscapes|list */
+    char format[SG_NAME];            /* cityscapes|list|voc|ade20k */
     char root[SG_STR];
     char train_split[SG_STR];        /* cityscapes: split dir; list: list file */
     char val_split[SG_STR];
@@ -60,6 +67,8 @@ typedef struct sg_data_cfg {
     int n_class_names;
     int palette[SG_LIST_MAX * 3];    /* r,g,b per class (list datasets) */
     int n_palette;
+    char reduce_zero_label[SG_NAME]; /* auto|true|false (auto: true for ade20k) */
+    int max_image_pixels;            /* decoded image h*w limit (untrusted files) */
 } sg_data_cfg;
 
 typedef struct sg_train_cfg {
@@ -91,6 +100,8 @@ typedef struct sg_train_cfg {
     int checkpoint_every;
     int keep_checkpoints;
     int eval_every;
+    int tensorboard;                 /* bool: rank 0 writes <run_dir>/tb/ events */
+    char precision[SG_NAME];         /* fp32|bf16: convolutions (train, eval, predict, bench) */
 } sg_train_cfg;
 
 typedef struct sg_eval_cfg {
@@ -109,6 +120,7 @@ typedef struct sg_dist_cfg {
 typedef struct sg_cudnn_cfg {
     int benchmark;                   /* bool */
     int deterministic;               /* bool */
+    int allow_tf32;                  /* bool: TF32 tensor cores for fp32 convolutions */
 } sg_cudnn_cfg;
 
 typedef struct sg_config {
@@ -132,7 +144,7 @@ void sg_config_defaults(sg_config *cfg);
  * Loads a YAML file over the current values. Returns SG_OK, or SG_ERR_CONFIG
  * after logging an error naming file:line:column and the key (unknown key
  * with a "did you mean", wrong type, out of range, malformed YAML, duplicate
- * key, missing or unreadable file). */
+ * key, missing or unreadable file, a limit above exceeded). */
 sg_status sg_config_load_file(sg_config *cfg, const char *path);
 
 /* Loads YAML text (name is used in messages). Same contract. */
@@ -152,6 +164,12 @@ void sg_config_write(const sg_config *cfg, FILE *out);
 /* Prints the schema: every key, type, default, range, doc. markdown != 0
  * prints a Markdown table (the README's reference). */
 void sg_config_print_schema(FILE *out, int markdown);
+
+/* The keys starting with `prefix` ("model.") whose values differ between a
+ * and b, as "key: <a_name> V, <b_name> W" joined by "; " into out[cap].
+ * Returns how many differ. */
+int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b,
+                   const char *b_name, const char *prefix, char *out, size_t cap);
 
 /* Stable 64-bit hash of the resolved configuration (ranks compare it). */
 unsigned long long sg_config_hash(const sg_config *cfg);

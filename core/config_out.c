@@ -29,19 +29,57 @@ static void fmt_double(double v, char *buf, size_t n) {
     }
 }
 
+/* Length of the UTF-8 sequence at p and its code point, or 0 when p does
+ * not start a valid (shortest-form, non-surrogate) sequence. */
+static int utf8_seq(const unsigned char *p, unsigned *cp) {
+    if (p[0] < 0x80) return *cp = p[0], 1;
+    int n = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+    if (n == 0 || p[0] > 0xF4) return 0;
+    unsigned v = p[0] & (0x7Fu >> n);
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL */
+        v = (v << 6) | (p[i] & 0x3Fu);
+    }
+    if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
+        (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    return *cp = v, n;
+}
+
+/* A double-quoted YAML scalar that reads back to exactly s. Escaped: quote
+ * and backslash; every C0 control and DEL; the C1 controls (U+0080-U+009F,
+ * among them NEL U+0085, which YAML 1.1 reads as a line break and so folds
+ * into a space when it is written raw); the line and paragraph separators
+ * U+2028/U+2029 (line breaks too); the byte-order mark U+FEFF and the
+ * non-characters U+FFFE/U+FFFF, which libyaml refuses in a stream. Bytes
+ * that are not UTF-8 cannot be loaded from YAML in the first place and are
+ * written as they are (reloading them fails loudly rather than changing). */
 static void write_str(FILE *out, const char *s) {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p == '\n')
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned cp;
+        int n = utf8_seq(p, &cp);
+        if (n == 0) {
+            fputc(*p++, out);
+            continue;
+        }
+        if (cp == '"' || cp == '\\')
+            fprintf(out, "\\%c", (int)cp);
+        else if (cp == '\n')
             fputs("\\n", out);
-        else if (*p == '\t')
+        else if (cp == '\t')
             fputs("\\t", out);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(out, "\\x%02x", *p);
+        else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+            fprintf(out, "\\x%02x", cp);
+        else if (cp == 0x2028)
+            fputs("\\L", out);
+        else if (cp == 0x2029)
+            fputs("\\P", out);
+        else if (cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF)
+            fprintf(out, "\\u%04X", cp);
         else
-            fputc(*p, out);
+            fwrite(p, 1, (size_t)n, out);
+        p += n;
     }
     fputc('"', out);
 }
@@ -104,6 +142,40 @@ void sg_config_write(const sg_config *cfg, FILE *out) {
         write_value(out, cfg, k);
         fputc('\n', out);
     }
+}
+
+/* Key k's value as written in config.yaml, malloc'ed. */
+static char *value_text(const sg_config *cfg, const sg_config_key *k) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    SG_CHECK(mem != NULL, "open_memstream failed (out of memory)");
+    write_value(mem, cfg, k);
+    SG_CHECK(fclose(mem) == 0, "writing to memory failed (out of memory)");
+    return text;
+}
+
+int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b,
+                   const char *b_name, const char *prefix, char *out, size_t cap) {
+    int n = 0;
+    size_t used = 0;
+    if (cap) out[0] = 0;
+    for (int i = 0; i < sg_config_n_keys(); i++) {
+        const sg_config_key *k = sg_config_key_at(i);
+        if (strncmp(k->name, prefix, strlen(prefix)) != 0) continue;
+        char *va = value_text(a, k), *vb = value_text(b, k);
+        if (strcmp(va, vb) != 0) {
+            if (used < cap) {
+                int w = snprintf(out + used, cap - used, "%s%s: %s %s, %s %s", n ? "; " : "",
+                                 k->name, a_name, va, b_name, vb);
+                used += w > 0 ? (size_t)w : 0;
+            }
+            n++;
+        }
+        free(va);
+        free(vb);
+    }
+    return n;
 }
 
 unsigned long long sg_config_hash(const sg_config *cfg) {

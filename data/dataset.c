@@ -10,10 +10,13 @@
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
+#include "data/image.h"
 
 /* ---- classes ---- */
 
-static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg, int cityscapes) {
+enum { FMT_CITYSCAPES, FMT_LIST, FMT_VOC, FMT_ADE20K };
+
+static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg) {
     int k = ds->num_classes;
     ds->names = calloc((size_t)k, SG_NAME);
     ds->palette = calloc((size_t)k, 3);
@@ -30,10 +33,11 @@ static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg, int cityscapes)
                  cfg->n_palette, k, 3 * k);
         return -1;
     }
-    int cs = cityscapes && k == 19;
+    /* a layout's own names and colours when the class count is the layout's */
     for (int c = 0; c < k; c++) {
+        const char *own = sg_layout_class_name(cfg->format, k, c);
         if (cfg->n_class_names > 0) snprintf(ds->names[c], SG_NAME, "%s", cfg->class_names[c]);
-        else if (cs) snprintf(ds->names[c], SG_NAME, "%s", sg_cityscapes_class_name(c));
+        else if (own) snprintf(ds->names[c], SG_NAME, "%s", own);
         else snprintf(ds->names[c], SG_NAME, "class_%d", c);
         if (cfg->n_palette > 0) {
             for (int j = 0; j < 3; j++) {
@@ -45,9 +49,7 @@ static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg, int cityscapes)
                 }
                 ds->palette[3 * c + j] = (uint8_t)val;
             }
-        } else if (cs) {
-            memcpy(ds->palette + 3 * c, sg_cityscapes_palette() + 3 * c, 3);
-        } else {
+        } else if (!sg_layout_color(cfg->format, k, c, ds->palette + 3 * c)) {
             sg_generated_color(c, ds->palette + 3 * c);
         }
     }
@@ -68,14 +70,36 @@ sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_c
                  cfg->ignore_index, num_classes);
         return NULL;
     }
-    int cityscapes = strcmp(cfg->format, "cityscapes") == 0;
-    if (!cityscapes && strcmp(cfg->format, "list") != 0) {
-        SG_ERROR("data.format = '%s': expected cityscapes or list", cfg->format);
+    static const char *const formats[] = {"cityscapes", "list", "voc", "ade20k"};
+    int fmt = -1;
+    for (int f = 0; f < 4; f++)
+        if (strcmp(cfg->format, formats[f]) == 0) fmt = f;
+    if (fmt < 0) {
+        SG_ERROR("data.format = '%s': expected cityscapes, list, voc or ade20k", cfg->format);
         return NULL;
     }
     int use_map = strcmp(cfg->label_map, "cityscapes") == 0;
     if (!use_map && strcmp(cfg->label_map, "none") != 0) {
         SG_ERROR("data.label_map = '%s': expected cityscapes or none", cfg->label_map);
+        return NULL;
+    }
+    if (use_map && (fmt == FMT_VOC || fmt == FMT_ADE20K)) {
+        SG_ERROR("data.label_map = cityscapes maps Cityscapes labelIds, but data.format %s "
+                 "stores class indices: set data.label_map: none", cfg->format);
+        return NULL;
+    }
+    /* reduce_zero_label: auto = ADE20K's convention (0 = "other") */
+    int reduce = fmt == FMT_ADE20K;
+    if (strcmp(cfg->reduce_zero_label, "true") == 0) reduce = 1;
+    else if (strcmp(cfg->reduce_zero_label, "false") == 0) reduce = 0;
+    else if (cfg->reduce_zero_label[0] && strcmp(cfg->reduce_zero_label, "auto") != 0) {
+        SG_ERROR("data.reduce_zero_label = '%s': expected auto, true or false",
+                 cfg->reduce_zero_label);
+        return NULL;
+    }
+    if (reduce && use_map) {
+        SG_ERROR("data.reduce_zero_label does not combine with data.label_map: cityscapes "
+                 "(labelId 0 is already 'unlabeled'): set one of them to false / none");
         return NULL;
     }
     int to_ignore = strcmp(cfg->invalid_labels, "ignore") == 0;
@@ -99,10 +123,29 @@ sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_c
     ds->num_classes = num_classes;
     ds->ignore_index = cfg->ignore_index;
     ds->invalid_to_ignore = to_ignore;
+    /* 0 (a zeroed struct, e.g. in tests) means the default budget */
+    ds->max_pixels = cfg->max_image_pixels > 0 ? cfg->max_image_pixels
+                                               : SG_IMAGE_MAX_PIXELS_DEFAULT;
     for (int i = 0; i < 256; i++) ds->map[i] = (uint8_t)i;
-    int rc = cityscapes ? sg_ds_open_cityscapes(ds, cfg, split, use_map)
-                        : sg_ds_open_list(ds, cfg, split, use_map);
-    if (rc == 0) rc = setup_classes(ds, cfg, cityscapes);
+    int rc;
+    switch (fmt) {
+    case FMT_CITYSCAPES: rc = sg_ds_open_cityscapes(ds, cfg, split, use_map); break;
+    case FMT_LIST: rc = sg_ds_open_list(ds, cfg, split, use_map); break;
+    case FMT_VOC: rc = sg_ds_open_voc(ds, cfg, split); break;
+    default: rc = sg_ds_open_ade20k(ds, cfg, split); break;
+    }
+    if (rc == 0 && reduce) {
+        /* mmsegmentation: 0 -> 255 (ignore), v -> v - 1, and 255 stays
+         * 255; then the layout's map (255 -> ignore_index) */
+        uint8_t m[256];
+        m[0] = (uint8_t)ds->ignore_index;
+        for (int v = 1; v < 255; v++) m[v] = ds->map[v - 1];
+        m[255] = ds->map[255];
+        memcpy(ds->map, m, sizeof m);
+        SG_INFO("split '%s': data.reduce_zero_label: label 0 is ignored, labels 1..254 become "
+                "0..253", split);
+    }
+    if (rc == 0) rc = setup_classes(ds, cfg);
     if (rc != 0) {
         sg_dataset_close(ds);
         return NULL;
@@ -161,8 +204,9 @@ sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img
         return SG_ERR_RUNTIME;
     }
     const ds_entry *e = &ds->e[i];
-    if (sg_png_read_rgb(e->img, image, err, errlen) != 0) return SG_ERR_RUNTIME;
-    if (sg_png_read_mask(e->mask, mask, err, errlen) != 0) {
+    /* images: PNG or JPEG by content; masks: PNG */
+    if (sg_image_read_rgb(e->img, ds->max_pixels, image, err, errlen) != 0) return SG_ERR_RUNTIME;
+    if (sg_png_read(e->mask, 1, ds->max_pixels, mask, err, errlen) != 0) {
         sg_img_free(image);
         return SG_ERR_RUNTIME;
     }

@@ -1,6 +1,8 @@
 /* data/dataset_index.c - builds a split's sorted index: the Cityscapes
  * directory walk (labelTrainIds or labelIds masks) and list-file parsing, each
- * checking up front that every mask exists. */
+ * checking up front that every mask exists; and the small helpers every
+ * index builder shares (dataset_internal.h). VOC and ADE20K are in
+ * dataset_index_voc.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,13 +15,13 @@
 
 /* ---- small helpers ---- */
 
-static char *xstrdup(const char *s) {
+char *sg_ds_strdup(const char *s) {
     char *d = strdup(s);
     SG_CHECK(d != NULL, "out of memory");
     return d;
 }
 
-static char *join(const char *a, const char *b) {
+char *sg_ds_join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
     SG_CHECK(p != NULL, "out of memory");
@@ -28,7 +30,7 @@ static char *join(const char *a, const char *b) {
     return p;
 }
 
-static int is_file(const char *p) {
+int sg_ds_is_file(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
@@ -37,17 +39,12 @@ int sg_ds_is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int ends_with(const char *s, const char *suf) {
+int sg_ds_ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
-typedef struct vec {
-    ds_entry *e;
-    int64_t n, cap;
-} vec;
-
-static ds_entry *vec_push(vec *v) {
+ds_entry *sg_ds_vec_push(ds_vec *v) {
     if (v->n == v->cap) {
         v->cap = v->cap ? v->cap * 2 : 64;
         v->e = realloc(v->e, sizeof(ds_entry) * (size_t)v->cap);
@@ -66,15 +63,15 @@ void sg_ds_free_entries(ds_entry *e, int64_t n) {
     free(e);
 }
 
-static int cmp_rel(const void *a, const void *b) {
+int sg_ds_cmp_rel(const void *a, const void *b) {
     return strcmp(((const ds_entry *)a)->rel, ((const ds_entry *)b)->rel);
 }
 
 /* ---- cityscapes ---- */
 
 /* Collects every <name>_leftImg8bit.png below dir, as paths relative to root. */
-static int walk(const char *root, const char *rel_dir, vec *v) {
-    char *dir = join(root, rel_dir);
+static int walk(const char *root, const char *rel_dir, ds_vec *v) {
+    char *dir = sg_ds_join(root, rel_dir);
     DIR *d = opendir(dir);
     if (!d) {
         SG_ERROR("cannot read directory %s: %s", dir, strerror(errno));
@@ -86,12 +83,12 @@ static int walk(const char *root, const char *rel_dir, vec *v) {
     int rc = 0;
     while (rc == 0 && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char *rel = join(rel_dir, de->d_name);
-        char *full = join(root, rel);
+        char *rel = sg_ds_join(rel_dir, de->d_name);
+        char *full = sg_ds_join(root, rel);
         if (sg_ds_is_dir(full)) {
             rc = walk(root, rel, v);
-        } else if (ends_with(de->d_name, "_leftImg8bit.png")) {
-            ds_entry *e = vec_push(v);
+        } else if (sg_ds_ends_with(de->d_name, "_leftImg8bit.png")) {
+            ds_entry *e = sg_ds_vec_push(v);
             e->rel = rel;
             rel = NULL;
         }
@@ -117,8 +114,8 @@ static char *cityscapes_mask(const char *root, const char *rel, const char *kind
 
 int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
                            int use_map) {
-    char *rel_dir = join("leftImg8bit", split);
-    char *dir = join(cfg->root, rel_dir);
+    char *rel_dir = sg_ds_join("leftImg8bit", split);
+    char *dir = sg_ds_join(cfg->root, rel_dir);
     if (!sg_ds_is_dir(dir)) {
         SG_ERROR("split directory %s not found (data.root = %s, split '%s'): a Cityscapes root "
                  "holds leftImg8bit/<split>/<city>/; check data.root and data.train_split / "
@@ -128,7 +125,7 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
         free(dir);
         return -1;
     }
-    vec v = {0};
+    ds_vec v = {0};
     int rc = walk(cfg->root, rel_dir, &v);
     free(rel_dir);
     if (rc != 0 || v.n == 0) {
@@ -141,14 +138,14 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
         return -1;
     }
     free(dir);
-    qsort(v.e, (size_t)v.n, sizeof(ds_entry), cmp_rel);
+    qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
 
     /* labelTrainIds when every image has one, else labelIds (all needed). */
     int64_t no_train = 0;
     for (int64_t i = 0; i < v.n; i++) {
-        v.e[i].img = join(cfg->root, v.e[i].rel);
+        v.e[i].img = sg_ds_join(cfg->root, v.e[i].rel);
         v.e[i].mask = cityscapes_mask(cfg->root, v.e[i].rel, "labelTrainIds");
-        if (!is_file(v.e[i].mask)) no_train++;
+        if (!sg_ds_is_file(v.e[i].mask)) no_train++;
     }
     int use_label_ids = no_train > 0;
     if (use_label_ids) {
@@ -157,7 +154,7 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
         for (int64_t i = 0; i < v.n; i++) {
             free(v.e[i].mask);
             v.e[i].mask = cityscapes_mask(cfg->root, v.e[i].rel, "labelIds");
-            if (!is_file(v.e[i].mask)) {
+            if (!sg_ds_is_file(v.e[i].mask)) {
                 if (missing < MAX_EXAMPLES) {
                     size_t l = strlen(examples);
                     snprintf(examples + l, sizeof examples - l, "\n    %s", v.e[i].mask);
@@ -196,7 +193,7 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
 /* ---- list files ---- */
 
 int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
-    char *list = join(cfg->root, split);
+    char *list = sg_ds_join(cfg->root, split);
     FILE *f = fopen(list, "r");
     if (!f) {
         SG_ERROR("cannot open list file %s: %s (the split names a file of 'image mask' lines, "
@@ -205,7 +202,7 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
         free(list);
         return -1;
     }
-    vec v = {0};
+    ds_vec v = {0};
     char line[8192];
     int lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -231,10 +228,10 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
             rc = -1;
             break;
         }
-        ds_entry *e = vec_push(&v);
-        e->rel = xstrdup(tok[0]);
-        e->img = join(cfg->root, tok[0]);
-        e->mask = join(cfg->root, tok[1]);
+        ds_entry *e = sg_ds_vec_push(&v);
+        e->rel = sg_ds_strdup(tok[0]);
+        e->img = sg_ds_join(cfg->root, tok[0]);
+        e->mask = sg_ds_join(cfg->root, tok[1]);
         e->line = lineno;
     }
     if (rc == 0 && ferror(f)) {
@@ -247,7 +244,7 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
         rc = -1;
     }
     if (rc == 0) {
-        qsort(v.e, (size_t)v.n, sizeof(ds_entry), cmp_rel);
+        qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
         for (int64_t i = 1; i < v.n; i++) {
             if (strcmp(v.e[i].rel, v.e[i - 1].rel) == 0) {
                 SG_ERROR("%s: image %s is listed twice (lines %d and %d); each sample must "
@@ -264,7 +261,7 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
         char examples[MAX_EXAMPLES * 2 * 700] = "";
         int n_ex = 0;
         for (int64_t i = 0; i < v.n; i++) {
-            int mi = !is_file(v.e[i].img), mm = !is_file(v.e[i].mask);
+            int mi = !sg_ds_is_file(v.e[i].img), mm = !sg_ds_is_file(v.e[i].mask);
             miss_img += mi;
             miss_mask += mm;
             if ((mi || mm) && n_ex < MAX_EXAMPLES) {

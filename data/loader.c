@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "data/image.h"
 #include "data/transforms.h"
 
 enum { SLOT_FREE, SLOT_WORKING, SLOT_READY, SLOT_FAILED, SLOT_HELD };
@@ -324,8 +325,8 @@ sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64
         for (int64_t k = 0; k < n; k++) {
             int h, w;
             char err[SG_DATA_ERR_LEN];
-            if (sg_png_read_size(sg_dataset_image_path(l->ds, l->list[k]), &h, &w, err,
-                                 sizeof err) != 0) {
+            if (sg_image_read_size(sg_dataset_image_path(l->ds, l->list[k]), &h, &w, err,
+                                   sizeof err) != 0) {
                 snprintf(l->err, sizeof l->err, "%s", err);
                 SG_ERROR("data loader: %s", err);
                 return SG_ERR_RUNTIME;

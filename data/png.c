@@ -54,6 +54,8 @@ enum { READ_RGB, READ_MASK, READ_HEADER };
 typedef struct read_state {
     png_ctx ctx; /* first: libpng's error pointer is the state itself */
     FILE *f;
+    const uint8_t *mem; /* memory source (sg_png_decode): mem[0..mem_len), read at mem_pos */
+    size_t mem_len, mem_pos;
     png_structp png;
     png_infop info;
     uint8_t *pixels;
@@ -70,7 +72,19 @@ static void read_cleanup(read_state *s) {
     free(s);
 }
 
-static sg_status read_png(const char *path, int mode, sg_img *out, char *err, size_t errlen) {
+/* libpng's read callback for a memory source. */
+static void mem_read(png_structp png, png_bytep dst, size_t n) {
+    read_state *s = (read_state *)png_get_io_ptr(png);
+    if (n > s->mem_len - s->mem_pos) png_error(png, "unexpected end of data (truncated file)");
+    memcpy(dst, s->mem + s->mem_pos, n);
+    s->mem_pos += n;
+}
+
+/* Decodes from a file (path, mem == NULL) or from memory (mem[0..mem_len),
+ * named `path` in messages). max_pixels > 0 bounds h * w before any pixel
+ * buffer is allocated. */
+static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, int mode,
+                          int64_t max_pixels, sg_img *out, char *err, size_t errlen) {
     /* Heap state: what setjmp's longjmp must see is never a modified local. */
     read_state *s = calloc(1, sizeof *s);
     if (out) memset(out, 0, sizeof *out);
@@ -79,15 +93,33 @@ static sg_status read_png(const char *path, int mode, sg_img *out, char *err, si
         return SG_ERR_RUNTIME;
     }
 
-    s->f = fopen(path, "rb");
-    if (!s->f) {
-        set_err(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
-                strerror(errno));
+    uint8_t sig[8];
+    size_t got;
+    if (mem) {
+        s->mem = mem;
+        s->mem_len = mem_len;
+        got = mem_len < 8 ? mem_len : 8;
+        memcpy(sig, mem, got);
+        s->mem_pos = got;
+    } else {
+        s->f = fopen(path, "rb");
+        if (!s->f) {
+            set_err(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
+                    strerror(errno));
+            read_cleanup(s);
+            return SG_ERR_RUNTIME;
+        }
+        got = fread(sig, 1, 8, s->f);
+    }
+    if (got >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
+        /* images go through data/image.h; only masks (and direct callers) get here */
+        set_err(err, errlen,
+                "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
+                "compression changes label values); use the dataset's PNG masks",
+                path);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
-    uint8_t sig[8];
-    size_t got = fread(sig, 1, 8, s->f);
     if (got != 8 || png_sig_cmp(sig, 0, 8) != 0) {
         set_err(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
                 got != 8 ? "shorter than the 8-byte signature" : "bad signature");
@@ -113,7 +145,10 @@ static sg_status read_png(const char *path, int mode, sg_img *out, char *err, si
         if (out) memset(out, 0, sizeof *out);
         return SG_ERR_RUNTIME;
     }
-    png_init_io(s->png, s->f);
+    if (mem)
+        png_set_read_fn(s->png, s, mem_read);
+    else
+        png_init_io(s->png, s->f);
     png_set_sig_bytes(s->png, 8);
     /* Refuse absurd dimensions from a corrupt header before allocating. */
     png_set_user_limits(s->png, 1 << 16, 1 << 16);
@@ -129,6 +164,17 @@ static sg_status read_png(const char *path, int mode, sg_img *out, char *err, si
         read_cleanup(s);
         return SG_OK;
     }
+    /* The pixel budget, before anything proportional to the image is
+     * allocated: a 200 KB file can declare 65535 x 65535 pixels. */
+    if (max_pixels > 0 && (int64_t)h * (int64_t)w > max_pixels) {
+        set_err(err, errlen,
+                "%s: the PNG is %ux%u (HxW) = %lld pixels, above the limit of %lld "
+                "(data.max_image_pixels): a corrupt or hostile header, or a genuinely huge image "
+                "(then raise data.max_image_pixels)",
+                path, h, w, (long long)h * (long long)w, (long long)max_pixels);
+        read_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
 
     if (mode == READ_RGB) {
         if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(s->png);
@@ -136,8 +182,12 @@ static sg_status read_png(const char *path, int mode, sg_img *out, char *err, si
         if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA)
             png_set_gray_to_rgb(s->png);
         if (depth == 16) png_set_scale_16(s->png);
-        /* tRNS is transparency: dropped like alpha (no png_set_tRNS_to_alpha). */
-        if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(s->png);
+        /* Transparency is dropped, not blended. png_set_palette_to_rgb also
+         * turns a palette's tRNS chunk into an alpha channel, so that alpha
+         * is stripped too (without it a palette PNG with transparency came
+         * out as 4 channels and was refused). */
+        if ((ctype & PNG_COLOR_MASK_ALPHA) || png_get_valid(s->png, s->info, PNG_INFO_tRNS))
+            png_set_strip_alpha(s->png);
     } else {
         if (ctype == PNG_COLOR_TYPE_GRAY_ALPHA) {
             png_set_strip_alpha(s->png); /* the gray value is the label */
@@ -219,14 +269,24 @@ static sg_status read_png(const char *path, int mode, sg_img *out, char *err, si
 }
 
 sg_status sg_png_read_rgb(const char *path, sg_img *out, char *err, size_t errlen) {
-    return read_png(path, READ_RGB, out, err, errlen);
+    return read_png(path, NULL, 0, READ_RGB, SG_IMAGE_MAX_PIXELS_DEFAULT, out, err, errlen);
 }
 sg_status sg_png_read_mask(const char *path, sg_img *out, char *err, size_t errlen) {
-    return read_png(path, READ_MASK, out, err, errlen);
+    return read_png(path, NULL, 0, READ_MASK, SG_IMAGE_MAX_PIXELS_DEFAULT, out, err, errlen);
+}
+sg_status sg_png_read(const char *path, int mask, int64_t max_pixels, sg_img *out, char *err,
+                      size_t errlen) {
+    return read_png(path, NULL, 0, mask ? READ_MASK : READ_RGB, max_pixels, out, err, errlen);
+}
+sg_status sg_png_decode(const void *buf, size_t len, const char *name, int mask,
+                        int64_t max_pixels, sg_img *out, char *err, size_t errlen) {
+    static const uint8_t empty[1];
+    return read_png(name ? name : "(memory)", len ? (const uint8_t *)buf : empty, len,
+                    mask ? READ_MASK : READ_RGB, max_pixels, out, err, errlen);
 }
 sg_status sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
     sg_img hdr;
-    if (read_png(path, READ_HEADER, &hdr, err, errlen) != 0) return SG_ERR_RUNTIME;
+    if (read_png(path, NULL, 0, READ_HEADER, 0, &hdr, err, errlen) != 0) return SG_ERR_RUNTIME;
     *h = hdr.h;
     *w = hdr.w;
     return SG_OK;
@@ -249,10 +309,11 @@ static void write_cleanup(write_state *s) {
     free(s);
 }
 
+/* depth 8, or 16 for gray (px then holds host-order uint16 values). */
 static sg_status write_png(const char *path, const uint8_t *px, int h, int w, int ctype,
-                           const uint8_t *palette_rgb, int n_colors, char *err,
+                           int depth, const uint8_t *palette_rgb, int n_colors, char *err,
                            size_t errlen) {
-    int c = ctype == PNG_COLOR_TYPE_RGB ? 3 : 1;
+    int c = (ctype == PNG_COLOR_TYPE_RGB ? 3 : 1) * (depth == 16 ? 2 : 1); /* bytes/pixel */
     if (h <= 0 || w <= 0 || !px) {
         set_err(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
         return SG_ERR_RUNTIME;
@@ -291,7 +352,7 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
     png_init_io(s->png, s->f);
     /* Level 1: masks and synthetic images compress well; speed matters more. */
     png_set_compression_level(s->png, 1);
-    png_set_IHDR(s->png, s->info, (png_uint_32)w, (png_uint_32)h, 8, ctype, PNG_INTERLACE_NONE,
+    png_set_IHDR(s->png, s->info, (png_uint_32)w, (png_uint_32)h, depth, ctype, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (ctype == PNG_COLOR_TYPE_PALETTE) {
         /* Always 256 entries (extra ones black): any index is then valid PNG,
@@ -306,6 +367,10 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
         png_set_PLTE(s->png, s->info, s->pal, 256);
     }
     png_write_info(s->png, s->info);
+    if (depth == 16) {
+        const uint16_t probe = 1; /* PNG is big-endian; swap on little-endian hosts */
+        if (*(const uint8_t *)&probe == 1) png_set_swap(s->png);
+    }
     for (int y = 0; y < h; y++) png_write_row(s->png, (png_const_bytep)(px + (size_t)y * w * c));
     png_write_end(s->png, NULL);
     png_destroy_write_struct(&s->png, &s->info);
@@ -321,14 +386,20 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
 
 sg_status sg_png_write_rgb(const char *path, const uint8_t *rgb, int h, int w, char *err,
                            size_t errlen) {
-    return write_png(path, rgb, h, w, PNG_COLOR_TYPE_RGB, NULL, 0, err, errlen);
+    return write_png(path, rgb, h, w, PNG_COLOR_TYPE_RGB, 8, NULL, 0, err, errlen);
 }
 sg_status sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, char *err,
                             size_t errlen) {
-    return write_png(path, v, h, w, PNG_COLOR_TYPE_GRAY, NULL, 0, err, errlen);
+    return write_png(path, v, h, w, PNG_COLOR_TYPE_GRAY, 8, NULL, 0, err, errlen);
+}
+sg_status sg_png_write_gray16(const char *path, const uint16_t *v, int h, int w, char *err,
+                              size_t errlen) {
+    return write_png(path, (const uint8_t *)v, h, w, PNG_COLOR_TYPE_GRAY, 16, NULL, 0, err,
+                     errlen);
 }
 sg_status sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
                                const uint8_t *palette_rgb, int n_colors, char *err,
                                size_t errlen) {
-    return write_png(path, idx, h, w, PNG_COLOR_TYPE_PALETTE, palette_rgb, n_colors, err, errlen);
+    return write_png(path, idx, h, w, PNG_COLOR_TYPE_PALETTE, 8, palette_rgb, n_colors, err,
+                     errlen);
 }

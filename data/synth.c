@@ -1,6 +1,8 @@
 /* data/synth.c - see synth.h. Rendering is a pure function of (seed, split,
  * image index): draws are sg_rng_u64(key, counter) with key =
- * sg_rng_key(seed, split, index, 0, SG_RNG_SYNTH) and fixed counters. */
+ * sg_rng_key(seed, split, index, 0, SG_RNG_SYNTH) and fixed counters. The
+ * Cityscapes layout is written here; the gtFine extras (instanceIds, color,
+ * polygons), VOC and ADE20K in synth_layouts.c. */
 #include "data/synth.h"
 
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/dataset.h"
+#include "data/synth_internal.h"
 #include "kernels/rng.h"
 
 /* labelIds that map to 255 (ignore): 0 unlabeled, 1 ego vehicle. */
@@ -66,10 +69,13 @@ static int texture(int c, int y, int x) {
 typedef struct canvas {
     int h, w;
     uint8_t *rgb, *lid;
+    uint16_t *inst;  /* instanceIds, or NULL */
+    uint16_t cur;    /* the instanceId put() writes */
     uint8_t tint[3]; /* per-image colour cast: brightness / white balance */
 } canvas;
 
 static void put(canvas *cv, int y, int x, int train_id, int label_id) {
+    if (cv->inst) cv->inst[(size_t)y * cv->w + x] = cv->cur;
     uint8_t col[3];
     class_color(train_id, col);
     int t = texture(train_id, y, x);
@@ -94,11 +100,21 @@ static int inside(int shape, int y, int x, int cy, int cx, int ry, int rx) {
 
 void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
                      uint8_t *label_ids) {
+    sg_synth_render_instances(o, split, index, rgb, label_ids, NULL);
+}
+
+/* Cityscapes' classes with instances: person, rider, car, truck, bus, train,
+ * motorcycle, bicycle (trainIds 11..18). */
+#define FIRST_INSTANCE_TRAIN_ID 11
+
+void sg_synth_render_instances(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
+                               uint8_t *label_ids, uint16_t *instance_ids) {
     uint64_t key = sg_rng_key(o->seed, (uint64_t)split, (uint64_t)index, 0, SG_RNG_SYNTH);
     uint64_t ctr = 0;
 #define U() sg_rng_uniform_d(key, ctr++)
 #define RANGE(lo, hi) ((lo) + (int)(U() * ((hi) - (lo) + 1))) /* int in [lo, hi] */
-    canvas cv = {o->h, o->w, rgb, label_ids, {0, 0, 0}};
+    canvas cv = {o->h, o->w, rgb, label_ids, instance_ids, 0, {0, 0, 0}};
+    int n_instances[19] = {0};
     int h = o->h, w = o->w, K = o->classes;
     for (int k = 0; k < 3; k++) cv.tint[k] = (uint8_t)RANGE(4, 28);
 
@@ -110,6 +126,7 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
     for (int y = 0; y < h; y++) {
         for (int x = 0; x < w; x++) {
             int c = y >= walk ? 0 : y >= horizon ? 1 : (y < skyline ? sky : 2);
+            cv.cur = (uint16_t)sg_cityscapes_label_id(c);
             put(&cv, y, x, c, sg_cityscapes_label_id(c));
         }
     }
@@ -124,9 +141,11 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
         int ry = RANGE(h / 14 + 2, h / 4 + 2), rx = RANGE(w / 14 + 2, w / 4 + 2);
         if (shape == 3) ry = ry * 2; /* poles are tall */
         int cy = RANGE(0, h - 1), cx = RANGE(0, w - 1);
+        int lid = sg_cityscapes_label_id(c);
+        cv.cur = (uint16_t)(c >= FIRST_INSTANCE_TRAIN_ID ? lid * 1000 + n_instances[c]++ : lid);
         for (int y = cy - ry < 0 ? 0 : cy - ry; y <= cy + ry && y < h; y++)
             for (int x = cx - rx < 0 ? 0 : cx - rx; x <= cx + rx && x < w; x++)
-                if (inside(shape, y, x, cy, cx, ry, rx)) put(&cv, y, x, c, sg_cityscapes_label_id(c));
+                if (inside(shape, y, x, cy, cx, ry, rx)) put(&cv, y, x, c, lid);
     }
     /* Ignore regions: an ego-vehicle band (half the images) and unlabeled
      * blobs of random colour (nothing there to learn, so it is ignored). */
@@ -137,6 +156,7 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
                 uint8_t *p = rgb + ((size_t)y * w + x) * 3;
                 p[0] = p[1] = p[2] = (uint8_t)(30 + (x * 7 / w));
                 label_ids[(size_t)y * w + x] = LID_EGO;
+                if (instance_ids) instance_ids[(size_t)y * w + x] = LID_EGO;
             }
     }
     int n_blobs = RANGE(0, 2);
@@ -149,6 +169,7 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
                 if (inside(1, y, x, cy, cx, ry, rx)) {
                     memcpy(rgb + ((size_t)y * w + x) * 3, col, 3);
                     label_ids[(size_t)y * w + x] = LID_UNLABELED;
+                    if (instance_ids) instance_ids[(size_t)y * w + x] = LID_UNLABELED;
                 }
     }
     /* Pixel noise, +-12 per channel. */
@@ -163,17 +184,22 @@ void sg_synth_render(const sg_synth_opts *o, int split, int index, uint8_t *rgb,
 
 static const char *const k_split_names[2] = {"train", "val"};
 
-sg_status sg_synth_write(const sg_synth_opts *o) {
-    if (o->h < 8 || o->w < 8 || o->h > 8192 || o->w > 8192 || o->classes < 3 ||
-        o->classes > 19 || o->n_train < 0 || o->n_val < 0 || o->n_train + o->n_val == 0) {
-        SG_ERROR("synth: size %dx%d must be within 8..8192 per side, --classes %d within 3..19, "
-                 "--train %d / --val %d non-negative and not both 0",
-                 o->h, o->w, o->classes, o->n_train, o->n_val);
-        return SG_ERR_CONFIG;
-    }
+static const char *const k_layouts[3] = {"cityscapes", "voc", "ade20k"};
+
+const char *sg_synth_layout_name(sg_synth_layout l) {
+    return (int)l >= 0 && (int)l < 3 ? k_layouts[l] : "?";
+}
+
+int sg_synth_layout_parse(const char *name) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, k_layouts[i]) == 0) return i;
+    return -1;
+}
+
+sg_status sg_synth_check_new(const char *out, const char *const *dirs, int n) {
     char path[4096];
-    for (int s = 0; s < 2; s++) {
-        snprintf(path, sizeof path, "%s/%s", o->out, s ? "gtFine" : "leftImg8bit");
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, dirs[i]);
         struct stat st;
         if (stat(path, &st) == 0) {
             SG_ERROR("synth: %s already exists: choose a new --out directory or delete the old "
@@ -182,11 +208,26 @@ sg_status sg_synth_write(const sg_synth_opts *o) {
             return SG_ERR_RUNTIME;
         }
     }
+    return SG_OK;
+}
+
+sg_status sg_synth_mkdir(const char *path) {
+    if (sg_mkdirs(path) == 0) return SG_OK;
+    SG_ERROR("synth: cannot create directory %s: %s", path, strerror(errno));
+    return SG_ERR_RUNTIME;
+}
+
+static sg_status write_cityscapes(const sg_synth_opts *o) {
+    static const char *const tops[2] = {"leftImg8bit", "gtFine"};
+    if (sg_synth_check_new(o->out, tops, 2) != SG_OK) return SG_ERR_RUNTIME;
+    char path[4096];
     size_t px = (size_t)o->h * o->w;
     uint8_t *rgb = malloc(px * 3), *lid = malloc(px);
-    if (!rgb || !lid) {
+    uint16_t *inst = malloc(px * sizeof *inst);
+    if (!rgb || !lid || !inst) {
         free(rgb);
         free(lid);
+        free(inst);
         SG_ERROR("synth: out of memory for a %dx%d image", o->h, o->w);
         return SG_ERR_RUNTIME;
     }
@@ -198,24 +239,40 @@ sg_status sg_synth_write(const sg_synth_opts *o) {
             char city[32];
             snprintf(city, sizeof city, "synth%c", 'a' + 2 * split + i % 2);
             for (int kind = 0; kind < 2 && rc == SG_OK; kind++) {
-                snprintf(path, sizeof path, "%s/%s/%s/%s", o->out,
-                         kind ? "gtFine" : "leftImg8bit", k_split_names[split], city);
-                if (sg_mkdirs(path) != 0) {
-                    SG_ERROR("synth: cannot create directory %s: %s", path, strerror(errno));
-                    rc = SG_ERR_RUNTIME;
-                }
+                snprintf(path, sizeof path, "%s/%s/%s/%s", o->out, tops[kind],
+                         k_split_names[split], city);
+                rc = sg_synth_mkdir(path);
             }
             if (rc) break;
-            sg_synth_render(o, split, i, rgb, lid);
+            sg_synth_render_instances(o, split, i, rgb, lid, inst);
             snprintf(path, sizeof path, "%s/leftImg8bit/%s/%s/%s_000000_%06d_leftImg8bit.png",
                      o->out, k_split_names[split], city, city, i);
             if (sg_png_write_rgb(path, rgb, o->h, o->w, NULL, 0) != 0) rc = SG_ERR_RUNTIME;
-            snprintf(path, sizeof path, "%s/gtFine/%s/%s/%s_000000_%06d_gtFine_labelIds.png",
-                     o->out, k_split_names[split], city, city, i);
-            if (rc == SG_OK && sg_png_write_gray(path, lid, o->h, o->w, NULL, 0) != 0) rc = SG_ERR_RUNTIME;
+            /* <out>/gtFine/<split>/<city>/<city>_000000_<i>_gtFine_ */
+            snprintf(path, sizeof path, "%s/gtFine/%s/%s/%s_000000_%06d_gtFine_", o->out,
+                     k_split_names[split], city, city, i);
+            if (rc == SG_OK) rc = sg_synth_write_gtfine(path, lid, inst, o->h, o->w);
         }
     }
     free(rgb);
     free(lid);
+    free(inst);
     return rc;
+}
+
+sg_status sg_synth_write(const sg_synth_opts *o) {
+    if (o->h < 8 || o->w < 8 || o->h > 8192 || o->w > 8192 || o->classes < 3 ||
+        o->classes > 19 || o->n_train < 0 || o->n_val < 0 || o->n_train + o->n_val == 0) {
+        SG_ERROR("synth: size %dx%d must be within 8..8192 per side, --classes %d within 3..19, "
+                 "--train %d / --val %d non-negative and not both 0",
+                 o->h, o->w, o->classes, o->n_train, o->n_val);
+        return SG_ERR_CONFIG;
+    }
+    switch (o->layout) {
+    case SG_SYNTH_CITYSCAPES: return write_cityscapes(o);
+    case SG_SYNTH_VOC: return sg_synth_write_voc(o);
+    case SG_SYNTH_ADE20K: return sg_synth_write_ade20k(o);
+    }
+    SG_ERROR("synth: unknown layout %d (cityscapes, voc or ade20k)", (int)o->layout);
+    return SG_ERR_CONFIG;
 }

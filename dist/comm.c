@@ -16,6 +16,8 @@
 #include "core/log.h"
 #include "dist/comm.h"
 #include "dist/comm_internal.h"
+#include "dist/job_token.h"
+#include "dist/launch_report.h"
 #include "dist/mesh.h"
 
 struct sg_comm {
@@ -83,7 +85,13 @@ static void report_failure(sg_comm *c, const char *what, const char *err, int vi
         return;
     }
     if (c->store) {
-        sg_store_diagnose(c->store, c->probe_s, diag, sizeof diag);
+        int *state = calloc((size_t)c->env.world, sizeof *state);
+        SG_CHECK(state, "out of memory");
+        sg_store_diagnose(c->store, c->probe_s, diag, sizeof diag, state);
+        /* under segtrain's launcher: its summary names the culprit, not us */
+        for (int r = 0; r < c->env.world; r++)
+            if (state[r] != SG_RANK_OK) sg_launch_report_culprit(c->env.rank, r, state[r]);
+        free(state);
     }
     SG_ERROR("rank %d: %s failed (%s, dist.timeout_s=%d): %s. %s "
              "See that rank's log (<run_dir>/logs/rank<N>.log) for its own error.",
@@ -331,6 +339,10 @@ static const char *choose_backend(const sg_config *cfg, sg_backend *be) {
 }
 
 sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
+    return sg_comm_create_stoppable(cfg, be, NULL);
+}
+
+sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const volatile sig_atomic_t *stop) {
     sg_comm *c = calloc(1, sizeof *c);
     SG_CHECK(c, "out of memory");
     pthread_mutex_init(&c->report_mu, NULL);
@@ -347,8 +359,16 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
     if (c->env.world == 1 && !(force && strcmp(force, "1") == 0)) return c;
 
     sg_log_set_rank(c->env.rank, c->env.world);
+    sg_launch_report_open(); /* close-on-exec from here on */
+    char token[SG_TOKEN_MAX + 1], token_src[256];
+    if (sg_job_token_resolve(sg_config_hash(cfg), c->env.source, c->env.master_addr, c->env.master_port,
+                             c->env.world, token, token_src, sizeof token_src))
+        goto fail;
+    SG_INFO("rank %d: joining the job through the rendezvous store at %s:%d (job token: %s)", c->env.rank,
+            c->env.master_addr, c->env.master_port, token_src);
+    sg_store_opts so = {.token = token, .multi_node = c->env.world > c->env.local_world, .stop = stop};
     c->store = sg_store_create(c->env.master_addr, c->env.master_port, c->env.rank, c->env.world,
-                               c->timeout_s);
+                               c->timeout_s, &so);
     if (!c->store) goto fail;
     if (sg_store_heartbeat_start(c->store)) goto fail;
     if (sg_comm_check_agree(c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__))) goto fail;
@@ -371,14 +391,18 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
     if (!c->tr) goto fail;
     const char *no_mesh = getenv("SG_DIST_NO_MESH");
     if (!c->tr->device_memory && !(no_mesh && strcmp(no_mesh, "1") == 0)) {
-        c->mesh = sg_mesh_create(c->store, c->env.rank, c->env.world, c->op_timeout_s);
+        c->mesh = sg_mesh_create(c->store, c->env.rank, c->env.world, c->op_timeout_s, token, stop);
         if (!c->mesh) goto fail;
     }
+    sg_store_set_stop(c->store, NULL); /* joined: from now on a stop ends the step, not a wait */
     SG_INFO("rank %d/%d (local %d/%d, %s launch): %s communicator up via %s:%d",
             c->env.rank, c->env.world, c->env.local_rank, c->env.local_world, c->env.source,
             c->tr->name, c->env.master_addr, sg_store_port(c->store));
     return c;
 fail:
+    if (stop && *stop)
+        SG_ERROR("rank %d: stopped by signal %d while joining the job (rendezvous store at %s:%d, "
+                 "waiting for the other ranks)", c->env.rank, (int)*stop, c->env.master_addr, c->env.master_port);
     c->broken = 1;
     sg_comm_destroy(c);
     return NULL;

@@ -27,6 +27,7 @@
 #ifndef SG_DIST_COMM_H
 #define SG_DIST_COMM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,8 +62,17 @@ typedef struct sg_dist_env {
 int sg_dist_env_read(sg_dist_env *env);
 
 /* Creates the communicator (see above). Returns NULL after logging an error
- * naming the variable, the rank that did not arrive, or the mismatching field. */
+ * naming the variable, the rank that did not arrive, or the mismatching field.
+ * Every connection presents the job token (dist/job_token.h: SEGTRAIN_JOB_TOKEN,
+ * else derived from the config hash and the launcher's variables); a store
+ * that belongs to another job ends this at once with "another job holds
+ * port P". */
 sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be);
+/* The same, but joining (connecting to the store, waiting for the other
+ * ranks, building the mesh) ends within ~0.1 s, returning NULL after an
+ * error, once *stop != 0 (a signal handler's flag). Once joined, the flag no
+ * longer interrupts anything. */
+sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const volatile sig_atomic_t *stop);
 /* Leaves the job: a final barrier is NOT done here (call sg_comm_barrier
  * first when ranks must leave together). NULL is allowed. */
 void sg_comm_destroy(sg_comm *c);

@@ -1,7 +1,8 @@
 /* dist/launch.c - the multi-process launcher (dist/launch.h): option
- * parsing, fork+exec of the workers with torchrun's environment, output
- * prefixing, signal forwarding, and the fail-fast shutdown. Owns the worker
- * processes: every one is reaped before sg_launch returns. */
+ * parsing, the job token, fork+exec of the workers with torchrun's
+ * environment, output prefixing, signal forwarding, the workers' culprit
+ * reports (dist/launch_report.h), and the fail-fast shutdown. Owns the
+ * worker processes: every one is reaped before sg_launch returns. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,7 +20,10 @@
 
 #include "core/util.h"
 #include "core/log.h"
+#include "dist/job_token.h"
 #include "dist/launch.h"
+#include "dist/launch_report.h"
+#include "dist/store.h"
 
 #define MAX_LINE 65536
 
@@ -31,12 +35,15 @@ typedef struct worker {
     int fd[2];       /* stdout, stderr read ends; -1 once closed */
     char *buf[2];
     size_t len[2];
+    int culprit, culprit_state; /* the first rank it reported dead or hung; -1 */
 } worker;
 
 typedef struct launch_opts {
     int nproc, nnodes, node_rank, port;
     char addr[256];
     double grace_s;
+    char token[SG_TOKEN_MAX + 1]; /* "" when the workers derive theirs */
+    int report_fd;                /* write end of the culprit pipe (children) */
 } launch_opts;
 
 static int g_sigpipe[2] = {-1, -1};
@@ -187,6 +194,15 @@ static void exec_worker(const launch_opts *o, const worker *w, int out_w, int er
     setenv_int("ROLE_WORLD_SIZE", world);
     setenv("MASTER_ADDR", o->addr, 1);
     setenv_int("MASTER_PORT", o->port);
+    if (o->token[0]) setenv(SG_TOKEN_ENV, o->token, 1);
+    int rfd = o->report_fd >= 0 ? fcntl(o->report_fd, F_DUPFD, 3) : -1; /* without close-on-exec */
+    if (rfd >= 0) {
+        char v[48];
+        snprintf(v, sizeof v, "%d:%d", rfd, (int)launcher);
+        setenv(SG_LAUNCH_REPORT_ENV, v, 1);
+    } else {
+        unsetenv(SG_LAUNCH_REPORT_ENV);
+    }
     setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
     setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
     setenv("TORCHELASTIC_RUN_ID", "segtrain", 1);
@@ -240,6 +256,38 @@ static void pump(worker *w, int s) {
     w->len[s] -= start;
 }
 
+/* Reads the workers' culprit reports (dist/launch_report.h) without
+ * blocking; each worker's first report counts. */
+typedef struct report_reader {
+    int fd;
+    char buf[4096];
+    size_t len;
+} report_reader;
+
+static void read_reports(report_reader *rr, worker *w, int n) {
+    while (rr->fd >= 0) {
+        if (rr->len == sizeof rr->buf) rr->len = 0; /* no newline in 4 KiB: garbage */
+        ssize_t r = read(rr->fd, rr->buf + rr->len, sizeof rr->buf - rr->len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return; /* EAGAIN, or every worker gone (EOF) */
+        rr->len += (size_t)r;
+        size_t start = 0;
+        for (size_t i = 0; i < rr->len; i++) {
+            if (rr->buf[i] != '\n') continue;
+            int self, culprit, state;
+            if (sg_launch_report_parse(rr->buf + start, i - start, &self, &culprit, &state) == 0)
+                for (int k = 0; k < n; k++)
+                    if (w[k].rank == self && w[k].culprit < 0) {
+                        w[k].culprit = culprit;
+                        w[k].culprit_state = state;
+                    }
+            start = i + 1;
+        }
+        memmove(rr->buf, rr->buf + start, rr->len - start);
+        rr->len -= start;
+    }
+}
+
 static void describe(int status, char *out, size_t n) {
     if (WIFEXITED(status)) snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
@@ -272,8 +320,40 @@ int sg_launch(int argc, char **argv, const char *exe) {
     }
     rest[0] = (char *)exe;
 
+    /* the job token: the user's (several nodes must share one), else a
+     * random one per job on one node; several nodes without one: the
+     * workers derive it (dist/job_token.h) */
+    const char *user_token = getenv(SG_TOKEN_ENV);
+    if (user_token && *user_token) {
+        if (strlen(user_token) > SG_TOKEN_MAX) {
+            SG_ERROR("launcher: %s is longer than %d characters", SG_TOKEN_ENV, SG_TOKEN_MAX);
+            free(rest);
+            return 2;
+        }
+        snprintf(o.token, sizeof o.token, "%s", user_token);
+    } else if (o.nnodes == 1) {
+        if (sg_job_token_generate(o.token)) {
+            free(rest);
+            return 1;
+        }
+    } else {
+        SG_WARN("launcher: %d nodes and no %s: the workers derive the job token from the config and "
+                "MASTER_ADDR:PORT, which separates jobs but is not a secret; for a secret one, export the same "
+                "random %s on every node (e.g. `export %s=$(openssl rand -hex 32)`)", o.nnodes, SG_TOKEN_ENV,
+                SG_TOKEN_ENV, SG_TOKEN_ENV);
+    }
+    report_reader rr = {.fd = -1};
+    int rep_pipe[2] = {-1, -1};
+    if (pipe2(rep_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+        rr.fd = rep_pipe[0];
+        o.report_fd = rep_pipe[1];
+    } else {
+        o.report_fd = -1; /* the summary then names the worker that failed first */
+    }
+
     if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK)) {
         SG_ERROR("launcher: pipe failed: %s", strerror(errno));
+        if (rr.fd >= 0) close(rr.fd), close(o.report_fd);
         free(rest);
         return 1;
     }
@@ -296,6 +376,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
     for (int i = 0; i < o.nproc; i++) {
         w[i].local = i;
         w[i].rank = o.node_rank * o.nproc + i;
+        w[i].culprit = -1;
         int p[2][2];
         if (pipe2(p[0], O_CLOEXEC) || pipe2(p[1], O_CLOEXEC)) {
             SG_ERROR("launcher: pipe failed: %s", strerror(errno));
@@ -325,6 +406,8 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         n_started++;
     }
+    if (o.report_fd >= 0) close(o.report_fd); /* the workers hold it now: EOF when all are gone */
+    o.report_fd = -1;
 
     int failed = -1, failed_status = 0, forwarded = 0, result = 0;
     double kill_at = -1, drain_until = -1;
@@ -337,6 +420,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
     struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
     SG_CHECK(pfd, "out of memory");
     for (;;) {
+        read_reports(&rr, w, n_started); /* before reaping: a failed worker's report is in the pipe */
         /* reap */
         int alive = 0;
         for (int i = 0; i < n_started; i++) {
@@ -347,12 +431,15 @@ int sg_launch(int argc, char **argv, const char *exe) {
                 w[i].alive = 0;
                 w[i].status = st;
                 if (st != 0 && failed < 0 && !forwarded) {
-                    char how[128];
+                    char how[128], found[96] = "";
                     describe(st, how, sizeof how);
                     failed = i;
                     failed_status = st;
-                    SG_ERROR("launcher: worker rank %d (pid %d) %s; stopping the other workers "
-                             "(SIGTERM, SIGKILL after %.0f s)", w[i].rank, (int)w[i].pid, how, o.grace_s);
+                    if (w[i].culprit >= 0 && w[i].culprit != w[i].rank)
+                        snprintf(found, sizeof found, " after finding that rank %d %s", w[i].culprit,
+                                 sg_launch_report_phrase(w[i].culprit_state));
+                    SG_ERROR("launcher: worker rank %d (pid %d) %s%s; stopping the other workers "
+                             "(SIGTERM, SIGKILL after %.0f s)", w[i].rank, (int)w[i].pid, how, found, o.grace_s);
                     signal_all(w, n_started, SIGTERM);
                     signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
                     kill_at = sg_now_s() + o.grace_s;
@@ -410,13 +497,22 @@ int sg_launch(int argc, char **argv, const char *exe) {
             if (w[i].fd[k] >= 0) close(w[i].fd[k]);
             free(w[i].buf[k]);
         }
+    read_reports(&rr, w, n_started);
+    if (rr.fd >= 0) close(rr.fd);
     if (failed >= 0) {
         char how[128];
         describe(failed_status, how, sizeof how);
         result = exit_code(failed_status);
         if (result == 0) result = 1;
-        SG_ERROR("launcher: failed: worker rank %d %s (exit status %d); see its output above",
-                 failed < n_started ? w[failed].rank : failed, how, result);
+        const worker *f = failed < n_started ? &w[failed] : NULL;
+        if (f && f->culprit >= 0 && f->culprit != f->rank)
+            /* the worker that exited first only noticed: name the one it found */
+            SG_ERROR("launcher: failed: worker rank %d %s (found by worker rank %d, which then %s; exit "
+                     "status %d); see rank %d's log and the output above", f->culprit,
+                     sg_launch_report_phrase(f->culprit_state), f->rank, how, result, f->culprit);
+        else
+            SG_ERROR("launcher: failed: worker rank %d %s (exit status %d); see its output above",
+                     f ? f->rank : failed, how, result);
     } else if (forwarded) {
         result = 128 + forwarded;
         SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", forwarded, strsignal(forwarded), result);

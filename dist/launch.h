@@ -11,8 +11,15 @@
  * to every worker. When a worker fails (non-zero exit or a signal), the
  * others get SIGTERM, then SIGKILL after the grace period; the launcher
  * exits with the failed worker's status (128 + signal for a signal), naming
- * it. Workers die with the launcher (PR_SET_PDEATHSIG) and every one is
- * reaped: no orphans, no zombies.
+ * it - or, when that worker exited because it found another rank hung or
+ * dead (it says so through the report pipe, dist/launch_report.h), naming
+ * that rank. Workers die with the launcher (PR_SET_PDEATHSIG) and every one
+ * is reaped: no orphans, no zombies.
+ *
+ * The job token (dist/job_token.h): the workers get SEGTRAIN_JOB_TOKEN, the
+ * user's when exported, else (one node) 32 random bytes from getrandom as
+ * 64 hex digits, new for every job; several nodes without an exported token
+ * get none (a warning), and the workers derive one.
  *
  * Options (anywhere in argv, "--opt V" or "--opt=V"): --nproc-per-node N,
  * --nnodes M (1), --node-rank R (0), --master-addr A (MASTER_ADDR or

@@ -19,8 +19,14 @@
 #include "core/util.h"
 #include "core/log.h"
 #include "dist/mesh.h"
+#include "dist/mesh_wire.h"
+#include "dist/net_addr.h"
 
-#define MESH_MAGIC 0x5347u /* "SG" */
+/* Connections waiting for their handshake at most this many at a time (a
+ * new one pushes out the oldest), each at most this long. */
+#define MESH_MAX_PENDING 16
+#define MESH_HELLO_S 10.0
+#define MESH_LOG_FIRST 5
 
 struct sg_mesh {
     int rank, world;
@@ -29,11 +35,6 @@ struct sg_mesh {
     uint32_t seq;      /* collectives so far (every rank counts the same) */
 };
 
-typedef struct msg_hdr {
-    uint32_t magic_seq; /* magic in the high 16 bits, seq in the low 16 */
-    uint32_t bytes;
-} msg_hdr;
-
 static void tune(int fd) {
     int one = 1, buf = 1 << 20;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -41,36 +42,15 @@ static void tune(int fd) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
 }
 
-/* The address other ranks reach this host at: loopback for a local
- * MASTER_ADDR, else the local address of the route to MASTER_ADDR. */
-static int local_address(char *out, size_t len) {
-    const char *master = getenv("MASTER_ADDR");
-    if (!master || !*master || !strncmp(master, "127.", 4) || !strcmp(master, "localhost")) {
-        snprintf(out, len, "127.0.0.1");
-        return 0;
-    }
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
-    if (getaddrinfo(master, "9", &hints, &ai)) return -1;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int rc = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-                     getsockname(fd, (struct sockaddr *)&sa, &sl) == 0
-                 ? 0
-                 : -1;
-    if (fd >= 0) close(fd);
-    freeaddrinfo(ai);
-    if (rc == 0) inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)len);
-    return rc;
-}
+static int stopped(const volatile sig_atomic_t *stop) { return stop && *stop; }
 
-static int connect_to(const char *host, int port, double deadline) {
+static int connect_to(const char *host, int port, double deadline, const volatile sig_atomic_t *stop) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     if (getaddrinfo(host, ps, &hints, &ai)) return -1;
     int fd = -1;
-    while (sg_now_s() < deadline) {
+    while (sg_now_s() < deadline && !stopped(stop)) {
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         if (fd >= 0) close(fd);
@@ -83,12 +63,17 @@ static int connect_to(const char *host, int port, double deadline) {
 }
 
 /* Blocking exact write/read before the deadline (setup only). */
-static int xfer(int fd, void *p, size_t n, int writing, double deadline) {
+static int xfer(int fd, void *p, size_t n, int writing, double deadline, const volatile sig_atomic_t *stop) {
     char *c = p;
     while (n) {
+        if (stopped(stop)) return -1;
         struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
         double left = deadline - sg_now_s();
-        if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) <= 0) return -1;
+        if (left > 0.1 && stop) left = 0.1;
+        if (left <= 0) return -1;
+        int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno != EINTR) return -1;
+        if (pr <= 0) continue;
         ssize_t k = writing ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (k <= 0) return -1;
@@ -98,7 +83,127 @@ static int xfer(int fd, void *p, size_t n, int writing, double deadline) {
     return 0;
 }
 
-sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s) {
+/* A connection accepted but not yet through its handshake. */
+typedef struct pending {
+    int fd;
+    char peer[64];
+    uint8_t buf[SG_MESH_HELLO_MAX];
+    size_t len;
+    double t0;
+} pending;
+
+typedef struct acceptor {
+    int rank, world, lfd;
+    const char *token;
+    size_t token_len;
+    pending p[MESH_MAX_PENDING];
+    int np;
+    char (*peer_of)[64]; /* per rank: where its accepted connection came from */
+    int logged;
+} acceptor;
+
+static void drop_pending(acceptor *a, int i, uint8_t ack, const char *fmt_why, const char *detail) {
+    pending *p = &a->p[i];
+    if (ack != 0xff) (void)!send(p->fd, &ack, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (a->logged++ < MESH_LOG_FIRST)
+        SG_WARN("rank %d: dropped a connection to the small-collective mesh from %s: %s%s; the job goes on",
+                a->rank, p->peer, fmt_why, detail ? detail : "");
+    close(p->fd);
+    a->p[i] = a->p[--a->np];
+}
+
+/* Reads a pending connection's handshake bytes and acts on a complete one. */
+static void advance_pending(acceptor *a, int i, int *fds) {
+    pending *p = &a->p[i];
+    sg_mesh_hello h;
+    size_t need = SG_MESH_HELLO_FIXED;
+    const char *why = NULL;
+    int pr = sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
+    if (pr == SG_MESH_WIRE_MORE) {
+        ssize_t r = recv(p->fd, p->buf + p->len, need - p->len, MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (r <= 0) {
+            drop_pending(a, i, 0xff, "it closed before its handshake", NULL);
+            return;
+        }
+        p->len += (size_t)r;
+        pr = sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
+        if (pr == SG_MESH_WIRE_MORE) return;
+    }
+    if (pr == SG_MESH_WIRE_BAD) {
+        drop_pending(a, i, SG_MESH_ACK_BAD, why, NULL);
+        return;
+    }
+    if (!sg_token_equal(h.token, h.token_len, a->token, a->token_len)) {
+        drop_pending(a, i, SG_MESH_ACK_WRONG_TOKEN, "it presented another job's token", NULL);
+        return;
+    }
+    if (fds[h.rank] >= 0) {
+        char d[160];
+        snprintf(d, sizeof d, " (rank %d, already connected from %s: a second claim is refused)", h.rank,
+                 a->peer_of[h.rank]);
+        drop_pending(a, i, SG_MESH_ACK_RANK_TAKEN, "it claims a rank that is connected", d);
+        return;
+    }
+    uint8_t ok = SG_MESH_ACK_OK;
+    if (send(p->fd, &ok, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+        drop_pending(a, i, 0xff, "its connection failed during the handshake", NULL);
+        return;
+    }
+    fds[h.rank] = p->fd;
+    snprintf(a->peer_of[h.rank], 64, "%s", p->peer);
+    a->p[i] = a->p[--a->np];
+}
+
+/* Accepts every higher rank's connection until the deadline: handshakes
+ * read without blocking, so a stranger's connection (silent, garbage, the
+ * wrong token, a second claim to a rank) is dropped and logged while the
+ * real ranks connect. 0, or -1 (deadline or stop). */
+static int accept_higher(acceptor *a, int *fds, double deadline, const volatile sig_atomic_t *stop) {
+    for (;;) {
+        int missing = 0;
+        for (int q = a->rank + 1; q < a->world; q++) missing += fds[q] < 0;
+        if (!missing) return 0;
+        if (stopped(stop)) return -1;
+        double now = sg_now_s();
+        if (now >= deadline) return -1;
+        for (int i = a->np - 1; i >= 0; i--)
+            if (now - a->p[i].t0 > MESH_HELLO_S) drop_pending(a, i, 0xff, "no handshake in time", NULL);
+        struct pollfd pfd[1 + MESH_MAX_PENDING];
+        pfd[0] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
+        for (int i = 0; i < a->np; i++) pfd[1 + i] = (struct pollfd){.fd = a->p[i].fd, .events = POLLIN};
+        double left = deadline - now;
+        if (left > 0.1) left = 0.1; /* handshake deadlines, the stop flag */
+        int np = a->np;
+        int pr = poll(pfd, (nfds_t)(1 + np), (int)(left * 1000) + 1);
+        if (pr < 0 && errno != EINTR) return -1;
+        if (pr <= 0) continue;
+        for (int i = np - 1; i >= 0; i--)
+            if (pfd[1 + i].revents) advance_pending(a, i, fds);
+        if (pfd[0].revents & POLLIN) {
+            struct sockaddr_in sa;
+            socklen_t sl = sizeof sa;
+            int fd = accept4(a->lfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) continue;
+            if (a->np == MESH_MAX_PENDING) { /* the oldest goes */
+                int old = 0;
+                for (int i = 1; i < a->np; i++)
+                    if (a->p[i].t0 < a->p[old].t0) old = i;
+                drop_pending(a, old, 0xff, "too many connections waiting for their handshake", NULL);
+            }
+            pending *p = &a->p[a->np++];
+            memset(p, 0, sizeof *p);
+            p->fd = fd;
+            p->t0 = sg_now_s();
+            char ip[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+            snprintf(p->peer, sizeof p->peer, "%s:%d", ip, ntohs(sa.sin_port));
+        }
+    }
+}
+
+sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, const char *token,
+                        const volatile sig_atomic_t *stop) {
     sg_mesh *m = calloc(1, sizeof *m);
     SG_CHECK(m, "out of memory");
     m->rank = rank;
@@ -108,14 +213,31 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s) 
     SG_CHECK(m->fd, "out of memory");
     for (int q = 0; q < world; q++) m->fd[q] = -1;
     double deadline = sg_now_s() + timeout_s;
+    size_t token_len = token ? strlen(token) : 0;
+    if (token_len == 0 || token_len > SG_TOKEN_MAX) {
+        SG_ERROR("rank %d: the small-collective mesh needs the job token (internal error)", rank);
+        sg_mesh_destroy(m);
+        return NULL;
+    }
 
+    /* listen on the MASTER_ADDR interface (dist/net_addr.h), publish it */
+    const char *master = getenv("MASTER_ADDR");
+    struct in_addr ia;
+    char err[256];
+    if (sg_net_listen_addr(master && *master ? master : "127.0.0.1", &ia, NULL, 0, err, sizeof err)) {
+        SG_ERROR("rank %d: cannot choose an address for the small-collective mesh: %s", rank, err);
+        sg_mesh_destroy(m);
+        return NULL;
+    }
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ia};
     socklen_t sl = sizeof sa;
-    char host[64];
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, world) ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) || local_address(host, sizeof host)) {
-        SG_ERROR("rank %d: cannot open a listening socket for the small-collective mesh: %s", rank,
+    char host[INET_ADDRSTRLEN];
+    if (ia.s_addr == htonl(INADDR_ANY)) snprintf(host, sizeof host, "127.0.0.1"); /* MASTER_ADDR=0.0.0.0 */
+    else inet_ntop(AF_INET, &ia, host, sizeof host);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, world + MESH_MAX_PENDING) ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl)) {
+        SG_ERROR("rank %d: cannot open a listening socket on %s for the small-collective mesh: %s", rank, host,
                  strerror(errno));
         if (lfd >= 0) close(lfd);
         sg_mesh_destroy(m);
@@ -133,43 +255,59 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s) 
         int rc = sg_store_get(store, key, &v, &n);
         char qhost[64];
         int qport = 0;
-        if (rc || sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
+        if (rc || n == 0 || ((char *)v)[n - 1] != 0 || sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
             if (rc == SG_STORE_TIMEOUT)
                 SG_ERROR("rank %d: rank %d did not publish its mesh address within %.1f s", rank, q,
                          timeout_s);
+            else if (!rc)
+                SG_ERROR("rank %d: rank %d's mesh address in the store is malformed", rank, q);
             free(v);
             goto fail;
         }
         free(v);
-        int fd = connect_to(qhost, qport, deadline);
-        int32_t me = rank;
-        if (fd < 0 || xfer(fd, &me, sizeof me, 1, deadline)) {
-            SG_ERROR("rank %d: cannot connect to rank %d at %s:%d for the small-collective mesh: %s", rank, q,
-                     qhost, qport, strerror(errno));
+        int fd = connect_to(qhost, qport, deadline, stop);
+        uint8_t hello[SG_MESH_HELLO_MAX], ack = 0xff;
+        size_t hl = sg_mesh_build_hello(hello, rank, token, token_len);
+        if (fd < 0 || xfer(fd, hello, hl, 1, deadline, stop) || xfer(fd, &ack, 1, 0, deadline, stop)) {
+            if (!stopped(stop))
+                SG_ERROR("rank %d: cannot connect to rank %d at %s:%d for the small-collective mesh: %s", rank,
+                         q, qhost, qport, fd < 0 ? strerror(errno) : "no answer to the handshake");
             if (fd >= 0) close(fd);
+            goto fail;
+        }
+        if (ack != SG_MESH_ACK_OK) {
+            SG_ERROR("rank %d: rank %d at %s:%d refused this rank's mesh connection: %s", rank, q, qhost, qport,
+                     ack == SG_MESH_ACK_WRONG_TOKEN ? "the job token differs (is that address another job's?)"
+                     : ack == SG_MESH_ACK_RANK_TAKEN
+                         ? "another process is already connected as this rank (two processes with one RANK, "
+                           "or another job with the same token; see its log)"
+                         : "it found the handshake malformed (another segtrain version?)");
+            close(fd);
             goto fail;
         }
         tune(fd);
         m->fd[q] = fd;
     }
-    for (int k = rank + 1; k < world; k++) {
-        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-        double left = deadline - sg_now_s();
-        int fd = -1;
-        int32_t who = -1;
-        if (left > 0 && poll(&pfd, 1, (int)(left * 1000) + 1) == 1) fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0 || xfer(fd, &who, sizeof who, 0, deadline) || who <= rank || who >= world || m->fd[who] >= 0) {
-            char missing[256] = "";
-            size_t ml = 0;
-            for (int q = rank + 1; q < world && ml < sizeof missing - 12; q++)
-                if (m->fd[q] < 0) ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", ml ? ", " : "", q);
-            SG_ERROR("rank %d: rank(s) %s did not connect for the small-collective mesh within %.1f s "
-                     "(dist.timeout_s less the liveness probe)", rank, missing, timeout_s);
-            if (fd >= 0) close(fd);
+    if (rank + 1 < world) {
+        acceptor a = {.rank = rank, .world = world, .lfd = lfd, .token = token, .token_len = token_len};
+        a.peer_of = calloc((size_t)world, sizeof *a.peer_of);
+        SG_CHECK(a.peer_of, "out of memory");
+        int rc = accept_higher(&a, m->fd, deadline, stop);
+        for (int i = 0; i < a.np; i++) close(a.p[i].fd);
+        free(a.peer_of);
+        if (rc) {
+            if (!stopped(stop)) {
+                char missing[256] = "";
+                size_t ml = 0;
+                for (int q = rank + 1; q < world && ml < sizeof missing - 12; q++)
+                    if (m->fd[q] < 0)
+                        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", ml ? ", " : "", q);
+                SG_ERROR("rank %d: rank(s) %s did not connect for the small-collective mesh within %.1f s "
+                         "(dist.timeout_s less the liveness probe)", rank, missing, timeout_s);
+            }
             goto fail;
         }
-        tune(fd);
-        m->fd[who] = fd;
+        for (int q = rank + 1; q < world; q++) tune(m->fd[q]);
     }
     close(lfd);
     for (int q = 0; q < world; q++)
@@ -195,12 +333,12 @@ void sg_mesh_destroy(sg_mesh *m) {
 typedef struct peer_io {
     int send, recv;
     size_t sent, got;  /* bytes done, header included */
-    msg_hdr rh;
+    sg_mesh_msg_hdr rh;
 } peer_io;
 
 static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf,
                           size_t bytes, char *err, size_t errlen) {
-    msg_hdr h = {((uint32_t)MESH_MAGIC << 16) | (m->seq & 0xffffu), (uint32_t)bytes};
+    sg_mesh_msg_hdr h = sg_mesh_make_header(m->seq, (uint32_t)bytes);
     m->seq++;
     size_t total = sizeof h + bytes;
     double deadline = sg_now_s() + m->timeout_s;
@@ -249,11 +387,9 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
                 ssize_t r = recv(m->fd[q], dst, n, 0);
                 if (r > 0) {
                     p->got += (size_t)r;
-                    if (p->got == sizeof h && (p->rh.magic_seq != h.magic_seq || p->rh.bytes != h.bytes)) {
-                        snprintf(err, errlen,
-                                 "rank %d is in a different collective (its collective #%u has %u bytes, ours "
-                                 "#%u has %zu): ranks took different code paths",
-                                 q, p->rh.magic_seq & 0xffffu, p->rh.bytes, h.magic_seq & 0xffffu, bytes);
+                    char why[256];
+                    if (p->got == sizeof h && !sg_mesh_check_header(&p->rh, h, why, sizeof why)) {
+                        snprintf(err, errlen, "rank %d %s", q, why);
                         rc = SG_ERR_RUNTIME;
                     }
                 } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {

@@ -10,10 +10,19 @@
  * that call different collectives get an error naming the rank, never
  * silently mixed data; a peer that sends nothing within the timeout, or
  * closes its connection, is named in the error.
+ *
+ * Every rank listens on the MASTER_ADDR interface (dist/net_addr.h) and
+ * publishes that address in the store. A connecting rank sends a handshake
+ * with its rank and the job token (dist/mesh_wire.h) and waits for the
+ * answer; the accepting rank reads handshakes without blocking, so a
+ * connection without the token, with garbage, or claiming a rank that is
+ * already connected is refused and logged (naming its address) while the
+ * real ranks connect.
  */
 #ifndef SG_DIST_MESH_H
 #define SG_DIST_MESH_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "core/status.h"
@@ -24,9 +33,12 @@ typedef struct sg_mesh sg_mesh;
 /* Largest per-rank message the mesh carries (bigger ones go to Gloo). */
 #define SG_MESH_MAX_BYTES (256u * 1024u)
 
-/* Connects every pair of ranks (addresses through the store). NULL after
- * logging, naming the rank that did not connect. */
-sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s);
+/* Connects every pair of ranks (addresses through the store), presenting
+ * and checking token (the job token, dist/job_token.h). stop: NULL, or a
+ * flag that ends the waiting early once set. NULL after logging, naming the
+ * rank that did not connect (nothing logged when stopped). */
+sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, const char *token,
+                        const volatile sig_atomic_t *stop);
 void sg_mesh_destroy(sg_mesh *m);
 
 /* out[r * bytes ...] = rank r's in (out holds world * bytes). SG_OK, or

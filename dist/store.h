@@ -1,25 +1,34 @@
 /* dist/store.h - the rendezvous key-value store over TCP.
  *
- * Rank 0 hosts the server (a thread of its process, listening on
- * MASTER_ADDR:MASTER_PORT); every rank, rank 0 included, is a client. Keys
- * are strings, values are byte strings. Besides rendezvous data (Gloo's
- * addresses, NCCL's unique id, the start-up agreement hashes) the server
- * tracks liveness: a connection that closes without saying goodbye marks its
- * rank dead, and sg_store_diagnose uses that plus heartbeat counters to name
- * the rank that crashed or hangs when a collective fails.
+ * Rank 0 hosts the server (a thread of its process, listening on the
+ * MASTER_ADDR interface at MASTER_PORT: dist/net_addr.h); every rank, rank 0
+ * included, is a client. Keys are strings, values are byte strings. Besides
+ * rendezvous data (Gloo's addresses, NCCL's unique id, the start-up
+ * agreement hashes) the server tracks liveness: a connection that closes
+ * without saying goodbye marks its rank dead, and sg_store_diagnose uses
+ * that plus heartbeat counters to name the rank that crashed or hangs when a
+ * collective fails.
+ *
+ * Every connection presents the job token (dist/job_token.h) and claims its
+ * rank; the server drops connections without the token and refuses a second
+ * claim to a rank. A client that meets another job's store (a different
+ * token) says "another job holds port P" and gives up at once instead of
+ * retrying. Server limits (sizes, slow readers) are in dist/store_proto.h.
  *
  * Every blocking call gives up after the store's timeout. Calls on one
  * handle are serialised by a mutex (a handle may be shared by threads).
  * Return values: 0 ok, -1 error (logged, naming the rank and what to do),
  * SG_STORE_TIMEOUT when a wait timed out (not logged: the caller knows what
- * it was waiting for and names the missing rank). A three-way answer, so
- * these return int, not sg_status (core/status.h): SG_STORE_TIMEOUT is not a
- * configuration error; the communicator turns all of them into its own
- * 0 / -1. Nothing here ends the process except running out of memory.
+ * it was waiting for and names the missing rank), SG_STORE_INTERRUPTED when
+ * the stop flag given in sg_store_opts was raised (not logged: the caller
+ * was told to stop). Several outcomes, so these return int, not sg_status
+ * (core/status.h); the communicator turns all of them into its own 0 / -1.
+ * Nothing here ends the process except running out of memory.
  */
 #ifndef SG_DIST_STORE_H
 #define SG_DIST_STORE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,13 +37,29 @@ extern "C" {
 #endif
 
 #define SG_STORE_TIMEOUT (-2)
+#define SG_STORE_INTERRUPTED (-3)
 
 typedef struct sg_store sg_store;
 
-/* Rank 0: starts the server on addr:port (port 0 = any free port, see
- * sg_store_port) and connects to it. Other ranks: connect, retrying until
- * timeout_s (rank 0 may start later). NULL after logging on failure. */
-sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s);
+typedef struct sg_store_opts {
+    const char *token;   /* the job token (required, 1..SG_TOKEN_MAX bytes) */
+    int multi_node;      /* rank 0: the job spans nodes, so a loopback
+                            MASTER_ADDR gets a warning (ranks on other
+                            hosts could not reach it) */
+    const volatile sig_atomic_t *stop; /* NULL, or: once *stop != 0, waiting
+                            calls return SG_STORE_INTERRUPTED (a signal
+                            handler's flag: stop promptly while joining) */
+} sg_store_opts;
+
+/* Rank 0: starts the server on the MASTER_ADDR interface at port (port 0 =
+ * any free port, see sg_store_port) and connects to it. Other ranks:
+ * connect, retrying until timeout_s (rank 0 may start later), but not after
+ * another job's store answered or the stop flag was raised. NULL after
+ * logging on failure (only INFO when interrupted). */
+sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s,
+                          const sg_store_opts *opts);
+/* Replaces the stop flag (NULL: waits are no longer interruptible). */
+void sg_store_set_stop(sg_store *s, const volatile sig_atomic_t *stop);
 /* A second client handle to the same server (for another thread). The
  * server is owned by the original handle. */
 sg_store *sg_store_clone(const sg_store *s);
@@ -67,8 +92,12 @@ int sg_store_barrier(sg_store *s, const char *name);
 /* After a failed collective: finds which ranks are dead (connection lost) or
  * hung (no heartbeat progress over ~probe_s seconds) and writes a sentence
  * naming them into out. Returns the number of ranks named (0: none found,
- * out says so). Heartbeats come from sg_store_heartbeat_start. */
-int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen);
+ * out says so). state (NULL, or world entries) gets each rank's finding:
+ * SG_RANK_OK, SG_RANK_DEAD, SG_RANK_HUNG, or SG_RANK_UNREACHABLE for rank 0
+ * when its store cannot be reached. Heartbeats come from
+ * sg_store_heartbeat_start. */
+enum { SG_RANK_OK = 0, SG_RANK_DEAD = 1, SG_RANK_HUNG = 2, SG_RANK_UNREACHABLE = 3 };
+int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state);
 /* Starts a thread that bumps this rank's heartbeat counter every 0.5 s
  * through its own connection; stopped by sg_store_destroy of s. */
 int sg_store_heartbeat_start(sg_store *s);

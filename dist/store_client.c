@@ -1,7 +1,8 @@
 /* dist/store_client.c - the rendezvous store's client side (dist/store.h):
- * connecting (retrying until rank 0's server is up), request/response with
- * the store's timeout, barrier, heartbeats and the dead/hung diagnosis.
- * Owns the connection, and on rank 0's original handle the server. */
+ * connecting (retrying until rank 0's server is up) and saying HELLO with
+ * the job token, request/response with the store's timeout (interruptible by
+ * the stop flag), barrier, heartbeats and the dead/hung diagnosis. Owns the
+ * connection, and on rank 0's original handle the server. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -37,7 +38,18 @@ struct sg_store {
     int hb_stop;
     sg_store *hb_store;
     int quiet;                 /* do not log connection failures */
+    char token[SG_TOKEN_MAX + 1];
+    int claimed;               /* this handle's rank claim was accepted once:
+                                  reconnects say HELLO as an extra connection */
+    int is_clone;
+    const volatile sig_atomic_t *stop;
 };
+
+/* connect_locked's verdicts besides 0 / -1 / SG_STORE_INTERRUPTED: the
+ * store answered and refused us, so retrying cannot help (logged). */
+#define REFUSED (-10)
+
+static int stopped(const sg_store *s) { return s->stop && *s->stop; }
 
 static int connect_once(const char *addr, int port) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
@@ -70,12 +82,16 @@ static int send_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-/* Reads n bytes before the deadline. 0 ok, -1 closed/error, SG_STORE_TIMEOUT. */
-static int recv_all(int fd, void *p, size_t n, double deadline) {
+/* Reads n bytes before the deadline. 0 ok, -1 closed/error, SG_STORE_TIMEOUT,
+ * SG_STORE_INTERRUPTED (the stop flag, checked every 0.1 s). */
+static int recv_all(const sg_store *s, void *p, size_t n, double deadline) {
     char *c = p;
+    int fd = s->fd;
     while (n) {
+        if (stopped(s)) return SG_STORE_INTERRUPTED;
         double left = deadline - sg_now_s();
         if (left <= 0) return SG_STORE_TIMEOUT;
+        if (s->stop && left > 0.1) left = 0.1;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
         if (rc < 0 && errno == EINTR) continue;
@@ -90,27 +106,37 @@ static int recv_all(int fd, void *p, size_t n, double deadline) {
     return 0;
 }
 
-/* One request/response on an open connection; the caller holds mu. */
+/* One request/response on an open connection; the caller holds mu. A
+ * refusal by the server returns -1 with its status in *status (if given). */
 static int request_locked(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen,
-                          void **out, size_t *outlen, double timeout) {
+                          void **out, size_t *outlen, double timeout, uint8_t *status) {
     uint32_t klen = (uint32_t)strlen(key);
-    char hdr[9];
+    char hdr[SG_STORE_HDR];
     hdr[0] = (char)op;
     memcpy(hdr + 1, &klen, 4);
     memcpy(hdr + 5, &vlen, 4);
-    if (send_all(s->fd, hdr, 9) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
+    if (status) *status = SG_ST_OK;
+    if (send_all(s->fd, hdr, sizeof hdr) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
         return -1;
     double deadline = sg_now_s() + timeout;
-    char rh[5];
-    int rc = recv_all(s->fd, rh, 5, deadline);
+    char rh[SG_STORE_RESP_HDR];
+    int rc = recv_all(s, rh, sizeof rh, deadline);
     if (rc) return rc;
+    uint8_t st;
     uint32_t rlen;
-    memcpy(&rlen, rh + 1, 4);
-    if (rlen > SG_STORE_MAX_VAL) return -1;
+    const char *why;
+    if (sg_store_parse_response(rh, SG_STORE_MAX_VAL, &st, &rlen, &why) != SG_WIRE_OK) return -1;
     char *buf = malloc(rlen + 1u);
     SG_CHECK(buf, "out of memory");
-    rc = recv_all(s->fd, buf, rlen, deadline + 5.0);
-    if (rc || rh[0] != 0) {
+    rc = recv_all(s, buf, rlen, deadline + 5.0);
+    if (rc || st != SG_ST_OK) {
+        if (!rc && status) *status = st;
+        if (!rc && st != SG_ST_OK && out) { /* the refusal's detail, for the caller */
+            buf[rlen] = 0;
+            *out = buf;
+            if (outlen) *outlen = rlen;
+            return -1;
+        }
         free(buf);
         return rc ? rc : -1;
     }
@@ -124,15 +150,61 @@ static int request_locked(sg_store *s, uint8_t op, const char *key, const void *
     return 0;
 }
 
-/* Opens the connection and says HELLO, retrying until the deadline. */
+/* Logs why the store refused our HELLO; retrying cannot help. */
+static void log_refusal(const sg_store *s, uint8_t st, const char *detail) {
+    if (st == SG_ST_WRONG_TOKEN) {
+        int derived = strncmp(s->token, "derived-", 8) == 0;
+        SG_ERROR("rank %d: another job holds port %d (%s:%d): choose another --master-port (or MASTER_PORT). "
+                 "The rendezvous store there refused this job's token%s.", s->rank, s->port, s->addr, s->port,
+                 derived ? "; or, if it is this job's rank 0: the ranks' job tokens differ (without "
+                           SG_TOKEN_ENV " the token is derived from the config, so a rank with another "
+                           "config, or with " SG_TOKEN_ENV " set where the others have none, looks like "
+                           "another job)" : "");
+    } else if (st == SG_ST_RANK_TAKEN) {
+        SG_ERROR("rank %d: the rendezvous store at %s:%d already has a connection for rank %d (from %s): "
+                 "another job with the same job token holds port %d, or two processes were started as "
+                 "rank %d. Choose another --master-port (or MASTER_PORT) and check RANK.", s->rank, s->addr,
+                 s->port, s->rank, detail && *detail ? detail : "?", s->port, s->rank);
+    } else {
+        SG_ERROR("rank %d: the rendezvous store at %s:%d refused this rank's HELLO (rank %d outside its world "
+                 "of WORLD_SIZE ranks, or another program or segtrain version on port %d): start every rank "
+                 "with the same WORLD_SIZE and binary, or choose another --master-port", s->rank, s->addr,
+                 s->port, s->rank, s->port);
+    }
+}
+
+/* Opens the connection and says HELLO with the token, retrying until the
+ * deadline while nothing answers. 0, -1 (timeout), REFUSED (logged), or
+ * SG_STORE_INTERRUPTED. */
 static int connect_locked(sg_store *s, double deadline) {
     for (;;) {
+        if (stopped(s)) return SG_STORE_INTERRUPTED;
         s->fd = connect_once(s->addr, s->port);
         if (s->fd >= 0) {
-            int32_t r = s->rank;
-            if (request_locked(s, SG_OP_HELLO, "", &r, 4, NULL, NULL, s->timeout_s) == 0) return 0;
+            uint8_t hello[SG_STORE_HELLO_MAX];
+            uint32_t kind = s->claimed || s->is_clone ? SG_HELLO_EXTRA : SG_HELLO_CLAIM;
+            size_t hl = sg_store_build_hello(hello, s->rank, kind, s->token, strlen(s->token));
+            uint8_t st = SG_ST_OK;
+            void *detail = NULL;
+            int rc = hl ? request_locked(s, SG_OP_HELLO, "", hello, (uint32_t)hl, &detail, NULL, s->timeout_s, &st)
+                        : -1;
+            if (rc == 0) {
+                free(detail);
+                s->claimed = 1;
+                return 0;
+            }
             close(s->fd);
             s->fd = -1;
+            if (rc == SG_STORE_INTERRUPTED) {
+                free(detail);
+                return rc;
+            }
+            if (st != SG_ST_OK) {
+                if (!s->quiet) log_refusal(s, st, detail);
+                free(detail);
+                return REFUSED;
+            }
+            free(detail);
         }
         if (sg_now_s() >= deadline) return -1;
         struct timespec ts = {0, 100 * 1000 * 1000};
@@ -148,17 +220,33 @@ static int request(sg_store *s, uint8_t op, const char *key, const void *val, ui
         SG_ERROR("rank %d: store key longer than %d bytes: %.64s...", s->rank, SG_STORE_MAX_KEY, key);
         return -1;
     }
+    if (out) *out = NULL;
     pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    if (s->fd < 0 && connect_locked(s, sg_now_s() + timeout)) rc = -1;
-    if (!rc) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout);
+    int rc = 0, refused = 0;
+    uint8_t st = SG_ST_OK;
+    if (s->fd < 0) {
+        rc = connect_locked(s, sg_now_s() + timeout);
+        if (rc == REFUSED) refused = 1;
+        if (rc != SG_STORE_INTERRUPTED && rc) rc = -1;
+    }
+    if (!rc) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout, &st);
     if (rc && s->fd >= 0) {
         close(s->fd);
         s->fd = -1;
     }
     pthread_mutex_unlock(&s->mu);
-    if (s->quiet) return rc;
-    if (rc == -1)
+    if (rc && out && *out) { /* a refusal's detail: not for these callers */
+        free(*out);
+        *out = NULL;
+    }
+    if (s->quiet || rc == SG_STORE_INTERRUPTED || refused) return rc;
+    if (st == SG_ST_FULL)
+        SG_ERROR("rank %d: the rendezvous store at %s:%d is full (over %zu bytes of keys and values): a "
+                 "request for '%.64s' was refused", s->rank, s->addr, s->port, SG_STORE_MAX_TOTAL, key);
+    else if (st != SG_ST_OK)
+        SG_ERROR("rank %d: the rendezvous store at %s:%d refused a request for '%.64s' (status %d)", s->rank,
+                 s->addr, s->port, key, st);
+    else if (rc == -1)
         SG_ERROR("rank %d: lost the connection to the rendezvous store at %s:%d, hosted by rank 0: "
                  "rank 0 exited or crashed; see its log", s->rank, s->addr, s->port);
     else if (rc == SG_STORE_TIMEOUT && op != SG_OP_GET)
@@ -167,9 +255,17 @@ static int request(sg_store *s, uint8_t op, const char *key, const void *val, ui
     return rc;
 }
 
-sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s) {
+sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s,
+                          const sg_store_opts *o) {
+    if (!o || !o->token || !*o->token || strlen(o->token) > SG_TOKEN_MAX) {
+        SG_ERROR("rank %d: the rendezvous store needs a job token of 1 to %d bytes (internal error)", rank,
+                 SG_TOKEN_MAX);
+        return NULL;
+    }
     sg_store *s = calloc(1, sizeof *s);
     SG_CHECK(s, "out of memory");
+    snprintf(s->token, sizeof s->token, "%s", o->token);
+    s->stop = o->stop;
     snprintf(s->addr, sizeof s->addr, "%s", addr);
     s->port = port;
     s->rank = rank;
@@ -180,7 +276,8 @@ sg_store *sg_store_create(const char *addr, int port, int rank, int world, doubl
     pthread_mutex_init(&s->hb_mu, NULL);
     pthread_cond_init(&s->hb_cv, NULL);
     if (rank == 0) {
-        s->server = sg_store_server_start(addr, port);
+        sg_store_server_opts so = {.token = o->token, .world = world, .multi_node = o->multi_node};
+        s->server = sg_store_server_start(addr, port, &so);
         if (!s->server) {
             free(s);
             return NULL;
@@ -191,14 +288,25 @@ sg_store *sg_store_create(const char *addr, int port, int rank, int world, doubl
     int rc = connect_locked(s, sg_now_s() + timeout_s);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
-        SG_ERROR("rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
-                 "rank 0 hosts it; is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?",
-                 rank, addr, s->port, timeout_s);
+        if (rc == SG_STORE_INTERRUPTED)
+            SG_INFO("rank %d: stopped while connecting to the rendezvous store at %s:%d", rank, addr, s->port);
+        else if (rc != REFUSED)
+            SG_ERROR("rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
+                     "rank 0 hosts it; is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every "
+                     "rank?", rank, addr, s->port, timeout_s);
         sg_store_server_stop(s->server);
         free(s);
         return NULL;
     }
     return s;
+}
+
+sg_store_server *sg_store_hosted_server(sg_store *s) { return s->server; }
+
+void sg_store_set_stop(sg_store *s, const volatile sig_atomic_t *stop) {
+    pthread_mutex_lock(&s->mu);
+    s->stop = stop;
+    pthread_mutex_unlock(&s->mu);
 }
 
 sg_store *sg_store_clone(const sg_store *src) {
@@ -209,6 +317,8 @@ sg_store *sg_store_clone(const sg_store *src) {
     s->rank = src->rank;
     s->world = src->world;
     s->timeout_s = src->timeout_s;
+    memcpy(s->token, src->token, sizeof s->token);
+    s->is_clone = 1;
     s->fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->hb_mu, NULL);
@@ -366,7 +476,9 @@ static int read_counters(sg_store *s, int64_t *hb, int *dead) {
     return 0;
 }
 
-int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen) {
+int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state) {
+    if (state)
+        for (int r = 0; r < s->world; r++) state[r] = SG_RANK_OK;
     int w = s->world;
     int64_t *hb0 = calloc((size_t)w, sizeof *hb0), *hb1 = calloc((size_t)w, sizeof *hb1);
     int *dead = calloc((size_t)w, sizeof *dead), *dead1 = calloc((size_t)w, sizeof *dead1);
@@ -383,6 +495,7 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen) {
             snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
                      "was killed or is stopped.");
             named = 1;
+            if (state) state[0] = SG_RANK_UNREACHABLE;
         }
         goto done;
     }
@@ -391,6 +504,7 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen) {
     if (read_counters(s, hb1, dead1)) {
         snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
         named = 1;
+        if (state && s->rank != 0) state[0] = SG_RANK_UNREACHABLE;
         goto done;
     }
     for (int r = 0; r < w && ol < outlen - 1; r++) {
@@ -399,6 +513,7 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen) {
         if (dead1[r]) why = "exited or was killed (its connection closed)";
         else if (hb1[r] == hb0[r]) why = "is stopped or hung (no heartbeat)";
         if (!why) continue;
+        if (state) state[r] = dead1[r] ? SG_RANK_DEAD : SG_RANK_HUNG;
         ol += (size_t)snprintf(out + ol, outlen - ol, "%sRank %d %s", named ? "; " : "", r, why);
         named++;
         if (ol >= outlen) ol = outlen - 1;
@@ -445,7 +560,7 @@ void sg_store_destroy(sg_store *s) {
     }
     pthread_mutex_lock(&s->mu);
     if (s->fd >= 0) {
-        request_locked(s, SG_OP_BYE, "", NULL, 0, NULL, NULL, 2.0);
+        request_locked(s, SG_OP_BYE, "", NULL, 0, NULL, NULL, 2.0, NULL);
         close(s->fd);
     }
     pthread_mutex_unlock(&s->mu);

@@ -121,10 +121,16 @@ static int cuda_index(const char *device) {
 }
 
 sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {
-    sg_backend_opts defaults = {0, 1, 0};
+    sg_backend_opts defaults = {.threads = 0, .cudnn_benchmark = 1};
     if (!opts) opts = &defaults;
     if (!device || !device[0]) {
         SG_ERROR("device is empty: set device to cpu, cuda or cuda:N");
+        return NULL;
+    }
+    if (opts->precision != SG_PRECISION_FP32 && opts->precision != SG_PRECISION_BF16) {
+        SG_ERROR("device '%s': precision %d is not SG_PRECISION_FP32 (0) or SG_PRECISION_BF16 "
+                 "(1) (train.precision: fp32 | bf16)",
+                 device, opts->precision);
         return NULL;
     }
     if (strcmp(device, "cpu") == 0) {

@@ -233,6 +233,18 @@ typedef struct sg_backend_info {
     int threads;          /* CPU threads used (CPU backend) */
     size_t mem_in_use;    /* bytes allocated through ops->alloc now */
     size_t mem_peak;      /* high-water mark of the above */
+    /* The device's memory, 0 = unknown. CPU: MemTotal / MemAvailable of
+     * /proc/meminfo, lowered to the cgroup's memory limit (and limit - usage)
+     * when one is set; CUDA: cudaMemGetInfo's total / free. Checked before
+     * large allocations a user's input decides (whole-image evaluation). */
+    size_t mem_total;
+    size_t mem_available;
+    /* How the convolutions run (sg_backend_opts.precision, allow_tf32):
+     * precision "fp32" | "bf16"; conv_math in words, e.g. "bf16: oneDNN
+     * native (ISA avx512_core_amx)", "bf16: emulated (...)", "fp32, TF32
+     * tensor cores allowed". */
+    char precision[8];
+    char conv_math[160];
 } sg_backend_info;
 
 struct sg_backend {
@@ -269,7 +281,29 @@ typedef struct sg_backend_opts {
     int threads;              /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
     int cudnn_benchmark;      /* CUDA: measure conv algorithms once per shape */
     int cudnn_deterministic;  /* CUDA: deterministic algorithms only */
+    int precision;            /* SG_PRECISION_* of the convolutions (0 = fp32) */
+    int allow_tf32;           /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
+                                 plain fp32, as the CPU; the config's default is on) */
 } sg_backend_opts;
+
+/* Precision of the convolutions (sg_backend_opts.precision). Everything else
+ * is float32 in both: tensors in memory (the op interface stays float32 NCHW),
+ * BN, losses, reductions, the optimizer and the parameters.
+ *  SG_PRECISION_FP32: float32 convolutions (CUDA: TF32 only with allow_tf32).
+ *  SG_PRECISION_BF16: conv_fwd, conv_bwd_data and conv_bwd_weight take their
+ *    two inputs rounded to bfloat16 (round-to-nearest-even,
+ *    kernels/formulas/bf16.h), multiply-add them with float32 accumulation,
+ *    and round the result to bfloat16 (as a bf16 tensor-core convolution with
+ *    bf16 output computes); with accumulate = 1 that rounded result is then
+ *    added in float32. So conv outputs (activations and their gradients)
+ *    hold bf16 values, the weights used are the bf16 copy of the float32
+ *    master weights as they are at the call, and weight gradients are bf16
+ *    values summed in float32. CPU: oneDNN's bf16 primitives where the
+ *    processor has bf16 instructions (AVX512-BF16, AMX), else emulated exactly
+ *    (the rounding above around float32 convolutions; SG_CPU_BF16=native|
+ *    emulated|auto overrides). CUDA: cuDNN bf16 convolutions on NHWC copies
+ *    (compute capability 8.0 or newer). */
+enum { SG_PRECISION_FP32 = 0, SG_PRECISION_BF16 = 1 };
 
 /* Creates a backend from a device string: "cpu", "cuda", "cuda:N".
  * Returns NULL with an error logged (naming the device and what to do) when

@@ -53,6 +53,69 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* ---------------- expected size (mirrors model_build.c's build) ---------------- */
+static void size_conv(sg_model_size *z, size_t cin, size_t k, size_t r, int bias) {
+    z->tensors += 1 + (bias != 0);
+    z->f32 += k * cin * r * r + (bias ? k : 0);
+}
+
+static void size_bn(sg_model_size *z, size_t c) {
+    z->tensors += 5; /* weight, bias, running_mean, running_var, num_batches_tracked */
+    z->f32 += 4 * c;
+    z->i64 += 1;
+}
+
+static void size_conv_bn(sg_model_size *z, size_t cin, size_t k, size_t r) {
+    size_conv(z, cin, k, r, 0);
+    size_bn(z, k);
+}
+
+void sg_model_expected_size(const sg_model_opts *o, sg_model_size *z) {
+    static const int backbone_blocks[4][4] = {
+        {2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
+    memset(z, 0, sizeof *z);
+    size_t bw = (size_t)o->base_width;
+    int bottleneck = o->backbone >= SG_RESNET50, exp = bottleneck ? 4 : 1;
+    int custom = o->blocks[0] || o->blocks[1] || o->blocks[2] || o->blocks[3];
+    size_conv_bn(z, 3, bw, 7); /* encoder.conv1 / bn1 */
+    size_t inplanes = bw;
+    for (int li = 0; li < 4; li++) {
+        int blocks = custom ? (o->blocks[li] ? o->blocks[li] : 1) : backbone_blocks[o->backbone][li];
+        size_t planes = bw << li;
+        /* layer1 has stride 1; layers 3 (output stride 8) and 4 are dilated
+         * instead of strided; only the stride decides, with the channels,
+         * whether block 0 has a downsample */
+        int stride = li == 0 ? 1 : 2;
+        int dilated = li == 3 || (li == 2 && o->output_stride == 8);
+        if (dilated) stride = 1;
+        for (int b = 0; b < blocks; b++) {
+            if (bottleneck) {
+                size_conv_bn(z, inplanes, planes, 1);
+                size_conv_bn(z, planes, planes, 3);
+                size_conv_bn(z, planes, planes * 4, 1);
+            } else {
+                size_conv_bn(z, inplanes, planes, 3);
+                size_conv_bn(z, planes, planes, 3);
+            }
+            if (b == 0 && (stride != 1 || inplanes != planes * (size_t)exp))
+                size_conv_bn(z, inplanes, planes * (size_t)exp, 1);
+            inplanes = planes * (size_t)exp;
+        }
+    }
+    size_t c4 = inplanes, c3 = c4 / 2, inner = 4 * bw, C = (size_t)o->num_classes;
+    size_t nb = (size_t)o->n_aspp_rates + 2;
+    size_conv_bn(z, c4, inner, 1);                                  /* ASPP 1x1 */
+    for (int i = 0; i < o->n_aspp_rates; i++) size_conv_bn(z, c4, inner, 3); /* rates */
+    size_conv_bn(z, c4, inner, 1);                                  /* pooling */
+    size_conv_bn(z, nb * inner, inner, 1);                          /* project */
+    size_conv_bn(z, inner, inner, 3);                               /* decoder.1 */
+    size_conv(z, inner, C, 1, 1);                                   /* decoder.4 */
+    if (o->aux_head) {
+        size_conv_bn(z, c3, c3 / 4, 3);
+        size_conv(z, c3 / 4, C, 1, 1);
+    }
+}
+
 /* 1 if the file tensor fits registry entry p. */
 static int fits(const sg_param *p, const sg_st_tensor *t) {
     if (p->kind == SG_PK_NUM_BATCHES) return t->dtype == SG_ST_I64 && t->count == 1;
@@ -102,7 +165,15 @@ sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefi
             continue;
         }
         if (p->kind == SG_PK_NUM_BATCHES) {
-            memcpy(p->i64, t->data, sizeof(int64_t));
+            int64_t v;
+            memcpy(&v, t->data, sizeof v);
+            if (v < 0 || v > SG_MAX_NUM_BATCHES_TRACKED) { /* the next step would overflow */
+                if (r.skipped++ < LOG_LIMIT)
+                    SG_WARN("%s: tensor '%s' holds %lld, outside 0..2^62; skipped (corrupt "
+                            "file?)", sg_st_path(f), t->name, (long long)v);
+                continue;
+            }
+            *p->i64 = v;
         } else {
             if (p->count > host_cap) {
                 free(host);

@@ -13,6 +13,8 @@
 #ifndef SG_MODEL_MODEL_IO_H
 #define SG_MODEL_MODEL_IO_H
 
+#include <stdint.h>
+
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -46,6 +48,23 @@ sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefi
 /* Opens `path` and loads from it (as above, no prefix; an unreadable file is
  * SG_ERR_CONFIG too, logged by sg_st_open). */
 sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep);
+
+/* What a model of options o holds, computed from the options alone (no
+ * registry, no allocation): the checks that compare an untrusted file with
+ * the model its config describes run this before building anything. Equal
+ * to sg_model_num_params, sg_model_param_count(m, 0) + sg_model_buffer_count
+ * and the number of BN layers of the built model (tests/model checks it
+ * for every backbone). The options must be valid (sg_model_opts_from_config). */
+typedef struct sg_model_size {
+    int tensors;  /* state-dict entries */
+    size_t f32;   /* float elements: parameters and running statistics */
+    size_t i64;   /* num_batches_tracked entries (one int64 each) */
+} sg_model_size;
+void sg_model_expected_size(const sg_model_opts *o, sg_model_size *out);
+
+/* num_batches_tracked values a file may hold: 0..2^62 (a counter that the
+ * next training step increments must not overflow int64). */
+#define SG_MAX_NUM_BATCHES_TRACKED (INT64_C(1) << 62)
 
 /* Adds every registry entry to w in state-dict order, named prefix + name
  * (segtrain) or prefix + torchvision name. Downloads from the device.

@@ -47,7 +47,7 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c,
                              m->o.bn_eps, m->o.bn_momentum, l->mean, l->invstd, rm->data,
                              rv->data);
-            (*nbt->i64)++;
+            if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
             ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c,

@@ -13,19 +13,70 @@
 
 #include "core/log.h"
 
-#define MAX_HEADER (256u << 20) /* 256 MiB: larger means a corrupt length */
+/* Name index: open addressing over FNV-1a, slots hold entry index + 1 (0 =
+ * empty). Keeps lookups (and the duplicate check while parsing) O(1), so a
+ * header of n tensors parses in O(n); a linear scan per name was O(n^2)
+ * (40,000 empty tensors took 20 s). */
+typedef struct name_index {
+    int *slot;
+    size_t cap; /* power of two, or 0 */
+} name_index;
 
 struct sg_st_file {
     char *path;
     const unsigned char *map;
     size_t size;
+    int mapped; /* 1: map is our mmap (unmapped on close); 0: the caller's buffer */
     const unsigned char *data; /* start of the data section */
     size_t data_size;
     sg_st_tensor *t;
     int n, cap;
     char **meta_k, **meta_v;
     int n_meta, cap_meta;
+    name_index t_idx, m_idx;
 };
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static const char *entry_name(const sg_st_file *f, int meta, int i) {
+    return meta ? f->meta_k[i] : f->t[i].name;
+}
+
+/* Index of name among the tensors (meta = 0) or metadata keys (meta = 1), or -1. */
+static int index_find(const sg_st_file *f, int meta, const char *name) {
+    const name_index *x = meta ? &f->m_idx : &f->t_idx;
+    if (!x->cap) return -1;
+    for (size_t i = name_hash(name) & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
+        int e = x->slot[i];
+        if (e == 0) return -1;
+        if (strcmp(entry_name(f, meta, e - 1), name) == 0) return e - 1;
+    }
+}
+
+static void index_put(name_index *x, const char *name, int e) {
+    size_t i = name_hash(name) & (x->cap - 1);
+    while (x->slot[i]) i = (i + 1) & (x->cap - 1);
+    x->slot[i] = e + 1;
+}
+
+/* Adds entry e (already stored, the newest, so count = e + 1) to the index,
+ * growing it to keep the load under one half. */
+static void index_add(sg_st_file *f, int meta, int e) {
+    name_index *x = meta ? &f->m_idx : &f->t_idx;
+    if ((size_t)(e + 1) * 2 > x->cap) {
+        free(x->slot);
+        x->cap = x->cap ? 2 * x->cap : 64;
+        while ((size_t)(e + 1) * 2 > x->cap) x->cap *= 2;
+        x->slot = calloc(x->cap, sizeof *x->slot);
+        SG_CHECK(x->slot, "out of host memory");
+        for (int k = 0; k < e; k++) index_put(x, entry_name(f, meta, k), k);
+    }
+    index_put(x, entry_name(f, meta, e), e);
+}
 
 /* ---------------- tiny JSON parser for the header ---------------- */
 
@@ -123,16 +174,44 @@ static char *jp_string(jp *p) {
                 return NULL;
             }
         }
-        if (len + 4 >= cap) {
+        if (c == '\\' && cp == 0) { /* would cut the name short: two names could meet */
+            free(out);
+            jp_fail(p, "\\u0000 (NUL) in a string");
+            return NULL;
+        }
+        if (c == '\\' && cp >= 0xD800 && cp <= 0xDFFF) { /* a UTF-16 surrogate pair */
+            unsigned lo = 0;
+            int ok = cp < 0xDC00 && p->end - p->s >= 6 && p->s[0] == '\\' && p->s[1] == 'u';
+            for (int i = 2; ok && i < 6; i++) {
+                char h = p->s[i];
+                lo <<= 4;
+                if (h >= '0' && h <= '9') lo |= (unsigned)(h - '0');
+                else if (h >= 'a' && h <= 'f') lo |= (unsigned)(h - 'a' + 10);
+                else if (h >= 'A' && h <= 'F') lo |= (unsigned)(h - 'A' + 10);
+                else ok = 0;
+            }
+            if (!ok || lo < 0xDC00 || lo > 0xDFFF) {
+                free(out);
+                jp_fail(p, "unpaired UTF-16 surrogate in a \\u escape");
+                return NULL;
+            }
+            p->s += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (len + 5 >= cap) {
             cap *= 2;
             out = realloc(out, cap);
             SG_CHECK(out, "out of host memory");
         }
-        if (c == '\\' && cp >= 0x80) { /* encode \u escapes (BMP) as UTF-8 */
+        if (c == '\\' && cp >= 0x80) { /* encode \u escapes as UTF-8 */
             if (cp < 0x800) {
                 out[len++] = (char)(0xC0 | (cp >> 6));
-            } else {
+            } else if (cp < 0x10000) {
                 out[len++] = (char)(0xE0 | (cp >> 12));
+                out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            } else {
+                out[len++] = (char)(0xF0 | (cp >> 18));
+                out[len++] = (char)(0x80 | ((cp >> 12) & 0x3F));
                 out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
             }
             out[len++] = (char)(0x80 | (cp & 0x3F));
@@ -193,6 +272,13 @@ static int jp_int_array(jp *p, int64_t *v, int cap) {
 
 /* ---------------- reader ---------------- */
 
+/* Names from a corrupt file may hold anything: control characters become
+ * '?' in messages. */
+static void sanitize(char *msg) {
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
+}
+
 static sg_status st_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static sg_status st_error(const char *path, const char *fmt, ...) {
     char msg[768];
@@ -200,10 +286,29 @@ static sg_status st_error(const char *path, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *c = msg; *c; c++) /* names from a corrupt file may hold anything */
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
+    sanitize(msg);
     SG_ERROR("safetensors file %s: %s", path, msg);
     return SG_ERR_RUNTIME;
+}
+
+/* While a file is being opened: the first reason it is refused, kept for the
+ * caller (sg_st_open logs it, sg_st_open_why hands it back). */
+typedef struct st_why {
+    char *buf;
+    size_t cap;
+    int set;
+} st_why;
+
+static int st_fail(st_why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int st_fail(st_why *w, const char *fmt, ...) {
+    if (w->set || !w->cap) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->buf, w->cap, fmt, ap);
+    va_end(ap);
+    sanitize(w->buf);
+    w->set = 1;
+    return -1;
 }
 
 static int dtype_parse(const char *s, sg_st_dtype *d, size_t *el) {
@@ -220,7 +325,8 @@ static int dtype_parse(const char *s, sg_st_dtype *d, size_t *el) {
     return -1;
 }
 
-static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
+/* One tensor's entry; on success f->t[] owns name. 0, or -1 (reason in w or p). */
+static int parse_tensor(sg_st_file *f, jp *p, char *name, st_why *w) {
     char *dtype = NULL;
     int64_t shape[SG_ST_MAX_DIMS], offs[2];
     int ndim = -1, noffs = -1;
@@ -244,10 +350,10 @@ static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
         } else if (strcmp(k, "data_offsets") == 0) {
             noffs = jp_int_array(p, offs, 2);
         } else {
-            st_error(f->path, "tensor '%s': unknown field '%s' in its header entry", name, k);
+            st_fail(w, "tensor '%s': unknown field '%s' in its header entry", name, k);
             free(k);
             free(dtype);
-            return -2;
+            return -1;
         }
         free(k);
     } while (!p->err && jp_lit(p, ','));
@@ -258,17 +364,16 @@ static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
     }
     if (!dtype || ndim < 0 || noffs != 2) {
         free(dtype);
-        return st_error(f->path, "tensor '%s': header entry needs dtype, shape and 2 data_offsets",
-                        name);
+        return st_fail(w, "tensor '%s': header entry needs dtype, shape and 2 data_offsets", name);
     }
     sg_st_tensor t;
     memset(&t, 0, sizeof t);
     size_t el = 0;
     if (dtype_parse(dtype, &t.dtype, &el) != 0) {
-        st_error(f->path, "tensor '%s' has dtype %s; segtrain reads F32 and I64 only "
-                 "(convert it, e.g. in PyTorch: t.float())", name, dtype);
+        st_fail(w, "tensor '%s' has dtype %s; segtrain reads F32 and I64 only "
+                "(convert it, e.g. in PyTorch: t.float())", name, dtype);
         free(dtype);
-        return -2;
+        return -1;
     }
     free(dtype);
     t.ndim = ndim;
@@ -276,17 +381,17 @@ static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
     for (int i = 0; i < ndim; i++) {
         t.shape[i] = shape[i];
         if (shape[i] != 0 && t.count > SIZE_MAX / 16 / (size_t)shape[i])
-            return st_error(f->path, "tensor '%s': shape too large", name);
+            return st_fail(w, "tensor '%s': shape too large", name);
         t.count *= (size_t)shape[i];
     }
     t.nbytes = t.count * el;
     if (offs[0] > offs[1] || (uint64_t)offs[1] > f->data_size)
-        return st_error(f->path, "tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data "
-                        "section (truncated or corrupt file)", name, (long long)offs[0],
-                        (long long)offs[1], f->data_size);
+        return st_fail(w, "tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data "
+                       "section (truncated or corrupt file)", name, (long long)offs[0],
+                       (long long)offs[1], f->data_size);
     if ((uint64_t)(offs[1] - offs[0]) != t.nbytes)
-        return st_error(f->path, "tensor '%s': %lld bytes in data_offsets but shape x dtype "
-                        "needs %zu", name, (long long)(offs[1] - offs[0]), t.nbytes);
+        return st_fail(w, "tensor '%s': %lld bytes in data_offsets but shape x dtype needs %zu",
+                       name, (long long)(offs[1] - offs[0]), t.nbytes);
     t.offset = (size_t)offs[0];
     t.data = f->data + t.offset;
     t.name = name;
@@ -296,10 +401,11 @@ static int parse_tensor(sg_st_file *f, jp *p, const char *name) {
         SG_CHECK(f->t, "out of host memory");
     }
     f->t[f->n++] = t;
+    index_add(f, 0, f->n - 1);
     return 0;
 }
 
-static int parse_meta(sg_st_file *f, jp *p) {
+static int parse_meta(sg_st_file *f, jp *p, st_why *w) {
     if (!jp_lit(p, '{')) {
         jp_fail(p, "__metadata__ must be an object");
         return -1;
@@ -319,6 +425,12 @@ static int parse_meta(sg_st_file *f, jp *p) {
             jp_fail(p, "__metadata__ values must be strings");
             return -1;
         }
+        if (index_find(f, 1, k) >= 0) { /* which one would count? */
+            st_fail(w, "metadata key '%s' appears twice in the header (corrupt file)", k);
+            free(k);
+            free(v);
+            return -1;
+        }
         if (f->n_meta == f->cap_meta) {
             f->cap_meta = f->cap_meta ? 2 * f->cap_meta : 8;
             f->meta_k = realloc(f->meta_k, (size_t)f->cap_meta * sizeof(char *));
@@ -327,6 +439,7 @@ static int parse_meta(sg_st_file *f, jp *p) {
         }
         f->meta_k[f->n_meta] = k;
         f->meta_v[f->n_meta++] = v;
+        index_add(f, 1, f->n_meta - 1);
     } while (jp_lit(p, ','));
     if (!jp_lit(p, '}')) {
         jp_fail(p, "expected '}'");
@@ -340,43 +453,20 @@ static int cmp_by_offset(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-sg_st_file *sg_st_open(const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        st_error(path, "cannot open: %s; check the path", strerror(errno));
-        return NULL;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st_error(path, "fstat failed: %s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    size_t size = (size_t)sb.st_size;
-    if (size < 8) {
-        st_error(path, "only %zu bytes: truncated or not a safetensors file", size);
-        close(fd);
-        return NULL;
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        st_error(path, "mmap of %zu bytes failed: %s", size, strerror(errno));
-        return NULL;
-    }
-    sg_st_file *f = calloc(1, sizeof *f);
-    SG_CHECK(f, "out of host memory");
-    f->path = strdup(path);
-    f->map = map;
-    f->size = size;
+/* Parses and checks f->map[0..size). 0, or -1 with the reason in w. */
+static int parse_file(sg_st_file *f, st_why *w) {
+    size_t size = f->size;
+    if (size < 8)
+        return st_fail(w, "only %zu bytes: truncated or not a safetensors file", size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->map[i];
-    if (hlen > size - 8 || hlen > MAX_HEADER || hlen < 2) {
-        st_error(path, "header length %llu does not fit the %zu-byte file: truncated or not a "
-                 "safetensors file", (unsigned long long)hlen, size);
-        sg_st_close(f);
-        return NULL;
-    }
+    if (hlen > SG_ST_MAX_HEADER)
+        return st_fail(w, "header length %llu is above the %u-byte limit (16 MiB): corrupt, or "
+                       "not a safetensors file", (unsigned long long)hlen,
+                       (unsigned)SG_ST_MAX_HEADER);
+    if (hlen > size - 8 || hlen < 2)
+        return st_fail(w, "header length %llu does not fit the %zu-byte file: truncated or not a "
+                       "safetensors file", (unsigned long long)hlen, size);
     f->data = f->map + 8 + hlen;
     f->data_size = size - 8 - (size_t)hlen;
     jp p = {(const char *)f->map + 8, (const char *)f->map + 8 + hlen,
@@ -393,52 +483,102 @@ sg_st_file *sg_st_open(const char *path) {
         }
         if (strcmp(k, "__metadata__") == 0) {
             free(k);
-            if (parse_meta(f, &p) != 0) break;
+            if (parse_meta(f, &p, w) != 0) {
+                rc = -1;
+                break;
+            }
             continue;
         }
-        if (sg_st_find(f, k)) {
-            st_error(path, "tensor '%s' appears twice in the header (corrupt file)", k);
+        if (index_find(f, 0, k) >= 0) {
+            st_fail(w, "tensor '%s' appears twice in the header (corrupt file)", k);
             free(k);
             rc = -1;
             break;
         }
-        int r = parse_tensor(f, &p, k); /* on success f->t[] owns k */
-        if (r != 0) {
-            if (p.err) st_error(path, "corrupt header (%s) in the entry of tensor '%s'", p.err, k);
+        if (parse_tensor(f, &p, k, w) != 0) {
+            if (p.err) st_fail(w, "corrupt header (%s) in the entry of tensor '%s'", p.err, k);
             free(k);
             rc = -1;
             break;
         }
     } while (jp_lit(&p, ','));
-    if (rc == 0 && p.err) {
-        st_error(path, "corrupt header: %s", p.err);
-        rc = -1;
-    }
-    if (rc == 0 && !jp_lit(&p, '}')) {
-        st_error(path, "corrupt header: expected '}' closing the header object");
-        rc = -1;
-    }
-    if (rc == 0) {
-        jp_ws(&p);
-        if (p.s != p.end) {
-            st_error(path, "corrupt header: trailing bytes after the JSON object");
-            rc = -1;
-        }
-    }
-    if (rc == 0 && f->n > 1) {
+    if (p.err) return st_fail(w, "corrupt header: %s", p.err);
+    if (rc != 0) return -1;
+    if (!jp_lit(&p, '}')) jp_fail(&p, "expected '}' closing the header object");
+    jp_ws(&p);
+    if (!p.err && p.s != p.end) jp_fail(&p, "trailing bytes after the JSON object");
+    if (p.err) return st_fail(w, "corrupt header: %s", p.err);
+    if (f->n > 1) {
         sg_st_tensor *s = malloc((size_t)f->n * sizeof *s);
         SG_CHECK(s, "out of host memory");
         memcpy(s, f->t, (size_t)f->n * sizeof *s);
         qsort(s, (size_t)f->n, sizeof *s, cmp_by_offset);
         for (int i = 1; i < f->n && rc == 0; i++)
-            if (s[i].offset < s[i - 1].offset + s[i - 1].nbytes) {
-                st_error(path, "tensors '%s' and '%s' overlap in the data section (corrupt file)",
-                         s[i - 1].name, s[i].name);
-                rc = -1;
-            }
+            if (s[i].offset < s[i - 1].offset + s[i - 1].nbytes)
+                rc = st_fail(w, "tensors '%s' and '%s' overlap in the data section (corrupt file)",
+                             s[i - 1].name, s[i].name);
         free(s);
     }
-    if (rc != 0) {
+    return rc;
+}
+
+static sg_st_file *open_file(const char *path, char *why, size_t cap, int log) {
+    char own[768];
+    st_why w = {why ? why : own, why ? cap : sizeof own, 0};
+    if (w.cap) w.buf[0] = 0;
+    sg_st_file *f = NULL;
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    if (fd < 0) {
+        st_fail(&w, "cannot open: %s; check the path", strerror(errno));
+    } else if (fstat(fd, &sb) != 0) {
+        st_fail(&w, "fstat failed: %s", strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st_fail(&w, "not a regular file");
+    } else if ((size_t)sb.st_size < 8) {
+        st_fail(&w, "only %zu bytes: truncated or not a safetensors file", (size_t)sb.st_size);
+    } else {
+        void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            st_fail(&w, "mmap of %zu bytes failed: %s", (size_t)sb.st_size, strerror(errno));
+        } else {
+            f = calloc(1, sizeof *f);
+            SG_CHECK(f, "out of host memory");
+            f->path = strdup(path);
+            SG_CHECK(f->path, "out of host memory");
+            f->map = map;
+            f->size = (size_t)sb.st_size;
+            f->mapped = 1;
+            if (parse_file(f, &w) != 0) {
+                sg_st_close(f);
+                f = NULL;
+            }
+        }
+    }
+    if (fd >= 0) close(fd);
+    if (!f && log) SG_ERROR("safetensors file %s: %s", path, w.buf);
+    return f;
+}
+
+sg_st_file *sg_st_open(const char *path) { return open_file(path, NULL, 0, 1); }
+
+sg_st_file *sg_st_open_why(const char *path, char *why, size_t cap) {
+    return open_file(path, why, cap, 0);
+}
+
+sg_st_file *sg_st_open_memory(const void *data, size_t size, const char *name, char *why,
+                              size_t cap) {
+    char own[768];
+    st_why w = {why ? why : own, why ? cap : sizeof own, 0};
+    if (w.cap) w.buf[0] = 0;
+    sg_st_file *f = calloc(1, sizeof *f);
+    SG_CHECK(f, "out of host memory");
+    f->path = strdup(name ? name : "(memory)");
+    SG_CHECK(f->path, "out of host memory");
+    f->map = data;
+    f->size = size;
+    f->mapped = 0;
+    if (parse_file(f, &w) != 0) {
         sg_st_close(f);
         return NULL;
     }
@@ -447,7 +587,7 @@ sg_st_file *sg_st_open(const char *path) {
 
 void sg_st_close(sg_st_file *f) {
     if (!f) return;
-    if (f->map) munmap((void *)f->map, f->size);
+    if (f->map && f->mapped) munmap((void *)f->map, f->size);
     for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
     for (int i = 0; i < f->n_meta; i++) {
         free(f->meta_k[i]);
@@ -456,6 +596,8 @@ void sg_st_close(sg_st_file *f) {
     free(f->meta_k);
     free(f->meta_v);
     free(f->t);
+    free(f->t_idx.slot);
+    free(f->m_idx.slot);
     free(f->path);
     free(f);
 }
@@ -467,15 +609,13 @@ const sg_st_tensor *sg_st_get(const sg_st_file *f, int i) {
 }
 
 const sg_st_tensor *sg_st_find(const sg_st_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
-    return NULL;
+    int i = index_find(f, 0, name);
+    return i >= 0 ? &f->t[i] : NULL;
 }
 
 const char *sg_st_meta(const sg_st_file *f, const char *key) {
-    for (int i = 0; i < f->n_meta; i++)
-        if (strcmp(f->meta_k[i], key) == 0) return f->meta_v[i];
-    return NULL;
+    int i = index_find(f, 1, key);
+    return i >= 0 ? f->meta_v[i] : NULL;
 }
 
 int sg_st_meta_count(const sg_st_file *f) { return f->n_meta; }

@@ -8,8 +8,12 @@
  *
  * Owns: the reader (the file is mmap'ed read-only; every tensor is checked:
  * dtype F32 or I64 only, shape product x element size == byte length, ranges
- * inside the file and non-overlapping) and the writer (tensors added from
- * host memory, written to a path atomically via a temporary file + rename).
+ * inside the file and non-overlapping; names and metadata keys unique) and
+ * the writer (tensors added from host memory, written to a path atomically
+ * via a temporary file + rename).
+ * Files are untrusted input: the header is at most SG_ST_MAX_HEADER bytes
+ * and parses in time linear in its length (names are looked up in a hash
+ * index); nothing is allocated in proportion to a declared shape.
  * Errors are logged naming the file and tensor, and the call returns NULL
  * or SG_ERR_RUNTIME (core/status.h): a corrupt or truncated file never
  * crashes. Only running out of host memory is fatal.
@@ -28,6 +32,10 @@ extern "C" {
 #endif
 
 #define SG_ST_MAX_DIMS 8
+/* The JSON header's length limit: 16 MiB. segtrain's largest checkpoint
+ * (resnet101 + momentum, ~1,400 tensors, its config) has a header of about
+ * 200 KB; huggingface's own reader allows 100 MB. */
+#define SG_ST_MAX_HEADER (16u << 20)
 
 typedef enum { SG_ST_F32 = 0, SG_ST_I64 = 1 } sg_st_dtype;
 
@@ -49,6 +57,15 @@ typedef struct sg_st_file sg_st_file;
 /* Opens and validates a file; NULL after logging an error naming the file
  * (and the tensor/key where one is at fault). */
 sg_st_file *sg_st_open(const char *path);
+/* The same without logging: NULL with the reason (the cause: cannot open,
+ * header too long, corrupt header at byte N, overlapping tensors, ...) in
+ * why[cap]. */
+sg_st_file *sg_st_open_why(const char *path, char *why, size_t cap);
+/* Parses a safetensors file held in memory (name is used in messages); the
+ * buffer must outlive the returned file. NULL with the reason in why[cap]
+ * (nothing logged). For tests and fuzzing. */
+sg_st_file *sg_st_open_memory(const void *data, size_t size, const char *name, char *why,
+                              size_t cap);
 void sg_st_close(sg_st_file *f);
 const char *sg_st_path(const sg_st_file *f);
 int sg_st_count(const sg_st_file *f);

@@ -7,7 +7,13 @@ ignore_index 255, backward, SGD step) on synthetic batches held in memory, like
 and resnet101 it uses torchvision's own deeplabv3_resnet50/101 builders.
 
 Run with a Python that has torch and torchvision (here: Debian's /usr/bin/python3,
-torch 1.13). Example, the CPU target row of docs/BENCHMARKS.md:
+torch 1.13, or a newer PyTorch in a venv). --dtype bf16 runs the step under
+torch.autocast(bfloat16) (PyTorch AMP: convolutions in bf16, master weights
+and the optimizer in fp32; segtrain's train.precision bf16); --channels-last
+puts the model and input in NHWC (PyTorch's recommended layout for AMP on
+GPUs); --tf32 on|off sets torch.backends.cudnn.allow_tf32 (PyTorch's default:
+on, segtrain's cudnn.allow_tf32). Example, the CPU target row of
+docs/BENCHMARKS.md:
 
     /usr/bin/python3 scripts/bench_torch.py --backbone resnet50 --batch 2 \
         --crop 256 256 --classes 19 --threads 2 --iters 5 --warmup 2 --json out.json
@@ -55,6 +61,8 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--tf32", default="default", choices=["default", "on", "off"],
+                    help="torch.backends.cudnn.allow_tf32 (default: PyTorch's, on)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
@@ -63,6 +71,8 @@ def main():
 
     if a.threads > 0:
         torch.set_num_threads(a.threads)
+    if a.tf32 != "default":
+        torch.backends.cudnn.allow_tf32 = a.tf32 == "on"
     torch.manual_seed(0)
     dev = torch.device(a.device)
     model = build_model(a.backbone, a.classes, not a.no_aux, a.output_stride).to(dev)
@@ -92,7 +102,7 @@ def main():
                 loss = loss + a.aux_weight * F.cross_entropy(out["aux"], y, ignore_index=255)
         loss.backward()
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     for _ in range(a.warmup):
         step()
@@ -113,6 +123,10 @@ def main():
         "threads": torch.get_num_threads(),
         "device": str(dev),
         "dtype": a.dtype,
+        "precision": ("autocast bf16" if a.dtype == "bf16" else "fp32")
+        + (", channels_last" if a.channels_last else "")
+        + (", cudnn TF32 " + ("on" if torch.backends.cudnn.allow_tf32 else "off")
+           if dev.type == "cuda" and a.dtype == "fp32" else ""),
         "iters": a.iters,
         "step_ms_median": med * 1000.0,
         "step_ms_min": min(times) * 1000.0,
@@ -125,7 +139,8 @@ def main():
     }
     if dev.type == "cuda":
         res["peak_device_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    print(f"pytorch: {res['img_per_s']:.3f} img/s, step {res['step_ms_median']:.1f} ms median "
+    print(f"pytorch {torch.__version__} ({res['precision']}): {res['img_per_s']:.3f} img/s, "
+          f"step {res['step_ms_median']:.1f} ms median "
           f"(min {res['step_ms_min']:.1f}, max {res['step_ms_max']:.1f}), "
           f"threads {res['threads']}, peak RSS {res['peak_rss_mib']:.0f} MiB")
     if a.json:

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """scripts/gpu-check-summary.py - the JSON summary of scripts/gpu-check.
 
-Usage: gpu-check-summary.py RESULTS_TSV OUT_JSON [OUT_DIR]
+Usage: gpu-check-summary.py RESULTS_TSV OUT_JSON [OUT_DIR [BENCH_DIR]]
 
 RESULTS_TSV has one line per step: name <TAB> pass|fail|not-available <TAB> detail.
-From OUT_DIR it also reads ops.log (per-op results of `test_backend_ops cuda`) and the
-bench JSON files (bench-segtrain.json, bench-torch.json, bench-torch-fp32.json),
-and writes the ratio segtrain / PyTorch img/s where both were measured.
+From OUT_DIR it also reads ops.log (per-op results of `test_backend_ops cuda`), and
+from BENCH_DIR (default OUT_DIR) the bench JSON files: bench-segtrain.json (fp32,
+TF32 allowed), bench-torch.json (PyTorch default: TF32), bench-segtrain-bf16.json,
+bench-torch-bf16.json (PyTorch AMP bf16, channels_last), and the older
+bench-torch-fp32.json; it writes the ratio segtrain / PyTorch img/s for each pair
+measured, and segtrain's bf16 / fp32 speed-up.
 Nothing is filled in that was not measured: a missing figure stays null.
 Exit status 0 when no step failed, 1 otherwise. Plain python3, no packages.
 """
@@ -95,16 +98,19 @@ def main():
     if os.path.exists(bundle_info):
         with open(bundle_info) as f:
             summary["bundle"] = f.read().strip().splitlines()
-    seg = load_json(os.path.join(out_dir, "bench-segtrain.json"))
-    for name in ("bench-segtrain", "bench-torch", "bench-torch-fp32"):
-        r = load_json(os.path.join(out_dir, name + ".json"))
+    bench_dir = sys.argv[4] if len(sys.argv) > 4 else out_dir
+    for name in ("bench-segtrain", "bench-torch", "bench-segtrain-bf16", "bench-torch-bf16",
+                 "bench-torch-fp32"):
+        r = load_json(os.path.join(bench_dir, name + ".json"))
         if r is not None:
             summary["bench"][name] = r
-    for name in ("bench-torch", "bench-torch-fp32"):
-        t = summary["bench"].get(name)
-        if seg and t and seg.get("img_per_s") and t.get("img_per_s"):
-            summary["bench"]["ratio_segtrain_over_" + name.replace("-", "_")] = (
-                seg["img_per_s"] / t["img_per_s"])
+    b = summary["bench"]
+    pairs = (("bench-segtrain", "bench-torch"), ("bench-segtrain-bf16", "bench-torch-bf16"),
+             ("bench-segtrain", "bench-torch-fp32"), ("bench-segtrain-bf16", "bench-segtrain"))
+    for a, c in pairs:
+        if b.get(a, {}).get("img_per_s") and b.get(c, {}).get("img_per_s"):
+            b["ratio_" + a.replace("-", "_") + "_over_" + c.replace("-", "_")] = (
+                b[a]["img_per_s"] / b[c]["img_per_s"])
     failed = [k for k, v in steps.items() if v["status"] == "fail"]
     summary["ok"] = not failed
     with open(sys.argv[2], "w") as f:

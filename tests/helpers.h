@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +57,16 @@ static inline int th_self_exe(char *out, size_t n) {
 static inline int th_exit_status(int st) {
     if (st == -1) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Ends a child that may still run (SIGKILL, then reaps it), for a test's
+ * exit path: a launcher's workers die with it (their parent-death signal).
+ * No-op for pid <= 0 or a child already reaped. */
+static inline void th_kill_child(pid_t pid) {
+    if (pid > 0 && waitpid(pid, NULL, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
 }
 
 /* Runs a printf-formatted command line with /bin/sh, echoing it to stderr;

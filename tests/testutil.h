@@ -64,10 +64,14 @@ static int tu_failed_cases = 0, tu_cases = 0, tu_case_failed = 0;
         if (tu_case_failed) tu_failed_cases++;                                   \
     } while (0)
 
-#define TEST_EXIT()                                                              \
-    (fprintf(stderr, "%d/%d cases passed\n", tu_cases - tu_failed_cases,         \
-             tu_cases),                                                          \
-     tu_failed_cases ? 1 : 0)
+/* main's exit status: `return TEST_EXIT();`. A function, not an expression
+ * macro, so that calling it without returning its value is a warning
+ * (warn_unused_result) instead of a test that always exits 0. */
+__attribute__((warn_unused_result, unused)) static int tu_exit_status(void) {
+    fprintf(stderr, "%d/%d cases passed\n", tu_cases - tu_failed_cases, tu_cases);
+    return tu_failed_cases ? 1 : 0;
+}
+#define TEST_EXIT() tu_exit_status()
 
 /* Max relative error of b against a: max|a-b| / max(max|a|, floor). */
 static inline double tu_max_rel_err(const float *a, const float *b, size_t n,

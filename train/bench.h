@@ -22,7 +22,8 @@
  *
  * It also measures the device's peak FLOP/s with the backend's own conv op on
  * a compute-bound 3x3 convolution (see sg_bench_conv_peak), unless a peak is
- * stated. Owns nothing after it returns; cmd/bench.c prints and writes JSON.
+ * stated; in the configured train.precision (bf16: the bf16 kernels' peak),
+ * which the result reports with how the backend runs its convolutions. Owns nothing after it returns; cmd/bench.c prints and writes JSON.
  */
 #ifndef SG_TRAIN_BENCH_H
 #define SG_TRAIN_BENCH_H
@@ -47,6 +48,8 @@ typedef struct sg_bench_opts {
 typedef struct sg_bench_result {
     int rank, world, threads;
     char backend[32], device[128];
+    char precision[8];            /* train.precision as the backend runs it: fp32 | bf16 */
+    char conv_math[160];          /* how its convolutions run (path, ISA / TF32) */
     int batch, accum, crop_h, crop_w;
     double *step_s;               /* [iters] wall seconds per timed step */
     double *cpu_s;                /* [iters] process CPU seconds (all threads) per step:

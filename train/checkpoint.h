@@ -12,7 +12,16 @@
  *    in data order) and meta_checksum ("sum64:<16 hex>", the sum of the
  *    FNV-1a of every other metadata key and value: a flipped digit in iter
  *    or sample_pos would otherwise resume at the wrong place unnoticed;
- *    files without it are still read).
+ *    files without it are still read), and run_id (16 hex digits, random,
+ *    drawn when a run starts fresh and kept across its resumes; files from
+ *    before run ids have none and count as the resuming run's own).
+ * Checkpoints are untrusted input: every metadata value is parsed strictly
+ * and range-checked (counts 0..2^53, world_size 1..65536, seed 0..2^31-1,
+ * momentum_initialized 0/1, best_miou NaN or 0..1, best_iter -1..iter),
+ * num_batches_tracked 0..2^62, the stored config goes through the YAML
+ * limits and validation of a user's file, and a model is built from a
+ * stored config only after the file's tensors are checked against the size
+ * that config implies (train/from_checkpoint.h). Errors name their cause.
  * Writing: <path>.tmp, fflush + fsync, rename over <path>, fsync of the
  * directory - a crash at any moment leaves the previous file intact.
  * Files live in <run_dir>/checkpoints/ as iter_<8 digits>.safetensors plus
@@ -35,6 +44,9 @@
 
 #define SG_CKPT_FORMAT "segtrain-checkpoint"
 #define SG_CKPT_FORMAT_VERSION 1
+#define SG_RUN_ID_LEN 16                       /* hex digits */
+#define SG_CKPT_MAX_COUNT (INT64_C(1) << 53)   /* iter, epoch, sample_pos, total_steps */
+#define SG_CKPT_MAX_WORLD 65536
 
 /* Everything besides tensors that resuming needs. */
 typedef struct sg_train_state {
@@ -47,7 +59,13 @@ typedef struct sg_train_state {
     int momentum_initialized;
     double best_miou;      /* NaN until a first evaluation */
     int64_t best_iter;     /* -1 until then */
+    char run_id[SG_RUN_ID_LEN + 1]; /* "" = a file written before run ids */
 } sg_train_state;
+
+/* A new random run id (16 hex digits, from getrandom(2)): which run a
+ * checkpoint or metrics line belongs to. Not training randomness (that is
+ * kernels/rng.h, from the seed): two runs with one seed still differ. */
+void sg_ckpt_new_run_id(char out[SG_RUN_ID_LEN + 1]);
 
 /* ---- a checkpoint being assembled (generic: any tensors) ---- */
 typedef struct sg_ckpt_builder {
@@ -76,9 +94,19 @@ uint64_t sg_ckpt_file_checksum(const sg_st_file *f);
 
 /* Opens path and checks it is a complete segtrain checkpoint: readable,
  * format and version known, tensor_count, checksum and (when present)
- * meta_checksum matching. Returns the
- * open file, or NULL with the reason in why[cap] (nothing logged). */
+ * meta_checksum matching. Returns the open file, or NULL with the reason in
+ * why[cap] (nothing logged): the cause itself (the header's error and its
+ * byte, a checksum mismatch, ...), not a generic "truncated or corrupt". */
 sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap);
+
+/* The checks of sg_ckpt_open_valid on a file already open (e.g. from
+ * memory): SG_OK, or SG_ERR_RUNTIME with the reason in why[cap]. */
+sg_status sg_ckpt_check(const sg_st_file *f, char *why, size_t cap);
+
+/* The run id in an open file's metadata into out ("" when it has none).
+ * SG_OK, or SG_ERR_RUNTIME when it is not 16 hex digits (reason in why). */
+sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char *why,
+                         size_t cap);
 
 /* ---- the trainer's checkpoints ---- */
 /* Writes model + optimizer + state + schedule + config to path. SG_OK, or
@@ -86,14 +114,16 @@ sg_st_file *sg_ckpt_open_valid(const char *path, char *why, size_t cap);
 sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
                        const sg_train_state *st, const sg_lr_schedule *sched,
                        const sg_config *cfg);
-/* Reads the state from the metadata. SG_OK, or SG_ERR_RUNTIME after logging
- * the key. */
+/* Reads the state from the metadata, every value range-checked (see the top
+ * comment). SG_OK, or SG_ERR_RUNTIME after logging the key, its value and
+ * the allowed range. */
 sg_status sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st);
-/* Loads the stored config YAML into cfg (over the defaults). SG_OK, or
- * SG_ERR_CONFIG (logged). */
+/* Loads the stored config YAML into cfg (over its current values) with the
+ * limits of any YAML input (core/config.h). SG_OK, or SG_ERR_CONFIG
+ * (logged, naming <file>:__metadata__.config:line:column). */
 sg_status sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg);
-/* Loads every registry entry (shapes must match exactly). SG_OK, or
- * SG_ERR_RUNTIME after logging the tensor. */
+/* Loads every registry entry (shapes must match exactly; num_batches_tracked
+ * 0..2^62). SG_OK, or SG_ERR_RUNTIME after logging the tensor. */
 sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m);
 /* Loads every momentum buffer the optimizer has (must all be present when
  * the file says momentum_initialized). SG_OK or SG_ERR_RUNTIME (logged). */
@@ -105,14 +135,25 @@ sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);
 sg_status sg_ckpt_dir(const char *run_dir, int create, char *out, size_t cap);
 void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap);
 void sg_ckpt_best_path(const char *run_dir, char *out, size_t cap);
-/* Deletes all but the newest `keep` iter_*.safetensors up to iteration
- * `newest` (the one just written, which is therefore never deleted; keep <= 0:
- * keep all) and stale *.tmp files. Files of later iterations are neither
- * counted nor deleted. Returns the number deleted. */
-int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest);
-/* Newest valid iter_*.safetensors in run_dir: 1 and its path in out; 0 when
- * there is none. Corrupt or truncated files are reported (warning naming the
- * file and reason) and skipped. */
+/* Deletes all but the newest `keep` iter_*.safetensors of run `run_id` up
+ * to iteration `newest` (the one just written, which is therefore never
+ * deleted; keep <= 0: keep all) and stale *.tmp files. Files of later
+ * iterations, of another run, or whose header cannot be read are neither
+ * counted nor deleted; files without a run id count as this run's. Returns
+ * the number deleted. */
+int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest, const char *run_id);
+/* The newest valid iter_*.safetensors of the run being resumed: that run is
+ * the one named by the newest file whose header can be read; files of
+ * other runs are skipped (a warning names them), as are corrupt or truncated
+ * ones (a warning names the file and the cause). 1 and its path in out, 0
+ * when there is none. */
 int sg_ckpt_find_latest(const char *run_dir, char *out, size_t cap);
+/* Checkpoint files (iter_*, best) in run_dir that are not run `run_id`'s:
+ * run_id NULL counts every file (a fresh run owns none); "" (a file from
+ * before run ids being resumed) counts the files that have a run id; else
+ * the files with another run id. Returns the count; the newest of them and
+ * its run id ("" or "?" when unreadable) in path / their_id. */
+int sg_ckpt_foreign(const char *run_dir, const char *run_id, char *path, size_t cap,
+                    char their_id[SG_RUN_ID_LEN + 2]);
 
 #endif

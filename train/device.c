@@ -21,6 +21,10 @@ sg_status sg_device_for_rank(const char *device, int local_rank, int local_world
     return SG_OK;
 }
 
+int sg_precision_of(const sg_config *cfg) {
+    return strcmp(cfg->train.precision, "bf16") == 0 ? SG_PRECISION_BF16 : SG_PRECISION_FP32;
+}
+
 sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
     sg_dist_env own;
     if (!env) {
@@ -33,7 +37,9 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
         return NULL;
     sg_backend_opts bo = {.threads = cfg->threads,
                           .cudnn_benchmark = cfg->cudnn.benchmark,
-                          .cudnn_deterministic = cfg->cudnn.deterministic};
+                          .cudnn_deterministic = cfg->cudnn.deterministic,
+                          .precision = sg_precision_of(cfg),
+                          .allow_tf32 = cfg->cudnn.allow_tf32};
     sg_backend *be = sg_backend_create(dev, &bo);
     if (!be) return NULL;
     sg_backend_info bi;
@@ -43,5 +49,6 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
                 bi.name, bi.device, cfg->device, env->local_world);
     else
         SG_INFO("device: %s (%s)", bi.name, bi.device);
+    SG_INFO("precision: train.precision %s; convolutions %s", cfg->train.precision, bi.conv_math);
     return be;
 }

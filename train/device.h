@@ -24,10 +24,15 @@
 sg_status sg_device_for_rank(const char *device, int local_rank, int local_world, char *out,
                              size_t n);
 
+/* SG_PRECISION_* for train.precision (validated by the schema: fp32|bf16). */
+int sg_precision_of(const sg_config *cfg);
+
 /* Opens the backend cfg->device names for this process: the device mapped by
  * the rule above with env's local rank (env = the launch environment already
  * read, or NULL to read it here), the options from the config (threads,
- * cudnn.benchmark, cudnn.deterministic). Logs the choice once. Returns NULL
+ * cudnn.benchmark, cudnn.deterministic, train.precision, cudnn.allow_tf32:
+ * so train, eval, predict and bench all run the configured precision). Logs
+ * the device and how its convolutions run. Returns NULL
  * after logging when the device cannot be opened - or, with env NULL, when
  * the launch environment is malformed (callers that must report that as a
  * configuration error read it first with sg_dist_env_read). */

@@ -1,11 +1,14 @@
 /* train/evaluator.c - see evaluator.h. */
 #include "train/evaluator.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/from_checkpoint.h"
 #include "core/log.h"
+#include "data/png.h"
+#include "train/progress.h"
 #include "data/sampler.h"
 
 sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
@@ -15,6 +18,7 @@ sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *
     ev->ds = ds;
     ev->num_classes = cfg->model.num_classes;
     ev->ignore_index = cfg->data.ignore_index;
+    snprintf(ev->label, sizeof ev->label, "evaluation");
     ev->crop_h = cfg->eval.crop_size[0];
     ev->crop_w = cfg->eval.crop_size[1];
     ev->stride_h = cfg->eval.stride[0] ? cfg->eval.stride[0] : ev->crop_h;
@@ -25,8 +29,8 @@ sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *
     }
     sg_loader_opts lo;
     /* sliding windows process one image at a time */
-    sg_loader_opts_from_config(&lo, &cfg->data, 0, ev->crop_h ? 1 : cfg->eval.batch_size,
-                               (uint64_t)cfg->seed);
+    ev->batch = ev->crop_h ? 1 : cfg->eval.batch_size;
+    sg_loader_opts_from_config(&lo, &cfg->data, 0, ev->batch, (uint64_t)cfg->seed);
     sg_loader_opts_use_backend(&lo, be);
     ev->loader = sg_loader_create(ds, &lo);
     if (!ev->loader) return SG_ERR_RUNTIME;
@@ -56,6 +60,66 @@ static void ensure_px(sg_evaluator *ev, size_t px) {
     ev->d_lab = be->ops->alloc(be, px);
     ev->d_pred = be->ops->alloc(be, px);
     ev->cap_px = px;
+}
+
+static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, int w,
+                                  size_t available, const char *what) {
+    if (ev->crop_h) return SG_OK;
+    if (n == ev->fit_n && h == ev->fit_h && w == ev->fit_w) return SG_OK;
+    size_t plan = sg_model_plan_bytes(m, n, h, w, 0);
+    if (plan == 0) return SG_OK; /* a shape the model refuses: planning reports it */
+    size_t px = (size_t)n * h * w;
+    size_t bufs = px > ev->cap_px ? px * 5 : 0; /* image (3), label, prediction */
+    const char *dev = "the device";
+    sg_backend_info bi;
+    if (!available) {
+        sg_backend_get_info(ev->be, &bi);
+        if (!bi.mem_available) return SG_OK; /* unknown: nothing to compare with */
+        /* a re-plan frees the current arena first; bigger buffers replace the old */
+        available = bi.mem_available + sg_model_activation_bytes(m) + (bufs ? ev->cap_px * 5 : 0);
+        dev = bi.name;
+    }
+    size_t need = plan + bufs;
+    if (need > available) {
+        SG_ERROR("evaluation: %s%s%dx%d image%s (whole-image evaluation, %d per pass) needs about "
+                 "%.1f GiB on %s (the model's inference plan %.1f GiB + image buffers) but %.1f "
+                 "GiB are available: evaluate in sliding windows with eval.crop_size (e.g. --set "
+                 "eval.crop_size=[1024,1024]), or lower eval.batch_size",
+                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", n, gib(need),
+                 dev, gib(plan), gib(available));
+        return SG_ERR_CONFIG;
+    }
+    ev->fit_n = n;
+    ev->fit_h = h;
+    ev->fit_w = w;
+    return SG_OK;
+}
+
+sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices,
+                                 int64_t n) {
+    if (ev->preflight_done || ev->crop_h) return SG_OK;
+    ev->preflight_done = 1;
+    int64_t best = -1;
+    int bh = 0, bw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int h, w;
+        char err[SG_DATA_ERR_LEN];
+        const char *path = sg_dataset_image_path(ev->ds, indices[i]);
+        if (sg_png_read_size(path, &h, &w, err, sizeof err) != SG_OK) continue;
+        if (best < 0 || (int64_t)h * w > (int64_t)bh * bw) {
+            best = indices[i];
+            bh = h;
+            bw = w;
+        }
+    }
+    if (best < 0) return SG_OK;
+    int nb = (int64_t)ev->batch < n ? ev->batch : (int)n;
+    sg_status rc = sg_evaluator_check_fits(ev, m, nb, bh, bw, 0,
+                                           sg_dataset_image_path(ev->ds, best));
+    ev->fit_n = ev->fit_h = ev->fit_w = 0; /* checked against today's memory, not planned */
+    return rc;
 }
 
 /* Whole images: one forward over the batch. SG_OK or SG_ERR_RUNTIME. */
@@ -143,7 +207,15 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
     be->ops->zero(be, ev->d_conf, cc * sizeof(int64_t));
     ev->images = 0;
     sg_status rc = SG_OK;
-    if (n > 0 && sg_loader_start(ev->loader, indices, n, epoch) != 0) rc = SG_ERR_RUNTIME;
+    /* rank 0 shows its own shard's progress (the others run in step) */
+    sg_progress prog;
+    int world = sg_comm_world(comm);
+    char what[sizeof ev->label + 32];
+    snprintf(what, sizeof what, world > 1 ? "%s (rank 0's share)" : "%s", ev->label);
+    sg_progress_begin(&prog, what, n, sg_comm_rank(comm) == 0);
+    if (sg_evaluator_preflight(ev, m, indices, n) != SG_OK) rc = SG_ERR_RUNTIME;
+    if (rc == SG_OK && n > 0 && sg_loader_start(ev->loader, indices, n, epoch) != 0)
+        rc = SG_ERR_RUNTIME;
     while (rc == SG_OK && n > 0) {
         sg_batch *b = NULL;
         int r = sg_loader_next(ev->loader, &b);
@@ -153,6 +225,12 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
         }
         if (r == 0) break;
         size_t px = (size_t)b->n * b->h * b->w;
+        if (sg_evaluator_check_fits(ev, m, b->n, b->h, b->w, 0,
+                                    sg_dataset_image_path(ev->ds, b->indices[0])) != SG_OK) {
+            sg_loader_release(ev->loader, b);
+            rc = SG_ERR_RUNTIME;
+            break;
+        }
         ensure_px(ev, px);
         be->ops->upload(be, ev->d_img, b->images, px * 3);
         be->ops->upload(be, ev->d_lab, b->labels, px);
@@ -162,7 +240,9 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
         rc = ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
         if (rc == SG_OK) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
         ev->images += n_img;
+        sg_progress_update(&prog, ev->images);
     }
+    sg_progress_end(&prog);
     be->ops->sync(be);
     be->ops->download(be, conf, ev->d_conf, cc * sizeof(int64_t));
     /* Every rank reaches the all-reduce, even after a local error, so no peer

@@ -32,6 +32,10 @@ typedef struct sg_evaluator {
     size_t cap_px;
     int64_t *d_conf;                           /* device [C*C] */
     int64_t images;                            /* counted by the last run */
+    int batch;                                 /* images per whole-image pass */
+    int fit_n, fit_h, fit_w;                   /* the last shape found to fit memory */
+    int preflight_done;
+    char label[32];   /* progress lines: "evaluation" unless the caller renames it */
 } sg_evaluator;
 
 /* SG_OK, or SG_ERR_RUNTIME after logging (loader creation). */
@@ -46,6 +50,27 @@ void sg_evaluator_free(sg_evaluator *ev);
  * same). */
 sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
                            const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf);
+
+/* Whole-image evaluation memory: before a batch of n images of h x w is
+ * planned, the model's inference plan for that shape (sg_model_plan_bytes)
+ * plus the evaluator's image buffers must fit in what the backend has
+ * (sg_backend_info.mem_available, plus the plan and buffers a re-plan frees
+ * first); `available` != 0 stands in for the backend's figure (tests). An
+ * 8000x8000 image asked the CPU for 10.7 GB before this check. SG_OK, or
+ * SG_ERR_CONFIG after logging the image size (and `what`, e.g. its path),
+ * the estimate, the memory available and the remedy: eval.crop_size
+ * (sliding windows) or a smaller eval.batch_size. Sliding-window evaluation
+ * (eval.crop_size set) is not checked here: its plan is the crop's. */
+sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, int w,
+                                  size_t available, const char *what);
+/* The same for the largest image among indices[n] (sizes read from the
+ * files' headers; a file whose header cannot be read is left to the check
+ * at its batch), once per evaluator: the trainer calls it before its first
+ * step so a validation that cannot fit stops the run at once, not after
+ * eval_every iterations; sg_evaluator_run calls it on its first run.
+ * SG_OK or SG_ERR_CONFIG (logged). */
+sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices,
+                                 int64_t n);
 
 /* The exact shard of a whole dataset for this rank (malloc'd, *n set). */
 int64_t *sg_evaluator_shard(int64_t size, int world, int rank, int64_t *n);

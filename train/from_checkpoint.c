@@ -5,6 +5,7 @@
 
 #include "train/checkpoint.h"
 #include "core/log.h"
+#include "kernels/backend.h"
 #include "model/model_io.h"
 
 sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg) {
@@ -27,28 +28,79 @@ sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config 
     return rc == SG_OK ? SG_OK : SG_ERR_CONFIG;
 }
 
+/* The file's model tensors (everything but optimizer.*) against what the
+ * config's model holds, before that model is allocated: a small file whose
+ * stored config says base_width 1024 must not make us allocate 16 GB. Also
+ * the parameters against the device's memory. SG_OK, or SG_ERR_CONFIG
+ * after logging both sides. */
+static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const sg_config *cfg,
+                            sg_backend *be) {
+    sg_model_size want;
+    sg_model_expected_size(mo, &want);
+    size_t f32 = 0, i64 = 0;
+    int n = 0;
+    for (int i = 0; i < sg_st_count(f); i++) {
+        const sg_st_tensor *t = sg_st_get(f, i);
+        if (strncmp(t->name, "optimizer.", 10) == 0) continue;
+        n++;
+        if (t->dtype == SG_ST_F32)
+            f32 += t->count;
+        else
+            i64 += t->count;
+    }
+    if (n != want.tensors || f32 != want.f32 || i64 != want.i64) {
+        SG_ERROR("%s holds %d model tensors with %zu float values, but the model its config "
+                 "describes (model.backbone %s, base_width %d, num_classes %d, aux_head %s, %d "
+                 "ASPP rates) has %d tensors with %zu (%.1f MiB): the file does not fit that "
+                 "config (another model, or a corrupt or crafted file); pass the training "
+                 "config with --config", sg_st_path(f), n, f32, cfg->model.backbone,
+                 cfg->model.base_width, cfg->model.num_classes,
+                 cfg->model.aux_head ? "true" : "false", cfg->model.n_aspp_rates, want.tensors,
+                 want.f32, (double)want.f32 * 4 / 1048576.0);
+        return SG_ERR_CONFIG;
+    }
+    sg_backend_info bi;
+    sg_backend_get_info(be, &bi);
+    size_t need = want.f32 * sizeof(float) * 2; /* weights and gradients */
+    if (bi.mem_available && need > bi.mem_available) {
+        SG_ERROR("%s: the model needs %.1f MiB for its parameters but %s has %.1f MiB "
+                 "available", sg_st_path(f), (double)need / 1048576.0, bi.name,
+                 (double)bi.mem_available / 1048576.0);
+        return SG_ERR_CONFIG;
+    }
+    return SG_OK;
+}
+
 sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck) {
     sg_model_opts mo;
     if (sg_model_opts_from_config(&mo, cfg) != SG_OK) return NULL;
-    sg_model *m = sg_model_create(be, &mo);
-    if (!m) return NULL;
     sg_st_file *f = sg_st_open(ck);
     if (!f) {
         SG_ERROR("cannot read checkpoint %s (see above)", ck);
-        sg_model_destroy(m);
         return NULL;
     }
-    sg_status rc;
     const char *fmt = sg_st_meta(f, "format");
-    if (fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0) {
+    int is_ckpt = fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0;
+    if (is_ckpt) {
         sg_st_close(f);
-        char why[512];
+        char why[1024];
         f = sg_ckpt_open_valid(ck, why, sizeof why);
         if (!f) {
             SG_ERROR("checkpoint %s: %s", ck, why);
-            sg_model_destroy(m);
             return NULL;
         }
+    }
+    if (check_size(f, &mo, cfg, be) != SG_OK) {
+        sg_st_close(f);
+        return NULL;
+    }
+    sg_model *m = sg_model_create(be, &mo);
+    if (!m) {
+        sg_st_close(f);
+        return NULL;
+    }
+    sg_status rc;
+    if (is_ckpt) {
         rc = sg_ckpt_load_model(f, m);
     } else {
         sg_load_report rep;

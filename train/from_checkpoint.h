@@ -13,13 +13,20 @@
 
 /* The configuration for a command working on checkpoint ck: --config when
  * given (with --set), else the config stored in the checkpoint's metadata
- * with the --set overrides applied. Returns SG_OK, or SG_ERR_CONFIG (logged;
- * an unreadable checkpoint too: it is the user's --checkpoint). */
+ * (untrusted: loaded with the YAML limits and validated like a user's file)
+ * with the --set overrides applied. A stored config's run_dir is not the
+ * user's: callers write nothing there (cli->config_path tells them apart).
+ * Returns SG_OK, or SG_ERR_CONFIG (logged, naming the cause; an unreadable
+ * checkpoint too: it is the user's --checkpoint). */
 sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
 
 /* Creates the model described by cfg on be and loads ck into it: a segtrain
  * checkpoint (validated, every tensor required), or any safetensors weights
- * file (exported, torchvision names) loaded strictly. NULL after logging. */
+ * file (exported, torchvision names) loaded strictly. Before anything is
+ * allocated the file's model tensors (count, float and int64 values) must
+ * equal what cfg's model holds (model/model_io.h sg_model_expected_size) and
+ * the parameters must fit the device's available memory. NULL after
+ * logging. */
 sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck);
 
 /* Makes the loader allocate its batch buffers with be->ops->host_alloc

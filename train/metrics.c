@@ -6,11 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
-
-static const char *const cityscapes_names[19] = {
-    "road", "sidewalk", "building", "wall", "fence", "pole", "traffic light",
-    "traffic sign", "vegetation", "terrain", "sky", "person", "rider", "car",
-    "truck", "bus", "train", "motorcycle", "bicycle"};
+#include "data/dataset.h"
 
 void sg_metrics_from_confusion(const int64_t *conf, int c, sg_metrics *m) {
     SG_CHECK(c >= 1 && c <= SG_METRICS_MAX_CLASSES, "metrics: %d classes (1..%d)", c,
@@ -46,9 +42,9 @@ void sg_metrics_from_confusion(const int64_t *conf, int c, sg_metrics *m) {
 const char *sg_class_name(const sg_config *cfg, int i, char *buf) {
     if (cfg && i < cfg->data.n_class_names && cfg->data.class_names[i][0])
         return cfg->data.class_names[i];
-    if (cfg && strcmp(cfg->data.format, "cityscapes") == 0 && cfg->model.num_classes == 19 &&
-        i < 19)
-        return cityscapes_names[i];
+    /* the layout's own names: Cityscapes 19, VOC 21, ADE20K 150 */
+    const char *own = cfg ? sg_layout_class_name(cfg->data.format, cfg->model.num_classes, i) : NULL;
+    if (own) return own;
     snprintf(buf, SG_NAME, "class_%d", i);
     return buf;
 }

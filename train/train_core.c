@@ -19,7 +19,7 @@ sg_status sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
     if (sg_dist_env_read(&env) != 0) return SG_ERR_CONFIG;
     c->be = sg_open_backend(cfg, &env);
     if (!c->be) return SG_ERR_RUNTIME;
-    c->comm = sg_comm_create(cfg, c->be);
+    c->comm = sg_comm_create_stoppable(cfg, c->be, c->stop);
     if (!c->comm) return SG_ERR_RUNTIME;
     c->rank = sg_comm_rank(c->comm);
     c->world = sg_comm_world(c->comm);
@@ -65,6 +65,15 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
     c->m = sg_model_create(c->be, &mo);
     if (!c->m) return SG_ERR_CONFIG; /* logged: the options are invalid */
     sg_model_init(c->m, (uint64_t)cfg->seed);
+    /* the published DeepLabV3 figures (mmsegmentation's, torchvision's) all
+     * start from ImageNet weights; from scratch they are far out of reach */
+    if (load_pretrained_weights && verbose && !cfg->model.pretrained[0] &&
+        cfg->model.base_width == 64 &&
+        (!strcmp(cfg->model.backbone, "resnet50") || !strcmp(cfg->model.backbone, "resnet101")))
+        SG_WARN("model.pretrained is empty: this %s run starts from random initialisation, not "
+                "ImageNet weights; the published mIoU figures (configs/*.yaml) assume them: get "
+                "torchvision's %s file, `segtrain convert` it and set model.pretrained (README, "
+                "\"ImageNet weights\")", cfg->model.backbone, cfg->model.backbone);
     if (load_pretrained_weights && cfg->model.pretrained[0] &&
         load_pretrained(c->m, cfg) != SG_OK) {
         /* the file is the user's choice: a configuration error */

@@ -68,6 +68,9 @@ typedef struct sg_train_core {
     float mean[3], std[3];
     sg_micro_batch *slot;         /* [K]: img/lab sized for B x crop; the caller
                                      uploads into them and sets n, h, w, valid */
+    const volatile sig_atomic_t *stop; /* set before open (or NULL): a stop
+                                     signal's flag, which ends joining the
+                                     other ranks at once (dist/comm.h) */
 } sg_train_core;
 
 /* Each returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG (logged; see

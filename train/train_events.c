@@ -3,6 +3,7 @@
  * checkpoint), the leftover-sample pass, and checkpoint writing by rank 0. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,13 +12,31 @@
 #include "train/jsonw.h"
 #include "core/log.h"
 #include "train/metrics.h"
+#include "train/progress.h"
 #include "train/trainer_internal.h"
 #include "data/sampler.h"
 
-static void fmt_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)s;
-    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+/* Validations still to run after this iteration (every eval_every, and the
+ * final one). */
+static int64_t validations_left(const trainer *T) {
+    if (!T->have_ev_val) return 0;
+    int64_t e = T->cfg->train.eval_every, left = 1;
+    if (e > 0) left += (T->st.total_steps - 1) / e - T->st.iter / e;
+    return left > 0 ? left : 0;
+}
+
+/* Folded leftover passes as a suffix of the progress line ("" when none). */
+static void leftover_suffix(trainer *T, char *buf, size_t n) {
+    buf[0] = 0;
+    if (T->left_folded == 0) return;
+    if (T->left_folded == 1)
+        snprintf(buf, n, "  leftover mIoU %.2f (epoch %lld)", 100.0 * T->left_miou,
+                 (long long)T->left_epoch);
+    else
+        snprintf(buf, n, "  leftover mIoU %.2f (epoch %lld; %lld epochs since the last line, "
+                 "every value in metrics.jsonl)", 100.0 * T->left_miou, (long long)T->left_epoch,
+                 (long long)T->left_folded);
+    T->left_folded = 0;
 }
 
 void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
@@ -25,20 +44,36 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
     sg_loader_stats ls;
     sg_loader_get_stats(T->loader, &ls);
     int64_t steps = T->st.iter - T->iter_log;
-    double dt = t - T->t_log;
+    /* the steps' own time: evaluations and checkpoints since the last line
+     * are not training throughput */
+    double dt = t - T->t_log - T->paused_s;
+    if (dt <= 0) dt = t - T->t_log;
     double img_s = dt > 0 ? (double)steps * T->c.B * T->c.K * T->c.world / dt : 0;
     double wait = ls.consumer_wait_s - T->wait_log;
-    double eta = steps > 0 ? dt / steps * (double)(T->st.total_steps - T->st.iter) : 0;
+    /* ETA: a smoothed step time (one slow interval does not swing it) for the
+     * steps left, plus the validations left at the last one's duration */
+    if (steps > 0) sg_ema(&T->step_s_ema, dt / (double)steps, 0.3);
+    double eta = T->step_s_ema * (double)(T->st.total_steps - T->st.iter) +
+                 T->val_s * (double)validations_left(T);
     sg_backend_info bi;
     sg_backend_get_info(T->c.be, &bi);
-    char eta_s[32];
-    fmt_eta(eta_s, sizeof eta_s, eta);
+    char eta_s[32], left[160];
+    sg_fmt_duration(eta_s, sizeof eta_s, eta);
+    leftover_suffix(T, left, sizeof left);
     if (T->c.rank == 0) {
         SG_INFO("iter %lld/%lld  epoch %lld  loss %.4f (main %.4f aux %.4f)  lr %.3e  "
-                "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)",
+                "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)%s",
                 (long long)T->st.iter, (long long)T->st.total_steps, (long long)T->st.epoch,
                 o->loss, o->loss_main, o->loss_aux, lr, img_s, wait, eta_s,
-                (double)bi.mem_in_use / 1048576.0, (double)bi.mem_peak / 1048576.0);
+                (double)bi.mem_in_use / 1048576.0, (double)bi.mem_peak / 1048576.0, left);
+        int64_t it = T->st.iter;
+        sg_tb_scalar(T->tb, it, "train/loss", o->loss);
+        sg_tb_scalar(T->tb, it, "train/loss_main", o->loss_main);
+        sg_tb_scalar(T->tb, it, "train/loss_aux", o->loss_aux);
+        sg_tb_scalar(T->tb, it, "train/lr", lr);
+        sg_tb_scalar(T->tb, it, "train/img_per_s", img_s);
+        sg_tb_scalar(T->tb, it, "train/data_wait_s", wait);
+        sg_tb_flush(T->tb);
         sg_json j = {0};
         sg_json_begin(&j);
         sg_json_int(&j, "iter", (long long)T->st.iter);
@@ -52,17 +87,36 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
         sg_json_num(&j, "step_time_s", steps > 0 ? dt / steps : 0);
         sg_json_int(&j, "mem_bytes", (long long)bi.mem_in_use);
         sg_json_int(&j, "mem_peak_bytes", (long long)bi.mem_peak);
+        sg_json_str(&j, "run_id", T->st.run_id);
         sg_json_end(&j);
         sg_jsonl_append(T->metrics_path, &j);
         sg_json_free(&j);
     }
     T->t_log = t;
+    T->paused_s = 0;
     T->wait_log = ls.consumer_wait_s;
     T->iter_log = T->st.iter;
 }
 
-/* Validation on the whole val split; rank 0 prints the table and writes
- * eval/iter_<N>.json and a metrics.jsonl line. SG_OK or SG_ERR_RUNTIME. */
+/* The class table through the log, so logs/rank<N>.log has it too. */
+static void log_table(const sg_metrics *mt, const sg_config *cfg) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    SG_CHECK(f != NULL, "out of host memory");
+    sg_metrics_print_table(mt, cfg, f);
+    fclose(f);
+    for (char *line = text, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        SG_INFO("%s", line);
+    }
+    free(text);
+}
+
+/* Validation on the whole val split; rank 0 logs the table and writes
+ * eval/iter_<N>.json, a metrics.jsonl line and the TensorBoard scalars.
+ * SG_OK or SG_ERR_RUNTIME. */
 static sg_status run_validation(trainer *T, double *miou) {
     int64_t n;
     int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), T->c.world, T->c.rank, &n);
@@ -78,7 +132,7 @@ static sg_status run_validation(trainer *T, double *miou) {
         if (T->c.rank == 0) {
             SG_INFO("validation at iteration %lld (%lld images, %.1fs):", (long long)T->st.iter,
                     (long long)sg_dataset_size(T->val_ds), sg_now_s() - t0);
-            sg_metrics_print_table(&mt, T->cfg, stdout);
+            log_table(&mt, T->cfg);
             char dir[SG_STR + 16], path[SG_STR + 64];
             snprintf(dir, sizeof dir, "%s/eval", T->cfg->run_dir);
             if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -87,6 +141,7 @@ static sg_status run_validation(trainer *T, double *miou) {
             sg_json j = {0};
             sg_json_begin(&j);
             sg_json_int(&j, "iter", (long long)T->st.iter);
+            sg_json_str(&j, "run_id", T->st.run_id);
             sg_json_str(&j, "split", T->cfg->data.val_split);
             sg_json_int(&j, "images", (long long)sg_dataset_size(T->val_ds));
             sg_metrics_to_json(&mt, T->cfg, &j);
@@ -95,21 +150,34 @@ static sg_status run_validation(trainer *T, double *miou) {
             sg_json_begin(&j);
             sg_json_int(&j, "iter", (long long)T->st.iter);
             sg_json_int(&j, "epoch", (long long)T->st.epoch);
+            sg_json_str(&j, "run_id", T->st.run_id);
             sg_json_num(&j, "val_miou", mt.miou);
             sg_json_num(&j, "val_macc", mt.macc);
             sg_json_num(&j, "val_pixel_acc", mt.pixel_acc);
             sg_json_end(&j);
             sg_jsonl_append(T->metrics_path, &j);
             sg_json_free(&j);
+            sg_tb_scalar(T->tb, T->st.iter, "val/mIoU", mt.miou);
+            sg_tb_scalar(T->tb, T->st.iter, "val/mAcc", mt.macc);
+            sg_tb_scalar(T->tb, T->st.iter, "val/pixel_acc", mt.pixel_acc);
+            for (int c = 0; c < mt.num_classes; c++) {
+                if (isnan(mt.iou[c])) continue; /* absent class: no IoU, as in the eval JSON */
+                char name[SG_NAME], tag[SG_NAME + 16];
+                snprintf(tag, sizeof tag, "val/iou/%s", sg_class_name(T->cfg, c, name));
+                sg_tb_scalar(T->tb, T->st.iter, tag, mt.iou[c]);
+            }
+            sg_tb_flush(T->tb);
         }
     }
     free(conf);
+    T->val_s = sg_now_s() - t0;
+    T->paused_s += T->val_s;
     return rc;
 }
 
 /* The samples the finished epoch left out (drop_last): positions
  * [end_pos, N) of its global order, evaluated once, sharded exactly. */
-sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
+static sg_status leftover_pass(trainer *T, int64_t end_pos) {
     int64_t N = sg_dataset_size(T->train_ds);
     int64_t total = N - end_pos;
     if (total <= 0) return SG_OK;
@@ -133,12 +201,22 @@ sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
             T->dbg->leftover_samples += total;
         }
         if (T->c.rank == 0) {
-            SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
-                    "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
+            /* epochs shorter than a log interval would print a line each:
+             * the next progress line carries the newest instead */
+            if (T->steps_epoch < T->cfg->train.log_every) {
+                T->left_folded++;
+                T->left_epoch = T->st.epoch;
+                T->left_miou = mt.miou;
+            } else {
+                SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
+                        "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
+            }
+            sg_tb_scalar(T->tb, T->st.iter, "leftover/mIoU", mt.miou);
             sg_json j = {0};
             sg_json_begin(&j);
             sg_json_int(&j, "iter", (long long)T->st.iter);
             sg_json_int(&j, "epoch", (long long)T->st.epoch);
+            sg_json_str(&j, "run_id", T->st.run_id);
             sg_json_num(&j, "leftover_miou", mt.miou);
             sg_json_int(&j, "leftover_samples", (long long)total);
             sg_json_end(&j);
@@ -152,9 +230,24 @@ sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
     return rc;
 }
 
+sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
+    double t0 = sg_now_s();
+    sg_status rc = leftover_pass(T, end_pos);
+    T->paused_s += sg_now_s() - t0;
+    return rc;
+}
+
+void sg_tr_leftover_flush(trainer *T) {
+    if (T->left_folded == 0 || T->c.rank != 0) return;
+    SG_INFO("epoch %lld: leftover pass mIoU %.2f%s", (long long)T->left_epoch,
+            100.0 * T->left_miou, T->left_folded > 1 ? " (the newest of several; every value "
+            "is in metrics.jsonl)" : "");
+    T->left_folded = 0;
+}
+
 /* Every rank enters (barrier first); rank 0 writes; the outcome is shared so
  * all ranks stop together if the write failed. */
-sg_status sg_tr_write_checkpoint(trainer *T, int best) {
+static sg_status write_checkpoint(trainer *T, int best) {
     if (sg_comm_barrier(T->c.comm) != 0) return SG_ERR_RUNTIME;
     int64_t rc = 0; /* rank 0's outcome, 0 or non-zero, summed over ranks */
     char path[SG_STR + 64];
@@ -166,7 +259,8 @@ sg_status sg_tr_write_checkpoint(trainer *T, int best) {
         char dir[SG_STR + 32];
         rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
         if (rc == 0) rc = sg_ckpt_save(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg);
-        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter);
+        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter,
+                                          T->st.run_id);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
     }
     if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return SG_ERR_RUNTIME;
@@ -176,6 +270,13 @@ sg_status sg_tr_write_checkpoint(trainer *T, int best) {
     }
     if (!best) T->last_ckpt_iter = T->st.iter;
     return SG_OK;
+}
+
+sg_status sg_tr_write_checkpoint(trainer *T, int best) {
+    double t0 = sg_now_s();
+    sg_status rc = write_checkpoint(T, best);
+    T->paused_s += sg_now_s() - t0;
+    return rc;
 }
 
 sg_status sg_tr_evaluate_and_keep_best(trainer *T) {

@@ -15,6 +15,7 @@
 
 #include "train/checkpoint.h"
 #include "train/evaluator.h"
+#include "core/cli.h"
 #include "core/log.h"
 #include "train/lr_schedule.h"
 #include "train/train_core.h"
@@ -36,18 +37,47 @@ static pid_t g_parent = 0;
  * request, so a worker gets it once from each. One signal from the parent
  * after one from elsewhere (or the reverse) is that echo and is absorbed;
  * escalating on it would kill every rank before the checkpoint. */
+static volatile sig_atomic_t g_training = 0;  /* 0: setup, 1: steps are running */
+static volatile sig_atomic_t g_sig_quiet = 0;  /* not rank 0: no acknowledgement */
+
+/* write(2) of a literal: async-signal-safe, unlike the logger */
+#define SIG_SAY(lit) ((void)!write(STDERR_FILENO, lit, sizeof lit - 1))
+
+/* Says at once what the first signal will do (rank 0; the user must not
+ * wonder whether Ctrl-C was seen while a step or a setup stage runs). */
+static void acknowledge(int sig) {
+    if (g_sig_quiet) return;
+    if (sig == SIGINT)
+        SIG_SAY("\nsegtrain: Ctrl-C (SIGINT) received: ");
+    else if (sig == SIGHUP)
+        SIG_SAY("\nsegtrain: SIGHUP received: ");
+    else
+        SIG_SAY("\nsegtrain: SIGTERM received: ");
+    if (g_training)
+        SIG_SAY("will stop after this step and write a checkpoint; ");
+    else
+        SIG_SAY("will stop before the first training step (setup is still running; nothing to "
+                "checkpoint yet); ");
+    if (sig == SIGINT)
+        SIG_SAY("press Ctrl-C again to stop now\n");
+    else
+        SIG_SAY("send the signal again to stop now\n");
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uctx) {
     (void)uctx;
     int from_parent = si && si->si_code == SI_USER && g_parent > 1 && si->si_pid == g_parent;
     if (!g_stop_signal) {
         g_first_from_parent = from_parent;
         g_stop_signal = sig;
+        acknowledge(sig);
         return;
     }
     if (!g_echo_seen && from_parent != g_first_from_parent) {
         g_echo_seen = 1;
         return;
     }
+    if (!g_sig_quiet) SIG_SAY("\nsegtrain: second signal: stopping now, without a checkpoint\n");
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -76,28 +106,75 @@ static int64_t steps_in_list(const trainer *T, int64_t n_rank) {
     return T->cfg->train.drop_last ? n_rank / per_step : (n_rank + per_step - 1) / per_step;
 }
 
-static int resolve_resume(trainer *T, const char *resume, char *path, size_t cap) {
-    if (!resume) {
-        if (T->c.rank == 0 && sg_ckpt_find_latest(T->cfg->run_dir, path, cap))
-            SG_WARN("%s already holds checkpoints (newest %s): starting a new run over them "
-                    "(pass --resume auto to continue that run instead)", T->cfg->run_dir, path);
-        return 0;
-    }
-    if (strcmp(resume, "auto") == 0) {
-        if (!sg_ckpt_find_latest(T->cfg->run_dir, path, cap)) {
-            SG_INFO("resume auto: no valid checkpoint in %s/checkpoints; starting fresh",
-                    T->cfg->run_dir);
-            return 0;
-        }
-        return 1;
-    }
-    snprintf(path, cap, "%s", resume);
-    return 1;
+/* Optimizer steps left from (epoch, sample position) to the end of
+ * train.epochs with this run's world size and batch: the rest of the
+ * current epoch's list plus the whole epochs after it. An epoch-based run
+ * resumed with another world size (or batch) counts its length from here,
+ * not from the iteration number, whose steps were another size. */
+static int64_t epoch_steps_left(const trainer *T, int64_t epoch, int64_t pos) {
+    int64_t epochs = T->cfg->train.epochs;
+    if (epoch >= epochs) return 0;
+    int64_t rest = steps_in_list(T, sg_sampler_per_rank(&T->sampler, pos));
+    int64_t full = steps_in_list(T, sg_sampler_per_rank(&T->sampler, 0));
+    return rest + (epochs - 1 - epoch) * full;
 }
 
-/* SG_OK, or SG_ERR_RUNTIME after logging. */
+/* Which checkpoint to resume from: *found = 1 and its path, or a fresh
+ * start. A fresh run over another run's checkpoints is refused (rank 0
+ * looks): it would mix two runs in one directory, and retention would
+ * delete the other run's files. SG_OK or SG_ERR_CONFIG (logged). */
+static sg_status resolve_resume(trainer *T, const char *resume, char *path, size_t cap,
+                                int *found) {
+    *found = 0;
+    const char *run_dir = T->cfg->run_dir;
+    int is_auto = resume && strcmp(resume, "auto") == 0;
+    if (is_auto && sg_ckpt_find_latest(run_dir, path, cap)) {
+        *found = 1;
+        return SG_OK;
+    }
+    if (!resume || is_auto) {
+        char other[SG_STR + 64], id[SG_RUN_ID_LEN + 2];
+        int n = T->c.rank == 0 ? sg_ckpt_foreign(run_dir, NULL, other, sizeof other, id) : 0;
+        if (n > 0 && !is_auto) {
+            SG_ERROR("%s already holds %d checkpoint file(s) of another run (newest %s%s%s): "
+                     "a new run there would mix with them. Continue that run with --resume auto, "
+                     "or start this one in a new run_dir (--set run_dir=...)", run_dir, n, other,
+                     strcmp(id, "?") == 0 ? ", unreadable" : id[0] ? ", run " : "",
+                     strcmp(id, "?") == 0 ? "" : id);
+            return SG_ERR_CONFIG;
+        }
+        if (n > 0) {
+            SG_ERROR("--resume auto: no valid checkpoint to resume in %s/checkpoints, but it "
+                     "holds %d checkpoint file(s) (newest %s, see the warnings above): starting "
+                     "fresh would mix a new run with them. Move them away, or use a new run_dir "
+                     "(--set run_dir=...)", run_dir, n, other);
+            return SG_ERR_CONFIG;
+        }
+        if (is_auto)
+            SG_INFO("resume auto: no checkpoint in %s/checkpoints; starting fresh", run_dir);
+        return SG_OK;
+    }
+    snprintf(path, cap, "%s", resume);
+    *found = 1;
+    return SG_OK;
+}
+
+/* The model keys of the checkpoint's stored config that differ from this
+ * run's, for the message when its tensors do not fit ("" if unknown). */
+static void model_keys_diff(const sg_st_file *f, const sg_config *cfg, char *out, size_t cap) {
+    out[0] = 0;
+    if (!sg_st_meta(f, "config")) return;
+    sg_config *ck = malloc(sizeof *ck);
+    SG_CHECK(ck != NULL, "out of host memory");
+    sg_config_defaults(ck);
+    if (sg_ckpt_read_config(f, ck) == SG_OK)
+        sg_config_diff(ck, "checkpoint", cfg, "config", "model.", out, cap);
+    free(ck);
+}
+
+/* SG_OK, or SG_ERR_RUNTIME / SG_ERR_CONFIG after logging. */
 static sg_status load_resume(trainer *T, const char *path) {
-    char why[512];
+    char why[1024];
     sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
     if (!f) {
         SG_ERROR("--resume %s: %s; use another checkpoint or --resume auto", path, why);
@@ -105,12 +182,32 @@ static sg_status load_resume(trainer *T, const char *path) {
     }
     sg_train_state st;
     sg_status rc = sg_ckpt_read_state(f, &st);
-    if (rc == SG_OK) rc = sg_ckpt_load_model(f, T->c.m);
+    if (rc == SG_OK) {
+        rc = sg_ckpt_load_model(f, T->c.m);
+        if (rc != SG_OK) {
+            char diff[2048];
+            model_keys_diff(f, T->cfg, diff, sizeof diff);
+            if (diff[0])
+                SG_ERROR("--resume %s: the model config differs from the checkpoint's: %s. Resume "
+                         "with the run's own model settings (its config.yaml)", path, diff);
+        }
+    }
     if (rc == SG_OK) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
     sg_st_close(f);
     if (rc != SG_OK) {
         SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
         return SG_ERR_RUNTIME;
+    }
+    /* one run per run_dir: resuming run A where run B keeps its checkpoints
+     * would mix them (rank 0 looks; the outcome is agreed on) */
+    char other[SG_STR + 64], id[SG_RUN_ID_LEN + 2];
+    if (T->c.rank == 0 &&
+        sg_ckpt_foreign(T->cfg->run_dir, st.run_id, other, sizeof other, id) > 0) {
+        SG_ERROR("--resume %s: that is run %s, but %s holds checkpoints of another run (%s, run "
+                 "%s): resume it into its own run_dir, or into a new one (--set run_dir=...)",
+                 path, st.run_id[0] ? st.run_id : "(from before run ids)", T->cfg->run_dir, other,
+                 id[0] ? id : "(from before run ids)");
+        return SG_ERR_CONFIG;
     }
     if (st.seed != (uint64_t)T->cfg->seed)
         SG_WARN("resume: checkpoint seed %" PRIu64 ", config seed %d: the sample order and "
@@ -119,18 +216,27 @@ static sg_status load_resume(trainer *T, const char *path) {
         SG_INFO("resume: world size %d (checkpoint written with %d): the global sample order "
                 "is kept, position %lld of epoch %lld", T->c.world, st.world,
                 (long long)st.sample_pos, (long long)st.epoch);
-    if (st.total_steps != T->st.total_steps)
-        SG_WARN("resume: the run now has %lld optimizer steps (checkpoint: %lld); the LR "
-                "schedule follows the new length", (long long)T->st.total_steps,
-                (long long)st.total_steps);
-    int64_t total = T->st.total_steps;
+    int64_t total = T->cfg->train.iters > 0
+                        ? T->st.total_steps
+                        : st.iter + epoch_steps_left(T, st.epoch, st.sample_pos);
+    if (st.total_steps != total)
+        SG_WARN("resume: the run now has %lld optimizer steps (checkpoint: %lld%s); the LR "
+                "schedule follows the new length", (long long)total, (long long)st.total_steps,
+                T->cfg->train.iters > 0 ? "" : ": train.epochs counted from the sample position "
+                                               "with this world size and batch");
     T->st = st;
     T->st.total_steps = total;
     T->st.world = T->c.world;
     T->st.seed = (uint64_t)T->cfg->seed;
+    if (!T->st.run_id[0]) {
+        sg_ckpt_new_run_id(T->st.run_id);
+        SG_INFO("resume: %s was written before run ids; this run continues it as run %s (the "
+                "files without a run id count as its own)", path, T->st.run_id);
+    }
     T->last_ckpt_iter = st.iter;
-    SG_INFO("resumed from %s: iteration %lld, epoch %lld, sample %lld of the epoch", path,
-            (long long)st.iter, (long long)st.epoch, (long long)st.sample_pos);
+    T->resumed = 1;
+    SG_INFO("resumed from %s: run %s, iteration %lld, epoch %lld, sample %lld of the epoch", path,
+            T->st.run_id, (long long)st.iter, (long long)st.epoch, (long long)st.sample_pos);
     return SG_OK;
 }
 
@@ -169,16 +275,20 @@ static sg_status check_same_start(trainer *T) {
 static sg_status setup(trainer *T, const char *resume) {
     const sg_config *cfg = T->cfg;
     sg_train_core *c = &T->c;
+    sg_stage(T->stages, "joining the job and opening the device");
     sg_status rc = sg_train_core_open(c, cfg);
     if (rc != SG_OK) return rc;
+    g_sig_quiet = c->rank != 0;
     snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
 
+    sg_stage(T->stages, "indexing the datasets (data.root)");
     T->train_ds = sg_dataset_open(&cfg->data, cfg->data.train_split, c->C);
     if (!T->train_ds) return SG_ERR_RUNTIME;
     if (cfg->data.val_split[0]) {
         T->val_ds = sg_dataset_open(&cfg->data, cfg->data.val_split, c->C);
         if (!T->val_ds) return SG_ERR_RUNTIME;
     }
+    sg_stage(T->stages, "checking that every rank sees the same dataset");
     if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0)
         return SG_ERR_RUNTIME;
     int64_t N = sg_dataset_size(T->train_ds);
@@ -191,6 +301,7 @@ static sg_status setup(trainer *T, const char *resume) {
                  (long long)N, c->B, c->K, c->world);
         return SG_ERR_CONFIG;
     }
+    T->steps_epoch = steps_epoch;
     T->st.total_steps = cfg->train.iters > 0 ? cfg->train.iters
                                              : (int64_t)cfg->train.epochs * steps_epoch;
     T->st.world = c->world;
@@ -198,14 +309,17 @@ static sg_status setup(trainer *T, const char *resume) {
     T->st.best_miou = NAN;
     T->st.best_iter = -1;
     T->last_ckpt_iter = -1;
+    sg_ckpt_new_run_id(T->st.run_id); /* a fresh run's; a resume keeps the file's */
     rc = sg_lr_schedule_init(&T->sched, &cfg->train, T->st.total_steps);
     if (rc != SG_OK) return rc;
     /* model, pretrained weights, freezing, resume: every rank does them; the
      * outcome is agreed on so no rank waits for one that failed */
+    sg_stage(T->stages, "building the model (and loading weights or the checkpoint)");
     rc = sg_train_core_model(c, 1, 1);
     char path[SG_STR + 64];
-    if (rc == SG_OK && resolve_resume(T, resume, path, sizeof path))
-        rc = load_resume(T, path);
+    int found = 0;
+    if (rc == SG_OK) rc = resolve_resume(T, resume, path, sizeof path, &found);
+    if (rc == SG_OK && found) rc = load_resume(T, path);
     int64_t flag[2] = {rc == SG_ERR_RUNTIME, rc == SG_ERR_CONFIG};
     if (sg_comm_allreduce_i64(c->comm, flag, 2) != 0) return SG_ERR_RUNTIME;
     if (rc == SG_OK && (flag[0] || flag[1])) {
@@ -215,23 +329,57 @@ static sg_status setup(trainer *T, const char *resume) {
     if (rc != SG_OK) return rc;
     rc = check_same_start(T);
     if (rc != SG_OK) return rc;
+    if (T->sched.total_steps != T->st.total_steps) { /* an epoch-based run resumed */
+        rc = sg_lr_schedule_init(&T->sched, &cfg->train, T->st.total_steps);
+        if (rc != SG_OK) return rc;
+    }
+    /* the resume checks passed: only now does the run's config.yaml change
+     * (a refused resume leaves the one its resume hint names) */
+    if (c->rank == 0 && sg_cli_write_run_config(cfg) != SG_OK) rc = SG_ERR_RUNTIME;
+    int64_t wrote = rc != SG_OK;
+    if (sg_comm_allreduce_i64(c->comm, &wrote, 1) != 0 || wrote) return SG_ERR_RUNTIME;
 
     /* DDP (broadcasting the loaded state), the device slots, the plan: a
      * batch or crop the model cannot train on stops here, before any step */
+    sg_stage(T->stages, "planning the model (DDP buckets, activation memory)");
     rc = sg_train_core_attach(c);
     if (rc != SG_OK) return rc;
 
+    /* TensorBoard: rank 0, a new event file per (re)start; the outcome is
+     * agreed on so no rank trains alone */
+    int64_t tb_failed = 0;
+    if (c->rank == 0 && cfg->train.tensorboard) {
+        char dir[SG_STR + 8];
+        snprintf(dir, sizeof dir, "%s/tb", cfg->run_dir);
+        T->tb = sg_tb_open(dir, T->st.iter);
+        tb_failed = T->tb == NULL;
+        if (T->tb) SG_INFO("TensorBoard: %s (tensorboard --logdir %s)", sg_tb_path(T->tb), dir);
+    }
+    if (sg_comm_allreduce_i64(c->comm, &tb_failed, 1) != 0 || tb_failed) return SG_ERR_RUNTIME;
+
+    sg_stage(T->stages, "starting the data loaders");
     T->loader = sg_train_core_loader(c, T->train_ds);
     if (!T->loader) return SG_ERR_RUNTIME;
     if (T->val_ds) {
         rc = sg_evaluator_init(&T->ev_val, c->be, T->val_ds, cfg);
         if (rc != SG_OK) return rc;
         T->have_ev_val = 1;
+        snprintf(T->ev_val.label, sizeof T->ev_val.label, "validation");
+        /* a validation that cannot fit in memory stops the run now, not
+         * after eval_every iterations (every rank checks its shard) */
+        int64_t n;
+        int64_t *idx = sg_evaluator_shard(sg_dataset_size(T->val_ds), c->world, c->rank, &n);
+        int64_t mine = sg_evaluator_preflight(&T->ev_val, c->m, idx, n) != SG_OK, bad = mine;
+        free(idx);
+        if (sg_comm_allreduce_i64(c->comm, &bad, 1) != 0) return SG_ERR_RUNTIME;
+        if (bad && !mine) SG_ERROR("another rank's validation images do not fit (see its log)");
+        if (bad) return SG_ERR_CONFIG;
     }
     if (cfg->train.drop_last && cfg->train.leftover_eval) {
         rc = sg_evaluator_init(&T->ev_left, c->be, T->train_ds, cfg);
         if (rc != SG_OK) return rc;
         T->have_ev_left = 1;
+        snprintf(T->ev_left.label, sizeof T->ev_left.label, "leftover pass");
     }
     T->idx = malloc((size_t)(N + (int64_t)c->B * c->K) * sizeof(int64_t));
     T->perm = malloc((size_t)N * sizeof(int64_t));
@@ -251,6 +399,8 @@ static void teardown(trainer *T) {
     sg_loader_destroy(T->loader);
     sg_dataset_close(T->train_ds);
     sg_dataset_close(T->val_ds);
+    sg_tb_close(T->tb);
+    T->tb = NULL;
     sg_train_core_close(&T->c); /* last: the above hold its backend */
 }
 
@@ -328,6 +478,43 @@ static sg_status train_step(trainer *T, double lr, sg_step_out *o, int *stop_sig
 
 /* ---------------- the run ---------------- */
 
+/* 1 if path is an evaluation report of run `run_id` (or one without a run
+ * id, from before run ids). */
+static int eval_report_of_run(const char *path, const char *run_id) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char want[64];
+    snprintf(want, sizeof want, "\"run_id\":\"%s\"", run_id);
+    return strstr(buf, want) != NULL || strstr(buf, "\"run_id\"") == NULL;
+}
+
+/* A run resumed at an iteration whose evaluation was due (eval_every, or
+ * the last iteration) but never ran - the run was interrupted right after
+ * that step - evaluates first, as the uninterrupted run did. Rank 0 looks
+ * for <run_dir>/eval/iter_<N>.json of this run and tells the others.
+ * SG_OK or SG_ERR_RUNTIME. */
+static sg_status pending_evaluation(trainer *T, int *pending) {
+    *pending = 0;
+    const sg_train_cfg *tc = &T->cfg->train;
+    int64_t it = T->st.iter;
+    int due = T->resumed && T->have_ev_val && it > 0 &&
+              ((tc->eval_every > 0 && it % tc->eval_every == 0) || it == T->st.total_steps);
+    if (!due) return SG_OK;
+    int64_t missing = 0;
+    if (T->c.rank == 0) {
+        char path[SG_STR + 64];
+        snprintf(path, sizeof path, "%s/eval/iter_%08lld.json", T->cfg->run_dir, (long long)it);
+        missing = !eval_report_of_run(path, T->st.run_id);
+    }
+    if (sg_comm_allreduce_i64(T->c.comm, &missing, 1) != 0) return SG_ERR_RUNTIME;
+    *pending = missing != 0;
+    return SG_OK;
+}
+
 /* The steps until the run is done or a signal stops it (*stop_signal set,
  * after the checkpoint). SG_OK or SG_ERR_RUNTIME (logged). */
 static sg_status run_loop(trainer *T, int *stop_signal_out) {
@@ -335,8 +522,37 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
     int64_t N = sg_dataset_size(T->train_ds);
     int64_t per_step_global = (int64_t)T->c.B * T->c.K * T->c.world;
     int64_t start_iter = T->st.iter;
+    sg_stage(T->stages, NULL); /* setup is done; the first step is named below */
+    /* a signal during setup (acknowledged then) stops here, before any
+     * step: nothing new to checkpoint. All ranks agree, as for a step. */
+    g_training = 1;
+    int64_t early = g_stop_signal != 0;
+    if (sg_comm_allreduce_i64(T->c.comm, &early, 1) != 0) return SG_ERR_RUNTIME;
+    if (early) {
+        int sig = g_stop_signal ? g_stop_signal : SIGTERM;
+        sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
+               "interrupted by signal %d (%s) during setup, before any training step: nothing "
+               "new to checkpoint (%s). Start again with: segtrain train --config %s/config.yaml "
+               "--resume auto", sig, stop_signal_name(sig),
+               T->last_ckpt_iter >= 0 ? "the run stays at its last checkpoint" : "no step was trained",
+               T->cfg->run_dir);
+        *stop_signal_out = sig;
+        return SG_OK;
+    }
+    int pending = 0;
+    if (pending_evaluation(T, &pending) != SG_OK) return SG_ERR_RUNTIME;
+    if (pending) {
+        if (T->c.rank == 0)
+            SG_INFO("resume: the evaluation due at iteration %lld did not run before the "
+                    "interruption; running it now", (long long)T->st.iter);
+        if (sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
+        /* a finished run's last checkpoint carries the best mIoU */
+        if (T->st.iter == T->st.total_steps && sg_tr_write_checkpoint(T, 0) != SG_OK)
+            return SG_ERR_RUNTIME;
+    }
     if (T->st.iter < T->st.total_steps && start_epoch_list(T) != SG_OK) return SG_ERR_RUNTIME;
     T->t_log = sg_now_s();
+    T->paused_s = 0;
     T->iter_log = T->st.iter;
     while (T->st.iter < T->st.total_steps) {
         if (T->epoch_steps_left == 0) { /* resumed exactly at an epoch's end */
@@ -348,7 +564,12 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
         sg_step_out o;
         int stop_signal = 0;
         double lr = sg_lr_at(&T->sched, T->st.iter);
+        if (T->stages) sg_stage(T->stages, "the first training step (creating the kernels' primitives)");
         if (train_step(T, lr, &o, &stop_signal) != SG_OK) return SG_ERR_RUNTIME;
+        if (T->stages) { /* setup is over */
+            sg_stage_watch_stop(T->stages);
+            T->stages = NULL;
+        }
         T->st.iter++;
         T->epoch_steps_left--;
         T->st.sample_pos += per_step_global;
@@ -373,6 +594,7 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
             if (!last && !stop_signal && start_epoch_list(T) != SG_OK) return SG_ERR_RUNTIME;
         }
         if (stop_signal) {
+            sg_tr_leftover_flush(T);
             if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
             /* every rank's log records it; the console shows rank 0's line.
              * Several ranks: the hint names the launcher options too. */
@@ -408,6 +630,7 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
                     (long long)T->st.total_steps);
         return SG_OK;
     }
+    sg_tr_leftover_flush(T);
     /* evaluation first, so the final checkpoint carries the best mIoU */
     if (T->have_ev_val && sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
     if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
@@ -421,6 +644,7 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
     trainer T;
     memset(&T, 0, sizeof T);
     T.cfg = cfg;
+    T.c.stop = &g_stop_signal; /* SIGTERM while joining the job stops it at once */
     T.dbg = dbg;
     if (dbg) {
         dbg->last_val_miou = NAN;
@@ -432,6 +656,10 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
     g_first_from_parent = 0;
     g_echo_seen = 0;
     g_parent = getppid();
+    g_training = 0;
+    /* until the communicator knows the rank: the launcher's RANK */
+    const char *rank_env = getenv("RANK");
+    g_sig_quiet = rank_env && rank_env[0] && strcmp(rank_env, "0") != 0;
     /* SIGHUP too: the launcher forwards it when its terminal closes, and
      * the default action would end every rank without a checkpoint. An
      * ignored SIGHUP (nohup) stays ignored; SIGINT and SIGTERM are always
@@ -448,8 +676,12 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
         sigaction(sigs[i], NULL, &old[i]);
         if (sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
     }
+    T.stages = sg_stage_watch_start(); /* names slow setup stages */
     sg_status rc = setup(&T, resume);
     if (rc == SG_OK) rc = run_loop(&T, &stopped_by);
+    sg_stage_watch_stop(T.stages);
+    T.stages = NULL;
+    g_training = 0;
     teardown(&T);
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     if (stop_signal) *stop_signal = stopped_by;

@@ -44,9 +44,18 @@ typedef struct sg_train_debug {
     int64_t iters_done;
 } sg_train_debug;
 
-/* resume: NULL (fresh run), "auto" (newest valid checkpoint in run_dir, or
- * fresh when there is none) or a checkpoint path. The run directory must have
- * been prepared (sg_cli_prepare_run_dir). Returns SG_OK, SG_ERR_RUNTIME or
+/* resume: NULL (fresh run), "auto" (newest valid checkpoint of the run in
+ * run_dir, or fresh when run_dir holds no checkpoint) or a checkpoint path.
+ * A fresh run over another run's checkpoints, or one run's checkpoint
+ * resumed into a run_dir holding another run's, is SG_ERR_CONFIG (run ids:
+ * train/checkpoint.h). Once the resume checks passed rank 0 writes
+ * <run_dir>/config.yaml (a refused resume leaves it unchanged). An
+ * evaluation due at the resumed iteration that never ran (the run was
+ * interrupted right after that step) runs first; an epoch-based run counts
+ * its remaining steps from the sample position with this world size. The
+ * run directory must have been opened (sg_cli_open_run_dir or
+ * sg_cli_prepare_run_dir); its lock (core/cli.h) is the caller's: the train
+ * command takes it. Returns SG_OK, SG_ERR_RUNTIME or
  * SG_ERR_CONFIG (logged; a batch or crop the model cannot train on is found
  * before the first step). *stop_signal (may be NULL) receives the signal
  * number that interrupted the run - SG_OK then, with the checkpoint written

@@ -13,6 +13,8 @@
 #include "core/config.h"
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
+#include "train/progress.h"
+#include "train/tb_writer.h"
 #include "train/train_core.h"
 #include "train/trainer.h"
 #include "data/dataset.h"
@@ -33,18 +35,31 @@ typedef struct trainer {
     int64_t *idx, *perm;        /* [N] */
     int64_t epoch_steps_left;   /* optimizer steps left in the current epoch's list */
     int64_t last_ckpt_iter;
+    int resumed;                /* this run continues from a checkpoint */
     char metrics_path[SG_STR + 32];
     /* progress */
     double t_log, wait_log;
     int64_t iter_log;
+    double step_s_ema;          /* smoothed seconds per step (the ETA), 0 = not known */
+    double paused_s;            /* seconds in evaluation/checkpoints since the last line */
+    double val_s;               /* the last validation's seconds (the ETA counts the ones left) */
+    int64_t steps_epoch;        /* optimizer steps per epoch */
+    /* leftover passes of short epochs, folded into the next progress line */
+    int64_t left_folded, left_epoch;
+    double left_miou;
+    sg_tb_writer *tb;           /* rank 0, train.tensorboard; NULL otherwise */
+    sg_stage_watch *stages;     /* names slow setup stages until the first step ends */
 } trainer;
 
 
 /* Progress line (rank 0) and a metrics.jsonl line. */
 void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr);
 /* Leftover pass over positions [end_pos, N) of the finished epoch's order.
- * SG_OK or SG_ERR_RUNTIME (logged). */
+ * Its mIoU gets its own line, or is folded into the next progress line when
+ * epochs are shorter than train.log_every. SG_OK or SG_ERR_RUNTIME (logged). */
 sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos);
+/* Logs the folded leftover results not yet shown (the run ends). */
+void sg_tr_leftover_flush(trainer *T);
 /* Rank 0 writes iter_<N> (best = 0) or best.safetensors; all ranks agree on
  * the outcome. SG_OK or SG_ERR_RUNTIME (logged). */
 sg_status sg_tr_write_checkpoint(trainer *T, int best);

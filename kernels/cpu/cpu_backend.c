@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* Every allocation carries a 64-byte header holding its size, so free can
@@ -107,6 +108,44 @@ static void cpu_model(char *out, size_t n) {
     fclose(f);
 }
 
+/* A byte count from a one-number file (cgroup), 0 when absent or "max". */
+static size_t read_bytes_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    return ok ? (size_t)v : 0;
+}
+
+/* MemTotal / MemAvailable, lowered to this cgroup's limit when it has one
+ * (a container sees the host's /proc/meminfo). 0 = unknown. */
+static void host_memory(size_t *total, size_t *avail) {
+    *total = *avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total = (size_t)kb * 1024;
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *avail = (size_t)kb * 1024;
+        }
+        fclose(f);
+    }
+    /* cgroup v2, then v1 (a v1 "no limit" is a huge number: capped by MemTotal) */
+    size_t lim = read_bytes_file("/sys/fs/cgroup/memory.max");
+    size_t use = read_bytes_file("/sys/fs/cgroup/memory.current");
+    if (!lim) {
+        lim = read_bytes_file("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+        use = read_bytes_file("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+    }
+    if (lim && (!*total || lim < *total)) {
+        *total = lim;
+        size_t left = lim > use ? lim - use : 0;
+        if (!*avail || left < *avail) *avail = left;
+    }
+}
+
 static void cpu_get_info(sg_backend *be, sg_backend_info *info) {
     sg_cpu *c = sg_cpu_of(be);
     snprintf(info->name, sizeof info->name, "cpu");
@@ -114,6 +153,9 @@ static void cpu_get_info(sg_backend *be, sg_backend_info *info) {
     info->threads = c->threads;
     info->mem_in_use = __atomic_load_n(&c->mem_in_use, __ATOMIC_RELAXED);
     info->mem_peak = __atomic_load_n(&c->mem_peak, __ATOMIC_RELAXED);
+    host_memory(&info->mem_total, &info->mem_available);
+    sg_cpu_conv_describe(c->conv, info->precision, sizeof info->precision, info->conv_math,
+                         sizeof info->conv_math);
 }
 
 static void cpu_destroy(sg_backend *be) {
@@ -161,14 +203,36 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
                  threads);
         return NULL;
     }
-    /* threads == 0: OMP_NUM_THREADS if set (its first value), else every
-     * core; set explicitly so an earlier backend's count does not leak in. */
+    /* threads == 0: OMP_NUM_THREADS if set (its first value), else the CPUs
+     * this process may use (affinity mask, cgroup quota) divided among the
+     * node's ranks (core/threads.h); set explicitly so an earlier backend's
+     * count does not leak in. The choice is logged once per process. */
+    char why[256];
     if (threads == 0) {
         const char *env = getenv("OMP_NUM_THREADS");
         int v = env ? atoi(env) : 0;
-        threads = v > 0 ? v : omp_get_num_procs();
+        if (v > 0) {
+            threads = v;
+            snprintf(why, sizeof why, "threads: 0 and OMP_NUM_THREADS=%s", env);
+        } else {
+            sg_cpu_budget b;
+            sg_cpu_budget_read(&b);
+            threads = sg_threads_from_budget(&b);
+            char quota[200] = "no cgroup CPU quota";
+            if (b.quota > 0) snprintf(quota, sizeof quota, "quota %.2f CPUs (%s)", b.quota, b.quota_src);
+            snprintf(why, sizeof why, "threads: 0: %d CPUs in the affinity mask, %s, %d rank(s) "
+                     "on this node", b.affinity, quota, b.local_ranks);
+        }
+    } else {
+        snprintf(why, sizeof why, "threads: %d", threads);
     }
     omp_set_num_threads(threads);
+    static int logged = 0;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED)) {
+        char pol[200];
+        sg_omp_policy_describe(pol, sizeof pol);
+        SG_INFO("CPU backend: %d OpenMP thread(s) (%s); wait policy %s", threads, why, pol);
+    }
 
 #pragma omp critical(sg_cpu_ops_init)
     {
@@ -183,7 +247,12 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
     sg_cpu *c = calloc(1, sizeof *c);
     if (!be || !c) SG_FATAL("CPU backend: out of memory creating the backend");
     c->threads = threads;
-    c->conv = sg_cpu_conv_create(threads);
+    c->conv = sg_cpu_conv_create(threads, opts ? opts->precision : SG_PRECISION_FP32);
+    if (!c->conv) { /* a bf16 choice this processor cannot run (logged) */
+        free(c);
+        free(be);
+        return NULL;
+    }
     be->ops = &cpu_ops;
     be->impl = c;
     be->caps = SG_CAP_HOST_MEMORY; /* synchronous: no streams; Gloo, not NCCL */

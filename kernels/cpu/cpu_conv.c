@@ -18,6 +18,23 @@
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c.
  *
+ * bf16 (SG_PRECISION_BF16, see backend.h for what it computes): two paths
+ * with the same definition, chosen once per backend and logged.
+ *  - native: entries whose primitive takes bf16 src/weights/dst (oneDNN's
+ *    AVX512-BF16 / AMX kernels, fp32 accumulation) in the layout the
+ *    primitive chooses; the reorders from and to the plain float32 tensors
+ *    do the rounding (round-to-nearest-even). No per-tap GEMM path (oneDNN
+ *    2.6 has no bf16 GEMM in its C API): sparse ASPP convs run dense, with
+ *    dead taps trimmed. A geometry oneDNN has no bf16 kernel for falls back
+ *    to the emulation.
+ *  - emulated (no bf16 instructions, or SG_CPU_BF16=emulated): the two
+ *    inputs are rounded to bf16 values into float32 buffers, the float32
+ *    convolution above runs on them (products of bf16 values are exact in
+ *    float32, so this is a bf16 convolution with float32 accumulation), and
+ *    its result is rounded to bf16 (then added, with accumulate). The
+ *    tensors stay float32 in memory holding bf16 values: the numerics of bf16
+ *    storage without a second tensor format in the op interface.
+ *
  * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
  * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
  * are trimmed: the primitive runs the smaller kernel on a gathered copy of
@@ -25,6 +42,7 @@
  * taps), the same result for a fraction of the work.
  */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +50,7 @@
 
 enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
 enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2 };
+enum { BF16_OFF = 0, BF16_EMULATED = 1, BF16_NATIVE = 2 };
 static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
 
 /* One tensor argument of a primitive. */
@@ -48,6 +67,8 @@ typedef struct conv_arg {
 typedef struct conv_entry {
     sg_conv_desc d;
     int op, layout;
+    int bf16;           /* native bf16 primitive (prim == NULL: oneDNN has none
+                           for this geometry; the emulation runs it) */
     int trimmed;        /* kernel reduced to the live taps below */
     int i0, j0, r2, s2; /* first live tap row/col, live kernel size */
     dnnl_primitive_desc_t pd;
@@ -68,9 +89,101 @@ struct sg_cpu_conv_cache {
     ws_buf wtrim;    /* live-tap weights of a trimmed kernel (plain oihw) */
     ws_buf scratch;  /* oneDNN scratchpad */
     sg_conv_taps_ws taps; /* per-tap GEMM path (cpu_conv_taps.c) */
+    int precision;   /* SG_PRECISION_* */
+    int bf16;        /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
+    char math[160];  /* how convolutions run, for get_info and the log */
+    ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
 };
 
-sg_cpu_conv_cache *sg_cpu_conv_create(int threads) {
+/* oneDNN's name for an ISA (dnnl_get_effective_cpu_isa). */
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+    }
+}
+
+/* The implementation oneDNN picks for a small bf16 forward conv (NULL when
+ * it has none): what "native" will run, for the log. */
+static const char *probe_bf16_impl(dnnl_engine_t eng, char *buf, size_t cap) {
+    dnnl_memory_desc_t x, w, y;
+    dnnl_dims_t xd = {2, 32, 8, 8}, wd = {32, 32, 3, 3}, yd = {2, 32, 8, 8};
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_bf16, dnnl_format_tag_any));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_bf16, dnnl_format_tag_any));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_bf16, dnnl_format_tag_any));
+    dnnl_dims_t st = {1, 1}, dl = {0, 0}, pd = {1, 1};
+    dnnl_convolution_desc_t cd;
+    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training,
+                                                          dnnl_convolution_direct, &x, &w, NULL,
+                                                          &y, st, dl, pd, pd));
+    dnnl_primitive_desc_t p;
+    if (dnnl_primitive_desc_create(&p, &cd, NULL, eng, NULL) != dnnl_success) return NULL;
+    const char *impl = NULL;
+    DNNL_CHECK(dnnl_primitive_desc_query(p, dnnl_query_impl_info_str, 0, &impl));
+    snprintf(buf, cap, "%s", impl ? impl : "?");
+    DNNL_CHECK(dnnl_primitive_desc_destroy(p));
+    return buf;
+}
+
+/* Picks the bf16 path (native / emulated) and describes the conv math in
+ * cc->math. Returns 0, or -1 after logging (bad SG_CPU_BF16, or native asked
+ * for where the processor has no bf16 instructions). */
+static int choose_precision(sg_cpu_conv_cache *cc, int precision) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    const char *isa_s = isa_name(isa);
+    cc->precision = precision;
+    if (precision != SG_PRECISION_BF16) {
+        cc->bf16 = BF16_OFF;
+        snprintf(cc->math, sizeof cc->math, "fp32: oneDNN (ISA %s)", isa_s);
+        return 0;
+    }
+    const char *env = getenv("SG_CPU_BF16");
+    int want = 0; /* 0 auto, 1 native, 2 emulated */
+    if (env && *env) {
+        if (strcmp(env, "native") == 0) want = 1;
+        else if (strcmp(env, "emulated") == 0) want = 2;
+        else if (strcmp(env, "auto") != 0) {
+            SG_ERROR("environment SG_CPU_BF16='%s': expected auto, native or emulated (unset it "
+                     "for auto)",
+                     env);
+            return -1;
+        }
+    }
+    /* bf16 instructions: AVX512-BF16 (its bits are part of AMX's value too) */
+    int has = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
+              (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    char impl[96];
+    const char *probe = has ? probe_bf16_impl(cc->eng, impl, sizeof impl) : NULL;
+    if (want == 1 && !probe) {
+        SG_ERROR("SG_CPU_BF16=native: oneDNN's ISA on this processor is %s, without bf16 "
+                 "instructions (AVX512-BF16 or AMX)%s; unset SG_CPU_BF16 (auto) to emulate bf16",
+                 isa_s, has ? " usable for convolutions" : "");
+        return -1;
+    }
+    if (want != 2 && probe) {
+        cc->bf16 = BF16_NATIVE;
+        snprintf(cc->math, sizeof cc->math, "bf16: oneDNN native (ISA %s, e.g. %s)", isa_s,
+                 probe);
+    } else {
+        cc->bf16 = BF16_EMULATED;
+        snprintf(cc->math, sizeof cc->math,
+                 "bf16: emulated (%s; inputs, weights and results rounded to bf16, fp32 "
+                 "arithmetic on oneDNN ISA %s)",
+                 want == 2 ? "SG_CPU_BF16=emulated" : "no bf16 instructions", isa_s);
+    }
+    return 0;
+}
+
+sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     (void)threads; /* oneDNN (OpenMP runtime) follows omp_set_num_threads */
     sg_cpu_conv_cache *cc = calloc(1, sizeof *cc);
     if (!cc) SG_FATAL("CPU backend: out of memory creating the conv cache");
@@ -87,7 +200,23 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads) {
                      "(unset it for auto)",
                      env);
     }
+    if (choose_precision(cc, precision) != 0) {
+        sg_cpu_conv_destroy(cc);
+        return NULL;
+    }
+    /* Once per process and path: which convolutions run (several backends
+     * of one kind, as in the tests, log it once). */
+    static int logged[3];
+    if (!__atomic_exchange_n(&logged[cc->bf16], 1, __ATOMIC_RELAXED))
+        SG_INFO("CPU backend: convolutions %s%s", cc->math,
+                cc->bf16 == BF16_OFF ? "" : "; ONEDNN_VERBOSE=1 lists each primitive");
     return cc;
+}
+
+void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t precision_cap,
+                          char *math, size_t math_cap) {
+    snprintf(precision, precision_cap, "%s", cc->precision == SG_PRECISION_BF16 ? "bf16" : "fp32");
+    snprintf(math, math_cap, "%s", cc->math);
 }
 
 static void free_arg(conv_arg *a) {
@@ -103,8 +232,8 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
         conv_entry *next = e->next;
         for (int i = 0; i < 3; i++) free_arg(&e->a[i]);
         if (e->scratch) DNNL_CHECK(dnnl_memory_destroy(e->scratch));
-        DNNL_CHECK(dnnl_primitive_destroy(e->prim));
-        DNNL_CHECK(dnnl_primitive_desc_destroy(e->pd));
+        if (e->prim) DNNL_CHECK(dnnl_primitive_destroy(e->prim));
+        if (e->pd) DNNL_CHECK(dnnl_primitive_desc_destroy(e->pd));
         free(e);
         e = next;
     }
@@ -112,6 +241,9 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->acc.p);
     sg_cpu_aligned_free(cc->wtrim.p);
     sg_cpu_aligned_free(cc->scratch.p);
+    sg_cpu_aligned_free(cc->bf_a.p);
+    sg_cpu_aligned_free(cc->bf_b.p);
+    sg_cpu_aligned_free(cc->bf_out.p);
     sg_conv_taps_ws_free(&cc->taps);
     DNNL_CHECK(dnnl_stream_destroy(cc->stream));
     DNNL_CHECK(dnnl_engine_destroy(cc->eng));
@@ -146,7 +278,7 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * backward-weights; 1x1 forward / backward-data are a little faster on plain
  * nchw (no reorders); backward-data with few input channels (the RGB stem)
  * is faster plain. Tiny channel counts gain nothing from 16-wide blocks. */
-static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
     if (d->k < 16) return LAYOUT_PLAIN;
     /* The kernel size that runs is the one left after trimming dead taps. */
@@ -154,16 +286,20 @@ static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     live_taps(d->h, d->oh, d->r, d->stride_h, d->pad_h, d->dil_h, &t0, &r, &pr);
     live_taps(d->w, d->ow, d->s, d->stride_w, d->pad_w, d->dil_w, &t0, &s, &pr);
     int one_by_one = r == 1 && s == 1;
+    /* bf16 (bench_conv bf16 on AMX): oneDNN's GEMM-based 1x1 backward-weights
+     * on plain layouts is ~3x faster than its blocked AMX kernel, while for
+     * spatial kernels the blocked AMX kernel wins 1.5-4x (single thread) */
     if (op == OP_BWD_WEIGHT)
-        return (one_by_one && d->c < 16) ? LAYOUT_PLAIN : LAYOUT_BLOCKED;
+        return (one_by_one && (d->c < 16 || bf16)) ? LAYOUT_PLAIN : LAYOUT_BLOCKED;
     if (one_by_one) return LAYOUT_PLAIN;
     if (op == OP_BWD_DATA && d->c < 16) return LAYOUT_PLAIN;
     return LAYOUT_BLOCKED;
 }
 
-static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, int tag) {
+static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, dnnl_data_type_t dt,
+                     int tag) {
     dnnl_dims_t dims = {a, b, c, d};
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));
 }
 
 /* Builds one argument: user memory in plain layout, and if the primitive
@@ -211,14 +347,28 @@ static void validate_desc(const sg_conv_desc *d) {
                  d->stride_w, d->pad_h, d->pad_w, d->dil_h, d->dil_w);
 }
 
+/* Creates a primitive descriptor; for a bf16 entry oneDNN may have no
+ * kernel for the geometry (returns 0 then: the caller falls back to the
+ * emulation), anything else that fails is fatal. */
+static int create_pd(sg_cpu_conv_cache *cc, const conv_entry *e, dnnl_primitive_desc_t *pd,
+                     const void *desc, const_dnnl_primitive_attr_t attr,
+                     const_dnnl_primitive_desc_t hint) {
+    dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, attr, cc->eng, hint);
+    if (st == dnnl_unimplemented && e->bf16) return 0;
+    DNNL_CHECK(st);
+    return 1;
+}
+
 static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
-                               int layout) {
+                               int layout, int bf16) {
     validate_desc(d);
     conv_entry *e = calloc(1, sizeof *e);
     if (!e) SG_FATAL("CPU backend: out of memory in the conv cache");
     e->d = *d;
     e->op = op;
     e->layout = layout;
+    e->bf16 = bf16;
+    dnnl_data_type_t pdt = bf16 ? dnnl_bf16 : dnnl_f32; /* the primitive's tensors */
 
     /* Kernel rows/cols that only read padding are dropped (see top). */
     int kr = d->r, ks = d->s, pl_h = d->pad_h, pl_w = d->pad_w, pr_h = d->pad_h, pr_w = d->pad_w;
@@ -230,13 +380,13 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     e->r2 = kr, e->s2 = ks;
 
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
-    plain_md(&x_md, d->n, d->c, d->h, d->w, dnnl_nchw);
-    plain_md(&w_md, d->k, d->c, kr, ks, dnnl_oihw);
-    plain_md(&y_md, d->n, d->k, d->oh, d->ow, dnnl_nchw);
+    plain_md(&x_md, d->n, d->c, d->h, d->w, dnnl_f32, dnnl_nchw);
+    plain_md(&w_md, d->k, d->c, kr, ks, dnnl_f32, dnnl_oihw);
+    plain_md(&y_md, d->n, d->k, d->oh, d->ow, dnnl_f32, dnnl_nchw);
     int any = layout == LAYOUT_BLOCKED;
-    plain_md(&xa, d->n, d->c, d->h, d->w, any ? dnnl_format_tag_any : dnnl_nchw);
-    plain_md(&wa, d->k, d->c, kr, ks, any ? dnnl_format_tag_any : dnnl_oihw);
-    plain_md(&ya, d->n, d->k, d->oh, d->ow, any ? dnnl_format_tag_any : dnnl_nchw);
+    plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
+    plain_md(&wa, d->k, d->c, kr, ks, pdt, any ? dnnl_format_tag_any : dnnl_oihw);
+    plain_md(&ya, d->n, d->k, d->oh, d->ow, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
 
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; /* oneDNN counts extra gaps */
@@ -252,11 +402,11 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
                                                           dnnl_convolution_direct, &xa, &wa,
                                                           NULL, &ya, strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t fpd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, attr, cc->eng, NULL));
-    if (op == OP_FWD) {
+    dnnl_primitive_desc_t fpd = NULL;
+    int ok = create_pd(cc, e, &fpd, &fd, attr, NULL);
+    if (ok && op == OP_FWD) {
         e->pd = fpd;
-    } else {
+    } else if (ok) {
         dnnl_convolution_desc_t bd;
         if (op == OP_BWD_DATA)
             DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
@@ -264,10 +414,20 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
         else
             DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
                 &bd, dnnl_convolution_direct, &xa, &wa, NULL, &ya, strides, dil, pad, pad_r));
-        DNNL_CHECK(dnnl_primitive_desc_create(&e->pd, &bd, attr, cc->eng, fpd));
+        ok = create_pd(cc, e, &e->pd, &bd, attr, fpd);
         DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
     }
     DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    if (!ok) {
+        /* no bf16 kernel here: this entry marks the geometry as emulated */
+        SG_DEBUG("conv cache: %s n%d c%d %dx%d k%d %dx%d s%d p%d d%d: oneDNN has no bf16 "
+                 "kernel; emulated",
+                 op_names[op], d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h,
+                 d->dil_h);
+        e->next = cc->head;
+        cc->head = e;
+        return e;
+    }
     DNNL_CHECK(dnnl_primitive_create(&e->prim, e->pd));
 
     if (op == OP_FWD) {
@@ -296,21 +456,25 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     }
     const char *impl = NULL;
     DNNL_CHECK(dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &impl));
-    SG_DEBUG("conv cache: %s n%d c%d %dx%d k%d %dx%d s%d p%d d%d -> %s (%s layout, "
+    SG_DEBUG("conv cache: %s%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d -> %s (%s layout, "
              "kernel %dx%d after trimming, scratchpad %zu B)",
-             op_names[op], d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h,
-             d->dil_h, impl ? impl : "?", layout == LAYOUT_BLOCKED ? "blocked" : "plain", kr,
-             ks, e->scratch_bytes);
+             op_names[op], bf16 ? " bf16" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s,
+             d->stride_h, d->pad_h, d->dil_h, impl ? impl : "?",
+             layout == LAYOUT_BLOCKED ? "blocked" : "plain", kr, ks, e->scratch_bytes);
     e->next = cc->head;
     cc->head = e;
     return e;
 }
 
-static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
-    int layout = choose_layout(cc, d, op);
+/* bf16 = 1: a native bf16 entry (the plain layout's reorder is then a plain
+ * conversion). */
+static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
+    int layout = choose_layout(cc, d, op, bf16);
     for (conv_entry *e = cc->head; e; e = e->next)
-        if (e->op == op && e->layout == layout && memcmp(&e->d, d, sizeof *d) == 0) return e;
-    return build_entry(cc, d, op, layout);
+        if (e->op == op && e->layout == layout && e->bf16 == bf16 &&
+            memcmp(&e->d, d, sizeof *d) == 0)
+            return e;
+    return build_entry(cc, d, op, layout, bf16);
 }
 
 static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from,
@@ -400,34 +564,107 @@ static sg_cpu_conv_cache *conv_cache(sg_backend *be) {
     return c->conv;
 }
 
-static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
-    sg_cpu_conv_cache *cc = conv_cache(be);
+/* A float32 convolution: the per-tap GEMM path or a float32 oneDNN entry. */
+static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
+                     const float *in1, float *out, int accumulate) {
     if (use_taps(cc, d)) {
-        sg_conv_taps_prepare(&cc->taps, d);
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, in0, in1, out);
+        else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, d, in0, in1, out, accumulate);
+        else sg_conv_taps_bwd_weight(&cc->taps, d, in0, in1, out, accumulate);
+    } else {
+        run_entry(cc, get_entry(cc, d, op, 0), in0, in1, out, accumulate);
+    }
+}
+
+/* Element counts of an op's inputs and output: fwd x, w -> y; bwd_data
+ * dy, w -> dx; bwd_weight x, dy -> dw. */
+static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, size_t *nout) {
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
+    if (op == OP_FWD) *n0 = nx, *n1 = nw, *nout = ny;
+    else if (op == OP_BWD_DATA) *n0 = ny, *n1 = nw, *nout = nx;
+    else *n0 = nx, *n1 = ny, *nout = nw;
+}
+
+static void reserve_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    size_t n0, n1, nout;
+    op_counts(d, op, &n0, &n1, &nout);
+    ws_reserve(&cc->bf_a, n0 * sizeof(float));
+    ws_reserve(&cc->bf_b, n1 * sizeof(float));
+    ws_reserve(&cc->bf_out, nout * sizeof(float));
+}
+
+/* Emulated bf16 (see the top): bf16(in0) (*) bf16(in1) in float32, the
+ * result rounded to bf16, then written or added. */
+static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
+                          const float *in0, const float *in1, float *out, int accumulate) {
+    size_t n0, n1, nout;
+    op_counts(d, op, &n0, &n1, &nout);
+    reserve_emulated(cc, d, op);
+    float *a = cc->bf_a.p, *b = cc->bf_b.p;
+    sg_cpu_bf16_round(a, in0, n0);
+    sg_cpu_bf16_round(b, in1, n1);
+    if (accumulate) {
+        float *r = cc->bf_out.p;
+        conv_f32(cc, d, op, a, b, r, 0);
+        sg_cpu_bf16_round_add(out, r, nout);
+    } else {
+        conv_f32(cc, d, op, a, b, out, 0);
+        sg_cpu_bf16_round(out, out, nout);
+    }
+}
+
+/* Native bf16: a sparse dilated conv whose per-tap GEMMs do under 30% of
+ * the dense work runs them (emulated bf16: float32 GEMMs on rounded inputs)
+ * rather than oneDNN's dense bf16 kernel, which is ~3.5x the float32 speed
+ * per FLOP on AMX (bench_conv: ASPP rate 24 on 32x32 maps, 25% dense, is
+ * faster as taps; rate 12, 56%, dense). */
+static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
+    return use_taps(cc, d) && sg_conv_taps_density(d) < 0.3;
+}
+
+/* Every conv op: float32, native bf16, or emulated bf16. */
+static void conv_op(sg_backend *be, const sg_conv_desc *d, int op, const float *in0,
+                    const float *in1, float *out, int accumulate) {
+    sg_cpu_conv_cache *cc = conv_cache(be);
+    if (cc->bf16 == BF16_OFF) {
+        conv_f32(cc, d, op, in0, in1, out, accumulate);
         return;
     }
-    for (int op = 0; op < 3; op++) get_entry(cc, d, op);
+    if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d)) {
+        conv_entry *e = get_entry(cc, d, op, 1);
+        if (e->prim) {
+            run_entry(cc, e, in0, in1, out, accumulate);
+            return;
+        }
+    }
+    conv_emulated(cc, d, op, in0, in1, out, accumulate);
+}
+
+static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
+    sg_cpu_conv_cache *cc = conv_cache(be);
+    for (int op = 0; op < 3; op++) {
+        if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) && get_entry(cc, d, op, 1)->prim)
+            continue;
+        if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
+        if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
+        else get_entry(cc, d, op, 0);
+    }
 }
 
 static void conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
                      float *y) {
-    sg_cpu_conv_cache *cc = conv_cache(be);
-    if (use_taps(cc, d)) sg_conv_taps_fwd(&cc->taps, d, x, w, y);
-    else run_entry(cc, get_entry(cc, d, OP_FWD), x, w, y, 0);
+    conv_op(be, d, OP_FWD, x, w, y, 0);
 }
 
 static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
                           const float *w, float *dx, int accumulate) {
-    sg_cpu_conv_cache *cc = conv_cache(be);
-    if (use_taps(cc, d)) sg_conv_taps_bwd_data(&cc->taps, d, dy, w, dx, accumulate);
-    else run_entry(cc, get_entry(cc, d, OP_BWD_DATA), dy, w, dx, accumulate);
+    conv_op(be, d, OP_BWD_DATA, dy, w, dx, accumulate);
 }
 
 static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                             const float *dy, float *dw, int accumulate) {
-    sg_cpu_conv_cache *cc = conv_cache(be);
-    if (use_taps(cc, d)) sg_conv_taps_bwd_weight(&cc->taps, d, x, dy, dw, accumulate);
-    else run_entry(cc, get_entry(cc, d, OP_BWD_WEIGHT), x, dy, dw, accumulate);
+    conv_op(be, d, OP_BWD_WEIGHT, x, dy, dw, accumulate);
 }
 
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
@@ -435,7 +672,8 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     int n = 0;
     for (conv_entry *e = cc->head; e; e = e->next) n++;
     size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->taps.wt.bytes +
-               cc->taps.a.bytes + cc->taps.b.bytes;
+               cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes + cc->bf_b.bytes +
+               cc->bf_out.bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     *entries = n;
     *workspace_bytes = b;

@@ -47,6 +47,9 @@ typedef struct sg_conv_taps_ws {
  * rates on small maps), where per-tap GEMMs over the valid regions do much
  * less work than a dense conv. */
 int sg_conv_taps_applicable(const sg_conv_desc *d);
+/* The work of the per-tap GEMMs over that of the dense conv on the live
+ * taps (1 when every tap reads the whole image). */
+double sg_conv_taps_density(const sg_conv_desc *d);
 /* Grows the buffers for d (done by every call too). */
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d);
 void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,

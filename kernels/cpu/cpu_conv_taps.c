@@ -48,6 +48,10 @@ int sg_conv_taps_applicable(const sg_conv_desc *d) {
     if (d->stride_h != 1 || d->stride_w != 1 || (d->dil_h == 1 && d->dil_w == 1)) return 0;
     /* Small GEMMs would lose to oneDNN's direct kernels. */
     if (d->c < 64 || d->k < 16) return 0;
+    return sg_conv_taps_density(d) < 0.75; /* less than 75% of the dense work */
+}
+
+double sg_conv_taps_density(const sg_conv_desc *d) {
     /* Compared with the dense conv over the live taps only: cpu_conv.c
      * trims taps that read nothing but padding (ASPP rate 36 on 32x32 is a
      * 1x1 conv there, which oneDNN runs as fast as one GEMM). */
@@ -67,7 +71,7 @@ int sg_conv_taps_applicable(const sg_conv_desc *d) {
             useful += rect_area(&r);
         }
     size_t dense = (size_t)live_r * live_s * d->oh * d->ow;
-    return useful * 4 < dense * 3; /* less than 75% of the dense work */
+    return dense ? (double)useful / (double)dense : 1.0;
 }
 
 static void sgemm(char ta, char tb, long m, long n, long k, const float *a, long lda,

@@ -28,9 +28,18 @@ static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
 void *sg_cpu_aligned_alloc(size_t bytes);
 void sg_cpu_aligned_free(void *p);
 
-/* Conv cache lifetime (cpu_conv.c). Returns NULL only through a fatal error. */
-sg_cpu_conv_cache *sg_cpu_conv_create(int threads);
+/* Conv cache lifetime (cpu_conv.c). precision: SG_PRECISION_* (backend.h);
+ * for bf16 it picks oneDNN's native bf16 primitives or the exact emulation
+ * (SG_CPU_BF16=auto|native|emulated, default auto: native when oneDNN's
+ * effective ISA has bf16 instructions) and logs the choice once. Returns NULL
+ * after logging when SG_CPU_BF16 is malformed or asks for native bf16 on a
+ * processor without it; other failures are fatal. */
+sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision);
 void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
+/* The precision ("fp32" | "bf16") and how convolutions run, in words (for
+ * get_info: path and oneDNN ISA). */
+void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t precision_cap,
+                          char *math, size_t math_cap);
 
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */
@@ -46,6 +55,10 @@ void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
 
 /* dst (+)= src, count floats, threaded. */
 void sg_cpu_add_into(float *dst, const float *src, size_t count);
+/* cpu_bf16.c: dst = bf16(src) (dst may be src), dst += bf16(src); threaded,
+ * round-to-nearest-even (kernels/formulas/bf16.h). */
+void sg_cpu_bf16_round(float *dst, const float *src, size_t count);
+void sg_cpu_bf16_round_add(float *dst, const float *src, size_t count);
 
 /* Function multiversioning for hot per-plane loops: one copy per ISA level,
  * chosen at load time, so a portable build still runs 512-bit vectors on

@@ -94,6 +94,19 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     info->threads = 0;
     info->mem_in_use = cu->mem_in_use;
     info->mem_peak = cu->mem_peak;
+    snprintf(info->precision, sizeof info->precision, "%s",
+             cu->precision == SG_PRECISION_BF16 ? "bf16" : "fp32");
+    snprintf(info->conv_math, sizeof info->conv_math, "%s", cu->conv_math);
+    /* free / total of the device (other processes' use included); a failure
+     * leaves them 0 = unknown rather than ending the run over a report */
+    size_t free_b = 0, total_b = 0;
+    info->mem_total = info->mem_available = 0;
+    if (cudaSetDevice(cu->device) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        info->mem_total = total_b;
+        info->mem_available = free_b;
+    } else {
+        (void)cudaGetLastError();
+    }
 }
 
 /* Makes the backend's device current on the calling thread. */
@@ -239,6 +252,11 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
     cu->sm_count = prop.multiProcessorCount;
     cu->benchmark = opts ? opts->cudnn_benchmark : 1;
     cu->deterministic = opts ? opts->cudnn_deterministic : 0;
+    if (sg_cuda_conv_configure(cu, opts, prop.major, prop.minor) != 0) {
+        free(cu);
+        free(be);
+        return NULL;
+    }
 
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) {
         CU_CHECK(cudaStreamCreateWithFlags(&cu->streams[i], cudaStreamNonBlocking));
@@ -261,7 +279,7 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
     be->impl = cu;
     be->caps = SG_CAP_ASYNC_STREAMS | SG_CAP_DEVICE_COLLECTIVES;
     be->device_index = device;
-    SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d", device,
-            cu->device_name, cu->benchmark, cu->deterministic);
+    SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d; convolutions %s",
+            device, cu->device_name, cu->benchmark, cu->deterministic, cu->conv_math);
     return be;
 }

@@ -7,17 +7,156 @@
  *     a warning, if the timing itself cannot get device memory);
  *   - otherwise: cuDNN's heuristics (cudnnGet*_v7, best first);
  *   - cudnn_deterministic: only algorithms cuDNN reports as deterministic.
- * FP32 only, without TF32 tensor-core math (CUDNN_FMA_MATH), so results match
- * the CPU backend and the reference to float rounding.
  * The shared workspace grows to the largest chosen algorithm's need when a
  * geometry is first seen (conv_prepare or first use), never in steady state.
- * Accumulation (accumulate=1) is cuDNN's beta = 1.
+ *
+ * Precision (sg_backend_opts, backend.h):
+ *   - fp32, allow_tf32 off (or a GPU before sm_80): CUDNN_FMA_MATH only, so
+ *     results match the CPU backend and the reference to float rounding.
+ *     Accumulation (accumulate = 1) is cuDNN's beta = 1.
+ *   - fp32, allow_tf32 on (sm_80+): CUDNN_DEFAULT_MATH, so cuDNN may run
+ *     TF32 tensor-core algorithms (inputs rounded to 10 mantissa bits, fp32
+ *     accumulation): PyTorch's default for cuDNN convolutions.
+ *   - bf16 (sm_80+): the two inputs are converted to bf16 (round-to-nearest-
+ *     even, kernels/formulas/bf16.h, the CPU emulation's formula) into NHWC
+ *     copies - channels-last, the layout cuDNN's tensor-core kernels run
+ *     without transposing - the convolution runs bf16 in / bf16 out with
+ *     float32 compute (CUDNN_TENSOR_OP_MATH), and its result is converted
+ *     back to the caller's float32 NCHW tensor (exact), or added to it
+ *     (accumulate). Weights are converted on every call, so the bf16 copy is
+ *     always that of the current float32 master weights. The conversions
+ *     are fused with the layout change (tiled transposes, coalesced on both
+ *     sides). The layout and the bf16 copies stay inside this file: the
+ *     model, the other ops and the checkpoints see float32 NCHW only.
+ * Algorithms whose math type would convert float32 to half
+ * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/formulas/bf16.h"
+
+/* ---------------- precision ---------------- */
+
+int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major,
+                           int cc_minor) {
+    int prec = opts ? opts->precision : SG_PRECISION_FP32;
+    int allow_tf32 = opts ? opts->allow_tf32 : 0;
+    cu->precision = prec;
+    cu->tf32 = 0;
+    if (prec == SG_PRECISION_BF16) {
+        if (cc_major < 8) {
+            SG_ERROR("device %s (sm_%d%d): train.precision bf16 needs bf16 tensor cores "
+                     "(compute capability 8.0 or newer: A100, H100, L4, RTX 30xx and later); "
+                     "use train.precision: fp32",
+                     cu->name, cc_major, cc_minor);
+            return -1;
+        }
+        snprintf(cu->conv_math, sizeof cu->conv_math,
+                 "bf16: cuDNN bf16 tensor cores, NHWC, fp32 accumulation (sm_%d%d)", cc_major,
+                 cc_minor);
+    } else if (allow_tf32 && cc_major >= 8) {
+        cu->tf32 = 1;
+        snprintf(cu->conv_math, sizeof cu->conv_math,
+                 "fp32, TF32 tensor cores allowed (cudnn.allow_tf32, sm_%d%d)", cc_major,
+                 cc_minor);
+    } else {
+        snprintf(cu->conv_math, sizeof cu->conv_math, "fp32 (FMA math, no TF32%s)",
+                 allow_tf32 ? ": this GPU has no TF32" : ": cudnn.allow_tf32 false");
+    }
+    return 0;
+}
+
+/* The math type the descriptor asks for before algorithms are chosen. */
+static cudnnMathType_t requested_math(const sg_cuda *cu) {
+    if (cu->precision == SG_PRECISION_BF16) return CUDNN_TENSOR_OP_MATH;
+    return cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* The math type a chosen algorithm runs with: the one cuDNN reported for it,
+ * except in plain fp32, which always runs FMA math (a reported
+ * CUDNN_DEFAULT_MATH would allow TF32 on Ampere and later). */
+static cudnnMathType_t run_math(const sg_cuda *cu, cudnnMathType_t reported) {
+    if (cu->precision == SG_PRECISION_FP32 && !cu->tf32) return CUDNN_FMA_MATH;
+    return reported;
+}
+
+/* ---------------- float32 NCHW <-> bf16 NHWC ---------------- */
+
+#define TILE 32
+#define TILE_ROWS 8
+
+/* src [N][C][P] float -> dst [N][P][C] bf16 bits (round-to-nearest-even).
+ * One 32x32 (c, p) tile per block through shared memory: reads coalesced
+ * along p, writes along c. */
+__global__ void k_to_nhwc_bf16(const float *__restrict__ src, uint16_t *__restrict__ dst, int C,
+                               int P) {
+    __shared__ float tile[TILE][TILE + 1];
+    size_t plane = (size_t)C * P;
+    const float *s = src + (size_t)blockIdx.z * plane;
+    uint16_t *d = dst + (size_t)blockIdx.z * plane;
+    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int c = c0 + i, p = p0 + threadIdx.x;
+        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)c * P + p];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int p = p0 + i, c = c0 + threadIdx.x;
+        if (c < C && p < P) d[(size_t)p * C + c] = sg_bf16_bits(tile[threadIdx.x][i]);
+    }
+}
+
+/* src [N][P][C] bf16 bits -> dst [N][C][P] float, written or added. */
+__global__ void k_from_nhwc_bf16(const uint16_t *__restrict__ src, float *__restrict__ dst, int C,
+                                 int P, int accumulate) {
+    __shared__ float tile[TILE][TILE + 1];
+    size_t plane = (size_t)C * P;
+    const uint16_t *s = src + (size_t)blockIdx.z * plane;
+    float *d = dst + (size_t)blockIdx.z * plane;
+    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int p = p0 + i, c = c0 + threadIdx.x;
+        if (c < C && p < P) tile[i][threadIdx.x] = sg_bf16_to_f32(s[(size_t)p * C + c]);
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int c = c0 + i, p = p0 + threadIdx.x;
+        if (c < C && p < P) {
+            size_t o = (size_t)c * P + p;
+            float v = tile[threadIdx.x][i];
+            d[o] = accumulate ? sg_fadd(d[o], v) : v;
+        }
+    }
+}
+
+/* Grid of the transposes: x over P, y over C (<= 65535 tiles), z over N. */
+static dim3 tile_grid(int n, int c, int p) {
+    SG_CHECK(n >= 1 && n <= 65535 && (c + TILE - 1) / TILE <= 65535,
+             "CUDA backend: bf16 conversion of a [%d][%d][%d] tensor exceeds the grid limits "
+             "(batch or output channels above 65535); use train.precision: fp32",
+             n, c, p);
+    return dim3((unsigned)((p + TILE - 1) / TILE), (unsigned)((c + TILE - 1) / TILE), (unsigned)n);
+}
+
+static void to_nhwc_bf16(sg_backend *be, const float *src, void *dst, int n, int c, int p) {
+    k_to_nhwc_bf16<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+        src, (uint16_t *)dst, c, p);
+    CU_LAUNCH_CHECK("k_to_nhwc_bf16");
+}
+
+static void from_nhwc_bf16(sg_backend *be, const void *src, float *dst, int n, int c, int p,
+                           int accumulate) {
+    k_from_nhwc_bf16<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+        (const uint16_t *)src, dst, c, p, accumulate);
+    CU_LAUNCH_CHECK("k_from_nhwc_bf16");
+}
+
+/* ---------------- algorithm choice ---------------- */
 
 /* Algorithms needing more workspace than this are skipped: half of the free
  * memory (less a margin), and never above 4 GiB, so that an early geometry's
@@ -30,12 +169,15 @@ static size_t workspace_limit(void) {
     return limit < cap ? limit : cap;
 }
 
-static int usable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math,
-                  size_t memory, size_t limit, int deterministic) {
+static int usable(const sg_cuda *cu, cudnnStatus_t status, cudnnDeterminism_t det,
+                  cudnnMathType_t math, size_t memory, size_t limit) {
     if (status != CUDNN_STATUS_SUCCESS) return 0;
-    if (deterministic && det != CUDNN_DETERMINISTIC) return 0;
-    /* TF32 tensor-core math would change results vs the CPU backend */
-    if (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return 0;
+    if (cu->deterministic && det != CUDNN_DETERMINISTIC) return 0;
+    /* never a silent down-conversion to half */
+    if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return 0;
+    /* plain fp32: TF32 tensor-core math would change results vs the CPU backend */
+    if (cu->precision == SG_PRECISION_FP32 && !cu->tf32 && math == CUDNN_TENSOR_OP_MATH)
+        return 0;
     return memory <= limit;
 }
 
@@ -56,9 +198,13 @@ static int find_ok_at(cudnnStatus_t s, const char *call, const char *what, const
     sg_cuda_fail(call, file, line, "cudnnStatus", cudnnGetErrorString(s), sg_cudnn_hint(s));
 }
 
+/* Each choose_* sets the descriptor's math type to the requested one for the
+ * search, then to the chosen algorithm's for its workspace size (which
+ * depends on it); the call sites set it again before running. */
 static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
         find_ok(cudnnFindConvolutionForwardAlgorithm(cu->cudnn, e->x_desc, e->w_desc,
                                                      e->conv_desc, e->y_desc,
@@ -70,19 +216,21 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
                                                            e->conv_desc, e->y_desc,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                            &got, perf));
-    for (int i = 0; i < got; i++) {
-        if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
-                    limit, cu->deterministic))
+    e->fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    e->fwd_math = requested_math(cu);
+    int found = 0;
+    for (int i = 0; i < got && !found; i++) {
+        if (!usable(cu, perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
+                    limit))
             continue;
         e->fwd_algo = perf[i].algo;
-        CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, e->x_desc, e->w_desc,
-                                                            e->conv_desc, e->y_desc,
-                                                            e->fwd_algo, &e->fwd_ws));
-        return;
+        e->fwd_math = run_math(cu, perf[i].mathType);
+        found = 1;
     }
-    SG_WARN("cuDNN offered no usable forward algorithm for this convolution; using "
-            "IMPLICIT_GEMM (deterministic, no workspace)");
-    e->fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    if (!found)
+        SG_WARN("cuDNN offered no usable forward algorithm for this convolution; using "
+                "IMPLICIT_GEMM (deterministic, no workspace)");
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, e->x_desc, e->w_desc,
                                                         e->conv_desc, e->y_desc, e->fwd_algo,
                                                         &e->fwd_ws));
@@ -91,6 +239,7 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
 static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int got = 0;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
         find_ok(cudnnFindConvolutionBackwardDataAlgorithm(
                     cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
@@ -100,19 +249,21 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-    for (int i = 0; i < got; i++) {
-        if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
-                    limit, cu->deterministic))
+    e->bwd_data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    e->bwd_data_math = requested_math(cu);
+    int found = 0;
+    for (int i = 0; i < got && !found; i++) {
+        if (!usable(cu, perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
+                    limit))
             continue;
         e->bwd_data_algo = perf[i].algo;
-        CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc, e->bwd_data_algo,
-            &e->bwd_data_ws));
-        return;
+        e->bwd_data_math = run_math(cu, perf[i].mathType);
+        found = 1;
     }
-    SG_WARN("cuDNN offered no usable backward-data algorithm for this convolution; using "
-            "ALGO_1 (deterministic)");
-    e->bwd_data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    if (!found)
+        SG_WARN("cuDNN offered no usable backward-data algorithm for this convolution; using "
+                "ALGO_1 (deterministic)");
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, e->w_desc, e->y_desc,
                                                              e->conv_desc, e->x_desc,
                                                              e->bwd_data_algo,
@@ -122,6 +273,7 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
 static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int got = 0;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
         find_ok(cudnnFindConvolutionBackwardFilterAlgorithm(
                     cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
@@ -131,33 +283,41 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-    for (int i = 0; i < got; i++) {
-        if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
-                    limit, cu->deterministic))
+    e->bwd_filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    e->bwd_filter_math = requested_math(cu);
+    int found = 0;
+    for (int i = 0; i < got && !found; i++) {
+        if (!usable(cu, perf[i].status, perf[i].determinism, perf[i].mathType, perf[i].memory,
+                    limit))
             continue;
         e->bwd_filter_algo = perf[i].algo;
-        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, e->bwd_filter_algo,
-            &e->bwd_filter_ws));
-        return;
+        e->bwd_filter_math = run_math(cu, perf[i].mathType);
+        found = 1;
     }
-    SG_WARN("cuDNN offered no usable backward-filter algorithm for this convolution; "
-            "using ALGO_1 (deterministic)");
-    e->bwd_filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    if (!found)
+        SG_WARN("cuDNN offered no usable backward-filter algorithm for this convolution; "
+                "using ALGO_1 (deterministic)");
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, e->bwd_filter_algo,
         &e->bwd_filter_ws));
 }
 
-static void grow_workspace(sg_cuda *cu, size_t need) {
-    if (need <= cu->workspace_bytes) return;
-    /* ops in flight may still use the old workspace */
+/* Grows a buffer of the backend's own (workspace, bf16 copies) to `need`
+ * bytes, after the work in flight that may still use the old one. */
+static void grow(sg_cuda *cu, void **buf, size_t *bytes, size_t need, const char *what) {
+    if (need <= *bytes) return;
     CU_CHECK(cudaStreamSynchronize(cu->streams[SG_STREAM_COMPUTE]));
-    sg_cuda_raw_free(cu, cu->workspace, cu->workspace_bytes);
-    cu->workspace = NULL;
-    cu->workspace_bytes = 0;
-    cu->workspace = sg_cuda_raw_alloc(cu, need, "the cuDNN convolution workspace");
-    cu->workspace_bytes = need;
+    sg_cuda_raw_free(cu, *buf, *bytes);
+    *buf = NULL;
+    *bytes = 0;
+    *buf = sg_cuda_raw_alloc(cu, need, what);
+    *bytes = need;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) {
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
 }
 
 static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
@@ -179,6 +339,9 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
         cu->convs = nc;
         cu->cap_convs = cap;
     }
+    int bf16 = cu->precision == SG_PRECISION_BF16;
+    cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    cudnnTensorFormat_t fmt = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     sg_cuda_conv *e = &cu->convs[cu->n_convs];
     memset(e, 0, sizeof *e);
     e->key = *d;
@@ -186,14 +349,16 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y_desc));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w_desc));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv_desc));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
-                                           d->c, d->h, d->w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
-                                           d->c, d->r, d->s));
+    /* dimensions are always given as n, c, h, w (k, c, r, s); the format
+     * says how they are laid out in memory */
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x_desc, fmt, dt, d->n, d->c, d->h, d->w));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w_desc, dt, fmt, d->k, d->c, d->r, d->s));
+    /* compute (accumulation) type float for both: bf16 data with float
+     * compute is cuDNN's bf16 configuration */
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(e->conv_desc, d->pad_h, d->pad_w, d->stride_h,
                                                 d->stride_w, d->dil_h, d->dil_w,
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, CUDNN_FMA_MATH));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int on, oc, ooh, oow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv_desc, e->x_desc, e->w_desc, &on,
                                                       &oc, &ooh, &oow));
@@ -201,24 +366,33 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
              "CUDA backend: convolution output %dx%d in the descriptor, cuDNN computes "
              "%dx%d: fill oh/ow with sg_conv_desc_init",
              d->oh, d->ow, ooh, oow);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
-                                           d->k, d->oh, d->ow));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y_desc, fmt, dt, d->n, d->k, d->oh, d->ow));
     size_t limit = workspace_limit();
     choose_fwd(cu, e, limit);
     choose_bwd_data(cu, e, limit);
     choose_bwd_filter(cu, e, limit);
-    size_t need = e->fwd_ws;
-    if (e->bwd_data_ws > need) need = e->bwd_data_ws;
-    if (e->bwd_filter_ws > need) need = e->bwd_filter_ws;
-    grow_workspace(cu, need);
+    grow(cu, &cu->workspace, &cu->workspace_bytes,
+         max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws), "the cuDNN convolution workspace");
+    if (bf16) {
+        /* slot 0: x or dy, slot 1: w or dy, slot 2: the result (y, dx or dw) */
+        size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+        size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
+        size_t need[3] = {(nx > ny ? nx : ny) * 2, (nw > ny ? nw : ny) * 2, max3(nx, nw, ny) * 2};
+        for (int i = 0; i < 3; i++)
+            grow(cu, &cu->bf16_buf[i], &cu->bf16_bytes[i], need[i],
+                 "the bf16 convolution buffers (train.precision bf16)");
+    }
     cu->n_convs++;
-    SG_DEBUG("cuDNN conv n%d c%d %dx%d k%d %dx%d s%d p%d d%d: algos fwd %d bwd-data %d "
-             "bwd-filter %d, workspace %zu/%zu/%zu bytes",
-             d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h, d->dil_h,
-             (int)e->fwd_algo, (int)e->bwd_data_algo, (int)e->bwd_filter_algo, e->fwd_ws,
+    SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d: algos fwd %d bwd-data %d "
+             "bwd-filter %d, math %d/%d/%d, workspace %zu/%zu/%zu bytes",
+             bf16 ? " (bf16 NHWC)" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h,
+             d->pad_h, d->dil_h, (int)e->fwd_algo, (int)e->bwd_data_algo, (int)e->bwd_filter_algo,
+             (int)e->fwd_math, (int)e->bwd_data_math, (int)e->bwd_filter_math, e->fwd_ws,
              e->bwd_data_ws, e->bwd_filter_ws);
     return e;
 }
+
+/* ---------------- the ops ---------------- */
 
 void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d) { (void)get_conv(be, d); }
 
@@ -227,30 +401,66 @@ void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, con
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
     const float alpha = 1.0f, beta = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w,
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
+    if (cu->precision != SG_PRECISION_BF16) {
+        CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w,
+                                            e->conv_desc, e->fwd_algo, cu->workspace,
+                                            e->fwd_ws, &beta, e->y_desc, y));
+        return;
+    }
+    void **b = cu->bf16_buf;
+    to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
+    to_nhwc_bf16(be, w, b[1], d->k, d->c, d->r * d->s);
+    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, b[1],
                                         e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
-                                        &beta, e->y_desc, y));
+                                        &beta, e->y_desc, b[2]));
+    from_nhwc_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
 }
 
 void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
                            const float *w, float *dx, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, w, e->y_desc, dy,
-                                             e->conv_desc, e->bwd_data_algo, cu->workspace,
-                                             e->bwd_data_ws, &beta, e->x_desc, dx));
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
+    if (cu->precision != SG_PRECISION_BF16) {
+        CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, w, e->y_desc, dy,
+                                                 e->conv_desc, e->bwd_data_algo, cu->workspace,
+                                                 e->bwd_data_ws, &beta, e->x_desc, dx));
+        return;
+    }
+    void **b = cu->bf16_buf;
+    to_nhwc_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
+    to_nhwc_bf16(be, w, b[1], d->k, d->c, d->r * d->s);
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, b[1], e->y_desc,
+                                             b[0], e->conv_desc, e->bwd_data_algo,
+                                             cu->workspace, e->bwd_data_ws, &zero, e->x_desc,
+                                             b[2]));
+    from_nhwc_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
 }
 
 void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                              const float *dy, float *dw, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc, dy,
-                                               e->conv_desc, e->bwd_filter_algo,
-                                               cu->workspace, e->bwd_filter_ws, &beta,
-                                               e->w_desc, dw));
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
+    if (cu->precision != SG_PRECISION_BF16) {
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc,
+                                                   dy, e->conv_desc, e->bwd_filter_algo,
+                                                   cu->workspace, e->bwd_filter_ws, &beta,
+                                                   e->w_desc, dw));
+        return;
+    }
+    void **b = cu->bf16_buf;
+    to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
+    to_nhwc_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc,
+                                               b[1], e->conv_desc, e->bwd_filter_algo,
+                                               cu->workspace, e->bwd_filter_ws, &zero,
+                                               e->w_desc, b[2]));
+    /* dw: [k][r*s][c] (KRSC) -> [k][c][r*s] */
+    from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
 }
 
 void sg_cuda_conv_destroy(sg_cuda *cu) {
@@ -267,4 +477,9 @@ void sg_cuda_conv_destroy(sg_cuda *cu) {
     sg_cuda_raw_free(cu, cu->workspace, cu->workspace_bytes);
     cu->workspace = NULL;
     cu->workspace_bytes = 0;
+    for (int i = 0; i < 3; i++) {
+        sg_cuda_raw_free(cu, cu->bf16_buf[i], cu->bf16_bytes[i]);
+        cu->bf16_buf[i] = NULL;
+        cu->bf16_bytes[i] = 0;
+    }
 }

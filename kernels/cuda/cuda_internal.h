@@ -60,7 +60,9 @@ extern "C" const char *sg_cudnn_hint(cudnnStatus_t s);
 
 /* ---- state ---- */
 
-/* One cached convolution geometry: descriptors and the chosen algorithms. */
+/* One cached convolution geometry: descriptors and the chosen algorithms.
+ * float32: NCHW float descriptors on the caller's tensors; bf16: NHWC bf16
+ * descriptors on the backend's bf16 copies (cuda_conv.cu). */
 typedef struct sg_cuda_conv {
     sg_conv_desc key;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -69,6 +71,9 @@ typedef struct sg_cuda_conv {
     cudnnConvolutionFwdAlgo_t fwd_algo;
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+    /* the math type each chosen algorithm runs with (set on conv_desc
+     * before each call: one descriptor serves the three directions) */
+    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
     size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each choice */
 } sg_cuda_conv;
 
@@ -91,6 +96,9 @@ typedef struct sg_cuda {
     char device_name[128];
     int sm_count;
     int benchmark, deterministic;
+    int precision;          /* SG_PRECISION_* of the convolutions */
+    int tf32;               /* fp32 convolutions may use TF32 (allow_tf32 and sm_80+) */
+    char conv_math[160];    /* how convolutions run, in words (get_info, log) */
 
     cudaStream_t streams[SG_CUDA_NSTREAMS]; /* SG_STREAM_COMPUTE, _COPY, _COMM */
     cudaEvent_t events[SG_CUDA_NSTREAMS];   /* recorded on stream i for stream_wait */
@@ -104,6 +112,10 @@ typedef struct sg_cuda {
     int n_convs, cap_convs;
     void *workspace;
     size_t workspace_bytes;
+    /* bf16: NHWC bf16 copies of a conv's two inputs and of its result,
+     * grown (like the workspace) when a geometry is first seen */
+    void *bf16_buf[3];
+    size_t bf16_bytes[3];
 
     /* allocation table: open addressing on the pointer value */
     sg_cuda_alloc_entry *allocs;
@@ -189,6 +201,11 @@ void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *d
 void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                              const float *dy, float *dw, int accumulate);
 void sg_cuda_conv_destroy(sg_cuda *cu);
+/* Sets cu->precision / tf32 / conv_math from the options and the device's
+ * compute capability; returns 0, or -1 after logging (bf16 on a GPU before
+ * sm_80, which has no bf16 tensor cores). */
+int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major,
+                           int cc_minor);
 
 /* cuda_bn.cu */
 void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw);

@@ -2,7 +2,9 @@
  * every case of every op of kernels/backend.h, with its shapes, flags and
  * tolerance. test_backend_ops runs each row on every backend compiled in
  * (rows with all_configs on every configuration of the backend: the CPU's
- * three conv layouts, CUDA's deterministic and benchmark algorithm choice).
+ * three conv layouts, CUDA's deterministic and benchmark algorithm choice;
+ * and the bf16 / TF32 configurations, for rows that state tol_bf16 /
+ * tol_tf32: every conv case, against the same float32 reference).
  *
  * Adding an op: its reference in tests/kernels/ref_ops.c, a runner in
  * run_<group>.c (cases.h says which fields runners read), and its rows here.
@@ -22,6 +24,15 @@
 #define TOL_CONV 1e-4
 /* cuDNN FP32 (no TF32): Winograd / FFT / implicit GEMM round differently */
 #define TOL_CONV_CUDA 5e-4
+/* bf16 convolutions against the float32 reference: inputs rounded to 8
+ * significant bits (relative error <= 2^-9 each), float32 sums, the result
+ * rounded to bf16 (<= 2^-8 = 3.9e-3 of the value): relative 1e-2 of max|ref|.
+ * Each bf16 configuration also checks every result against the bf16-exact
+ * reference to one or two bf16 steps (test_backend_ops.c). */
+#define TOL_CONV_BF16 1e-2
+/* TF32 (10 stored mantissa bits; cuDNN may truncate instead of rounding):
+ * inputs within 2^-10, float32 sums */
+#define TOL_CONV_TF32 3e-3
 #define TOL_FD 1e-2
 
 /* One conv geometry -> its five cases: forward, backward-data and
@@ -29,7 +40,8 @@
  * prep = 1: conv_prepare first (the model's path), 0: first use builds. */
 #define CONV_CASE(OP, RUN, ACC, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE)        \
     {OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC,         \
-     .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .all_configs = 1, .note = NOTE}
+     .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,     \
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1, .note = NOTE}
 #define CONV(...)                                                                          \
     CONV_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                                   \
         CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),                     \
@@ -185,8 +197,9 @@ const tb_case tb_cases[] = {
     CONV(4, 4, 24, 14, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, "random"),
     {"conv_fwd", run_conv_fwd, .conv = {1, 1, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
      .in = conv_hand_x, .in2 = ones9, .want = conv_hand_y, .nwant = 9, .want_tol = 1e-5,
-     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .all_configs = 1,
-     .note = "hand: kernel of ones sums the in-image 3x3 neighbourhood"},
+     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
+     .note = "hand: kernel of ones sums the in-image 3x3 neighbourhood (exact in bf16 too)"},
     {"bias_fwd", run_bias_fwd, .n = 3, .c = 5, .h = 7, .w = 1, .tol = EXACT},
     {"bias_fwd", run_bias_fwd, .n = 5, .c = 3, .h = 3001, .w = 1, .tol = EXACT,
      .note = "a channel split over several blocks"},

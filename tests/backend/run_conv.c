@@ -1,6 +1,9 @@
 /* tests/backend/run_conv.c - runners for the convolution ops (fwd, backward
  * data, backward weight) and bias, against ref_ops. On configurations that
- * promise determinism (t->det) a second call must give the same bits.
+ * promise determinism (t->det) a second call must give the same bits. On
+ * bf16 configurations (t->bf16_steps > 0) each result is compared twice:
+ * with the float32 reference at the row's bf16 tolerance, and element by
+ * element with the bf16-exact reference (ref_conv_*_bf16).
  */
 #include "tests/backend/cases.h"
 #include "tests/kernels/ref_ops.h"
@@ -35,6 +38,11 @@ void run_conv_fwd(tb_ctx *t, const tb_case *c) {
     float *got = tb_getf(t, y_d, ny);
     tb_close(t, "y", y, got, ny, t->tol);
     tb_want(t, "y", got, ny);
+    if (t->bf16_steps) {
+        float *yb = tb_hzeros(t, ny);
+        ref_conv_fwd_bf16(&d, x, w, yb);
+        tb_close_bf16(t, "y (bf16-exact)", yb, got, NULL, ny, t->bf16_steps, t->bf16_slack);
+    }
     /* A second call on the same geometry reuses what the first one cached. */
     o->zero(t->be, y_d, ny * sizeof(float));
     o->conv_fwd(t->be, &d, x_d, w_d, y_d);
@@ -54,6 +62,12 @@ void run_conv_bwd_data(tb_ctx *t, const tb_case *c) {
     o->conv_bwd_data(t->be, &d, dy_d, w_d, dx_d, c->acc);
     float *got = tb_getf(t, dx_d, nx);
     tb_close(t, "dx", dx, got, nx, t->tol);
+    if (t->bf16_steps) {
+        float *dxb = tb_hcopy(t, dx0, nx);
+        ref_conv_bwd_data_bf16(&d, dy, w, dxb, c->acc);
+        tb_close_bf16(t, "dx (bf16-exact)", dxb, got, c->acc ? dx0 : NULL, nx, t->bf16_steps,
+                      t->bf16_slack);
+    }
     if (t->det) {
         tb_put(t, dx_d, dx0, nx * sizeof(float));
         o->conv_bwd_data(t->be, &d, dy_d, w_d, dx_d, c->acc);
@@ -73,6 +87,12 @@ void run_conv_bwd_weight(tb_ctx *t, const tb_case *c) {
     o->conv_bwd_weight(t->be, &d, x_d, dy_d, dw_d, c->acc);
     float *got = tb_getf(t, dw_d, nw);
     tb_close(t, "dw", dw, got, nw, t->tol);
+    if (t->bf16_steps) {
+        float *dwb = tb_hcopy(t, dw0, nw);
+        ref_conv_bwd_weight_bf16(&d, x, dy, dwb, c->acc);
+        tb_close_bf16(t, "dw (bf16-exact)", dwb, got, c->acc ? dw0 : NULL, nw, t->bf16_steps,
+                      t->bf16_slack);
+    }
     if (t->det) {
         tb_put(t, dw_d, dw0, nw * sizeof(float));
         o->conv_bwd_weight(t->be, &d, x_d, dy_d, dw_d, c->acc);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/rng.h"
+#include "tests/kernels/ref_ops.h"
 
 /* testutil.h's counters are for TEST_RUN-style tests; here only its
  * tu_max_rel_err and tu_fill are used (the same definitions as every test). */
@@ -280,6 +281,34 @@ int tb_close(tb_ctx *t, const char *what, const float *ref, const float *got, si
 int tb_close_dev(tb_ctx *t, const char *what, const float *ref, const float *dev, size_t n,
                  double tol) {
     return tb_close(t, what, ref, tb_getf(t, dev, n), n, tol);
+}
+
+int tb_close_bf16(tb_ctx *t, const char *what, const float *ref, const float *got,
+                  const float *base, size_t n, int steps, double slack) {
+    double amax = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(ref[i]) > amax) amax = fabs(ref[i]);
+    double worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = ref[i], g = got[i], b = base ? base[i] : 0.0;
+        /* the bf16 value is the result before it was added to base */
+        double m = fabs(r - b) > fabs(g - b) ? fabs(r - b) : fabs(g - b);
+        double allowed = steps * ref_bf16_ulp(m) + slack * amax;
+        double q = fabs(g - r) / allowed;
+        if (q != q) q = INFINITY; /* NaN */
+        if (q > worst) worst = q, wi = i;
+    }
+    /* without accumulation the op's output is the rounded result itself */
+    for (size_t i = 0; !base && i < n; i++)
+        if (ref_bf16_round(got[i]) != got[i])
+            return tb_fail(t, "%s: element %zu is %.9g, not a bf16 value (the result must be "
+                              "rounded to bf16)",
+                           what, i, (double)got[i]);
+    if (worst <= 1.0) return 1;
+    return tb_fail(t, "%s: element %zu is %.9g, the bf16-exact reference %.9g: %.2f times the "
+                      "allowed %d bf16 step(s) + %g x max|ref| (max|ref| %.4g)",
+                   what, wi, (double)got[wi], (double)ref[wi], worst, steps, slack, amax);
 }
 
 int tb_same(tb_ctx *t, const char *what, const void *ref, const void *got, size_t bytes) {

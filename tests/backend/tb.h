@@ -80,6 +80,10 @@ struct tb_case {
     float fd_h;          /* finite differences: step */
     double tol;          /* relative tolerance on every backend (0: bit-exact) */
     double tol_cuda;     /* if > 0: the tolerance on the CUDA backend instead */
+    /* Reduced-precision convolutions (sg_backend_opts.precision / allow_tf32):
+     * a row runs on a bf16 (TF32) configuration only when it states tol_bf16
+     * (tol_tf32) > 0, its tolerance there against the float32 reference. */
+    double tol_bf16, tol_tf32;
     int all_configs;     /* run on every configuration of a backend (conv) */
     const char *note;    /* why the case exists (printed on failure) */
 };
@@ -90,6 +94,11 @@ struct tb_ctx {
     const char *config;  /* configuration name, e.g. "cpu/plain", "cuda/det" */
     int det;             /* the configuration promises bit-identical conv reruns */
     double tol;          /* the case's tolerance on this backend */
+    /* bf16 configurations (else 0): conv results are also checked against the
+     * bf16-exact reference (ref_conv_*_bf16) element by element, within
+     * bf16_steps bf16 ulps + bf16_slack x max|ref| (tb_close_bf16) */
+    int bf16_steps;
+    double bf16_slack;
     const tb_case *c;
     char desc[512];      /* the case's parameters, for messages */
     int failures;        /* FAIL lines printed for this run */
@@ -150,6 +159,15 @@ int tb_near(tb_ctx *t, const char *what, double got, double want, double abs_tol
 /* got[0..nwant) against the case's known values (c->want, c->want_tol). */
 int tb_want(tb_ctx *t, const char *what, const float *got, size_t n);
 int tb_want_d(tb_ctx *t, const char *what, const double *got, size_t n);
+
+/* Element by element: |got - ref| <= steps * ulp_bf16(max(|ref - base|,
+ * |got - base|)) + slack * max|ref|: got is ref up to `steps` bf16 rounding
+ * steps of the rounded result (a float32 accumulation ends on the other
+ * side of a bf16 boundary) and tiny absolute differences where sums cancel.
+ * base: what the result was added to (accumulate = 1), or NULL: then every
+ * element of got must also be a bf16 value. */
+int tb_close_bf16(tb_ctx *t, const char *what, const float *ref, const float *got,
+                  const float *base, size_t n, int steps, double slack);
 
 /* ---- finite differences ---- */
 /* A loss evaluated on the backend with the current parameter values. */

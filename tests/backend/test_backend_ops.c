@@ -10,9 +10,19 @@
  * others only the rows marked all_configs (the convolutions):
  *   cpu:  conv layout auto, plain, blocked (SG_CPU_CONV_LAYOUT), 2 threads
  *         (an OpenMP reduction over 2 threads is order-independent, so reruns
- *         are bit-identical);
+ *         are bit-identical); then bf16 (native oneDNN bf16 where the
+ *         processor has it, else the emulation) and bf16 emulated
+ *         (SG_CPU_BF16=emulated);
  *   cuda: cuDNN deterministic algorithms (reruns bit-identical), then
- *         cudnn.benchmark (measured algorithm choice).
+ *         cudnn.benchmark (measured algorithm choice), then TF32 allowed
+ *         (cuDNN's heuristics), then bf16 (deterministic algorithms; NHWC).
+ * The bf16 and TF32 configurations run only the rows that state a bf16 /
+ * TF32 tolerance (tol_bf16, tol_tf32: against the float32 reference); the
+ * bf16 ones also check every conv result against the bf16-exact reference
+ * (inputs rounded to bf16, exact products, the result rounded: ref_ops.h)
+ * within one bf16 rounding step where the arithmetic is float32 in a known
+ * order (the emulation), two elsewhere (oneDNN's and cuDNN's bf16 kernels
+ * sum in their own order).
  * Prints per op the cases run and passed, a FAIL line per failure (op,
  * configuration, parameters, error and tolerance) and a summary line
  * "<backend>: P/T cases passed". Exit status: 0 all passed, 1 a failure,
@@ -33,22 +43,33 @@
 
 #define TB_SKIP 77
 
+enum { TB_FP32 = 0, TB_TF32 = 1, TB_BF16 = 2 };
+
 typedef struct tb_config {
     const char *name;
     const char *device;
     sg_backend_opts opts;
     const char *conv_layout; /* CPU: SG_CPU_CONV_LAYOUT while creating it */
+    const char *cpu_bf16;    /* CPU: SG_CPU_BF16 while creating it (NULL: unset) */
     int det;                 /* reruns give the same bits */
+    int lowp;                /* TB_FP32 | TB_TF32 | TB_BF16: which tolerance rows state */
+    int bf16_steps;          /* bf16: ulps allowed against the bf16-exact reference */
+    double bf16_slack;       /* bf16: and this fraction of max|ref| */
 } tb_config;
 
+#define BF16 .precision = SG_PRECISION_BF16
 static const tb_config cpu_configs[] = {
-    {"cpu", "cpu", {2, 0, 0}, "auto", 1},
-    {"cpu/plain", "cpu", {2, 0, 0}, "plain", 1},
-    {"cpu/blocked", "cpu", {2, 0, 0}, "blocked", 1},
+    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0},
+    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0},
+    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0},
+    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5},
+    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5},
 };
 static const tb_config cuda_configs[] = {
-    {"cuda/det", "cuda:0", {0, 0, 1}, NULL, 1},
-    {"cuda/bench", "cuda:0", {0, 1, 0}, NULL, 0},
+    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0},
+    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0},
+    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0},
+    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
@@ -85,17 +106,50 @@ static op_tally *tally(const char *op) {
     return &g.ops[g.nops++];
 }
 
+/* Sets (value non-NULL) an environment variable for a while; restore puts
+ * the old value back. */
+typedef struct env_save {
+    const char *name;
+    char old[64];
+    int had, set;
+} env_save;
+
+static void env_push(env_save *e, const char *name, const char *value) {
+    const char *old = getenv(name);
+    e->name = name;
+    e->had = old != NULL;
+    e->set = value != NULL;
+    if (old) snprintf(e->old, sizeof e->old, "%s", old);
+    if (value) setenv(name, value, 1);
+}
+
+static void env_pop(env_save *e) {
+    if (!e->set) return;
+    if (e->had) setenv(e->name, e->old, 1);
+    else unsetenv(e->name);
+}
+
 static sg_backend *create(const tb_config *cf) {
-    char saved[64] = "";
-    const char *old = getenv("SG_CPU_CONV_LAYOUT");
-    if (old) snprintf(saved, sizeof saved, "%s", old);
-    if (cf->conv_layout) setenv("SG_CPU_CONV_LAYOUT", cf->conv_layout, 1);
+    env_save layout, bf16;
+    env_push(&layout, "SG_CPU_CONV_LAYOUT", cf->conv_layout);
+    env_push(&bf16, "SG_CPU_BF16", cf->cpu_bf16);
     sg_backend *be = sg_backend_create(cf->device, &cf->opts);
-    if (cf->conv_layout) {
-        if (old) setenv("SG_CPU_CONV_LAYOUT", saved, 1);
-        else unsetenv("SG_CPU_CONV_LAYOUT");
+    env_pop(&bf16);
+    env_pop(&layout);
+    if (be && cf->lowp != TB_FP32) {
+        sg_backend_info bi;
+        sg_backend_get_info(be, &bi);
+        printf("  [%s] convolutions: %s\n", cf->name, bi.conv_math);
     }
     return be;
+}
+
+/* The tolerance a row states for this configuration; 0 = the row does not
+ * run there. */
+static double config_tol(const tb_config *cf, const tb_case *c) {
+    if (cf->lowp == TB_BF16) return c->tol_bf16;
+    if (cf->lowp == TB_TF32) return c->tol_tf32;
+    return 1.0; /* float32: every row (tb_begin picks its tolerance) */
 }
 
 /* Runs the table on one configuration; returns cases failed (-1: no backend). */
@@ -110,9 +164,13 @@ static int run_config(const tb_config *cf, int index, int *ran) {
     for (int i = 0; i < tb_ncases; i++) {
         const tb_case *c = &tb_cases[i];
         if (index > 0 && !c->all_configs) continue;
+        if (config_tol(cf, c) <= 0) continue;
         if (g.only && strcmp(g.only, c->op) != 0) continue;
         tb_ctx t;
         tb_begin(&t, be, cf->name, cf->det, c);
+        if (cf->lowp != TB_FP32) t.tol = config_tol(cf, c);
+        t.bf16_steps = cf->bf16_steps;
+        t.bf16_slack = cf->bf16_slack;
         if (g.verbose) {
             printf("case %s [%s] %s\n", c->op, cf->name, t.desc);
             fflush(stdout);
@@ -179,7 +237,8 @@ static int run_backend(const char *name, int *total, int *total_failed) {
     }
     printf("== %s: %d cases in the table; configurations:", name, tb_ncases);
     for (int i = 0; i < ncf; i++) printf(" %s", cfs[i].name);
-    printf(" (the convolutions run on every configuration, the rest on the first)\n");
+    printf(" (the convolutions run on every configuration, the rest on the first; bf16 and "
+           "TF32 ones run the rows stating a bf16 / TF32 tolerance)\n");
     fflush(stdout);
     g.nops = 0;
     double t0 = now_s();

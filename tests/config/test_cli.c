@@ -170,6 +170,51 @@ static void test_prepare_run_dir(void) {
     CHECK_EQ_INT(rc, SG_ERR_RUNTIME);
 }
 
+/* Issue 13: the run directory's lock, and opening a run_dir without
+ * writing config.yaml (train writes it after its resume checks). */
+static void test_run_lock(void) {
+    char run[512], p[700];
+    snprintf(run, sizeof run, "%s/locked/run", g_dir);
+    sg_run_lock a = {-1}, b = {-1};
+    CHECK_EQ_INT(sg_run_lock_acquire(&a, run, "segtrain train"), SG_OK);
+    snprintf(p, sizeof p, "%s/segtrain.lock", run);
+    FILE *f = fopen(p, "r");
+    CHECK(f != NULL);
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    char want[64];
+    snprintf(want, sizeof want, "pid %ld\n", (long)getpid());
+    CHECK_STR_CONTAINS(buf, want);
+    CHECK_STR_CONTAINS(buf, "command segtrain train\n");
+    /* a second holder (another open file description, as another process
+     * would have) is refused at once */
+    silence(1);
+    sg_status rc = sg_run_lock_acquire(&b, run, "segtrain eval");
+    silence(0);
+    CHECK_EQ_INT(rc, SG_ERR_RUNTIME);
+    CHECK_EQ_INT(b.fd, -1);
+    sg_run_lock_release(&a);
+    sg_run_lock_release(&a); /* idempotent */
+    CHECK_EQ_INT(sg_run_lock_acquire(&b, run, "segtrain eval"), SG_OK);
+    sg_run_lock_release(&b);
+    /* sg_cli_open_run_dir: logs, no config.yaml */
+    snprintf(run, sizeof run, "%s/opened", g_dir);
+    char sets[700];
+    sg_config_defaults(&g_cfg);
+    snprintf(sets, sizeof sets, "run_dir=%s", run);
+    CHECK_EQ_INT(sg_config_set(&g_cfg, sets), 0);
+    CHECK_EQ_INT(sg_cli_open_run_dir(&g_cfg, 0), SG_OK);
+    sg_log_close_file();
+    snprintf(p, sizeof p, "%s/logs/rank0.log", run);
+    CHECK(exists(p));
+    snprintf(p, sizeof p, "%s/config.yaml", run);
+    CHECK(!exists(p));
+    CHECK_EQ_INT(sg_cli_write_run_config(&g_cfg), SG_OK);
+    CHECK(exists(p));
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sg-test-cli-XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -180,6 +225,7 @@ int main(void) {
     TEST_RUN(test_usage_errors);
     TEST_RUN(test_begin_loads_and_validates);
     TEST_RUN(test_prepare_run_dir);
+    TEST_RUN(test_run_lock);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_dir);

@@ -522,6 +522,141 @@ static void test_write_roundtrip(void) {
     CHECK(sg_config_hash(a) == sg_config_hash(b));
 }
 
+/* Issue 13 item 6: U+0085 (NEL) was written raw and reloaded as a space;
+ * the other YAML line breaks and the characters libyaml refuses raw must
+ * round-trip exactly too. */
+static void test_write_roundtrip_unicode(void) {
+    sg_config *a = &g_a, *b = &g_b;
+    const char *msg;
+    /* NEL, LS, PS, BOM, U+FFFE, C0 and C1 controls, DEL, tab, quote, and
+     * plain UTF-8 (e-acute, CJK, an emoji) that must stay unescaped */
+    int rc = load_text(a, "u1.yaml",
+                       "run_dir: \"a\\Nb\\x85c\\Ld\\Pe\\uFEFFf\\uFFFEg\\x01h\\x7fi\\x80j\\x9fk\\tl\\\"m\"\n"
+                       "data:\n  class_names: [\"\xc3\xa9\", \"\xe6\xbc\xa2\\N\", \"\xf0\x9f\x98\x80\"]\n"
+                       "  label_map: none\n"
+                       "model:\n  num_classes: 3\n",
+                       &msg);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(strstr(a->run_dir, "a\xc2\x85" "b\xc2\x85" "c\xe2\x80\xa8" "d\xe2\x80\xa9" "e") != NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/written_u.yaml", g_dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    sg_config_write(a, f);
+    fclose(f);
+    sg_config_defaults(b);
+    cap_begin();
+    rc = sg_config_load_file(b, path);
+    cap_end();
+    CHECK_EQ_INT(rc, 0);
+    CHECK_MSG(strcmp(a->run_dir, b->run_dir) == 0, "run_dir changed in the round trip");
+    CHECK(strcmp(b->data.class_names[1], "\xe6\xbc\xa2\xc2\x85") == 0);
+    CHECK_MSG(memcmp(a, b, sizeof *a) == 0, "reloaded configuration differs from the written one");
+    /* the written text has no raw line break inside a value */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    CHECK(mem != NULL);
+    sg_config_write(a, mem);
+    fclose(mem);
+    CHECK(strstr(text, "\xc2\x85") == NULL && strstr(text, "\xe2\x80\xa8") == NULL);
+    CHECK_STR_CONTAINS(text, "\xe6\xbc\xa2"); /* ordinary UTF-8 is written as it is */
+    free(text);
+}
+
+/* Issue 13 item 5: YAML nesting depth, size and value count are limited,
+ * and checked before libyaml's document loader (quadratic in depth) runs. */
+static void test_yaml_limits(void) {
+    sg_config *a = &g_a;
+    const char *msg;
+    /* depth 100: a clear error at the level that is too deep */
+    char deep[512] = "seed: ";
+    for (int i = 0; i < 100; i++) strcat(deep, "[");
+    for (int i = 0; i < 100; i++) strcat(deep, "]");
+    strcat(deep, "\n");
+    int rc = load_text(a, "deep.yaml", deep, &msg);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "deep.yaml:1:");
+    CHECK_STR_CONTAINS(msg, "nested more than 64 levels");
+    /* block style too */
+    char block[8192] = "";
+    for (int i = 0; i < 70; i++) {
+        size_t l = strlen(block);
+        snprintf(block + l, sizeof block - l, "%*sk%d:\n", i, "", i);
+    }
+    rc = load_text(a, "deepblock.yaml", block, &msg);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "deepblock.yaml:65:");
+    CHECK_STR_CONTAINS(msg, "nested more than 64 levels");
+    /* 200,000 levels: libyaml's loader would take minutes; refused at once */
+    size_t n = 200000;
+    char *huge = malloc(2 * n + 16);
+    CHECK(huge != NULL);
+    memcpy(huge, "seed: ", 6);
+    memset(huge + 6, '[', n);
+    memset(huge + 6 + n, ']', n);
+    huge[6 + 2 * n] = 0;
+    sg_config_defaults(a);
+    cap_begin();
+    rc = sg_config_load_string(a, huge, "huge");
+    msg = cap_end();
+    free(huge);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "nested more than 64 levels");
+    /* size: 1 MiB of YAML is allowed, one byte more is not */
+    size_t big = SG_CONFIG_MAX_BYTES;
+    char *text = malloc(big + 2);
+    CHECK(text != NULL);
+    memset(text, '#', big + 1);
+    for (size_t i = 79; i < big + 1; i += 80) text[i] = '\n';
+    text[big - 1] = '\n';
+    text[big] = 0;
+    sg_config_defaults(a);
+    cap_begin();
+    rc = sg_config_load_string(a, text, "one_mib");
+    msg = cap_end();
+    CHECK_EQ_INT(rc, 0);
+    text[big] = '\n';
+    text[big + 1] = 0;
+    cap_begin();
+    rc = sg_config_load_string(a, text, "too_big");
+    msg = cap_end();
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "too_big: 1048577 bytes of YAML: a configuration is at most 1048576");
+    text[big] = 0;
+    const char *path = write_file("big.yaml", "");
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    for (int i = 0; i < 3; i++) fputs(text, f); /* 3 MiB */
+    fclose(f);
+    free(text);
+    sg_config_defaults(a);
+    cap_begin();
+    rc = sg_config_load_file(a, path);
+    msg = cap_end();
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "big.yaml: file larger than 1048576 bytes");
+    /* value count: a list of 70,000 numbers (within 1 MiB) */
+    size_t cnt = 70000;
+    char *many = malloc(32 + 2 * cnt);
+    CHECK(many != NULL);
+    strcpy(many, "model:\n  aspp_rates: [");
+    size_t l = strlen(many);
+    for (size_t i = 0; i < cnt; i++) {
+        many[l++] = '1';
+        many[l++] = ',';
+    }
+    many[l - 1] = ']';
+    many[l] = 0;
+    sg_config_defaults(a);
+    cap_begin();
+    rc = sg_config_load_string(a, many, "many");
+    msg = cap_end();
+    free(many);
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(msg, "more than 65536 YAML values");
+}
+
 static void test_help_config_lists_every_key(void) {
     for (int md = 0; md < 2; md++) {
         char *text = NULL;
@@ -570,6 +705,8 @@ int main(void) {
     TEST_RUN(test_set);
     TEST_RUN(test_validate);
     TEST_RUN(test_write_roundtrip);
+    TEST_RUN(test_write_roundtrip_unicode);
+    TEST_RUN(test_yaml_limits);
     TEST_RUN(test_help_config_lists_every_key);
     TEST_RUN(test_suggest);
     char cmd[300];

@@ -1,12 +1,14 @@
-/* tests/data/loader_bench.c - measures the data pipeline on real-size PNGs
- * (not a test: no thresholds; numbers go to docs/BENCHMARKS.md).
+/* tests/data/loader_bench.c - measures the data pipeline on real-size
+ * images (not a test: no thresholds; numbers go to docs/BENCHMARKS.md).
  *
  *   segtrain synth --out /tmp/cs --train 8 --val 0 --size 1024x2048
- *   data_loader_bench /tmp/cs [workers=1,2] [passes=2]
+ *   data_loader_bench /tmp/cs [workers=1,2] [passes=2] [format=cityscapes]
+ *   segtrain synth --layout ade20k --out /tmp/ade --train 8 --val 0 --size 1024x2048
+ *   data_loader_bench /tmp/ade 1,2 2 ade20k     (JPEG images; voc too)
  *
- * Prints, per image: PNG decode time (image + mask), augment time (scale
- * 0.5-2, crop 512x1024, flip), and the loader's images/s for each worker
- * count (train mode, batch 2). */
+ * Prints, per image: decode time (image PNG or JPEG + PNG mask), augment
+ * time (scale 0.5-2, crop 512x1024, flip), and the loader's images/s for
+ * each worker count (train mode, batch 2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +28,19 @@ static double cpu_s(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s CITYSCAPES_ROOT [workers,...] [passes]\n", argv[0]);
+        fprintf(stderr, "usage: %s ROOT [workers,...] [passes] [cityscapes|voc|ade20k]\n",
+                argv[0]);
         return 2;
     }
     const char *workers_arg = argc > 2 ? argv[2] : "1,2";
     int passes = argc > 3 ? atoi(argv[3]) : 2;
+    const char *format = argc > 4 ? argv[4] : "cityscapes";
+    int cs = strcmp(format, "cityscapes") == 0;
     sg_data_cfg c;
     memset(&c, 0, sizeof c);
-    snprintf(c.format, sizeof c.format, "cityscapes");
+    snprintf(c.format, sizeof c.format, "%s", format);
     snprintf(c.root, sizeof c.root, "%s", argv[1]);
-    snprintf(c.label_map, sizeof c.label_map, "cityscapes");
+    snprintf(c.label_map, sizeof c.label_map, "%s", cs ? "cityscapes" : "none");
     snprintf(c.invalid_labels, sizeof c.invalid_labels, "error");
     c.ignore_index = 255;
     c.crop_size[0] = 512;
@@ -44,7 +49,8 @@ int main(int argc, char **argv) {
     c.scale_range[1] = 2.0;
     c.hflip = 1;
     c.prefetch = 4;
-    sg_dataset *ds = sg_dataset_open(&c, "train", 19);
+    const char *split = cs ? "train" : strcmp(format, "voc") == 0 ? "train+aug" : "training";
+    sg_dataset *ds = sg_dataset_open(&c, split, cs ? 19 : strcmp(format, "voc") == 0 ? 21 : 150);
     if (!ds) return 1;
     int64_t n = sg_dataset_size(ds);
 
@@ -74,7 +80,7 @@ int main(int argc, char **argv) {
     }
     double k = 1.0 / (passes * n);
     printf("images: %lld of %dx%d, %d passes\n", (long long)n, h, w, passes);
-    printf("per image, one thread, CPU time: decode (RGB + mask PNG) %.1f ms, augment %.1f ms, "
+    printf("per image, one thread, CPU time: decode (image + mask PNG) %.1f ms, augment %.1f ms, "
            "total %.1f ms = %.1f images/s per worker thread\n",
            c_dec * k * 1e3, c_aug * k * 1e3, (c_dec + c_aug) * k * 1e3, 1.0 / ((c_dec + c_aug) * k));
     printf("per image, one thread, wall time: decode %.1f ms, augment %.1f ms\n", t_dec * k * 1e3,

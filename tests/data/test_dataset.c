@@ -1,5 +1,6 @@
-/* tests/data/test_dataset.c - the split index (Cityscapes tree, list files),
- * label map, classes, and every bad input with the file named. */
+/* tests/data/test_dataset.c - the split index (Cityscapes tree, list files,
+ * Pascal VOC, ADE20K), label maps, reduce_zero_label, classes, and every bad
+ * input with the file named. */
 #include "data/dataset.h"
 #include "data_test.h"
 #include "testutil.h"
@@ -325,6 +326,175 @@ static void test_bad_samples(void) {
     sg_dataset_close(ds);
 }
 
+/* ---- Pascal VOC and ADE20K ---- */
+
+/* VOC: JPEGImages/<n>.jpg (a PNG here: images are read by content),
+ * SegmentationClass or SegmentationClassAug masks, split files. */
+static void voc_sample(const char *root, const char *name, const char *mask_dir,
+                       const uint8_t *labels) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/JPEGImages", root);
+    dt_mkdirs(p);
+    snprintf(p, sizeof p, "%s/JPEGImages/%s.jpg", root, name);
+    dt_rgb(p, H, W, 3);
+    if (!mask_dir) return;
+    snprintf(p, sizeof p, "%s/%s", root, mask_dir);
+    dt_mkdirs(p);
+    snprintf(p, sizeof p, "%s/%s/%s.png", root, mask_dir, name);
+    dt_gray(p, H, W, labels);
+}
+
+static void test_voc(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", dt_path("voc"));
+    uint8_t lab[H * W];
+    for (int i = 0; i < H * W; i++) lab[i] = (uint8_t)(i % 5 == 4 ? 255 : i % 21);
+    voc_sample(root, "2007_000032", "SegmentationClass", lab);
+    voc_sample(root, "2007_000039", "SegmentationClass", lab);
+    voc_sample(root, "2008_000002", "SegmentationClassAug", lab); /* SBD only */
+    voc_sample(root, "2009_000001", "SegmentationClass", lab);
+    dt_mkdirs(dt_path("voc/ImageSets/Segmentation"));
+    dt_write_text(dt_path("voc/ImageSets/Segmentation/train.txt"), "2007_000039\n2007_000032\n\n");
+    dt_write_text(dt_path("voc/ImageSets/Segmentation/aug.txt"), "2008_000002\n2007_000032\n");
+    dt_write_text(dt_path("voc/ImageSets/Segmentation/val.txt"), "2009_000001\n");
+    sg_data_cfg c = base_cfg(root, "voc");
+    snprintf(c.label_map, sizeof c.label_map, "none");
+    c.ignore_index = 254; /* 255 (borders) maps to it */
+    sg_dataset *ds = sg_dataset_open(&c, "train+aug", 21);
+    CHECK(ds != NULL);
+    if (!ds) return;
+    CHECK_EQ_INT(sg_dataset_size(ds), 3); /* 2007_000032 listed in both: once */
+    CHECK(strcmp(sg_dataset_rel_path(ds, 0), "JPEGImages/2007_000032.jpg") == 0);
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 0), "SegmentationClass/2007_000032.png");
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 2), "SegmentationClassAug/2008_000002.png");
+    CHECK(strcmp(sg_dataset_class_name(ds, 0), "background") == 0);
+    CHECK(strcmp(sg_dataset_class_name(ds, 20), "tvmonitor") == 0);
+    const uint8_t *pal = sg_dataset_palette(ds);
+    CHECK(pal[3 * 1] == 128 && pal[3 * 1 + 1] == 0 && pal[3 * 1 + 2] == 0); /* aeroplane */
+    CHECK(pal[3 * 15] == 192 && pal[3 * 15 + 1] == 128 && pal[3 * 15 + 2] == 128); /* person */
+    sg_img im, m;
+    CHECK(sg_dataset_load(ds, 2, &im, &m, NULL, 0) == SG_OK);
+    for (int i = 0; i < H * W; i++) CHECK_EQ_INT(m.data[i], lab[i] == 255 ? 254 : lab[i]);
+    sg_img_free(&im);
+    sg_img_free(&m);
+    sg_dataset_close(ds);
+    ds = sg_dataset_open(&c, "val", 21);
+    CHECK(ds && sg_dataset_size(ds) == 1);
+    sg_dataset_close(ds);
+
+    /* errors: a missing split file, a bad line, a name twice in one file,
+     * missing image and mask, a Cityscapes label map */
+    struct {
+        const char *split, *list, *msg1, *msg2;
+    } bad[] = {{"trainval", NULL, "ImageSets/Segmentation/trainval.txt", "train+aug"},
+               {"bad", "2007_000032 1\n", "bad.txt:1", "one image name per line"},
+               {"twice", "2007_000032\n2009_000001\n2007_000032\n", "listed twice", "lines 1 and 3"},
+               {"missing", "2007_000032\nnope_1\nnope_2\n", "2 of 3 images and 2 masks",
+                "nope_1.png (nor in SegmentationClassAug/)"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        if (bad[k].list) dt_write_text(dt_path("voc/ImageSets/Segmentation/%s.txt", bad[k].split),
+                                       bad[k].list);
+        dt_capture_begin();
+        ds = sg_dataset_open(&c, bad[k].split, 21);
+        const char *out = dt_capture_end();
+        CHECK(ds == NULL);
+        CHECK_STR_CONTAINS(out, bad[k].msg1);
+        CHECK_STR_CONTAINS(out, bad[k].msg2);
+        sg_dataset_close(ds);
+    }
+    snprintf(c.label_map, sizeof c.label_map, "cityscapes");
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "val", 21);
+    const char *out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "data.label_map: none");
+    sg_data_cfg nr = base_cfg(dt_path("cs1"), "voc");
+    snprintf(nr.label_map, sizeof nr.label_map, "none");
+    dt_capture_begin();
+    ds = sg_dataset_open(&nr, "val", 21);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "no JPEGImages/");
+}
+
+static void test_ade20k_reduce_zero_label(void) {
+    uint8_t lab[H * W];
+    for (int i = 0; i < H * W; i++) lab[i] = (uint8_t)(i < 4 ? i : i == 5 ? 150 : i == 6 ? 255 : 7);
+    dt_mkdirs(dt_path("ade/images/training"));
+    dt_mkdirs(dt_path("ade/annotations/training"));
+    const char *names[3] = {"ADE_train_00000002", "ADE_train_00000001", "ADE_train_00000003"};
+    for (int k = 0; k < 3; k++) {
+        dt_rgb(dt_path("ade/images/training/%s.jpg", names[k]), H, W, (uint8_t)k);
+        dt_gray(dt_path("ade/annotations/training/%s.png", names[k]), H, W, lab);
+    }
+    dt_write_text(dt_path("ade/images/training/.DS_Store"), "x"); /* not an image name */
+    sg_data_cfg c = base_cfg(dt_path("ade"), "ade20k");
+    snprintf(c.label_map, sizeof c.label_map, "none");
+    sg_dataset *ds = sg_dataset_open(&c, "training", 150); /* reduce_zero_label "" = auto */
+    CHECK(ds != NULL);
+    if (!ds) return;
+    CHECK_EQ_INT(sg_dataset_size(ds), 3);
+    CHECK(strcmp(sg_dataset_rel_path(ds, 0), "images/training/ADE_train_00000001.jpg") == 0);
+    CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 0), "annotations/training/ADE_train_00000001.png");
+    CHECK(strcmp(sg_dataset_class_name(ds, 0), "wall") == 0);
+    CHECK(strcmp(sg_dataset_class_name(ds, 149), "flag") == 0);
+    const uint8_t *pal = sg_dataset_palette(ds);
+    CHECK(pal[0] == 120 && pal[1] == 120 && pal[2] == 120 && pal[3 * 149] == 92 &&
+          pal[3 * 149 + 2] == 255);
+    const uint8_t *map = sg_dataset_label_map(ds);
+    CHECK(map[0] == 255 && map[1] == 0 && map[150] == 149 && map[255] == 255);
+    sg_img im, m;
+    CHECK(sg_dataset_load(ds, 0, &im, &m, NULL, 0) == SG_OK);
+    for (int i = 0; i < H * W; i++) {
+        int want = lab[i] == 0 || lab[i] == 255 ? 255 : lab[i] - 1;
+        CHECK_EQ_INT(m.data[i], want);
+    }
+    sg_img_free(&im);
+    sg_img_free(&m);
+    sg_dataset_close(ds);
+
+    /* reduce_zero_label: false keeps the raw values; then 150 is invalid */
+    snprintf(c.reduce_zero_label, sizeof c.reduce_zero_label, "false");
+    ds = sg_dataset_open(&c, "training", 150);
+    CHECK(ds != NULL);
+    char err[SG_DATA_ERR_LEN];
+    CHECK(ds && sg_dataset_load(ds, 0, &im, &m, err, sizeof err) == SG_ERR_RUNTIME);
+    CHECK_STR_CONTAINS(err, "file value 150");
+    sg_dataset_close(ds);
+    /* and true on a list dataset shifts too */
+    dt_write_text(dt_path("ade/list.txt"),
+                  "images/training/ADE_train_00000001.jpg "
+                  "annotations/training/ADE_train_00000001.png\n");
+    sg_data_cfg l = base_cfg(dt_path("ade"), "list");
+    snprintf(l.label_map, sizeof l.label_map, "none");
+    snprintf(l.reduce_zero_label, sizeof l.reduce_zero_label, "true");
+    ds = sg_dataset_open(&l, "list.txt", 150);
+    CHECK(ds && sg_dataset_label_map(ds)[0] == 255 && sg_dataset_label_map(ds)[7] == 6);
+    sg_dataset_close(ds);
+    /* it does not combine with the Cityscapes label map */
+    snprintf(l.label_map, sizeof l.label_map, "cityscapes");
+    dt_capture_begin();
+    ds = sg_dataset_open(&l, "list.txt", 19);
+    const char *out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "data.reduce_zero_label");
+
+    /* errors: a wrong split name, a missing annotation */
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "train", 150);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "images/train");
+    CHECK_STR_CONTAINS(out, "training and validation");
+    remove(dt_path("ade/annotations/training/ADE_train_00000003.png"));
+    dt_capture_begin();
+    ds = sg_dataset_open(&c, "training", 150);
+    out = dt_capture_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "1 of 3 images have no annotation");
+    CHECK_STR_CONTAINS(out, "ADE_train_00000003.png");
+}
+
 int main(void) {
     init_labels();
     TEST_RUN(test_cityscapes_label_ids);
@@ -332,5 +502,7 @@ int main(void) {
     TEST_RUN(test_list_format);
     TEST_RUN(test_bad_index);
     TEST_RUN(test_bad_samples);
+    TEST_RUN(test_voc);
+    TEST_RUN(test_ade20k_reduce_zero_label);
     return TEST_EXIT();
 }

@@ -31,6 +31,11 @@ static int dh_launch(const char *const *launcher_args, char **out, double *secs)
     return dh_launch_sig(launcher_args, out, secs, -1, 0);
 }
 
+/* When set: dh_launch_sig sends its signal only once this returns 1 (and
+ * sig_after has passed), so a loaded machine cannot signal the launcher
+ * before its workers are ready; after 60 s it sends it anyway. */
+static int (*dh_ready)(void) = NULL;
+
 /* Same, sending `sig` to the launcher sig_after seconds after its start
  * (sig_after < 0: never). */
 static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs, double sig_after,
@@ -60,15 +65,15 @@ static int dh_launch_sig(const char *const *launcher_args, char **out, double *s
     for (;;) {
         if (cap - len < 4096) buf = realloc(buf, cap *= 2);
         if (sig_after >= 0) {
-            double left = t0 + sig_after - th_now();
-            struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-            if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) == 0) {
-                if (th_now() >= t0 + sig_after) {
-                    kill(pid, sig);
-                    sig_after = -1;
-                }
+            if (th_now() >= t0 + sig_after && (!dh_ready || dh_ready() || th_now() > t0 + 60)) {
+                kill(pid, sig);
+                sig_after = -1;
                 continue;
             }
+            double left = t0 + sig_after - th_now();
+            if (left < 0.02) left = 0.02; /* waiting for dh_ready: look again soon */
+            struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+            if (poll(&pfd, 1, (int)(left * 1000) + 1) == 0) continue;
         }
         ssize_t r = read(p[0], buf + len, cap - len - 1);
         if (r < 0 && errno == EINTR) continue;

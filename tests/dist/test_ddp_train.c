@@ -9,7 +9,10 @@
  *    rank's micro-batch);
  *  - kill -9 of one worker mid-training: the launcher exits non-zero naming
  *    it within the timeout, no worker is left, the last checkpoint loads;
- *  - SIGSTOP of one worker mid-training: rank 0 times out naming it;
+ *  - SIGSTOP of one worker mid-training: rank 0 times out naming it, and
+ *    so does the launcher's summary;
+ *  - SIGTERM to a worker still waiting for the rendezvous store ends it at
+ *    once (exit 1, saying so), not after dist.timeout_s or a SIGKILL;
  *  - a 2-rank checkpoint resumes on 3 ranks and on 1 rank;
  *  - evaluation on 1, 2 and 3 ranks gives identical metrics. */
 #include <dirent.h>
@@ -186,11 +189,7 @@ static pid_t g_runs[8];
 static int g_nruns;
 
 static void kill_leftover_runs(void) {
-    for (int i = 0; i < g_nruns; i++)
-        if (waitpid(g_runs[i], NULL, WNOHANG) == 0) { /* still our running child */
-            kill(g_runs[i], SIGKILL); /* its workers die with it (parent-death signal) */
-            waitpid(g_runs[i], NULL, 0);
-        }
+    for (int i = 0; i < g_nruns; i++) th_kill_child(g_runs[i]);
 }
 
 /* 1 if directory `dir` holds a finished checkpoint (*.safetensors). */
@@ -319,8 +318,57 @@ static void test_sigstop_mid_training(void) {
     fprintf(stderr, "  launcher exit %d, %.1f s after SIGSTOP\n", WEXITSTATUS(status), waited);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     CHECK_STR_CONTAINS(log, "Rank 1 is stopped or hung");
-    CHECK_STR_CONTAINS(log, "launcher: failed: worker rank 0");
+    /* the summary names the hung rank, not rank 0 which found it and exited */
+    CHECK_STR_CONTAINS(log, "launcher: failed: worker rank 1 is stopped or hung (found by worker rank 0");
     for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+}
+
+/* A rank started by hand (torchrun's variables) whose rank 0 never comes:
+ * it waits for the store; SIGTERM must end that wait at once. */
+static void test_sigterm_while_joining(void) {
+    char cfgp[512], rund[512], logp[512];
+    snprintf(cfgp, sizeof cfgp, "%s/base.yaml", g_dir);
+    snprintf(rund, sizeof rund, "run_dir=%s/joining", g_dir);
+    snprintf(logp, sizeof logp, "%s/joining.log", g_dir);
+    char port[16];
+    snprintf(port, sizeof port, "%d", th_free_port()); /* nobody listens there */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        setenv("RANK", "1", 1);
+        setenv("WORLD_SIZE", "2", 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", port, 1);
+        execl(g_bin, g_bin, "train", "--config", cfgp, "--set", rund, "--set", "dist.timeout_s=120", "--verbose",
+              (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0 && g_nruns < 8) g_runs[g_nruns++] = pid;
+    /* until it is waiting for the store (its signal handler is in place) */
+    char *log = NULL;
+    for (int i = 0; i < 3000; i++) {
+        log = read_log("joining");
+        if (strstr(log, "joining the job")) break;
+        usleep(20 * 1000);
+    }
+    kill(pid, SIGTERM);
+    double t0 = th_now();
+    int st = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (th_now() - t0 > 60) { /* the bug: waits out dist.timeout_s=120 */
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            CHECK_MSG(0, "the rank still waited for the store 60 s after SIGTERM:\n%s", read_log("joining"));
+        }
+        usleep(20 * 1000);
+    }
+    log = read_log("joining");
+    fprintf(stderr, "  exited %.1f s after SIGTERM, wait status %d\n", th_now() - t0, st);
+    CHECK_STR_CONTAINS(log, "joining the job");
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "wait status %d:\n%s", st, log);
+    CHECK_STR_CONTAINS(log, "rank 1: stopped by signal 15 while joining the job");
 }
 
 int main(int argc, char **argv) {
@@ -340,6 +388,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_resume_on_other_world_sizes);
     TEST_RUN(test_kill9_mid_training);
     TEST_RUN(test_sigstop_mid_training);
+    TEST_RUN(test_sigterm_while_joining);
     kill_leftover_runs();
     int rc = TEST_EXIT();
     if (!rc) th_sh("rm -rf %s", g_dir);

@@ -1,10 +1,16 @@
 /* tests/dist/test_launch.c - the launcher (dist/launch.h) and failure
  * handling with real processes: torchrun's environment contract and
  * argument pass-through; a worker exiting non-zero, one killed with -9, one
- * stopped with SIGSTOP inside a collective (the others time out naming it),
- * workers ignoring SIGTERM (SIGKILL after the grace period), and SIGTERM to
- * the launcher forwarded. Every case checks the exit status, the worker
- * named in the output, and that no worker process is left. */
+ * stopped with SIGSTOP inside a collective (the others time out naming it,
+ * and so does the launcher's summary), workers ignoring SIGTERM (SIGKILL
+ * after the grace period), and SIGTERM to the launcher forwarded; the job
+ * token (random per job, or the user's); a second job on a running job's
+ * port fails at once saying so. Every case checks the exit status, the
+ * worker named in the output, and that no worker process is left.
+ *
+ * Workers that fail on purpose first wait until every worker has recorded
+ * its pid (and set up its signal handling): on a loaded machine a worker
+ * that is slow to start would otherwise be stopped before it records it. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,13 +27,36 @@
 
 static char g_piddir[128];
 
+/* Number of pid files in the pid directory. */
+static int count_pids(void) {
+    const char *dir = getenv("SG_TEST_PIDDIR");
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        size_t nl = strlen(e->d_name);
+        n += nl > 4 && strcmp(e->d_name + nl - 4, ".pid") == 0;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Waits (at most 60 s) until every worker of the job has written its pid. */
+static void wait_all_pids(void) {
+    int world = atoi(getenv("WORLD_SIZE"));
+    for (int i = 0; i < 3000 && count_pids() < world; i++) usleep(20 * 1000);
+}
+
 static void write_pid(void) {
     char path[256];
+    char tmp[300];
     snprintf(path, sizeof path, "%s/%s.pid", getenv("SG_TEST_PIDDIR"), getenv("RANK"));
-    FILE *f = fopen(path, "w");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w"); /* complete when it appears under its name */
     if (f) {
         fprintf(f, "%d\n", (int)getpid());
         fclose(f);
+        rename(tmp, path);
     }
 }
 
@@ -45,6 +74,7 @@ static int w_env(int argc, char **argv) {
 static int w_fail(int code_rank1, int sig_rank1) {
     write_pid();
     if (atoi(getenv("RANK")) == 1) {
+        wait_all_pids();
         usleep(300 * 1000);
         if (sig_rank1) raise(sig_rank1);
         return code_rank1;
@@ -54,9 +84,10 @@ static int w_fail(int code_rank1, int sig_rank1) {
 }
 
 static int w_stubborn(void) {
-    write_pid();
     signal(SIGTERM, SIG_IGN);
+    write_pid(); /* after ignoring SIGTERM: rank 0 fails only once all did */
     if (atoi(getenv("RANK")) == 0) {
+        wait_all_pids();
         usleep(300 * 1000);
         return 5;
     }
@@ -106,6 +137,36 @@ static int w_kill_midrun(void) {
     return 0;
 }
 
+/* Prints the job token the launcher gave this worker. */
+static int w_token(void) {
+    const char *t = getenv("SEGTRAIN_JOB_TOKEN");
+    printf("token=%s report=%d\n", t ? t : "(unset)", getenv("SEGTRAIN_LAUNCH_REPORT") != NULL);
+    return 0;
+}
+
+/* Joins a 2-rank job, says so (rank 0 writes <piddir>/ready), holds the
+ * port until <piddir>/release appears (at most 60 s), then leaves. */
+static int w_hold(void) {
+    write_pid();
+    sg_config cfg;
+    sg_config_defaults(&cfg);
+    cfg.dist.timeout_s = 20;
+    snprintf(cfg.dist.backend, sizeof cfg.dist.backend, "gloo");
+    sg_backend_opts o = {.threads = 1};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    sg_comm *c = sg_comm_create(&cfg, be);
+    if (!c) return 1;
+    char p[300];
+    snprintf(p, sizeof p, "%s/%s", getenv("SG_TEST_PIDDIR"), "ready");
+    FILE *f = sg_comm_rank(c) == 0 ? fopen(p, "w") : NULL;
+    if (f) fclose(f);
+    snprintf(p, sizeof p, "%s/%s", getenv("SG_TEST_PIDDIR"), "release");
+    for (int i = 0; i < 3000 && access(p, F_OK) != 0; i++) usleep(20 * 1000);
+    int rc = sg_comm_barrier(c);
+    sg_comm_destroy(c);
+    return rc ? 1 : 0;
+}
+
 /* ---- driver ---- */
 static void fresh_piddir(void) {
     snprintf(g_piddir, sizeof g_piddir, "/tmp/sg_test_launch_%d", (int)getpid());
@@ -124,16 +185,16 @@ static void fresh_piddir(void) {
 
 /* Number of recorded worker pids still existing (must be 0), and how many
  * were recorded. */
-static int leftover(int *recorded) {
+static int leftover_in(const char *dir, int *recorded) {
     int left = 0;
     *recorded = 0;
-    DIR *d = opendir(g_piddir);
+    DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         size_t nl = strlen(e->d_name);
         if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".pid") != 0) continue;
         char p[512];
-        snprintf(p, sizeof p, "%s/%s", g_piddir, e->d_name);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         FILE *f = fopen(p, "r");
         int pid = 0;
         /* only counted, never signalled: a pid could have been reused */
@@ -147,6 +208,7 @@ static int leftover(int *recorded) {
     if (d) closedir(d);
     return left;
 }
+static int leftover(int *recorded) { return leftover_in(g_piddir, recorded); }
 
 static void test_env_contract(void) {
     unsetenv("OMP_NUM_THREADS");
@@ -222,18 +284,124 @@ static void test_stubborn_worker_sigkilled(void) {
 }
 static void test_sigstop_rank_named_by_others(void) {
     /* rank 0 times out (dist.timeout_s=5) naming rank 1; the launcher then
-     * stops rank 1 (stopped: SIGKILL after the 2 s grace) */
+     * stops rank 1 (stopped: SIGKILL after the 2 s grace); its summary names
+     * the hung rank, not the one that found it and exited first */
     expect_failure("sigstop", 3, "2", 1, "Rank 1 is stopped or hung", "launcher: failed: worker rank");
+    fresh_piddir();
+    const char *args[] = {"--nproc-per-node", "3", "--kill-grace-s", "2", "sigstop", NULL};
+    char *out = NULL;
+    CHECK_EQ_INT(dh_launch(args, &out, NULL), 1);
+    int recorded = 0;
+    CHECK_EQ_INT(leftover(&recorded), 0);
+    CHECK_STR_CONTAINS(out, "launcher: failed: worker rank 1 is stopped or hung (found by worker rank ");
+    CHECK_STR_CONTAINS(out, "see rank 1's log");
+    CHECK_STR_CONTAINS(out, "after finding that rank 1 is stopped or hung; stopping the other workers");
+    free(out);
 }
 static void test_kill9_midrun(void) {
     expect_failure("killmid", 2, "5", 137, "worker rank 1 (pid", "killed by signal 9");
+}
+
+static int two_pids(void) { return count_pids() >= 2; }
+
+/* A random 64-hex-digit token per job, the same on every rank; the user's
+ * SEGTRAIN_JOB_TOKEN passes through; the report pipe is announced. */
+static void test_job_token(void) {
+    unsetenv("SEGTRAIN_JOB_TOKEN");
+    const char *args[] = {"--nproc-per-node", "2", "token", NULL};
+    char *out[2] = {NULL, NULL}, tok[2][2][80];
+    for (int run = 0; run < 2; run++) {
+        CHECK_EQ_INT(dh_launch(args, &out[run], NULL), 0);
+        for (int r = 0; r < 2; r++) {
+            char want[32];
+            snprintf(want, sizeof want, "[rank %d] token=", r);
+            const char *p = strstr(out[run], want);
+            CHECK(p);
+            CHECK(sscanf(p + strlen(want), "%79s", tok[run][r]) == 1);
+            CHECK_EQ_INT(strlen(tok[run][r]), 64);
+            CHECK(strspn(tok[run][r], "0123456789abcdef") == 64);
+        }
+        CHECK_STR_CONTAINS(out[run], "report=1");
+        CHECK(strcmp(tok[run][0], tok[run][1]) == 0); /* one token per job */
+    }
+    CHECK_MSG(strcmp(tok[0][0], tok[1][0]) != 0, "two jobs got the same token %s", tok[0][0]);
+    free(out[0]);
+    free(out[1]);
+    setenv("SEGTRAIN_JOB_TOKEN", "users-own-token", 1);
+    char *o = NULL;
+    CHECK_EQ_INT(dh_launch(args, &o, NULL), 0);
+    unsetenv("SEGTRAIN_JOB_TOKEN");
+    CHECK_STR_CONTAINS(o, "[rank 0] token=users-own-token");
+    CHECK_STR_CONTAINS(o, "[rank 1] token=users-own-token");
+    free(o);
+}
+
+/* Job A holds a port; job B started with the same --master-port fails at
+ * once (exit 1) saying another job holds the port - not "ranks disagree on
+ * config" after joining A's store - and A finishes normally. */
+static void test_second_job_on_same_port(void) {
+    fresh_piddir();
+    char port[16];
+    snprintf(port, sizeof port, "%d", th_free_port());
+    const char *args[] = {"--nproc-per-node", "2", "--master-port", port, "hold", NULL};
+    int pa[2];
+    CHECK(pipe(pa) == 0);
+    fflush(stderr);
+    pid_t a = fork();
+    if (a == 0) { /* job A, its status through the pipe */
+        char *out = NULL;
+        int rc = dh_launch(args, &out, NULL);
+        unsigned char b = (unsigned char)rc;
+        if (write(pa[1], &b, 1) != 1) _exit(3);
+        _exit(0);
+    }
+    close(pa[1]);
+    char ready[300], release[300];
+    snprintf(ready, sizeof ready, "%s/ready", g_piddir);
+    snprintf(release, sizeof release, "%s/release", g_piddir);
+    for (int i = 0; i < 3000 && access(ready, F_OK) != 0; i++) usleep(20 * 1000);
+    int a_up = access(ready, F_OK) == 0;
+    /* job B records its pids in a directory of its own */
+    char bdir[200];
+    snprintf(bdir, sizeof bdir, "%s/b", g_piddir);
+    mkdir(bdir, 0700);
+    setenv("SG_TEST_PIDDIR", bdir, 1);
+    char *out = NULL;
+    int rc_b = a_up ? dh_launch(args, &out, NULL) : -1;
+    setenv("SG_TEST_PIDDIR", g_piddir, 1);
+    FILE *rf = fopen(release, "w");
+    if (rf) fclose(rf);
+    unsigned char rc_a = 255;
+    if (read(pa[0], &rc_a, 1) != 1) rc_a = 254;
+    close(pa[0]);
+    waitpid(a, NULL, 0);
+    int recorded = 0, recorded_b = 0;
+    int left_a = leftover(&recorded);
+    int left_b = leftover_in(bdir, &recorded_b);
+    rmdir(bdir);
+    unlink(ready);
+    unlink(release);
+    CHECK_EQ_INT(left_a, 0);
+    CHECK_EQ_INT(left_b, 0);
+    CHECK_EQ_INT(recorded, 2);
+    CHECK_MSG(a_up, "job A did not come up");
+    CHECK_EQ_INT(rc_b, 1);
+    char want[96];
+    snprintf(want, sizeof want, "holds port %s (127.0.0.1:%s", port, port);
+    CHECK_STR_CONTAINS(out, want);
+    CHECK_STR_CONTAINS(out, "choose another --master-port");
+    CHECK_MSG(!strstr(out, "disagree"), "job B joined job A's store:\n%s", out);
+    CHECK_EQ_INT(rc_a, 0);
+    free(out);
 }
 
 static void test_sigterm_forwarded(void) {
     fresh_piddir();
     const char *args[] = {"--nproc-per-node", "2", "sleep", NULL};
     char *out = NULL;
+    dh_ready = two_pids; /* under load the workers may start late */
     int rc = dh_launch_sig(args, &out, NULL, 1.0, SIGTERM);
+    dh_ready = NULL;
     int recorded = 0, left = leftover(&recorded);
     CHECK_EQ_INT(rc, 128 + SIGTERM);
     CHECK_STR_CONTAINS(out, "forwarding it to the workers");
@@ -325,6 +493,8 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "sigstop")) return w_sigstop();
         if (!strcmp(m, "killmid")) return w_kill_midrun();
         if (!strcmp(m, "loopreduce")) return w_loop_reduce();
+        if (!strcmp(m, "token")) return w_token();
+        if (!strcmp(m, "hold")) return w_hold();
         return 2;
     }
     TEST_RUN(test_env_contract);
@@ -336,6 +506,8 @@ int main(int argc, char **argv) {
     TEST_RUN(test_sigstop_rank_named_by_others);
     TEST_RUN(test_kill9_midrun);
     TEST_RUN(test_sigterm_forwarded);
+    TEST_RUN(test_job_token);
+    TEST_RUN(test_second_job_on_same_port);
     TEST_RUN(test_store_host_killed_named);
     rmdir(g_piddir);
     return TEST_EXIT();

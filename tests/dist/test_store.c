@@ -20,11 +20,19 @@
 #define W 3
 static int g_port;
 
+/* This test job's token. */
+#define TOKEN "test-job-token-0123456789abcdef"
+
+static sg_store *mk(int port, int rank, int world, double timeout_s) {
+    sg_store_opts o = {.token = TOKEN};
+    return sg_store_create("127.0.0.1", port, rank, world, timeout_s, &o);
+}
+
 typedef struct { int rank; int rc; int64_t sum; char got[64]; } targ;
 
 static void *rank_main(void *arg) {
     targ *a = arg;
-    sg_store *s = sg_store_create("127.0.0.1", g_port, a->rank, W, 10);
+    sg_store *s = mk(g_port, a->rank, W, 10);
     if (!s) { a->rc = -1; return NULL; }
     char key[32], val[32];
     snprintf(key, sizeof key, "k%d", a->rank);
@@ -49,7 +57,7 @@ static void *rank_main(void *arg) {
 
 static void test_basic_ops(void) {
     /* rank 0 first (it picks the port), then the others */
-    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 1, 5);
+    sg_store *s0 = mk(0, 0, 1, 5);
     CHECK(s0 != NULL);
     int ex = 1;
     CHECK(sg_store_check(s0, "nothing", &ex) == 0);
@@ -123,17 +131,17 @@ static char *capture_end(void) {
 }
 
 static void test_dead_rank_named(void) {
-    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 5);
+    sg_store *s0 = mk(0, 0, 3, 5);
     CHECK(s0 != NULL);
     int port = sg_store_port(s0);
-    sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 3, 5);
+    sg_store *s1 = mk(port, 1, 3, 5);
     CHECK(s1 != NULL);
     CHECK(sg_store_heartbeat_start(s0) == 0);
     CHECK(sg_store_heartbeat_start(s1) == 0);
     /* rank 2 is a process that connects, beats, and dies without goodbye */
     pid_t pid = fork();
     if (pid == 0) {
-        sg_store *s2 = sg_store_create("127.0.0.1", port, 2, 3, 5);
+        sg_store *s2 = mk(port, 2, 3, 5);
         if (!s2) _exit(3);
         sg_store_heartbeat_start(s2);
         int64_t v;
@@ -145,7 +153,7 @@ static void test_dead_rank_named(void) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     char diag[512];
-    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag);
+    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag, NULL);
     fprintf(stderr, "  diagnosis: %s\n", diag);
     CHECK_EQ_INT(named, 1);
     CHECK_STR_CONTAINS(diag, "Rank 2 exited or was killed");
@@ -157,13 +165,13 @@ static void test_dead_rank_named(void) {
 }
 
 static void test_hung_rank_named(void) {
-    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 2, 5);
+    sg_store *s0 = mk(0, 0, 2, 5);
     CHECK(s0 != NULL);
     int port = sg_store_port(s0);
     CHECK(sg_store_heartbeat_start(s0) == 0);
     pid_t pid = fork();
     if (pid == 0) {
-        sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 2, 5);
+        sg_store *s1 = mk(port, 1, 2, 5);
         if (!s1) _exit(3);
         sg_store_heartbeat_start(s1);
         int64_t v;
@@ -174,7 +182,7 @@ static void test_hung_rank_named(void) {
     CHECK(sg_store_wait(s0, "child-up") == 0);
     kill(pid, SIGSTOP); /* alive (connection open) but no heartbeat */
     char diag[512];
-    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag);
+    int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag, NULL);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     fprintf(stderr, "  diagnosis: %s\n", diag);
@@ -186,9 +194,9 @@ static void test_hung_rank_named(void) {
 }
 
 static void test_barrier_timeout_names_rank(void) {
-    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 1.0);
+    sg_store *s0 = mk(0, 0, 3, 1.0);
     CHECK(s0 != NULL);
-    sg_store *s1 = sg_store_create("127.0.0.1", sg_store_port(s0), 1, 3, 1.0);
+    sg_store *s1 = mk(sg_store_port(s0), 1, 3, 1.0);
     CHECK(s1 != NULL);
     /* rank 1 arrives (as sg_store_barrier records it), rank 2 never does */
     CHECK(sg_store_set(s1, "barrier/start/0/1", "\1", 1) == 0);
@@ -210,13 +218,13 @@ static void test_barrier_timeout_names_rank(void) {
 /* Rank 0's store outlives its own work until every rank has left; a rank
  * that died without leaving must not keep it waiting for the timeout. */
 static void test_host_does_not_wait_for_dead_rank(void) {
-    sg_store *s0 = sg_store_create("127.0.0.1", 0, 0, 3, 60);
+    sg_store *s0 = mk(0, 0, 3, 60);
     CHECK(s0 != NULL);
     int port = sg_store_port(s0);
     pid_t pid = fork();
     if (pid == 0) { /* rank 1 leaves properly, rank 2 just dies */
-        sg_store *s1 = sg_store_create("127.0.0.1", port, 1, 3, 5);
-        sg_store *s2 = sg_store_create("127.0.0.1", port, 2, 3, 5);
+        sg_store *s1 = mk(port, 1, 3, 5);
+        sg_store *s2 = mk(port, 2, 3, 5);
         if (!s1 || !s2) _exit(3);
         sg_store_leave(s1);
         sg_store_destroy(s1);

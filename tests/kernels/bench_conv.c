@@ -6,6 +6,12 @@
  *
  *   bench_conv [iters] [layout ...]     default: 3 iterations, plain blocked auto
  *
+ * A layout may also be bf16 (train.precision bf16: oneDNN's native bf16
+ * primitives where the processor has them) or bf16-emu (the exact emulation,
+ * SG_CPU_BF16=emulated); both with the auto layout for the float32 parts.
+ *
+ * SG_BENCH_SHAPE="n,c,h,w,k,r,stride,pad,dil" times that one shape instead.
+ *
  * Prints, per shape and layout, the median ms of fwd, bwd_data, bwd_weight
  * (after one warm-up call that builds the primitives) and GFLOP/s overall.
  * `SG_BENCH_FILTER=substr` limits the shapes by name; SG_BENCH_CPUTIME=1
@@ -20,7 +26,7 @@
 
 #include "kernels/backend.h"
 
-static const struct {
+static struct {
     const char *name;
     int n, c, h, w, k, r, stride, pad, dil;
 } shapes[] = {
@@ -102,7 +108,20 @@ int main(int argc, char **argv) {
     printf("%-28s %-8s %9s %9s %9s %9s %8s\n", "shape", "layout", "fwd ms", "bwd_d ms",
            "bwd_w ms", "total ms", "GFLOP/s");
     double sum[8] = {0};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    size_t nshapes = sizeof shapes / sizeof shapes[0];
+    const char *one = getenv("SG_BENCH_SHAPE");
+    if (one && *one) {
+        if (sscanf(one, "%d,%d,%d,%d,%d,%d,%d,%d,%d", &shapes[0].n, &shapes[0].c, &shapes[0].h,
+                   &shapes[0].w, &shapes[0].k, &shapes[0].r, &shapes[0].stride, &shapes[0].pad,
+                   &shapes[0].dil) != 9) {
+            fprintf(stderr,
+                    "bench_conv: SG_BENCH_SHAPE='%s': expected n,c,h,w,k,r,stride,pad,dil\n", one);
+            return 2;
+        }
+        shapes[0].name = one;
+        nshapes = 1;
+    }
+    for (size_t s = 0; s < nshapes; s++) {
         if (filter && !strstr(shapes[s].name, filter)) continue;
         sg_conv_desc d = {shapes[s].n, shapes[s].c, shapes[s].h, shapes[s].w, shapes[s].k,
                           shapes[s].r, shapes[s].r, shapes[s].stride, shapes[s].stride,
@@ -110,8 +129,13 @@ int main(int argc, char **argv) {
         if (sg_conv_desc_init(&d) != 0) return 1;
         double flop = 2.0 * d.n * d.k * d.oh * d.ow * (double)d.c * d.r * d.s;
         for (int l = 0; l < nl && l < 8; l++) {
-            setenv("SG_CPU_CONV_LAYOUT", layouts[l], 1);
-            sg_backend *be = sg_backend_create("cpu", NULL);
+            int bf16 = strncmp(layouts[l], "bf16", 4) == 0;
+            setenv("SG_CPU_CONV_LAYOUT", bf16 ? "auto" : layouts[l], 1);
+            if (bf16)
+                setenv("SG_CPU_BF16", strcmp(layouts[l], "bf16-emu") == 0 ? "emulated" : "native",
+                       1);
+            sg_backend_opts bo = {.precision = bf16 ? SG_PRECISION_BF16 : SG_PRECISION_FP32};
+            sg_backend *be = sg_backend_create("cpu", &bo);
             if (!be) return 1;
             size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = (size_t)d.k * d.c * d.r * d.s;
             size_t ny = (size_t)d.n * d.k * d.oh * d.ow;

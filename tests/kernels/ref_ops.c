@@ -482,3 +482,71 @@ double ref_sumsq(const float *x, size_t count) {
     for (size_t i = 0; i < count; i++) s += (double)x[i] * x[i];
     return s;
 }
+
+/* ---------------- bfloat16 ---------------- */
+
+float ref_bf16_round(float x) {
+    if (isnan(x) || isinf(x) || x == 0.0f) return x;
+    double v = x;
+    if (fabs(v) < 0x1p-126) /* subnormal: a fixed grid of 2^-133 */
+        return (float)(nearbyint(ldexp(v, 133)) * 0x1p-133);
+    int e;
+    double m = frexp(v, &e); /* v = m * 2^e, 0.5 <= |m| < 1 */
+    /* 8 significant bits: m * 2^8 in [128, 256), rounded (FE_TONEAREST: ties to even) */
+    double r = ldexp(nearbyint(ldexp(m, 8)), e - 8);
+    return (float)r; /* exact, or +-inf past float's range */
+}
+
+double ref_bf16_ulp(double x) {
+    if (x == 0.0 || fabs(x) < 0x1p-126) return 0x1p-133;
+    int e;
+    frexp(x, &e);
+    return ldexp(1.0, e - 8);
+}
+
+static float *rounded_copy(const float *v, size_t n) {
+    float *r = malloc(n * sizeof *r);
+    if (!r) abort();
+    for (size_t i = 0; i < n; i++) r[i] = ref_bf16_round(v[i]);
+    return r;
+}
+
+/* out (+)= bf16(res) */
+static void finish_bf16(float *out, const float *res, size_t n, int accumulate) {
+    for (size_t i = 0; i < n; i++) {
+        float v = ref_bf16_round(res[i]);
+        out[i] = accumulate ? out[i] + v : v;
+    }
+}
+
+void ref_conv_fwd_bf16(const sg_conv_desc *d, const float *x, const float *w, float *y) {
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
+    float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *res = calloc(ny, sizeof *res);
+    if (!res) abort();
+    ref_conv_fwd(d, xr, wr, res);
+    finish_bf16(y, res, ny, 0);
+    free(xr), free(wr), free(res);
+}
+
+void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
+                            int accumulate) {
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
+    float *dyr = rounded_copy(dy, ny), *wr = rounded_copy(w, nw), *res = calloc(nx, sizeof *res);
+    if (!res) abort();
+    ref_conv_bwd_data(d, dyr, wr, res, 0);
+    finish_bf16(dx, res, nx, accumulate);
+    free(dyr), free(wr), free(res);
+}
+
+void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy,
+                              float *dw, int accumulate) {
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
+    float *xr = rounded_copy(x, nx), *dyr = rounded_copy(dy, ny), *res = calloc(nw, sizeof *res);
+    if (!res) abort();
+    ref_conv_bwd_weight(d, xr, dyr, res, 0);
+    finish_bf16(dw, res, nw, accumulate);
+    free(xr), free(dyr), free(res);
+}

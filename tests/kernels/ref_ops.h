@@ -103,6 +103,24 @@ void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w,
                       const float mean[3], const float std[3]);
 double ref_sumsq(const float *x, size_t count);
 
+/* ---- bfloat16 (SG_PRECISION_BF16, backend.h) ----
+ * ref_bf16_round: x rounded to the nearest value with an 8-bit significand
+ * and float's exponent range (bfloat16), ties to even, computed with
+ * frexp/nearbyint in double (independently of the bit manipulation of
+ * kernels/formulas/bf16.h): subnormals on the 2^-133 grid, overflow to
+ * infinity, NaN and infinities unchanged. ref_bf16_ulp: the spacing of bf16
+ * values at |x| (at the larger neighbour for an exact power of two).
+ * ref_conv_*_bf16: the definition of a bf16 convolution: the reference conv
+ * on bf16-rounded inputs (exact products, double sums), the result rounded to
+ * bf16, then written or (accumulate) added in float. */
+float ref_bf16_round(float x);
+double ref_bf16_ulp(double x);
+void ref_conv_fwd_bf16(const sg_conv_desc *d, const float *x, const float *w, float *y);
+void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
+                            int accumulate);
+void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy,
+                              float *dw, int accumulate);
+
 #ifdef __cplusplus
 }
 #endif

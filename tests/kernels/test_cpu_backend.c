@@ -23,7 +23,7 @@
 static sg_backend *g_be;
 
 static sg_backend *cpu_backend(int threads) {
-    sg_backend_opts o = {threads, 0, 0};
+    sg_backend_opts o = {.threads = threads};
     sg_backend *be = sg_backend_create("cpu", &o);
     if (!be) {
         fprintf(stderr, "cannot create the CPU backend\n");
@@ -155,7 +155,7 @@ static void test_threads(void) {
     sg_backend_get_info(b, &info);
     CHECK_EQ_INT(info.threads, 1);
     sg_backend_destroy(b);
-    sg_backend_opts o = {-1, 0, 0};
+    sg_backend_opts o = {.threads = -1};
     CHECK(sg_backend_create("cpu", &o) == NULL);
     if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
 }

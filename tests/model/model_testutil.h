@@ -21,7 +21,7 @@ static sg_backend *mt_backend(void) {
     if (!be) {
         const char *dev = getenv("SG_TEST_DEVICE");
         if (!dev || !*dev) dev = "cpu";
-        sg_backend_opts o = {2, 0, 1};
+        sg_backend_opts o = {.threads = 2, .cudnn_deterministic = 1};
         if (strncmp(dev, "cuda", 4) == 0 && sg_backend_cuda_device_count() == 0) {
             fprintf(stderr, "SG_TEST_DEVICE=%s but no CUDA device: skipped\n", dev);
             exit(77);

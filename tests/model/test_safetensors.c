@@ -194,6 +194,136 @@ static void test_truncations_and_fuzz(void) {
     free(b);
 }
 
+/* Issue 13 item 4: the header is untrusted input. Lookups are hashed (a
+ * linear scan per name made 80,000 names take 114 s), the header length is
+ * capped at 16 MiB, metadata keys are unique, \u0000 cannot cut a name
+ * short, and the reason comes back without logging (sg_st_open_why). */
+static void test_untrusted_header(void) {
+    char path[512];
+    tmp_path(path, sizeof path, "many.safetensors");
+    /* 200,000 empty tensors: a 10 MB header that must parse in linear time */
+    int n = 200000;
+    size_t cap = (size_t)n * 64 + 64, len = 0;
+    char *json = malloc(cap);
+    CHECK(json != NULL);
+    json[len++] = '{';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(json + len, cap - len,
+                                "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                i ? "," : "", i);
+    json[len++] = '}';
+    json[len] = 0;
+    write_raw(path, json, 0);
+    free(json);
+    sg_st_file *f = sg_st_open(path);
+    CHECK(f != NULL);
+    CHECK_EQ_INT(sg_st_count(f), n);
+    CHECK(sg_st_find(f, "t199999") == sg_st_get(f, n - 1));
+    CHECK(sg_st_find(f, "t0") == sg_st_get(f, 0));
+    CHECK(sg_st_find(f, "t200000") == NULL);
+    sg_st_close(f);
+
+    /* a header above the 16 MiB cap is refused, naming the limit */
+    size_t hl = SG_ST_MAX_HEADER + 8;
+    json = malloc(hl + 1);
+    CHECK(json != NULL);
+    memset(json, ' ', hl);
+    json[0] = '{';
+    json[hl - 1] = '}';
+    json[hl] = 0;
+    write_raw(path, json, 0);
+    free(json);
+    expect_error(path, "above the 16777216-byte limit (16 MiB)");
+
+    /* duplicate metadata keys: which would count? */
+    write_raw(path, "{\"__metadata__\":{\"iter\":\"5\",\"iter\":\"9\"}}", 0);
+    expect_error(path, "metadata key 'iter' appears twice");
+    /* \u0000 would make "a\u0000x" and "a" the same name */
+    write_raw(path, "{\"a\\u0000x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
+    expect_error(path, "NUL");
+    write_raw(path, "{\"\\ud800x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
+    expect_error(path, "surrogate");
+    /* a pair is one character (U+1F600, 4 bytes of UTF-8) */
+    write_raw(path, "{\"\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
+    f = sg_st_open(path);
+    CHECK(f != NULL);
+    CHECK(strcmp(sg_st_get(f, 0)->name, "\xf0\x9f\x98\x80") == 0);
+    sg_st_close(f);
+
+    /* the cause without a log line */
+    write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]} x", 4);
+    char why[512];
+    mt_capture c;
+    char buf[4096];
+    mt_capture_begin(&c);
+    f = sg_st_open_why(path, why, sizeof why);
+    mt_capture_end(&c, buf, sizeof buf);
+    CHECK(f == NULL);
+    CHECK_STR_CONTAINS(why, "corrupt header");
+    CHECK_STR_CONTAINS(why, "at header byte");
+    CHECK(strstr(buf, "corrupt header") == NULL);
+
+    /* the same parser on a buffer in memory */
+    tmp_path(path, sizeof path, "a.safetensors");
+    write_sample(path);
+    size_t nb;
+    unsigned char *b = read_all(path, &nb);
+    f = sg_st_open_memory(b, nb, "mem", why, sizeof why);
+    CHECK(f != NULL);
+    CHECK_EQ_INT(sg_st_count(f), 3);
+    CHECK(strcmp(sg_st_meta(f, "format"), "pt") == 0);
+    sg_st_close(f);
+    CHECK(sg_st_open_memory(b, nb - 1, "mem", why, sizeof why) == NULL);
+    CHECK_STR_CONTAINS(why, "outside");
+    free(b);
+}
+
+/* sg_model_expected_size (computed from the options, nothing built) equals
+ * the registry of the built model, for every backbone and head option: the
+ * checks of untrusted checkpoints against their config rely on it. */
+static void test_expected_size(void) {
+    sg_backend *be = mt_backend();
+    int cases = 0;
+    for (int b = 0; b < 4; b++)
+        for (int os = 8; os <= 16; os += 8)
+            for (int aux = 0; aux < 2; aux++)
+                for (int nr = 1; nr <= 4; nr += 3)
+                    for (int bw = 2; bw <= 3; bw++) {
+                        sg_model_opts o;
+                        sg_model_opts_default(&o, (sg_backbone)b);
+                        o.output_stride = os;
+                        o.aux_head = aux;
+                        o.n_aspp_rates = nr;
+                        for (int i = 0; i < nr; i++) o.aspp_rates[i] = 2 + i;
+                        o.base_width = bw;
+                        o.num_classes = 3 + b;
+                        sg_model *m = sg_model_create(be, &o);
+                        CHECK(m != NULL);
+                        sg_model_size z;
+                        sg_model_expected_size(&o, &z);
+                        size_t i64 = 0;
+                        for (int i = 0; i < sg_model_num_params(m); i++)
+                            i64 += sg_model_param(m, i)->dtype == SG_DT_I64;
+                        CHECK_MSG(z.tensors == sg_model_num_params(m) &&
+                                      z.f32 == sg_model_param_count(m, 0) + sg_model_buffer_count(m) &&
+                                      z.i64 == i64,
+                                  "%s os %d aux %d rates %d width %d: expected %d tensors %zu f32 "
+                                  "%zu i64, built %d, %zu, %zu", sg_backbone_name(o.backbone), os,
+                                  aux, nr, bw, z.tensors, z.f32, z.i64, sg_model_num_params(m),
+                                  sg_model_param_count(m, 0) + sg_model_buffer_count(m), i64);
+                        sg_model_destroy(m);
+                        cases++;
+                    }
+    CHECK_EQ_INT(cases, 64);
+    /* torchvision's deeplabv3_resnet50 state dict: 370 keys */
+    sg_model_opts o;
+    sg_model_opts_default(&o, SG_RESNET50);
+    o.num_classes = 19;
+    sg_model_size z;
+    sg_model_expected_size(&o, &z);
+    CHECK_EQ_INT(z.tensors, 370);
+}
+
 static void test_model_round_trip(void) {
     sg_backend *be = mt_backend();
     sg_model_opts o;
@@ -271,6 +401,8 @@ int main(int argc, char **argv) {
     TEST_RUN(test_round_trip);
     TEST_RUN(test_corrupt);
     TEST_RUN(test_truncations_and_fuzz);
+    TEST_RUN(test_untrusted_header);
+    TEST_RUN(test_expected_size);
     TEST_RUN(test_model_round_trip);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -238,7 +238,7 @@ static double json_num(const char *json, const char *key) {
 static void test_eval_predict(void) {
     sg_config c;
     CHECK(fx_config(&c, "eval", NULL, 0) == 0);
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){2, 0, 0});
+    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
     CHECK(be != NULL);
     sg_model_opts mo;
     CHECK(sg_model_opts_from_config(&mo, &c) == 0);
@@ -656,7 +656,7 @@ static void test_export_r50(void) {
                           "model.aspp_rates=[12,24,36]", "model.num_classes=19"};
     sg_config c;
     CHECK(fx_config(&c, "r50", sets, 4) == 0);
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){2, 0, 0});
+    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
     CHECK(be != NULL);
     sg_model_opts mo;
     CHECK(sg_model_opts_from_config(&mo, &c) == 0);

@@ -1,0 +1,74 @@
+/* cmd/plot_data.h - what `segtrain plot` reads from a run directory, and the
+ * small JSON reader it reads it with.
+ *
+ * A run directory (train/trainer.h) holds metrics.jsonl - one JSON object per
+ * line: training lines (iter, loss, lr, ...), validation lines (iter,
+ * val_miou, ...) and leftover lines (iter, leftover_miou) - and
+ * eval/iter_<N>.json, one report per validation (classes, iou, miou). Both
+ * are untrusted input to this command: sizes, line lengths, nesting depth,
+ * class counts and name lengths are limited (PL_* below), and every error
+ * names the file, the line and what is wrong.
+ *
+ * A resumed run can log an iteration twice (the interrupted run went past
+ * its last checkpoint): a point at or before the previous one's iteration
+ * drops the earlier points from there on, as TensorBoard does, so each
+ * series is increasing in its iterations.
+ */
+#ifndef SG_CMD_PLOT_DATA_H
+#define SG_CMD_PLOT_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define PL_MAX_FILE_BYTES (INT64_C(1) << 30)  /* metrics.jsonl: 1 GiB */
+#define PL_MAX_EVAL_BYTES (INT64_C(16) << 20) /* one eval report: 16 MiB */
+#define PL_MAX_LINE 65536                      /* bytes of one metrics.jsonl line */
+#define PL_MAX_DEPTH 16                        /* JSON nesting */
+#define PL_MAX_CLASSES 256
+#define PL_MAX_NAME 64                         /* class name bytes, NUL included */
+#define PL_MAX_RUNS 8
+
+/* ---- JSON (a document tree; numbers are doubles) ---- */
+typedef enum { PJ_NULL, PJ_BOOL, PJ_NUM, PJ_STR, PJ_ARR, PJ_OBJ } pj_type;
+typedef struct pj_val {
+    pj_type t;
+    double num;            /* PJ_NUM, PJ_BOOL (0/1) */
+    char *str;             /* PJ_STR (NUL-terminated, UTF-8) */
+    struct pj_val *items;  /* PJ_ARR, PJ_OBJ values */
+    char **keys;           /* PJ_OBJ */
+    int n;
+} pj_val;
+
+/* Parses text[0..len) as one JSON value (surrounding white space allowed).
+ * 0, or -1 with a message ("expected ':' at byte 17") in err. */
+int pj_parse(const char *text, size_t len, pj_val *out, char *err, size_t errcap);
+void pj_free(pj_val *v);
+/* The member `key` of an object, or NULL (also when v is not an object). */
+const pj_val *pj_get(const pj_val *v, const char *key);
+
+/* ---- a run ---- */
+typedef struct pl_series {
+    double *x, *y;   /* iteration, value; y NaN for JSON null */
+    int n, cap;
+} pl_series;
+
+typedef struct pl_run {
+    char dir[4096];
+    char name[128];           /* for legends: the directory's last component */
+    pl_series loss, lr, val_miou, leftover_miou;
+    /* the last evaluation report (eval/iter_<N>.json with the largest N) */
+    int64_t eval_iter;        /* -1: none */
+    double eval_miou;
+    int n_classes;
+    char (*classes)[PL_MAX_NAME];
+    double *iou;              /* [n_classes], NaN for null */
+} pl_run;
+
+/* Loads dir/metrics.jsonl and the newest dir/eval/iter_*.json. SG_OK, or
+ * SG_ERR_RUNTIME after logging (missing or malformed files, limits). */
+sg_status pl_run_load(pl_run *r, const char *dir);
+void pl_run_free(pl_run *r);
+
+#endif

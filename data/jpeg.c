@@ -1,0 +1,303 @@
+/* data/jpeg.c - see jpeg.h. libjpeg (libjpeg-turbo) with setjmp error
+ * handling; everything that must survive the longjmp lives in a heap state
+ * struct, and every path frees what it allocated. */
+#include "data/jpeg.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* jpeglib.h needs FILE and size_t declared first. */
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "core/log.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    char buf[SG_DATA_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (err && errlen) {
+        snprintf(err, errlen, "%s", buf);
+    } else {
+        SG_ERROR("%s", buf);
+    }
+}
+
+/* The error manager: libjpeg's fields first, then our jump target and the
+ * message of the error that made us jump. */
+typedef struct jerr_mgr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX + 64];
+} jerr_mgr;
+
+static void on_jpeg_error(j_common_ptr cinfo) {
+    jerr_mgr *e = (jerr_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, e->msg);
+    longjmp(e->jump, 1);
+}
+
+/* Warnings (msg_level -1): a file that ends early is an error (libjpeg would
+ * fill the rest with gray); others (e.g. extraneous bytes before a marker)
+ * are tolerated. Trace messages (level >= 0) are ignored. */
+static void on_jpeg_message(j_common_ptr cinfo, int msg_level) {
+    if (msg_level >= 0) return;
+    if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
+        jerr_mgr *e = (jerr_mgr *)cinfo->err;
+        (*cinfo->err->format_message)(cinfo, e->msg);
+        longjmp(e->jump, 1);
+    }
+    cinfo->err->num_warnings++;
+}
+
+/* A progressive file with thousands of scans costs minutes of CPU for a
+ * tiny image; libjpeg-turbo's own tools stop at 500 scans. */
+typedef struct progress_mgr {
+    struct jpeg_progress_mgr pub;
+    int too_many_scans;
+} progress_mgr;
+
+static void on_progress(j_common_ptr cinfo) {
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (cinfo->is_decompressor && d->input_scan_number > SG_JPEG_MAX_SCANS) {
+        progress_mgr *p = (progress_mgr *)cinfo->progress;
+        p->too_many_scans = 1;
+        jerr_mgr *e = (jerr_mgr *)cinfo->err;
+        snprintf(e->msg, sizeof e->msg, "more than %d progressive scans (a hostile file?)",
+                 SG_JPEG_MAX_SCANS);
+        longjmp(e->jump, 1);
+    }
+}
+
+enum { JREAD_RGB, JREAD_HEADER };
+
+typedef struct jread_state {
+    jerr_mgr jerr;
+    progress_mgr prog;
+    struct jpeg_decompress_struct cinfo;
+    int cinfo_ready;
+    FILE *f;
+    uint8_t *pixels; /* the RGB result */
+    uint8_t *row;    /* one CMYK row */
+} jread_state;
+
+static void jread_cleanup(jread_state *s) {
+    if (s->cinfo_ready) jpeg_destroy_decompress(&s->cinfo);
+    if (s->f) fclose(s->f);
+    free(s->pixels);
+    free(s->row);
+    free(s);
+}
+
+/* Decodes from a file (mem == NULL) or memory; see jpeg.h. */
+static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len, int mode,
+                           int64_t max_pixels, sg_img *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    jread_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        set_err(err, errlen, "out of memory opening %s", path);
+        return SG_ERR_RUNTIME;
+    }
+    if (!mem) {
+        s->f = fopen(path, "rb");
+        if (!s->f) {
+            set_err(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)", path,
+                    strerror(errno));
+            jread_cleanup(s);
+            return SG_ERR_RUNTIME;
+        }
+    } else if (mem_len == 0) {
+        set_err(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)", path);
+        jread_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    s->cinfo.err = jpeg_std_error(&s->jerr.pub);
+    s->jerr.pub.error_exit = on_jpeg_error;
+    s->jerr.pub.emit_message = on_jpeg_message;
+    if (setjmp(s->jerr.jump)) {
+        set_err(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
+                path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+        jread_cleanup(s);
+        memset(out, 0, sizeof *out);
+        return SG_ERR_RUNTIME;
+    }
+    jpeg_create_decompress(&s->cinfo);
+    s->cinfo_ready = 1;
+    s->prog.pub.progress_monitor = on_progress;
+    s->cinfo.progress = &s->prog.pub;
+    if (mem)
+        jpeg_mem_src(&s->cinfo, mem, (unsigned long)mem_len);
+    else
+        jpeg_stdio_src(&s->cinfo, s->f);
+    jpeg_read_header(&s->cinfo, TRUE);
+    JDIMENSION w = s->cinfo.image_width, h = s->cinfo.image_height;
+    if (mode == JREAD_HEADER) {
+        out->h = (int)h;
+        out->w = (int)w;
+        jread_cleanup(s);
+        return SG_OK;
+    }
+    /* The pixel budget, before libjpeg allocates anything proportional to
+     * the image (a progressive file's coefficients, the output). */
+    if (max_pixels > 0 && (int64_t)h * (int64_t)w > max_pixels) {
+        set_err(err, errlen,
+                "%s: the JPEG is %ux%u (HxW) = %lld pixels, above the limit of %lld "
+                "(data.max_image_pixels): a corrupt or hostile header, or a genuinely huge image "
+                "(then raise data.max_image_pixels)",
+                path, h, w, (long long)h * (long long)w, (long long)max_pixels);
+        jread_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    J_COLOR_SPACE in = s->cinfo.jpeg_color_space;
+    int cmyk = in == JCS_CMYK || in == JCS_YCCK;
+    s->cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jpeg_start_decompress(&s->cinfo);
+    int nc = s->cinfo.output_components;
+    if (nc != (cmyk ? 4 : 3) || s->cinfo.output_width != w || s->cinfo.output_height != h) {
+        set_err(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)",
+                path, (int)in, nc);
+        jread_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    size_t npix = (size_t)h * w;
+    s->pixels = malloc(npix * 3);
+    if (cmyk) s->row = malloc((size_t)w * 4);
+    if (!s->pixels || (cmyk && !s->row)) {
+        set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+        jread_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    while (s->cinfo.output_scanline < h) {
+        JDIMENSION y = s->cinfo.output_scanline;
+        uint8_t *dst = s->pixels + (size_t)y * w * 3;
+        JSAMPROW r = cmyk ? s->row : dst;
+        if (jpeg_read_scanlines(&s->cinfo, &r, 1) != 1) {
+            set_err(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u", path,
+                    y, h);
+            jread_cleanup(s);
+            return SG_ERR_RUNTIME;
+        }
+        if (cmyk) {
+            /* Adobe files store CMYK inverted: the value is already 255 - C,
+             * so R = (255 - C) * (255 - K) / 255 = c * k / 255. */
+            int inverted = s->cinfo.saw_Adobe_marker;
+            for (JDIMENSION x = 0; x < w; x++) {
+                const uint8_t *p = s->row + 4 * (size_t)x;
+                int k = inverted ? p[3] : 255 - p[3];
+                for (int c = 0; c < 3; c++) {
+                    int v = inverted ? p[c] : 255 - p[c];
+                    dst[3 * (size_t)x + c] = (uint8_t)((v * k + 127) / 255);
+                }
+            }
+        }
+    }
+    jpeg_finish_decompress(&s->cinfo);
+    out->h = (int)h;
+    out->w = (int)w;
+    out->c = 3;
+    out->data = s->pixels;
+    s->pixels = NULL; /* ownership moves to out */
+    jread_cleanup(s);
+    return SG_OK;
+}
+
+sg_status sg_jpeg_read_rgb(const char *path, int64_t max_pixels, sg_img *out, char *err,
+                           size_t errlen) {
+    return read_jpeg(path, NULL, 0, JREAD_RGB, max_pixels, out, err, errlen);
+}
+
+sg_status sg_jpeg_decode_rgb(const void *buf, size_t len, const char *name, int64_t max_pixels,
+                             sg_img *out, char *err, size_t errlen) {
+    static const uint8_t empty[1];
+    return read_jpeg(name ? name : "(memory)", len ? (const uint8_t *)buf : empty, len,
+                     JREAD_RGB, max_pixels, out, err, errlen);
+}
+
+sg_status sg_jpeg_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
+    sg_img hdr;
+    if (read_jpeg(path, NULL, 0, JREAD_HEADER, 0, &hdr, err, errlen) != SG_OK)
+        return SG_ERR_RUNTIME;
+    *h = hdr.h;
+    *w = hdr.w;
+    return SG_OK;
+}
+
+/* ---- writing ---- */
+
+typedef struct jwrite_state {
+    jerr_mgr jerr;
+    struct jpeg_compress_struct cinfo;
+    int cinfo_ready;
+    FILE *f;
+} jwrite_state;
+
+static void jwrite_cleanup(jwrite_state *s) {
+    if (s->cinfo_ready) jpeg_destroy_compress(&s->cinfo);
+    if (s->f) fclose(s->f);
+    free(s);
+}
+
+sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, int quality,
+                            char *err, size_t errlen) {
+    if (h <= 0 || w <= 0 || h > 65500 || w > 65500 || !rgb) {
+        set_err(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500", path,
+                h, w);
+        return SG_ERR_RUNTIME;
+    }
+    if (quality < 1 || quality > 100) {
+        set_err(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path, quality);
+        return SG_ERR_RUNTIME;
+    }
+    jwrite_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        set_err(err, errlen, "out of memory writing %s", path);
+        return SG_ERR_RUNTIME;
+    }
+    s->f = fopen(path, "wb");
+    if (!s->f) {
+        set_err(err, errlen,
+                "cannot create %s: %s (check that the directory exists and is writable)", path,
+                strerror(errno));
+        jwrite_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    s->cinfo.err = jpeg_std_error(&s->jerr.pub);
+    s->jerr.pub.error_exit = on_jpeg_error;
+    if (setjmp(s->jerr.jump)) {
+        set_err(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
+                s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+        jwrite_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    jpeg_create_compress(&s->cinfo);
+    s->cinfo_ready = 1;
+    jpeg_stdio_dest(&s->cinfo, s->f);
+    s->cinfo.image_width = (JDIMENSION)w;
+    s->cinfo.image_height = (JDIMENSION)h;
+    s->cinfo.input_components = 3;
+    s->cinfo.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&s->cinfo);
+    jpeg_set_quality(&s->cinfo, quality, TRUE);
+    jpeg_start_compress(&s->cinfo, TRUE);
+    while (s->cinfo.next_scanline < (JDIMENSION)h) {
+        JSAMPROW r = (JSAMPROW)(rgb + (size_t)s->cinfo.next_scanline * w * 3);
+        jpeg_write_scanlines(&s->cinfo, &r, 1);
+    }
+    jpeg_finish_compress(&s->cinfo);
+    FILE *f = s->f;
+    s->f = NULL;
+    jwrite_cleanup(s);
+    if (fclose(f) != 0) {
+        set_err(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
+        return SG_ERR_RUNTIME;
+    }
+    return SG_OK;
+}

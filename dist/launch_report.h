@@ -1,0 +1,34 @@
+/* dist/launch_report.h - internal: how a worker tells segtrain's launcher
+ * (dist/launch.h) which rank it found dead or hung, so the launcher's
+ * failure summary names the rank that hung rather than the rank that
+ * noticed it and exited.
+ *
+ * The launcher opens a pipe and hands its write end to every worker:
+ * SEGTRAIN_LAUNCH_REPORT="<fd>:<launcher pid>". A worker whose parent is
+ * that pid writes one line per finding, "culprit <self> <rank> <state>\n"
+ * (state: SG_RANK_* of dist/store.h), atomically (shorter than PIPE_BUF)
+ * and without blocking. Anywhere else (torchrun, mpirun, a variable
+ * inherited by a grandchild) it does nothing.
+ */
+#ifndef SG_DIST_LAUNCH_REPORT_H
+#define SG_DIST_LAUNCH_REPORT_H
+
+#include <stddef.h>
+
+#define SG_LAUNCH_REPORT_ENV "SEGTRAIN_LAUNCH_REPORT"
+
+/* Worker: checks the variable once (parent pid, a pipe) and marks the
+ * descriptor close-on-exec so nothing this process starts inherits it.
+ * Returns the descriptor, or -1 when this process has no launcher to tell. */
+int sg_launch_report_open(void);
+/* Worker: rank self found rank culprit in state (SG_RANK_DEAD, _HUNG,
+ * _UNREACHABLE). No-op without a launcher. */
+void sg_launch_report_culprit(int self, int culprit, int state);
+
+/* Launcher: parses one line (without its newline). 0 and the fields, or -1
+ * for anything malformed (ignored). */
+int sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state);
+/* The phrase for a state: "is stopped or hung", ... */
+const char *sg_launch_report_phrase(int state);
+
+#endif

@@ -1,0 +1,39 @@
+/* kernels/cpu/cpu_bf16.c - the rounding loops of the emulated bf16
+ * convolutions (cpu_conv.c): float32 buffers rounded to bfloat16 values
+ * with round-to-nearest-even, the per-element formula of
+ * kernels/formulas/bf16.h (the one the CUDA backend converts with). The
+ * formula is integer adds and masks on the bits, so the chunk loops
+ * vectorise; chunks are spread over the OpenMP threads.
+ */
+#include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/bf16.h"
+
+#define CHUNK 16384
+
+SG_CPU_CLONES static void round_chunk(float *dst, const float *src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = sg_bf16_round(src[i]);
+}
+
+SG_CPU_CLONES static void round_add_chunk(float *dst, const float *src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] += sg_bf16_round(src[i]);
+}
+
+void sg_cpu_bf16_round(float *dst, const float *src, size_t count) {
+    size_t chunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
+        round_chunk(dst + i, src + i, n);
+    }
+}
+
+void sg_cpu_bf16_round_add(float *dst, const float *src, size_t count) {
+    size_t chunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
+        round_add_chunk(dst + i, src + i, n);
+    }
+}

@@ -1,0 +1,160 @@
+/* train/progress.c - see progress.h. */
+#include "train/progress.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/util.h"
+
+#define TTY_FIRST_S 1.0
+#define TTY_EVERY_S 0.2
+#define RATE_MIN_S 0.5
+#define RATE_ALPHA 0.3
+
+double sg_ema(double *avg, double value, double alpha) {
+    if (!isfinite(value) || value <= 0) return *avg;
+    *avg = *avg > 0 ? alpha * value + (1 - alpha) * *avg : value;
+    return *avg;
+}
+
+void sg_fmt_duration(char *buf, int n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    snprintf(buf, (size_t)n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+void sg_progress_begin(sg_progress *p, const char *what, int64_t total, int enabled) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->what, sizeof p->what, "%s", what);
+    p->total = total;
+    p->enabled = enabled && sg_log_get_level() >= SG_LOG_INFO;
+    p->tty = p->enabled && isatty(STDERR_FILENO);
+    p->t0 = p->t_rate = p->t_draw = p->t_log = sg_now_s();
+}
+
+static void format_line(const sg_progress *p, double now, char *buf, size_t n) {
+    char eta[32] = "?";
+    if (p->rate > 0) sg_fmt_duration(eta, sizeof eta, (double)(p->total - p->done) / p->rate);
+    char rate[32] = "-";
+    if (p->rate > 0) snprintf(rate, sizeof rate, "%.1f", p->rate);
+    snprintf(buf, n, "%s: %lld/%lld images  %s img/s  %.0fs elapsed  eta %s", p->what,
+             (long long)p->done, (long long)p->total, rate, now - p->t0, eta);
+}
+
+void sg_progress_update(sg_progress *p, int64_t done) {
+    p->done = done;
+    double now = sg_now_s();
+    if (now - p->t_rate >= RATE_MIN_S && done > p->done_rate) {
+        sg_ema(&p->rate, (double)(done - p->done_rate) / (now - p->t_rate), RATE_ALPHA);
+        p->t_rate = now;
+        p->done_rate = done;
+    }
+    if (!p->enabled || done >= p->total) return;
+    char line[256];
+    if (p->tty) {
+        if (now - p->t0 < TTY_FIRST_S || now - p->t_draw < TTY_EVERY_S) return;
+        format_line(p, now, line, sizeof line);
+        /* \033[K: erase what a longer previous line left */
+        fprintf(stderr, "\r%s\033[K", line);
+        fflush(stderr);
+        p->drawn = 1;
+        p->t_draw = now;
+    } else if (now - p->t_log >= SG_PROGRESS_LOG_S) {
+        format_line(p, now, line, sizeof line);
+        SG_INFO("%s", line);
+        p->t_log = now;
+    }
+}
+
+double sg_progress_end(sg_progress *p) {
+    if (p->drawn) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        p->drawn = 0;
+    }
+    return sg_now_s() - p->t0;
+}
+
+/* ---------------- setup stages ---------------- */
+
+struct sg_stage_watch {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const char *what;   /* current stage, NULL between stages */
+    double since;
+    int announced, stop;
+};
+
+/* Ends the current stage (mu held): its duration if it was announced. */
+static void stage_end_locked(sg_stage_watch *w) {
+    if (w->what && w->announced)
+        SG_INFO("setup: %s done (%.1f s)", w->what, sg_now_s() - w->since);
+    w->what = NULL;
+    w->announced = 0;
+}
+
+static void *stage_main(void *arg) {
+    sg_stage_watch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        if (w->what && !w->announced && sg_now_s() - w->since >= SG_STAGE_ANNOUNCE_S) {
+            SG_INFO("setup: %s ...", w->what);
+            w->announced = 1;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+sg_stage_watch *sg_stage_watch_start(void) {
+    sg_stage_watch *w = calloc(1, sizeof *w);
+    SG_CHECK(w != NULL, "out of host memory");
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, stage_main, w) != 0) {
+        /* only the announcements are lost */
+        SG_WARN("setup: cannot start the thread that reports slow setup stages");
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void sg_stage(sg_stage_watch *w, const char *what) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    stage_end_locked(w);
+    w->what = what;
+    w->since = sg_now_s();
+    pthread_mutex_unlock(&w->mu);
+}
+
+void sg_stage_watch_stop(sg_stage_watch *w) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    stage_end_locked(w);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
