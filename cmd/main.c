@@ -93,23 +93,24 @@ static int is_launch_opt(const char *a) {
 }
 
 /* The OpenMP runtime reads its wait policy before main() (core/threads.h):
- * when the user chose none, run this program once more with the passive
- * policy, now, before any thread exists. The exec keeps the pid, argv and
+ * when the user chose none, run this program once more with segtrain's
+ * short spin count, now, before any thread exists. The exec keeps the pid, argv and
  * the rest of the environment; the launcher's workers inherit the policy and
  * do not re-execute. */
-static void use_passive_omp_wait_policy(char **argv) {
+static void use_segtrain_omp_wait_policy(char **argv) {
     if (!sg_omp_policy_wants_reexec()) return;
     sg_omp_policy_set_env();
     execv("/proc/self/exe", argv);
     int e = errno;
     sg_omp_policy_undo();
-    fprintf(stderr, "segtrain: warning: could not restart with OMP_WAIT_POLICY=passive "
-                    "(execv /proc/self/exe: %s); OpenMP threads will spin at barriers, which is "
-                    "slow on shared cores: set OMP_WAIT_POLICY=passive yourself\n", strerror(e));
+    fprintf(stderr, "segtrain: warning: could not restart with GOMP_SPINCOUNT=%s (execv "
+                    "/proc/self/exe: %s); OpenMP threads will spin about 3 ms at every barrier, "
+                    "which is slow on shared cores: set GOMP_SPINCOUNT=%s yourself\n",
+            SG_OMP_SPINCOUNT, strerror(e), SG_OMP_SPINCOUNT);
 }
 
 int main(int argc, char **argv) {
-    use_passive_omp_wait_policy(argv);
+    use_segtrain_omp_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -330,12 +330,15 @@ static void panel_miou(cairo_t *cr, const fig *F, const box *b) {
             double *y = malloc((size_t)ss[q]->n * sizeof *y);
             SG_CHECK(y != NULL, "out of host memory");
             for (int i = 0; i < ss[q]->n; i++) y[i] = 100 * ss[q]->y[i];
-            line(cr, b, &s, ss[q]->x, y, ss[q]->n, g_colors[r], q ? 0.6 : 1, q ? 1.5 : 2.4, q,
-                 ss[q]->n <= 60);
+            /* the leftover pass: dashed, or thin and light when there are
+             * so many epochs that dashes would be noise */
+            int few = ss[q]->n <= 60, dashed = q && few;
+            double alpha = q ? (few ? 0.6 : 0.45) : 1, width = q ? (few ? 1.5 : 1.0) : 2.4;
+            line(cr, b, &s, ss[q]->x, y, ss[q]->n, g_colors[r], alpha, width, dashed, few);
             free(y);
             snprintf(labels[k], sizeof labels[k], "%s%s%s", pre, sp,
                      q ? "leftover pass (train samples)" : "validation");
-            it[k] = (legend_item){labels[k], g_colors[r], q ? 0.6 : 1, q ? 1.5 : 2.4, q};
+            it[k] = (legend_item){labels[k], g_colors[r], alpha, width, dashed};
             k++;
         }
     }
@@ -621,6 +624,7 @@ int sg_cmd_plot(int argc, char **argv) {
 #else
     (void)out;
     (void)w;
+    (void)dirs;
     SG_ERROR("segtrain plot: this build has no Cairo (a GPU-only bundle); plot the run "
              "directory with a regular build of segtrain");
     return 1;

@@ -68,7 +68,7 @@ static const sg_config_key g_keys[] = {
     K_ENUM("device", device, "cpu", "cpu|cuda|cuda:N",
            "compute device; under the launcher 'cuda' is the rank's local GPU"),
     K_INT("threads", threads, "0", 0, 4096,
-          "CPU threads per process, 0 = all cores (or OMP_NUM_THREADS)"),
+          "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
 
     K_ENUM("model.backbone", model.backbone, "resnet50", "resnet18|resnet34|resnet50|resnet101",
            "ResNet encoder (torchvision layout)"),

@@ -183,27 +183,29 @@ int sg_omp_policy_wants_reexec(void) {
 }
 
 void sg_omp_policy_set_env(void) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("GOMP_SPINCOUNT", SG_OMP_SPINCOUNT, 1);
     setenv(SG_OMP_DEFAULTS_ENV, "1", 1);
 }
 
 void sg_omp_policy_undo(void) {
-    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
     unsetenv(SG_OMP_DEFAULTS_ENV);
 }
 
 void sg_omp_policy_describe(char *buf, size_t cap) {
     const char *pol = getenv("OMP_WAIT_POLICY");
     const char *spin = getenv("GOMP_SPINCOUNT");
-    int ours = env_set(SG_OMP_DEFAULTS_ENV) && pol && !strcmp(pol, "passive") && !env_set("GOMP_SPINCOUNT");
+    int ours = env_set(SG_OMP_DEFAULTS_ENV) && !env_set("OMP_WAIT_POLICY") && spin &&
+               !strcmp(spin, SG_OMP_SPINCOUNT);
     if (ours)
-        snprintf(buf, cap, "passive (segtrain's default on shared cores; OMP_WAIT_POLICY=active "
-                           "spins instead)");
+        snprintf(buf, cap, "short spin (GOMP_SPINCOUNT=%s, segtrain's default: about 30 us at a "
+                           "barrier, then sleep; set OMP_WAIT_POLICY=passive or active to choose)",
+                 SG_OMP_SPINCOUNT);
     else if (env_set("OMP_WAIT_POLICY") || env_set("GOMP_SPINCOUNT"))
         snprintf(buf, cap, "from the environment (OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s)",
                  pol && pol[0] ? pol : "unset", spin && spin[0] ? spin : "unset");
     else
-        snprintf(buf, cap, "the OpenMP default (threads spin at barriers; this process was "
-                           "not started through segtrain's main, set OMP_WAIT_POLICY=passive "
-                           "on shared cores)");
+        snprintf(buf, cap, "the OpenMP default (threads spin about 3 ms at barriers: this "
+                           "process did not start through segtrain's main; set GOMP_SPINCOUNT=%s "
+                           "on shared cores)", SG_OMP_SPINCOUNT);
 }

@@ -13,13 +13,17 @@
  * Wait policy. GNU OpenMP (libgomp, also under Debian's oneDNN) reads
  * OMP_WAIT_POLICY and GOMP_SPINCOUNT once, in its library constructor, before
  * main() runs; setenv() in main is too late and no API changes it later. By
- * default its threads spin up to 300000 rounds at every barrier: on a machine
- * whose cores are shared (loader threads, other ranks, other jobs) a thread
- * spins while the peer it waits for is descheduled, and training runs many
- * times slower. segtrain therefore starts itself once more (execv of
- * /proc/self/exe, before any thread exists) with OMP_WAIT_POLICY=passive when
- * the user set neither variable (cmd/main.c); SG_OMP_DEFAULTS_ENV marks the
- * re-executed process (loop guard, and the log says who chose the policy).
+ * default its threads spin 300000 rounds (about 3 ms) at every barrier
+ * before they sleep: on a machine whose cores are shared (loader threads,
+ * other ranks, other jobs) a thread spins while the peer it waits for is
+ * descheduled, and the demo trained 10 to 30 times slower. A passive policy
+ * (never spin) fixes that but sleeps and wakes at every barrier, which
+ * halves the speed of small networks on a quiet machine; a short spin gets
+ * both (docs/BENCHMARKS.md, "CPU threads on a shared machine"). segtrain
+ * therefore starts itself once more (execv of /proc/self/exe, before any
+ * thread exists) with GOMP_SPINCOUNT=SG_OMP_SPINCOUNT when the user set
+ * neither variable (cmd/main.c); SG_OMP_DEFAULTS_ENV marks the re-executed
+ * process (loop guard, and the log says who chose the policy).
  *
  * Pure parsing and sizing functions are separate from the ones reading the
  * system, so the arithmetic is unit-tested (tests/config/test_threads.c).
@@ -61,18 +65,20 @@ void sg_cpu_budget_read(sg_cpu_budget *b);
 /* Set (to "1") in the environment of the process segtrain re-executed with
  * its default wait policy. */
 #define SG_OMP_DEFAULTS_ENV "SEGTRAIN_OMP_DEFAULTS"
+/* segtrain's spin count: about 30 us of spinning at a barrier, then sleep. */
+#define SG_OMP_SPINCOUNT "3000"
 
-/* 1 when this process should re-execute itself with the passive wait
+/* 1 when this process should re-execute itself with segtrain's wait
  * policy: neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, and it is not
  * the re-executed process already. */
 int sg_omp_policy_wants_reexec(void);
-/* Sets OMP_WAIT_POLICY=passive and SG_OMP_DEFAULTS_ENV=1 for the re-exec;
- * sg_omp_policy_undo removes both again (the exec failed). */
+/* Sets GOMP_SPINCOUNT=SG_OMP_SPINCOUNT and SG_OMP_DEFAULTS_ENV=1 for the
+ * re-exec; sg_omp_policy_undo removes both again (the exec failed). */
 void sg_omp_policy_set_env(void);
 void sg_omp_policy_undo(void);
 /* One phrase for the log: the policy this process's OpenMP runtime was
- * started with and who chose it, e.g. "passive (segtrain's default;
- * OMP_WAIT_POLICY=active to spin)". */
+ * started with and who chose it, e.g. "short spin (GOMP_SPINCOUNT=3000,
+ * segtrain's default ...)". */
 void sg_omp_policy_describe(char *buf, size_t cap);
 
 #endif

@@ -202,6 +202,9 @@ def main(argv):
                     continue
                 for tag, v in ev.get("values", []):
                     print("%d\t%s\t%.9g" % (ev["step"], tag, v))
+    except BrokenPipeError:  # `| head`: the reader stopped listening
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except (EventFileError, OSError) as e:
         print("read_tfevents: %s" % e, file=sys.stderr)
         return 1

@@ -103,12 +103,13 @@ static void test_policy_env(void) {
     sg_omp_policy_describe(d, sizeof d);
     CHECK_STR_CONTAINS(d, "the OpenMP default");
     sg_omp_policy_set_env();
-    CHECK(strcmp(getenv("OMP_WAIT_POLICY"), "passive") == 0);
+    CHECK(strcmp(getenv("GOMP_SPINCOUNT"), SG_OMP_SPINCOUNT) == 0);
+    CHECK(getenv("OMP_WAIT_POLICY") == NULL);
     CHECK_EQ_INT(sg_omp_policy_wants_reexec(), 0); /* the re-executed process stops here */
     sg_omp_policy_describe(d, sizeof d);
-    CHECK_STR_CONTAINS(d, "passive (segtrain's default");
+    CHECK_STR_CONTAINS(d, "short spin (GOMP_SPINCOUNT=3000, segtrain's default");
     sg_omp_policy_undo();
-    CHECK(getenv("OMP_WAIT_POLICY") == NULL && getenv(SG_OMP_DEFAULTS_ENV) == NULL);
+    CHECK(getenv("GOMP_SPINCOUNT") == NULL && getenv(SG_OMP_DEFAULTS_ENV) == NULL);
     setenv(SG_OMP_DEFAULTS_ENV, "1", 1); /* loop guard alone */
     CHECK_EQ_INT(sg_omp_policy_wants_reexec(), 0);
     unsetenv(SG_OMP_DEFAULTS_ENV);

@@ -5,9 +5,10 @@
 # libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT in its constructor, before
 # main(); what it parsed is read back from the runtime itself with
 # OMP_DISPLAY_ENV=verbose (printed by that constructor: GOMP_SPINCOUNT is the
-# runtime's own spin-count variable, 0 for passive, 300000 by default):
+# runtime's own spin-count variable, 300000 by default, 0 for passive):
 #  - nothing set: segtrain restarts itself once, and the runtime of the
-#    process that runs has spin count 0 (passive); the first one had not;
+#    process that runs has segtrain's spin count, 3000; the first one had
+#    the default;
 #  - OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user: no restart, the
 #    user's value is what the runtime uses;
 #  - the loop guard: a process marked as re-executed never restarts again;
@@ -32,14 +33,17 @@ run() { # run OUT ENV... : segtrain --version with the runtime's environment sho
     grep -q "^segtrain " "$out" || fail "no version line in: $(cat "$out")"
 }
 
-# --- nothing set: one restart, passive in the process that runs ---
+# --- nothing set: one restart, a short spin in the process that runs ---
 run "$tmp/default"
 [ "$(blocks "$tmp/default")" = 2 ] ||
     fail "default: expected 2 runtime start-ups (the restart), got $(blocks "$tmp/default"): $(cat "$tmp/default")"
 first=$(grep "GOMP_SPINCOUNT = " "$tmp/default" | head -n 1 | sed "s/.*= '\(.*\)'.*/\1/")
-[ "$first" != 0 ] || fail "default: the first runtime was already passive (spin count 0)"
-[ "$(last_spin "$tmp/default")" = 0 ] ||
-    fail "default: the running process spins ($(last_spin "$tmp/default")), expected passive (0)"
+[ "$first" != 3000 ] || fail "default: the first runtime already had spin count 3000"
+[ "$(last_spin "$tmp/default")" = 3000 ] ||
+    fail "default: the running process has spin count $(last_spin "$tmp/default"), expected 3000"
+run "$tmp/passive" OMP_WAIT_POLICY=passive
+[ "$(blocks "$tmp/passive")" = 1 ] && [ "$(last_spin "$tmp/passive")" = 0 ] ||
+    fail "OMP_WAIT_POLICY=passive: restarted or spinning: $(cat "$tmp/passive")"
 
 # --- the user's choice is kept, no restart ---
 run "$tmp/active" OMP_WAIT_POLICY=active
@@ -63,7 +67,7 @@ env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS -u OMP_NUM_THR
     >"$tmp/train.out" 2>&1 || fail "training failed: $(tail -5 "$tmp/train.out")"
 n=$(grep -c "CPU backend: .* OpenMP thread" "$tmp/train.out" || true)
 [ "$n" = 1 ] || fail "expected one thread/policy line, got $n: $(cat "$tmp/train.out")"
-grep -q "OpenMP thread(s) (threads: 0: [0-9]* CPUs in the affinity mask.*wait policy passive" \
+grep -q "OpenMP thread(s) (threads: 0: [0-9]* CPUs in the affinity mask.*wait policy short spin (GOMP_SPINCOUNT=3000" \
     "$tmp/train.out" || fail "thread/policy line: $(grep "CPU backend" "$tmp/train.out")"
-grep -q "wait policy passive" "$tmp/run/logs/rank0.log" || fail "policy not in logs/rank0.log"
+grep -q "wait policy short spin" "$tmp/run/logs/rank0.log" || fail "policy not in logs/rank0.log"
 echo "ok: OpenMP wait policy"
