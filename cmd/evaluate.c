@@ -57,8 +57,8 @@ int sg_cmd_eval(int argc, char **argv) {
     sg_config cfg;
     st = sg_config_for_checkpoint(&cli, ck, &cfg);
     if (st != SG_OK) return sg_exit_code(st);
-    if (cli.print_config) {
-        sg_config_write(&cfg, stdout);
+    if (cli.print_config) { /* annotated like train's: where each value came from */
+        sg_config_write_origins(&cfg, stdout);
         return 0;
     }
     const char *sp = split ? split : cfg.data.val_split;
@@ -135,6 +135,9 @@ int sg_cmd_eval(int argc, char **argv) {
         sg_json_str(&j, "checkpoint", ck);
         sg_json_str(&j, "split", sp);
         sg_json_int(&j, "images", (long long)sg_dataset_size(ds));
+        /* test-time augmentation used (papers report with and without) */
+        sg_json_num_array(&j, "eval_scales", cfg.eval.scales, cfg.eval.n_scales);
+        sg_json_int(&j, "eval_flip", cfg.eval.flip);
         sg_metrics_to_json(&mt, &cfg, &j);
         sg_json_end(&j);
         if (sg_write_text_file(path, j.buf) != 0) rc = 1;

@@ -1,8 +1,10 @@
 /* cmd/export.c - `segtrain export --checkpoint CK --out FILE [--names
- * torchvision]`: the model tensors of a checkpoint alone (no optimizer
- * state), under segtrain names or torchvision's (backbone./classifier./
- * aux_classifier.), so that torchvision's deeplabv3_*(...).load_state_dict(
- * safetensors.torch.load_file(FILE), strict=True) accepts it. */
+ * torchvision] [--ema]`: the model tensors of a checkpoint alone (no
+ * optimizer state, no EMA), under segtrain names or torchvision's (backbone./
+ * classifier./aux_classifier.), so that torchvision's deeplabv3_*(...).
+ * load_state_dict(safetensors.torch.load_file(FILE), strict=True) accepts
+ * it. --ema exports the EMA weights (ema.<name>) instead, under the plain
+ * names: the same state dict, with the averaged values. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,11 +15,17 @@
 #include "model/model_io.h"
 #include "model/safetensors.h"
 
-static int export_checkpoint(const char *ck, const char *out, int torchvision) {
+static int export_checkpoint(const char *ck, const char *out, int torchvision, int ema) {
     char why[512];
     sg_st_file *f = sg_ckpt_open_valid(ck, why, sizeof why);
     if (!f) {
         SG_ERROR("export: %s: %s", ck, why);
+        return 1;
+    }
+    if (ema && !sg_ckpt_has_ema(f)) {
+        SG_ERROR("export --ema: %s holds no EMA weights (ema.*): it was trained with "
+                 "train.ema_decay 0; export without --ema", ck);
+        sg_st_close(f);
         return 1;
     }
     sg_st_writer *w = sg_st_writer_create();
@@ -27,11 +35,14 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision) {
     for (int i = 0; i < sg_st_count(f) && rc == SG_OK; i++) {
         const sg_st_tensor *t = sg_st_get(f, i);
         if (strncmp(t->name, "optimizer.", 10) == 0) continue;
+        int is_ema = strncmp(t->name, "ema.", 4) == 0;
+        if (is_ema != ema) continue;
+        const char *plain = ema ? t->name + 4 : t->name;
         char name[256];
         if (torchvision)
-            rc = sg_model_torchvision_name(t->name, name, sizeof name);
+            rc = sg_model_torchvision_name(plain, name, sizeof name);
         else
-            snprintf(name, sizeof name, "%s", t->name);
+            snprintf(name, sizeof name, "%s", plain);
         /* data may be unaligned inside the mapping: writer_add copies bytes */
         if (rc == 0) rc = sg_st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data);
         if (rc != 0) SG_ERROR("export: cannot add tensor %s", t->name);
@@ -42,6 +53,7 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision) {
         if (sg_st_meta(f, keys[i])) rc = sg_st_writer_meta(w, keys[i], sg_st_meta(f, keys[i]));
     if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
     if (rc == 0) rc = sg_st_writer_meta(w, "names", torchvision ? "torchvision" : "segtrain");
+    if (rc == 0) rc = sg_st_writer_meta(w, "weights", ema ? "ema" : "trained");
     if (rc == 0) rc = sg_st_writer_write(w, out);
     sg_st_writer_destroy(w);
     sg_st_close(f);
@@ -49,21 +61,25 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision) {
         SG_ERROR("export: writing %s failed (see above)", out);
         return 1;
     }
-    SG_INFO("exported %d tensors from %s to %s (%s names)", n, ck, out,
+    SG_INFO("exported %d %stensors from %s to %s (%s names)", n, ema ? "EMA " : "", ck, out,
             torchvision ? "torchvision" : "segtrain");
     return 0;
 }
 
 int sg_cmd_export(int argc, char **argv) {
     const char *ck = NULL, *out = NULL, *names = "segtrain";
+    int ema = 0;
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
         {"--out", "FILE", "safetensors file to write", &out, NULL},
         {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
+        {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's",
+         NULL, &ema},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
-                                "segtrain export --checkpoint CK --out FILE [--names torchvision]",
+                                "segtrain export --checkpoint CK --out FILE [--names torchvision] "
+                                "[--ema]",
                                 opts);
     if (st != SG_OK) return sg_exit_code(st);
     if (cli.help) {
@@ -78,5 +94,5 @@ int sg_cmd_export(int argc, char **argv) {
             &cli, "--names must be segtrain or torchvision, not '%s'", names));
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
-    return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0);
+    return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0, ema);
 }

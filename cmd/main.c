@@ -32,7 +32,7 @@ static int cmd_config(int argc, char **argv) {
     if (cli.n_args)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     printf("# configuration valid (hash %016llx)\n", sg_config_hash(&cfg));
-    sg_config_write(&cfg, stdout);
+    sg_config_write_origins(&cfg, stdout);
     return fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -7,7 +7,12 @@
  * the benchmark server), the class palette (--color) or the palette blended
  * 50/50 over the image (--overlay). --save-logits writes the logits at input
  * resolution as float32 [C,H,W] .npy (a file for one input, a directory of
- * <name>.npy for a directory). Inputs are PNG or JPEG, told apart by their
+ * <name>.npy for a directory). With test-time augmentation (eval.scales
+ * other than [1.0], or eval.flip; train/tta.h) the prediction is the argmax
+ * of the softmax probabilities averaged over the scales and flips (whole
+ * images, like the single pass) and --save-logits writes the natural log of
+ * those averaged probabilities instead of logits (-inf where one underflowed
+ * to 0). Inputs are PNG or JPEG, told apart by their
  * content (data/image.h). A directory input is walked recursively and every
  * PNG or JPEG file in it is predicted (other files are skipped and counted);
  * outputs keep the relative paths with the extension replaced by .png (and
@@ -15,6 +20,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +28,7 @@
 #include "core/cli.h"
 #include "train/device.h"
 #include "train/from_checkpoint.h"
+#include "train/tta.h"
 #include "cmd/commands.h"
 #include "core/log.h"
 #include "data/dataset.h"
@@ -137,6 +144,8 @@ typedef struct pctx {
     int C, color, overlay, label_ids;
     uint8_t palette[256 * 3];
     float mean[3], std[3];
+    int use_tta; /* sg_tta_enabled: averaged probabilities instead of one pass */
+    sg_tta tta;
 } pctx;
 
 static void build_palette(pctx *P) {
@@ -157,15 +166,28 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
     if (sg_image_read_rgb(in, P->cfg->data.max_image_pixels, &img, NULL, 0) != 0) return -1;
     int h = img.h, w = img.w, C = P->C;
     size_t px = (size_t)h * w;
-    if (sg_model_plan_infer(P->m, 1, h, w) != 0) {
+    if (!P->use_tta && sg_model_plan_infer(P->m, 1, h, w) != 0) {
         sg_img_free(&img);
         return -1;
     }
     uint8_t *d_img = be->ops->alloc(be, px * 3), *d_pred = be->ops->alloc(be, px);
     be->ops->upload(be, d_img, img.data, px * 3);
-    be->ops->normalize_u8(be, d_img, sg_model_input(P->m), 1, h, w, P->mean, P->std);
-    sg_model_forward(P->m, 0, 0);
-    be->ops->argmax(be, sg_model_out(P->m), d_pred, 1, C, h * w);
+    const float *scores; /* logits, or the averaged probabilities with TTA */
+    if (P->use_tta) {
+        if (sg_tta_run(&P->tta, P->m, d_img, 1, h, w) != SG_OK) {
+            SG_ERROR("predict: %s: test-time augmentation failed (see above)", in);
+            be->ops->free(be, d_img);
+            be->ops->free(be, d_pred);
+            sg_img_free(&img);
+            return -1;
+        }
+        scores = P->tta.d_prob;
+    } else {
+        be->ops->normalize_u8(be, d_img, sg_model_input(P->m), 1, h, w, P->mean, P->std);
+        sg_model_forward(P->m, 0, 0);
+        scores = sg_model_out(P->m);
+    }
+    be->ops->argmax(be, scores, d_pred, 1, C, h * w);
     uint8_t *pred = malloc(px), *rgb = malloc(px * 3);
     SG_CHECK(pred && rgb, "out of host memory");
     be->ops->download(be, pred, d_pred, px);
@@ -173,7 +195,9 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
     if (npy) {
         float *lg = malloc((size_t)C * px * sizeof(float));
         SG_CHECK(lg != NULL, "out of host memory");
-        be->ops->download(be, lg, sg_model_out(P->m), (size_t)C * px * sizeof(float));
+        be->ops->download(be, lg, scores, (size_t)C * px * sizeof(float));
+        if (P->use_tta)
+            for (size_t i = 0; i < (size_t)C * px; i++) lg[i] = logf(lg[i]);
         rc = mkparents(npy) == 0 ? write_npy(npy, lg, C, h, w) : -1;
         free(lg);
     }
@@ -214,8 +238,9 @@ int sg_cmd_predict(int argc, char **argv) {
         {"--overlay", NULL, "prediction colours blended over the image (RGB PNG)", NULL, &overlay},
         {"--label-ids", NULL, "Cityscapes labelIds instead of trainIds (benchmark format)", NULL,
          &label_ids},
-        {"--save-logits", "FILE.npy|DIR", "also write logits as float32 [C,H,W] .npy", &logits,
-         NULL},
+        {"--save-logits", "FILE.npy|DIR",
+         "also write logits as float32 [C,H,W] .npy; with test-time augmentation (eval.scales, "
+         "eval.flip) the log of the averaged softmax probabilities instead", &logits, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
@@ -238,8 +263,8 @@ int sg_cmd_predict(int argc, char **argv) {
     sg_config cfg;
     st = sg_config_for_checkpoint(&cli, ck, &cfg);
     if (st != SG_OK) return sg_exit_code(st);
-    if (cli.print_config) {
-        sg_config_write(&cfg, stdout);
+    if (cli.print_config) { /* annotated like train's: where each value came from */
+        sg_config_write_origins(&cfg, stdout);
         return 0;
     }
     if (label_ids && cfg.model.num_classes != 19) {
@@ -301,12 +326,20 @@ int sg_cmd_predict(int argc, char **argv) {
         free(files.rel);
         return 1;
     }
-    pctx P = {be, NULL, &cfg, cfg.model.num_classes, color, overlay, label_ids, {0}, {0}, {0}};
+    pctx P = {be, NULL, &cfg, cfg.model.num_classes, color, overlay, label_ids, {0}, {0}, {0},
+              0, {0}};
     for (int i = 0; i < 3; i++) {
         P.mean[i] = (float)cfg.data.mean[i];
         P.std[i] = (float)cfg.data.std[i];
     }
     build_palette(&P);
+    /* predict runs whole images (eval.crop_size is the evaluator's) */
+    P.use_tta = sg_tta_enabled(&cfg);
+    if (P.use_tta) {
+        sg_tta_init(&P.tta, be, &cfg, 0, 0, 0, 0);
+        SG_INFO("predict: test-time augmentation over %d scale(s)%s: averaged softmax "
+                "probabilities", cfg.eval.n_scales, cfg.eval.flip ? " x flip" : "");
+    }
     int rc = 1;
     P.m = sg_model_from_checkpoint(be, &cfg, ck);
     if (P.m) {
@@ -326,6 +359,7 @@ int sg_cmd_predict(int argc, char **argv) {
             SG_INFO("predicted %d image(s) into %s", dir ? files.n : 1, output);
         sg_model_destroy(P.m);
     }
+    sg_tta_free(&P.tta);
     for (int i = 0; i < files.n; i++) free(files.rel[i]);
     free(files.rel);
     sg_backend_destroy(be);

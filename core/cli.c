@@ -17,9 +17,9 @@
 static const struct {
     const char *name, *metavar, *help;
 } g_common[] = {
-    {"--config", "FILE", "YAML configuration (defaults for every key not given)"},
+    {"--config", "FILE", "YAML configuration (defaults for every key not given; base: FILE in it inherits from another)"},
     {"--set", "KEY=VALUE", "override one key, repeatable (e.g. --set train.lr=0.02)"},
-    {"--print-config", NULL, "print the resolved configuration as YAML and exit"},
+    {"--print-config", NULL, "print the resolved (merged) configuration as YAML and exit"},
     {"--quiet", NULL, "log warnings and errors only"},
     {"--verbose", NULL, "log debug messages too (and other ranks' info)"},
     {"--help", NULL, "show this help"},
@@ -172,7 +172,7 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
     st = sg_cli_load_config(cli, cfg);
     if (st != SG_OK) return st;
     if (cli->print_config) {
-        sg_config_write(cfg, stdout);
+        sg_config_write_origins(cfg, stdout); /* "# FILE:LINE" where a value came from */
         cli->done = 1;
         if (fflush(stdout) != 0) {
             SG_ERROR("--print-config: writing to stdout failed: %s", strerror(errno));

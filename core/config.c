@@ -3,9 +3,11 @@
  * Owns THE table: one row per sg_config field (key, type, offset, default,
  * range or allowed values, one-line doc). Defaults, YAML files (libyaml's
  * document API, for line:column marks), --set overrides and the cross-key
- * validation are all driven by it. Writing, --help-config and the hash are in
- * config_out.c. Every error names the source (file or --set), line:column,
- * the key and what to do, and the call returns SG_ERR_CONFIG (core/status.h).
+ * validation are all driven by it; files may inherit from a base file
+ * (`base:`, loaded first; see load_chain_file). Writing, --help-config and
+ * the hash are in config_out.c; where each value came from, config_origin.c.
+ * Every error names the source (file or --set), line:column, the key and
+ * what to do, and the call returns SG_ERR_CONFIG (core/status.h).
  */
 #include "core/config.h"
 
@@ -20,6 +22,7 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "core/config_origin.h"
 #include "core/config_schema.h"
 #include "core/log.h"
 
@@ -53,6 +56,9 @@
 #define K_INTS(name, field, nfield, minlen, def, lo, hi, doc)                              \
     {name, SG_KT_INT_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / sizeof(int)),      \
      minlen, 0, def, lo, hi, NULL, doc}
+#define K_FLOATS(name, field, nfield, minlen, def, lo, hi, doc)                            \
+    {name, SG_KT_FLOAT_LIST, F(field), F(nfield), 0,                                       \
+     (int)(FSIZE(field) / sizeof(double)), minlen, 0, def, lo, hi, NULL, doc}
 #define K_STRS(name, field, nfield, def, doc)                                              \
     {name, SG_KT_STR_LIST, F(field), F(nfield), 0,                                         \
      (int)(FSIZE(field) / FSIZE(field[0])), 0, FSIZE(field[0]), def, NOLO, NOHI, NULL, doc}
@@ -144,14 +150,28 @@ static const sg_config_key g_keys[] = {
     K_BOOL("train.nesterov", train.nesterov, "false", "Nesterov momentum"),
     K_FLOAT("train.weight_decay", train.weight_decay, "0.0001", 0, 1,
             "L2 weight decay added to the gradient (PyTorch SGD)"),
-    K_ENUM("train.lr_schedule", train.lr_schedule, "poly", "poly|constant",
-           "learning-rate schedule, stepped per iteration"),
+    K_ENUM("train.lr_schedule", train.lr_schedule, "poly", "poly|constant|cosine|step",
+           "learning-rate schedule over optimizer steps, as torch.optim.lr_scheduler's "
+           "PolynomialLR (with min_lr), CosineAnnealingLR, MultiStepLR"),
     K_FLOAT("train.poly_power", train.poly_power, "0.9", 0, 100,
             "poly: lr = (lr - min_lr) * (1 - it/iters)^power + min_lr"),
-    K_FLOAT("train.min_lr", train.min_lr, "0.0", 0, 100, "poly: final learning rate"),
-    K_INT("train.warmup_iters", train.warmup_iters, "0", 0, 1e9, "linear warmup iterations"),
+    K_FLOAT("train.min_lr", train.min_lr, "0.0", 0, 100,
+            "poly and cosine: final learning rate (cosine: CosineAnnealingLR's eta_min)"),
+    K_INTS("train.lr_steps", train.lr_steps, train.n_lr_steps, 0, "[]", 1, 1e9,
+           "step: milestones in optimizer steps (increasing); the lr is multiplied by lr_gamma "
+           "at each"),
+    K_FLOAT("train.lr_gamma", train.lr_gamma, "0.1", 0, 1, "step: factor at each milestone"),
+    K_ENUM("train.warmup", train.warmup, "linear", "linear|constant|none",
+           "warmup over warmup_iters steps, multiplying the schedule (torch LinearLR / "
+           "ConstantLR chained with it)"),
+    K_INT("train.warmup_iters", train.warmup_iters, "0", 0, 1e9, "warmup iterations (0 = none)"),
     K_FLOAT("train.warmup_ratio", train.warmup_ratio, "0.01", 0, 1,
-            "warmup starts at lr * warmup_ratio"),
+            "warmup factor: linear starts at lr * warmup_ratio, constant stays there"),
+    K_FLOAT("train.ema_decay", train.ema_decay, "0.0", 0, 1,
+            "EMA of the weights and BN buffers: ema = decay * ema + (1 - decay) * weights after "
+            "every ema_every optimizer steps (timm ModelEmaV2); 0 = off, else below 1"),
+    K_INT("train.ema_every", train.ema_every, "1", 1, 1e9,
+          "EMA update every N optimizer steps"),
     K_FLOAT("train.head_lr_mult", train.head_lr_mult, "1.0", 0, 1000,
             "learning-rate multiplier for parameters matching head_lr_prefixes"),
     K_STRS("train.head_lr_prefixes", train.head_lr_prefixes, train.n_head_lr_prefixes,
@@ -168,6 +188,15 @@ static const sg_config_key g_keys[] = {
            "evaluation: samples that do not divide among ranks are evaluated once, not padded"),
     K_ENUM("train.loss_norm", train.loss_norm, "global", "global|local",
            "global: mean over all ranks' valid pixels; local: each rank's mean, averaged (DDP)"),
+    K_FLOATS("train.class_weights", train.class_weights, train.n_class_weights, 0, "[]", 0,
+             1e6, "weighted cross-entropy (main and aux heads): one weight per class, "
+             "normalised as PyTorch's cross_entropy(weight=...); [] = unweighted"),
+    K_FLOAT("train.ohem_thresh", train.ohem_thresh, "0.0", 0, 1,
+            "OHEM on the main head (mmseg's OHEMPixelSampler): train on pixels whose "
+            "probability of the true class is below this; 0 = off"),
+    K_INT("train.ohem_min_kept", train.ohem_min_kept, "100000", 0, IMAX,
+          "OHEM: keep at least this many of the hardest pixels per image (mmseg multiplies "
+          "min_kept by the images of a forward)"),
     K_INT("train.log_every", train.log_every, "10", 1, 1e9, "log training metrics every N iterations"),
     K_INT("train.checkpoint_every", train.checkpoint_every, "1000", 0, 1e9,
           "write a checkpoint every N iterations (0 = only at the end)"),
@@ -187,6 +216,15 @@ static const sg_config_key g_keys[] = {
     K_INTS_FIXED("eval.stride", eval.stride, "[0, 0]", 0, 16384,
                  "sliding-window stride (0, 0 = the crop size)"),
     K_INT("eval.batch_size", eval.batch_size, "1", 1, 4096, "images per rank per evaluation pass"),
+    K_BOOL("eval.use_ema", eval.use_ema, "true",
+           "evaluate with the EMA weights when there are some (train.ema_decay > 0; "
+           "a checkpoint's ema.* tensors): in-training eval, eval, predict"),
+    K_FLOATS("eval.scales", eval.scales, eval.n_scales, 1, "[1.0]", 0.1, 4.0,
+             "test-time augmentation: image scales (at most 16) whose softmax probabilities are "
+             "averaged in eval, predict and in-training eval, e.g. [0.5, 0.75, 1.0, 1.25, 1.5, "
+             "1.75]; [1.0] = one pass, logits argmax"),
+    K_BOOL("eval.flip", eval.flip, "false",
+           "test-time augmentation: also the horizontally flipped image at every scale"),
 
     K_ENUM("dist.backend", dist.backend, "auto", "auto|gloo|nccl",
            "collectives: auto = nccl on cuda, gloo on cpu"),
@@ -205,6 +243,8 @@ static const sg_config_key g_keys[] = {
            "cuDNN default); false = plain fp32"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
+_Static_assert(sizeof g_keys / sizeof g_keys[0] <= SG_CONFIG_MAX_KEYS,
+               "more schema rows than sg_config_origin records: raise SG_CONFIG_MAX_KEYS in config.h");
 
 int sg_config_n_keys(void) { return N_KEYS; }
 const sg_config_key *sg_config_key_at(int i) { return (i >= 0 && i < N_KEYS) ? &g_keys[i] : NULL; }
@@ -526,8 +566,10 @@ static sg_status unknown_key(const char *src, const yaml_mark_t *m, const char *
     return cfg_error(src, m, NULL, "unknown key '%s' (segtrain --help-config lists every key)", full);
 }
 
+/* base_ok: 1 in a file (its `base:` was loaded before this runs), 0 in a
+ * text (sg_config_load_string), where `base:` is refused. */
 static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
-                        const char *src) {
+                        const char *src, int base_ok) {
     yaml_node_pair_t *p0 = map->data.mapping.pairs.start, *pend = map->data.mapping.pairs.top;
     for (yaml_node_pair_t *p = p0; p < pend; p++) {
         yaml_node_t *kn = yaml_document_get_node(doc, p->key);
@@ -545,16 +587,28 @@ static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t 
                                  "duplicate key (first given at line %zu): keep one of them",
                                  qk->start_mark.line + 1);
         }
+        if (!strcmp(name, "base")) {
+            if (*prefix)
+                return cfg_error(src, &kn->start_mark, full, "base: belongs at the top level of a "
+                                 "configuration file (it names the file this one derives from)");
+            if (!base_ok)
+                return cfg_error(src, &kn->start_mark, "base",
+                                 "a configuration given as text (a checkpoint's stored configuration, "
+                                 "a string) cannot name a base file: base: works only in files "
+                                 "loaded with --config; merge the base into this text");
+            continue; /* loaded before this mapping (load_chain_file) */
+        }
         const sg_config_key *k = sg_config_find_key(full);
         if (k) {
             if (set_from_node(cfg, k, doc, vn, src) != 0) return SG_ERR_CONFIG;
+            sg_config_origin_note(cfg, k, src, (int)kn->start_mark.line + 1);
         } else if (is_section(full)) {
             if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn)) continue; /* "train:" with nothing */
             if (vn->type != YAML_MAPPING_NODE)
                 return cfg_error(src, &vn->start_mark, full,
                                  "is a section: expects a mapping of its keys (e.g. %s:\\n  key: value), got %s",
                                  full, node_kind(vn));
-            if (load_mapping(cfg, doc, vn, full, src) != 0) return SG_ERR_CONFIG;
+            if (load_mapping(cfg, doc, vn, full, src, base_ok) != 0) return SG_ERR_CONFIG;
         } else {
             return unknown_key(src, &kn->start_mark, full);
         }
@@ -658,42 +712,45 @@ static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_
     return SG_OK;
 }
 
+/* Loads a parsed document's top level (a mapping, or nothing). */
+static sg_status load_root(sg_config *cfg, yaml_document_t *doc, const char *src, int base_ok) {
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    if (!root || (root->type == YAML_SCALAR_NODE && is_null_scalar(root))) return SG_OK;
+    if (root->type == YAML_MAPPING_NODE) return load_mapping(cfg, doc, root, "", src, base_ok);
+    return cfg_error(src, &root->start_mark, NULL,
+                     "the top level must be a mapping of keys and sections (run_dir:, model:, "
+                     "train:, ...), got %s", node_kind(root));
+}
+
 sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *name) {
     yaml_document_t doc;
     if (parse_yaml(yaml, strlen(yaml), name, &doc) != 0) return SG_ERR_CONFIG;
-    sg_status rc = SG_OK;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root) {
-        if (root->type == YAML_MAPPING_NODE)
-            rc = load_mapping(cfg, &doc, root, "", name);
-        else if (!(root->type == YAML_SCALAR_NODE && is_null_scalar(root)))
-            rc = cfg_error(name, &root->start_mark, NULL,
-                           "the top level must be a mapping of keys and sections (run_dir:, model:, "
-                           "train:, ...), got %s", node_kind(root));
-    }
+    sg_status rc = load_root(cfg, &doc, name, 0);
     yaml_document_delete(&doc);
     return rc;
 }
 
-sg_status sg_config_load_file(sg_config *cfg, const char *path) {
+/* Reads a whole configuration file (at most SG_CONFIG_MAX_BYTES, no NUL
+ * bytes) into *out (malloc'ed, NUL-terminated). `shown` names it in errors. */
+static sg_status read_text(const char *path, const char *shown, char **out, size_t *out_len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         SG_ERROR("config error: %s: cannot open the configuration file: %s (check the path given to "
-                 "--config)", path, strerror(errno));
+                 "--config)", shown, strerror(errno));
         return SG_ERR_CONFIG;
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     if (!buf) {
         fclose(f);
-        SG_ERROR("config error: %s: out of memory reading the file", path);
+        SG_ERROR("config error: %s: out of memory reading the file", shown);
         return SG_ERR_CONFIG;
     }
     for (;;) {
         if (len + 1 >= cap) {
             if (len > SG_CONFIG_MAX_BYTES) {
                 SG_ERROR("config error: %s: file larger than %u bytes (1 MiB): not a "
-                         "configuration file?", path, (unsigned)SG_CONFIG_MAX_BYTES);
+                         "configuration file?", shown, (unsigned)SG_CONFIG_MAX_BYTES);
                 free(buf);
                 fclose(f);
                 return SG_ERR_CONFIG;
@@ -702,7 +759,7 @@ sg_status sg_config_load_file(sg_config *cfg, const char *path) {
             if (!nb) {
                 free(buf);
                 fclose(f);
-                SG_ERROR("config error: %s: out of memory reading the file", path);
+                SG_ERROR("config error: %s: out of memory reading the file", shown);
                 return SG_ERR_CONFIG;
             }
             buf = nb, cap *= 2;
@@ -715,19 +772,144 @@ sg_status sg_config_load_file(sg_config *cfg, const char *path) {
     int e = errno;
     fclose(f);
     if (err) {
-        SG_ERROR("config error: %s: cannot read the configuration file: %s (is it a regular file?)", path,
+        SG_ERROR("config error: %s: cannot read the configuration file: %s (is it a regular file?)", shown,
                  strerror(e));
         free(buf);
         return SG_ERR_CONFIG;
     }
     buf[len] = 0;
     if (strlen(buf) != len) {
-        SG_ERROR("config error: %s: contains NUL bytes: not a YAML text file", path);
+        SG_ERROR("config error: %s: contains NUL bytes: not a YAML text file", shown);
         free(buf);
         return SG_ERR_CONFIG;
     }
-    sg_status rc = sg_config_load_string(cfg, buf, path);
-    free(buf);
+    *out = buf;
+    *out_len = len;
+    return SG_OK;
+}
+
+/* ---------------------------------------------------------------- base chains */
+
+/* The files being loaded, outermost first: the cycle check compares real
+ * paths (symlinks and "../" spellings of one file are one file), messages
+ * show the paths as written. */
+typedef struct load_chain {
+    int n;
+    size_t bytes; /* of all files read so far */
+    char real[SG_CONFIG_MAX_CHAIN][PATH_MAX];
+    char shown[SG_CONFIG_MAX_CHAIN][PATH_MAX];
+} load_chain;
+
+/* "a.yaml -> b.yaml -> last" into buf[n] (last may be NULL). */
+static const char *chain_text(const load_chain *ch, const char *last, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i <= ch->n && used < n; i++) {
+        const char *name = i < ch->n ? ch->shown[i] : last;
+        if (!name) break;
+        int w = snprintf(buf + used, n - used, "%s%s", i ? " -> " : "", name);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
+}
+
+static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real, load_chain *ch);
+
+/* The `base:` value v of file ch->shown[top] (at mark m), resolved against
+ * that file's directory, checked and loaded into cfg. */
+static sg_status load_base(sg_config *cfg, const yaml_node_t *vn, load_chain *ch) {
+    const char *src = ch->shown[ch->n - 1];
+    const yaml_mark_t *m = &vn->start_mark;
+    if (vn->type != YAML_SCALAR_NODE || is_null_scalar(vn))
+        return cfg_error(src, m, "base", "expects one file path (a string, relative to this file's "
+                         "directory), got %s", vn->type == YAML_SCALAR_NODE ? "nothing" : node_kind(vn));
+    const char *v = (const char *)vn->data.scalar.value;
+    if (strlen(v) != vn->data.scalar.length)
+        return cfg_error(src, m, "base", "contains a NUL character");
+    /* relative to the directory of the file as it was named (not of its
+     * symlink target), as a reader of the file expects */
+    const char *slash = strrchr(src, '/');
+    size_t dl = (v[0] == '/' || !slash) ? 0 : (size_t)(slash - src) + 1;
+    size_t need = dl + strlen(v);
+    if (need >= SG_STR)
+        return cfg_error(src, m, "base", "the path is %zu characters long (at most %d)", need, SG_STR - 1);
+    char path[SG_STR], real[PATH_MAX], chain[4 * SG_STR];
+    snprintf(path, sizeof path, "%.*s%s", (int)dl, src, v);
+    if (ch->n >= SG_CONFIG_MAX_CHAIN)
+        return cfg_error(src, m, "base", "more than %d files in one base chain (%s): merge some of them",
+                         SG_CONFIG_MAX_CHAIN, chain_text(ch, path, chain, sizeof chain));
+    if (!realpath(path, real))
+        return cfg_error(src, m, "base", "cannot open the base file %s: %s (a relative path is relative "
+                         "to the directory of %s)", path, strerror(errno), src);
+    for (int i = 0; i < ch->n; i++)
+        if (!strcmp(ch->real[i], real))
+            return cfg_error(src, m, "base", "cycle: %s: a file cannot be its own base",
+                             chain_text(ch, path, chain, sizeof chain));
+    if (load_chain_file(cfg, path, real, ch) != SG_OK) {
+        SG_ERROR("config error: %s:%zu:%zu: key 'base': the base file named here did not load "
+                 "(the error above)",
+                 src, m->line + 1, m->column + 1);
+        return SG_ERR_CONFIG;
+    }
+    return SG_OK;
+}
+
+/* Loads one file of a chain: its base first (if it names one), then its own
+ * keys over it. */
+static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real, load_chain *ch) {
+    char *text = NULL, chain[4 * SG_STR];
+    size_t len = 0;
+    if (read_text(real, shown, &text, &len) != SG_OK) return SG_ERR_CONFIG;
+    snprintf(ch->shown[ch->n], PATH_MAX, "%s", shown);
+    snprintf(ch->real[ch->n], PATH_MAX, "%s", real);
+    ch->n++;
+    ch->bytes += len;
+    yaml_document_t doc;
+    sg_status rc = SG_OK;
+    if (ch->bytes > SG_CONFIG_MAX_CHAIN_BYTES) {
+        SG_ERROR("config error: %s: the files of the base chain %s total %zu bytes, more than %u "
+                 "(1 MiB): not configuration files?", shown, chain_text(ch, NULL, chain, sizeof chain),
+                 ch->bytes, (unsigned)SG_CONFIG_MAX_CHAIN_BYTES);
+        rc = SG_ERR_CONFIG;
+    } else if (parse_yaml(text, len, shown, &doc) != SG_OK) {
+        rc = SG_ERR_CONFIG;
+    } else {
+        /* the base first, wherever `base:` stands in the mapping */
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        if (root && root->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
+                 p < root->data.mapping.pairs.top; p++) {
+                yaml_node_t *kn = yaml_document_get_node(&doc, p->key);
+                yaml_node_t *vn = yaml_document_get_node(&doc, p->value);
+                if (kn && vn && kn->type == YAML_SCALAR_NODE &&
+                    !strcmp((const char *)kn->data.scalar.value, "base")) {
+                    rc = load_base(cfg, vn, ch);
+                    break; /* a second base: is load_mapping's duplicate-key error */
+                }
+            }
+        }
+        if (rc == SG_OK) rc = load_root(cfg, &doc, shown, 1);
+        yaml_document_delete(&doc);
+    }
+    ch->n--;
+    free(text);
+    return rc;
+}
+
+sg_status sg_config_load_file(sg_config *cfg, const char *path) {
+    load_chain *ch = calloc(1, sizeof *ch);
+    char *real = malloc(PATH_MAX);
+    sg_status rc = SG_ERR_CONFIG;
+    if (!ch || !real) {
+        SG_ERROR("config error: %s: out of memory", path);
+    } else if (!realpath(path, real)) {
+        SG_ERROR("config error: %s: cannot open the configuration file: %s (check the path given to "
+                 "--config)", path, strerror(errno));
+    } else {
+        rc = load_chain_file(cfg, path, real, ch);
+    }
+    free(real);
+    free(ch);
     return rc;
 }
 
@@ -744,6 +926,9 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
     key[kl] = 0;
     const sg_config_key *k = sg_config_find_key(key);
     if (!k) {
+        if (!strcmp(key, "base"))
+            return cfg_error(src, NULL, NULL, "base: names the file a configuration file derives from "
+                             "and can only be given in that file (--config FILE)");
         if (is_section(key))
             return cfg_error(src, NULL, key, "is a section: set its keys one by one (--set %s.KEY=VALUE)", key);
         return unknown_key(src, NULL, key);
@@ -761,6 +946,7 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
         root = yaml_document_get_node(&doc, id);
     }
     rc = set_from_node(cfg, k, &doc, root, src);
+    if (rc == SG_OK) sg_config_origin_note(cfg, k, NULL, 0);
     yaml_document_delete(&doc);
     return rc;
 }
@@ -773,20 +959,33 @@ void sg_config_defaults(sg_config *cfg) {
         SG_CHECK(sg_config_set(cfg, a) == 0, "schema default of %s (%s) does not parse: fix the table in core/config.c",
                  g_keys[i].name, g_keys[i].def);
     }
+    sg_config_origin_clear(cfg); /* the sets above are the defaults, not --set */
 }
 
 /* ---------------------------------------------------------------- validation */
 
-static sg_status verr(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static sg_status verr(const char *key, const char *fmt, ...) {
-    char msg[2048];
+/* A validation error about `key`, naming where that key was set: the file
+ * and line (possibly a base file), --set, or the default. */
+static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...) {
+    char msg[2048], from[SG_STR + 32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    SG_ERROR("config error: key '%s': %s", key, msg);
+    const sg_config_key *k = sg_config_find_key(key);
+    int kind = k ? sg_config_origin_describe(c, (int)(k - g_keys), from, sizeof from) : SG_ORIGIN_DEFAULT;
+    if (kind == SG_ORIGIN_FILE || kind == SG_ORIGIN_SET)
+        SG_ERROR("config error: %s: key '%s': %s", from, key, msg);
+    else
+        SG_ERROR("config error: key '%s' (%s value): %s", key,
+                 kind == SG_ORIGIN_DEFAULT ? "default" : "unrecorded", msg);
     return SG_ERR_CONFIG;
 }
+/* Inside sg_config_validate `c` is the configuration: verr("key", ...) keeps
+ * its short form while the message names where the key was set. */
+#define verr(...) verr_at(c, __VA_ARGS__)
 
 sg_status sg_config_validate(const sg_config *c) {
     const sg_train_cfg *t = &c->train;
@@ -802,6 +1001,16 @@ sg_status sg_config_validate(const sg_config *c) {
         return verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters, t->iters);
     if (t->min_lr > t->lr)
         return verr("train.min_lr", "%g is above train.lr (%g)", t->min_lr, t->lr);
+    if (t->ema_decay >= 1)
+        return verr("train.ema_decay", "%g: must be below 1 (0 = EMA off; e.g. 0.999)",
+                    t->ema_decay);
+    if (!strcmp(t->lr_schedule, "step") && t->n_lr_steps == 0)
+        return verr("train.lr_steps", "is empty but train.lr_schedule is step: give the "
+                    "milestones in optimizer steps, e.g. [30000, 60000]");
+    for (int i = 1; i < t->n_lr_steps; i++)
+        if (t->lr_steps[i] <= t->lr_steps[i - 1])
+            return verr("train.lr_steps", "entry %d (%d) is not above the one before it (%d): "
+                        "give increasing milestones", i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
     if (t->nesterov && (t->momentum <= 0 || t->dampening != 0))
         return verr("train.nesterov", "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
     const sg_model_cfg *m = &c->model;
@@ -824,6 +1033,25 @@ sg_status sg_config_validate(const sg_config *c) {
     if (!strcmp(d->label_map, "cityscapes") && !strcmp(d->reduce_zero_label, "true"))
         return verr("data.reduce_zero_label", "true does not combine with data.label_map: "
                     "cityscapes (labelId 0 is already 'unlabeled'): set one of them to none/false");
+    if (t->n_class_weights != 0) {
+        if (t->n_class_weights != m->num_classes)
+            return verr("train.class_weights", "has %d weights but model.num_classes is %d: give "
+                        "one per class, or [] for plain cross-entropy", t->n_class_weights,
+                        m->num_classes);
+        double wsum = 0;
+        for (int i = 0; i < t->n_class_weights; i++) {
+            if (!isfinite(t->class_weights[i]) || t->class_weights[i] < 0)
+                return verr("train.class_weights", "entry %d (class %d) is %g: weights must be "
+                            "finite and >= 0", i + 1, i, t->class_weights[i]);
+            wsum += t->class_weights[i];
+        }
+        if (wsum <= 0)
+            return verr("train.class_weights", "are all 0: no pixel would count; give some class "
+                        "a positive weight, or [] for plain cross-entropy");
+    }
+    if (t->ohem_thresh >= 1)
+        return verr("train.ohem_thresh", "%g: must be below 1 (a probability threshold; 0 = "
+                    "OHEM off)", t->ohem_thresh);
     if (!strcmp(d->label_map, "cityscapes") && m->num_classes != 19)
         return verr("data.label_map", "cityscapes maps to 19 classes but model.num_classes is %d: set "
                     "data.label_map: none or model.num_classes: 19", m->num_classes);

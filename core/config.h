@@ -30,6 +30,27 @@ extern "C" {
 #define SG_CONFIG_MAX_DEPTH 64         /* nested mappings/lists */
 #define SG_CONFIG_MAX_NODES 65536      /* scalars + mappings + lists + aliases */
 
+/* Inheritance: a file's top-level `base: FILE` (relative to that file's
+ * directory) is loaded first, then the file's own keys override it key by key
+ * (lists are replaced whole). Bases may have bases; these bound a chain. */
+#define SG_CONFIG_MAX_CHAIN 8                 /* files in one chain (the file + 7 bases) */
+#define SG_CONFIG_MAX_CHAIN_BYTES (1u << 20)  /* all files of a chain together: 1 MiB */
+
+/* Where each key's value came from, recorded by the loader for error messages
+ * (validation names the file and line that set the offending key) and for
+ * --print-config's annotations. Not part of the configuration: the written
+ * YAML, the hash and sg_config_diff ignore it. Fixed layout: indexed by the
+ * key's schema row (core/config_schema.h). */
+#define SG_CONFIG_MAX_KEYS 256    /* schema rows (checked at compile time in config.c) */
+#define SG_CONFIG_MAX_SOURCES 12  /* distinct files / text names one config records */
+typedef struct sg_config_origin {
+    char sources[SG_CONFIG_MAX_SOURCES][SG_STR]; /* file paths or names of texts */
+    int n_sources;
+    unsigned char source[SG_CONFIG_MAX_KEYS];    /* 0 default, 1 --set, 2+i sources[i], 255 unrecorded */
+    int line[SG_CONFIG_MAX_KEYS];                /* 1-based line of the key, 0 = none */
+} sg_config_origin;
+
+
 typedef struct sg_model_cfg {
     char backbone[SG_NAME];          /* resnet18|resnet34|resnet50|resnet101 */
     int output_stride;               /* 8|16 */
@@ -81,11 +102,17 @@ typedef struct sg_train_cfg {
     double dampening;
     int nesterov;                    /* bool */
     double weight_decay;
-    char lr_schedule[SG_NAME];       /* poly|constant */
+    char lr_schedule[SG_NAME];       /* poly|constant|cosine|step */
     double poly_power;
     double min_lr;
     int warmup_iters;
     double warmup_ratio;             /* warmup starts at lr * ratio */
+    char warmup[SG_NAME];            /* linear|constant|none */
+    int lr_steps[SG_LIST_MAX];       /* step: milestones in optimizer steps */
+    int n_lr_steps;
+    double lr_gamma;                 /* step: factor at each milestone */
+    double ema_decay;                /* EMA of weights: 0 = off, else in (0, 1) */
+    int ema_every;                   /* EMA update every N optimizer steps */
     double head_lr_mult;
     char head_lr_prefixes[SG_LIST_MAX][SG_NAME];
     int n_head_lr_prefixes;
@@ -96,6 +123,10 @@ typedef struct sg_train_cfg {
     int drop_last;                   /* bool */
     int leftover_eval;               /* bool */
     char loss_norm[SG_NAME];         /* global|local */
+    double class_weights[256];       /* weighted CE: one weight per class, n = 0: off */
+    int n_class_weights;
+    double ohem_thresh;              /* OHEM on the main head: 0 = off, else in (0,1) */
+    int ohem_min_kept;               /* OHEM: kept at least, per image (mmseg) */
     int log_every;
     int checkpoint_every;
     int keep_checkpoints;
@@ -108,6 +139,10 @@ typedef struct sg_eval_cfg {
     int crop_size[2];                /* 0,0 = whole image */
     int stride[2];                   /* sliding-window stride (0 = crop size) */
     int batch_size;
+    int use_ema;                     /* bool: evaluate a checkpoint's EMA weights (ema.*) */
+    double scales[16];               /* test-time augmentation: image scales (default 1.0) */
+    int n_scales;
+    int flip;                        /* bool: also the horizontally flipped image */
 } sg_eval_cfg;
 
 typedef struct sg_dist_cfg {
@@ -134,9 +169,10 @@ typedef struct sg_config {
     sg_eval_cfg eval;
     sg_dist_cfg dist;
     sg_cudnn_cfg cudnn;
+    sg_config_origin origin;        /* where each value came from (not configuration) */
 } sg_config;
 
-/* Fills every field with its schema default. */
+/* Fills every field with its schema default (origins: all "default"). */
 void sg_config_defaults(sg_config *cfg);
 
 /* Loading never ends the process: every error is logged and returned.
@@ -144,10 +180,19 @@ void sg_config_defaults(sg_config *cfg);
  * Loads a YAML file over the current values. Returns SG_OK, or SG_ERR_CONFIG
  * after logging an error naming file:line:column and the key (unknown key
  * with a "did you mean", wrong type, out of range, malformed YAML, duplicate
- * key, missing or unreadable file, a limit above exceeded). */
+ * key, missing or unreadable file, a limit above exceeded).
+ *
+ * A top-level `base: FILE` (a string; relative to the directory of the file
+ * that names it, or absolute) is loaded first, recursively, then this file's
+ * keys override it; lists are replaced, not merged. A chain longer than
+ * SG_CONFIG_MAX_CHAIN files, a cycle (the same real path twice) or files
+ * totalling more than SG_CONFIG_MAX_CHAIN_BYTES is an error naming the chain;
+ * an error inside a base names the base file, then the file that included it. */
 sg_status sg_config_load_file(sg_config *cfg, const char *path);
 
-/* Loads YAML text (name is used in messages). Same contract. */
+/* Loads YAML text (name is used in messages). Same contract, except that a
+ * text cannot name a base: `base:` is refused, so an untrusted text (the
+ * configuration stored in a checkpoint) never makes the loader read a file. */
 sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *name);
 
 /* Applies one "section.key=value" override with the same validation.
@@ -160,6 +205,14 @@ sg_status sg_config_validate(const sg_config *cfg);
 
 /* Writes the resolved configuration as YAML that sg_config_load_file reads back. */
 void sg_config_write(const sg_config *cfg, FILE *out);
+
+/* The same YAML with a "# FILE:LINE" (or "# --set") comment after every
+ * value that is not the default: what --print-config shows. */
+void sg_config_write_origins(const sg_config *cfg, FILE *out);
+
+/* Where key `key` got its value: "FILE:LINE", "--set", "default" (or
+ * "unknown key"). Writes into buf[n] and returns buf. */
+const char *sg_config_origin_text(const sg_config *cfg, const char *key, char *buf, size_t n);
 
 /* Prints the schema: every key, type, default, range, doc. markdown != 0
  * prints a Markdown table (the README's reference). */

@@ -4,6 +4,8 @@
  * sg_config_write's output is canonical (schema order, shortest round-trip
  * numbers, double-quoted strings), so it reloads to an identical struct and
  * its bytes are what sg_config_hash hashes: equal hashes = equal configs.
+ * sg_config_write_origins (--print-config) adds "# FILE:LINE" comments from
+ * sg_config.origin, which the canonical form and the hash never include.
  */
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 
 #include "core/util.h"
 #include "core/config.h"
+#include "core/config_origin.h"
 #include "core/config_schema.h"
 #include "core/log.h"
 
@@ -124,7 +127,10 @@ static void write_value(FILE *out, const sg_config *cfg, const sg_config_key *k)
     }
 }
 
-void sg_config_write(const sg_config *cfg, FILE *out) {
+/* annotate: a "# FILE:LINE" / "# --set" comment after values that are not
+ * defaults (--print-config); the canonical form (config.yaml, the hash)
+ * has none, so where a value came from never changes the hash. */
+static void write_config(const sg_config *cfg, FILE *out, int annotate) {
     char section[64] = "";
     for (int i = 0; i < sg_config_n_keys(); i++) {
         const sg_config_key *k = sg_config_key_at(i);
@@ -140,9 +146,25 @@ void sg_config_write(const sg_config *cfg, FILE *out) {
             fprintf(out, "%s: ", k->name);
         }
         write_value(out, cfg, k);
+        char from[SG_STR + 32];
+        if (annotate && sg_config_origin_describe(cfg, i, from, sizeof from) != SG_ORIGIN_DEFAULT) {
+            /* a line break in a file name (YAML's: CR, LF, NEL, LS, PS) must
+             * not end the comment: the output stays loadable YAML */
+            for (unsigned char *p = (unsigned char *)from; *p; p++) {
+                if (*p < 0x20 || *p == 0x7f) *p = '?';
+                if (p[0] == 0xC2 && p[1] == 0x85) p[0] = p[1] = '?';
+                if (p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
+                    p[0] = p[1] = p[2] = '?';
+            }
+            fprintf(out, "  # %s", from);
+        }
         fputc('\n', out);
     }
 }
+
+void sg_config_write(const sg_config *cfg, FILE *out) { write_config(cfg, out, 0); }
+
+void sg_config_write_origins(const sg_config *cfg, FILE *out) { write_config(cfg, out, 1); }
 
 /* Key k's value as written in config.yaml, malloc'ed. */
 static char *value_text(const sg_config *cfg, const sg_config_key *k) {

@@ -3,24 +3,12 @@
 #include "data/image.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "data/image_err.h"
 #include "data/jpeg.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[SG_DATA_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err && errlen) snprintf(err, errlen, "%s", buf);
-    else SG_ERROR("%s", buf);
-}
 
 sg_img_format sg_image_format_of(const void *head, size_t n) {
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -47,7 +35,7 @@ static void unknown_err(const char *path, const uint8_t *b, size_t n, char *err,
     char hex[40] = "";
     for (size_t i = 0; i < n && i < 8; i++)
         snprintf(hex + 3 * i, sizeof hex - 3 * i, "%02x ", b[i]);
-    set_err(err, errlen,
+    sg_img_report(err, errlen,
             "%s is neither a PNG nor a JPEG file (first bytes %s: %s); segtrain reads PNG and "
             "JPEG images (the format is taken from the content, not the name): convert it",
             path, n ? hex : "none", guess_kind(b, n));
@@ -58,7 +46,7 @@ static sg_status read_head(const char *path, uint8_t head[16], size_t *n_out, ch
                            size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "cannot open image %s: %s (check the path and data.root)", path,
+        sg_img_report(err, errlen, "cannot open image %s: %s (check the path and data.root)", path,
                 strerror(errno));
         return SG_ERR_RUNTIME;
     }
@@ -67,7 +55,7 @@ static sg_status read_head(const char *path, uint8_t head[16], size_t *n_out, ch
     int e = errno;
     fclose(f);
     if (bad) {
-        set_err(err, errlen, "cannot read image %s: %s", path, strerror(e));
+        sg_img_report(err, errlen, "cannot read image %s: %s", path, strerror(e));
         return SG_ERR_RUNTIME;
     }
     *n_out = n;

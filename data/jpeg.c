@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,21 +14,7 @@
 #include <jpeglib.h>
 
 #include "core/log.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[SG_DATA_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err && errlen) {
-        snprintf(err, errlen, "%s", buf);
-    } else {
-        SG_ERROR("%s", buf);
-    }
-}
+#include "data/image_err.h"
 
 /* The error manager: libjpeg's fields first, then our jump target and the
  * message of the error that made us jump. */
@@ -103,19 +88,19 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     memset(out, 0, sizeof *out);
     jread_state *s = calloc(1, sizeof *s);
     if (!s) {
-        set_err(err, errlen, "out of memory opening %s", path);
+        sg_img_report(err, errlen, "out of memory opening %s", path);
         return SG_ERR_RUNTIME;
     }
     if (!mem) {
         s->f = fopen(path, "rb");
         if (!s->f) {
-            set_err(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)", path,
+            sg_img_report(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)", path,
                     strerror(errno));
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
         }
     } else if (mem_len == 0) {
-        set_err(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)", path);
+        sg_img_report(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)", path);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -123,7 +108,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->jerr.pub.error_exit = on_jpeg_error;
     s->jerr.pub.emit_message = on_jpeg_message;
     if (setjmp(s->jerr.jump)) {
-        set_err(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
+        sg_img_report(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
                 path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jread_cleanup(s);
         memset(out, 0, sizeof *out);
@@ -147,12 +132,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     }
     /* The pixel budget, before libjpeg allocates anything proportional to
      * the image (a progressive file's coefficients, the output). */
-    if (max_pixels > 0 && (int64_t)h * (int64_t)w > max_pixels) {
-        set_err(err, errlen,
-                "%s: the JPEG is %ux%u (HxW) = %lld pixels, above the limit of %lld "
-                "(data.max_image_pixels): a corrupt or hostile header, or a genuinely huge image "
-                "(then raise data.max_image_pixels)",
-                path, h, w, (long long)h * (long long)w, (long long)max_pixels);
+    if (sg_img_check_pixels(path, "JPEG", h, w, max_pixels, err, errlen) != SG_OK) {
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -162,7 +142,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     jpeg_start_decompress(&s->cinfo);
     int nc = s->cinfo.output_components;
     if (nc != (cmyk ? 4 : 3) || s->cinfo.output_width != w || s->cinfo.output_height != h) {
-        set_err(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)",
+        sg_img_report(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)",
                 path, (int)in, nc);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
@@ -171,7 +151,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->pixels = malloc(npix * 3);
     if (cmyk) s->row = malloc((size_t)w * 4);
     if (!s->pixels || (cmyk && !s->row)) {
-        set_err(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+        sg_img_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -180,7 +160,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
         uint8_t *dst = s->pixels + (size_t)y * w * 3;
         JSAMPROW r = cmyk ? s->row : dst;
         if (jpeg_read_scanlines(&s->cinfo, &r, 1) != 1) {
-            set_err(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u", path,
+            sg_img_report(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u", path,
                     y, h);
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
@@ -248,22 +228,22 @@ static void jwrite_cleanup(jwrite_state *s) {
 sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, int quality,
                             char *err, size_t errlen) {
     if (h <= 0 || w <= 0 || h > 65500 || w > 65500 || !rgb) {
-        set_err(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500", path,
+        sg_img_report(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500", path,
                 h, w);
         return SG_ERR_RUNTIME;
     }
     if (quality < 1 || quality > 100) {
-        set_err(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path, quality);
+        sg_img_report(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path, quality);
         return SG_ERR_RUNTIME;
     }
     jwrite_state *s = calloc(1, sizeof *s);
     if (!s) {
-        set_err(err, errlen, "out of memory writing %s", path);
+        sg_img_report(err, errlen, "out of memory writing %s", path);
         return SG_ERR_RUNTIME;
     }
     s->f = fopen(path, "wb");
     if (!s->f) {
-        set_err(err, errlen,
+        sg_img_report(err, errlen,
                 "cannot create %s: %s (check that the directory exists and is writable)", path,
                 strerror(errno));
         jwrite_cleanup(s);
@@ -272,7 +252,7 @@ sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, 
     s->cinfo.err = jpeg_std_error(&s->jerr.pub);
     s->jerr.pub.error_exit = on_jpeg_error;
     if (setjmp(s->jerr.jump)) {
-        set_err(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
+        sg_img_report(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
                 s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jwrite_cleanup(s);
         return SG_ERR_RUNTIME;
@@ -296,7 +276,7 @@ sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, 
     s->f = NULL;
     jwrite_cleanup(s);
     if (fclose(f) != 0) {
-        set_err(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
+        sg_img_report(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
         return SG_ERR_RUNTIME;
     }
     return SG_OK;

@@ -227,6 +227,10 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
     default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
     }
     if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, off_host(c, is_device));
+    /* backend memory the transport wrote in place, behind the ops: copies
+     * the backend derived from it (bf16 weights) are stale now */
+    if (rc == 0 && nat && is_device && c->be && op != OP_BARRIER && out_bytes)
+        c->be->ops->mem_written(c->be, out, out_bytes);
     if (ch == SG_CH_MAIN) c->wait_s += sg_now_s() - t0;
     if (rc != 0) {
         c->broken = 1;

@@ -32,9 +32,12 @@ int sg_cuda_device_count(void);
     X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
     X(dropout_fwd) X(dropout_bwd)                                                        \
     X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
+    X(ce_weighted) X(ce_label_prob) X(kth_smallest)                                      \
     X(sgd_step) X(normalize_u8) X(sumsq)                                                 \
+    X(flip_w) X(softmax_fwd)                                                             \
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
-    X(bind_thread)
+    X(bind_thread)                                                                       \
+    X(mem_written)
 
 #define SG_OP_INDEX(f) SG_OPI_##f,
 enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };

@@ -187,6 +187,29 @@ typedef struct sg_ops {
     /* conf[label*c + pred] += 1 for label < c; conf is int64 [c*c] on the device. */
     void (*confusion)(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
                       size_t count, int c, int64_t *conf);
+    /* ---- loss options: class weights, OHEM (train/train_step.c) ---- */
+    /* ce_fwd_bwd where a valid pixel p (label y) counts with the weight
+     *   w_p = (class_w ? class_w[y] : 1) * (sel_key == NULL || sel_key[p] < sel_below)
+     * (class_w: c floats on the device; sel_key: n*hw floats on the device).
+     * Writes dlogits = (softmax - onehot) * (grad_scale * w_p) in float,
+     * exactly 0 where w_p == 0, if dlogits != NULL (it may alias logits), and
+     * returns on the host sum_p w_p * loss_p and sum_p w_p (double). With
+     * class_w and sel_key NULL it is ce_fwd_bwd bit for bit (weight_sum =
+     * valid pixels). */
+    void (*ce_weighted)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                        int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                        float sel_below, float grad_scale, float *dlogits, double *loss_sum,
+                        double *weight_sum);
+    /* prob[p] = softmax(logits[:, p])[y_p] with ce_fwd_bwd's arithmetic
+     * (e[y] / sum), +INFINITY where the label is ignored (== ignore or >= c).
+     * prob [n*hw] must not alias logits. */
+    void (*ce_label_prob)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                          int c, int hw, int ignore, float *prob);
+    /* The k-th smallest (0-based, k < count) of x[0..count), exact, returned
+     * on the host. Order: IEEE total order (-0 before +0, +inf last but for
+     * NaNs, which sort above it). Radix select on the float bits: no scratch
+     * the caller provides, the same answer on every backend. */
+    float (*kth_smallest)(sg_backend *be, const float *x, size_t count, size_t k);
 
     /* ---- optimizer: torch.optim.SGD semantics ----
      * d = g + wd*p; buf = d if first else momentum*buf + (1-dampening)*d;
@@ -203,6 +226,18 @@ typedef struct sg_ops {
 
     /* sum of squares of x (for grad norms / checks), returned on the host. */
     double (*sumsq)(sg_backend *be, const float *x, size_t count);
+
+    /* ---- test-time augmentation (inference only: no backward exists or is
+     * needed; train/tta.h averages flipped and rescaled predictions) ---- */
+    /* y[n,c,h,w-1-x] = x[n,c,h,x]: horizontal flip of [n,c,h,w]; y must not
+     * alias x. */
+    void (*flip_w)(sg_backend *be, const float *x, float *y, int n, int c, int h, int w);
+    /* y[n,:,p] (+)= softmax over the c classes of x[n,:,p] for each of the hw
+     * pixels p, with ce_fwd_bwd's per-pixel arithmetic
+     * (kernels/formulas/cross_entropy.h: max, e[k] = expf(x[k]-max), float
+     * sum in k order, e[k] * (1/sum)); y must not alias x. */
+    void (*softmax_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int hw,
+                        int accumulate);
 
     /* ---- streams (CUDA: compute, copy and communication streams ordered by
      * events; the CPU backend runs everything synchronously and these are
@@ -222,6 +257,18 @@ typedef struct sg_ops {
      * the backend calls it once before its first op or stream use (the DDP
      * comm thread). */
     void (*bind_thread)(sg_backend *be);
+
+    /* ---- memory written behind the ops' back ----
+     * [p, p + bytes) of backend memory was changed by something other than
+     * an op: a collective library writing in place (NCCL, Gloo broadcast of
+     * the parameters), or the CPU writing SG_CAP_HOST_MEMORY memory
+     * directly. p == NULL: any memory may have changed. Backends keep
+     * derived copies of weights (the bf16 weight copies of
+     * train.precision bf16, kernels/weight_cache.h) and drop the ones made
+     * from that range. Writes through the ops (upload, upload_async, copy,
+     * zero, scale, axpy, sgd_step) need no such call: they do it
+     * themselves. Cheap when the range holds no weights. */
+    void (*mem_written)(sg_backend *be, const void *p, size_t bytes);
 } sg_ops;
 
 enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };

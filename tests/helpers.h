@@ -2,8 +2,10 @@
  * run programs (the segtrain binary, launcher workers) rather than functions.
  *
  * One copy each of what the dist, train and data tests used to write again:
- * a free loopback port, this executable's path, shell commands with their
- * exit status, reading a whole file, the monotonic clock. Header-only and
+ * a free loopback port, a raw TCP connection, this executable's path, shell commands with their
+ * exit status, reading and writing a whole file, the monotonic clock,
+ * capturing stderr, running an in-process command, a number from JSON, a
+ * forked rank's launch environment, a test case bounded in time. Header-only and
  * static, like tests/testutil.h, so every test executable stays one file.
  */
 #ifndef SG_TESTS_HELPERS_H
@@ -11,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +47,77 @@ static inline int th_free_port(void) {
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
+}
+
+/* A TCP connection to addr:port (a numeric IPv4 address), or -1. Sends and
+ * receives time out after 5 s, so no blocking call of a test that speaks a
+ * wire protocol by hand (store, mesh) can hang it. */
+static inline int th_raw_connect(const char *addr, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, addr, &sa.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* The environment torchrun gives a worker, for a forked rank of a test job
+ * on this machine: RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT
+ * (port, a decimal string); with local != 0 also LOCAL_RANK = rank and
+ * LOCAL_WORLD_SIZE = world (every rank on this node). */
+static inline void th_rank_env(int rank, int world, const char *port, int local) {
+    char rs[16], ws[16];
+    snprintf(rs, sizeof rs, "%d", rank);
+    snprintf(ws, sizeof ws, "%d", world);
+    setenv("RANK", rs, 1);
+    setenv("WORLD_SIZE", ws, 1);
+    if (local) {
+        setenv("LOCAL_RANK", rs, 1);
+        setenv("LOCAL_WORLD_SIZE", ws, 1);
+    }
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+}
+
+/* Runs fn (a test case) in a forked child, so that a hang or a crash cannot
+ * take the test with it; the child exits 1 when *failed (the harness's
+ * tu_case_failed) is set after fn. Returns 0 when the child exited 0 within
+ * bound_s seconds; else -1 after saying why under `name` (a child still
+ * running then is killed: a hang). */
+static inline int th_bounded(void (*fn)(void), const int *failed, int bound_s,
+                             const char *name) {
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "  %s: fork failed\n", name);
+        return -1;
+    }
+    if (pid == 0) {
+        fn();
+        fflush(stderr);
+        _exit(*failed ? 1 : 0);
+    }
+    int st = 0;
+    double t0 = th_now();
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (th_now() - t0 > bound_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fprintf(stderr, "  %s still running after %d s: hung\n", name, bound_s);
+            return -1;
+        }
+        usleep(20 * 1000);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "  %s failed (wait status %d)\n", name, st);
+        return -1;
+    }
+    return 0;
 }
 
 /* This executable's path (to re-run it as a worker); 0, or -1. */
@@ -107,6 +182,111 @@ static inline char *th_read_file(const char *path) {
     if (s) s[len] = 0;
     fclose(f);
     return s;
+}
+
+/* ---- stderr capture: what the code under test logs is what many tests
+ * check. th_cap_begin sends fd 2 to a temporary file; th_cap_end puts it
+ * back, echoes what was written (so a failing test's log still shows it)
+ * and returns it as a NUL-terminated string owned here, valid until the
+ * next th_cap_end. Captures do not nest. Aborts when the temporary file or
+ * the buffer cannot be had (the test could check nothing). */
+static FILE *th_cap_file __attribute__((unused));
+static int th_cap_saved __attribute__((unused)) = -1;
+
+static inline void th_cap_begin(void) {
+    fflush(stderr);
+    th_cap_file = tmpfile();
+    if (!th_cap_file) abort();
+    th_cap_saved = dup(2);
+    dup2(fileno(th_cap_file), 2);
+}
+
+static inline const char *th_cap_end(void) {
+    static char *buf;
+    static size_t cap;
+    fflush(stderr);
+    dup2(th_cap_saved, 2);
+    close(th_cap_saved);
+    th_cap_saved = -1;
+    long n = ftell(th_cap_file);
+    if (n < 0) n = 0;
+    if ((size_t)n + 1 > cap) {
+        char *t = realloc(buf, (size_t)n + 1);
+        if (!t) abort();
+        buf = t;
+        cap = (size_t)n + 1;
+    }
+    rewind(th_cap_file);
+    size_t got = fread(buf, 1, (size_t)n, th_cap_file);
+    buf[got] = 0;
+    fclose(th_cap_file);
+    th_cap_file = NULL;
+    fprintf(stderr, "    (captured)\n%s", buf);
+    return buf;
+}
+
+/* Runs an in-process command (cmd/commands.h's sg_cmd_*) on args[0..n-1];
+ * n < 0 takes args up to a NULL entry. At most 63 arguments. Returns the
+ * command's exit code. */
+static inline int th_run_cmd(int (*fn)(int, char **), const char **args, int n) {
+    char *argv[64];
+    int k = 0;
+    while ((n < 0 ? args[k] != NULL : k < n) && k < 63) {
+        argv[k] = (char *)args[k];
+        k++;
+    }
+    argv[k] = NULL;
+    return fn(k, argv);
+}
+
+/* The number after "key": in a flat JSON text (metrics files, the eval
+ * JSON); NAN when the key is absent or no number follows it. */
+static inline double th_json_num(const char *json, const char *key) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p) return NAN;
+    char *end;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
+}
+
+/* Writes text to path (truncating); 0, or -1 after naming the path. */
+static inline int th_write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "  cannot write %s\n", path);
+        return -1;
+    }
+    int ok = fputs(text, f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) fprintf(stderr, "  cannot write %s\n", path);
+    return ok ? 0 : -1;
+}
+
+/* DIR/RUN.log as text (the first MiB) in a buffer owned here, valid until
+ * the next call; "" when it cannot be read. For the tests that run the
+ * binary with its output in DIR/RUN.log and grep it. */
+static inline char *th_read_log(const char *dir, const char *run) {
+    static char log[1 << 20];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.log", dir, run);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    if (f) fclose(f);
+    log[n] = 0;
+    return log;
+}
+
+/* `BIN [--nproc-per-node NPROC] train --config DIR/base.yaml --set
+ * run_dir=DIR/RUN SETS`, stdout and stderr to DIR/RUN.log (NPROC 0: no
+ * launcher); its exit status. For the tests that write DIR/base.yaml. */
+static inline int th_train_run(const char *bin, const char *dir, const char *run, int nproc,
+                               const char *sets) {
+    char launch[64] = "";
+    if (nproc > 0) snprintf(launch, sizeof launch, "--nproc-per-node %d ", nproc);
+    return th_sh("%s %strain --config %s/base.yaml --set run_dir=%s/%s %s > %s/%s.log 2>&1", bin,
+                 launch, dir, dir, run, sets, dir, run);
 }
 
 #endif

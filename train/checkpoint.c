@@ -27,6 +27,12 @@ static void meta_i64(sg_ckpt_builder *b, const char *k, long long v, int *rc) {
 sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
                        const sg_train_state *st, const sg_lr_schedule *sched,
                        const sg_config *cfg) {
+    return sg_ckpt_save_ema(path, m, opt, st, sched, cfg, NULL);
+}
+
+sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
+                           const sg_train_state *st, const sg_lr_schedule *sched,
+                           const sg_config *cfg, sg_ema_state *ema) {
     sg_backend *be = sg_model_backend(m);
     sg_ckpt_builder b;
     sg_ckpt_builder_init(&b);
@@ -78,6 +84,30 @@ sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
         rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host,
                          e->count * sizeof(float)) != SG_OK;
     }
+    /* the EMA: ema.<name> for every registry entry, in state-dict order */
+    for (int i = 0; ema && i < n && rc == 0; i++) {
+        sg_param *p = sg_model_param(m, i);
+        int64_t shape[4];
+        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
+        char name[256];
+        snprintf(name, sizeof name, "ema.%s", p->name);
+        int64_t *i64 = NULL;
+        float *src = sg_ema_tensor(ema, p, &i64);
+        if (p->dtype == SG_DT_I64) {
+            rc = sg_ckpt_add(&b, name, SG_ST_I64, p->ndim, shape, i64,
+                             p->count * sizeof(int64_t)) != SG_OK;
+            continue;
+        }
+        if (p->count > host_cap) {
+            free(host);
+            host_cap = p->count;
+            host = malloc(host_cap * sizeof(float));
+            SG_CHECK(host != NULL, "out of memory saving a checkpoint");
+        }
+        be->ops->download(be, host, src, p->count * sizeof(float));
+        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host,
+                         p->count * sizeof(float)) != SG_OK;
+    }
     free(host);
 
     rc |= sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT) != SG_OK;
@@ -99,10 +129,20 @@ sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
     sg_json j = {0};
     sg_json_begin(&j);
     if (sched) {
-        sg_json_str(&j, "kind", sched->kind == SG_LR_POLY ? "poly" : "constant");
+        sg_json_str(&j, "kind", sg_lr_kind_name(sched->kind));
         sg_json_num(&j, "base_lr", sched->base_lr);
         sg_json_num(&j, "power", sched->power);
         sg_json_num(&j, "min_lr", sched->min_lr);
+        if (sched->kind == SG_LR_STEP) {
+            sg_json_num(&j, "gamma", sched->gamma);
+            char ms[SG_LIST_MAX * 22 + 4] = "";
+            size_t len = 0;
+            for (int k = 0; k < sched->n_steps && len < sizeof ms; k++)
+                len += (size_t)snprintf(ms + len, sizeof ms - len, "%s%lld", k ? "," : "",
+                                        (long long)sched->steps[k]);
+            sg_json_str(&j, "milestones", ms);
+        }
+        sg_json_str(&j, "warmup", sg_lr_warmup_name(sched->warmup_kind));
         sg_json_int(&j, "warmup_iters", sched->warmup_iters);
         sg_json_num(&j, "warmup_ratio", sched->warmup_ratio);
         sg_json_int(&j, "total_steps", (long long)sched->total_steps);
@@ -121,6 +161,13 @@ sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
     sg_json_int(&j, "sample_pos", (long long)st->sample_pos);
     sg_json_end(&j);
     rc |= sg_ckpt_meta(&b, "rng", j.buf) != SG_OK;
+    if (ema) {
+        sg_json_begin(&j);
+        sg_json_num(&j, "decay", ema->decay);
+        sg_json_int(&j, "every", ema->every);
+        sg_json_end(&j);
+        rc |= sg_ckpt_meta(&b, "ema", j.buf) != SG_OK;
+    }
     sg_json_free(&j);
 
     if (cfg) {
@@ -172,36 +219,63 @@ static sg_status load_f32(const sg_st_file *f, const char *name, const int *shap
     return SG_OK;
 }
 
-sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m) {
+/* Loads every registry entry of m from the tensors named prefix + name:
+ * into the model itself (ema NULL) or into the EMA's copies. */
+static sg_status load_registry(const sg_st_file *f, sg_model *m, const char *prefix,
+                               sg_ema_state *ema) {
     sg_backend *be = sg_model_backend(m);
     float *host = NULL;
     size_t cap = 0;
     sg_status rc = SG_OK;
     for (int i = 0; i < sg_model_num_params(m) && rc == SG_OK; i++) {
         sg_param *p = sg_model_param(m, i);
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        int64_t *i64 = p->i64;
+        float *dst = ema ? sg_ema_tensor(ema, p, &i64) : p->data;
         if (p->dtype == SG_DT_I64) {
-            const sg_st_tensor *t = sg_st_find(f, p->name);
+            const sg_st_tensor *t = sg_st_find(f, name);
             if (!t || t->dtype != SG_ST_I64 || t->count != p->count) {
                 SG_ERROR("checkpoint %s: int64 tensor '%s' missing or of another shape",
-                         sg_st_path(f), p->name);
+                         sg_st_path(f), name);
                 rc = SG_ERR_RUNTIME;
             } else {
                 int64_t v = 0;
                 rc = sg_st_read_i64(f, t, &v, 1);
                 if (rc == SG_OK && (v < 0 || v > SG_MAX_NUM_BATCHES_TRACKED)) {
                     SG_ERROR("checkpoint %s: '%s' = %lld is outside 0..2^62 (corrupt or crafted "
-                             "file)", sg_st_path(f), p->name, (long long)v);
+                             "file)", sg_st_path(f), name, (long long)v);
                     rc = SG_ERR_RUNTIME;
                 }
-                if (rc == SG_OK) *p->i64 = v;
+                if (rc == SG_OK) *i64 = v;
             }
             continue;
         }
-        rc = load_f32(f, p->name, p->shape, p->ndim, p->count, p->data, be, &host, &cap);
+        rc = load_f32(f, name, p->shape, p->ndim, p->count, dst, be, &host, &cap);
     }
     free(host);
     be->ops->sync(be);
     return rc;
+}
+
+sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m) {
+    return load_registry(f, m, "", NULL);
+}
+
+int sg_ckpt_has_ema(const sg_st_file *f) {
+    for (int i = 0; i < sg_st_count(f); i++)
+        if (strncmp(sg_st_get(f, i)->name, "ema.", 4) == 0) return 1;
+    return 0;
+}
+
+sg_status sg_ckpt_load_ema_as_model(const sg_st_file *f, sg_model *m) {
+    return load_registry(f, m, "ema.", NULL);
+}
+
+sg_status sg_ckpt_load_ema(const sg_st_file *f, sg_ema_state *ema, int *found) {
+    *found = sg_ckpt_has_ema(f);
+    if (!*found) return SG_OK;
+    return load_registry(f, ema->m, "ema.", ema);
 }
 
 sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {

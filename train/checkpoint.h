@@ -5,6 +5,8 @@
  *  - model tensors under their plain registry names (no "module." prefix),
  *    BN buffers included, num_batches_tracked as I64, in state-dict order;
  *  - optimizer.momentum.<param name> for every parameter with a momentum buffer;
+ *  - ema.<name> for every registry entry when the run keeps an EMA of the
+ *    weights (train/ema.h), with metadata "ema" ({"decay", "every"});
  *  - __metadata__: format, format_version, iter, epoch, sample_pos,
  *    total_steps, world_size, seed, momentum_initialized, best_miou, best_iter,
  *    lr_schedule and rng (JSON), config (the resolved YAML), tensor_count and
@@ -37,6 +39,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "train/ema.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "model/model.h"
@@ -114,6 +117,10 @@ sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char 
 sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
                        const sg_train_state *st, const sg_lr_schedule *sched,
                        const sg_config *cfg);
+/* sg_ckpt_save plus the EMA's ema.* tensors (ema NULL: none). */
+sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
+                           const sg_train_state *st, const sg_lr_schedule *sched,
+                           const sg_config *cfg, sg_ema_state *ema);
 /* Reads the state from the metadata, every value range-checked (see the top
  * comment). SG_OK, or SG_ERR_RUNTIME after logging the key, its value and
  * the allowed range. */
@@ -125,6 +132,16 @@ sg_status sg_ckpt_read_config(const sg_st_file *f, sg_config *cfg);
 /* Loads every registry entry (shapes must match exactly; num_batches_tracked
  * 0..2^62). SG_OK, or SG_ERR_RUNTIME after logging the tensor. */
 sg_status sg_ckpt_load_model(const sg_st_file *f, sg_model *m);
+/* 1 if the file holds ema.* tensors. */
+int sg_ckpt_has_ema(const sg_st_file *f);
+/* Loads ema.<name> for every registry entry into the EMA's buffers (same
+ * checks as sg_ckpt_load_model). *found = 0 and SG_OK when the file has no
+ * ema.* tensors at all (the caller re-initialises the EMA); SG_ERR_RUNTIME
+ * (logged) when some are missing or of another shape. */
+sg_status sg_ckpt_load_ema(const sg_st_file *f, sg_ema_state *ema, int *found);
+/* Loads ema.<name> into the model itself (evaluating the EMA). SG_OK or
+ * SG_ERR_RUNTIME (logged). */
+sg_status sg_ckpt_load_ema_as_model(const sg_st_file *f, sg_model *m);
 /* Loads every momentum buffer the optimizer has (must all be present when
  * the file says momentum_initialized). SG_OK or SG_ERR_RUNTIME (logged). */
 sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt);

@@ -34,6 +34,16 @@ sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *
     sg_loader_opts_use_backend(&lo, be);
     ev->loader = sg_loader_create(ds, &lo);
     if (!ev->loader) return SG_ERR_RUNTIME;
+    ev->use_tta = sg_tta_enabled(cfg);
+    if (ev->use_tta) {
+        sg_tta_init(&ev->tta, be, cfg, ev->crop_h, ev->crop_w, ev->stride_h, ev->stride_w);
+        char sc[16 * 16] = "";
+        for (int i = 0; i < cfg->eval.n_scales; i++)
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), "%s%g", i ? ", " : "",
+                     cfg->eval.scales[i]);
+        SG_INFO("evaluation: test-time augmentation, scales [%s]%s, softmax probabilities "
+                 "averaged", sc, cfg->eval.flip ? " x flip" : "");
+    }
     size_t c = (size_t)ev->num_classes;
     ev->d_conf = be->ops->alloc(be, c * c * sizeof(int64_t));
     return SG_OK;
@@ -47,6 +57,7 @@ void sg_evaluator_free(sg_evaluator *ev) {
     if (ev->d_lab) be->ops->free(be, ev->d_lab);
     if (ev->d_pred) be->ops->free(be, ev->d_pred);
     if (ev->d_conf) be->ops->free(be, ev->d_conf);
+    sg_tta_free(&ev->tta);
     memset(ev, 0, sizeof *ev);
 }
 
@@ -66,9 +77,16 @@ static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
 sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, int w,
                                   size_t available, const char *what) {
-    if (ev->crop_h) return SG_OK;
+    if (ev->crop_h && !ev->use_tta) return SG_OK;
     if (n == ev->fit_n && h == ev->fit_h && w == ev->fit_w) return SG_OK;
-    size_t plan = sg_model_plan_bytes(m, n, h, w, 0);
+    size_t plan, tta_bufs = 0, tta_held = 0;
+    if (ev->use_tta) {
+        /* a scale the model refuses: planning reports it (naming the scale) */
+        if (sg_tta_bytes(&ev->tta, m, n, h, w, &plan, &tta_bufs, &tta_held) != 0) return SG_OK;
+        if (tta_bufs <= tta_held) tta_bufs = tta_held = 0; /* nothing grows */
+    } else {
+        plan = sg_model_plan_bytes(m, n, h, w, 0);
+    }
     if (plan == 0) return SG_OK; /* a shape the model refuses: planning reports it */
     size_t px = (size_t)n * h * w;
     size_t bufs = px > ev->cap_px ? px * 5 : 0; /* image (3), label, prediction */
@@ -78,10 +96,25 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
         sg_backend_get_info(ev->be, &bi);
         if (!bi.mem_available) return SG_OK; /* unknown: nothing to compare with */
         /* a re-plan frees the current arena first; bigger buffers replace the old */
-        available = bi.mem_available + sg_model_activation_bytes(m) + (bufs ? ev->cap_px * 5 : 0);
+        available = bi.mem_available + sg_model_activation_bytes(m) +
+                    (bufs ? ev->cap_px * 5 : 0) + tta_held;
         dev = bi.name;
     }
-    size_t need = plan + bufs;
+    size_t need = plan + bufs + tta_bufs;
+    if (need > available && ev->use_tta) {
+        SG_ERROR("evaluation: %s%s%dx%d image%s (test-time augmentation over %d scale%s%s, %s, "
+                 "%d per pass) needs about %.1f GiB on %s (the largest scale's inference plan "
+                 "%.1f GiB + %.1f GiB of image, logit and probability buffers) but %.1f GiB are "
+                 "available: use fewer or smaller eval.scales, %s",
+                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "",
+                 ev->tta.n_scales, ev->tta.n_scales > 1 ? "s" : "", ev->tta.flip ? " x flip" : "",
+                 ev->crop_h ? "sliding windows" : "whole images", n, gib(need), dev, gib(plan),
+                 gib(bufs + tta_bufs), gib(available),
+                 ev->crop_h ? "or a smaller eval.crop_size"
+                            : "evaluate in sliding windows with eval.crop_size (e.g. --set "
+                              "eval.crop_size=[1024,1024]), or lower eval.batch_size");
+        return SG_ERR_CONFIG;
+    }
     if (need > available) {
         SG_ERROR("evaluation: %s%s%dx%d image%s (whole-image evaluation, %d per pass) needs about "
                  "%.1f GiB on %s (the model's inference plan %.1f GiB + image buffers) but %.1f "
@@ -99,7 +132,7 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
 
 sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices,
                                  int64_t n) {
-    if (ev->preflight_done || ev->crop_h) return SG_OK;
+    if (ev->preflight_done || (ev->crop_h && !ev->use_tta)) return SG_OK;
     ev->preflight_done = 1;
     int64_t best = -1;
     int bh = 0, bw = 0;
@@ -200,6 +233,15 @@ static sg_status run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     return SG_OK;
 }
 
+/* Test-time augmentation (train/tta.h): argmax of the averaged
+ * probabilities. SG_OK or SG_ERR_RUNTIME. */
+static sg_status run_tta(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
+    if (sg_tta_run(&ev->tta, m, ev->d_img, b->n, b->h, b->w) != SG_OK) return SG_ERR_RUNTIME;
+    ev->be->ops->argmax(ev->be, ev->tta.d_prob, ev->d_pred, b->n, ev->num_classes,
+                        b->h * b->w);
+    return SG_OK;
+}
+
 sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
                            const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf) {
     sg_backend *be = ev->be;
@@ -237,7 +279,8 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
         int n_img = b->n;
         sg_batch copy = *b;
         sg_loader_release(ev->loader, b);
-        rc = ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
+        rc = ev->use_tta ? run_tta(ev, m, &copy)
+             : ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
         if (rc == SG_OK) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
         ev->images += n_img;
         sg_progress_update(&prog, ev->images);

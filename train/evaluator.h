@@ -1,6 +1,10 @@
 /* train/evaluator.h - exact evaluation of a model on a list of dataset samples:
  * eval-mode forward on full images (or sliding windows when eval.crop_size
  * is set), argmax, confusion matrix on the device, summed across ranks.
+ * With test-time augmentation (eval.scales other than [1.0], or eval.flip;
+ * train/tta.h) the argmax is over the softmax probabilities averaged over
+ * the scales and flips; without it, over the logits of the one pass, exactly
+ * as before TTA existed.
  *
  * Owns an eval-mode loader over one dataset and the device buffers for
  * images, labels, predictions and the confusion matrix. Used by the trainer
@@ -20,6 +24,7 @@
 #include "data/loader.h"
 #include "dist/comm.h"
 #include "model/model.h"
+#include "train/tta.h"
 
 typedef struct sg_evaluator {
     sg_backend *be;
@@ -36,6 +41,8 @@ typedef struct sg_evaluator {
     int fit_n, fit_h, fit_w;                   /* the last shape found to fit memory */
     int preflight_done;
     char label[32];   /* progress lines: "evaluation" unless the caller renames it */
+    int use_tta;      /* sg_tta_enabled(cfg): the tta path instead of one pass */
+    sg_tta tta;
 } sg_evaluator;
 
 /* SG_OK, or SG_ERR_RUNTIME after logging (loader creation). */
@@ -54,13 +61,17 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
 /* Whole-image evaluation memory: before a batch of n images of h x w is
  * planned, the model's inference plan for that shape (sg_model_plan_bytes)
  * plus the evaluator's image buffers must fit in what the backend has
+ * (with test-time augmentation: the largest plan over the scales, whole or
+ * the sliding window's, plus the image buffers and sg_tta's buffers: the
+ * normalised image, resized input, resized/flipped logits, probabilities)
  * (sg_backend_info.mem_available, plus the plan and buffers a re-plan frees
  * first); `available` != 0 stands in for the backend's figure (tests). An
  * 8000x8000 image asked the CPU for 10.7 GB before this check. SG_OK, or
  * SG_ERR_CONFIG after logging the image size (and `what`, e.g. its path),
  * the estimate, the memory available and the remedy: eval.crop_size
- * (sliding windows) or a smaller eval.batch_size. Sliding-window evaluation
- * (eval.crop_size set) is not checked here: its plan is the crop's. */
+ * (sliding windows) or a smaller eval.batch_size (or fewer/smaller eval.scales).
+ * Sliding-window evaluation without TTA is not checked here: its plan is
+ * the crop's. */
 sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, int w,
                                   size_t available, const char *what);
 /* The same for the largest image among indices[n] (sizes read from the

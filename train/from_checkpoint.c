@@ -28,7 +28,8 @@ sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config 
     return rc == SG_OK ? SG_OK : SG_ERR_CONFIG;
 }
 
-/* The file's model tensors (everything but optimizer.*) against what the
+/* The file's model tensors (everything but optimizer.* and ema.*, which
+ * sg_ckpt_load_* check tensor by tensor against the model) against what the
  * config's model holds, before that model is allocated: a small file whose
  * stored config says base_width 1024 must not make us allocate 16 GB. Also
  * the parameters against the device's memory. SG_OK, or SG_ERR_CONFIG
@@ -41,7 +42,8 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
     int n = 0;
     for (int i = 0; i < sg_st_count(f); i++) {
         const sg_st_tensor *t = sg_st_get(f, i);
-        if (strncmp(t->name, "optimizer.", 10) == 0) continue;
+        if (strncmp(t->name, "optimizer.", 10) == 0 || strncmp(t->name, "ema.", 4) == 0)
+            continue;
         n++;
         if (t->dtype == SG_ST_F32)
             f32 += t->count;
@@ -100,7 +102,13 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
         return NULL;
     }
     sg_status rc;
-    if (is_ckpt) {
+    if (is_ckpt && cfg->eval.use_ema && sg_ckpt_has_ema(f)) {
+        /* the EMA is what this run evaluates (eval.use_ema) */
+        rc = sg_ckpt_load_ema_as_model(f, m);
+        if (rc == SG_OK)
+            SG_INFO("%s: using its EMA weights (ema.*; eval.use_ema: false uses the trained "
+                    "weights)", ck);
+    } else if (is_ckpt) {
         rc = sg_ckpt_load_model(f, m);
     } else {
         sg_load_report rep;

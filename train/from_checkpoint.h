@@ -21,7 +21,8 @@
 sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
 
 /* Creates the model described by cfg on be and loads ck into it: a segtrain
- * checkpoint (validated, every tensor required), or any safetensors weights
+ * checkpoint (validated, every tensor required; its EMA weights ema.* when
+ * it has them and cfg->eval.use_ema is set), or any safetensors weights
  * file (exported, torchvision names) loaded strictly. Before anything is
  * allocated the file's model tensors (count, float and int64 values) must
  * equal what cfg's model holds (model/model_io.h sg_model_expected_size) and

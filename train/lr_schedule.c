@@ -1,4 +1,5 @@
-/* train/lr_schedule.c - poly / constant schedules with linear warmup. */
+/* train/lr_schedule.c - poly / constant / cosine / step schedules with
+ * linear or constant warmup (formulas in lr_schedule.h). */
 #include "train/lr_schedule.h"
 
 #include <math.h>
@@ -6,16 +7,36 @@
 
 #include "core/log.h"
 
+static const char *const kind_names[] = {"poly", "constant", "cosine", "step"};
+static const char *const warmup_names[] = {"linear", "constant", "none"};
+
+const char *sg_lr_kind_name(int kind) {
+    return kind >= 0 && kind < 4 ? kind_names[kind] : "?";
+}
+
+const char *sg_lr_warmup_name(int warmup_kind) {
+    return warmup_kind >= 0 && warmup_kind < 3 ? warmup_names[warmup_kind] : "?";
+}
+
+static int find_name(const char *const *names, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
 sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
                               int64_t total_steps) {
     memset(s, 0, sizeof *s);
-    if (strcmp(t->lr_schedule, "poly") == 0) {
-        s->kind = SG_LR_POLY;
-    } else if (strcmp(t->lr_schedule, "constant") == 0) {
-        s->kind = SG_LR_CONSTANT;
-    } else {
-        SG_ERROR("config key train.lr_schedule: unknown schedule '%s' (use poly or constant)",
-                 t->lr_schedule);
+    s->kind = find_name(kind_names, 4, t->lr_schedule);
+    if (s->kind < 0) {
+        SG_ERROR("config key train.lr_schedule: unknown schedule '%s' (use poly, constant, "
+                 "cosine or step)", t->lr_schedule);
+        return SG_ERR_CONFIG;
+    }
+    s->warmup_kind = find_name(warmup_names, 3, t->warmup);
+    if (s->warmup_kind < 0) {
+        SG_ERROR("config key train.warmup: unknown warmup '%s' (use linear, constant or none)",
+                 t->warmup);
         return SG_ERR_CONFIG;
     }
     if (total_steps < 1) {
@@ -28,26 +49,65 @@ sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
                  t->min_lr, t->lr);
         return SG_ERR_CONFIG;
     }
+    if (s->kind == SG_LR_STEP) {
+        if (t->n_lr_steps < 1) {
+            SG_ERROR("config key train.lr_steps: train.lr_schedule step needs at least one "
+                     "milestone (optimizer steps, e.g. train.lr_steps: [30000, 60000])");
+            return SG_ERR_CONFIG;
+        }
+        for (int i = 0; i < t->n_lr_steps; i++) {
+            if (t->lr_steps[i] < 1 || (i > 0 && t->lr_steps[i] <= t->lr_steps[i - 1])) {
+                SG_ERROR("config key train.lr_steps: milestone %d (%d) %s: give positive "
+                         "optimizer steps in increasing order", i, t->lr_steps[i],
+                         t->lr_steps[i] < 1 ? "is below 1" : "is not above the one before it");
+                return SG_ERR_CONFIG;
+            }
+            s->steps[i] = t->lr_steps[i];
+        }
+        s->n_steps = t->n_lr_steps;
+        if (s->steps[s->n_steps - 1] >= total_steps)
+            SG_WARN("train.lr_steps: milestone %lld is not before the run's last step (%lld "
+                    "optimizer steps): it never lowers the learning rate",
+                    (long long)s->steps[s->n_steps - 1], (long long)total_steps);
+    }
     s->base_lr = t->lr;
     s->power = t->poly_power;
     s->min_lr = t->min_lr;
-    s->warmup_iters = t->warmup_iters;
+    s->gamma = t->lr_gamma;
+    s->warmup_iters = s->warmup_kind == SG_WARMUP_NONE ? 0 : t->warmup_iters;
     s->warmup_ratio = t->warmup_ratio;
     s->total_steps = total_steps;
     return SG_OK;
 }
 
+static double main_lr(const sg_lr_schedule *s, int64_t step) {
+    if (step > s->total_steps) step = s->total_steps;
+    double progress = (double)step / (double)s->total_steps;
+    switch (s->kind) {
+    case SG_LR_POLY:
+        return (s->base_lr - s->min_lr) * pow(1.0 - progress, s->power) + s->min_lr;
+    case SG_LR_COSINE:
+        return s->min_lr + (s->base_lr - s->min_lr) * (1.0 + cos(M_PI * progress)) / 2.0;
+    case SG_LR_STEP: {
+        int passed = 0;
+        while (passed < s->n_steps && s->steps[passed] <= step) passed++;
+        return s->base_lr * pow(s->gamma, passed);
+    }
+    default:
+        return s->base_lr;
+    }
+}
+
 double sg_lr_at(const sg_lr_schedule *s, int64_t step) {
     if (step < 0) step = 0;
-    double lr = s->base_lr;
-    if (s->kind == SG_LR_POLY) {
-        double progress = (double)step / (double)s->total_steps;
-        if (progress > 1.0) progress = 1.0;
-        lr = (s->base_lr - s->min_lr) * pow(1.0 - progress, s->power) + s->min_lr;
-    }
+    double lr = main_lr(s, step);
     if (s->warmup_iters > 0 && step < s->warmup_iters) {
-        double k = (1.0 - (double)step / s->warmup_iters) * (1.0 - s->warmup_ratio);
-        lr *= 1.0 - k;
+        if (s->warmup_kind == SG_WARMUP_CONSTANT) {
+            lr *= s->warmup_ratio;
+        } else {
+            double k = (1.0 - (double)step / s->warmup_iters) * (1.0 - s->warmup_ratio);
+            lr *= 1.0 - k;
+        }
     }
     return lr;
 }

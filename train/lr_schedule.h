@@ -1,13 +1,37 @@
-/* train/lr_schedule.h - learning-rate schedules, counted in optimizer steps.
+/* train/lr_schedule.h - learning-rate schedules, counted in optimizer steps
+ * (train.iters counts optimizer steps too; a milestone N is the step that
+ * begins after N steps were taken).
  *
- * Stateless: the LR is a pure function of the optimizer step, so resuming only
- * needs the step count (stored in the checkpoint's metadata).
- *   poly:     lr = (base - min_lr) * (1 - step/total)^power + min_lr   (mmseg PolyLR;
- *             with min_lr = 0 it is torchvision's base * (1 - it/max)^power)
+ * Stateless: the LR is a pure function of the optimizer step t (0-based: the
+ * first step runs at t = 0), so resuming only needs the step count (stored in
+ * the checkpoint's metadata). T = the run's total optimizer steps.
+ *
+ * Main schedules (torch.optim.lr_scheduler closed forms):
+ *   poly:     lr = (base - min_lr) * (1 - t/T)^power + min_lr   (mmseg PolyLR;
+ *             min_lr = 0: torch PolynomialLR(total_iters=T, power) and
+ *             torchvision's base * (1 - t/T)^power)
  *   constant: lr = base
- * Linear warmup (mmseg semantics) over the first warmup_iters steps multiplies
- * the scheduled LR by ratio + (1 - ratio) * step / warmup_iters, so step 0 runs
- * at lr * warmup_ratio and step warmup_iters at the plain schedule.
+ *   cosine:   lr = min_lr + (base - min_lr) * (1 + cos(pi * t/T)) / 2
+ *             (torch CosineAnnealingLR(T_max=T, eta_min=min_lr))
+ *   step:     lr = base * gamma^(number of milestones <= t)
+ *             (torch MultiStepLR(milestones=train.lr_steps, gamma=train.lr_gamma))
+ * Past T the LR stays at its value for T.
+ *
+ * Warmup (train.warmup, over the first warmup_iters steps) multiplies the
+ * main schedule's LR at the same step t by a factor:
+ *   linear:   ratio + (1 - ratio) * t / warmup_iters   (torch LinearLR(
+ *             start_factor=ratio, total_iters=warmup_iters); mmcv's linear warmup)
+ *   constant: ratio                                    (torch ConstantLR(
+ *             factor=ratio, total_iters=warmup_iters); mmcv's constant warmup)
+ *   none:     1
+ * and 1 from step warmup_iters on. This is torch's ChainedScheduler([warmup,
+ * main]) (for min_lr = 0; with min_lr > 0 it is the product of the two
+ * closed forms) and mmseg 0.x / mmcv's warmup: the main schedule runs over
+ * the whole run, so milestones and T count steps from the start, as users
+ * write them. torchvision's reference script instead chains them with
+ * SequentialLR (main schedule over T - warmup_iters, starting after the
+ * warmup); for a warmup of a few percent of the run the two differ by that
+ * shift only.
  */
 #ifndef SG_TRAIN_LR_SCHEDULE_H
 #define SG_TRAIN_LR_SCHEDULE_H
@@ -17,22 +41,33 @@
 #include "core/config.h"
 #include "core/status.h"
 
-enum { SG_LR_POLY = 0, SG_LR_CONSTANT = 1 };
+enum { SG_LR_POLY = 0, SG_LR_CONSTANT = 1, SG_LR_COSINE = 2, SG_LR_STEP = 3 };
+enum { SG_WARMUP_LINEAR = 0, SG_WARMUP_CONSTANT = 1, SG_WARMUP_NONE = 2 };
 
 typedef struct sg_lr_schedule {
     int kind;
     double base_lr, power, min_lr;
-    int warmup_iters;
+    int warmup_kind;
+    int warmup_iters;      /* 0 when warmup_kind is none */
     double warmup_ratio;
     int64_t total_steps;   /* optimizer steps of the whole run */
+    int n_steps;           /* step: milestones, strictly increasing, >= 1 */
+    int64_t steps[SG_LIST_MAX];
+    double gamma;
 } sg_lr_schedule;
 
 /* From the train section. Returns SG_OK, or SG_ERR_CONFIG after logging an
- * error naming the key (unknown schedule, total_steps < 1, min_lr > lr). */
+ * error naming the key (unknown schedule or warmup, total_steps < 1, min_lr
+ * > lr, step without milestones or with milestones not strictly increasing).
+ * A milestone past total_steps is allowed (a warning says it never fires). */
 sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
                               int64_t total_steps);
 
 /* LR of optimizer step `step` (0-based: the first step uses step 0). */
 double sg_lr_at(const sg_lr_schedule *s, int64_t step);
+
+/* The schedule's name ("poly", ...) and the warmup's ("linear", ...). */
+const char *sg_lr_kind_name(int kind);
+const char *sg_lr_warmup_name(int warmup_kind);
 
 #endif

@@ -124,6 +124,20 @@ sg_status sg_train_core_attach(sg_train_core *c) {
         c->slot[k].img = c->be->ops->alloc(c->be, px * 3);
         c->slot[k].lab = c->be->ops->alloc(c->be, px);
     }
+    const sg_train_cfg *t = &c->cfg->train;
+    if (t->n_class_weights > 0) { /* validated: one per class, finite, >= 0 */
+        for (int k = 0; k < c->C; k++) c->class_w_host[k] = (float)t->class_weights[k];
+        c->class_w = c->be->ops->alloc(c->be, (size_t)c->C * sizeof(float));
+        c->be->ops->upload(c->be, c->class_w, c->class_w_host, (size_t)c->C * sizeof(float));
+    }
+    c->ohem_thresh = (float)t->ohem_thresh;
+    if (c->ohem_thresh > 0) c->ohem_prob = c->be->ops->alloc(c->be, px * sizeof(float));
+    if (c->class_w || c->ohem_prob) {
+        c->lab_host = malloc(px);
+        SG_CHECK(c->lab_host != NULL, "out of host memory");
+    }
+    c->counts = calloc((size_t)2 + (size_t)c->C * (1 + (size_t)c->K), sizeof *c->counts);
+    SG_CHECK(c->counts != NULL, "out of host memory");
     /* after DDP: SyncBN's hooks decide how many values a BN layer pools.
      * A batch or crop the model cannot train on is the config's (logged). */
     return sg_model_plan(c->m, c->B, c->crop_h, c->crop_w);
@@ -151,6 +165,13 @@ void sg_train_core_close(sg_train_core *c) {
         }
     free(c->slot);
     c->slot = NULL;
+    if (c->class_w) c->be->ops->free(c->be, c->class_w);
+    if (c->ohem_prob) c->be->ops->free(c->be, c->ohem_prob);
+    c->class_w = c->ohem_prob = NULL;
+    free(c->lab_host);
+    free(c->counts);
+    c->lab_host = NULL;
+    c->counts = NULL;
     sg_ddp_destroy(c->ddp);
     c->ddp = NULL;
     sg_sgd_free(&c->opt);

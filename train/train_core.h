@@ -20,10 +20,20 @@
  * sg_train_core_loader makes the training loader both use.
  *
  * sg_train_step is one optimizer step on micro-batches already uploaded to
- * the slots: one all-reduce of (valid pixels, images), then per micro-batch
- * normalize_u8, forward(train, key(seed, iter, micro, rank, DROPOUT)),
- * ce_fwd_bwd on out and aux (loss_norm global: grad scale world/global valid;
- * local: 1/(K * valid of the micro-batch)), DDP sync on the last micro-batch,
+ * the slots: one all-reduce of (valid pixels, images[, pixels per class]),
+ * then per micro-batch normalize_u8, forward(train, key(seed, iter, micro,
+ * rank, DROPOUT)), the loss on out and aux (loss_norm global: grad scale
+ * world/D with D the step's global valid pixels, or with class weights the
+ * sum of their weights; local: 1/(K * D of the micro-batch)). The loss is
+ * ce_fwd_bwd, or with train.class_weights / OHEM ce_weighted: OHEM
+ * (train/loss_opts.h) selects, per rank and per forward as mmseg's sampler
+ * does per GPU, the main head's pixels to train on; the aux head always
+ * takes every valid pixel. The denominator D does not depend on the
+ * selection (mmseg's, with avg_non_ignore: the unselected pixels add 0 to
+ * the sum but still count), so it is known before the first forward and
+ * the step stays exact across ranks and micro-batches. With class weights
+ * or OHEM each micro-batch's labels are downloaded once to count them per
+ * class (B x crop bytes). DDP sync on the last micro-batch,
  * backward (accumulating after the first); sg_ddp_wait, sg_sgd_step(lr), and
  * one f64 all-reduce of (main loss, aux loss, stop flag), so every rank gets
  * the same global loss and stop decision.
@@ -71,6 +81,14 @@ typedef struct sg_train_core {
     const volatile sig_atomic_t *stop; /* set before open (or NULL): a stop
                                      signal's flag, which ends joining the
                                      other ranks at once (dist/comm.h) */
+    /* loss options (attach; train/loss_opts.h): */
+    float *class_w;               /* device [C]: train.class_weights, NULL = off */
+    float class_w_host[256];      /* the same, on the host (the denominators) */
+    float ohem_thresh;            /* > 0: OHEM on the main head */
+    float *ohem_prob;             /* device [B x crop]: true-class probabilities */
+    uint8_t *lab_host;            /* host [B x crop]: a micro-batch's labels, counted
+                                     per class (class weights or OHEM on) */
+    int64_t *counts;              /* host [2 + C + K*C]: the step's counts */
 } sg_train_core;
 
 /* Each returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG (logged; see

@@ -230,9 +230,19 @@ static sg_status leftover_pass(trainer *T, int64_t end_pos) {
     return rc;
 }
 
+/* eval.use_ema: evaluations run on the EMA, swapped into the model and
+ * back (exact copies: training goes on from its own weights bit for bit). */
+static int ema_in(trainer *T) {
+    if (!T->have_ema || !T->cfg->eval.use_ema) return 0;
+    sg_ema_swap(&T->ema);
+    return 1;
+}
+
 sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
     double t0 = sg_now_s();
+    int swapped = ema_in(T);
     sg_status rc = leftover_pass(T, end_pos);
+    if (swapped) sg_ema_swap(&T->ema);
     T->paused_s += sg_now_s() - t0;
     return rc;
 }
@@ -258,7 +268,9 @@ static sg_status write_checkpoint(trainer *T, int best) {
     if (T->c.rank == 0) {
         char dir[SG_STR + 32];
         rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
-        if (rc == 0) rc = sg_ckpt_save(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg);
+        if (rc == 0)
+            rc = sg_ckpt_save_ema(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg,
+                                  T->have_ema ? &T->ema : NULL);
         if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter,
                                           T->st.run_id);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
@@ -281,7 +293,10 @@ sg_status sg_tr_write_checkpoint(trainer *T, int best) {
 
 sg_status sg_tr_evaluate_and_keep_best(trainer *T) {
     double miou = NAN;
-    if (run_validation(T, &miou) != SG_OK) return SG_ERR_RUNTIME;
+    int swapped = ema_in(T);
+    sg_status vrc = run_validation(T, &miou);
+    if (swapped) sg_ema_swap(&T->ema);
+    if (vrc != SG_OK) return SG_ERR_RUNTIME;
     if (T->dbg) T->dbg->last_val_miou = miou;
     if (!isnan(miou) && (isnan(T->st.best_miou) || miou > T->st.best_miou)) {
         T->st.best_miou = miou;

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "core/log.h"
+#include "train/loss_opts.h"
 #include "train/train_core.h"
 #include "kernels/rng.h"
 
@@ -11,26 +12,60 @@ static void phase_end(const sg_step_opts *so, int phase) {
     if (so->phase) so->phase(so->ctx, phase);
 }
 
+/* The labels of micro-batch mb counted per class into count[C] (class
+ * weights or OHEM on): downloaded once, B x crop bytes. */
+static void count_classes(sg_train_core *c, const sg_micro_batch *mb, int64_t *count) {
+    size_t px = (size_t)mb->n * mb->h * mb->w;
+    c->be->ops->download(c->be, c->lab_host, mb->lab, px);
+    sg_class_count(c->lab_host, px, c->C, count);
+}
+
+/* D, the loss's denominator, from a count of valid pixels and the per-class
+ * counts (NULL without class weights or OHEM). */
+static double denominator(const sg_train_core *c, int64_t valid, const int64_t *count) {
+    if (c->class_w) return sg_class_weight_sum(c->class_w_host, count, c->C);
+    if (count) { /* OHEM alone: the pixels of the classes, ignore and >= C left out */
+        int64_t v = 0;
+        for (int i = 0; i < c->C; i++) v += count[i];
+        return (double)v;
+    }
+    return (double)valid;
+}
+
 sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_step_opts *so,
                         sg_step_out *o) {
     sg_backend *be = c->be;
     const sg_ops *ops = be->ops;
     const sg_config *cfg = c->cfg;
-    /* the valid-pixel count of the whole step, needed before the first
-     * forward (global loss normalisation) */
-    int64_t cnt[2] = {0, 0};
+    int C = c->C, ignore = cfg->data.ignore_index;
+    int by_class = c->class_w || c->ohem_prob;
+    /* the counts of the whole step, needed before the first forward (global
+     * loss normalisation): valid pixels, images and, with class weights or
+     * OHEM, the pixels of each class (integers: the sum is the same however
+     * the step is split among ranks and micro-batches) */
+    int64_t *cnt = c->counts, *mb_count = c->counts + 2 + C;
+    int ncnt = 2 + (by_class ? C : 0);
+    for (int i = 0; i < ncnt; i++) cnt[i] = 0;
     for (int k = 0; k < K; k++) {
         cnt[0] += mb[k].valid;
         cnt[1] += mb[k].n;
+        if (by_class) {
+            int64_t *mc = mb_count + (size_t)k * C;
+            for (int i = 0; i < C; i++) mc[i] = 0;
+            count_classes(c, &mb[k], mc);
+            for (int i = 0; i < C; i++) cnt[2 + i] += mc[i];
+        }
     }
-    if (sg_comm_allreduce_i64(c->comm, cnt, 2) != 0) return SG_ERR_RUNTIME;
-    int64_t global_valid = cnt[0];
+    if (sg_comm_allreduce_i64(c->comm, cnt, (size_t)ncnt) != 0) return SG_ERR_RUNTIME;
+    double global_den = denominator(c, cnt[0], by_class ? cnt + 2 : NULL);
     phase_end(so, SG_PH_COMM);
     double main_sum = 0, aux_sum = 0;
     float aux_w = (float)cfg->train.aux_weight;
     int has_aux = sg_model_aux(c->m) != NULL;
     for (int k = 0; k < K; k++) {
         int n = mb[k].n, h = mb[k].h, w = mb[k].w, hw = h * w;
+        const int64_t *mc = by_class ? mb_count + (size_t)k * C : NULL;
+        double den = denominator(c, mb[k].valid, mc);
         /* the shape sg_train_core_attach planned, unless the caller sends a
          * smaller micro-batch: the model logs what it refuses */
         if (sg_model_plan(c->m, n, h, w) != SG_OK) return SG_ERR_RUNTIME;
@@ -41,27 +76,46 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         sg_model_forward(c->m, 1, key);
         phase_end(so, SG_PH_FWD);
         /* DDP averages gradients over ranks: with the global norm every rank's
-         * gradient is scaled by world / (global valid pixels) so the average
-         * is the gradient of the global mean. */
+         * gradient is scaled by world / D (global) so the average is the
+         * gradient of the global mean. */
         double scale;
         if (c->global_norm)
-            scale = global_valid > 0 ? (double)c->world / (double)global_valid : 0.0;
+            scale = global_den > 0 ? (double)c->world / global_den : 0.0;
         else
-            scale = mb[k].valid > 0 ? 1.0 / ((double)mb[k].valid * K) : 0.0;
+            scale = den > 0 ? 1.0 / (den * K) : 0.0;
         double ls = 0, la = 0;
-        int64_t v = 0;
-        ops->ce_fwd_bwd(be, sg_model_out(c->m), mb[k].lab, n, c->C, hw, cfg->data.ignore_index,
-                        (float)scale, sg_model_dout(c->m), &ls, &v);
-        if (has_aux)
-            ops->ce_fwd_bwd(be, sg_model_aux(c->m), mb[k].lab, n, c->C, hw,
-                            cfg->data.ignore_index, (float)(scale * aux_w), sg_model_daux(c->m),
-                            &la, &v);
+        if (!by_class) {
+            int64_t v = 0;
+            ops->ce_fwd_bwd(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, (float)scale,
+                            sg_model_dout(c->m), &ls, &v);
+            if (has_aux)
+                ops->ce_fwd_bwd(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore,
+                                (float)(scale * aux_w), sg_model_daux(c->m), &la, &v);
+        } else {
+            double ws = 0;
+            float below = 0;
+            if (c->ohem_prob) { /* mmseg's OHEMPixelSampler on this forward */
+                int64_t nvalid = 0;
+                for (int i = 0; i < C; i++) nvalid += mc[i];
+                ops->ce_label_prob(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore,
+                                   c->ohem_prob);
+                below = sg_ohem_threshold(be, c->ohem_prob, (size_t)n * hw, nvalid,
+                                          c->ohem_thresh,
+                                          (int64_t)cfg->train.ohem_min_kept * n);
+            }
+            ops->ce_weighted(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
+                             c->ohem_prob, below, (float)scale, sg_model_dout(c->m), &ls, &ws);
+            if (has_aux)
+                ops->ce_weighted(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore,
+                                 c->class_w, NULL, 0.0f, (float)(scale * aux_w),
+                                 sg_model_daux(c->m), &la, &ws);
+        }
         if (c->global_norm) {
             main_sum += ls;
             aux_sum += la;
-        } else if (v > 0) {
-            main_sum += ls / (double)v / K;
-            aux_sum += la / (double)v / K;
+        } else if (den > 0) {
+            main_sum += ls / den / K;
+            aux_sum += la / den / K;
         }
         phase_end(so, SG_PH_LOSS);
         sg_ddp_set_sync(c->ddp, k == K - 1);
@@ -75,7 +129,7 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
     /* global loss and the stop flag, the same on every rank */
     double red[3] = {main_sum, aux_sum, so->stop ? (double)*so->stop : 0.0};
     if (sg_comm_allreduce_f64(c->comm, red, 3) != 0) return SG_ERR_RUNTIME;
-    double denom = c->global_norm ? (global_valid > 0 ? (double)global_valid : 1.0) : c->world;
+    double denom = c->global_norm ? (global_den > 0 ? global_den : 1.0) : c->world;
     o->loss_main = red[0] / denom;
     o->loss_aux = red[1] / denom;
     o->loss = o->loss_main + (has_aux ? aux_w * o->loss_aux : 0.0);

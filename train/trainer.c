@@ -193,6 +193,12 @@ static sg_status load_resume(trainer *T, const char *path) {
         }
     }
     if (rc == SG_OK) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
+    if (rc == SG_OK && T->have_ema) {
+        rc = sg_ckpt_load_ema(f, &T->ema, &T->ema_loaded);
+        if (rc == SG_OK && !T->ema_loaded)
+            SG_WARN("resume: %s holds no EMA weights (ema.*; it was written with "
+                    "train.ema_decay 0): the EMA starts again from the current weights", path);
+    }
     sg_st_close(f);
     if (rc != SG_OK) {
         SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
@@ -316,6 +322,10 @@ static sg_status setup(trainer *T, const char *resume) {
      * outcome is agreed on so no rank waits for one that failed */
     sg_stage(T->stages, "building the model (and loading weights or the checkpoint)");
     rc = sg_train_core_model(c, 1, 1);
+    if (rc == SG_OK && cfg->train.ema_decay > 0) {
+        rc = sg_ema_init(&T->ema, c->m, cfg->train.ema_decay, cfg->train.ema_every);
+        T->have_ema = rc == SG_OK;
+    }
     char path[SG_STR + 64];
     int found = 0;
     if (rc == SG_OK) rc = resolve_resume(T, resume, path, sizeof path, &found);
@@ -344,6 +354,14 @@ static sg_status setup(trainer *T, const char *resume) {
     sg_stage(T->stages, "planning the model (DDP buckets, activation memory)");
     rc = sg_train_core_attach(c);
     if (rc != SG_OK) return rc;
+    /* the EMA starts as the weights every rank now holds (timm: a copy of
+     * the model when the EMA is made), unless the checkpoint had one */
+    if (T->have_ema && !T->ema_loaded) sg_ema_copy_from_model(&T->ema);
+    if (T->have_ema && c->rank == 0)
+        SG_INFO("EMA of the weights: decay %g every %d step(s)%s; evaluation uses %s",
+                cfg->train.ema_decay, cfg->train.ema_every,
+                T->ema_loaded ? " (from the checkpoint)" : "",
+                cfg->eval.use_ema ? "the EMA (eval.use_ema)" : "the trained weights");
 
     /* TensorBoard: rank 0, a new event file per (re)start; the outcome is
      * agreed on so no rank trains alone */
@@ -396,6 +414,7 @@ static void teardown(trainer *T) {
     free(T->perm);
     if (T->have_ev_val) sg_evaluator_free(&T->ev_val);
     if (T->have_ev_left) sg_evaluator_free(&T->ev_left);
+    if (T->have_ema) sg_ema_free(&T->ema);
     sg_loader_destroy(T->loader);
     sg_dataset_close(T->train_ds);
     sg_dataset_close(T->val_ds);
@@ -571,6 +590,7 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
             T->stages = NULL;
         }
         T->st.iter++;
+        if (T->have_ema) sg_ema_after_step(&T->ema, T->st.iter);
         T->epoch_steps_left--;
         T->st.sample_pos += per_step_global;
         if (T->dbg && T->dbg->step_loss && T->st.iter - 1 < T->dbg->step_loss_cap)

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "train/checkpoint.h"
 #include "core/config.h"
+#include "train/ema.h"
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
@@ -30,6 +31,8 @@ typedef struct trainer {
     sg_evaluator ev_val, ev_left;
     int have_ev_val, have_ev_left;
     sg_lr_schedule sched;
+    sg_ema_state ema;           /* train.ema_decay > 0: the EMA of the weights */
+    int have_ema, ema_loaded;   /* ema_loaded: restored from the resumed checkpoint */
     sg_train_state st;
     sg_sampler sampler;
     int64_t *idx, *perm;        /* [N] */

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/weight_cache.h"
 
 /* Every allocation carries a 64-byte header holding its size, so free can
  * account for it; the user pointer stays 64-byte aligned. */
@@ -50,18 +51,33 @@ static void *cpu_alloc(sg_backend *be, size_t bytes) {
 static void cpu_free(sg_backend *be, void *ptr) {
     if (!ptr) return;
     char *p = (char *)ptr - HDR;
+    sg_wcache_freed(sg_cpu_of(be)->wcache, ptr, *(size_t *)p);
     __atomic_sub_fetch(&sg_cpu_of(be)->mem_in_use, *(size_t *)p, __ATOMIC_RELAXED);
     free(p);
 }
 
 static void cpu_memcpy(sg_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
     if (bytes && dst != src) memcpy(dst, src, bytes);
+    sg_cpu_written(be, dst, bytes);
 }
 
 static void cpu_zero(sg_backend *be, void *p, size_t bytes) {
-    (void)be;
     memset(p, 0, bytes);
+    sg_cpu_written(be, p, bytes);
+}
+
+void sg_cpu_written(sg_backend *be, const void *p, size_t bytes) {
+    sg_wcache_written(sg_cpu_of(be)->wcache, p, bytes);
+}
+
+static void *wcache_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return sg_cpu_aligned_alloc(bytes);
+}
+
+static void wcache_free(void *ctx, void *p, size_t bytes) {
+    (void)ctx, (void)bytes;
+    sg_cpu_aligned_free(p);
 }
 
 static void cpu_sync(sg_backend *be) { (void)be; }
@@ -161,6 +177,7 @@ static void cpu_get_info(sg_backend *be, sg_backend_info *info) {
 static void cpu_destroy(sg_backend *be) {
     sg_cpu *c = sg_cpu_of(be);
     sg_cpu_conv_destroy(c->conv);
+    sg_wcache_destroy(c->wcache);
     free(c);
     free(be);
 }
@@ -187,12 +204,14 @@ static void fill_ops(void) {
     o->stream = cpu_stream;
     o->stream_wait = cpu_stream_wait;
     o->bind_thread = cpu_bind_thread;
+    o->mem_written = sg_cpu_written;
     sg_cpu_fill_conv_ops(o);
     sg_cpu_fill_bn_ops(o);
     sg_cpu_fill_elem_ops(o);
     sg_cpu_fill_pool_ops(o);
     sg_cpu_fill_loss_ops(o);
     sg_cpu_fill_sgd_ops(o);
+    sg_cpu_fill_tta_ops(o);
 }
 
 sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
@@ -252,6 +271,15 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
         free(c);
         free(be);
         return NULL;
+    }
+    if (opts && opts->precision == SG_PRECISION_BF16) {
+        c->wcache = sg_wcache_create(wcache_alloc, wcache_free, NULL);
+        if (!c->wcache) { /* SG_WEIGHT_CACHE malformed (logged) */
+            sg_cpu_conv_destroy(c->conv);
+            free(c);
+            free(be);
+            return NULL;
+        }
     }
     be->ops = &cpu_ops;
     be->impl = c;

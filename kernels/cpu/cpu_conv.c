@@ -35,6 +35,15 @@
  *    tensors stay float32 in memory holding bf16 values: the numerics of bf16
  *    storage without a second tensor format in the op interface.
  *
+ * Weight copies (bf16, both paths): the converted weights of the forward
+ * and backward-data convolutions - the native primitive's bf16 layout, or
+ * the emulation's rounded plain copy - are kept per weight tensor in the
+ * backend's weight cache (kernels/weight_cache.h) and converted again only
+ * after the weights were written (sgd_step, upload, copy, zero, scale, axpy,
+ * free, ops->mem_written mark them stale); entries whose weight layouts are
+ * equal share one copy (weight_tag). SG_WEIGHT_CACHE=0 converts on every
+ * call (a test aid: the results are bit-identical).
+ *
  * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
  * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
  * are trimmed: the primitive runs the smaller kernel on a gathered copy of
@@ -47,6 +56,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/weight_cache.h"
 
 enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
 enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2 };
@@ -71,6 +81,8 @@ typedef struct conv_entry {
                            for this geometry; the emulation runs it) */
     int trimmed;        /* kernel reduced to the live taps below */
     int i0, j0, r2, s2; /* first live tap row/col, live kernel size */
+    uint64_t wtag;      /* native bf16 fwd / bwd_data: the weight cache's tag
+                           for the layout its weights take (weight_tag) */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     conv_arg a[3];
@@ -93,6 +105,8 @@ struct sg_cpu_conv_cache {
     int bf16;        /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];  /* how convolutions run, for get_info and the log */
     ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
+    dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
+    int n_wmds, cap_wmds;
 };
 
 /* oneDNN's name for an ISA (dnnl_get_effective_cpu_isa). */
@@ -245,6 +259,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->bf_b.p);
     sg_cpu_aligned_free(cc->bf_out.p);
     sg_conv_taps_ws_free(&cc->taps);
+    free(cc->wmds);
     DNNL_CHECK(dnnl_stream_destroy(cc->stream));
     DNNL_CHECK(dnnl_engine_destroy(cc->eng));
     free(cc);
@@ -359,6 +374,28 @@ static int create_pd(sg_cpu_conv_cache *cc, const conv_entry *e, dnnl_primitive_
     return 1;
 }
 
+/* The weight cache's tag (kernels/weight_cache.h) for the weights of a
+ * native bf16 entry: one per distinct weight layout oneDNN picked (so a
+ * forward and a backward-data primitive wanting the same layout share one
+ * bf16 copy) and per first live tap (a trimmed kernel's copy holds only the
+ * live taps). Tag 0 is the emulation's rounded plain copy. */
+static uint64_t weight_tag(sg_cpu_conv_cache *cc, const conv_entry *e) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(e->pd, dnnl_query_weights_md, 0);
+    int id = 0;
+    while (id < cc->n_wmds && !dnnl_memory_desc_equal(&cc->wmds[id], md)) id++;
+    if (id == cc->n_wmds) {
+        if (cc->n_wmds == cc->cap_wmds) {
+            int cap = cc->cap_wmds ? 2 * cc->cap_wmds : 32;
+            dnnl_memory_desc_t *n = realloc(cc->wmds, (size_t)cap * sizeof *n);
+            if (!n) SG_FATAL("CPU backend: out of memory in the conv cache");
+            cc->wmds = n;
+            cc->cap_wmds = cap;
+        }
+        cc->wmds[cc->n_wmds++] = *md;
+    }
+    return 1 + ((uint64_t)id << 32) + ((uint64_t)(unsigned)e->i0 << 16) + (unsigned)e->j0;
+}
+
 static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
                                int layout, int bf16) {
     validate_desc(d);
@@ -454,6 +491,7 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
         DNNL_CHECK(dnnl_memory_create(&e->scratch, smd, cc->eng, DNNL_MEMORY_NONE));
         ws_reserve(&cc->scratch, e->scratch_bytes);
     }
+    if (bf16 && op != OP_BWD_WEIGHT) e->wtag = weight_tag(cc, e);
     const char *impl = NULL;
     DNNL_CHECK(dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &impl));
     SG_DEBUG("conv cache: %s%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d -> %s (%s layout, "
@@ -511,17 +549,27 @@ static void scatter_taps(const conv_entry *e, const float *t, float *dw, int acc
     }
 }
 
-/* Runs entry e on in0, in1 -> out (accumulating into out if asked). */
+/* Runs entry e on in0, in1 -> out (accumulating into out if asked). wc:
+ * the weight cache (NULL: none), used by native bf16 fwd / bwd_data entries
+ * for their converted weights (in1). */
 static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const float *in0,
-                      const float *in1, float *out, int accumulate) {
+                      const float *in1, float *out, int accumulate, sg_wcache *wc) {
     const void *ptrs[3] = {in0, in1, accumulate ? cc->acc.p : out};
+    /* cached bf16 weights: converted (gathered, reordered) only when stale */
+    void *wcopy = NULL;
+    int refill = 1;
+    if (wc && e->bf16 && e->op != OP_BWD_WEIGHT && e->a[1].reorder) {
+        const sg_conv_desc *d = &e->d;
+        size_t nw = (size_t)d->k * d->c * d->r * d->s;
+        wcopy = sg_wcache_get(wc, in1, nw * sizeof(float), e->wtag, e->a[1].prim_bytes, &refill);
+    }
     int scatter = 0;
     if (e->trimmed) {
         if (e->op == OP_BWD_WEIGHT) {
             ptrs[2] = cc->wtrim.p; /* scattered into out below, accumulate included */
             scatter = 1;
         } else {
-            gather_taps(e, in1, cc->wtrim.p);
+            if (refill) gather_taps(e, in1, cc->wtrim.p);
             ptrs[1] = cc->wtrim.p;
         }
     }
@@ -531,8 +579,9 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const float *in0,
         conv_arg *a = &e->a[i];
         DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)ptrs[i]));
         if (a->reorder) {
-            DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, cc->ws[i].p));
-            if (!a->is_output) exec2(cc, a->reorder, a->user, a->prim);
+            void *prim_buf = (i == 1 && wcopy) ? wcopy : cc->ws[i].p;
+            DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, prim_buf));
+            if (!a->is_output && (i != 1 || refill)) exec2(cc, a->reorder, a->user, a->prim);
         }
         args[nargs++] = (dnnl_exec_arg_t){a->arg, a->prim};
     }
@@ -572,7 +621,7 @@ static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const
         else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, d, in0, in1, out, accumulate);
         else sg_conv_taps_bwd_weight(&cc->taps, d, in0, in1, out, accumulate);
     } else {
-        run_entry(cc, get_entry(cc, d, op, 0), in0, in1, out, accumulate);
+        run_entry(cc, get_entry(cc, d, op, 0), in0, in1, out, accumulate, NULL);
     }
 }
 
@@ -595,15 +644,20 @@ static void reserve_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int o
 }
 
 /* Emulated bf16 (see the top): bf16(in0) (*) bf16(in1) in float32, the
- * result rounded to bf16, then written or added. */
+ * result rounded to bf16, then written or added. The rounded weights (in1
+ * of fwd / bwd_data) come from the weight cache wc when there is one. */
 static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
-                          const float *in0, const float *in1, float *out, int accumulate) {
+                          const float *in0, const float *in1, float *out, int accumulate,
+                          sg_wcache *wc) {
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     reserve_emulated(cc, d, op);
     float *a = cc->bf_a.p, *b = cc->bf_b.p;
+    int refill = 1;
+    if (wc && op != OP_BWD_WEIGHT)
+        b = sg_wcache_get(wc, in1, n1 * sizeof(float), 0, n1 * sizeof(float), &refill);
     sg_cpu_bf16_round(a, in0, n0);
-    sg_cpu_bf16_round(b, in1, n1);
+    if (refill) sg_cpu_bf16_round(b, in1, n1);
     if (accumulate) {
         float *r = cc->bf_out.p;
         conv_f32(cc, d, op, a, b, r, 0);
@@ -631,14 +685,15 @@ static void conv_op(sg_backend *be, const sg_conv_desc *d, int op, const float *
         conv_f32(cc, d, op, in0, in1, out, accumulate);
         return;
     }
+    sg_wcache *wc = sg_cpu_of(be)->wcache;
     if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d)) {
         conv_entry *e = get_entry(cc, d, op, 1);
         if (e->prim) {
-            run_entry(cc, e, in0, in1, out, accumulate);
+            run_entry(cc, e, in0, in1, out, accumulate, wc);
             return;
         }
     }
-    conv_emulated(cc, d, op, in0, in1, out, accumulate);
+    conv_emulated(cc, d, op, in0, in1, out, accumulate, wc);
 }
 
 static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {

@@ -52,15 +52,15 @@ static void add(sg_backend *be, const float *a, const float *b, float *y, size_t
 }
 
 static void scale(sg_backend *be, const float *x, float *y, float alpha, size_t count) {
-    (void)be;
 #pragma omp parallel for simd schedule(static) PAR_IF(count)
     for (size_t i = 0; i < count; i++) y[i] = alpha * x[i];
+    sg_cpu_written(be, y, count * sizeof(float)); /* y may be weights (EMA) */
 }
 
 static void axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
-    (void)be;
 #pragma omp parallel for simd schedule(static) PAR_IF(count)
     for (size_t i = 0; i < count; i++) y[i] += alpha * x[i];
+    sg_cpu_written(be, y, count * sizeof(float));
 }
 
 static void bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {

@@ -20,6 +20,10 @@ typedef struct sg_cpu {
     int threads;
     size_t mem_in_use, mem_peak; /* updated atomically */
     sg_cpu_conv_cache *conv;
+    /* bf16 only (NULL under fp32): the convolutions' bf16 weight copies
+     * (kernels/weight_cache.h). Every op that writes memory tells it
+     * (sg_cpu_written) so no copy is ever stale. */
+    struct sg_wcache *wcache;
 } sg_cpu;
 
 static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
@@ -52,6 +56,13 @@ void sg_cpu_fill_elem_ops(sg_ops *ops);     /* cpu_elem.c */
 void sg_cpu_fill_pool_ops(sg_ops *ops);     /* cpu_pool_resize.c */
 void sg_cpu_fill_loss_ops(sg_ops *ops);     /* cpu_loss.c */
 void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
+void sg_cpu_fill_tta_ops(sg_ops *ops);      /* cpu_tta.c */
+
+/* Memory [p, p + bytes) of be was written by an op (p NULL: any): marks
+ * the bf16 weight copies made from it stale (kernels/weight_cache.h).
+ * Every op that may write weights calls it: upload, copy, zero, scale,
+ * axpy, sgd_step, mem_written. */
+void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
 /* dst (+)= src, count floats, threaded. */
 void sg_cpu_add_into(float *dst, const float *src, size_t count);

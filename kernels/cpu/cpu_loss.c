@@ -4,41 +4,49 @@
  * loops run over contiguous pixels and vectorize; log-sum-exp is shifted by
  * the per-pixel max, and the loss is summed in double. The per-pixel
  * arithmetic is kernels/formulas/cross_entropy.h, shared with the CUDA
- * backend.
+ * backend. The loss options (class weights, OHEM's selection key, the true
+ * class's probability and the exact k-th smallest) are here too.
  */
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/cross_entropy.h"
+#include "kernels/formulas/radix_select.h"
 
 #define CE_BLOCK 256
 #define CE_CHUNKS 256 /* fixed partial sums of the loss (see ce_fwd_bwd) */
 
-static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                       int c, int hw, int ignore, float grad_scale, float *dlogits,
-                       double *loss_sum, int64_t *valid) {
-    (void)be;
+/* The fused loss of ce_fwd_bwd and ce_weighted: pixel p counts with weight
+ * w_p (backend.h, ce_weighted); w_p == 1 for every valid pixel reproduces the
+ * plain loss bit for bit (grad_scale * 1 and 1.0 * loss are exact). */
+static void ce_core(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                    const float *class_w, const float *sel_key, float sel_below,
+                    float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
     int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
     long tasks = (long)n * blocks;
     /* The loss is summed per fixed chunk of tasks, then the chunks in order:
      * the result does not depend on the thread count or on which thread
      * finishes first (an OpenMP reduction combines in arrival order). */
     double part_loss[CE_CHUNKS];
-    int64_t part_valid[CE_CHUNKS];
+    double part_w[CE_CHUNKS];
     long per_chunk = (tasks + CE_CHUNKS - 1) / CE_CHUNKS;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < CE_CHUNKS; ch++) {
-        double loss = 0;
-        int64_t nvalid = 0;
+        double loss = 0, wsum = 0;
         long t_end = (ch + 1) * per_chunk < tasks ? (ch + 1) * per_chunk : tasks;
         for (long t = ch * per_chunk; t < t_end; t++) {
             int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
             int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
             const float *l = logits + (size_t)i * c * hw + p0;
             const uint8_t *lab = labels + (size_t)i * hw + p0;
+            const float *key = sel_key ? sel_key + (size_t)i * hw + p0 : NULL;
             float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
-            float mx[CE_BLOCK], se[CE_BLOCK];
+            float mx[CE_BLOCK], se[CE_BLOCK], pw[CE_BLOCK];
             for (int q = 0; q < len; q++) {
                 mx[q] = l[q];
                 se[q] = 0;
+                int y = lab[q];
+                pw[q] = sg_ce_pixel_weight(sg_ce_valid(y, c, ignore),
+                                           class_w && y < c ? class_w[y] : 1.0f,
+                                           key ? key[q] < sel_below : 1);
             }
             for (int k = 1; k < c; k++) {
                 const float *lk = l + (size_t)k * hw;
@@ -50,7 +58,7 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
             float ly[CE_BLOCK];
             for (int q = 0; q < len; q++) {
                 int y = lab[q];
-                ly[q] = sg_ce_valid(y, c, ignore) ? l[(size_t)y * hw + q] : 0.0f;
+                ly[q] = pw[q] != 0.0f ? l[(size_t)y * hw + q] : 0.0f;
             }
             /* exp(l - max) once per logit; kept in dlogits for the gradient. */
             for (int k = 0; k < c; k++) {
@@ -66,16 +74,15 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
                 }
             }
             for (int q = 0; q < len; q++) {
-                int y = lab[q];
-                if (!sg_ce_valid(y, c, ignore)) continue;
-                loss += sg_ce_loss(mx[q], se[q], ly[q]);
-                nvalid++;
+                if (pw[q] == 0.0f) continue;
+                loss += sg_ce_wloss(pw[q], sg_ce_loss(mx[q], se[q], ly[q]));
+                wsum += (double)pw[q];
             }
             if (!dl) continue;
-            float inv[CE_BLOCK]; /* grad_scale / sum, 0 at ignored pixels */
+            float gsp[CE_BLOCK], inv[CE_BLOCK]; /* grad_scale * w_p, / sum; 0 where w_p = 0 */
             for (int q = 0; q < len; q++) {
-                int y = lab[q];
-                inv[q] = sg_ce_valid(y, c, ignore) ? sg_ce_inv(grad_scale, se[q]) : 0.0f;
+                gsp[q] = sg_ce_pixel_scale(grad_scale, pw[q]);
+                inv[q] = pw[q] != 0.0f ? sg_ce_inv(gsp[q], se[q]) : 0.0f;
             }
             for (int k = 0; k < c; k++) {
                 float *dk = dl + (size_t)k * hw;
@@ -84,24 +91,83 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
             }
             for (int q = 0; q < len; q++) {
                 int y = lab[q];
-                if (sg_ce_valid(y, c, ignore)) {
-                    dl[(size_t)y * hw + q] = sg_ce_grad_label(dl[(size_t)y * hw + q], grad_scale);
+                if (pw[q] != 0.0f) {
+                    dl[(size_t)y * hw + q] = sg_ce_grad_label(dl[(size_t)y * hw + q], gsp[q]);
                 } else { /* exactly 0, even where the logits are not finite */
                     for (int k = 0; k < c; k++) dl[(size_t)k * hw + q] = 0.0f;
                 }
             }
         }
         part_loss[ch] = loss;
-        part_valid[ch] = nvalid;
+        part_w[ch] = wsum;
     }
-    double loss = 0;
-    int64_t nvalid = 0;
+    double loss = 0, wsum = 0;
     for (int ch = 0; ch < CE_CHUNKS; ch++) {
         loss += part_loss[ch];
-        nvalid += part_valid[ch];
+        wsum += part_w[ch];
     }
     *loss_sum = loss;
-    *valid = nvalid;
+    *weight_sum = wsum;
+}
+
+static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                       int c, int hw, int ignore, float grad_scale, float *dlogits,
+                       double *loss_sum, int64_t *valid) {
+    (void)be;
+    double w = 0;
+    ce_core(logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum,
+            &w);
+    *valid = (int64_t)w; /* a count below 2^53: exact in double */
+}
+
+static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                        int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                        float sel_below, float grad_scale, float *dlogits, double *loss_sum,
+                        double *weight_sum) {
+    (void)be;
+    ce_core(logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale, dlogits,
+            loss_sum, weight_sum);
+}
+
+static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                          int c, int hw, int ignore, float *prob) {
+    (void)be;
+    size_t pixels = (size_t)n * hw;
+#pragma omp parallel for schedule(static) if (pixels * c >= SG_CPU_PAR_MIN)
+    for (size_t p = 0; p < pixels; p++) {
+        size_t i = p / hw, q = p % hw;
+        const float *l = logits + i * c * hw + q;
+        int y = labels[p];
+        if (!sg_ce_valid(y, c, ignore)) {
+            prob[p] = INFINITY;
+            continue;
+        }
+        float mx = l[0], se = 0;
+        for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[(size_t)k * hw]);
+        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[(size_t)k * hw], mx));
+        prob[p] = sg_ce_prob(sg_ce_exp(l[(size_t)y * hw], mx), se);
+    }
+}
+
+/* Radix select (kernels/formulas/radix_select.h): four passes of 8 bits,
+ * each a 256-bin histogram of the values whose higher bits match the prefix
+ * chosen so far. Integer counts: the same on any thread count. */
+static float kth_smallest(sg_backend *be, const float *x, size_t count, size_t k) {
+    (void)be;
+    uint32_t prefix = 0, mask = 0;
+    uint64_t rank = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        uint64_t hist[256] = {0};
+#pragma omp parallel for schedule(static) reduction(+ : hist[:256]) if (count >= SG_CPU_PAR_MIN)
+        for (size_t i = 0; i < count; i++) {
+            uint32_t u = sg_rs_key(x[i]);
+            if ((u & mask) == prefix) hist[(u >> shift) & 255u]++;
+        }
+        int digit = sg_rs_pick(hist, &rank);
+        prefix |= (uint32_t)digit << shift;
+        mask |= 255u << shift;
+    }
+    return sg_rs_value(prefix);
 }
 
 static void argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw) {
@@ -137,4 +203,7 @@ void sg_cpu_fill_loss_ops(sg_ops *ops) {
     ops->ce_fwd_bwd = ce_fwd_bwd;
     ops->argmax = argmax;
     ops->confusion = confusion;
+    ops->ce_weighted = ce_weighted;
+    ops->ce_label_prob = ce_label_prob;
+    ops->kth_smallest = kth_smallest;
 }

@@ -15,7 +15,8 @@
 static void sgd_step(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
                      float lr, float momentum, float dampening, float wd, int nesterov,
                      int first) {
-    (void)be;
+    /* the bf16 weight copies of param are stale from here on */
+    sg_cpu_written(be, param, count * sizeof(float));
     float damp = sg_sgd_damp1(dampening);
     if (momentum == 0.0f) {
 #pragma omp parallel for simd schedule(static) PAR_IF(count)

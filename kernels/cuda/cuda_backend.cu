@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/weight_cache.h"
 
 extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const char *err_name,
                              const char *err_str, const char *hint) {
@@ -71,11 +72,20 @@ extern "C" int sg_cuda_device_count(void) {
     return n;
 }
 
+/* The bf16 weight copies' memory (counted in mem_in_use like the workspace). */
+static void *wcache_alloc(void *ctx, size_t bytes) {
+    return sg_cuda_raw_alloc((sg_cuda *)ctx, bytes, "a bf16 weight copy (train.precision bf16)");
+}
+static void wcache_free(void *ctx, void *p, size_t bytes) {
+    sg_cuda_raw_free((sg_cuda *)ctx, p, bytes);
+}
+
 static void cuda_destroy(sg_backend *be) {
     sg_cuda *cu = sg_cu(be);
     CU_CHECK(cudaSetDevice(cu->device));
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
     sg_cuda_conv_destroy(cu);
+    sg_wcache_destroy(cu->wcache);
     CUDNN_CHECK(cudnnDestroy(cu->cudnn));
     sg_cuda_memory_destroy(cu);
     CU_CHECK(cudaEventDestroy(cu->upload_event));
@@ -169,12 +179,19 @@ static void fill_ops(sg_ops *o) {
     o->ce_fwd_bwd = sg_cuda_ce_fwd_bwd;
     o->argmax = sg_cuda_argmax;
     o->confusion = sg_cuda_confusion;
+    o->ce_weighted = sg_cuda_ce_weighted;
+    o->ce_label_prob = sg_cuda_ce_label_prob;
+    o->kth_smallest = sg_cuda_kth_smallest;
+    /* test-time augmentation (cuda_tta.cu) */
+    o->flip_w = sg_cuda_flip_w;
+    o->softmax_fwd = sg_cuda_softmax_fwd;
     /* streams (cuda_memory.cu), threads */
     o->upload_async = sg_cuda_upload_async;
     o->upload_wait = sg_cuda_upload_wait;
     o->stream = sg_cuda_stream;
     o->stream_wait = sg_cuda_stream_wait;
     o->bind_thread = cuda_bind_thread;
+    o->mem_written = sg_cuda_written;
 }
 
 static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;
@@ -256,6 +273,14 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
         free(cu);
         free(be);
         return NULL;
+    }
+    if (cu->precision == SG_PRECISION_BF16) {
+        cu->wcache = sg_wcache_create(wcache_alloc, wcache_free, cu);
+        if (!cu->wcache) { /* SG_WEIGHT_CACHE malformed (logged) */
+            free(cu);
+            free(be);
+            return NULL;
+        }
     }
 
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) {

@@ -23,8 +23,12 @@
  *     without transposing - the convolution runs bf16 in / bf16 out with
  *     float32 compute (CUDNN_TENSOR_OP_MATH), and its result is converted
  *     back to the caller's float32 NCHW tensor (exact), or added to it
- *     (accumulate). Weights are converted on every call, so the bf16 copy is
- *     always that of the current float32 master weights. The conversions
+ *     (accumulate). The weights' bf16 KRSC copy is kept per weight tensor
+ *     (kernels/weight_cache.h, weights_bf16 below) and converted again
+ *     only after the float32 master weights changed (an optimizer step, an
+ *     upload, a copy, a broadcast: every op writing memory and
+ *     ops->mem_written mark it stale), so it is always that of the current
+ *     master weights; fwd and bwd-data share it. The conversions
  *     are fused with the layout change (tiled transposes, coalesced on both
  *     sides). The layout and the bf16 copies stay inside this file: the
  *     model, the other ops and the checkpoints see float32 NCHW only.
@@ -39,6 +43,7 @@
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/formulas/bf16.h"
+#include "kernels/weight_cache.h"
 
 /* ---------------- precision ---------------- */
 
@@ -394,6 +399,21 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
 
 /* ---------------- the ops ---------------- */
 
+/* The bf16 KRSC copy of weights w (what both the forward and the
+ * backward-data convolution take), converted only when w changed since the
+ * last conversion (kernels/weight_cache.h: every op writing memory, and
+ * ops->mem_written, mark it stale). The conversion is issued on the compute
+ * stream before the convolution that reads it. */
+static const void *weights_bf16(sg_backend *be, const sg_conv_desc *d, const float *w) {
+    sg_cuda *cu = sg_cu(be);
+    size_t nw = (size_t)d->k * d->c * d->r * d->s;
+    int refill = 1;
+    void *copy = sg_wcache_get(cu->wcache, w, nw * sizeof(float), 1, nw * sizeof(uint16_t),
+                               &refill);
+    if (refill) to_nhwc_bf16(be, w, copy, d->k, d->c, d->r * d->s);
+    return copy;
+}
+
 void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d) { (void)get_conv(be, d); }
 
 void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
@@ -410,8 +430,8 @@ void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, con
     }
     void **b = cu->bf16_buf;
     to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
-    to_nhwc_bf16(be, w, b[1], d->k, d->c, d->r * d->s);
-    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, b[1],
+    const void *wb = weights_bf16(be, d, w);
+    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
                                         e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
                                         &beta, e->y_desc, b[2]));
     from_nhwc_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
@@ -431,8 +451,8 @@ void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *d
     }
     void **b = cu->bf16_buf;
     to_nhwc_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
-    to_nhwc_bf16(be, w, b[1], d->k, d->c, d->r * d->s);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, b[1], e->y_desc,
+    const void *wb = weights_bf16(be, d, w);
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wb, e->y_desc,
                                              b[0], e->conv_desc, e->bwd_data_algo,
                                              cu->workspace, e->bwd_data_ws, &zero, e->x_desc,
                                              b[2]));

@@ -67,6 +67,7 @@ __global__ void k_scale(const float *x, float *y, float alpha, size_t n) {
 }
 void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count) {
     LAUNCH(k_scale, count, x, y, alpha, count);
+    sg_cuda_written(be, y, count * sizeof(float)); /* y may be weights (EMA) */
 }
 
 /* Not fused: y + alpha*x rounded twice, as the CPU computes it (an FMA
@@ -76,6 +77,7 @@ __global__ void k_axpy(float alpha, const float *x, float *y, size_t n) {
 }
 void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
     LAUNCH(k_axpy, count, alpha, x, y, count);
+    sg_cuda_written(be, y, count * sizeof(float));
 }
 
 /* ---- dropout (rule in backend.h: keep iff sg_rng_uniform(key, i) >= p) ---- */
@@ -126,6 +128,7 @@ void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *bu
              (double)momentum);
     LAUNCH(k_sgd, count, param, grad, buf, count, lr, momentum, sg_sgd_damp1(dampening), wd,
            nesterov, first);
+    sg_cuda_written(be, param, count * sizeof(float)); /* its bf16 copies are stale */
 }
 
 /* ---- uint8 HWC -> normalised float NCHW ---- */

@@ -116,6 +116,11 @@ typedef struct sg_cuda {
      * grown (like the workspace) when a geometry is first seen */
     void *bf16_buf[3];
     size_t bf16_bytes[3];
+    /* bf16 only (NULL under fp32): each weight's bf16 KRSC copy, converted
+     * once per change of the weights instead of once per conv call
+     * (kernels/weight_cache.h); every op that writes memory reports it
+     * (sg_cuda_written) so no copy is stale */
+    struct sg_wcache *wcache;
 
     /* allocation table: open addressing on the pointer value */
     sg_cuda_alloc_entry *allocs;
@@ -236,6 +241,9 @@ void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx
                       size_t count, int accumulate);
 void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
                  int relu);
+/* Memory [p, p + bytes) was written by an op (p NULL: any): the bf16 weight
+ * copies made from it are stale (cuda_conv.cu; also ops->mem_written). */
+void sg_cuda_written(sg_backend *be, const void *p, size_t bytes);
 void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count);
 void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count);
 void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
@@ -272,9 +280,21 @@ void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c
 void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
                         int c, int hw, int ignore, float grad_scale, float *dlogits,
                         double *loss_sum, int64_t *valid);
+void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                         int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
+                         double *weight_sum);
+void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                           int c, int hw, int ignore, float *prob);
+float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, size_t k);
 void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw);
 void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
                        size_t count, int c, int64_t *conf);
+
+/* cuda_tta.cu */
+void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h, int w);
+void sg_cuda_softmax_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw,
+                         int accumulate);
 
 /* Device-side block reductions: cuda_reduce.cuh. */
 

@@ -6,6 +6,9 @@
  * the CPU backend), loss summed in double through per-block partials and
  * one final block (deterministic), returned to the host with the number of
  * valid pixels.
+ * ce_weighted is the same kernel with class weights and a selection key;
+ * ce_label_prob one thread per pixel; kth_smallest a radix select on the
+ * float bits (four histogram passes, integer atomics: exact in any order).
  * confusion: integer atomics (exact in any order), per-block shared-memory
  * histograms when the matrix is small.
  */
@@ -13,6 +16,7 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/cross_entropy.h"
+#include "kernels/formulas/radix_select.h"
 
 #define EW_THREADS 256
 #define SMEM_BINS 4096
@@ -21,29 +25,35 @@
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total);            \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* ce_fwd_bwd and ce_weighted: pixel p counts with weight w_p (backend.h);
+ * w_p == 1 for every valid pixel is the plain loss bit for bit. */
 __global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, size_t pixels,
-                     int ignore, float grad_scale, float *dlogits, double *partial,
-                     int nblocks) {
+                     int ignore, const float *class_w, const float *sel_key, float sel_below,
+                     float grad_scale, float *dlogits, double *partial, int nblocks) {
     __shared__ double sh[32];
-    double loss = 0, valid = 0;
+    double loss = 0, wsum = 0;
     GRID_STRIDE(p, pixels) {
         size_t img = p / hw, j = p % hw;
         const float *x = logits + img * (size_t)c * hw + j;
         int lab = labels[p];
-        if (sg_ce_valid(lab, c, ignore)) {
+        float w = sg_ce_pixel_weight(sg_ce_valid(lab, c, ignore),
+                                     class_w && lab < c ? class_w[lab] : 1.0f,
+                                     sel_key ? sel_key[p] < sel_below : 1);
+        if (w != 0.0f) {
             float m = x[0];
             for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * hw]);
             float s = 0.0f;
             for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * hw], m));
             float xl = x[(size_t)lab * hw]; /* read before dlogits (may alias) is written */
-            loss += sg_ce_loss(m, s, xl);
-            valid += 1.0;
+            loss += sg_ce_wloss(w, sg_ce_loss(m, s, xl));
+            wsum += (double)w;
             if (dlogits) {
                 float *d = dlogits + img * (size_t)c * hw + j;
-                float inv = sg_ce_inv(grad_scale, s);
+                float gsp = sg_ce_pixel_scale(grad_scale, w);
+                float inv = sg_ce_inv(gsp, s);
                 for (int k = 0; k < c; k++) {
                     float v = sg_ce_grad(sg_ce_exp(x[(size_t)k * hw], m), inv);
-                    d[(size_t)k * hw] = k == lab ? sg_ce_grad_label(v, grad_scale) : v;
+                    d[(size_t)k * hw] = k == lab ? sg_ce_grad_label(v, gsp) : v;
                 }
             }
         } else if (dlogits) {
@@ -52,10 +62,10 @@ __global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, 
         }
     }
     loss = sg_block_sum(loss, sh);
-    valid = sg_block_sum(valid, sh);
+    wsum = sg_block_sum(wsum, sh);
     if (threadIdx.x == 0) {
         partial[blockIdx.x] = loss;
-        partial[nblocks + blockIdx.x] = valid;
+        partial[nblocks + blockIdx.x] = wsum;
     }
 }
 
@@ -74,30 +84,146 @@ __global__ void k_ce_total(const double *partial, int nblocks, double *out) {
     }
 }
 
-void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                        int c, int hw, int ignore, float grad_scale, float *dlogits,
-                        double *loss_sum, int64_t *valid) {
+static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                   int hw, int ignore, const float *class_w, const float *sel_key,
+                   float sel_below, float grad_scale, float *dlogits, double *loss_sum,
+                   double *weight_sum) {
     sg_cuda *cu = sg_cu(be);
     size_t pixels = (size_t)n * hw;
     SG_CHECK(c > 0, "CUDA backend: ce_fwd_bwd with %d classes", c);
     if (!pixels) {
         *loss_sum = 0;
-        *valid = 0;
+        *weight_sum = 0;
         return;
     }
     cudaStream_t s = sg_cu_stream(be);
     unsigned blocks = sg_cu_blocks(pixels, SG_CUDA_RED_THREADS);
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
-    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, pixels, ignore,
-                                                grad_scale, dlogits, cu->red_partial,
-                                                (int)blocks);
+    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, pixels, ignore, class_w,
+                                                sel_key, sel_below, grad_scale, dlogits,
+                                                cu->red_partial, (int)blocks);
     CU_LAUNCH_CHECK("k_ce");
     k_ce_total<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_ce_total");
     double r[2];
     sg_cuda_read_result(be, r, 2);
     *loss_sum = r[0];
-    *valid = (int64_t)r[1];
+    *weight_sum = r[1];
+}
+
+void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                        int c, int hw, int ignore, float grad_scale, float *dlogits,
+                        double *loss_sum, int64_t *valid) {
+    double w = 0;
+    ce_run(be, logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits,
+           loss_sum, &w);
+    *valid = (int64_t)w;
+}
+
+void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                         int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
+                         double *weight_sum) {
+    ce_run(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale,
+           dlogits, loss_sum, weight_sum);
+}
+
+__global__ void k_label_prob(const float *logits, const uint8_t *labels, int c, int hw,
+                             size_t pixels, int ignore, float *prob) {
+    GRID_STRIDE(p, pixels) {
+        size_t img = p / hw, j = p % hw;
+        const float *x = logits + img * (size_t)c * hw + j;
+        int lab = labels[p];
+        if (!sg_ce_valid(lab, c, ignore)) {
+            prob[p] = __int_as_float(0x7f800000); /* +inf */
+            continue;
+        }
+        float m = x[0];
+        for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * hw]);
+        float s = 0.0f;
+        for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * hw], m));
+        prob[p] = sg_ce_prob(sg_ce_exp(x[(size_t)lab * hw], m), s);
+    }
+}
+
+void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                           int c, int hw, int ignore, float *prob) {
+    SG_CHECK(c > 0, "CUDA backend: ce_label_prob with %d classes", c);
+    size_t pixels = (size_t)n * hw;
+    if (!pixels) return;
+    k_label_prob<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
+        logits, labels, c, hw, pixels, ignore, prob);
+    CU_LAUNCH_CHECK("k_label_prob");
+}
+
+/* Radix select (kernels/formulas/radix_select.h) with its state on the
+ * device, so the four passes run back to back on the stream and the host
+ * waits once. Scratch: the backend's reduction partials (8 KiB), as
+ * RS_BINS uint64 counts followed by the state {prefix, mask, rank}. */
+#define RS_BINS 256
+
+__global__ void k_rs_init(uint64_t *hist, size_t k) {
+    for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x) hist[b] = 0;
+    if (threadIdx.x == 0) {
+        uint64_t *st = hist + RS_BINS;
+        st[0] = 0;    /* prefix */
+        st[1] = 0;    /* mask */
+        st[2] = k;    /* rank */
+    }
+}
+
+__global__ void k_rs_hist(const float *x, size_t count, uint64_t *hist, int shift) {
+    __shared__ unsigned int bins[RS_BINS];
+    for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x) bins[b] = 0;
+    __syncthreads();
+    const uint64_t *st = hist + RS_BINS;
+    uint32_t prefix = (uint32_t)st[0], mask = (uint32_t)st[1];
+    GRID_STRIDE(i, count) {
+        uint32_t u = sg_rs_key(x[i]);
+        if ((u & mask) == prefix) atomicAdd(&bins[(u >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x)
+        if (bins[b]) atomicAdd((unsigned long long *)&hist[b], (unsigned long long)bins[b]);
+}
+
+/* One thread picks the digit and clears the counts for the next pass; after
+ * the last pass the value goes to out[0]. */
+__global__ void k_rs_pick(uint64_t *hist, int shift, double *out) {
+    uint64_t *st = hist + RS_BINS;
+    if (threadIdx.x == 0) {
+        uint64_t rank = st[2];
+        int digit = sg_rs_pick(hist, &rank);
+        st[2] = rank;
+        st[0] |= (uint64_t)digit << shift;
+        st[1] |= (uint64_t)255u << shift;
+        if (shift == 0) out[0] = (double)sg_rs_value((uint32_t)st[0]);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x) hist[b] = 0;
+}
+
+float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, size_t k) {
+    SG_CHECK(k < count, "CUDA backend: kth_smallest: k %zu of %zu values", k, count);
+    sg_cuda *cu = sg_cu(be);
+    static_assert((RS_BINS + 3) * sizeof(uint64_t) <= 2 * SG_CUDA_RED_BLOCKS * sizeof(double),
+                  "radix select scratch must fit the reduction partials");
+    uint64_t *hist = (uint64_t *)cu->red_partial;
+    cudaStream_t s = sg_cu_stream(be);
+    unsigned blocks = sg_cu_blocks(count, EW_THREADS);
+    unsigned cap = (unsigned)cu->sm_count * 4;
+    if (blocks > cap) blocks = cap;
+    k_rs_init<<<1, RS_BINS, 0, s>>>(hist, k);
+    CU_LAUNCH_CHECK("k_rs_init");
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        k_rs_hist<<<blocks, EW_THREADS, 0, s>>>(x, count, hist, shift);
+        CU_LAUNCH_CHECK("k_rs_hist");
+        k_rs_pick<<<1, RS_BINS, 0, s>>>(hist, shift, cu->red_result);
+        CU_LAUNCH_CHECK("k_rs_pick");
+    }
+    double r;
+    sg_cuda_read_result(be, &r, 1);
+    return (float)r;
 }
 
 __global__ void k_argmax(const float *logits, uint8_t *pred, int c, int hw, size_t pixels) {

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/weight_cache.h"
 
 #define TOMBSTONE ((void *)(uintptr_t)1)
 
@@ -109,6 +110,8 @@ void sg_cuda_free(sg_backend *be, void *p) {
     SG_CHECK(bytes != (size_t)-1,
              "CUDA backend: free of %p, which is not a live allocation of this backend "
              "(double free, or memory from another backend)", p);
+    /* a later allocation at p is a new tensor: drop p's weight copies */
+    sg_wcache_freed(cu->wcache, p, bytes);
     /* cudaFree waits for the device; no pending op can still use p */
     sg_cuda_raw_free(cu, p, bytes);
 }
@@ -133,6 +136,7 @@ void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
     CU_CHECK(cudaStreamSynchronize(s)); /* the host buffer may be reused on return */
+    sg_cuda_written(be, dst, bytes);
 }
 
 void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes) {
@@ -147,12 +151,14 @@ void sg_cuda_copy(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     if (!bytes || dst == src) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_cu_stream(be)));
+    sg_cuda_written(be, dst, bytes);
 }
 
 void sg_cuda_zero(sg_backend *be, void *p, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     if (!bytes) return;
     CU_CHECK(cudaMemsetAsync(p, 0, bytes, sg_cu_stream(be)));
+    sg_cuda_written(be, p, bytes);
 }
 
 void sg_cuda_sync(sg_backend *be) {
@@ -195,6 +201,15 @@ void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, size_t byt
     CU_CHECK(cudaStreamWaitEvent(cu->streams[SG_STREAM_COPY], cu->upload_event, 0));
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                              cu->streams[SG_STREAM_COPY]));
+    sg_cuda_written(be, dst, bytes);
+}
+
+/* Host-side bookkeeping only: a conversion of a stale copy is issued on the
+ * compute stream after this call, so stream order puts it after the write
+ * (for writes on other streams, after the stream_wait that every reader of
+ * the weights needs anyway). */
+void sg_cuda_written(sg_backend *be, const void *p, size_t bytes) {
+    sg_wcache_written(sg_cu(be)->wcache, p, bytes);
 }
 
 void sg_cuda_upload_wait(sg_backend *be) {

@@ -11,6 +11,9 @@
  *   e[k]    = expf(l[k] - mx), sum = e[0] + e[1] + ... in float, in k order
  *   loss    = mx + log(sum) - l[y], in double (summed over pixels in double)
  *   dl[k]   = e[k] * (grad_scale / sum), minus grad_scale at k == y
+ * With class weights and a selection (ce_weighted) a pixel counts with
+ * w = class_w[y] if valid and selected, else 0: loss w * loss_p (double),
+ * gradient as above with grad_scale * w (float), exactly 0 where w == 0.
  * The order of the pixels (the reduction of the loss) is each backend's.
  * The basic operations are rounded alike on both backends (hostdev.h); expf
  * and log come from each side's math library (glibc on the CPU, CUDA's on
@@ -40,6 +43,23 @@ static inline SG_HD float sg_ce_sum(float sum, float e) { return sg_fadd(sum, e)
 static inline SG_HD double sg_ce_loss(float mx, float sum, float ly) {
     return sg_dsub(sg_dadd((double)mx, log((double)sum)), (double)ly);
 }
+
+/* The weight a pixel counts with in ce_weighted (backend.h): 0 unless it is
+ * valid and selected, else its class weight. */
+static inline SG_HD float sg_ce_pixel_weight(int valid, float class_w, int selected) {
+    return valid && selected ? class_w : 0.0f;
+}
+
+/* A pixel's weighted loss w * loss, in double. */
+static inline SG_HD double sg_ce_wloss(float w, double loss) { return sg_dmul((double)w, loss); }
+
+/* A pixel's gradient scale grad_scale * w (exact for w == 1). */
+static inline SG_HD float sg_ce_pixel_scale(float grad_scale, float w) {
+    return sg_fmul(grad_scale, w);
+}
+
+/* The softmax probability of the label: e[y] / sum (ce_label_prob). */
+static inline SG_HD float sg_ce_prob(float ey, float sum) { return ey / sum; }
 
 /* The gradient factor grad_scale / sum. */
 static inline SG_HD float sg_ce_inv(float grad_scale, float sum) { return grad_scale / sum; }

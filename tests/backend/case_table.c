@@ -114,6 +114,18 @@ static const double sgd_torch_plain[9] = {0.949989974, -2.02498007, 0.599995017,
 static const float ce_hand_l[2] = {0, 1.09861229f};
 static const float ce_huge_l[2] = {1000, 0};
 static const uint8_t label1[1] = {1};
+/* weighted CE (issue 16): PyTorch 1.13's F.cross_entropy(l, y, weight=w,
+ * ignore_index=255): reduction='sum' (in double) = the loss sum; the weight
+ * sum by hand; the gradient of reduction='mean' (grad_scale 1/3.75) */
+static const float cew_l[12] = {0.5f, -1.25f, 2.0f, 0.75f, 1.5f, 0.25f,
+                                -0.5f, 3.0f, -2.0f, 1.0f, 0.125f, -0.75f};
+static const uint8_t cew_lab[4] = {0, 2, 255, 1};
+static const float cew_w[3] = {0.5f, 2.0f, 1.25f};
+static const double cew_want[14] = {
+    1.480078504141964, 3.75,
+    -0.09824900329113007, 0.02226760983467102, 0.0, 0.04979367554187775,
+    0.0953691154718399, 0.09979651868343353, 0.0, -0.06090415641665459,
+    0.0028798975981771946, -0.12206411361694336, 0.0, 0.01111047063022852};
 static const double ce_hand_want[3] = {0.287682072451781, 0.25, -0.25};
 static const double ce_huge_want[1] = {1000};
 /* confusion: (label, pred) pairs; 255 and 9 (>= c) are skipped */
@@ -121,6 +133,12 @@ static const uint8_t conf_lab[8] = {0, 1, 1, 2, 255, 4, 4, 9};
 static const uint8_t conf_pred[8] = {0, 1, 2, 2, 3, 4, 0, 1};
 static const double conf_inc[25] = {1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1,
                                     0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1};
+/* flip_w of arange6 as [1,1,2,3]: each row reversed */
+static const double flip_hand_want[6] = {2, 1, 0, 5, 4, 3};
+/* softmax_fwd, 3 pixels x 2 classes (class-major): logits (0, ln 3) ->
+ * (1/4, 3/4); (1000, 0) -> (1, 0) without overflow; (-7, -7) -> halves */
+static const float softmax_hand[6] = {0.0f, 1000.0f, -7.0f, 1.0986122886681098f, 0.0f, -7.0f};
+static const double softmax_hand_want[6] = {0.25, 1, 0.5, 0.75, 0, 0.5};
 /* argmax of 3 pixels x 5 classes (class-major): all equal -> 0; classes 3
  * and 4 tie -> 3; a unique maximum at 4 -> 4 */
 static const float argmax_hand[15] = {0.5f, 0.1f, 0, 0.5f, 0.2f, 0.1f, 0.5f, 0.3f,
@@ -142,6 +160,19 @@ const tb_case tb_cases[] = {
     {"upload_async", run_upload_async_order, .count = (size_t)64 << 20,
      .note = "256 MiB: the compute ops outlast the copy's start"},
     {"bind_thread", run_bind_thread, .count = 10007, .note = "ops from a second thread"},
+    /* mem_written, and the weight copies of bf16 convolutions: every path
+     * that changes weights is seen by the next conv (all configurations) */
+    {"mem_written", run_weights_written, .conv = {2, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
+     .prepare = 1, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
+     .note = "3x3 (blocked layouts): weights changed by every op and mem_written"},
+    {"mem_written", run_weights_written, .conv = {2, 32, 8, 8, 16, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0},
+     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1, .note = "1x1 stride 2 (plain layouts)"},
+    {"mem_written", run_weights_written, .conv = {1, 8, 5, 5, 8, 3, 3, 1, 1, 6, 6, 6, 6, 0, 0},
+     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
+     .note = "dilation 6 on 5x5: dead taps trimmed (the copy holds the live ones)"},
 
     /* ---------------- convolution ---------------- */
     CONV_SQ(1, 3, 7, 9, 5, 3, 1, 1, 1, 0, "odd sizes"),
@@ -394,6 +425,28 @@ const tb_case tb_cases[] = {
     {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 1, .c = 2, .h = 1, .w = 1, .in = ce_huge_l,
      .labels = label1, .want = ce_huge_want, .nwant = 1, .want_tol = 1e-3, .tol = 1e-6,
      .note = "huge logits: stable log-sum-exp"},
+    /* loss options (issue 16): class weights, OHEM's selection, k-th smallest */
+    {"ce_weighted", run_ce_weighted, .n = 3, .c = 7, .h = 3301, .w = 1, .lo = -8, .hi = 8,
+     .grad_scale = 0.25f, .tol = 1e-6, .note = "drawn weights, several blocks, threaded"},
+    {"ce_weighted", run_ce_weighted, .n = 3, .c = 7, .h = 3301, .w = 1, .lo = -8, .hi = 8,
+     .grad_scale = 0.25f, .p = 0.4f, .inplace = 1, .tol = 1e-6,
+     .note = "weights and a selection, dlogits == logits"},
+    {"ce_weighted", run_ce_weighted, .n = 2, .c = 19, .h = 16, .w = 12, .lo = -6, .hi = 6,
+     .ignore = 3, .p = 0.7f, .grad_scale = 0.01f, .tol = 1e-6,
+     .note = "a class index as the ignore label"},
+    {"ce_weighted", run_ce_weighted, .n = 1, .c = 3, .h = 2, .w = 2, .in = cew_l,
+     .in2 = cew_w, .labels = cew_lab, .grad_scale = 1.0f / 3.75f, .want = cew_want,
+     .nwant = 14, .want_tol = 1e-6, .tol = 1e-6, .note = "PyTorch's weighted cross_entropy"},
+    {"ce_label_prob", run_ce_label_prob, .n = 3, .c = 7, .h = 1301, .w = 1, .lo = -8, .hi = 8,
+     .tol = 1e-6},
+    {"ce_label_prob", run_ce_label_prob, .n = 1, .c = 19, .h = 16, .w = 12, .lo = -6, .hi = 6,
+     .ignore = 3, .tol = 1e-6},
+    {"kth_smallest", run_kth_smallest, .count = 10007, .lo = -2, .hi = 2, .tol = EXACT},
+    {"kth_smallest", run_kth_smallest, .count = 5003, .fill = TB_FILL_TIES, .tol = EXACT,
+     .note = "many ties"},
+    {"kth_smallest", run_kth_smallest, .count = 300000, .lo = 0, .hi = 1, .tol = EXACT,
+     .note = "probabilities, threaded"},
+    {"kth_smallest", run_kth_smallest, .count = 1, .tol = EXACT, .note = "one value"},
     {"argmax", run_argmax, .n = 2, .c = 5, .h = 97, .w = 1, .fill = TB_FILL_TIES, .tol = EXACT,
      .note = "ties: the first maximum wins"},
     {"argmax", run_argmax, .n = 4, .c = 7, .h = 23, .w = 19, .fill = TB_FILL_TIES, .tol = EXACT},
@@ -406,6 +459,24 @@ const tb_case tb_cases[] = {
     {"confusion", run_confusion, .count = 10007, .c = 19, .tol = EXACT},
     {"confusion", run_confusion, .count = 54321, .c = 70, .tol = EXACT,
      .note = "c*c past CUDA's shared-memory histogram"},
+
+    /* ---------------- test-time augmentation (inference only) ---------------- */
+    {"flip_w", run_flip_w, .n = 1, .c = 1, .h = 2, .w = 3, .in = arange6, .want = flip_hand_want,
+     .nwant = 6, .tol = EXACT, .note = "hand"},
+    {"flip_w", run_flip_w, .n = 2, .c = 3, .h = 5, .w = 7, .tol = EXACT},
+    {"flip_w", run_flip_w, .n = 1, .c = 19, .h = 64, .w = 97, .tol = EXACT, .note = "threaded"},
+    {"flip_w", run_flip_w, .n = 3, .c = 2, .h = 4, .w = 1, .tol = EXACT, .note = "width 1"},
+    {"softmax_fwd", run_softmax_fwd, .n = 1, .c = 2, .h = 3, .w = 1, .in = softmax_hand,
+     .want = softmax_hand_want, .nwant = 6, .want_tol = 1e-6, .tol = 1e-6,
+     .note = "hand: ln 3, huge and equal logits"},
+    {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 5, .h = 9, .w = 7, .lo = -8, .hi = 8,
+     .tol = 1e-6},
+    {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 5, .h = 9, .w = 7, .lo = -8, .hi = 8,
+     .acc = 1, .tol = 1e-6},
+    {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 19, .h = 61, .w = 67, .lo = -20, .hi = 20,
+     .acc = 1, .tol = 1e-6, .note = "threaded, partial last block"},
+    {"softmax_fwd", run_softmax_fwd, .n = 1, .c = 1, .h = 5, .w = 3, .tol = 1e-6,
+     .note = "one class: all ones"},
 
     /* ---------------- optimizer, input ---------------- */
     {"sgd_step", run_sgd_step, .count = 3, SGD(0.1f, 0.9f, 0, 1e-2f, 0, 1, 3), .in = sgd_p0,
@@ -457,6 +528,10 @@ const tb_case tb_cases[] = {
      .fd_h = 1e-2f, .tol = TOL_FD},
     {"grad_ce", run_grad_ce, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3, .hi = 3, .fd_h = 1e-2f,
      .tol = TOL_FD, .note = "every 5th pixel ignored"},
+    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3,
+     .hi = 3, .fd_h = 1e-2f, .tol = TOL_FD, .note = "class weights (one 0), every 5th ignored"},
+    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3,
+     .hi = 3, .p = 0.6f, .fd_h = 1e-2f, .tol = TOL_FD, .note = "weights and a selection"},
 };
 
 const int tb_ncases = (int)(sizeof tb_cases / sizeof tb_cases[0]);

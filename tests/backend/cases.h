@@ -23,6 +23,12 @@
  *   ce_fwd_bwd: n c h w, lo hi, ignore, grad_scale, inplace, labels, in, want
  *     (loss, then dlogits); argmax: n c h w, fill, in, want; confusion:
  *     count, c, labels, pred, want (increments)
+ *   flip_w: n c h w, in, want; softmax_fwd: n c h w, lo hi, acc, in, want
+ *   ce_weighted: as ce_fwd_bwd, plus in2 (class weights; NULL: drawn in [0, 2)
+ *     with class 1 at 0) and p (> 0: selection keys drawn in [0, 1), selected
+ *     below p); want = loss sum, weight sum, dlogits. ce_label_prob: n c h w, lo hi,
+ *     ignore, labels. kth_smallest: count, fill lo hi, in (else every 7th
+ *     +inf, some -0 and +0), nine ranks each.
  *   memory, upload_async, bind_thread: count (bytes / floats)
  *   grad_*: as the op, plus fd_h; tol is the finite-difference tolerance.
  */
@@ -76,13 +82,26 @@ void run_concat_bwd(tb_ctx *t, const tb_case *c);
 
 /* run_loss.c */
 void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c);
+void run_ce_weighted(tb_ctx *t, const tb_case *c);
+void run_ce_label_prob(tb_ctx *t, const tb_case *c);
+void run_kth_smallest(tb_ctx *t, const tb_case *c);
+void run_grad_ce_weighted(tb_ctx *t, const tb_case *c);
 void run_argmax(tb_ctx *t, const tb_case *c);
 void run_confusion(tb_ctx *t, const tb_case *c);
+
+/* run_tta.c: test-time augmentation (inference only, no gradient check) */
+void run_flip_w(tb_ctx *t, const tb_case *c);
+void run_softmax_fwd(tb_ctx *t, const tb_case *c);
 
 /* run_memory.c */
 void run_memory(tb_ctx *t, const tb_case *c);
 void run_upload_async_order(tb_ctx *t, const tb_case *c);
 void run_bind_thread(tb_ctx *t, const tb_case *c);
+
+/* run_weights.c: conv results after the weights change through every path
+ * (the backends' converted weight copies are never stale); reads conv,
+ * prepare */
+void run_weights_written(tb_ctx *t, const tb_case *c);
 
 /* run_grad.c: finite-difference checks of the backward ops */
 void run_grad_conv(tb_ctx *t, const tb_case *c);

@@ -113,6 +113,46 @@ for f in "$src"/configs/*.yaml; do
     run "cfg-$(basename "$f")" 0 "$bin" config --config "$f"
 done
 
+# inheritance through the program: --print-config and `segtrain config` show
+# the merged values with the file:line each came from; a validation error
+# caused by a base names the base file (exit 2, nothing written)
+mkdir -p "$tmp/inh/_base" "$tmp/inh/exp"
+printf 'train:\n  lr: 0.05\n  momentum: 0.8\nmodel:\n  aspp_rates: [1, 2, 3]\n' >"$tmp/inh/_base/b.yaml"
+printf 'base: ../_base/b.yaml\ntrain:\n  lr: 0.02\n' >"$tmp/inh/exp/d.yaml"
+run inhprint 0 "$bin" train --config "$tmp/inh/exp/d.yaml" --set "run_dir=$tmp/inhrun" --print-config
+has inhprint out "  lr: 0.02  # $tmp/inh/exp/d.yaml:3"
+has inhprint out "  momentum: 0.8  # $tmp/inh/exp/../_base/b.yaml:3"
+has inhprint out "  aspp_rates: [1, 2, 3]  # $tmp/inh/exp/../_base/b.yaml:5"
+has inhprint out "run_dir: \"$tmp/inhrun\"  # --set"
+grep -q '^base:' "$tmp/inhprint.out" && fail "inhprint: --print-config printed a base: key"
+[ -e "$tmp/inhrun" ] && fail "inhprint: --print-config wrote $tmp/inhrun"
+# eval and predict --print-config annotate the same way (and evaluate nothing)
+ck="$src/tests/fixtures/golden_basic_os8.safetensors"
+io=("--input" "$tmp/none.png" "--output" "$tmp/pred.png")
+for c in eval predict; do
+    extra=()
+    [ "$c" = predict ] && extra=("${io[@]}")
+    run "${c}print" 0 "$bin" "$c" --checkpoint "$ck" --config "$tmp/inh/exp/d.yaml" \
+        "${extra[@]}" --set eval.batch_size=3 --print-config
+    has "${c}print" out "  lr: 0.02  # $tmp/inh/exp/d.yaml:3"
+    has "${c}print" out "  momentum: 0.8  # $tmp/inh/exp/../_base/b.yaml:3"
+    has "${c}print" out "  batch_size: 3  # --set"
+done
+[ -e "$tmp/pred.png" ] && fail "predict --print-config wrote $tmp/pred.png"
+run inhconfig 0 "$bin" config --config "$src/configs/cityscapes.yaml"
+has inhconfig out "  weight_decay: 0.0005  # $src/configs/_base/deeplabv3_r50.yaml:"
+has inhconfig out "  iters: 80000  # $src/configs/cityscapes.yaml:"
+printf 'base: ../_base/b.yaml\ntrain:\n  min_lr: 0.5\n' >"$tmp/inh/exp/bad.yaml"
+printf 'train:\n  lr: 0.01\n' >"$tmp/inh/_base/b2.yaml"
+run inhbad 2 "$bin" train --config "$tmp/inh/exp/bad.yaml" --set "run_dir=$tmp/inhrun"
+has inhbad err "$tmp/inh/exp/bad.yaml:3: key 'train.min_lr': 0.5 is above train.lr (0.05)"
+[ -e "$tmp/inhrun" ] && fail "inhbad: an invalid configuration wrote $tmp/inhrun"
+printf 'base: c2.yaml\n' >"$tmp/inh/exp/c1.yaml"
+printf 'base: c3.yaml\n' >"$tmp/inh/exp/c2.yaml"
+printf 'seed: 1\nbase: c1.yaml\n' >"$tmp/inh/exp/c3.yaml"
+run inhcycle 2 "$bin" config --config "$tmp/inh/exp/c1.yaml"
+has inhcycle err "c3.yaml:2:7: key 'base': cycle: $tmp/inh/exp/c1.yaml -> $tmp/inh/exp/c2.yaml -> $tmp/inh/exp/c3.yaml -> $tmp/inh/exp/c1.yaml"
+
 # README's configuration reference is what --help-config --markdown prints
 run md 0 "$bin" --help-config --markdown
 begin='<!-- BEGIN CONFIG REFERENCE'

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/helpers.h"
+
 /* ---- temporary directory, removed at exit ---- */
 
 static char dt_tmp[256];
@@ -67,33 +69,6 @@ static __attribute__((unused)) const char *dt_path(const char *fmt, ...) {
     char *out = ring[k++ % 8];
     snprintf(out, 1024, "%s/%s", dt_tmpdir(), rel);
     return out;
-}
-
-/* ---- stderr capture ---- */
-
-static int dt_saved_fd = -1;
-static char dt_cap_path[300];
-
-static __attribute__((unused)) void dt_capture_begin(void) {
-    fflush(stderr);
-    snprintf(dt_cap_path, sizeof dt_cap_path, "%s/stderr.txt", dt_tmpdir());
-    int fd = open(dt_cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dt_saved_fd = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-/* Returns what was written to stderr since begin (static buffer), and echoes it. */
-static __attribute__((unused)) const char *dt_capture_end(void) {
-    static char buf[16384];
-    fflush(stderr);
-    dup2(dt_saved_fd, 2);
-    close(dt_saved_fd);
-    FILE *f = fopen(dt_cap_path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-    fprintf(stderr, "  [captured] %s", buf);
-    return buf;
 }
 
 /* ---- raw PNG writer: any colour type / depth / interlace ---- */

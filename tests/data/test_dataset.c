@@ -172,18 +172,18 @@ static void test_list_format(void) {
     CHECK(ds != NULL);
     sg_dataset_close(ds);
     c.n_palette = 6;
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "train.txt", 3);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "data.palette");
 }
 
 static void test_bad_index(void) {
     sg_data_cfg c = base_cfg(dt_path("does_not_exist"), "cityscapes");
-    dt_capture_begin();
+    th_cap_begin();
     sg_dataset *ds = sg_dataset_open(&c, "train", 19);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "data.root");
     CHECK_STR_CONTAINS(out, "does_not_exist");
@@ -193,18 +193,18 @@ static void test_bad_index(void) {
     snprintf(root, sizeof root, "%s", dt_path("cs3"));
     cs_sample(root, "train", "ulm", "ulm_000000_000000", "labelIds", label_ids, 1);
     c = base_cfg(root, "cityscapes");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "val", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "leftImg8bit/val");
 
     /* empty split: the directory exists but holds no images */
     dt_mkdirs(dt_path("cs3/leftImg8bit/test/ulm"));
     dt_write_text(dt_path("cs3/leftImg8bit/test/ulm/readme.txt"), "x");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "test", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "empty");
     CHECK_STR_CONTAINS(out, "cs3/leftImg8bit/test");
@@ -215,9 +215,9 @@ static void test_bad_index(void) {
         snprintf(name, sizeof name, "ulm_000000_%06d", i);
         cs_sample(root, "train", "ulm", name, i <= 2 ? "labelIds" : NULL, label_ids, 1);
     }
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "train", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "3 of 6 images have no mask");
     CHECK_STR_CONTAINS(out, "ulm_000000_000003_gtFine_labelIds.png");
@@ -230,43 +230,43 @@ static void test_bad_index(void) {
     dt_gray(dt_path("list2/a_m.png"), H, W, label_ids);
     dt_write_text(dt_path("list2/bad.txt"), "a.png a_m.png\na.png\n");
     c = base_cfg(lroot, "list");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "bad.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "bad.txt:2");
     dt_write_text(dt_path("list2/miss.txt"), "a.png a_m.png\nb.png b_m.png\n");
     dt_rgb(dt_path("list2/b.png"), H, W, 1);
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "miss.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "0 of 2 images and 1 of 2 masks are missing");
     CHECK_STR_CONTAINS(out, "miss.txt:2");
     CHECK_STR_CONTAINS(out, "b_m.png");
     dt_write_text(dt_path("list2/dup.txt"), "a.png a_m.png\n# c\na.png a_m.png\n");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "dup.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "listed twice (lines 1 and 3)");
     dt_write_text(dt_path("list2/empty.txt"), "# nothing\n\n");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "empty.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "empty");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "nolist.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "nolist.txt");
 
     /* options: ignore_index must not be a class; num_classes fits 8 bits */
     c.ignore_index = 5;
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "dup.txt", 19);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "data.ignore_index");
 }
@@ -318,9 +318,9 @@ static void test_bad_samples(void) {
     sg_img_free(&im);
     sg_img_free(&m);
     /* err == NULL: the message goes to the log instead */
-    dt_capture_begin();
+    th_cap_begin();
     int rc = sg_dataset_load(ds, 0, &im, &m, NULL, 0);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK(rc == -1);
     CHECK_STR_CONTAINS(out, "big_m.png");
     sg_dataset_close(ds);
@@ -394,25 +394,25 @@ static void test_voc(void) {
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         if (bad[k].list) dt_write_text(dt_path("voc/ImageSets/Segmentation/%s.txt", bad[k].split),
                                        bad[k].list);
-        dt_capture_begin();
+        th_cap_begin();
         ds = sg_dataset_open(&c, bad[k].split, 21);
-        const char *out = dt_capture_end();
+        const char *out = th_cap_end();
         CHECK(ds == NULL);
         CHECK_STR_CONTAINS(out, bad[k].msg1);
         CHECK_STR_CONTAINS(out, bad[k].msg2);
         sg_dataset_close(ds);
     }
     snprintf(c.label_map, sizeof c.label_map, "cityscapes");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "val", 21);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "data.label_map: none");
     sg_data_cfg nr = base_cfg(dt_path("cs1"), "voc");
     snprintf(nr.label_map, sizeof nr.label_map, "none");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&nr, "val", 21);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "no JPEGImages/");
 }
@@ -473,23 +473,23 @@ static void test_ade20k_reduce_zero_label(void) {
     sg_dataset_close(ds);
     /* it does not combine with the Cityscapes label map */
     snprintf(l.label_map, sizeof l.label_map, "cityscapes");
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&l, "list.txt", 19);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "data.reduce_zero_label");
 
     /* errors: a wrong split name, a missing annotation */
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "train", 150);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "images/train");
     CHECK_STR_CONTAINS(out, "training and validation");
     remove(dt_path("ade/annotations/training/ADE_train_00000003.png"));
-    dt_capture_begin();
+    th_cap_begin();
     ds = sg_dataset_open(&c, "training", 150);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK(ds == NULL);
     CHECK_STR_CONTAINS(out, "1 of 3 images have no annotation");
     CHECK_STR_CONTAINS(out, "ADE_train_00000003.png");

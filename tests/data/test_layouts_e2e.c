@@ -155,9 +155,9 @@ static void run_layout(const char *layout) {
         sg_img_free(&q);
         snprintf(cmd, sizeof cmd, "cp '%s' '%s/a.png'", dt_path("mix-pred/a.png"), mix);
         CHECK(system(cmd) == 0);
-        dt_capture_begin();
+        th_cap_begin();
         int rc = run(sg_cmd_predict, pred_mix);
-        const char *msg = dt_capture_end();
+        const char *msg = th_cap_end();
         CHECK_EQ_INT(rc, 1);
         CHECK_STR_CONTAINS(msg, "would both be written as");
     }

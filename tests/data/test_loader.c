@@ -257,16 +257,16 @@ static void test_worker_error_reaches_caller(void) {
             CHECK(sg_loader_next(l, &b) == 1);
             sg_loader_release(l, b);
         }
-        dt_capture_begin();
+        th_cap_begin();
         int rc = sg_loader_next(l, &b); /* [4 5]: 5 is corrupt */
-        const char *out = dt_capture_end();
+        const char *out = th_cap_end();
         CHECK_EQ_INT(rc, -1);
         CHECK(b == NULL);
         CHECK_STR_CONTAINS(out, "badlist/i5.png");
         CHECK_STR_CONTAINS(sg_loader_error(l), "badlist/i5.png");
-        dt_capture_begin();
+        th_cap_begin();
         rc = sg_loader_next(l, &b); /* stays failed */
-        dt_capture_end();
+        th_cap_end();
         CHECK_EQ_INT(rc, -1);
         /* A new list without the bad file works. */
         int64_t good[4] = {7, 6, 1, 0};
@@ -356,15 +356,15 @@ static void test_shutdown_and_misuse(void) {
     CHECK(held[0]->indices[0] == 12 && held[3]->indices[0] == 9);
     /* Holding every slot and asking for more is an error, not a deadlock. */
     sg_batch *b;
-    dt_capture_begin();
+    th_cap_begin();
     int rc = sg_loader_next(l, &b);
-    const char *out = dt_capture_end();
+    const char *out = th_cap_end();
     CHECK_EQ_INT(rc, -1);
     CHECK_STR_CONTAINS(out, "still held");
     /* start while batches are held is refused */
-    dt_capture_begin();
+    th_cap_begin();
     rc = sg_loader_start(l, list, 13, 1);
-    dt_capture_end();
+    th_cap_end();
     CHECK_EQ_INT(rc, -1);
     for (int k = 0; k < 4; k++) sg_loader_release(l, held[k]);
     CHECK(sg_loader_next(l, &b) == 1);
@@ -376,16 +376,16 @@ static void test_shutdown_and_misuse(void) {
 
     /* bad options */
     o.batch_size = 0;
-    dt_capture_begin();
+    th_cap_begin();
     l = sg_loader_create(ds, &o);
-    dt_capture_end();
+    th_cap_end();
     CHECK(l == NULL);
     o.batch_size = 2;
     int64_t bad[2] = {0, 13};
     l = sg_loader_create(ds, &o);
-    dt_capture_begin();
+    th_cap_begin();
     rc = sg_loader_start(l, bad, 2, 0);
-    out = dt_capture_end();
+    out = th_cap_end();
     CHECK_EQ_INT(rc, -1);
     CHECK_STR_CONTAINS(out, "index 13");
     /* an empty list ends at once */

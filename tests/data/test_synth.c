@@ -105,9 +105,9 @@ static void test_written_dataset_reads_back(void) {
     CHECK(file_equal(dt_path("s1/gtFine/val/synthc/synthc_000000_000002_gtFine_labelIds.png"),
                      dt_path("s2/gtFine/val/synthc/synthc_000000_000002_gtFine_labelIds.png")));
     /* Writing over an existing dataset is refused. */
-    dt_capture_begin();
+    th_cap_begin();
     int rc = sg_cmd_synth(11, argv);
-    const char *msg = dt_capture_end();
+    const char *msg = th_cap_end();
     CHECK_EQ_INT(rc, 1);
     CHECK_STR_CONTAINS(msg, "already exists");
 
@@ -256,9 +256,9 @@ static void test_voc_and_ade20k_layouts(void) {
         char *argv[] = {"synth", "--out", out, "--layout", voc ? "voc" : "ade20k", "--train", "5",
                         "--val", "2", "--size", "33x45", "--seed", "9", "--classes", "6", NULL};
         CHECK_EQ_INT(sg_cmd_synth(15, argv), 0);
-        dt_capture_begin(); /* a second run into the same root is refused */
+        th_cap_begin(); /* a second run into the same root is refused */
         int rc = sg_cmd_synth(15, argv);
-        CHECK_STR_CONTAINS(dt_capture_end(), "already exists");
+        CHECK_STR_CONTAINS(th_cap_end(), "already exists");
         CHECK_EQ_INT(rc, 1);
         sg_data_cfg c;
         memset(&c, 0, sizeof c);
@@ -350,9 +350,9 @@ static void test_cmd_usage_errors(void) {
                  {dangling, 2, "--out needs a value"},
                  {bad_layout, 5, "--layout 'coco': expected cityscapes, voc or ade20k"}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-        dt_capture_begin();
+        th_cap_begin();
         int rc = sg_cmd_synth(cases[k].argc, cases[k].argv);
-        const char *out = dt_capture_end();
+        const char *out = th_cap_end();
         CHECK_EQ_INT(rc, 2);
         CHECK_STR_CONTAINS(out, cases[k].msg);
     }

@@ -220,12 +220,7 @@ static void test_missing_rank_named(void) {
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            char rs[4];
-            snprintf(rs, sizeof rs, "%d", r);
-            setenv("RANK", rs, 1);
-            setenv("WORLD_SIZE", "3", 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", port, 1);
+            th_rank_env(r, 3, port, 0);
             setenv("SG_TEST_TIMEOUT", "2", 1);
             close(p[0]);
             dup2(p[1], 2);

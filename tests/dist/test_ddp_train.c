@@ -57,14 +57,6 @@ static int setup(void) {
     return 0;
 }
 
-/* Trains `run` with `nproc` ranks (0: no launcher) and extra --set args. */
-static int train(const char *run, int nproc, const char *sets) {
-    char launch[64] = "";
-    if (nproc > 0) snprintf(launch, sizeof launch, "--nproc-per-node %d ", nproc);
-    return th_sh("%s %strain --config %s/base.yaml --set run_dir=%s/%s %s > %s/%s.log 2>&1", g_bin, launch, g_dir,
-              g_dir, run, sets, g_dir, run);
-}
-
 /* Max relative difference over every F32 tensor of two checkpoints (by
  * name); -1 when a file or tensor is missing. */
 static double ckpt_diff(const char *run_a, const char *run_b, const char *file) {
@@ -95,9 +87,9 @@ static double ckpt_diff(const char *run_a, const char *run_b, const char *file) 
 }
 
 static void test_syncbn_matches_big_batch(void) {
-    CHECK_EQ_INT(train("one_b4", 0, "--set train.batch_size=4"), 0);
-    CHECK_EQ_INT(train("two_b2", 2, "--set train.batch_size=2 --set model.sync_bn=true"), 0);
-    CHECK_EQ_INT(train("two_b2_nosync", 2, "--set train.batch_size=2 --set model.sync_bn=false"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4", 0, "--set train.batch_size=4"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2", 2, "--set train.batch_size=2 --set model.sync_bn=true"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_nosync", 2, "--set train.batch_size=2 --set model.sync_bn=false"), 0);
     double d = ckpt_diff("one_b4", "two_b2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 with SyncBN differ from 1 rank x 4 by %.3g", d);
@@ -109,23 +101,23 @@ static void test_syncbn_matches_big_batch(void) {
 static void test_accumulation(void) {
     /* batch 1 per rank is avoided on purpose: the ASPP pooling BN then
      * normalises 2 values, whose variance amplifies rounding differences */
-    CHECK_EQ_INT(train("one_b4_k2", 0, "--set train.batch_size=4 --set train.accum_steps=2"), 0);
-    CHECK_EQ_INT(train("two_b2_k2", 2, "--set train.batch_size=2 --set train.accum_steps=2"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0, "--set train.batch_size=4 --set train.accum_steps=2"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2", 2, "--set train.batch_size=2 --set train.accum_steps=2"), 0);
     double d = ckpt_diff("one_b4_k2", "two_b2_k2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 x accum 2 differ from 1 rank x 4 x accum 2 by %.3g", d);
 }
 
 static void test_resume_on_other_world_sizes(void) {
-    CHECK_EQ_INT(train("two_for_resume", 2, "--set train.iters=3 --set train.checkpoint_every=3"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_for_resume", 2, "--set train.iters=3 --set train.checkpoint_every=3"), 0);
     char src[512];
     snprintf(src, sizeof src, "%s/two_for_resume/checkpoints/iter_00000003.safetensors", g_dir);
     struct stat st;
     CHECK(stat(src, &st) == 0);
     char sets[1024];
     snprintf(sets, sizeof sets, "--set train.iters=5 --resume %s", src);
-    CHECK_EQ_INT(train("resume3", 3, sets), 0);
-    CHECK_EQ_INT(train("resume1", 0, sets), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "resume3", 3, sets), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "resume1", 0, sets), 0);
     char p[512];
     snprintf(p, sizeof p, "%s/resume3/checkpoints/iter_00000005.safetensors", g_dir);
     CHECK(stat(p, &st) == 0);
@@ -239,17 +231,6 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
     return pid;
 }
 
-static char *read_log(const char *run) {
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, run);
-    FILE *f = fopen(logp, "r");
-    static char log[1 << 20];
-    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
-    if (f) fclose(f);
-    log[n] = 0;
-    return log;
-}
-
 static void test_kill9_mid_training(void) {
     pid_t kids[8];
     int nk = 0;
@@ -267,7 +248,7 @@ static void test_kill9_mid_training(void) {
     int status = 0;
     waitpid(pid, &status, 0);
     double waited = th_now() - tk;
-    char *log = read_log("killed");
+    char *log = th_read_log(g_dir, "killed");
     fprintf(stderr, "  launcher exit %d, %.1f s after the kill\n", WEXITSTATUS(status), waited);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
     CHECK_STR_CONTAINS(log, "worker rank 1 (pid");
@@ -314,7 +295,7 @@ static void test_sigstop_mid_training(void) {
     int status = 0;
     waitpid(pid, &status, 0);
     double waited = th_now() - tk;
-    char *log = read_log("stopped");
+    char *log = th_read_log(g_dir, "stopped");
     fprintf(stderr, "  launcher exit %d, %.1f s after SIGSTOP\n", WEXITSTATUS(status), waited);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     CHECK_STR_CONTAINS(log, "Rank 1 is stopped or hung");
@@ -337,10 +318,7 @@ static void test_sigterm_while_joining(void) {
         int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        setenv("RANK", "1", 1);
-        setenv("WORLD_SIZE", "2", 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("MASTER_PORT", port, 1);
+        th_rank_env(1, 2, port, 0);
         execl(g_bin, g_bin, "train", "--config", cfgp, "--set", rund, "--set", "dist.timeout_s=120", "--verbose",
               (char *)NULL);
         _exit(127);
@@ -349,7 +327,7 @@ static void test_sigterm_while_joining(void) {
     /* until it is waiting for the store (its signal handler is in place) */
     char *log = NULL;
     for (int i = 0; i < 3000; i++) {
-        log = read_log("joining");
+        log = th_read_log(g_dir, "joining");
         if (strstr(log, "joining the job")) break;
         usleep(20 * 1000);
     }
@@ -360,11 +338,11 @@ static void test_sigterm_while_joining(void) {
         if (th_now() - t0 > 60) { /* the bug: waits out dist.timeout_s=120 */
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
-            CHECK_MSG(0, "the rank still waited for the store 60 s after SIGTERM:\n%s", read_log("joining"));
+            CHECK_MSG(0, "the rank still waited for the store 60 s after SIGTERM:\n%s", th_read_log(g_dir, "joining"));
         }
         usleep(20 * 1000);
     }
-    log = read_log("joining");
+    log = th_read_log(g_dir, "joining");
     fprintf(stderr, "  exited %.1f s after SIGTERM, wait status %d\n", th_now() - t0, st);
     CHECK_STR_CONTAINS(log, "joining the job");
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "wait status %d:\n%s", st, log);

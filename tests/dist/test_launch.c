@@ -441,12 +441,7 @@ static void test_store_host_killed_named(void) {
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            char rs[4];
-            snprintf(rs, sizeof rs, "%d", r);
-            setenv("RANK", rs, 1);
-            setenv("WORLD_SIZE", "2", 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", port, 1);
+            th_rank_env(r, 2, port, 0);
             if (r == 1) {
                 int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
                 dup2(fd, 2);

@@ -68,47 +68,12 @@ static void finish(job *j) {
     sg_store_destroy(j->s0);
 }
 
-static int raw_connect(const char *addr, int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, addr, &sa.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
 /* The one-byte answer to a handshake (-1: closed without one). */
 static int hello_ack(int fd, int rank, const char *token) {
     uint8_t h[SG_MESH_HELLO_MAX], ack;
     size_t n = sg_mesh_build_hello(h, rank, token, strlen(token));
     if (send(fd, h, n, MSG_NOSIGNAL) != (ssize_t)n) return -1;
     return recv(fd, &ack, 1, 0) == 1 ? ack : -1;
-}
-
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[64];
-static void capture_begin(void) {
-    fflush(stderr);
-    snprintf(cap_path, sizeof cap_path, "/tmp/sg_test_mesh_%d.txt", (int)getpid());
-    cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
-}
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    off_t n = lseek(cap_fd, 0, SEEK_END);
-    char *b = calloc((size_t)n + 1, 1);
-    if (pread(cap_fd, b, (size_t)n, 0) < 0) b[0] = 0;
-    close(cap_fd);
-    unlink(cap_path);
-    fprintf(stderr, "  captured:\n%s", b);
-    return b;
 }
 
 typedef struct gather_arg {
@@ -126,8 +91,8 @@ static void *gather_main(void *arg) {
 static void case_strangers_dropped(void) {
     job j;
     CHECK(start(&j, "127.0.0.1") == 0);
-    capture_begin();
-    int a = raw_connect(j.host, j.port), b = raw_connect(j.host, j.port), c = raw_connect(j.host, j.port);
+    th_cap_begin();
+    int a = th_raw_connect(j.host, j.port), b = th_raw_connect(j.host, j.port), c = th_raw_connect(j.host, j.port);
     char junk[64];
     memset(junk, 0xab, sizeof junk);
     int ack_a = -2;
@@ -139,7 +104,7 @@ static void case_strangers_dropped(void) {
     /* c stays silent; now the real rank 1 */
     sg_mesh *m1 = sg_mesh_create(j.s1, 1, 2, 20, TOKEN, NULL);
     pthread_join(j.th, NULL);
-    char *log = capture_end();
+    const char *log = th_cap_end();
     CHECK(a >= 0 && b >= 0 && c >= 0);
     CHECK_EQ_INT(ack_a, SG_MESH_ACK_BAD);
     CHECK_EQ_INT(ack_b, SG_MESH_ACK_WRONG_TOKEN);
@@ -148,7 +113,6 @@ static void case_strangers_dropped(void) {
     CHECK_STR_CONTAINS(log, "rank 0: dropped a connection to the small-collective mesh from 127.0.0.1:");
     CHECK_STR_CONTAINS(log, "no segtrain mesh handshake");
     CHECK_STR_CONTAINS(log, "it presented another job's token; the job goes on");
-    free(log);
     gather_arg g0 = {.m = j.m0, .in = 10}, g1 = {.m = m1, .in = 11};
     pthread_t th;
     pthread_create(&th, NULL, gather_main, &g0);
@@ -194,14 +158,14 @@ static void case_second_claim_refused(void) {
     CHECK(sg_store_get(s2, "mesh/0", &v, &n) == 0);
     CHECK(sscanf((char *)v, "%63s %d", host, &mport) == 2);
     free(v);
-    capture_begin();
-    int first = raw_connect(host, mport);
+    th_cap_begin();
+    int first = th_raw_connect(host, mport);
     int ack_first = first >= 0 ? hello_ack(first, 2, TOKEN) : -2;
     sg_mesh *m2 = sg_mesh_create(s2, 2, 3, 20, TOKEN, NULL); /* the real rank 2 */
-    int one = raw_connect(host, mport);                      /* rank 1's turn */
+    int one = th_raw_connect(host, mport);                      /* rank 1's turn */
     int ack_one = one >= 0 ? hello_ack(one, 1, TOKEN) : -2;
     pthread_join(th, NULL);
-    char *log = capture_end();
+    const char *log = th_cap_end();
     CHECK_EQ_INT(ack_first, SG_MESH_ACK_OK);
     CHECK(m2 == NULL);
     CHECK_EQ_INT(ack_one, SG_MESH_ACK_OK);
@@ -210,7 +174,6 @@ static void case_second_claim_refused(void) {
     CHECK_STR_CONTAINS(log, "it claims a rank that is connected (rank 2, already connected from 127.0.0.1:");
     CHECK_STR_CONTAINS(log, "refused this rank's mesh connection: another process is already connected as "
                             "this rank");
-    free(log);
     sg_mesh_destroy(r0.m);
     close(first);
     close(one);
@@ -225,7 +188,7 @@ static void case_binds_master_addr(void) {
     setenv("MASTER_ADDR", "127.0.0.2", 1);
     job j;
     CHECK(start(&j, "127.0.0.2") == 0);
-    int other = raw_connect("127.0.0.1", j.port);
+    int other = th_raw_connect("127.0.0.1", j.port);
     fprintf(stderr, "  mesh of rank 0 published as %s:%d; via 127.0.0.1: %s\n", j.host, j.port,
             other < 0 ? strerror(errno) : "connected");
     sg_mesh *m1 = sg_mesh_create(j.s1, 1, 2, 20, TOKEN, NULL);
@@ -240,24 +203,7 @@ static void case_binds_master_addr(void) {
 }
 
 static void bounded(void (*fn)(void), const char *name) {
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        fn();
-        fflush(stderr);
-        _exit(tu_case_failed ? 1 : 0);
-    }
-    int st = 0;
-    double t0 = th_now();
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (th_now() - t0 > BOUND_S) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            CHECK_MSG(0, "%s still running after %d s: hung", name, BOUND_S);
-        }
-        usleep(20 * 1000);
-    }
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (wait status %d)", name, st);
+    CHECK_MSG(th_bounded(fn, &tu_case_failed, BOUND_S, name) == 0, "case %s (see above)", name);
 }
 static void test_strangers_dropped(void) { bounded(case_strangers_dropped, "strangers_dropped"); }
 static void test_second_claim_refused(void) { bounded(case_second_claim_refused, "second_claim_refused"); }

@@ -107,29 +107,6 @@ static void test_three_ranks(void) {
     }
 }
 
-/* Captures what the code under test logs to stderr. */
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[64];
-static void capture_begin(void) {
-    fflush(stderr);
-    snprintf(cap_path, sizeof cap_path, "/tmp/sg_test_store_%d.txt", (int)getpid());
-    cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
-}
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    off_t n = lseek(cap_fd, 0, SEEK_END);
-    char *b = calloc((size_t)n + 1, 1);
-    pread(cap_fd, b, (size_t)n, 0);
-    close(cap_fd);
-    unlink(cap_path);
-    fprintf(stderr, "  captured: %s", b);
-    return b;
-}
-
 static void test_dead_rank_named(void) {
     sg_store *s0 = mk(0, 0, 3, 5);
     CHECK(s0 != NULL);
@@ -202,12 +179,11 @@ static void test_barrier_timeout_names_rank(void) {
     CHECK(sg_store_set(s1, "barrier/start/0/1", "\1", 1) == 0);
     int64_t cnt;
     CHECK(sg_store_add(s1, "barrier/start/0/count", 1, &cnt) == 0);
-    capture_begin();
+    th_cap_begin();
     int rc = sg_store_barrier(s0, "start");
-    char *log = capture_end();
+    const char *log = th_cap_end();
     CHECK_EQ_INT(rc, -1);
     CHECK_STR_CONTAINS(log, "rank(s) 2 did not arrive");
-    free(log);
     sg_store_leave(s1);
     sg_store_destroy(s1);
     sg_store_leave(s0);

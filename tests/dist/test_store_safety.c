@@ -55,20 +55,6 @@ static sg_store_server *server(int world) {
 
 /* ---- a raw client speaking the wire format ---- */
 
-static int raw_connect(const char *addr, int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, addr, &sa.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    struct timeval tv = {5, 0}; /* no blocking call here can hang the test */
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
 static int send_all(int fd, const void *p, size_t n) {
     const char *c = p;
     while (n) {
@@ -157,29 +143,6 @@ static size_t wait_stat(sg_store_server *srv, size_t offset, size_t at_least) {
 }
 #define STAT(f) offsetof(sg_store_server_stats, f)
 
-/* Captures what the code under test logs to stderr. */
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[64];
-static void capture_begin(void) {
-    fflush(stderr);
-    snprintf(cap_path, sizeof cap_path, "/tmp/sg_test_store_safety_%d.txt", (int)getpid());
-    cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
-}
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    off_t n = lseek(cap_fd, 0, SEEK_END);
-    char *b = calloc((size_t)n + 1, 1);
-    if (pread(cap_fd, b, (size_t)n, 0) < 0) b[0] = 0;
-    close(cap_fd);
-    unlink(cap_path);
-    fprintf(stderr, "  captured:\n%s", b);
-    return b;
-}
-
 /* A normal rank's requests succeed. */
 static int served(sg_store *s, const char *key) {
     int ex = 0;
@@ -197,7 +160,7 @@ static void case_slow_reader(void) {
     sg_store_server *srv = server(3);
     CHECK(srv);
     int port = sg_store_server_port(srv);
-    int fd = raw_connect("127.0.0.1", port);
+    int fd = th_raw_connect("127.0.0.1", port);
     CHECK(fd >= 0);
     CHECK_EQ_INT(raw_hello(fd, 2, SG_HELLO_CLAIM, TOKEN), SG_ST_OK);
     size_t big = 16u << 20;
@@ -235,7 +198,7 @@ static void case_rank0_shutdown_with_slow_reader(void) {
     int port = sg_store_port(s0);
     sg_store *s1 = mk(port, 1, 2, 5);
     CHECK(s1);
-    int fd = raw_connect("127.0.0.1", port);
+    int fd = th_raw_connect("127.0.0.1", port);
     CHECK(fd >= 0);
     CHECK_EQ_INT(raw_hello(fd, 1, SG_HELLO_EXTRA, TOKEN), SG_ST_OK);
     size_t big = 16u << 20;
@@ -272,7 +235,7 @@ static void case_half_sent_sets(void) {
     size_t rss0 = rss_bytes();
     int fds[16];
     for (int i = 0; i < 8; i++) {
-        fds[i] = raw_connect("127.0.0.1", port);
+        fds[i] = th_raw_connect("127.0.0.1", port);
         CHECK(fds[i] >= 0);
         CHECK_EQ_INT(raw_hello(fds[i], 1, SG_HELLO_EXTRA, TOKEN), SG_ST_OK);
         send_hdr(fds[i], SG_OP_SET, 1, 64u << 20);
@@ -293,7 +256,7 @@ static void case_half_sent_sets(void) {
     /* 15 MiB SETs (allowed), each sent but for its last byte */
     uint32_t vlen = 15u << 20;
     for (int i = 0; i < 8; i++) {
-        fds[i] = raw_connect("127.0.0.1", port);
+        fds[i] = th_raw_connect("127.0.0.1", port);
         CHECK(fds[i] >= 0);
         CHECK_EQ_INT(raw_hello(fds[i], 1, SG_HELLO_EXTRA, TOKEN), SG_ST_OK);
         fcntl(fds[i], F_SETFL, O_NONBLOCK); /* the store may not read them all: never block here */
@@ -342,12 +305,12 @@ static void case_strangers_dropped(void) {
     sg_store *s1 = mk(port, 1, 2, 10);
     CHECK(s1);
     CHECK(sg_store_set(s0, "mesh/0", "127.0.0.1 4242", 15) == 0);
-    capture_begin();
+    th_cap_begin();
     /* a GET without HELLO */
-    int a = raw_connect("127.0.0.1", port);
-    int b = raw_connect("127.0.0.1", port);
-    int c = raw_connect("127.0.0.1", port);
-    int d = raw_connect("127.0.0.1", port); /* silent */
+    int a = th_raw_connect("127.0.0.1", port);
+    int b = th_raw_connect("127.0.0.1", port);
+    int c = th_raw_connect("127.0.0.1", port);
+    int d = th_raw_connect("127.0.0.1", port); /* silent */
     size_t leaked = 0;
     int st_b = -9;
     if (a >= 0 && send_req(a, SG_OP_GET, "mesh/0", NULL, 0) == 0) leaked = drain(a, 1 << 16);
@@ -358,7 +321,7 @@ static void case_strangers_dropped(void) {
     if (c >= 0) send_all(c, junk, sizeof junk);
     size_t after_c = c >= 0 ? drain(c, 1 << 16) : 0;
     int ok = served(s1, "job-goes-on");
-    char *log = capture_end();
+    const char *log = th_cap_end();
     CHECK(a >= 0 && b >= 0 && c >= 0 && d >= 0);
     CHECK_MSG(leaked == 0, "a connection without the token read %zu bytes", leaked);
     CHECK_EQ_INT(st_b, SG_ST_WRONG_TOKEN);
@@ -368,7 +331,6 @@ static void case_strangers_dropped(void) {
     CHECK_STR_CONTAINS(log, "rendezvous store: dropped the connection from 127.0.0.1:");
     CHECK_STR_CONTAINS(log, "a request before HELLO with the job token; the job goes on");
     CHECK_STR_CONTAINS(log, "it presented another job's token");
-    free(log);
     close(a), close(b), close(c), close(d);
     sg_store_leave(s1);
     sg_store_destroy(s1);
@@ -382,13 +344,13 @@ static void case_another_jobs_store(void) {
     int port = sg_store_port(s0);
     sg_store *s1 = mk(port, 1, 2, 600);
     CHECK(s1);
-    capture_begin();
+    th_cap_begin();
     /* rank 1 of another job (its own token) on the same port: no retrying
      * for the 600 s timeout, a message naming the port */
     sg_store *other = mk_tok("127.0.0.1", port, 1, 2, 600, "the-other-jobs-token");
     /* a second process claiming rank 1 of this job */
     sg_store *dup = mk(port, 1, 2, 600);
-    char *log = capture_end();
+    const char *log = th_cap_end();
     CHECK(other == NULL);
     CHECK(dup == NULL);
     char want[160];
@@ -397,7 +359,6 @@ static void case_another_jobs_store(void) {
     CHECK_STR_CONTAINS(log, "choose another --master-port");
     CHECK_STR_CONTAINS(log, "already has a connection for rank 1 (from 127.0.0.1:");
     CHECK_STR_CONTAINS(log, "it claims rank 1, which the connection from 127.0.0.1:");
-    free(log);
     CHECK(served(s1, "still-fine"));
     sg_store_leave(s1);
     sg_store_destroy(s1);
@@ -409,9 +370,9 @@ static void case_binds_master_addr(void) {
     sg_store *s0 = mk_tok("127.0.0.2", 0, 0, 1, 5, TOKEN);
     CHECK(s0);
     int port = sg_store_port(s0);
-    int other = raw_connect("127.0.0.1", port);
+    int other = th_raw_connect("127.0.0.1", port);
     int errno_other = errno;
-    int right = raw_connect("127.0.0.2", port);
+    int right = th_raw_connect("127.0.0.2", port);
     fprintf(stderr, "  store on 127.0.0.2:%d; via 127.0.0.1: %s\n", port,
             other < 0 ? strerror(errno_other) : "connected");
     CHECK_MSG(other < 0, "the store bound to MASTER_ADDR=127.0.0.2 accepted a connection on 127.0.0.1");
@@ -460,24 +421,7 @@ static void case_client_limits(void) {
 /* Runs a case in a child process; a case still running after BOUND_S
  * seconds is a hang: killed and failed. */
 static void bounded(void (*fn)(void), const char *name) {
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        fn();
-        fflush(stderr);
-        _exit(tu_case_failed ? 1 : 0);
-    }
-    int st = 0;
-    double t0 = th_now();
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (th_now() - t0 > BOUND_S) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            CHECK_MSG(0, "%s still running after %d s: hung", name, BOUND_S);
-        }
-        usleep(20 * 1000);
-    }
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (wait status %d)", name, st);
+    CHECK_MSG(th_bounded(fn, &tu_case_failed, BOUND_S, name) == 0, "case %s (see above)", name);
 }
 #define BOUNDED(fn) \
     static void test_##fn(void) { bounded(fn, #fn); }

@@ -550,3 +550,132 @@ void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float
     finish_bf16(dw, res, nw, accumulate);
     free(xr), free(dyr), free(res);
 }
+
+/* ---- test-time augmentation ---- */
+void ref_flip_w(const float *x, float *y, int n, int c, int h, int w) {
+    for (long r = 0; r < (long)n * c * h; r++)
+        for (int i = 0; i < w; i++) y[r * w + (w - 1 - i)] = x[r * w + i];
+}
+
+void ref_softmax(const float *x, float *y, int n, int c, int hw, int accumulate) {
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < hw; q++) {
+            const float *xp = x + (size_t)i * c * hw + q;
+            float *yp = y + (size_t)i * c * hw + q;
+            double mx = xp[0], sum = 0;
+            for (int k = 1; k < c; k++)
+                if (xp[(size_t)k * hw] > mx) mx = xp[(size_t)k * hw];
+            for (int k = 0; k < c; k++) sum += exp((double)xp[(size_t)k * hw] - mx);
+            for (int k = 0; k < c; k++) {
+                double p = exp((double)xp[(size_t)k * hw] - mx) / sum;
+                yp[(size_t)k * hw] = (float)(accumulate ? yp[(size_t)k * hw] + p : p);
+            }
+        }
+}
+
+/* ---------------- loss options: class weights, OHEM (issue 16) ---------------- */
+
+void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                     int ignore, const float *class_w, const float *sel_key, float sel_below,
+                     float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
+    double loss = 0, wsum = 0;
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < hw; p++) {
+            const float *l = logits + (size_t)i * c * hw + p;
+            size_t px = (size_t)i * hw + p;
+            int lab = labels[px];
+            double w = 0;
+            if (lab != ignore && lab < c && (!sel_key || sel_key[px] < sel_below))
+                w = class_w ? class_w[lab] : 1.0;
+            if (w == 0) {
+                if (dlogits)
+                    for (int k = 0; k < c; k++)
+                        dlogits[(size_t)i * c * hw + (size_t)k * hw + p] = 0;
+                continue;
+            }
+            double mx = l[0];
+            for (int k = 1; k < c; k++) mx = l[(size_t)k * hw] > mx ? l[(size_t)k * hw] : mx;
+            double se = 0;
+            for (int k = 0; k < c; k++) se += exp(l[(size_t)k * hw] - mx);
+            double lse = mx + log(se);
+            loss += w * (lse - l[(size_t)lab * hw]);
+            wsum += w;
+            if (dlogits)
+                for (int k = 0; k < c; k++) {
+                    double sm = exp(l[(size_t)k * hw] - lse);
+                    dlogits[(size_t)i * c * hw + (size_t)k * hw + p] =
+                        (float)((sm - (k == lab)) * grad_scale * w);
+                }
+        }
+    *loss_sum = loss;
+    *weight_sum = wsum;
+}
+
+void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                       int ignore, float *prob) {
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < hw; p++) {
+            const float *l = logits + (size_t)i * c * hw + p;
+            int lab = labels[(size_t)i * hw + p];
+            if (lab == ignore || lab >= c) {
+                prob[(size_t)i * hw + p] = INFINITY;
+                continue;
+            }
+            double mx = l[0];
+            for (int k = 1; k < c; k++) mx = l[(size_t)k * hw] > mx ? l[(size_t)k * hw] : mx;
+            double se = 0;
+            for (int k = 0; k < c; k++) se += exp(l[(size_t)k * hw] - mx);
+            prob[(size_t)i * hw + p] = (float)(exp(l[(size_t)lab * hw] - mx) / se);
+        }
+}
+
+/* IEEE total order on floats (NaN aside): -0 before +0. */
+static int ref_cmp_total(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    if (x < y) return -1;
+    if (x > y) return 1;
+    int sx = signbit(x) != 0, sy = signbit(y) != 0;
+    return sy - sx; /* equal values: a negative zero first */
+}
+
+float ref_kth_smallest(const float *x, size_t count, size_t k) {
+    float *s = malloc(count * sizeof *s);
+    if (!s) abort();
+    memcpy(s, x, count * sizeof *s);
+    qsort(s, count, sizeof *s, ref_cmp_total);
+    float v = s[k];
+    free(s);
+    return v;
+}
+
+/* mmsegmentation's OHEMPixelSampler.sample, line by line:
+ *   valid_mask = label != ignore;  sort_prob = sort(prob[valid_mask])
+ *   min_threshold = sort_prob[min(batch_kept, numel - 1)] if numel > 0 else 0.0
+ *   threshold = max(min_threshold, thresh)
+ *   seg_weight[valid_mask] = prob[valid_mask] < threshold
+ * (labels >= c count as ignored, as in the loss). Returns the threshold. */
+float ref_ohem_select(const float *prob, const uint8_t *labels, size_t count, int c, int ignore,
+                      float thresh, int64_t batch_kept, uint8_t *selected) {
+    float *v = malloc((count ? count : 1) * sizeof *v);
+    if (!v) abort();
+    size_t nv = 0;
+    for (size_t i = 0; i < count; i++)
+        if (labels[i] != ignore && labels[i] < c) v[nv++] = prob[i];
+    /* a plain insertion sort: the reference is meant to be obviously right */
+    for (size_t i = 1; i < nv; i++) {
+        float t = v[i];
+        size_t j = i;
+        while (j > 0 && v[j - 1] > t) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = t;
+    }
+    float min_thr = 0.0f;
+    if (nv > 0) min_thr = v[(size_t)batch_kept < nv - 1 ? (size_t)batch_kept : nv - 1];
+    float thr = min_thr > thresh ? min_thr : thresh;
+    for (size_t i = 0; i < count; i++)
+        selected[i] = labels[i] != ignore && labels[i] < c && prob[i] < thr;
+    free(v);
+    return thr;
+}

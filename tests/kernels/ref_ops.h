@@ -121,6 +121,26 @@ void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float 
 void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy,
                               float *dw, int accumulate);
 
+/* ---- test-time augmentation (inference only) ----
+ * ref_flip_w: y[n,c,h,w-1-x] = x[n,c,h,x]. ref_softmax: y (+)= softmax over
+ * the c classes of each pixel, exp and sums in double. */
+void ref_flip_w(const float *x, float *y, int n, int c, int h, int w);
+void ref_softmax(const float *x, float *y, int n, int c, int hw, int accumulate);
+
+/* ---- loss options (issue 16): class-weighted, selective CE (backend.h
+ * ce_weighted; dlogits = (softmax - onehot) * grad_scale * w in double,
+ * rounded once), the true class's probability (+inf at ignored pixels), the
+ * k-th smallest by sorting, and mmseg's OHEM selection (selected[i] = 1 for
+ * the pixels trained on; returns the threshold). ---- */
+void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                     int ignore, const float *class_w, const float *sel_key, float sel_below,
+                     float grad_scale, float *dlogits, double *loss_sum, double *weight_sum);
+void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw,
+                       int ignore, float *prob);
+float ref_kth_smallest(const float *x, size_t count, size_t k);
+float ref_ohem_select(const float *prob, const uint8_t *labels, size_t count, int c, int ignore,
+                      float thresh, int64_t batch_kept, uint8_t *selected);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* tests/model/model_testutil.h - helpers shared by the model tests:
- * the CPU backend, tiny model options, host<->device copies, stderr capture. */
+ * the CPU backend, tiny model options, options from a fixture's metadata,
+ * host<->device copies (stderr capture: tests/helpers.h). */
 #ifndef SG_TESTS_MODEL_TESTUTIL_H
 #define SG_TESTS_MODEL_TESTUTIL_H
 
@@ -11,6 +12,8 @@
 
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/safetensors.h"
+#include "tests/helpers.h"
 
 static const char *mt_fixtures __attribute__((unused)) = "tests/fixtures";
 
@@ -55,28 +58,44 @@ static inline float *mt_download(sg_backend *be, const float *dev, size_t count)
     return h;
 }
 
-/* Captures everything written to stderr between begin and end into buf. */
-typedef struct mt_capture { int saved; char path[64]; } mt_capture;
-
-static inline void mt_capture_begin(mt_capture *c) {
-    fflush(stderr);
-    snprintf(c->path, sizeof c->path, "/tmp/sg_model_test_%d.err", (int)getpid());
-    int fd = open(c->path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    c->saved = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static inline void mt_capture_end(mt_capture *c, char *buf, size_t cap) {
-    fflush(stderr);
-    dup2(c->saved, 2);
-    close(c->saved);
-    FILE *f = fopen(c->path, "r");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-    unlink(c->path);
-    fputs(buf, stderr); /* keep it visible in the test log */
+/* Model options from a fixture's metadata (backbone, blocks, base_width,
+ * output_stride, aspp_rates, num_classes, aux_head, as scripts/make_golden.py
+ * and scripts/make_pth_fixtures.py write them) over the backbone's
+ * defaults; 0, or -1 after naming the key that is missing or malformed. */
+static inline int mt_opts_from_meta(const sg_st_file *f, sg_model_opts *o) {
+    sg_backbone bb;
+    if (sg_backbone_parse(sg_st_meta(f, "backbone"), &bb) != 0) {
+        fprintf(stderr, "fixture %s: metadata backbone missing or unknown\n", sg_st_path(f));
+        return -1;
+    }
+    sg_model_opts_default(o, bb);
+    static const char *const ints[] = {"base_width", "output_stride", "num_classes", "aux_head"};
+    int *dst[] = {&o->base_width, &o->output_stride, &o->num_classes, &o->aux_head};
+    for (int i = 0; i < 4; i++) {
+        const char *v = sg_st_meta(f, ints[i]);
+        if (!v) {
+            fprintf(stderr, "fixture %s: metadata %s missing\n", sg_st_path(f), ints[i]);
+            return -1;
+        }
+        *dst[i] = atoi(v);
+    }
+    static const char *const lists[] = {"blocks", "aspp_rates"};
+    int *ldst[] = {o->blocks, o->aspp_rates}, lcap[] = {4, SG_MODEL_MAX_RATES}, got[2];
+    for (int i = 0; i < 2; i++) {
+        const char *v = sg_st_meta(f, lists[i]);
+        int n = 0;
+        while (v && *v && n < lcap[i]) {
+            ldst[i][n++] = (int)strtol(v, (char **)&v, 10);
+            if (*v == ',') v++;
+        }
+        got[i] = n;
+    }
+    if (got[0] != 4) {
+        fprintf(stderr, "fixture %s: metadata blocks is not 4 numbers\n", sg_st_path(f));
+        return -1;
+    }
+    o->n_aspp_rates = got[1];
+    return 0;
 }
 
 /* Fills the planned input with a deterministic pattern and runs one training

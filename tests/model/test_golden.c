@@ -38,16 +38,6 @@ static int meta_int(const sg_st_file *f, const char *k) {
     return atoi(v);
 }
 
-static int meta_list(const sg_st_file *f, const char *k, int *out, int cap) {
-    const char *v = sg_st_meta(f, k);
-    int n = 0;
-    while (v && *v && n < cap) {
-        out[n++] = (int)strtol(v, (char **)&v, 10);
-        if (*v == ',') v++;
-    }
-    return n;
-}
-
 static const sg_st_tensor *need(const sg_st_file *f, const char *name) {
     const sg_st_tensor *t = sg_st_find(f, name);
     if (!t) {
@@ -90,15 +80,7 @@ static void run_fixture(const char *file) {
     CHECK_MSG(f != NULL, "cannot open %s (run scripts/make_golden.py)", path);
     sg_backend *be = mt_backend();
     sg_model_opts o;
-    sg_backbone bb;
-    CHECK(sg_backbone_parse(sg_st_meta(f, "backbone"), &bb) == 0);
-    sg_model_opts_default(&o, bb);
-    CHECK(meta_list(f, "blocks", o.blocks, 4) == 4);
-    o.base_width = meta_int(f, "base_width");
-    o.output_stride = meta_int(f, "output_stride");
-    o.n_aspp_rates = meta_list(f, "aspp_rates", o.aspp_rates, SG_MODEL_MAX_RATES);
-    o.num_classes = meta_int(f, "num_classes");
-    o.aux_head = meta_int(f, "aux_head");
+    CHECK(mt_opts_from_meta(f, &o) == 0);
     o.aspp_dropout = o.aux_dropout = 0; /* the golden sets p = 0 */
     float aux_w = (float)atof(sg_st_meta(f, "aux_weight"));
     int h = meta_int(f, "h"), w = meta_int(f, "w"), n = 2, C = o.num_classes;

@@ -98,20 +98,6 @@ static void test_fixtures(void) {
     sg_pth_close(p);
 }
 
-static int meta_int(const sg_st_file *f, const char *k) {
-    const char *v = sg_st_meta(f, k);
-    return v ? atoi(v) : -1;
-}
-static int meta_list(const sg_st_file *f, const char *k, int *out, int cap) {
-    const char *v = sg_st_meta(f, k);
-    int n = 0;
-    while (v && *v && n < cap) {
-        out[n++] = (int)strtol(v, (char **)&v, 10);
-        if (*v == ',') v++;
-    }
-    return n;
-}
-
 static void test_tiny_deeplab_loads_strict_and_matches_torch(void) {
     char err[1024];
     sg_pth *p = sg_pth_open(fx("tiny_deeplab.pth"), err, sizeof err);
@@ -124,15 +110,7 @@ static void test_tiny_deeplab_loads_strict_and_matches_torch(void) {
     CHECK(e != NULL);
     if (!e) return;
     sg_model_opts o;
-    sg_backbone bb;
-    CHECK(sg_backbone_parse(sg_st_meta(e, "backbone"), &bb) == 0);
-    sg_model_opts_default(&o, bb);
-    CHECK(meta_list(e, "blocks", o.blocks, 4) == 4);
-    o.base_width = meta_int(e, "base_width");
-    o.output_stride = meta_int(e, "output_stride");
-    o.n_aspp_rates = meta_list(e, "aspp_rates", o.aspp_rates, SG_MODEL_MAX_RATES);
-    o.num_classes = meta_int(e, "num_classes");
-    o.aux_head = meta_int(e, "aux_head");
+    CHECK(mt_opts_from_meta(e, &o) == 0);
     sg_backend *be = mt_backend();
     sg_model *m = sg_model_create(be, &o);
     CHECK(m != NULL);

@@ -91,11 +91,10 @@ static void test_round_trip(void) {
 }
 
 static void expect_error(const char *path, const char *needle) {
-    mt_capture c;
     char buf[8192];
-    mt_capture_begin(&c);
+    th_cap_begin();
     sg_st_file *f = sg_st_open(path);
-    mt_capture_end(&c, buf, sizeof buf);
+    snprintf(buf, sizeof buf, "%s", th_cap_end());
     if (f) sg_st_close(f);
     CHECK_MSG(f == NULL, "%s opened", path);
     CHECK_STR_CONTAINS(buf, path);
@@ -150,11 +149,10 @@ static void test_truncations_and_fuzz(void) {
     int opened = 0;
     for (size_t len = 0; len < n; len++) {
         write_all(cut, b, len);
-        mt_capture c;
         char buf[4096];
-        mt_capture_begin(&c);
+        th_cap_begin();
         sg_st_file *f = sg_st_open(cut);
-        mt_capture_end(&c, buf, sizeof buf);
+        snprintf(buf, sizeof buf, "%s", th_cap_end());
         if (f) {
             opened++;
             sg_st_close(f);
@@ -176,11 +174,10 @@ static void test_truncations_and_fuzz(void) {
             c2[pos] = (unsigned char)(s >> 32);
         }
         write_all(cut, c2, n);
-        mt_capture c;
         char buf[4096];
-        mt_capture_begin(&c);
+        th_cap_begin();
         sg_st_file *f = sg_st_open(cut);
-        mt_capture_end(&c, buf, sizeof buf);
+        snprintf(buf, sizeof buf, "%s", th_cap_end());
         if (f) {
             for (int i = 0; i < sg_st_count(f); i++) {
                 const sg_st_tensor *t = sg_st_get(f, i);
@@ -253,11 +250,10 @@ static void test_untrusted_header(void) {
     /* the cause without a log line */
     write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]} x", 4);
     char why[512];
-    mt_capture c;
     char buf[4096];
-    mt_capture_begin(&c);
+    th_cap_begin();
     f = sg_st_open_why(path, why, sizeof why);
-    mt_capture_end(&c, buf, sizeof buf);
+    snprintf(buf, sizeof buf, "%s", th_cap_end());
     CHECK(f == NULL);
     CHECK_STR_CONTAINS(why, "corrupt header");
     CHECK_STR_CONTAINS(why, "at header byte");
@@ -371,11 +367,10 @@ static void test_model_round_trip(void) {
     CHECK_EQ_INT(r.skipped, 4);
     CHECK_EQ_INT(r.missing, 4);
     CHECK_EQ_INT(r.loaded, sg_model_num_params(c) - 4);
-    mt_capture cap;
     char buf[16384];
-    mt_capture_begin(&cap);
+    th_cap_begin();
     int rc = sg_model_load(c, path, 1, &r);
-    mt_capture_end(&cap, buf, sizeof buf);
+    snprintf(buf, sizeof buf, "%s", th_cap_end());
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(buf, "decoder.4.weight");
     CHECK_STR_CONTAINS(buf, path);

@@ -116,17 +116,6 @@ static int run(const char *cmd) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* The number after "key": in a flat JSON object; NAN if absent. */
-static double json_num(const char *js, const char *key) {
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(js, pat);
-    if (!p) return NAN;
-    char *end;
-    double v = strtod(p + strlen(pat), &end);
-    return end == p + strlen(pat) ? NAN : v;
-}
-
 static void test_cli(void) {
     CHECK(fx_setup("bench_cli", 1, 0, 8, 8, 19) == 0);
     char yaml[700], json[700], cmd[3000];
@@ -150,14 +139,14 @@ static void test_cli(void) {
                               "peak_rss_mib", "device_mem_peak_mib", "loss_first"};
     int bad = -1;
     for (int i = 0; i < (int)(sizeof positive / sizeof *positive); i++)
-        if (!(json_num(js, positive[i]) > 0)) bad = i;
-    double imgs = json_num(js, "img_per_s"), med = json_num(js, "step_ms_median");
-    double flops = json_num(js, "gflops_per_step"), fwd = json_num(js, "gflops_fwd_per_image");
-    double ach = json_num(js, "achieved_gflops");
+        if (!(th_json_num(js, positive[i]) > 0)) bad = i;
+    double imgs = th_json_num(js, "img_per_s"), med = th_json_num(js, "step_ms_median");
+    double flops = th_json_num(js, "gflops_per_step"), fwd = th_json_num(js, "gflops_fwd_per_image");
+    double ach = th_json_num(js, "achieved_gflops");
     int has_split = strstr(js, "\"data_ms_median\":") && strstr(js, "\"comm_ms_median\":") &&
                     strstr(js, "\"optimizer_ms_median\":") && strstr(js, "\"loss_ms_median\":");
-    int has_shape = strstr(js, "\"crop\":[32,48]") && json_num(js, "batch") == 3 &&
-                    json_num(js, "accum_steps") == 2 && json_num(js, "iters") == 3;
+    int has_shape = strstr(js, "\"crop\":[32,48]") && th_json_num(js, "batch") == 3 &&
+                    th_json_num(js, "accum_steps") == 2 && th_json_num(js, "iters") == 3;
     free(js);
     CHECK_MSG(bad < 0, "field %s missing or not positive", positive[bad]);
     CHECK(has_split && has_shape);
@@ -198,8 +187,8 @@ static void test_dist(void) {
     CHECK_EQ_INT(run(cmd), 0);
     char *js = th_read_file(json);
     CHECK(js != NULL);
-    double world = json_num(js, "world"), imgs = json_num(js, "img_per_s");
-    double med = json_num(js, "step_ms_median"), comm = json_num(js, "comm_ms_median");
+    double world = th_json_num(js, "world"), imgs = th_json_num(js, "img_per_s");
+    double med = th_json_num(js, "step_ms_median"), comm = th_json_num(js, "comm_ms_median");
     free(js);
     CHECK_EQ_INT((long long)world, 2);
     /* 2 images per rank per step, 2 ranks */

@@ -21,9 +21,8 @@
 set -eu
 SEGTRAIN=$1
 SRC=$2
-PY=/usr/bin/python3
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sg_convert_torch_XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$SRC/tests/torch_env.sh"
+torch_tmp convert_torch
 "$SEGTRAIN" synth --out "$tmp/data" --train 2 --val 1 --size 40x56 --seed 5 >/dev/null
 img=$(find "$tmp/data/leftImg8bit/val" -name '*.png' | head -n 1)
 sets="--set data.root=$tmp/data --set data.format=cityscapes --set device=cpu --set threads=2
@@ -37,10 +36,7 @@ grep -q "model.pretrained is empty: this resnet50 run starts from random initial
     { echo "FAIL: no warning for resnet50 from scratch"; cat "$tmp/scratch.log"; exit 1; }
 echo "random-init warning: ok"
 
-if ! [ -x "$PY" ] || ! "$PY" -c "import torch, torchvision, numpy, PIL" 2>/dev/null; then
-    echo "skip: /usr/bin/python3 has no torch/torchvision/numpy/PIL"
-    exit 77
-fi
+need_torch torch torchvision numpy PIL
 
 # the torchvision model, saved by torch.save, and its eval logits on img
 "$PY" - "$tmp" "$img" <<'EOF'

@@ -10,25 +10,14 @@
 set -eu
 SEGTRAIN=$1
 SRC=$2
-PY=/usr/bin/python3
-if ! [ -x "$PY" ] || ! "$PY" -c "import torch, torchvision, numpy, yaml, PIL" 2>/dev/null; then
-    echo "skip: /usr/bin/python3 has no torch/torchvision/numpy/yaml/PIL"
-    exit 77
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sg_export_torch_XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-"$SEGTRAIN" synth --out "$tmp/data" --train 4 --val 1 --size 40x56 --seed 5 >/dev/null
-img=$(find "$tmp/data/leftImg8bit/val" -name '*.png' | head -n 1)
+. "$SRC/tests/torch_env.sh"
+need_torch torch torchvision numpy yaml PIL
+torch_tmp export_torch
+tiny_data 40x56
 
 check() { # name, iterations, then --set overrides
     name=$1
-    iters=$2
-    shift 2
-    "$SEGTRAIN" train --quiet --set run_dir="$tmp/$name" --set data.root="$tmp/data" \
-        --set data.format=cityscapes --set data.train_split=train \
-        --set train.iters="$iters" --set train.batch_size=2 --set train.checkpoint_every=0 \
-        --set train.log_every=1 --set data.workers=0 --set threads=2 "$@"
-    ck="$tmp/$name/checkpoints/iter_$(printf %08d "$iters").safetensors"
+    tiny_train "$@"
     "$SEGTRAIN" export --quiet --checkpoint "$ck" --out "$tmp/$name.safetensors" --names torchvision
     "$SEGTRAIN" predict --quiet --checkpoint "$ck" --input "$img" --output "$tmp/$name.png" \
         --save-logits "$tmp/$name.npy"
@@ -36,8 +25,7 @@ check() { # name, iterations, then --set overrides
         --config "$tmp/$name/config.yaml" --image "$img" --logits "$tmp/$name.npy"
 }
 
-check tiny 2 --set model.backbone=resnet50 --set model.base_width=8 --set model.num_classes=19 \
-    --set model.aspp_rates=[2,4,6] --set data.crop_size=[32,32]
+check tiny 2 $TINY_R50
 check r50 1 --set model.backbone=resnet50 --set model.base_width=64 --set model.num_classes=19 \
     --set model.aspp_rates=[12,24,36] --set model.output_stride=8 --set data.crop_size=[32,32]
 echo "export check passed"

@@ -19,6 +19,11 @@
  *            uninterrupted run in the precision they resumed in.
  *   eval   - `segtrain eval` of one checkpoint in fp32 and in bf16: pixel
  *            accuracy and mIoU within EVAL_TOL (absolute).
+ *   cache  - the bf16 weight copies (kernels/weight_cache.h) change nothing:
+ *            CACHE_ITERS bf16 steps (with 2 micro-batches per step, so the
+ *            copies are reused within a step) give bit-identical losses with
+ *            the cache on and off (SG_WEIGHT_CACHE=0: converted on every
+ *            call), natively where this processor can and emulated.
  * Threads: 1, so oneDNN's bf16 kernels never wait at a spinning barrier for
  * a thread the (loaded, shared) test machine has descheduled.
  */
@@ -129,6 +134,56 @@ static void test_curves(void) {
     CHECK(rc == 0);
     CHECK(learns(e, CURVE_ITERS, "bf16 emulated"));
     CHECK(close_curves(b, e, CURVE_ITERS, "bf16 native vs emulated"));
+}
+
+/* ---------------- the bf16 weight cache ---------------- */
+
+#define CACHE_ITERS 12
+
+/* bf16 losses of CACHE_ITERS steps with the weight cache as `cache` says. */
+static int cache_curve(const char *run, const char *cache, double *losses) {
+    setenv("SG_WEIGHT_CACHE", cache, 1);
+    const char *sets[N_BASE + 3];
+    for (int i = 0; i < N_BASE; i++) sets[i] = base_sets[i];
+    char it[64];
+    snprintf(it, sizeof it, "train.iters=%d", CACHE_ITERS);
+    sets[N_BASE] = it;
+    sets[N_BASE + 1] = "train.precision=bf16";
+    sets[N_BASE + 2] = "train.accum_steps=2";
+    sg_config c;
+    int rc = fx_config(&c, run, sets, N_BASE + 3);
+    sg_train_debug d = {0};
+    d.step_loss = losses;
+    d.step_loss_cap = CACHE_ITERS;
+    if (rc == 0) rc = sg_train_run(&c, NULL, &d, NULL) == SG_OK && d.iters_done == CACHE_ITERS ? 0 : -1;
+    unsetenv("SG_WEIGHT_CACHE");
+    return rc;
+}
+
+static void cache_pair(const char *what) {
+    double on[CACHE_ITERS], off[CACHE_ITERS];
+    char r1[64], r2[64];
+    snprintf(r1, sizeof r1, "cache-on-%s", what);
+    snprintf(r2, sizeof r2, "cache-off-%s", what);
+    CHECK(cache_curve(r1, "1", on) == 0);
+    CHECK(cache_curve(r2, "0", off) == 0);
+    for (int i = 0; i < CACHE_ITERS; i++)
+        CHECK_MSG(memcmp(&on[i], &off[i], sizeof on[i]) == 0,
+                  "bf16 %s: step %d loss %.17g with the weight cache, %.17g converting on every "
+                  "call: a stale or wrong bf16 weight copy",
+                  what, i + 1, on[i], off[i]);
+    fprintf(stderr, "  bf16 %s: %d steps bit-identical with and without the weight cache "
+                    "(last loss %.6f)\n",
+            what, CACHE_ITERS, on[CACHE_ITERS - 1]);
+}
+
+static void test_cache(void) {
+    if (native_here()) cache_pair("native");
+    else fprintf(stderr, "  (no bf16 instructions here: the native path is not run)\n");
+    if (tu_case_failed) return;
+    setenv("SG_CPU_BF16", "emulated", 1);
+    cache_pair("emulated");
+    unsetenv("SG_CPU_BF16");
 }
 
 /* ---------------- resume across precisions ---------------- */
@@ -246,7 +301,7 @@ static void test_eval(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_precision curves|resume|eval\n");
+        fprintf(stderr, "usage: test_precision curves|resume|eval|cache\n");
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);
@@ -257,6 +312,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "curves") == 0) TEST_RUN(test_curves);
     else if (strcmp(argv[1], "resume") == 0) TEST_RUN(test_resume);
     else if (strcmp(argv[1], "eval") == 0) TEST_RUN(test_eval);
+    else if (strcmp(argv[1], "cache") == 0) TEST_RUN(test_cache);
     else {
         fprintf(stderr, "unknown case %s\n", argv[1]);
         return 2;

@@ -49,42 +49,6 @@
 #include "train/trainer.h"
 #include "train_fixture.h"
 
-/* ---- stderr capture (the log's messages are what several cases check) ---- */
-static char g_cap[1 << 17];
-static int g_saved = -1;
-static FILE *g_capf;
-
-static void cap_begin(void) {
-    fflush(stderr);
-    g_capf = tmpfile();
-    if (!g_capf) abort();
-    g_saved = dup(2);
-    dup2(fileno(g_capf), 2);
-}
-
-static const char *cap_end(void) {
-    fflush(stderr);
-    dup2(g_saved, 2);
-    close(g_saved);
-    rewind(g_capf);
-    size_t n = fread(g_cap, 1, sizeof g_cap - 1, g_capf);
-    g_cap[n] = 0;
-    fclose(g_capf);
-    fprintf(stderr, "    (captured)\n%s", g_cap);
-    return g_cap;
-}
-
-static int run_cmd(int (*fn)(int, char **), const char **args) {
-    char *argv[40];
-    int n = 0;
-    while (args[n] && n < 39) {
-        argv[n] = (char *)args[n];
-        n++;
-    }
-    argv[n] = NULL;
-    return fn(n, argv);
-}
-
 /* The fixture's configuration for run `run` (plus sets) as a YAML file;
  * its path into out. */
 static int config_file(const char *run, const char *const *sets, int n, char *out, size_t cap,
@@ -121,7 +85,7 @@ static void test_lock(void) {
     CHECK(child >= 0);
     if (child == 0) { /* the first job: trains until killed */
         const char *args[] = {"train", "--config", cfg, "--quiet", NULL};
-        _exit(run_cmd(sg_cmd_train, args));
+        _exit(th_run_cmd(sg_cmd_train, args, -1));
     }
     char lockp[1200], want[64];
     snprintf(lockp, sizeof lockp, "%s/segtrain.lock", c.run_dir);
@@ -136,9 +100,9 @@ static void test_lock(void) {
     CHECK_MSG(held, "the training child never took the lock");
     /* a second train job on the same run_dir */
     const char *again[] = {"train", "--config", cfg, NULL};
-    cap_begin();
-    int rc = run_cmd(sg_cmd_train, again);
-    const char *msg = cap_end();
+    th_cap_begin();
+    int rc = th_run_cmd(sg_cmd_train, again, -1);
+    const char *msg = th_cap_end();
     CHECK_EQ_INT(rc, 1);
     char pidmsg[64];
     snprintf(pidmsg, sizeof pidmsg, "pid %d on host", (int)child);
@@ -151,9 +115,9 @@ static void test_lock(void) {
     char ck[1200];
     snprintf(ck, sizeof ck, "%s/none.safetensors", fx_root);
     const char *ev[] = {"eval", "--checkpoint", ck, "--config", cfg, NULL};
-    cap_begin();
-    rc = run_cmd(sg_cmd_eval, ev);
-    msg = cap_end();
+    th_cap_begin();
+    rc = th_run_cmd(sg_cmd_eval, ev, -1);
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, 1);
     CHECK_STR_CONTAINS(msg, pidmsg);
     CHECK_STR_CONTAINS(msg, "--out");
@@ -165,17 +129,12 @@ static void test_lock(void) {
     pid_t r1 = fork();
     CHECK(r1 >= 0);
     if (r1 == 0) {
-        setenv("RANK", "1", 1);
-        setenv("LOCAL_RANK", "1", 1);
-        setenv("WORLD_SIZE", "2", 1);
-        setenv("LOCAL_WORLD_SIZE", "2", 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("MASTER_PORT", ps, 1);
+        th_rank_env(1, 2, ps, 1);
         char out[1200];
         snprintf(out, sizeof out, "%s/rank1.log", fx_root);
         if (!freopen(out, "w", stderr)) _exit(99);
         const char *r1args[] = {"train", "--config", cfg, "--set", "dist.timeout_s=2", NULL};
-        _exit(run_cmd(sg_cmd_train, r1args));
+        _exit(th_run_cmd(sg_cmd_train, r1args, -1));
     }
     int st;
     waitpid(r1, &st, 0);
@@ -219,7 +178,7 @@ static void test_run_id(void) {
     char cfg[1200], p2[1200], p4[1200], id[64], id4[64], want[96];
     CHECK(config_file("runid", sets, 3, cfg, sizeof cfg, &c) == 0);
     const char *train[] = {"train", "--config", cfg, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, train), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, train, -1), 0);
     ckpt_path(&c, 2, p2, sizeof p2);
     meta(p2, "run_id", id, sizeof id);
     CHECK_EQ_INT(strlen(id), SG_RUN_ID_LEN);
@@ -236,9 +195,9 @@ static void test_run_id(void) {
     CHECK(lines >= 3); /* 2 progress lines, the validation */
     CHECK_EQ_INT(with, lines);
     /* a fresh run over it stops: status 2, --resume auto or a new run_dir */
-    cap_begin();
-    int rc = run_cmd(sg_cmd_train, train);
-    const char *msg = cap_end();
+    th_cap_begin();
+    int rc = th_run_cmd(sg_cmd_train, train, -1);
+    const char *msg = th_cap_end();
     CHECK_EQ_INT(rc, 2);
     CHECK_STR_CONTAINS(msg, "already holds");
     CHECK_STR_CONTAINS(msg, id);
@@ -247,7 +206,7 @@ static void test_run_id(void) {
     /* --resume auto continues it: same run id in checkpoints and lines */
     const char *resume[] = {"train", "--config", cfg, "--set", "train.iters=4", "--resume",
                             "auto", "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, resume), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, resume, -1), 0);
     ckpt_path(&c, 4, p4, sizeof p4);
     CHECK(strcmp(meta(p4, "run_id", id4, sizeof id4), id) == 0);
     m = th_read_file(mpath);
@@ -267,9 +226,9 @@ static void test_run_id(void) {
     }
     CHECK(meta(p4, "run_id", id4, sizeof id4)[0] == 0);
     const char *legacy[] = {"train", "--config", cfg, "--set", "train.iters=5", "--resume", p4, NULL};
-    cap_begin();
-    rc = run_cmd(sg_cmd_train, legacy);
-    msg = cap_end();
+    th_cap_begin();
+    rc = th_run_cmd(sg_cmd_train, legacy, -1);
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, 0);
     CHECK_STR_CONTAINS(msg, "written before run ids");
     char p5[1200], id5[64];
@@ -279,7 +238,7 @@ static void test_run_id(void) {
     CHECK(strcmp(id5, id) != 0);
     const char *legacy_auto[] = {"train", "--config", cfg, "--set", "train.iters=6",
                                  "--resume", "auto", "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, legacy_auto), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, legacy_auto, -1), 0);
     char p6[1200], id6[64];
     ckpt_path(&c, 6, p6, sizeof p6);
     CHECK(strcmp(meta(p6, "run_id", id6, sizeof id6), id5) == 0);
@@ -289,12 +248,12 @@ static void test_run_id(void) {
     char cfgb[1200], pb[1200];
     CHECK(config_file("runid_b", setsb, 1, cfgb, sizeof cfgb, &cb) == 0);
     const char *trainb[] = {"train", "--config", cfgb, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, trainb), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, trainb, -1), 0);
     ckpt_path(&cb, 1, pb, sizeof pb);
     const char *mix[] = {"train", "--config", cfg, "--set", "train.iters=7", "--resume", pb, NULL};
-    cap_begin();
-    rc = run_cmd(sg_cmd_train, mix);
-    msg = cap_end();
+    th_cap_begin();
+    rc = th_run_cmd(sg_cmd_train, mix, -1);
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, 2);
     CHECK_STR_CONTAINS(msg, "holds checkpoints of another run");
 }
@@ -306,15 +265,15 @@ static void test_config_diff(void) {
     char cfg[1200], yaml[1200];
     CHECK(config_file("cdiff", sets, 1, cfg, sizeof cfg, &c) == 0);
     const char *train[] = {"train", "--config", cfg, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, train), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, train, -1), 0);
     snprintf(yaml, sizeof yaml, "%s/config.yaml", c.run_dir);
     char *before = th_read_file(yaml);
     CHECK(before != NULL);
     const char *resume[] = {"train", "--config", yaml, "--set", "model.base_width=16",
                             "--set", "train.iters=4", "--resume", "auto", NULL};
-    cap_begin();
-    int rc = run_cmd(sg_cmd_train, resume);
-    const char *msg = cap_end();
+    th_cap_begin();
+    int rc = th_run_cmd(sg_cmd_train, resume, -1);
+    const char *msg = th_cap_end();
     CHECK(rc != 0);
     CHECK_STR_CONTAINS(msg, "model.base_width: checkpoint 8, config 16");
     char *after = th_read_file(yaml);
@@ -326,7 +285,7 @@ static void test_config_diff(void) {
     /* the printed resume command still works */
     const char *ok[] = {"train", "--config", yaml, "--set", "train.iters=3", "--resume", "auto",
                         "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, ok), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, ok, -1), 0);
 }
 
 /* ---------------- an evaluation due at the interrupted iteration ---------------- */
@@ -406,52 +365,8 @@ static void test_epochs(void) {
                           "train.freeze_bn_stats=true", "data.val_split=val"};
     sg_config c;
     CHECK(fx_config(&c, "epochs", sets, 7) == 0);
-    int port = th_free_port();
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0);
-        if (pids[r] == 0) {
-            char rs[8];
-            snprintf(rs, sizeof rs, "%d", r);
-            setenv("RANK", rs, 1);
-            setenv("LOCAL_RANK", rs, 1);
-            setenv("WORLD_SIZE", "2", 1);
-            setenv("LOCAL_WORLD_SIZE", "2", 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", ps, 1);
-            sg_log_set_rank(r, 2);
-            int64_t seen[11] = {0};
-            sg_train_debug d = {0};
-            d.seen_train = seen;
-            d.stop_at_iter = 2;
-            int sig = 0;
-            int rc = sg_train_run(&c, NULL, &d, &sig);
-            char path[1200];
-            snprintf(path, sizeof path, "%s/seen_rank%d", fx_root, r);
-            FILE *f = fopen(path, "wb");
-            int ok = f && fwrite(seen, sizeof seen, 1, f) == 1;
-            if (f) fclose(f);
-            _exit(ok && rc == SG_OK && sig == SIGTERM ? 0 : 1);
-        }
-    }
-    for (int r = 0; r < 2; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed", r);
-    }
     int64_t seen[11] = {0};
-    for (int r = 0; r < 2; r++) {
-        char path[1200];
-        int64_t s1[11];
-        snprintf(path, sizeof path, "%s/seen_rank%d", fx_root, r);
-        FILE *f = fopen(path, "rb");
-        CHECK(f && fread(s1, sizeof s1, 1, f) == 1);
-        fclose(f);
-        for (int i = 0; i < 11; i++) seen[i] += s1[i];
-    }
+    CHECK_MSG(fx_train_ranks(&c, 2, 2, seen, 11) == 0, "the 2-rank part of the run failed");
     sg_train_debug d = {0};
     d.seen_train = seen;
     CHECK_EQ_INT(sg_train_run(&c, "auto", &d, NULL), 0);
@@ -490,15 +405,15 @@ static void test_untrusted(void) {
     char cfg[1200], ck[1200], bad[1200], victim[1200], out[1200];
     CHECK(config_file("untrusted", sets, 1, cfg, sizeof cfg, &c) == 0);
     const char *train[] = {"train", "--config", cfg, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_train, train), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_train, train, -1), 0);
     ckpt_path(&c, 1, ck, sizeof ck);
     /* the probe: base_width 1024 in the stored config of a small file */
     snprintf(bad, sizeof bad, "%s/wide.safetensors", fx_root);
     CHECK_EQ_INT(edit_config(ck, bad, "base_width: 8", "base_width: 1024"), 0);
     const char *ev[] = {"eval", "--checkpoint", bad, NULL};
-    cap_begin();
-    int rc = run_cmd(sg_cmd_eval, ev);
-    const char *msg = cap_end();
+    th_cap_begin();
+    int rc = th_run_cmd(sg_cmd_eval, ev, -1);
+    const char *msg = th_cap_end();
     CHECK_EQ_INT(rc, 1);
     CHECK_STR_CONTAINS(msg, "base_width 1024");
     CHECK_STR_CONTAINS(msg, "does not fit that config");
@@ -506,9 +421,9 @@ static void test_untrusted(void) {
     char img[1200];
     snprintf(img, sizeof img, "%s/data/leftImg8bit/val", fx_root);
     const char *pr[] = {"predict", "--checkpoint", bad, "--input", img, "--output", out, NULL};
-    cap_begin();
-    rc = run_cmd(sg_cmd_predict, pr);
-    msg = cap_end();
+    th_cap_begin();
+    rc = th_run_cmd(sg_cmd_predict, pr, -1);
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, 1);
     CHECK_STR_CONTAINS(msg, "does not fit that config");
     /* eval never writes into the run_dir named inside the file */
@@ -520,11 +435,11 @@ static void test_untrusted(void) {
     snprintf(bad, sizeof bad, "%s/elsewhere.safetensors", fx_root);
     CHECK_EQ_INT(edit_config(ck, bad, from, to), 0);
     const char *ev2[] = {"eval", "--checkpoint", bad, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_eval, ev2), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ev2, -1), 0);
     CHECK_MSG(access(victim, F_OK) != 0, "eval created %s", victim);
     snprintf(out, sizeof out, "%s/metrics_out.json", fx_root);
     const char *ev3[] = {"eval", "--checkpoint", bad, "--out", out, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_eval, ev3), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ev3, -1), 0);
     CHECK(access(out, F_OK) == 0);
     CHECK(access(victim, F_OK) != 0);
     /* --config names the user's own run_dir: the JSON goes there */
@@ -532,15 +447,15 @@ static void test_untrusted(void) {
     snprintf(evjson, sizeof evjson, "%s/eval/iter_00000001.json", c.run_dir);
     unlink(evjson);
     const char *ev4[] = {"eval", "--checkpoint", bad, "--config", cfg, "--quiet", NULL};
-    CHECK_EQ_INT(run_cmd(sg_cmd_eval, ev4), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ev4, -1), 0);
     CHECK(access(evjson, F_OK) == 0);
     /* an invalid stored config is refused like a user's file */
     snprintf(bad, sizeof bad, "%s/badcfg.safetensors", fx_root);
     CHECK_EQ_INT(edit_config(ck, bad, "num_classes: 19", "num_classes: 999"), 0);
     const char *ev5[] = {"eval", "--checkpoint", bad, NULL};
-    cap_begin();
-    rc = run_cmd(sg_cmd_eval, ev5);
-    msg = cap_end();
+    th_cap_begin();
+    rc = th_run_cmd(sg_cmd_eval, ev5, -1);
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, 2);
     CHECK_STR_CONTAINS(msg, "__metadata__.config");
     CHECK_STR_CONTAINS(msg, "out of range");
@@ -570,9 +485,9 @@ static void test_eval_memory(void) {
      * the remedy */
     size_t plan = sg_model_plan_bytes(m, 1, 60, 80, 0);
     CHECK(plan > 0);
-    cap_begin();
+    th_cap_begin();
     sg_status rc = sg_evaluator_check_fits(&ev, m, 1, 60, 80, plan / 2, "img.png");
-    const char *msg = cap_end();
+    const char *msg = th_cap_end();
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "img.png: a 60x80 image");
     CHECK_STR_CONTAINS(msg, "eval.crop_size");
@@ -584,9 +499,9 @@ static void test_eval_memory(void) {
     fprintf(stderr, "inference plan of the test network at 8000x8000: %.2f GiB\n",
             (double)big / (1 << 30));
     CHECK(big > (1u << 30));
-    cap_begin();
+    th_cap_begin();
     rc = sg_evaluator_check_fits(&ev, m, 1, 8000, 8000, (size_t)1 << 30, NULL);
-    msg = cap_end();
+    msg = th_cap_end();
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "8000x8000");
     sg_evaluator_free(&ev);

@@ -221,20 +221,6 @@ static void test_leftover(void) {
 /* ---------------- eval / predict on a hand-made case ---------------- */
 #define CONST_CLASS 2
 
-static int run_cmd(int (*fn)(int, char **), const char **args, int n) {
-    char *argv[32];
-    for (int i = 0; i < n; i++) argv[i] = (char *)args[i];
-    argv[n] = NULL;
-    return fn(n, argv);
-}
-
-static double json_num(const char *json, const char *key) {
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\":", key);
-    const char *p = strstr(json, k);
-    return p ? strtod(p + strlen(k), NULL) : NAN;
-}
-
 static void test_eval_predict(void) {
     sg_config c;
     CHECK(fx_config(&c, "eval", NULL, 0) == 0);
@@ -288,23 +274,23 @@ static void test_eval_predict(void) {
     char out[1200];
     snprintf(out, sizeof out, "%s/eval.json", fx_root);
     const char *args[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_eval, args, 6), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, args, 6), 0);
     char *json = th_read_file(out);
     CHECK(json != NULL);
-    CHECK_NEAR(json_num(json, "miou"), want_miou, 1e-12);
-    CHECK_NEAR(json_num(json, "pixel_acc"), want_acc, 1e-12);
-    CHECK_EQ_INT((long long)json_num(json, "total_pixels"), total);
-    CHECK_EQ_INT((long long)json_num(json, "iter"), 42);
+    CHECK_NEAR(th_json_num(json, "miou"), want_miou, 1e-12);
+    CHECK_NEAR(th_json_num(json, "pixel_acc"), want_acc, 1e-12);
+    CHECK_EQ_INT((long long)th_json_num(json, "total_pixels"), total);
+    CHECK_EQ_INT((long long)th_json_num(json, "iter"), 42);
     free(json);
     /* sliding windows (smaller than the 60x80 images, overlapping): same
      * numbers, every labelled pixel counted once */
     const char *args2[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
                            "--set", "eval.crop_size=[32,48]", "--set", "eval.stride=[20,20]"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_eval, args2, 10), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, args2, 10), 0);
     json = th_read_file(out);
     CHECK(json != NULL);
-    CHECK_NEAR(json_num(json, "miou"), want_miou, 1e-12);
-    CHECK_EQ_INT((long long)json_num(json, "total_pixels"), total);
+    CHECK_NEAR(th_json_num(json, "miou"), want_miou, 1e-12);
+    CHECK_EQ_INT((long long)th_json_num(json, "total_pixels"), total);
     free(json);
 
     /* predict: trainIds, labelIds, logits */
@@ -313,7 +299,7 @@ static void test_eval_predict(void) {
     snprintf(npy, sizeof npy, "%s/pred/a.npy", fx_root);
     const char *pa[] = {"predict", "--checkpoint", ck, "--input", first_img, "--output", png,
                         "--save-logits", npy, "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_predict, pa, 10), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 10), 0);
     sg_img p = {0}, src = {0};
     CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
     CHECK(sg_png_read_rgb(first_img, &src, NULL, 0) == 0);
@@ -322,7 +308,7 @@ static void test_eval_predict(void) {
     sg_img_free(&p);
     const char *pl[] = {"predict", "--checkpoint", ck, "--input", first_img, "--output", png,
                         "--label-ids", "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_predict, pl, 9), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pl, 9), 0);
     CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
     CHECK_EQ_INT(p.data[0], sg_cityscapes_label_id(CONST_CLASS)); /* 11: building */
     sg_img_free(&p);
@@ -354,7 +340,7 @@ static void test_export(void) {
     snprintf(out, sizeof out, "%s/tv.safetensors", fx_root);
     const char *args[] = {"export", "--checkpoint", ck, "--out", out, "--names", "torchvision",
                           "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_export, args, 8), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     sg_st_file *fc = sg_st_open(ck), *fo = sg_st_open(out);
     CHECK(fc && fo);
     int model_tensors = 0;
@@ -385,7 +371,7 @@ static void test_pretrained(void) {
     snprintf(tv, sizeof tv, "%s/pre_tv.safetensors", fx_root);
     const char *args[] = {"export", "--checkpoint", ck, "--out", tv, "--names", "torchvision",
                           "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_export, args, 8), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     snprintf(set_pre, sizeof set_pre, "model.pretrained=%s", tv);
     const char *sets2[] = {"train.iters=1", "train.lr=0", "train.weight_decay=0", set_pre};
     sg_config d;
@@ -458,51 +444,8 @@ static void test_world_change(void) {
                           "model.sync_bn=false", "train.freeze_bn_stats=true"};
     sg_config c;
     CHECK(fx_config(&c, "world", sets, 5) == 0); /* batch 1: BN on running stats */
-    char port[16];
-    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0);
-        if (pids[r] == 0) {
-            char rs[8];
-            snprintf(rs, sizeof rs, "%d", r);
-            setenv("RANK", rs, 1);
-            setenv("LOCAL_RANK", rs, 1);
-            setenv("WORLD_SIZE", "2", 1);
-            setenv("LOCAL_WORLD_SIZE", "2", 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", port, 1);
-            sg_log_set_rank(r, 2);
-            int64_t seen[11] = {0};
-            sg_train_debug d = {0};
-            d.seen_train = seen;
-            d.stop_at_iter = 2;
-            int sig = 0;
-            int rc = sg_train_run(&c, NULL, &d, &sig);
-            char path[1200];
-            snprintf(path, sizeof path, "%s/seen_rank%d", fx_root, r);
-            FILE *f = fopen(path, "wb");
-            int ok = f && fwrite(seen, sizeof seen, 1, f) == 1;
-            if (f) fclose(f);
-            _exit(ok && rc == SG_OK && sig == SIGTERM ? 0 : 1);
-        }
-    }
-    for (int r = 0; r < 2; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed", r);
-    }
     int64_t seen2[11] = {0};
-    for (int r = 0; r < 2; r++) {
-        char path[1200];
-        int64_t s1[11];
-        snprintf(path, sizeof path, "%s/seen_rank%d", fx_root, r);
-        FILE *f = fopen(path, "rb");
-        CHECK(f && fread(s1, sizeof s1, 1, f) == 1);
-        fclose(f);
-        for (int i = 0; i < 11; i++) seen2[i] += s1[i];
-    }
+    CHECK_MSG(fx_train_ranks(&c, 2, 2, seen2, 11) == 0, "the 2-rank part of the run failed");
     int64_t seen1[11] = {0};
     sg_train_debug d = {0};
     d.seen_train = seen1;
@@ -671,7 +614,7 @@ static void test_export_r50(void) {
     sg_backend_destroy(be);
     const char *args[] = {"export", "--checkpoint", ck, "--out", out, "--names", "torchvision",
                           "--quiet"};
-    CHECK_EQ_INT(run_cmd(sg_cmd_export, args, 8), 0);
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     char fix[1200];
     snprintf(fix, sizeof fix, "%s/tests/fixtures/deeplabv3_resnet50_keys.txt", SG_SOURCE_ROOT);
     FILE *f = fopen(fix, "r");

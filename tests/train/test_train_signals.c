@@ -122,24 +122,13 @@ static pid_t start_run(const char *run, pid_t *kids, int *nk) {
     return pid;
 }
 
-static char *read_log(const char *run) {
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, run);
-    FILE *f = fopen(logp, "r");
-    static char log[1 << 20];
-    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
-    if (f) fclose(f);
-    log[n] = 0;
-    return log;
-}
-
 /* Stops run `run` by sending `sig` to the launcher (and to each worker when
  * job_wide), then checks exit 128 + sig, the checkpoint and a resume. */
 static void stop_and_check(const char *run, int sig, int job_wide) {
     pid_t kids[8];
     int nk = 0;
     pid_t pid = start_run(run, kids, &nk);
-    CHECK_MSG(pid > 0, "the run did not start training; log:\n%s", read_log(run));
+    CHECK_MSG(pid > 0, "the run did not start training; log:\n%s", th_read_log(g_dir, run));
     CHECK_EQ_INT(nk, 2);
     kill(pid, sig);
     if (job_wide)
@@ -147,7 +136,7 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     int status = 0;
     waitpid(pid, &status, 0);
     g_run = -1;
-    char *log = read_log(run);
+    char *log = th_read_log(g_dir, run);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig, "launcher status %d; log:\n%s",
               status, log);
     for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
@@ -179,7 +168,7 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
                  0);
     char rrun[64];
     snprintf(rrun, sizeof rrun, "%s_resume", run);
-    CHECK_STR_CONTAINS(read_log(rrun), path);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, rrun), path);
     sg_ckpt_iter_path(rdir, st.iter + 2, path, sizeof path);
     f = sg_ckpt_open_valid(path, why, sizeof why);
     CHECK_MSG(f != NULL, "%s: %s", path, why);
@@ -204,14 +193,8 @@ static void test_resume_ranks_disagree(void) {
             int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
             dup2(fd, 1);
             dup2(fd, 2);
-            snprintf(v, sizeof v, "%d", r);
-            setenv("RANK", v, 1);
-            setenv("LOCAL_RANK", v, 1);
-            setenv("WORLD_SIZE", "2", 1);
-            setenv("LOCAL_WORLD_SIZE", "2", 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
             snprintf(v, sizeof v, "%d", port);
-            setenv("MASTER_PORT", v, 1);
+            th_rank_env(r, 2, v, 1);
             char cfgp[512];
             snprintf(cfgp, sizeof cfgp, "%s/base.yaml", g_dir);
             execl(g_bin, g_bin, "train", "--config", cfgp, "--set", "run_dir=run", "--set",
@@ -224,7 +207,7 @@ static void test_resume_ranks_disagree(void) {
     char name[32];
     for (int r = 0; r < 2; r++) {
         snprintf(name, sizeof name, "split%d", r);
-        char *log = read_log(name);
+        char *log = th_read_log(g_dir, name);
         CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 1, "rank %d status %d; log:\n%s", r,
                   st[r], log);
         CHECK_STR_CONTAINS(log, "rank 1 starts at iteration 0 (epoch 0, sample 0) but rank 0 at "

@@ -16,7 +16,9 @@ static sg_train_cfg base_train(void) {
     sg_train_cfg t;
     memset(&t, 0, sizeof t);
     strcpy(t.lr_schedule, "poly");
+    strcpy(t.warmup, "linear");
     t.lr = 0.01;
+    t.lr_gamma = 0.1;
     t.poly_power = 0.9;
     t.min_lr = 0.0;
     t.momentum = 0.9;
@@ -64,12 +66,141 @@ static void test_constant_warmup(void) {
 static void test_schedule_errors(void) {
     sg_train_cfg t = base_train();
     sg_lr_schedule s;
-    strcpy(t.lr_schedule, "cosine");
+    strcpy(t.lr_schedule, "cosine_annealing");
     CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    t = base_train();
+    strcpy(t.warmup, "exp");
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    t = base_train();
+    strcpy(t.lr_schedule, "step"); /* no milestones */
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    t.n_lr_steps = 2;
+    t.lr_steps[0] = 50;
+    t.lr_steps[1] = 50; /* not increasing */
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    t.lr_steps[0] = 0; /* below 1 */
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    t.lr_steps[0] = 20;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_OK);
     t = base_train();
     CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 0), SG_ERR_CONFIG);
     t.min_lr = 1.0;
     CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), SG_ERR_CONFIG);
+}
+
+/* Every step's lr of every schedule kind x warmup kind against the closed
+ * forms of torch.optim.lr_scheduler, written out here independently of
+ * train/lr_schedule.c: main(t) * warmup(t) (ChainedScheduler), with
+ * LinearLR's factor start + (1 - start) * t / total and ConstantLR's factor
+ * before total_iters. */
+static double ref_main(const char *kind, double base, double min_lr, double power,
+                       const int *ms, int n_ms, double gamma, int t, int T) {
+    if (!strcmp(kind, "poly")) return (base - min_lr) * pow(1.0 - (double)t / T, power) + min_lr;
+    if (!strcmp(kind, "cosine"))
+        return min_lr + 0.5 * (base - min_lr) * (1.0 + cos(3.14159265358979323846 * t / T));
+    if (!strcmp(kind, "step")) {
+        double lr = base;
+        for (int i = 0; i < n_ms; i++)
+            if (t >= ms[i]) lr *= gamma;
+        return lr;
+    }
+    return base;
+}
+
+static void test_every_step_closed_forms(void) {
+    const char *kinds[] = {"poly", "constant", "cosine", "step"};
+    const char *warms[] = {"linear", "constant", "none"};
+    const int T = 97, W = 13;
+    const double r = 0.05;
+    int checked = 0;
+    for (int k = 0; k < 4; k++)
+        for (int wk = 0; wk < 3; wk++)
+            for (int with_min = 0; with_min < 2; with_min++) {
+                sg_train_cfg t = base_train();
+                strcpy(t.lr_schedule, kinds[k]);
+                strcpy(t.warmup, warms[wk]);
+                t.lr = 0.02;
+                t.min_lr = with_min ? 2e-4 : 0.0;
+                t.warmup_iters = W;
+                t.warmup_ratio = r;
+                t.lr_gamma = 0.3;
+                t.n_lr_steps = 3;
+                t.lr_steps[0] = 5; /* inside the warmup too */
+                t.lr_steps[1] = 40;
+                t.lr_steps[2] = 41;
+                sg_lr_schedule s;
+                CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, T), SG_OK);
+                for (int it = 0; it < T; it++) {
+                    double main = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
+                                           t.n_lr_steps, t.lr_gamma, it, T);
+                    double f = 1.0;
+                    if (wk == 0 && it < W) f = r + (1.0 - r) * it / W;
+                    if (wk == 1 && it < W) f = r;
+                    double want = main * f, got = sg_lr_at(&s, it);
+                    if (fabs(got - want) > 1e-13 * fabs(want) + 1e-18) {
+                        fprintf(stderr, "%s + %s warmup (min_lr %g), step %d: lr %.17g, closed "
+                                "form %.17g\n", kinds[k], warms[wk], t.min_lr, it, got, want);
+                        CHECK(0);
+                    }
+                    checked++;
+                }
+                /* the last step's lr and past the end: the value at T */
+                double at_T = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
+                                       t.n_lr_steps, t.lr_gamma, T, T);
+                CHECK_NEAR(sg_lr_at(&s, T + 5), at_T, 1e-15);
+            }
+    CHECK_EQ_INT(checked, 4 * 3 * 2 * T);
+    /* spot values by hand: cosine halfway = (base + min) / 2; step after two
+     * milestones = base * gamma^2 */
+    sg_train_cfg t = base_train();
+    strcpy(t.lr_schedule, "cosine");
+    strcpy(t.warmup, "none");
+    t.warmup_iters = 10; /* ignored with warmup none */
+    t.min_lr = 0.002;
+    sg_lr_schedule s;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_OK);
+    CHECK_NEAR(sg_lr_at(&s, 0), 0.01, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 50), 0.006, 1e-15);
+    strcpy(t.lr_schedule, "step");
+    t.n_lr_steps = 2;
+    t.lr_steps[0] = 30;
+    t.lr_steps[1] = 60;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_OK);
+    CHECK_NEAR(sg_lr_at(&s, 29), 0.01, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 30), 0.001, 1e-15);
+    CHECK_NEAR(sg_lr_at(&s, 60), 0.0001, 1e-15);
+}
+
+/* The schedule and EMA keys' validation (core/config.c): each error names
+ * its key and is a config error. */
+static void test_schedule_config_keys(void) {
+    static sg_config c;
+    sg_config_defaults(&c);
+    CHECK_EQ_INT(sg_config_set(&c, "data.root=/data"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(c.train.ema_decay == 0.0, 1); /* EMA off by default */
+    CHECK_EQ_INT(c.train.ema_every, 1);
+    CHECK_EQ_INT(c.eval.use_ema, 1);
+    CHECK_EQ_INT(strcmp(c.train.warmup, "linear"), 0); /* today's warmup */
+    CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=0.999"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=1"), SG_OK); /* in the 0..1 range ... */
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG);        /* ... but not an EMA */
+    CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=1.5"), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=0"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.ema_every=0"), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_schedule=step"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG); /* no milestones */
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[100, 100]"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG); /* not increasing */
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[0, 100]"), SG_ERR_CONFIG); /* below 1 */
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[100, 200]"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_schedule=cosine"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.lr_schedule=exp"), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup=constant"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup=exp"), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
 }
 
 /* ---- a minimal host "backend" for the optimizer: alloc + the SGD formula ---- */
@@ -239,6 +370,8 @@ int main(void) {
     TEST_RUN(test_poly);
     TEST_RUN(test_constant_warmup);
     TEST_RUN(test_schedule_errors);
+    TEST_RUN(test_every_step_closed_forms);
+    TEST_RUN(test_schedule_config_keys);
     TEST_RUN(test_name_prefix);
     TEST_RUN(test_sgd_groups);
     TEST_RUN(test_metrics_handmade);
