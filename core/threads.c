@@ -136,7 +136,8 @@ static void walk_cgroup(const char *root, const char *path, int v2, sg_cpu_budge
         }
         if (q > 0 && (b->quota <= 0 || q < b->quota)) {
             b->quota = q;
-            snprintf(b->quota_src, sizeof b->quota_src, "%s", file);
+            /* a long cgroup path is shown shortened: it only names the source */
+            snprintf(b->quota_src, sizeof b->quota_src, "%.*s", (int)sizeof b->quota_src - 1, file);
         }
         char *slash = strrchr(dir, '/');
         if (n <= rootlen || !slash || (size_t)(slash - dir) < rootlen) break;

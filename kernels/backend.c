@@ -37,7 +37,9 @@ int sg_cuda_device_count(void);
     X(flip_w) X(softmax_fwd)                                                             \
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
     X(bind_thread)                                                                       \
-    X(mem_written)
+    X(mem_written)                                                                       \
+    X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
+    X(bn_bwd_elem_dt)
 
 #define SG_OP_INDEX(f) SG_OPI_##f,
 enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };

@@ -2,7 +2,8 @@
  *
  * A backend (CPU: plain C + oneDNN; CUDA: cuDNN + custom kernels) owns device
  * memory and implements every op the network and training need, over float32
- * NCHW tensors given as raw pointers into memory the backend allocated. The
+ * NCHW tensors given as raw pointers into memory the backend allocated (and,
+ * for the *_dt ops only, bf16-stored NCHW activations: SG_ACT_BF16). The
  * model, the trainer and the tests only ever call through this table, so the
  * same model code runs on every backend, and every backend is tested against
  * the naive references in tests/.
@@ -269,7 +270,50 @@ typedef struct sg_ops {
      * zero, scale, axpy, sgd_step) need no such call: they do it
      * themselves. Cheap when the range holds no weights. */
     void (*mem_written)(sg_backend *be, const void *p, size_t bytes);
+
+    /* ---- bf16 activation storage (train.precision bf16; model/model_plan.c)
+     * The same ops as above where some activations are stored as bfloat16
+     * bits (uint16_t, 2 bytes per value, NCHW, the top half of the float32)
+     * instead of float32: an argument `x_dt` / `y_dt` says how its tensor is
+     * stored (SG_ACT_F32 or SG_ACT_BF16). With every dtype SG_ACT_F32 each
+     * op is its float32 namesake bit for bit. All math stays float32 (BN
+     * statistics in double, as above).
+     *  - A bf16 input is read exactly (a bf16 value widened to float32).
+     *  - conv_fwd_dt with y_dt bf16 stores the result rounded to bf16 (RNE,
+     *    kernels/formulas/bf16.h); under SG_PRECISION_BF16 the result is a
+     *    bf16 value already (see below), so the store is exact and every
+     *    result equals conv_fwd's.
+     *  - bn_fwd_dt with y_dt bf16 stores its results (after the ReLU)
+     *    rounded to bf16 (RNE): the rounding a bf16 convolution does to its
+     *    input anyway, so a bf16 convolution reading it sees the same values.
+     *  - bn_bwd_reduce_dt / bn_bwd_elem_dt take y == NULL when the BN output
+     *    is stored in bf16: the ReLU mask (y > 0) is then recomputed from x
+     *    with the forward formula (formulas/bn.h; needs invstd, gamma, beta,
+     *    which are ignored when y != NULL) - bit for bit the float32 output's
+     *    mask, where a stored bf16 output would lose positive values below
+     *    2^-133 to 0. */
+    void (*conv_fwd_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                        const float *w, void *y, int y_dt);
+    void (*conv_bwd_weight_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                               const float *dy, float *dw, int accumulate);
+    void (*bn_stats_dt)(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                        float *stats);
+    void (*bn_fwd_dt)(sg_backend *be, const void *x, int x_dt, const float *mean,
+                      const float *invstd, const float *gamma, const float *beta, void *y,
+                      int y_dt, int n, int c, int hw, int relu);
+    void (*bn_bwd_reduce_dt)(sg_backend *be, const float *dy, const void *x, int x_dt,
+                             const float *y, const float *mean, const float *invstd,
+                             const float *gamma, const float *beta, float *red, int n, int c,
+                             int hw, int relu);
+    void (*bn_bwd_elem_dt)(sg_backend *be, const float *dy, const void *x, int x_dt,
+                           const float *y, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, const float *red,
+                           double count, float *dx, int n, int c, int hw, int relu,
+                           int accumulate);
 } sg_ops;
+
+/* How an activation is stored (the *_dt ops above). */
+enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1 };
 
 enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };
 
@@ -334,7 +378,8 @@ typedef struct sg_backend_opts {
 } sg_backend_opts;
 
 /* Precision of the convolutions (sg_backend_opts.precision). Everything else
- * is float32 in both: tensors in memory (the op interface stays float32 NCHW),
+ * is float32 in both: tensors in memory (the op interface stays float32 NCHW,
+ * but for the bf16-stored activations of the *_dt ops above),
  * BN, losses, reductions, the optimizer and the parameters.
  *  SG_PRECISION_FP32: float32 convolutions (CUDA: TF32 only with allow_tf32).
  *  SG_PRECISION_BF16: conv_fwd, conv_bwd_data and conv_bwd_weight take their

@@ -183,6 +183,12 @@ size_t sg_model_activation_bytes(const sg_model *m);
 /* The arena bytes a plan for [n,3,h,w] would take (train: sg_model_plan,
  * else sg_model_plan_infer), computed without allocating; 0 if invalid. */
 size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train);
+/* What bf16 activation storage (train.precision bf16, model_plan.c) saves at
+ * most in such a plan: the float32 bytes of the tensors it stores in bf16
+ * minus their bf16 bytes (each rounded up to the arena's alignment), or 0
+ * when the plan stores none (fp32, SG_BF16_STORAGE=0) or is invalid. The
+ * arena shrinks by at most this (placement decides the rest). */
+size_t sg_model_plan_bf16_saving(const sg_model *m, int n, int h, int w, int train);
 /* Forward multiply-adds per image at h x w (no plan needed), and
  * sg_model_flops = 2 * sg_model_macs. */
 double sg_model_macs(const sg_model *m, int h, int w);

@@ -31,6 +31,12 @@ typedef struct sg_tensor {
     int last_consumer;    /* forward layer index of the last reader (-1 none) */
     int req_grad;         /* some trainable parameter lies upstream */
     size_t val_off, grad_off; /* byte offsets in the arena; SIZE_MAX = none */
+    /* Storage of val (model_plan.c, act_storage): SG_ACT_F32, or SG_ACT_BF16
+     * (2 bytes per value; only conv outputs read by batch norm alone and
+     * BN+ReLU outputs read by convs alone, under train.precision bf16; val
+     * then points at bf16 bits and only the *_dt ops may touch it). The
+     * gradient is always float32. */
+    int dt;
     float *val, *grad;
 } sg_tensor;
 
@@ -88,6 +94,7 @@ struct sg_model {
 
     /* plan */
     int planned;                      /* 0 none, 1 train, 2 infer */
+    int act_bf16;                     /* the plan stores activations in bf16 where exact */
     int n, h, w;
     void *arena;
     size_t arena_bytes;

@@ -13,6 +13,12 @@
  *
  * A training plan also refuses what batch-norm training cannot do (one
  * value per channel), so the forward pass never meets it.
+ *
+ * Under train.precision bf16 the plan stores some activations as bf16 (2
+ * bytes a value) where that is exact (act_storage): conv outputs read only
+ * by batch norm, BN+ReLU outputs read only by convolutions. model_run.c
+ * then calls the *_dt ops for the layers touching them. Under fp32, or with
+ * the test aid SG_BF16_STORAGE=0, every tensor is float32 as before.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -209,6 +215,60 @@ static size_t place(item *it, int n) {
     return total;
 }
 
+/* Storage of every activation (sg_tensor.dt). Under train.precision bf16
+ * (act_bf16) two kinds of tensors hold only what a bf16 convolution reads
+ * or writes anyway, so storing them as bf16 loses nothing (backend.h, the
+ * *_dt ops):
+ *  - a conv output without bias read by batch norm alone: a bf16 conv's
+ *    result is a bf16 value already (a bias add in float32 would not be);
+ *  - a BN+ReLU output read by convolutions alone: every reader rounds it
+ *    to bf16 first, and the ReLU mask of the backward is recomputed from the
+ *    BN input (bn_bwd_*_dt with y NULL) instead of read from it.
+ * Everything else (the input, logits, residual adds and their inputs,
+ * pooling, resize, concat, dropout, every gradient) stays float32. */
+static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16) {
+    for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32;
+    if (!act_bf16) return;
+    /* readers[i]: 0 none yet, else the reader layers' common type + 1, or
+     * -1 when readers differ in type */
+    int *readers = calloc((size_t)m->n_t, sizeof(int));
+    SG_CHECK(readers, "out of host memory");
+    for (int li = 0; li < m->n_l; li++)
+        for (int k = 0; k < l[li].n_in; k++) {
+            int ti = l[li].in[k], ty = l[li].type + 1;
+            readers[ti] = readers[ti] == 0 || readers[ti] == ty ? ty : -1;
+        }
+    for (int i = 1; i < m->n_t; i++) {
+        if (i == m->t_out || i == m->t_aux || t[i].producer < 0) continue;
+        const sg_layer *p = &l[t[i].producer];
+        if ((p->type == L_CONV && p->b_param < 0 && readers[i] == L_BN + 1) ||
+            (p->type == L_BN && p->relu && readers[i] == L_CONV + 1))
+            t[i].dt = SG_ACT_BF16;
+    }
+    free(readers);
+}
+
+/* Whether plans of m store activations in bf16 (act_storage): under
+ * train.precision bf16 (the backend's precision), unless the test aid
+ * SG_BF16_STORAGE=0 turns it off (=1: on, the default). Returns SG_OK, or
+ * SG_ERR_CONFIG after logging a malformed SG_BF16_STORAGE. */
+static sg_status act_bf16_of(const sg_model *m, int *act_bf16) {
+    sg_backend_info bi;
+    sg_backend_get_info(m->be, &bi);
+    *act_bf16 = strcmp(bi.precision, "bf16") == 0;
+    const char *env = getenv("SG_BF16_STORAGE");
+    if (!env) return SG_OK;
+    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+        SG_ERROR("environment SG_BF16_STORAGE='%s': expected 0 (activations in float32 under "
+                 "train.precision bf16: a test aid) or 1 (bf16 storage where exact, the "
+                 "default); unset it",
+                 env);
+        return SG_ERR_CONFIG;
+    }
+    if (env[0] == '0') *act_bf16 = 0;
+    return SG_OK;
+}
+
 typedef struct plan_offs {
     size_t stats, parts, red, redg, zero, c2, total;
     int max_c;
@@ -218,7 +278,7 @@ typedef struct plan_offs {
  * (the model's own arrays, or copies). Returns SG_OK or SG_ERR_CONFIG
  * (logged). */
 static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
-                        int mode, int world, plan_offs *po) {
+                        int mode, int world, int act_bf16, plan_offs *po) {
     if (n < 1 || h < 1 || w < 1) {
         SG_ERROR("model: cannot plan for input [%d, 3, %d, %d]", n, h, w);
         return SG_ERR_CONFIG;
@@ -230,6 +290,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
     for (int i = 0; i < m->n_t; i++) t[i].last_consumer = -1;
     for (int li = 0; li < L; li++)
         for (int i = 0; i < l[li].n_in; i++) t[l[li].in[i]].last_consumer = li;
+    act_storage(m, t, l, act_bf16);
 
     /* persistent region: per-layer state live from forward to backward */
     size_t off = 0;
@@ -284,7 +345,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         ti->val_off = ti->grad_off = SIZE_MAX;
         int final = i == m->t_out || i == m->t_aux;
         item *v = &it[ni++];
-        v->bytes = align_up(ti->count * sizeof(float));
+        v->bytes = align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
         v->dst = &ti->val_off;
         if (train && keep[i]) {
             v->start = 0;
@@ -299,7 +360,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         }
         if (train && i != 0) {
             item *g = &it[ni++];
-            g->bytes = v->bytes;
+            g->bytes = align_up(ti->count * sizeof(float));
             g->dst = &ti->grad_off;
             g->start = final ? 0 : 2 * L - 1 - ti->last_consumer;
             g->end = 2 * L - 1 - ti->producer;
@@ -324,11 +385,35 @@ size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
     memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
     memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
     plan_offs po;
-    size_t total =
-        layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), &po) == SG_OK ? po.total : 0;
+    int act_bf16 = 0;
+    size_t total = act_bf16_of(m, &act_bf16) == SG_OK &&
+                           layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16,
+                                  &po) == SG_OK
+                       ? po.total
+                       : 0;
     free(t);
     free(l);
     return total;
+}
+
+size_t sg_model_plan_bf16_saving(const sg_model *m, int n, int h, int w, int train) {
+    sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
+    sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
+    SG_CHECK(t && l, "out of host memory");
+    memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
+    memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
+    plan_offs po;
+    int act_bf16 = 0;
+    size_t saved = 0;
+    if (act_bf16_of(m, &act_bf16) == SG_OK &&
+        layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16, &po) == SG_OK)
+        for (int i = 0; i < m->n_t; i++)
+            if (t[i].dt == SG_ACT_BF16)
+                saved += align_up(t[i].count * sizeof(float)) -
+                         align_up(t[i].count * sizeof(uint16_t));
+    free(t);
+    free(l);
+    return saved;
 }
 
 /* 1 if tensor ti is 1x1 because of the global average pool (the ASPP
@@ -377,10 +462,13 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     int train = mode == 1;
     int world = hooks_world(m);
     plan_offs po;
-    sg_status st = layout(m, m->t, m->l, n, h, w, mode, world, &po);
+    int act_bf16 = 0;
+    sg_status st = act_bf16_of(m, &act_bf16);
+    if (st == SG_OK) st = layout(m, m->t, m->l, n, h, w, mode, world, act_bf16, &po);
     if (st == SG_OK && train) st = check_bn_values(m, n, h, w, world);
     if (st != SG_OK) return st;
     m->max_c = po.max_c;
+    m->act_bf16 = act_bf16;
     m->arena = ops->alloc(m->be, po.total);
     m->arena_bytes = po.total;
     char *a = m->arena;
@@ -417,8 +505,9 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     m->n = n;
     m->h = h;
     m->w = w;
-    SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB", train ? "training" : "inference",
-             n, h, w, (double)po.total / (1 << 20));
+    SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB%s", train ? "training" : "inference",
+             n, h, w, (double)po.total / (1 << 20),
+             act_bf16 ? " (bf16 activation storage)" : "");
     return SG_OK;
 }
 

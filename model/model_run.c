@@ -3,7 +3,9 @@
  * Walks the layer list (model_internal.h) forward, and in reverse for
  * backward, calling only the op table (kernels/backend.h). BN layers take
  * batch statistics in training (SyncBN through the hooks when set) and
- * running statistics in eval or when their stats are frozen.
+ * running statistics in eval or when their stats are frozen. Layers that
+ * read or write a bf16-stored tensor (sg_tensor.dt, model_plan.c) call the
+ * *_dt ops; the others call the float32 ops exactly as before.
  */
 #include <string.h>
 
@@ -11,18 +13,34 @@
 #include "kernels/rng.h"
 #include "model/model_internal.h"
 
+/* y = BN(x) (+ReLU) with l's mean/invstd; the *_dt op when x or y is
+ * stored in bf16 (model_plan.c). */
+static void bn_apply(sg_model *m, const sg_layer *l) {
+    sg_backend *be = m->be;
+    const sg_tensor *xt = &m->t[l->in[0]];
+    sg_tensor *yt = &m->t[l->out];
+    int n = m->n, c = yt->c, hw = yt->h * yt->w;
+    const float *gamma = m->params[l->bn_p[0]].data, *beta = m->params[l->bn_p[1]].data;
+    if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
+        be->ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma, beta, yt->val, n, c, hw, l->relu);
+    else
+        be->ops->bn_fwd_dt(be, xt->val, xt->dt, l->mean, l->invstd, gamma, beta, yt->val, yt->dt,
+                           n, c, hw, l->relu);
+}
+
 static void bn_forward(sg_model *m, sg_layer *l, int train) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     const sg_tensor *xt = &m->t[l->in[0]];
     sg_tensor *yt = &m->t[l->out];
     int n = m->n, c = yt->c, hw = yt->h * yt->w;
-    sg_param *gamma = &m->params[l->bn_p[0]], *beta = &m->params[l->bn_p[1]];
+    sg_param *gamma = &m->params[l->bn_p[0]];
     sg_param *rm = &m->params[l->bn_p[2]], *rv = &m->params[l->bn_p[3]];
     sg_param *nbt = &m->params[l->bn_p[4]];
     if (train && !l->frozen_stats) {
         int64_t local = (int64_t)n * hw;
-        ops->bn_stats(be, xt->val, n, c, hw, m->stats);
+        if (xt->dt == SG_ACT_F32) ops->bn_stats(be, xt->val, n, c, hw, m->stats);
+        else ops->bn_stats_dt(be, xt->val, xt->dt, n, c, hw, m->stats);
         int world = 1;
         if (m->has_hooks && m->hooks.bn_gather && m->hooks.world > 1) {
             world = m->hooks.world;
@@ -50,15 +68,13 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
-            ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c,
-                        hw, l->relu);
+            bn_apply(m, l);
             return;
         }
     }
     ops->bn_eval_params(be, rm->data, rv->data, c, m->o.bn_eps, l->mean, l->invstd);
     l->batch_stats_used = 0;
-    ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma->data, beta->data, yt->val, n, c, hw,
-                l->relu);
+    bn_apply(m, l);
 }
 
 void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
@@ -75,7 +91,11 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
         sg_tensor *yt = &m->t[l->out];
         switch (l->type) {
         case L_CONV:
-            ops->conv_fwd(be, &l->desc, xt->val, m->params[l->w_param].data, yt->val);
+            if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
+                ops->conv_fwd(be, &l->desc, xt->val, m->params[l->w_param].data, yt->val);
+            else
+                ops->conv_fwd_dt(be, &l->desc, xt->val, xt->dt, m->params[l->w_param].data,
+                                 yt->val, yt->dt);
             if (l->b_param >= 0)
                 ops->bias_fwd(be, yt->val, m->params[l->b_param].data, n, yt->c, yt->h * yt->w);
             break;
@@ -120,6 +140,22 @@ static void ready(sg_model *m, int param) {
     if (m->has_hooks && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, param);
 }
 
+/* BN's dx from red and count; the *_dt op when x or y is stored in bf16. */
+static void bn_dx(sg_model *m, const sg_layer *l, const float *red, double count) {
+    sg_backend *be = m->be;
+    const sg_tensor *xt = &m->t[l->in[0]];
+    const sg_tensor *yt = &m->t[l->out];
+    int n = m->n, c = yt->c, hw = yt->h * yt->w;
+    const float *gamma = m->params[l->bn_p[0]].data, *beta = m->params[l->bn_p[1]].data;
+    if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
+        be->ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma, red,
+                             count, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+    else
+        be->ops->bn_bwd_elem_dt(be, yt->grad, xt->val, xt->dt,
+                                yt->dt == SG_ACT_F32 ? yt->val : NULL, l->mean, l->invstd, gamma,
+                                beta, red, count, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+}
+
 static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
@@ -131,8 +167,17 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
     int need_dx = xt->req_grad;
     /* red (local) is needed for the parameter gradients and, with batch
      * statistics, for dx. */
-    if (train_params || (need_dx && l->batch_stats_used))
-        ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
+    /* bf16 storage: the *_dt ops; a bf16 output's ReLU mask is recomputed
+     * from x (y NULL) */
+    int dt = xt->dt != SG_ACT_F32 || yt->dt != SG_ACT_F32;
+    const float *y = yt->dt == SG_ACT_F32 ? yt->val : NULL;
+    if (train_params || (need_dx && l->batch_stats_used)) {
+        if (!dt)
+            ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
+        else
+            ops->bn_bwd_reduce_dt(be, yt->grad, xt->val, xt->dt, y, l->mean, l->invstd,
+                                  gamma->data, beta->data, m->red, n, c, hw, l->relu);
+    }
     if (train_params) {
         /* a frozen half writes into scratch (stats is free in backward) */
         float *dg = gamma->trainable ? gamma->grad : m->stats;
@@ -150,12 +195,10 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
             m->hooks.bn_allreduce(m->hooks.ctx, m->redg, 2 * c);
             red = m->redg;
         }
-        ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma->data, red,
-                         l->count_global, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+        bn_dx(m, l, red, l->count_global);
     } else {
         /* running statistics are constants: dx = g * invstd * gamma */
-        ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma->data,
-                         m->zero_red, 1.0, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+        bn_dx(m, l, m->zero_red, 1.0);
     }
 }
 
@@ -175,7 +218,11 @@ void sg_model_backward(sg_model *m, int accumulate) {
         case L_CONV: {
             sg_param *w = &m->params[l->w_param];
             if (w->trainable) {
-                ops->conv_bwd_weight(be, &l->desc, xt->val, yt->grad, w->grad, accumulate);
+                if (xt->dt == SG_ACT_F32)
+                    ops->conv_bwd_weight(be, &l->desc, xt->val, yt->grad, w->grad, accumulate);
+                else
+                    ops->conv_bwd_weight_dt(be, &l->desc, xt->val, xt->dt, yt->grad, w->grad,
+                                            accumulate);
                 ready(m, l->w_param);
             }
             if (l->b_param >= 0 && m->params[l->b_param].trainable) {

@@ -1,12 +1,14 @@
 /* tests/helpers.h - process, file and port helpers shared by the tests that
  * run programs (the segtrain binary, launcher workers) rather than functions.
  *
- * One copy each of what the dist, train and data tests used to write again:
- * a free loopback port, a raw TCP connection, this executable's path, shell commands with their
- * exit status, reading and writing a whole file, the monotonic clock,
- * capturing stderr, running an in-process command, a number from JSON, a
- * forked rank's launch environment, a test case bounded in time. Header-only and
- * static, like tests/testutil.h, so every test executable stays one file.
+ * One copy each of what the config, data, model, dist and train tests used
+ * to write again: a free loopback port, a raw TCP connection, this
+ * executable's path, shell commands with their exit status, reading and
+ * writing a whole file, the monotonic clock, capturing stderr, running an
+ * in-process command, a number from JSON, a forked rank's launch
+ * environment, a test case bounded in time, `segtrain train` on a base.yaml
+ * and its log. Header-only and static, like tests/testutil.h, so every test
+ * executable stays one file.
  */
 #ifndef SG_TESTS_HELPERS_H
 #define SG_TESTS_HELPERS_H
@@ -199,6 +201,23 @@ static inline void th_cap_begin(void) {
     if (!th_cap_file) abort();
     th_cap_saved = dup(2);
     dup2(fileno(th_cap_file), 2);
+}
+
+/* While capturing: waits until what was captured so far contains needle
+ * (another thread of the code under test may log after the call that
+ * caused it has returned), at most timeout_s seconds. 1 when found, else 0
+ * (th_cap_end then shows what there is). */
+static inline int th_cap_wait(const char *needle, double timeout_s) {
+    static char buf[1 << 16];
+    double t0 = th_now();
+    for (;;) {
+        fflush(stderr);
+        ssize_t n = pread(fileno(th_cap_file), buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = 0;
+        if (strstr(buf, needle)) return 1;
+        if (th_now() - t0 > timeout_s) return 0;
+        usleep(10 * 1000);
+    }
 }
 
 static inline const char *th_cap_end(void) {

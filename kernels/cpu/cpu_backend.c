@@ -178,6 +178,7 @@ static void cpu_destroy(sg_backend *be) {
     sg_cpu *c = sg_cpu_of(be);
     sg_cpu_conv_destroy(c->conv);
     sg_wcache_destroy(c->wcache);
+    sg_cpu_act_bf16_free(c);
     free(c);
     free(be);
 }
@@ -212,6 +213,7 @@ static void fill_ops(void) {
     sg_cpu_fill_loss_ops(o);
     sg_cpu_fill_sgd_ops(o);
     sg_cpu_fill_tta_ops(o);
+    sg_cpu_fill_act_bf16_ops(o);
 }
 
 sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {

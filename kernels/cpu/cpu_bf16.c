@@ -1,5 +1,6 @@
 /* kernels/cpu/cpu_bf16.c - the rounding loops of the emulated bf16
- * convolutions (cpu_conv.c): float32 buffers rounded to bfloat16 values
+ * convolutions (cpu_conv.c), and the conversions between bf16-stored
+ * activations and float32 (cpu_act_bf16.c): float32 buffers rounded to bfloat16 values
  * with round-to-nearest-even, the per-element formula of
  * kernels/formulas/bf16.h (the one the CUDA backend converts with). The
  * formula is integer adds and masks on the bits, so the chunk loops
@@ -35,5 +36,33 @@ void sg_cpu_bf16_round_add(float *dst, const float *src, size_t count) {
     for (size_t k = 0; k < chunks; k++) {
         size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
         round_add_chunk(dst + i, src + i, n);
+    }
+}
+
+SG_CPU_CLONES static void widen_chunk(float *dst, const uint16_t *src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = sg_bf16_to_f32(src[i]);
+}
+
+SG_CPU_CLONES static void narrow_chunk(uint16_t *dst, const float *src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = sg_bf16_bits(src[i]);
+}
+
+void sg_cpu_bf16_widen(float *dst, const uint16_t *src, size_t count) {
+    size_t chunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
+        widen_chunk(dst + i, src + i, n);
+    }
+}
+
+void sg_cpu_bf16_narrow(uint16_t *dst, const float *src, size_t count) {
+    size_t chunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
+        narrow_chunk(dst + i, src + i, n);
     }
 }

@@ -6,8 +6,14 @@
  * work; the per-plane loops are `omp simd` kernels, multiversioned for
  * AVX-512 / AVX2 (SG_CPU_CLONES). The arithmetic shared with the CUDA
  * backend (merge, finalize, per-element formulas) is kernels/formulas/bn.h.
+ * The *_dt ops (bf16 activation storage) run the same per-plane kernels on
+ * widened / recomputed planes (see their section below).
  */
+#include <omp.h>
+
+#include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bn.h"
 
 /* Per-plane kernels, compiled for AVX-512, AVX2 and baseline x86-64 and
@@ -182,6 +188,154 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const f
     }
 }
 
+/* ---- bf16 activation storage (the *_dt ops, backend.h) ----
+ * The same per-plane kernels as above on float32 planes: a bf16-stored x
+ * plane is widened (exactly) into a per-thread buffer first, a bf16-stored
+ * y plane is computed into one and rounded into its storage, and a ReLU
+ * mask whose output is stored in bf16 (y NULL) comes from the plane
+ * recomputed with plane_fwd. Same functions, same float inputs: the bits of
+ * the float32 ops on the same values. Buffers: two planes per thread
+ * (sg_cpu_act_buf), so the planes stay in cache. */
+
+static void check_dt(int dt, const char *op) {
+    if (dt != SG_ACT_F32 && dt != SG_ACT_BF16)
+        SG_FATAL("CPU backend: %s: storage type %d is not SG_ACT_F32 (0) or SG_ACT_BF16 (1) (a "
+                 "bug in the caller)",
+                 op, dt);
+}
+
+SG_CPU_CLONES static void widen_plane(const uint16_t *src, float *dst, int hw) {
+#pragma omp simd
+    for (int q = 0; q < hw; q++) dst[q] = sg_bf16_to_f32(src[q]);
+}
+
+SG_CPU_CLONES static void narrow_plane(const float *src, uint16_t *dst, int hw) {
+#pragma omp simd
+    for (int q = 0; q < hw; q++) dst[q] = sg_bf16_bits(src[q]);
+}
+
+/* The plane at element offset off of x as floats: x itself, or widened into buf. */
+static const float *x_plane(const void *x, int x_dt, size_t off, int hw, float *buf) {
+    if (x_dt == SG_ACT_F32) return (const float *)x + off;
+    widen_plane((const uint16_t *)x + off, buf, hw);
+    return buf;
+}
+
+/* Two planes of hw floats for each of the threads a parallel loop may use. */
+static float *plane_bufs(sg_backend *be, int hw) {
+    return sg_cpu_act_buf(be, 0, (size_t)2 * omp_get_max_threads() * hw);
+}
+
+static void bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                        float *stats) {
+    check_dt(x_dt, "bn_stats_dt");
+    if (x_dt == SG_ACT_F32) {
+        bn_stats(be, x, n, c, hw, stats);
+        return;
+    }
+    float *bufs = plane_bufs(be, hw);
+    double cnt = (double)n * hw;
+#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (int ch = 0; ch < c; ch++) {
+        float *buf = bufs + (size_t)2 * omp_get_thread_num() * hw;
+        double s = 0, m2 = 0;
+        for (int i = 0; i < n; i++)
+            s += plane_sum(x_plane(x, x_dt, ((size_t)i * c + ch) * hw, hw, buf), hw);
+        double mean = s / cnt;
+        for (int i = 0; i < n; i++)
+            m2 += plane_m2(x_plane(x, x_dt, ((size_t)i * c + ch) * hw, hw, buf), hw, mean);
+        stats[ch] = (float)mean;
+        stats[c + ch] = (float)m2;
+    }
+}
+
+static void bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                      const float *invstd, const float *gamma, const float *beta, void *y,
+                      int y_dt, int n, int c, int hw, int relu) {
+    check_dt(x_dt, "bn_fwd_dt");
+    check_dt(y_dt, "bn_fwd_dt");
+    if (x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32) {
+        bn_fwd(be, x, mean, invstd, gamma, beta, y, n, c, hw, relu);
+        return;
+    }
+    float *bufs = plane_bufs(be, hw);
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        int ch = (int)(pl % c);
+        float *buf = bufs + (size_t)2 * omp_get_thread_num() * hw;
+        size_t off = (size_t)pl * hw;
+        float a = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
+        const float *xp = x_plane(x, x_dt, off, hw, buf);
+        float *yp = y_dt == SG_ACT_F32 ? (float *)y + off : buf + hw;
+        plane_fwd(xp, yp, hw, mean[ch], a, beta[ch], relu);
+        if (y_dt == SG_ACT_BF16) narrow_plane(yp, (uint16_t *)y + off, hw);
+    }
+}
+
+/* The BN output plane the mask reads: y's, or (y NULL, relu) the one
+ * recomputed from xp into buf; without relu nothing reads it. */
+static const float *y_plane(const float *y, size_t off, const float *xp, int hw, float m,
+                            float invstd, float gamma, float beta, int relu, float *buf) {
+    if (y) return y + off;
+    if (!relu) return xp;
+    plane_fwd(xp, buf, hw, m, sg_bn_fwd_scale(invstd, gamma), beta, 1);
+    return buf;
+}
+
+static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                             const float *y, const float *mean, const float *invstd,
+                             const float *gamma, const float *beta, float *red, int n, int c,
+                             int hw, int relu) {
+    check_dt(x_dt, "bn_bwd_reduce_dt");
+    if (x_dt == SG_ACT_F32 && (y || !relu)) {
+        bn_bwd_reduce(be, dy, x, y ? y : x, mean, red, n, c, hw, relu);
+        return;
+    }
+    float *bufs = plane_bufs(be, hw);
+#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (int ch = 0; ch < c; ch++) {
+        float *buf = bufs + (size_t)2 * omp_get_thread_num() * hw;
+        double s = 0, sx = 0;
+        for (int i = 0; i < n; i++) {
+            size_t off = ((size_t)i * c + ch) * hw;
+            const float *xp = x_plane(x, x_dt, off, hw, buf);
+            const float *yp = y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch],
+                                      beta[ch], relu, buf + hw);
+            plane_reduce(dy + off, xp, yp, hw, mean[ch], relu, &s, &sx);
+        }
+        red[ch] = (float)s;
+        red[c + ch] = (float)sx;
+    }
+}
+
+static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                           const float *y, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, const float *red,
+                           double count, float *dx, int n, int c, int hw, int relu,
+                           int accumulate) {
+    check_dt(x_dt, "bn_bwd_elem_dt");
+    if (x_dt == SG_ACT_F32 && (y || !relu)) {
+        bn_bwd_elem(be, dy, x, y ? y : x, mean, invstd, gamma, red, count, dx, n, c, hw, relu,
+                    accumulate);
+        return;
+    }
+    float *bufs = plane_bufs(be, hw);
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        int ch = (int)(pl % c);
+        float *buf = bufs + (size_t)2 * omp_get_thread_num() * hw;
+        sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
+        size_t off = (size_t)pl * hw;
+        const float *xp = x_plane(x, x_dt, off, hw, buf);
+        const float *yp = y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch],
+                                  relu, buf + hw);
+        plane_bwd_elem(dy + off, xp, yp, dx + off, hw, k.A, k.B, k.C, mean[ch], relu,
+                       accumulate);
+    }
+}
+
 static void bn_param_grads(sg_backend *be, const float *red, const float *invstd,
                            float *dgamma, float *dbeta, int c, int accumulate) {
     (void)be;
@@ -200,4 +354,8 @@ void sg_cpu_fill_bn_ops(sg_ops *ops) {
     ops->bn_bwd_reduce = bn_bwd_reduce;
     ops->bn_bwd_elem = bn_bwd_elem;
     ops->bn_param_grads = bn_param_grads;
+    ops->bn_stats_dt = bn_stats_dt;
+    ops->bn_fwd_dt = bn_fwd_dt;
+    ops->bn_bwd_reduce_dt = bn_bwd_reduce_dt;
+    ops->bn_bwd_elem_dt = bn_bwd_elem_dt;
 }

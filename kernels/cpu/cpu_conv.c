@@ -44,6 +44,12 @@
  * equal share one copy (weight_tag). SG_WEIGHT_CACHE=0 converts on every
  * call (a test aid: the results are bit-identical).
  *
+ * bf16 activation storage (sg_cpu_conv_native_dt, for cpu_act_bf16.c): a
+ * native entry may take its x (and, forward, its y) as bf16 bits in plain
+ * nchw; oneDNN's reorders to and from the primitive's layout are then pure
+ * layout changes, and a plain-layout primitive reads / writes the caller's
+ * bf16 tensor directly.
+ *
  * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
  * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
  * are trimmed: the primitive runs the smaller kernel on a gathered copy of
@@ -83,6 +89,10 @@ typedef struct conv_entry {
     int i0, j0, r2, s2; /* first live tap row/col, live kernel size */
     uint64_t wtag;      /* native bf16 fwd / bwd_data: the weight cache's tag
                            for the layout its weights take (weight_tag) */
+    int xdt, ydt;       /* native bf16 only: the caller's x (fwd, bwd_weight) and
+                           y (fwd) are stored as bf16 bits (SG_ACT_BF16): the
+                           user memory is bf16, its reorder a pure layout change
+                           (bf16 activation storage, sg_cpu_conv_native_dt) */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     conv_arg a[3];
@@ -397,7 +407,7 @@ static uint64_t weight_tag(sg_cpu_conv_cache *cc, const conv_entry *e) {
 }
 
 static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
-                               int layout, int bf16) {
+                               int layout, int bf16, int xdt, int ydt) {
     validate_desc(d);
     conv_entry *e = calloc(1, sizeof *e);
     if (!e) SG_FATAL("CPU backend: out of memory in the conv cache");
@@ -405,6 +415,8 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     e->op = op;
     e->layout = layout;
     e->bf16 = bf16;
+    e->xdt = xdt;
+    e->ydt = ydt;
     dnnl_data_type_t pdt = bf16 ? dnnl_bf16 : dnnl_f32; /* the primitive's tensors */
 
     /* Kernel rows/cols that only read padding are dropped (see top). */
@@ -417,9 +429,10 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     e->r2 = kr, e->s2 = ks;
 
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
-    plain_md(&x_md, d->n, d->c, d->h, d->w, dnnl_f32, dnnl_nchw);
+    plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
     plain_md(&w_md, d->k, d->c, kr, ks, dnnl_f32, dnnl_oihw);
-    plain_md(&y_md, d->n, d->k, d->oh, d->ow, dnnl_f32, dnnl_nchw);
+    plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32,
+             dnnl_nchw);
     int any = layout == LAYOUT_BLOCKED;
     plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
     plain_md(&wa, d->k, d->c, kr, ks, pdt, any ? dnnl_format_tag_any : dnnl_oihw);
@@ -506,13 +519,18 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
 
 /* bf16 = 1: a native bf16 entry (the plain layout's reorder is then a plain
  * conversion). */
-static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
+static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
+                                int xdt, int ydt) {
     int layout = choose_layout(cc, d, op, bf16);
     for (conv_entry *e = cc->head; e; e = e->next)
-        if (e->op == op && e->layout == layout && e->bf16 == bf16 &&
-            memcmp(&e->d, d, sizeof *d) == 0)
+        if (e->op == op && e->layout == layout && e->bf16 == bf16 && e->xdt == xdt &&
+            e->ydt == ydt && memcmp(&e->d, d, sizeof *d) == 0)
             return e;
-    return build_entry(cc, d, op, layout, bf16);
+    return build_entry(cc, d, op, layout, bf16, xdt, ydt);
+}
+
+static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
+    return get_entry_dt(cc, d, op, bf16, SG_ACT_F32, SG_ACT_F32);
 }
 
 static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from,
@@ -552,8 +570,8 @@ static void scatter_taps(const conv_entry *e, const float *t, float *dw, int acc
 /* Runs entry e on in0, in1 -> out (accumulating into out if asked). wc:
  * the weight cache (NULL: none), used by native bf16 fwd / bwd_data entries
  * for their converted weights (in1). */
-static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const float *in0,
-                      const float *in1, float *out, int accumulate, sg_wcache *wc) {
+static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0,
+                      const float *in1, void *out, int accumulate, sg_wcache *wc) {
     const void *ptrs[3] = {in0, in1, accumulate ? cc->acc.p : out};
     /* cached bf16 weights: converted (gathered, reordered) only when stale */
     void *wcopy = NULL;
@@ -720,6 +738,17 @@ static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy
 static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                             const float *dy, float *dw, int accumulate) {
     conv_op(be, d, OP_BWD_WEIGHT, x, dy, dw, accumulate);
+}
+
+int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
+                          int xdt, const float *in1, void *out, int ydt, int accumulate) {
+    sg_cpu_conv_cache *cc = conv_cache(be);
+    if (cc->bf16 != BF16_NATIVE || taps_beat_native(cc, d)) return 0;
+    int op = fwd ? OP_FWD : OP_BWD_WEIGHT;
+    conv_entry *e = get_entry_dt(cc, d, op, 1, xdt, fwd ? ydt : SG_ACT_F32);
+    if (!e->prim) return 0; /* no bf16 kernel for this geometry: emulated */
+    run_entry(cc, e, x, in1, out, accumulate, sg_cpu_of(be)->wcache);
+    return 1;
 }
 
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {

@@ -24,6 +24,11 @@ typedef struct sg_cpu {
      * (kernels/weight_cache.h). Every op that writes memory tells it
      * (sg_cpu_written) so no copy is ever stale. */
     struct sg_wcache *wcache;
+    /* bf16 activation storage (cpu_act_bf16.c): float32 copies of a bf16
+     * input and a float32 result before it is stored as bf16; grow to the
+     * largest tensor seen (the first time a shape is seen), never shrink. */
+    void *act_buf[2];
+    size_t act_bytes[2];
 } sg_cpu;
 
 static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
@@ -45,6 +50,16 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
 void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t precision_cap,
                           char *math, size_t math_cap);
 
+/* Native bf16 convolutions over bf16-stored activations (cpu_conv.c):
+ * forward (fwd = 1: x, w -> y) or backward-weights (fwd = 0: x, dy -> dw,
+ * accumulate) with x stored as xdt and (forward) y as ydt (SG_ACT_*),
+ * through a oneDNN bf16 primitive whose user memory has those types. Returns
+ * 1 when it ran; 0 (nothing done) where this backend has no native bf16
+ * primitive for d (emulated bf16, fp32, the per-tap path, or a geometry
+ * oneDNN lacks a bf16 kernel for): the caller converts instead. */
+int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
+                          int xdt, const float *in1, void *out, int ydt, int accumulate);
+
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
@@ -57,6 +72,12 @@ void sg_cpu_fill_pool_ops(sg_ops *ops);     /* cpu_pool_resize.c */
 void sg_cpu_fill_loss_ops(sg_ops *ops);     /* cpu_loss.c */
 void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
 void sg_cpu_fill_tta_ops(sg_ops *ops);      /* cpu_tta.c */
+void sg_cpu_fill_act_bf16_ops(sg_ops *ops); /* cpu_act_bf16.c */
+void sg_cpu_act_bf16_free(sg_cpu *c);       /* cpu_act_bf16.c: its buffers */
+/* cpu_act_bf16.c: the backend's float32 buffer `slot` (0 or 1) of at least
+ * count floats (grows, never shrinks; shared by the *_dt ops, which never
+ * run at the same time). */
+float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count);
 
 /* Memory [p, p + bytes) of be was written by an op (p NULL: any): marks
  * the bf16 weight copies made from it stale (kernels/weight_cache.h).
@@ -70,6 +91,10 @@ void sg_cpu_add_into(float *dst, const float *src, size_t count);
  * round-to-nearest-even (kernels/formulas/bf16.h). */
 void sg_cpu_bf16_round(float *dst, const float *src, size_t count);
 void sg_cpu_bf16_round_add(float *dst, const float *src, size_t count);
+/* cpu_bf16.c: dst = the floats the bf16 bits src stand for (exact);
+ * dst = src rounded to bf16 bits (round-to-nearest-even). Threaded. */
+void sg_cpu_bf16_widen(float *dst, const uint16_t *src, size_t count);
+void sg_cpu_bf16_narrow(uint16_t *dst, const float *src, size_t count);
 
 /* Function multiversioning for hot per-plane loops: one copy per ISA level,
  * chosen at load time, so a portable build still runs 512-bit vectors on

@@ -192,6 +192,12 @@ static void fill_ops(sg_ops *o) {
     o->stream_wait = sg_cuda_stream_wait;
     o->bind_thread = cuda_bind_thread;
     o->mem_written = sg_cuda_written;
+    o->conv_fwd_dt = sg_cuda_conv_fwd_dt;
+    o->conv_bwd_weight_dt = sg_cuda_conv_bwd_weight_dt;
+    o->bn_stats_dt = sg_cuda_bn_stats_dt;
+    o->bn_fwd_dt = sg_cuda_bn_fwd_dt;
+    o->bn_bwd_reduce_dt = sg_cuda_bn_bwd_reduce_dt;
+    o->bn_bwd_elem_dt = sg_cuda_bn_bwd_elem_dt;
 }
 
 static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;

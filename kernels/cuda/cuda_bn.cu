@@ -16,15 +16,42 @@
  * delta*delta*(n*nb/nt), and nvcc fused the running-stat update and the
  * per-element (x-m)*a+b and g*A+(x-m)*B+C into FMAs, so results differed
  * from the CPU's in the last bits.)
+ *
+ * bf16 activation storage (the *_dt ops, backend.h): the statistics, the
+ * normalize and the two backward kernels are templates over how x is
+ * stored (float, or bf16 bits widened exactly on load) and, for the
+ * normalize, how y is stored (float, or rounded to bf16 bits on store). The
+ * arithmetic is the same code for every instantiation, so a bf16-stored x
+ * gives the bits the float path gives on the same values. A fused ReLU
+ * whose output is stored in bf16 (y NULL in the backward) has its mask
+ * recomputed from x with the forward formula (formulas/bn.h, explicitly
+ * rounded operations: no FMA contraction can make it differ from k_bn_fwd).
  */
 #include <string.h>
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bn.h"
 
 #define CH_THREADS 512
+
+/* Loads and stores of an activation stored as float or as bf16 bits. */
+__device__ __forceinline__ float act_ld(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float act_ld(const uint16_t *p, size_t i) {
+    return sg_bf16_to_f32(p[i]);
+}
+__device__ __forceinline__ void act_st(float *p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void act_st(uint16_t *p, size_t i, float v) { p[i] = sg_bf16_bits(v); }
+
+/* The ReLU mask's source in the backward: the stored float output y[i], or
+ * (y NULL) the output recomputed from x[i] as k_bn_fwd computes it. */
+template <typename X>
+__device__ __forceinline__ float bn_out(const float *y, const X *x, size_t i, float m, float a,
+                                        float bt) {
+    return y ? y[i] : sg_relu(sg_bn_fwd_elem(act_ld(x, i), m, a, bt));
+}
 #define BN_INLINE_PARTS 64
 
 /* ---- bias ---- */
@@ -122,13 +149,14 @@ void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, 
 /* ---- statistics ---- */
 
 /* Each block: count, mean and M2 (two-pass about the block's own mean) of its slice. */
-__global__ void k_bn_stats_part(const float *x, int n, int c, int hw, double *part) {
+template <typename X>
+__global__ void k_bn_stats_part(const X *x, int n, int c, int hw, double *part) {
     __shared__ double sh[32];
     int ch = blockIdx.y;
     double s = 0;
     {
         CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-        s += x[i];
+        s += act_ld(x, i);
         CHAN_SLICE_END
     }
     double cnt;
@@ -141,7 +169,7 @@ __global__ void k_bn_stats_part(const float *x, int n, int c, int hw, double *pa
     double m2 = 0;
     {
         CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-        double d = (double)x[i] - mb;
+        double d = (double)act_ld(x, i) - mb;
         m2 += d * d;
         CHAN_SLICE_END
     }
@@ -167,16 +195,29 @@ __global__ void k_bn_stats_merge(const double *part, int c, int splits, float *s
     stats[c + ch] = (float)m.m2;
 }
 
-void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
+template <typename X>
+static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *stats) {
     sg_cuda *cu = sg_cu(be);
     SG_CHECK((size_t)n * hw > 0, "CUDA backend: bn_stats over zero values (n=%d hw=%d)", n, hw);
     if (c <= 0) return;
     int splits = chan_splits(cu, c, (long long)n * hw);
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_stats_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
+    k_bn_stats_part<X><<<dim3(splits, c), CH_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
     k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
+}
+
+void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
+    bn_stats(be, x, n, c, hw, stats);
+}
+
+void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                         float *stats) {
+    if (sg_cuda_act_dt(x_dt, "bn_stats_dt") == SG_ACT_BF16)
+        bn_stats(be, (const uint16_t *)x, n, c, hw, stats);
+    else
+        bn_stats(be, (const float *)x, n, c, hw, stats);
 }
 
 typedef struct inline_counts {
@@ -251,45 +292,71 @@ void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
 
 /* ---- normalize ---- */
 
-__global__ void k_bn_fwd(const float *x, const float *mean, const float *invstd,
-                         const float *gamma, const float *beta, float *y, int c, int hw,
-                         size_t planes, int relu) {
+template <typename X, typename Y>
+__global__ void k_bn_fwd(const X *x, const float *mean, const float *invstd, const float *gamma,
+                         const float *beta, Y *y, int c, int hw, size_t planes, int relu) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
         float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
-        const float *xp = x + pl * hw;
-        float *yp = y + pl * hw;
+        size_t off = pl * hw;
         SG_INPLANE_LOOP(j, hw) {
-            float v = sg_bn_fwd_elem(xp[j], m, a, bt);
-            yp[j] = relu ? sg_relu(v) : v;
+            float v = sg_bn_fwd_elem(act_ld(x, off + j), m, a, bt);
+            act_st(y, off + j, relu ? sg_relu(v) : v);
         }
     }
+}
+
+template <typename X, typename Y>
+static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *invstd,
+                   const float *gamma, const float *beta, Y *y, int n, int c, int hw, int relu) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    int t = sg_cu_plane_threads(hw);
+    k_bn_fwd<X, Y><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, mean, invstd, gamma, beta, y, c, hw, planes, relu);
+    CU_LAUNCH_CHECK("k_bn_fwd");
 }
 
 void sg_cuda_bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
                     const float *gamma, const float *beta, float *y, int n, int c, int hw,
                     int relu) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_bn_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, mean, invstd, gamma, beta, y, c, hw, planes, relu);
-    CU_LAUNCH_CHECK("k_bn_fwd");
+    bn_fwd(be, x, mean, invstd, gamma, beta, y, n, c, hw, relu);
+}
+
+void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                       const float *invstd, const float *gamma, const float *beta, void *y,
+                       int y_dt, int n, int c, int hw, int relu) {
+    int xb = sg_cuda_act_dt(x_dt, "bn_fwd_dt") == SG_ACT_BF16;
+    int yb = sg_cuda_act_dt(y_dt, "bn_fwd_dt") == SG_ACT_BF16;
+    if (xb && yb)
+        bn_fwd(be, (const uint16_t *)x, mean, invstd, gamma, beta, (uint16_t *)y, n, c, hw, relu);
+    else if (xb)
+        bn_fwd(be, (const uint16_t *)x, mean, invstd, gamma, beta, (float *)y, n, c, hw, relu);
+    else if (yb)
+        bn_fwd(be, (const float *)x, mean, invstd, gamma, beta, (uint16_t *)y, n, c, hw, relu);
+    else
+        bn_fwd(be, (const float *)x, mean, invstd, gamma, beta, (float *)y, n, c, hw, relu);
 }
 
 /* ---- backward ---- */
 
-__global__ void k_bn_bwd_reduce_part(const float *dy, const float *x, const float *y,
-                                     const float *mean, int n, int c, int hw, int relu,
+/* y NULL (relu): the mask from the output recomputed from x with invstd,
+ * gamma, beta (bn_out); else they are not read. */
+template <typename X>
+__global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y,
+                                     const float *mean, const float *invstd, const float *gamma,
+                                     const float *beta, int n, int c, int hw, int relu,
                                      double *part) {
     __shared__ double sh[32];
     int ch = blockIdx.y;
     double m = mean[ch];
+    float mf = mean[ch], a = 0, bt = 0;
+    if (relu && !y) a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
     double sg = 0, sgx = 0;
     CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    float g = relu ? sg_relu_mask(dy[i], y[i]) : dy[i];
+    float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, mf, a, bt)) : dy[i];
     sg += g;
-    sgx += (double)g * ((double)x[i] - m);
+    sgx += (double)g * ((double)act_ld(x, i) - m);
     CHAN_SLICE_END
     sg = sg_block_sum(sg, sh);
     sgx = sg_block_sum(sgx, sh);
@@ -300,49 +367,95 @@ __global__ void k_bn_bwd_reduce_part(const float *dy, const float *x, const floa
     }
 }
 
-void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
-                           const float *mean, float *red, int n, int c, int hw, int relu) {
+template <typename X>
+static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const float *y,
+                          const float *mean, const float *invstd, const float *gamma,
+                          const float *beta, float *red, int n, int c, int hw, int relu) {
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
     int splits = chan_splits(cu, c, (long long)n * hw);
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(dy, x, y, mean, n, c, hw, relu,
-                                                                cu->chan_partial);
+    k_bn_bwd_reduce_part<X><<<dim3(splits, c), CH_THREADS, 0, st>>>(
+        dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
     k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c,
                                                       0);
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn)");
 }
 
-__global__ void k_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
-                              const float *invstd, const float *gamma, const float *red,
-                              double count, float *dx, int c, int hw, size_t planes, int relu,
-                              int accumulate) {
+void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
+                           const float *mean, float *red, int n, int c, int hw, int relu) {
+    SG_CHECK(y || !relu, "CUDA backend: bn_bwd_reduce with relu needs y");
+    bn_bwd_reduce(be, dy, x, y, mean, NULL, NULL, NULL, red, n, c, hw, relu);
+}
+
+void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                              const float *y, const float *mean, const float *invstd,
+                              const float *gamma, const float *beta, float *red, int n, int c,
+                              int hw, int relu) {
+    if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_dt") == SG_ACT_BF16)
+        bn_bwd_reduce(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
+                      relu);
+    else
+        bn_bwd_reduce(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
+                      relu);
+}
+
+/* y NULL (relu): the mask recomputed from x (beta read only then). */
+template <typename X>
+__global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const float *mean,
+                              const float *invstd, const float *gamma, const float *beta,
+                              const float *red, double count, float *dx, int c, int hw,
+                              size_t planes, int relu, int accumulate) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
         sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
-        float m = mean[ch];
+        float m = mean[ch], a = 0, bt = 0;
+        if (relu && !y) a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
         size_t off = pl * hw;
         SG_INPLANE_LOOP(j, hw) {
             size_t i = off + j;
-            float g = relu ? sg_relu_mask(dy[i], y[i]) : dy[i];
-            float v = sg_bn_bwd_elem(g, x[i], m, k.A, k.B, k.C);
+            float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, m, a, bt)) : dy[i];
+            float v = sg_bn_bwd_elem(g, act_ld(x, i), m, k.A, k.B, k.C);
             dx[i] = accumulate ? sg_fadd(dx[i], v) : v;
         }
     }
+}
+
+template <typename X>
+static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float *y,
+                        const float *mean, const float *invstd, const float *gamma,
+                        const float *beta, const float *red, double count, float *dx, int n,
+                        int c, int hw, int relu, int accumulate) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
+    int t = sg_cu_plane_threads(hw);
+    k_bn_bwd_elem<X><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, hw, planes, relu, accumulate);
+    CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
 
 void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
                          const float *mean, const float *invstd, const float *gamma,
                          const float *red, double count, float *dx, int n, int c, int hw,
                          int relu, int accumulate) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
-    int t = sg_cu_plane_threads(hw);
-    k_bn_bwd_elem<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, x, y, mean, invstd, gamma, red, count, dx, c, hw, planes, relu, accumulate);
-    CU_LAUNCH_CHECK("k_bn_bwd_elem");
+    SG_CHECK(y || !relu, "CUDA backend: bn_bwd_elem with relu needs y");
+    bn_bwd_elem(be, dy, x, y, mean, invstd, gamma, NULL, red, count, dx, n, c, hw, relu,
+                accumulate);
+}
+
+void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                            const float *y, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, const float *red,
+                            double count, float *dx, int n, int c, int hw, int relu,
+                            int accumulate) {
+    if (sg_cuda_act_dt(x_dt, "bn_bwd_elem_dt") == SG_ACT_BF16)
+        bn_bwd_elem(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, count, dx, n,
+                    c, hw, relu, accumulate);
+    else
+        bn_bwd_elem(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, count, dx, n, c,
+                    hw, relu, accumulate);
 }
 
 __global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma,

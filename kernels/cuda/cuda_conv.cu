@@ -32,6 +32,12 @@
  *     are fused with the layout change (tiled transposes, coalesced on both
  *     sides). The layout and the bf16 copies stay inside this file: the
  *     model, the other ops and the checkpoints see float32 NCHW only.
+ * bf16 activation storage (the *_dt ops, backend.h): a bf16-stored input
+ * (NCHW bf16 bits) is only transposed to NHWC (it holds bf16 values: no
+ * rounding), and a bf16-stored result is transposed from cuDNN's NHWC bf16
+ * output into NCHW bf16 storage as is - the same values the float32 NCHW
+ * path would hold. Under fp32 convolutions the *_dt ops widen a bf16 input
+ * into a float32 buffer and round a bf16-stored result from one (act_buf).
  * Algorithms whose math type would convert float32 to half
  * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
@@ -139,6 +145,46 @@ __global__ void k_from_nhwc_bf16(const uint16_t *__restrict__ src, float *__rest
     }
 }
 
+/* src [N][C][P] bf16 bits -> dst [N][P][C] bf16 bits: the transpose only
+ * (a bf16-stored activation is already bf16). */
+__global__ void k_bf16_to_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
+                               int C, int P) {
+    __shared__ uint16_t tile[TILE][TILE + 1];
+    size_t plane = (size_t)C * P;
+    const uint16_t *s = src + (size_t)blockIdx.z * plane;
+    uint16_t *d = dst + (size_t)blockIdx.z * plane;
+    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int c = c0 + i, p = p0 + threadIdx.x;
+        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)c * P + p];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int p = p0 + i, c = c0 + threadIdx.x;
+        if (c < C && p < P) d[(size_t)p * C + c] = tile[threadIdx.x][i];
+    }
+}
+
+/* src [N][P][C] bf16 bits -> dst [N][C][P] bf16 bits (a conv result stored
+ * in bf16: the values cuDNN wrote, unchanged). */
+__global__ void k_bf16_from_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
+                                 int C, int P) {
+    __shared__ uint16_t tile[TILE][TILE + 1];
+    size_t plane = (size_t)C * P;
+    const uint16_t *s = src + (size_t)blockIdx.z * plane;
+    uint16_t *d = dst + (size_t)blockIdx.z * plane;
+    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int p = p0 + i, c = c0 + threadIdx.x;
+        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)p * C + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
+        int c = c0 + i, p = p0 + threadIdx.x;
+        if (c < C && p < P) d[(size_t)c * P + p] = tile[threadIdx.x][i];
+    }
+}
+
 /* Grid of the transposes: x over P, y over C (<= 65535 tiles), z over N. */
 static dim3 tile_grid(int n, int c, int p) {
     SG_CHECK(n >= 1 && n <= 65535 && (c + TILE - 1) / TILE <= 65535,
@@ -159,6 +205,39 @@ static void from_nhwc_bf16(sg_backend *be, const void *src, float *dst, int n, i
     k_from_nhwc_bf16<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
         (const uint16_t *)src, dst, c, p, accumulate);
     CU_LAUNCH_CHECK("k_from_nhwc_bf16");
+}
+
+static void bf16_to_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
+    k_bf16_to_nhwc<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+        (const uint16_t *)src, (uint16_t *)dst, c, p);
+    CU_LAUNCH_CHECK("k_bf16_to_nhwc");
+}
+
+static void bf16_from_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
+    k_bf16_from_nhwc<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+        (const uint16_t *)src, (uint16_t *)dst, c, p);
+    CU_LAUNCH_CHECK("k_bf16_from_nhwc");
+}
+
+/* Elementwise bf16 bits <-> float (fp32 convolutions with bf16 storage). */
+__global__ void k_bf16_widen(const uint16_t *__restrict__ src, float *__restrict__ dst,
+                             size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = sg_bf16_to_f32(src[i]);
+}
+
+__global__ void k_bf16_narrow(const float *__restrict__ src, uint16_t *__restrict__ dst,
+                              size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = sg_bf16_bits(src[i]);
+}
+
+/* Blocks for n elements, grid-stride beyond 65535 blocks of 256. */
+static unsigned elem_blocks(size_t n) {
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
 }
 
 /* ---------------- algorithm choice ---------------- */
@@ -483,6 +562,87 @@ void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float 
     from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
 }
 
+/* ---------------- bf16 activation storage ---------------- */
+
+int sg_cuda_act_dt(int dt, const char *op) {
+    SG_CHECK(dt == SG_ACT_F32 || dt == SG_ACT_BF16,
+             "CUDA backend: %s: storage type %d is not SG_ACT_F32 (0) or SG_ACT_BF16 (1) (a "
+             "bug in the caller)",
+             op, dt);
+    return dt;
+}
+
+/* Float32 buffer `slot` of at least count floats (fp32 convolutions with
+ * bf16 storage). */
+static float *act_buf(sg_backend *be, int slot, size_t count) {
+    sg_cuda *cu = sg_cu(be);
+    grow(cu, &cu->act_buf[slot], &cu->act_bytes[slot], count * sizeof(float),
+         "the float32 copies of bf16-stored activations");
+    return (float *)cu->act_buf[slot];
+}
+
+static const float *widen(sg_backend *be, int slot, const void *src, size_t n) {
+    float *dst = act_buf(be, slot, n);
+    k_bf16_widen<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>((const uint16_t *)src, dst, n);
+    CU_LAUNCH_CHECK("k_bf16_widen");
+    return dst;
+}
+
+static void narrow(sg_backend *be, const float *src, void *dst, size_t n) {
+    k_bf16_narrow<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>(src, (uint16_t *)dst, n);
+    CU_LAUNCH_CHECK("k_bf16_narrow");
+}
+
+void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                         const float *w, void *y, int y_dt) {
+    sg_cuda *cu = sg_cu(be);
+    int xb = sg_cuda_act_dt(x_dt, "conv_fwd_dt") == SG_ACT_BF16;
+    int yb = sg_cuda_act_dt(y_dt, "conv_fwd_dt") == SG_ACT_BF16;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    if (cu->precision != SG_PRECISION_BF16) {
+        const float *xf = xb ? widen(be, 0, x, nx) : (const float *)x;
+        float *yf = yb ? act_buf(be, 1, ny) : (float *)y;
+        sg_cuda_conv_fwd(be, d, xf, w, yf);
+        if (yb) narrow(be, yf, y, ny);
+        return;
+    }
+    sg_cuda_conv *e = get_conv(be, d); /* grows bf16_buf for d first */
+    const float alpha = 1.0f, beta = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
+    void **b = cu->bf16_buf;
+    if (xb) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
+    else to_nhwc_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w);
+    const void *wb = weights_bf16(be, d, w);
+    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
+                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
+                                        &beta, e->y_desc, b[2]));
+    if (yb) bf16_from_nhwc(be, b[2], y, d->n, d->k, d->oh * d->ow);
+    else from_nhwc_bf16(be, b[2], (float *)y, d->n, d->k, d->oh * d->ow, 0);
+}
+
+void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                                const float *dy, float *dw, int accumulate) {
+    sg_cuda *cu = sg_cu(be);
+    int xb = sg_cuda_act_dt(x_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w;
+    if (cu->precision != SG_PRECISION_BF16 || !xb) {
+        sg_cuda_conv_bwd_weight(be, d, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw,
+                                accumulate);
+        return;
+    }
+    sg_cuda_conv *e = get_conv(be, d);
+    const float alpha = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
+    void **b = cu->bf16_buf;
+    bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
+    to_nhwc_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc,
+                                               b[1], e->conv_desc, e->bwd_filter_algo,
+                                               cu->workspace, e->bwd_filter_ws, &zero,
+                                               e->w_desc, b[2]));
+    from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
+}
+
 void sg_cuda_conv_destroy(sg_cuda *cu) {
     for (int i = 0; i < cu->n_convs; i++) {
         sg_cuda_conv *e = &cu->convs[i];
@@ -501,5 +661,10 @@ void sg_cuda_conv_destroy(sg_cuda *cu) {
         sg_cuda_raw_free(cu, cu->bf16_buf[i], cu->bf16_bytes[i]);
         cu->bf16_buf[i] = NULL;
         cu->bf16_bytes[i] = 0;
+    }
+    for (int i = 0; i < 2; i++) {
+        sg_cuda_raw_free(cu, cu->act_buf[i], cu->act_bytes[i]);
+        cu->act_buf[i] = NULL;
+        cu->act_bytes[i] = 0;
     }
 }

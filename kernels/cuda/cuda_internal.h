@@ -116,6 +116,11 @@ typedef struct sg_cuda {
      * grown (like the workspace) when a geometry is first seen */
     void *bf16_buf[3];
     size_t bf16_bytes[3];
+    /* bf16 activation storage under fp32 convolutions (conv *_dt ops,
+     * cuda_conv.cu): float32 copies of a bf16 input / of a result before it
+     * is stored in bf16; grown when a larger tensor is first seen */
+    void *act_buf[2];
+    size_t act_bytes[2];
     /* bf16 only (NULL under fp32): each weight's bf16 KRSC copy, converted
      * once per change of the weights instead of once per conv call
      * (kernels/weight_cache.h); every op that writes memory reports it
@@ -206,6 +211,13 @@ void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *d
 void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                              const float *dy, float *dw, int accumulate);
 void sg_cuda_conv_destroy(sg_cuda *cu);
+/* bf16 activation storage (backend.h, the *_dt ops) */
+void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                         const float *w, void *y, int y_dt);
+void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                                const float *dy, float *dw, int accumulate);
+/* dt if it is SG_ACT_F32 or SG_ACT_BF16; else fatal, naming op (a caller's bug). */
+int sg_cuda_act_dt(int dt, const char *op);
 /* Sets cu->precision / tf32 / conv_math from the options and the device's
  * compute capability; returns 0, or -1 after logging (bf16 on a GPU before
  * sm_80, which has no bf16 tensor cores). */
@@ -234,6 +246,20 @@ void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const 
                          int relu, int accumulate);
 void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
                             float *dgamma, float *dbeta, int c, int accumulate);
+void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                         float *stats);
+void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                       const float *invstd, const float *gamma, const float *beta, void *y,
+                       int y_dt, int n, int c, int hw, int relu);
+void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                              const float *y, const float *mean, const float *invstd,
+                              const float *gamma, const float *beta, float *red, int n, int c,
+                              int hw, int relu);
+void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                            const float *y, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, const float *red,
+                            double count, float *dx, int n, int c, int hw, int relu,
+                            int accumulate);
 
 /* cuda_elementwise.cu */
 void sg_cuda_relu_fwd(sg_backend *be, const float *x, float *y, size_t count);

@@ -69,6 +69,22 @@
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
 
+/* bf16 activation storage: one conv geometry (square kernel) with x / y
+ * storage -> forward and backward-weight (accumulate 0 and 1) cases. */
+#define CONV_DT_CASE(OP, RUN, ACC, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)              \
+    {OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .acc = ACC,       \
+     .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16, .tol_bf16 = TOL_CONV_BF16,    \
+     .all_configs = 1, .note = NOTE}
+#define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                                 \
+    CONV_DT_CASE("conv_fwd_dt", run_conv_fwd_dt, 0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT,    \
+                 NOTE),                                                                         \
+        CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, N, C, H, W, K, R, ST, PAD, \
+                     DIL, XDT, SG_ACT_F32, NOTE),                                               \
+        CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, N, C, H, W, K, R, ST, PAD, \
+                     DIL, XDT, SG_ACT_F32, NOTE)
+/* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
+#define TOL_BF16_STORE 4e-3
+
 /* Resize geometries: n, c, h, w -> oh, ow */
 #define RS(N, C, H, W, OH, OW) .n = N, .c = C, .h = H, .w = W, .oh = OH, .ow = OW
 #define RESIZE(N, C, H, W, OH, OW, NOTE)                                                    \
@@ -307,6 +323,48 @@ const tb_case tb_cases[] = {
     {"bn_param_grads", run_bn_param_grads, .c = 6, .acc = 1, .tol = 1e-6, .tol_cuda = 1e-5},
     {"bn_param_grads", run_bn_param_grads, .c = 33, .tol = 1e-6, .tol_cuda = 1e-5},
     {"bn_param_grads", run_bn_param_grads, .c = 33, .acc = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+
+    /* ---------------- bf16 activation storage (the *_dt ops) ----------------
+     * Every row also checks bit-identity with the float32 op on the same
+     * values where the configuration is deterministic (run_act_bf16.c).
+     * Conv: on every configuration; the float32 reference at the bf16 conv
+     * tolerance (a bf16-stored y is rounded: <= 2^-9 of the value), plus the
+     * bf16-exact reference on bf16 configurations. BN: float32 math on bf16
+     * values, so the float32 BN tolerances; a bf16-stored y is rounded
+     * (TOL_BF16_STORE: 2^-9 of max|y| plus the float32 tolerance). */
+    CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16, "bn+relu -> conv -> bn"),
+    CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_F32, SG_ACT_BF16, "maxpool/add -> conv -> bn"),
+    CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_F32, "bn+relu -> conv (bias)"),
+    CONV_DT(1, 16, 12, 10, 17, 1, 2, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "1x1 stride 2 (blocked)"),
+    CONV_DT(2, 5, 13, 13, 4, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16, "dilated (ASPP, taps path)"),
+    CONV_DT(1, 3, 17, 15, 16, 7, 2, 3, 1, SG_ACT_F32, SG_ACT_BF16, "the stem"),
+    {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats_dt", run_bn_stats_dt, BN_B, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats_dt", run_bn_stats_dt, BN_F, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_FWD},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
+     .tol = TOL_BF16_STORE},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_B, .y_dt = SG_ACT_BF16, .relu = 1, .tol = TOL_BF16_STORE},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_E, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_FWD},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
+     .tol = TOL_BF16_STORE},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, TOL_BN_BWD, .note = "mask recomputed from x"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_B, .y_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
+     .note = "mask recomputed from a float32 x"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .acc = 1, .relu = 1,
+     TOL_BN_BWD},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, TOL_BN_BWD, .note = "mask recomputed from x"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_B, .y_dt = SG_ACT_BF16, .relu = 1, .acc = 1,
+     TOL_BN_BWD, .note = "mask recomputed from a float32 x"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, .acc = 1, TOL_BN_BWD},
 
     /* ---------------- elementwise ---------------- */
     /* 70001: odd, above the CPU's threading threshold; 1000003: several

@@ -93,6 +93,16 @@ void run_confusion(tb_ctx *t, const tb_case *c);
 void run_flip_w(tb_ctx *t, const tb_case *c);
 void run_softmax_fwd(tb_ctx *t, const tb_case *c);
 
+/* run_act_bf16.c: the *_dt ops (bf16 activation storage); as their float32
+ * namesakes plus x_dt, y_dt (BN backward: y_dt bf16 = y NULL, the mask
+ * recomputed) */
+void run_conv_fwd_dt(tb_ctx *t, const tb_case *c);
+void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c);
+void run_bn_stats_dt(tb_ctx *t, const tb_case *c);
+void run_bn_fwd_dt(tb_ctx *t, const tb_case *c);
+void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c);
+void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c);
+
 /* run_memory.c */
 void run_memory(tb_ctx *t, const tb_case *c);
 void run_upload_async_order(tb_ctx *t, const tb_case *c);

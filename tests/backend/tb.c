@@ -104,6 +104,8 @@ void tb_describe(const tb_case *c, char *buf, size_t size) {
     if (c->count) add(buf, size, " count %zu", c->count);
     if (c->acc) add(buf, size, " acc");
     if (c->relu) add(buf, size, " relu");
+    if (c->x_dt == SG_ACT_BF16) add(buf, size, " x:bf16");
+    if (c->y_dt == SG_ACT_BF16) add(buf, size, " y:bf16");
     if (c->inplace) add(buf, size, " in-place(%s)", c->inplace == 1 ? "first input" : "second input");
     if (c->prepare) add(buf, size, " prepared");
     if (c->fill == TB_FILL_CONST) add(buf, size, " constant %g", c->lo);

@@ -42,11 +42,7 @@ static void write_ckpt(const char *path, const char *config) {
 static void test_checkpoint_config_cannot_name_base(void) {
     char secret[512], ck[512], text[1200];
     snprintf(secret, sizeof secret, "%s/secret.yaml", g_dir);
-    FILE *f = fopen(secret, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs("seed: 777\ndata:\n  root: /secret/data\n", f);
-    fclose(f);
+    CHECK(th_write_text(secret, "seed: 777\ndata:\n  root: /secret/data\n") == 0);
     snprintf(ck, sizeof ck, "%s/evil.safetensors", g_dir);
     snprintf(text, sizeof text, "base: %s\nseed: 3\n", secret);
     write_ckpt(ck, text);

@@ -139,7 +139,7 @@ static void run_layout(const char *layout) {
         char mix[1024];
         snprintf(mix, sizeof mix, "%s", dt_path("mix"));
         dt_mkdirs(mix);
-        char cmd[4096];
+        char cmd[8192];
         snprintf(cmd, sizeof cmd, "cp '%s' '%s/a.jpg' && cp '%s' '%s/b' && echo x > '%s/notes.txt'",
                  img0, mix, img0, mix, mix);
         CHECK(system(cmd) == 0);

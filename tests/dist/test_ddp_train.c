@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "model/safetensors.h"
 #include "testutil.h"
+#include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
 
 static const char *g_bin;
@@ -57,43 +58,14 @@ static int setup(void) {
     return 0;
 }
 
-/* Max relative difference over every F32 tensor of two checkpoints (by
- * name); -1 when a file or tensor is missing. */
-static double ckpt_diff(const char *run_a, const char *run_b, const char *file) {
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/%s/checkpoints/%s", g_dir, run_a, file);
-    snprintf(pb, sizeof pb, "%s/%s/checkpoints/%s", g_dir, run_b, file);
-    sg_st_file *a = sg_st_open(pa), *b = sg_st_open(pb);
-    double worst = a && b ? 0 : -1;
-    int compared = 0;
-    for (int i = 0; a && b && i < sg_st_count(a); i++) {
-        const sg_st_tensor *ta = sg_st_get(a, i);
-        if (ta->dtype != SG_ST_F32) continue;
-        const sg_st_tensor *tb = sg_st_find(b, ta->name);
-        if (!tb || tb->count != ta->count) { worst = -1; break; }
-        float *xa = malloc(ta->count * sizeof *xa), *xb = malloc(ta->count * sizeof *xb);
-        sg_st_read_f32(a, ta, xa, ta->count);
-        sg_st_read_f32(b, tb, xb, tb->count);
-        double e = tu_max_rel_err(xa, xb, ta->count, 1e-3);
-        if (e > worst) worst = e;
-        compared++;
-        free(xa);
-        free(xb);
-    }
-    fprintf(stderr, "  %s vs %s (%s): %d tensors, max rel diff %.3g\n", run_a, run_b, file, compared, worst);
-    if (a) sg_st_close(a);
-    if (b) sg_st_close(b);
-    return compared ? worst : -1;
-}
-
 static void test_syncbn_matches_big_batch(void) {
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4", 0, "--set train.batch_size=4"), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2", 2, "--set train.batch_size=2 --set model.sync_bn=true"), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_nosync", 2, "--set train.batch_size=2 --set model.sync_bn=false"), 0);
-    double d = ckpt_diff("one_b4", "two_b2", "iter_00000005.safetensors");
+    double d = th_ckpt_diff(g_dir, "one_b4", "two_b2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 with SyncBN differ from 1 rank x 4 by %.3g", d);
-    double dn = ckpt_diff("one_b4", "two_b2_nosync", "iter_00000005.safetensors");
+    double dn = th_ckpt_diff(g_dir, "one_b4", "two_b2_nosync", "iter_00000005.safetensors");
     CHECK(dn >= 0);
     CHECK_MSG(dn > 1e-3, "without SyncBN the runs should differ, max rel diff %.3g", dn);
 }
@@ -103,7 +75,7 @@ static void test_accumulation(void) {
      * normalises 2 values, whose variance amplifies rounding differences */
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0, "--set train.batch_size=4 --set train.accum_steps=2"), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2", 2, "--set train.batch_size=2 --set train.accum_steps=2"), 0);
-    double d = ckpt_diff("one_b4_k2", "two_b2_k2", "iter_00000005.safetensors");
+    double d = th_ckpt_diff(g_dir, "one_b4_k2", "two_b2_k2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 x accum 2 differ from 1 rank x 4 x accum 2 by %.3g", d);
 }

@@ -350,6 +350,8 @@ static void case_another_jobs_store(void) {
     sg_store *other = mk_tok("127.0.0.1", port, 1, 2, 600, "the-other-jobs-token");
     /* a second process claiming rank 1 of this job */
     sg_store *dup = mk(port, 1, 2, 600);
+    /* the store logs the refused claim after answering it: wait for that */
+    th_cap_wait("it claims rank 1, which the connection from 127.0.0.1:", 30);
     const char *log = th_cap_end();
     CHECK(other == NULL);
     CHECK(dup == NULL);

@@ -32,6 +32,7 @@
 #include "kernels/backend.h"
 #include "model/safetensors.h"
 #include "testutil.h"
+#include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
 #include "tests/kernels/ref_ops.h"
 #include "train/loss_opts.h"
@@ -162,39 +163,6 @@ static int setup(void) {
     return 0;
 }
 
-/* Max relative difference over every F32 tensor of two checkpoints; -1
- * when a file or tensor is missing. */
-static double ckpt_diff(const char *run_a, const char *run_b, const char *file) {
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/%s/checkpoints/%s", g_dir, run_a, file);
-    snprintf(pb, sizeof pb, "%s/%s/checkpoints/%s", g_dir, run_b, file);
-    sg_st_file *a = sg_st_open(pa), *b = sg_st_open(pb);
-    double worst = a && b ? 0 : -1;
-    int compared = 0;
-    for (int i = 0; a && b && i < sg_st_count(a); i++) {
-        const sg_st_tensor *ta = sg_st_get(a, i);
-        if (ta->dtype != SG_ST_F32) continue;
-        const sg_st_tensor *tb = sg_st_find(b, ta->name);
-        if (!tb || tb->count != ta->count) {
-            worst = -1;
-            break;
-        }
-        float *xa = malloc(ta->count * sizeof *xa), *xb = malloc(ta->count * sizeof *xb);
-        sg_st_read_f32(a, ta, xa, ta->count);
-        sg_st_read_f32(b, tb, xb, tb->count);
-        double e = tu_max_rel_err(xa, xb, ta->count, 1e-3);
-        if (e > worst) worst = e;
-        compared++;
-        free(xa);
-        free(xb);
-    }
-    fprintf(stderr, "  %s vs %s (%s): %d tensors, max rel diff %.3g\n", run_a, run_b, file,
-            compared, worst);
-    if (a) sg_st_close(a);
-    if (b) sg_st_close(b);
-    return compared ? worst : -1;
-}
-
 /* BN layers keep their running statistics (train.freeze_bn_stats): batch
  * statistics would make the step depend on how images are grouped into
  * forwards, and a 4-value ASPP pooling BN amplifies the rounding differences
@@ -210,11 +178,11 @@ static void test_ddp(void) {
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2", 2, s2), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b2_k4", 0, k4), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0, s4), 0);
-    double d = ckpt_diff("one_b2_k4", "two_b2_k2", ck);
+    double d = th_ckpt_diff(g_dir, "one_b2_k4", "two_b2_k2", ck);
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "class weights, loss_norm global: 2 ranks x 2 micro-batches differ from "
               "1 rank x 4 micro-batches by %.3g", d);
-    d = ckpt_diff("one_b4_k2", "two_b2_k2", ck);
+    d = th_ckpt_diff(g_dir, "one_b4_k2", "two_b2_k2", ck);
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "class weights, loss_norm global: 2 ranks x batch 2 x 2 differ from "
               "1 rank x batch 4 x 2 by %.3g", d);
@@ -225,7 +193,7 @@ static void test_ddp(void) {
     snprintf(l2, sizeof l2, "%s --set train.loss_norm=local", s2);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2_local", 0, l4), 0);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2_local", 2, l2), 0);
-    double dl = ckpt_diff("one_b4_k2_local", "two_b2_k2_local", ck);
+    double dl = th_ckpt_diff(g_dir, "one_b4_k2_local", "two_b2_k2_local", ck);
     CHECK(dl >= 0);
     CHECK_MSG(dl > 1e-3, "loss_norm local with class weights should differ, max rel diff %.3g",
               dl);
@@ -233,7 +201,7 @@ static void test_ddp(void) {
     char pl[300];
     snprintf(pl, sizeof pl, "%s --set 'train.class_weights=[]'", s4);
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2_plain", 0, pl), 0);
-    double dp = ckpt_diff("one_b4_k2", "one_b4_k2_plain", ck);
+    double dp = th_ckpt_diff(g_dir, "one_b4_k2", "one_b4_k2_plain", ck);
     CHECK_MSG(dp > 1e-3, "class weights should change the parameters, max rel diff %.3g", dp);
 }
 

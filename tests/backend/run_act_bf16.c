@@ -1,0 +1,260 @@
+/* tests/backend/run_act_bf16.c - runners for the bf16 activation storage
+ * ops (the *_dt ops of kernels/backend.h): conv_fwd_dt, conv_bwd_weight_dt,
+ * bn_stats_dt, bn_fwd_dt, bn_bwd_reduce_dt, bn_bwd_elem_dt, with x / y
+ * stored as the row says (x_dt, y_dt: SG_ACT_F32 | SG_ACT_BF16; for the BN
+ * backward ops y_dt bf16 means y NULL: the ReLU mask is recomputed).
+ *
+ * Inputs that are stored in bf16 are drawn, then rounded to bf16 values, so
+ * every check sees the same numbers. Each result is checked three ways:
+ *  - against the float32 naive reference (ref_ops) at the row's tolerance
+ *    (a bf16-stored result is a rounded one: the rows say by how much);
+ *  - on configurations that promise determinism (t->det), bit for bit
+ *    against the backend's own float32 op on the same values (its result
+ *    rounded to bf16 on the host where the *_dt op stores bf16): the
+ *    contract that bf16 storage changes memory, not results;
+ *  - on bf16 configurations, conv results against the bf16-exact reference
+ *    (ref_conv_*_bf16) as in run_conv.c.
+ */
+#include <string.h>
+
+#include "kernels/formulas/bf16.h"
+#include "tests/backend/cases.h"
+#include "tests/kernels/ref_ops.h"
+
+/* v rounded to bf16 values in place (when dt is bf16). */
+static void round_if(float *v, size_t n, int dt) {
+    if (dt == SG_ACT_BF16)
+        for (size_t i = 0; i < n; i++) v[i] = ref_bf16_round(v[i]);
+}
+
+/* Backend memory holding host floats v (bf16 values when dt is bf16) as
+ * stored in dt. */
+static void *dev_act(tb_ctx *t, const float *v, size_t n, int dt) {
+    if (dt == SG_ACT_F32) return tb_devf(t, v, n);
+    uint16_t *b = tb_hbytes(t, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) b[i] = sg_bf16_bits(v[i]);
+    return tb_dev(t, b, n * sizeof(uint16_t));
+}
+
+/* Garbage of the right storage: results must overwrite it. */
+static void *dev_garbage(tb_ctx *t, size_t n, int dt) {
+    float *g = tb_rand(t, n, 5, 6);
+    round_if(g, n, dt);
+    return dev_act(t, g, n, dt);
+}
+
+/* The floats stored at dev in dt, downloaded. */
+static float *get_act(tb_ctx *t, const void *dev, size_t n, int dt) {
+    if (dt == SG_ACT_F32) return tb_getf(t, dev, n);
+    const uint16_t *b = tb_get(t, dev, n * sizeof(uint16_t));
+    float *v = tb_hzeros(t, n);
+    for (size_t i = 0; i < n; i++) v[i] = sg_bf16_to_f32(b[i]);
+    return v;
+}
+
+/* got must equal the float32 op's result f (rounded to bf16 if dt is). */
+static void same_as_f32(tb_ctx *t, const char *what, const float *got, float *f, size_t n,
+                        int dt) {
+    round_if(f, n, dt);
+    if (t->det) tb_same(t, what, f, got, n * sizeof(float));
+    else tb_close(t, what, f, got, n, t->tol);
+}
+
+static int conv_geometry(tb_ctx *t, const tb_case *c, sg_conv_desc *d, size_t *nx, size_t *nw,
+                         size_t *ny) {
+    *d = c->conv;
+    if (!tb_expect(t, sg_conv_desc_init(d) == 0, "the geometry has an empty output (table error)"))
+        return 0;
+    *nx = (size_t)d->n * d->c * d->h * d->w;
+    *nw = (size_t)d->k * d->c * d->r * d->s;
+    *ny = (size_t)d->n * d->k * d->oh * d->ow;
+    if (c->prepare && TB_HAS(t, conv_prepare)) t->be->ops->conv_prepare(t->be, d);
+    return 1;
+}
+
+void run_conv_fwd_dt(tb_ctx *t, const tb_case *c) {
+    sg_conv_desc d;
+    size_t nx, nw, ny;
+    if (!TB_HAS(t, conv_fwd_dt) || !conv_geometry(t, c, &d, &nx, &nw, &ny)) return;
+    const sg_ops *o = t->be->ops;
+    float *x = tb_input(t, nx), *w = tb_rand(t, nw, -1, 1), *y = tb_hzeros(t, ny);
+    round_if(x, nx, c->x_dt);
+    ref_conv_fwd(&d, x, w, y);
+    float *w_d = tb_devf(t, w, nw);
+    void *x_d = dev_act(t, x, nx, c->x_dt), *y_d = dev_garbage(t, ny, c->y_dt);
+    o->conv_fwd_dt(t->be, &d, x_d, c->x_dt, w_d, y_d, c->y_dt);
+    float *got = get_act(t, y_d, ny, c->y_dt);
+    tb_close(t, "y", y, got, ny, t->tol);
+    float *yf_d = tb_devf(t, NULL, ny);
+    o->conv_fwd(t->be, &d, tb_devf(t, x, nx), w_d, yf_d);
+    same_as_f32(t, "y vs conv_fwd on the same values", got, tb_getf(t, yf_d, ny), ny, c->y_dt);
+    if (t->bf16_steps) {
+        float *yb = tb_hzeros(t, ny);
+        ref_conv_fwd_bf16(&d, x, w, yb);
+        tb_close_bf16(t, "y (bf16-exact)", yb, got, NULL, ny, t->bf16_steps, t->bf16_slack);
+    }
+}
+
+void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
+    sg_conv_desc d;
+    size_t nx, nw, ny;
+    if (!TB_HAS(t, conv_bwd_weight_dt) || !conv_geometry(t, c, &d, &nx, &nw, &ny)) return;
+    const sg_ops *o = t->be->ops;
+    float *x = tb_input(t, nx), *dy = tb_rand(t, ny, -1, 1), *dw0 = tb_rand(t, nw, -1, 1);
+    round_if(x, nx, c->x_dt);
+    float *dw = tb_hcopy(t, dw0, nw);
+    ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
+    float *dy_d = tb_devf(t, dy, ny), *dw_d = tb_devf(t, dw0, nw);
+    o->conv_bwd_weight_dt(t->be, &d, dev_act(t, x, nx, c->x_dt), c->x_dt, dy_d, dw_d, c->acc);
+    float *got = tb_getf(t, dw_d, nw);
+    tb_close(t, "dw", dw, got, nw, t->tol);
+    float *dwf_d = tb_devf(t, dw0, nw);
+    o->conv_bwd_weight(t->be, &d, tb_devf(t, x, nx), dy_d, dwf_d, c->acc);
+    same_as_f32(t, "dw vs conv_bwd_weight on the same values", got, tb_getf(t, dwf_d, nw), nw,
+                SG_ACT_F32);
+    if (t->bf16_steps) {
+        float *dwb = tb_hcopy(t, dw0, nw);
+        ref_conv_bwd_weight_bf16(&d, x, dy, dwb, c->acc);
+        tb_close_bf16(t, "dw (bf16-exact)", dwb, got, c->acc ? dw0 : NULL, nw, t->bf16_steps,
+                      t->bf16_slack);
+    }
+}
+
+typedef struct bn_data {
+    int n, c, hw;
+    size_t cnt;
+    float *x, *gamma, *beta, *mean, *invstd; /* host */
+} bn_data;
+
+/* x from the case's range (bf16 values when x_dt is bf16); mean/invstd its
+ * batch statistics (reference); gamma in [0.5, 1.5), beta in [-0.5, 0.5). */
+static bn_data bn_setup(tb_ctx *t, const tb_case *c) {
+    bn_data b = {c->n, c->c, c->h * c->w, 0, NULL, NULL, NULL, NULL, NULL};
+    b.cnt = (size_t)b.n * b.c * b.hw;
+    b.x = tb_input(t, b.cnt);
+    round_if(b.x, b.cnt, c->x_dt);
+    b.gamma = tb_rand(t, b.c, 0.5f, 1.5f);
+    b.beta = tb_rand(t, b.c, -0.5f, 0.5f);
+    float *stats = tb_hzeros(t, 2 * (size_t)b.c);
+    int64_t count = (int64_t)b.n * b.hw;
+    b.mean = tb_hzeros(t, b.c);
+    b.invstd = tb_hzeros(t, b.c);
+    ref_bn_stats(b.x, b.n, b.c, b.hw, stats);
+    ref_bn_finalize(stats, &count, 1, b.c, 1e-5f, 0.1f, b.mean, b.invstd, NULL, NULL);
+    return b;
+}
+
+void run_bn_stats_dt(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_stats_dt)) return;
+    bn_data b = bn_setup(t, c);
+    const sg_ops *o = t->be->ops;
+    float *want = tb_hzeros(t, 2 * (size_t)b.c);
+    ref_bn_stats(b.x, b.n, b.c, b.hw, want);
+    float *st_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
+    o->bn_stats_dt(t->be, dev_act(t, b.x, b.cnt, c->x_dt), c->x_dt, b.n, b.c, b.hw, st_d);
+    float *got = tb_getf(t, st_d, 2 * (size_t)b.c);
+    tb_close(t, "mean", want, got, b.c, t->tol);
+    tb_close(t, "M2", want + b.c, got + b.c, b.c, t->tol);
+    float *sf_d = tb_devf(t, NULL, 2 * b.c);
+    o->bn_stats(t->be, tb_devf(t, b.x, b.cnt), b.n, b.c, b.hw, sf_d);
+    same_as_f32(t, "stats vs bn_stats on the same values", got, tb_getf(t, sf_d, 2 * b.c),
+                2 * (size_t)b.c, SG_ACT_F32);
+}
+
+void run_bn_fwd_dt(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_fwd_dt)) return;
+    bn_data b = bn_setup(t, c);
+    const sg_ops *o = t->be->ops;
+    float *y = tb_hzeros(t, b.cnt);
+    ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
+    float *mean_d = tb_devf(t, b.mean, b.c), *inv_d = tb_devf(t, b.invstd, b.c);
+    float *g_d = tb_devf(t, b.gamma, b.c), *be_d = tb_devf(t, b.beta, b.c);
+    void *y_d = dev_garbage(t, b.cnt, c->y_dt);
+    o->bn_fwd_dt(t->be, dev_act(t, b.x, b.cnt, c->x_dt), c->x_dt, mean_d, inv_d, g_d, be_d, y_d,
+                 c->y_dt, b.n, b.c, b.hw, c->relu);
+    float *got = get_act(t, y_d, b.cnt, c->y_dt);
+    tb_close(t, "y", y, got, b.cnt, t->tol);
+    float *yf_d = tb_devf(t, NULL, b.cnt);
+    o->bn_fwd(t->be, tb_devf(t, b.x, b.cnt), mean_d, inv_d, g_d, be_d, yf_d, b.n, b.c, b.hw,
+              c->relu);
+    same_as_f32(t, "y vs bn_fwd on the same values", got, tb_getf(t, yf_d, b.cnt), b.cnt,
+                c->y_dt);
+}
+
+/* The backward inputs of one case: dy, the reference's y (its float32
+ * output), red of the reference. */
+typedef struct bn_bwd_data {
+    bn_data b;
+    float *y, *dy, *red;
+    void *x_d;
+    float *y_d, *mean_d, *inv_d, *g_d, *beta_d, *dy_d; /* y_d NULL: y stored in bf16 */
+} bn_bwd_data;
+
+static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
+    bn_bwd_data s;
+    s.b = bn_setup(t, c);
+    bn_data *b = &s.b;
+    s.y = tb_hzeros(t, b->cnt);
+    s.dy = tb_rand(t, b->cnt, -1, 1);
+    s.red = tb_hzeros(t, 2 * (size_t)b->c);
+    ref_bn_fwd(b->x, b->mean, b->invstd, b->gamma, b->beta, s.y, b->n, b->c, b->hw, c->relu);
+    ref_bn_bwd_reduce(s.dy, b->x, s.y, b->mean, s.red, b->n, b->c, b->hw, c->relu);
+    s.x_d = dev_act(t, b->x, b->cnt, c->x_dt);
+    s.mean_d = tb_devf(t, b->mean, b->c);
+    s.inv_d = tb_devf(t, b->invstd, b->c);
+    s.g_d = tb_devf(t, b->gamma, b->c);
+    s.beta_d = tb_devf(t, b->beta, b->c);
+    s.dy_d = tb_devf(t, s.dy, b->cnt);
+    s.y_d = c->y_dt == SG_ACT_F32 ? tb_devf(t, s.y, b->cnt) : NULL;
+    return s;
+}
+
+/* The backend's own float32 forward output (what the float32 model path
+ * keeps for the mask). */
+static float *f32_forward(tb_ctx *t, const tb_case *c, bn_bwd_data *s, float *x_f) {
+    float *yf_d = tb_devf(t, NULL, s->b.cnt);
+    t->be->ops->bn_fwd(t->be, x_f, s->mean_d, s->inv_d, s->g_d, s->beta_d, yf_d, s->b.n, s->b.c,
+                       s->b.hw, c->relu);
+    return yf_d;
+}
+
+void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_bwd_reduce_dt)) return;
+    bn_bwd_data s = bn_bwd_setup(t, c);
+    bn_data *b = &s.b;
+    const sg_ops *o = t->be->ops;
+    float *red_d = tb_devf(t, tb_rand(t, 2 * b->c, 5, 6), 2 * b->c);
+    o->bn_bwd_reduce_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
+                        red_d, b->n, b->c, b->hw, c->relu);
+    float *got = tb_getf(t, red_d, 2 * (size_t)b->c);
+    tb_close(t, "red", s.red, got, 2 * (size_t)b->c, t->tol);
+    float *x_f = tb_devf(t, b->x, b->cnt);
+    float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
+    float *rf_d = tb_devf(t, NULL, 2 * b->c);
+    o->bn_bwd_reduce(t->be, s.dy_d, x_f, yf_d, s.mean_d, rf_d, b->n, b->c, b->hw, c->relu);
+    same_as_f32(t, "red vs bn_bwd_reduce on the same values", got,
+                tb_getf(t, rf_d, 2 * b->c), 2 * (size_t)b->c, SG_ACT_F32);
+}
+
+void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_bwd_elem_dt)) return;
+    bn_bwd_data s = bn_bwd_setup(t, c);
+    bn_data *b = &s.b;
+    const sg_ops *o = t->be->ops;
+    double count = (double)b->n * b->hw;
+    float *dx0 = tb_rand(t, b->cnt, -1, 1), *dx = tb_hcopy(t, dx0, b->cnt);
+    ref_bn_bwd_elem(s.dy, b->x, s.y, b->mean, b->invstd, b->gamma, s.red, count, dx, b->n, b->c,
+                    b->hw, c->relu, c->acc);
+    float *red_d = tb_devf(t, s.red, 2 * b->c), *dx_d = tb_devf(t, dx0, b->cnt);
+    o->bn_bwd_elem_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
+                      red_d, count, dx_d, b->n, b->c, b->hw, c->relu, c->acc);
+    float *got = tb_getf(t, dx_d, b->cnt);
+    tb_close(t, "dx", dx, got, b->cnt, t->tol);
+    float *x_f = tb_devf(t, b->x, b->cnt);
+    float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
+    float *dxf_d = tb_devf(t, dx0, b->cnt);
+    o->bn_bwd_elem(t->be, s.dy_d, x_f, yf_d, s.mean_d, s.inv_d, s.g_d, red_d, count, dxf_d, b->n,
+                   b->c, b->hw, c->relu, c->acc);
+    same_as_f32(t, "dx vs bn_bwd_elem on the same values", got, tb_getf(t, dxf_d, b->cnt),
+                b->cnt, SG_ACT_F32);
+}
