@@ -162,8 +162,12 @@ static const sg_config_key g_keys[] = {
            "at each"),
     K_FLOAT("train.lr_gamma", train.lr_gamma, "0.1", 0, 1, "step: factor at each milestone"),
     K_ENUM("train.warmup", train.warmup, "linear", "linear|constant|none",
-           "warmup over warmup_iters steps, multiplying the schedule (torch LinearLR / "
-           "ConstantLR chained with it)"),
+           "warmup over warmup_iters steps (torch LinearLR / ConstantLR), composed with the "
+           "schedule as train.warmup_mode says"),
+    K_ENUM("train.warmup_mode", train.warmup_mode, "chained", "chained|sequential",
+           "chained: the warmup factor multiplies the schedule from step 0 (torch ChainedScheduler, "
+           "mmcv); sequential: the schedule starts after the warmup, over the remaining steps "
+           "(torch SequentialLR, torchvision's reference script)"),
     K_INT("train.warmup_iters", train.warmup_iters, "0", 0, 1e9, "warmup iterations (0 = none)"),
     K_FLOAT("train.warmup_ratio", train.warmup_ratio, "0.01", 0, 1,
             "warmup factor: linear starts at lr * warmup_ratio, constant stays there"),

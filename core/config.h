@@ -108,6 +108,7 @@ typedef struct sg_train_cfg {
     int warmup_iters;
     double warmup_ratio;             /* warmup starts at lr * ratio */
     char warmup[SG_NAME];            /* linear|constant|none */
+    char warmup_mode[SG_NAME];       /* chained|sequential */
     int lr_steps[SG_LIST_MAX];       /* step: milestones in optimizer steps */
     int n_lr_steps;
     double lr_gamma;                 /* step: factor at each milestone */

@@ -180,6 +180,10 @@ sg_status sg_model_plan(sg_model *m, int n, int h, int w);
 sg_status sg_model_plan_infer(sg_model *m, int n, int h, int w);
 /* Bytes of the planned arena (activations, gradients, masks, BN scratch). */
 size_t sg_model_activation_bytes(const sg_model *m);
+/* Bytes of device memory the activation arena holds: at least the current
+ * plan's (sg_model_activation_bytes). A new plan that fits reuses the arena
+ * (zeroed, as a fresh one); a larger one frees it and allocates anew. */
+size_t sg_model_arena_held(const sg_model *m);
 /* The arena bytes a plan for [n,3,h,w] would take (train: sg_model_plan,
  * else sg_model_plan_infer), computed without allocating; 0 if invalid. */
 size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train);

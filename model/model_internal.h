@@ -97,7 +97,8 @@ struct sg_model {
     int act_bf16;                     /* the plan stores activations in bf16 where exact */
     int n, h, w;
     void *arena;
-    size_t arena_bytes;
+    size_t arena_bytes; /* the current plan's bytes */
+    size_t arena_cap;   /* bytes allocated (>= arena_bytes: kept across smaller plans) */
     /* scratch (arena): BN stats [2c], parts [world][2c], red/redg [2c],
      * zero red [2c] (eval-mode backward) */
     float *stats, *parts, *red, *redg, *zero_red;

@@ -163,15 +163,22 @@ int sg_model_grad_order(const sg_model *m, int *out, int cap) {
     return n;
 }
 
-void sg_model_release_plan(sg_model *m) {
-    if (m->arena) m->be->ops->free(m->be, m->arena);
-    m->arena = NULL;
+/* Forgets the plan; the arena itself is freed too unless keep_arena (a new
+ * plan is about to be laid out and may fit in it). */
+static void release_plan(sg_model *m, int keep_arena) {
+    if (!keep_arena) {
+        if (m->arena) m->be->ops->free(m->be, m->arena);
+        m->arena = NULL;
+        m->arena_cap = 0;
+    }
     m->arena_bytes = 0;
     free(m->counts);
     m->counts = NULL;
     m->planned = 0;
     m->fwd_train = -1;
 }
+
+void sg_model_release_plan(sg_model *m) { release_plan(m, 0); }
 
 /* ---- interval placement ---- */
 typedef struct item {
@@ -457,7 +464,13 @@ static sg_status check_bn_values(const sg_model *m, int n, int h, int w, int wor
 
 static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     if (m->planned == mode && m->n == n && m->h == h && m->w == w) return SG_OK;
-    sg_model_release_plan(m);
+    /* The arena is kept while the new plan fits in it: evaluation with
+     * eval.scales re-plans for every scale of every image, and in-training
+     * evaluation switches between the training and inference plans, so this
+     * saves a free + allocation (cudaFree synchronises the device) each time.
+     * A plan that does not fit frees the old arena before allocating, so the
+     * peak is what it was. */
+    release_plan(m, 1);
     const sg_ops *ops = m->be->ops;
     int train = mode == 1;
     int world = hooks_world(m);
@@ -466,10 +479,20 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     sg_status st = act_bf16_of(m, &act_bf16);
     if (st == SG_OK) st = layout(m, m->t, m->l, n, h, w, mode, world, act_bf16, &po);
     if (st == SG_OK && train) st = check_bn_values(m, n, h, w, world);
-    if (st != SG_OK) return st;
+    if (st != SG_OK) {
+        release_plan(m, 0);
+        return st;
+    }
     m->max_c = po.max_c;
     m->act_bf16 = act_bf16;
-    m->arena = ops->alloc(m->be, po.total);
+    if (m->arena && po.total <= m->arena_cap) {
+        /* the same contents a fresh allocation has (ops->alloc zeroes) */
+        ops->zero(m->be, m->arena, po.total);
+    } else {
+        release_plan(m, 0);
+        m->arena = ops->alloc(m->be, po.total);
+        m->arena_cap = po.total;
+    }
     m->arena_bytes = po.total;
     char *a = m->arena;
     for (int i = 0; i < m->n_t; i++) {
@@ -514,6 +537,7 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
 sg_status sg_model_plan(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 1); }
 sg_status sg_model_plan_infer(sg_model *m, int n, int h, int w) { return do_plan(m, n, h, w, 2); }
 size_t sg_model_activation_bytes(const sg_model *m) { return m->arena_bytes; }
+size_t sg_model_arena_held(const sg_model *m) { return m->arena ? m->arena_cap : 0; }
 
 float *sg_model_input(sg_model *m) { return m->planned ? m->t[0].val : NULL; }
 float *sg_model_out(sg_model *m) { return m->planned ? m->t[m->t_out].val : NULL; }

@@ -75,14 +75,27 @@ sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
     s->min_lr = t->min_lr;
     s->gamma = t->lr_gamma;
     s->warmup_iters = s->warmup_kind == SG_WARMUP_NONE ? 0 : t->warmup_iters;
+    if (strcmp(t->warmup_mode, "chained") != 0 && strcmp(t->warmup_mode, "sequential") != 0) {
+        SG_ERROR("config key train.warmup_mode: unknown mode '%s' (use chained or sequential)",
+                 t->warmup_mode);
+        return SG_ERR_CONFIG;
+    }
+    s->sequential = strcmp(t->warmup_mode, "sequential") == 0 && s->warmup_iters > 0;
+    if (s->sequential && s->warmup_iters >= total_steps) {
+        SG_ERROR("config key train.warmup_iters: %d warmup steps leave no step of the %lld in the "
+                 "run for the schedule under train.warmup_mode sequential; use fewer warmup "
+                 "steps or more train.iters", s->warmup_iters, (long long)total_steps);
+        return SG_ERR_CONFIG;
+    }
     s->warmup_ratio = t->warmup_ratio;
     s->total_steps = total_steps;
     return SG_OK;
 }
 
-static double main_lr(const sg_lr_schedule *s, int64_t step) {
-    if (step > s->total_steps) step = s->total_steps;
-    double progress = (double)step / (double)s->total_steps;
+/* The main schedule at `step` of a schedule `total` steps long. */
+static double main_lr(const sg_lr_schedule *s, int64_t step, int64_t total) {
+    if (step > total) step = total;
+    double progress = (double)step / (double)total;
     switch (s->kind) {
     case SG_LR_POLY:
         return (s->base_lr - s->min_lr) * pow(1.0 - progress, s->power) + s->min_lr;
@@ -98,16 +111,21 @@ static double main_lr(const sg_lr_schedule *s, int64_t step) {
     }
 }
 
+/* The warmup factor at step < warmup_iters. */
+static double warmup_factor(const sg_lr_schedule *s, int64_t step) {
+    if (s->warmup_kind == SG_WARMUP_CONSTANT) return s->warmup_ratio;
+    double k = (1.0 - (double)step / s->warmup_iters) * (1.0 - s->warmup_ratio);
+    return 1.0 - k;
+}
+
 double sg_lr_at(const sg_lr_schedule *s, int64_t step) {
     if (step < 0) step = 0;
-    double lr = main_lr(s, step);
-    if (s->warmup_iters > 0 && step < s->warmup_iters) {
-        if (s->warmup_kind == SG_WARMUP_CONSTANT) {
-            lr *= s->warmup_ratio;
-        } else {
-            double k = (1.0 - (double)step / s->warmup_iters) * (1.0 - s->warmup_ratio);
-            lr *= 1.0 - k;
-        }
+    int in_warmup = s->warmup_iters > 0 && step < s->warmup_iters;
+    if (s->sequential) {
+        if (in_warmup) return s->base_lr * warmup_factor(s, step);
+        return main_lr(s, step - s->warmup_iters, s->total_steps - s->warmup_iters);
     }
+    double lr = main_lr(s, step, s->total_steps);
+    if (in_warmup) lr *= warmup_factor(s, step);
     return lr;
 }

@@ -24,14 +24,17 @@
  *   constant: ratio                                    (torch ConstantLR(
  *             factor=ratio, total_iters=warmup_iters); mmcv's constant warmup)
  *   none:     1
- * and 1 from step warmup_iters on. This is torch's ChainedScheduler([warmup,
- * main]) (for min_lr = 0; with min_lr > 0 it is the product of the two
- * closed forms) and mmseg 0.x / mmcv's warmup: the main schedule runs over
- * the whole run, so milestones and T count steps from the start, as users
- * write them. torchvision's reference script instead chains them with
- * SequentialLR (main schedule over T - warmup_iters, starting after the
- * warmup); for a warmup of a few percent of the run the two differ by that
- * shift only.
+ * and 1 from step warmup_iters on. How the two compose (train.warmup_mode):
+ *   chained (default): lr(t) = factor(t) * main(t). This is torch's
+ *     ChainedScheduler([warmup, main]) (for min_lr = 0; with min_lr > 0 it is
+ *     the product of the two closed forms) and mmseg 0.x / mmcv's warmup: the
+ *     main schedule runs over the whole run, so milestones and T count steps
+ *     from the start, as users write them.
+ *   sequential: lr(t) = base * factor(t) for t < W = warmup_iters, then
+ *     main(t - W) over T - W steps (milestones count from the end of the
+ *     warmup). This is torch's SequentialLR([warmup, main], milestones=[W]),
+ *     as torchvision's reference script chains LinearLR and PolynomialLR
+ *     (total_iters = T - W) and mmseg 1.x's param_scheduler lists do.
  */
 #ifndef SG_TRAIN_LR_SCHEDULE_H
 #define SG_TRAIN_LR_SCHEDULE_H
@@ -48,6 +51,7 @@ typedef struct sg_lr_schedule {
     int kind;
     double base_lr, power, min_lr;
     int warmup_kind;
+    int sequential;        /* train.warmup_mode sequential */
     int warmup_iters;      /* 0 when warmup_kind is none */
     double warmup_ratio;
     int64_t total_steps;   /* optimizer steps of the whole run */

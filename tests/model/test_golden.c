@@ -172,11 +172,14 @@ static void run_fixture(const char *file) {
             CHECK_EQ_INT(sg_model_plan_infer(m, n, h, w), 0);
             CHECK_MSG(sg_model_activation_bytes(m) < train_bytes, "infer %zu >= train %zu",
                       sg_model_activation_bytes(m), train_bytes);
+            /* the smaller plan reuses the training arena (zeroed) */
+            CHECK_EQ_INT(sg_model_arena_held(m) == train_bytes, 1);
             upload_input(be, f, m);
             sg_model_forward(m, 0, 0);
             e = cmp_dev(be, f, "eval_out", sg_model_out(m), (size_t)n * C * hw, 1.0f);
             CHECK_MSG(e < TOL_LOGITS, "%s: eval_out (inference plan) rel err %.3g", file, e);
             CHECK_EQ_INT(sg_model_plan(m, n, h, w), 0);
+            CHECK_EQ_INT(sg_model_arena_held(m) == train_bytes, 1);
             upload_input(be, f, m);
         }
     }

@@ -89,6 +89,28 @@ for mname, (mkeys, mmake) in mains(0.0).items():
             want = torch_lrs(T, lambda o: L.ChainedScheduler([wmake(o), mmake(o)]))
         compare("%s + %s warmup" % (mname, wname), got, want)
 
+# warmup_mode sequential: torch's SequentialLR([warmup, main], milestones=[W])
+# with the main schedule over T - W steps, as torchvision's reference script
+def mains_after(TT):
+    return {
+        "cosine": (dict(lr_schedule="cosine"), lambda o: L.CosineAnnealingLR(o, T_max=TT)),
+        "step": (dict(lr_schedule="step", lr_steps="[%s]" % ",".join(map(str, MS)),
+                      lr_gamma=0.25),
+                 lambda o: L.MultiStepLR(o, milestones=MS, gamma=0.25)),
+        "poly": (dict(lr_schedule="poly", poly_power=0.9),
+                 lambda o: L.PolynomialLR(o, total_iters=TT, power=0.9)),
+    }
+
+
+for wname, (wkeys, wmake) in WARM.items():
+    if wmake is None:
+        continue
+    for mname, (mkeys, mmake) in mains_after(T - W).items():
+        keys = dict(common, **mkeys, **wkeys, warmup_mode="sequential")
+        got = segtrain_lrs(T, **keys)
+        want = torch_lrs(T, lambda o: L.SequentialLR(o, [wmake(o), mmake(o)], milestones=[W]))
+        compare("%s + %s warmup, sequential" % (mname, wname), got, want)
+
 # min_lr > 0: main schedule alone vs torch (poly: torchvision's LambdaLR form
 # of mmseg's PolyLR), warmup factor alone vs torch's warmup on a constant
 ETA = 3e-4

@@ -17,6 +17,7 @@ static sg_train_cfg base_train(void) {
     memset(&t, 0, sizeof t);
     strcpy(t.lr_schedule, "poly");
     strcpy(t.warmup, "linear");
+    strcpy(t.warmup_mode, "chained");
     t.lr = 0.01;
     t.lr_gamma = 0.1;
     t.poly_power = 0.9;
@@ -90,9 +91,10 @@ static void test_schedule_errors(void) {
 
 /* Every step's lr of every schedule kind x warmup kind against the closed
  * forms of torch.optim.lr_scheduler, written out here independently of
- * train/lr_schedule.c: main(t) * warmup(t) (ChainedScheduler), with
- * LinearLR's factor start + (1 - start) * t / total and ConstantLR's factor
- * before total_iters. */
+ * train/lr_schedule.c: main(t) * warmup(t) (ChainedScheduler) or, under
+ * warmup_mode sequential, base * warmup(t) then main(t - W) over T - W
+ * steps (SequentialLR), with LinearLR's factor start + (1 - start) * t /
+ * total and ConstantLR's factor before total_iters. */
 static double ref_main(const char *kind, double base, double min_lr, double power,
                        const int *ms, int n_ms, double gamma, int t, int T) {
     if (!strcmp(kind, "poly")) return (base - min_lr) * pow(1.0 - (double)t / T, power) + min_lr;
@@ -113,12 +115,14 @@ static void test_every_step_closed_forms(void) {
     const int T = 97, W = 13;
     const double r = 0.05;
     int checked = 0;
+    for (int seq = 0; seq < 2; seq++)
     for (int k = 0; k < 4; k++)
         for (int wk = 0; wk < 3; wk++)
             for (int with_min = 0; with_min < 2; with_min++) {
                 sg_train_cfg t = base_train();
                 strcpy(t.lr_schedule, kinds[k]);
                 strcpy(t.warmup, warms[wk]);
+                strcpy(t.warmup_mode, seq ? "sequential" : "chained");
                 t.lr = 0.02;
                 t.min_lr = with_min ? 2e-4 : 0.0;
                 t.warmup_iters = W;
@@ -130,26 +134,46 @@ static void test_every_step_closed_forms(void) {
                 t.lr_steps[2] = 41;
                 sg_lr_schedule s;
                 CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, T), SG_OK);
+                /* sequential: the schedule starts after the warmup (none: at 0) */
+                int w0 = seq && wk != 2 ? W : 0;
                 for (int it = 0; it < T; it++) {
-                    double main = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
-                                           t.n_lr_steps, t.lr_gamma, it, T);
                     double f = 1.0;
                     if (wk == 0 && it < W) f = r + (1.0 - r) * it / W;
                     if (wk == 1 && it < W) f = r;
-                    double want = main * f, got = sg_lr_at(&s, it);
+                    double want;
+                    if (seq && it < w0)
+                        want = t.lr * f;
+                    else
+                        want = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
+                                        t.n_lr_steps, t.lr_gamma, it - w0, T - w0) *
+                               (seq ? 1.0 : f);
+                    double got = sg_lr_at(&s, it);
                     if (fabs(got - want) > 1e-13 * fabs(want) + 1e-18) {
-                        fprintf(stderr, "%s + %s warmup (min_lr %g), step %d: lr %.17g, closed "
-                                "form %.17g\n", kinds[k], warms[wk], t.min_lr, it, got, want);
+                        fprintf(stderr, "%s + %s warmup (%s, min_lr %g), step %d: lr %.17g, "
+                                "closed form %.17g\n", kinds[k], warms[wk], t.warmup_mode,
+                                t.min_lr, it, got, want);
                         CHECK(0);
                     }
                     checked++;
                 }
                 /* the last step's lr and past the end: the value at T */
                 double at_T = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
-                                       t.n_lr_steps, t.lr_gamma, T, T);
+                                       t.n_lr_steps, t.lr_gamma, T - w0, T - w0);
                 CHECK_NEAR(sg_lr_at(&s, T + 5), at_T, 1e-15);
             }
-    CHECK_EQ_INT(checked, 4 * 3 * 2 * T);
+    CHECK_EQ_INT(checked, 2 * 4 * 3 * 2 * T);
+    {
+        /* sequential needs a step after the warmup; an unknown mode is refused */
+        sg_train_cfg t = base_train();
+        strcpy(t.warmup_mode, "sequential");
+        t.warmup_iters = 10;
+        sg_lr_schedule s;
+        CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 10), SG_ERR_CONFIG);
+        CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 11), SG_OK);
+        CHECK_NEAR(sg_lr_at(&s, 10), 0.01, 1e-15); /* poly's first value */
+        strcpy(t.warmup_mode, "after");
+        CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 100), SG_ERR_CONFIG);
+    }
     /* spot values by hand: cosine halfway = (base + min) / 2; step after two
      * milestones = base * gamma^2 */
     sg_train_cfg t = base_train();
