@@ -37,12 +37,6 @@ sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *
     ev->use_tta = sg_tta_enabled(cfg);
     if (ev->use_tta) {
         sg_tta_init(&ev->tta, be, cfg, ev->crop_h, ev->crop_w, ev->stride_h, ev->stride_w);
-        char sc[16 * 16] = "";
-        for (int i = 0; i < cfg->eval.n_scales; i++)
-            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), "%s%g", i ? ", " : "",
-                     cfg->eval.scales[i]);
-        SG_INFO("evaluation: test-time augmentation, scales [%s]%s, softmax probabilities "
-                 "averaged", sc, cfg->eval.flip ? " x flip" : "");
     }
     size_t c = (size_t)ev->num_classes;
     ev->d_conf = be->ops->alloc(be, c * c * sizeof(int64_t));
@@ -246,6 +240,15 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
                            const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf) {
     sg_backend *be = ev->be;
     size_t cc = (size_t)ev->num_classes * ev->num_classes;
+    if (ev->use_tta && !ev->tta_logged) { /* once per evaluator, under its label */
+        ev->tta_logged = 1;
+        char sc[16 * 16] = "";
+        for (int i = 0; i < ev->tta.n_scales; i++)
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), "%s%g", i ? ", " : "",
+                     ev->tta.scales[i]);
+        SG_INFO("%s: test-time augmentation, scales [%s]%s, softmax probabilities averaged",
+                ev->label, sc, ev->tta.flip ? " x flip" : "");
+    }
     be->ops->zero(be, ev->d_conf, cc * sizeof(int64_t));
     ev->images = 0;
     sg_status rc = SG_OK;

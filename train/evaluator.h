@@ -42,6 +42,7 @@ typedef struct sg_evaluator {
     int preflight_done;
     char label[32];   /* progress lines: "evaluation" unless the caller renames it */
     int use_tta;      /* sg_tta_enabled(cfg): the tta path instead of one pass */
+    int tta_logged;   /* the TTA settings were logged (at the first run) */
     sg_tta tta;
 } sg_evaluator;
 

@@ -362,6 +362,17 @@ static sg_status setup(trainer *T, const char *resume) {
                 cfg->train.ema_decay, cfg->train.ema_every,
                 T->ema_loaded ? " (from the checkpoint)" : "",
                 cfg->eval.use_ema ? "the EMA (eval.use_ema)" : "the trained weights");
+    if (c->rank == 0 && (cfg->train.n_class_weights > 0 || cfg->train.ohem_thresh > 0)) {
+        char ohem[128] = "";
+        if (cfg->train.ohem_thresh > 0)
+            snprintf(ohem, sizeof ohem, "; OHEM on the main head: probability below %g, at least "
+                     "%d pixels per image (aux head: plain)", cfg->train.ohem_thresh,
+                     cfg->train.ohem_min_kept);
+        SG_INFO("loss: cross-entropy%s%s, normalised %s", cfg->train.n_class_weights > 0
+                ? " with train.class_weights" : "", ohem,
+                c->global_norm ? "over the whole step on all ranks (loss_norm global)"
+                               : "per micro-batch (loss_norm local)");
+    }
 
     /* TensorBoard: rank 0, a new event file per (re)start; the outcome is
      * agreed on so no rank trains alone */
