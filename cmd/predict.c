@@ -2,7 +2,8 @@
  * PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits FILE.npy|DIR]`.
  *
  * Each image goes through the evaluation preprocessing (normalize with
- * data.mean/std, whole image, eval-mode forward) and its argmax is written
+ * data.mean/std, eval-mode forward of the whole image, or of sliding windows
+ * when eval.crop_size is set, as `eval` does: train/slide.h) and its argmax is written
  * as an 8-bit PNG: trainIds (default), Cityscapes labelIds (--label-ids, for
  * the benchmark server), the class palette (--color) or the palette blended
  * 50/50 over the image (--overlay). --save-logits writes the logits at input
@@ -10,7 +11,7 @@
  * <name>.npy for a directory). With test-time augmentation (eval.scales
  * other than [1.0], or eval.flip; train/tta.h) the prediction is the argmax
  * of the softmax probabilities averaged over the scales and flips (whole
- * images, like the single pass) and --save-logits writes the natural log of
+ * images or sliding windows, like the single pass) and --save-logits writes the natural log of
  * those averaged probabilities instead of logits (-inf where one underflowed
  * to 0). Inputs are PNG or JPEG, told apart by their
  * content (data/image.h). A directory input is walked recursively and every
@@ -28,6 +29,7 @@
 #include "core/cli.h"
 #include "train/device.h"
 #include "train/from_checkpoint.h"
+#include "train/slide.h"
 #include "train/tta.h"
 #include "cmd/commands.h"
 #include "core/log.h"
@@ -146,6 +148,7 @@ typedef struct pctx {
     float mean[3], std[3];
     int use_tta; /* sg_tta_enabled: averaged probabilities instead of one pass */
     sg_tta tta;
+    int crop_h, crop_w, stride_h, stride_w; /* eval.crop_size / eval.stride; 0 = whole */
 } pctx;
 
 static void build_palette(pctx *P) {
@@ -166,7 +169,9 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
     if (sg_image_read_rgb(in, P->cfg->data.max_image_pixels, &img, NULL, 0) != 0) return -1;
     int h = img.h, w = img.w, C = P->C;
     size_t px = (size_t)h * w;
-    if (!P->use_tta && sg_model_plan_infer(P->m, 1, h, w) != 0) {
+    int slide = !P->use_tta && P->crop_h > 0;
+    float *host_logits = NULL; /* sliding windows: the averaged logits, on the host */
+    if (!P->use_tta && !slide && sg_model_plan_infer(P->m, 1, h, w) != 0) {
         sg_img_free(&img);
         return -1;
     }
@@ -182,25 +187,43 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
             return -1;
         }
         scores = P->tta.d_prob;
+    } else if (slide) {
+        host_logits = malloc((size_t)C * px * sizeof(float));
+        SG_CHECK(host_logits != NULL, "out of host memory for the logits of %s", in);
+        if (sg_slide_logits(be, P->m, d_img, h, w, C, P->crop_h, P->crop_w, P->stride_h,
+                            P->stride_w, P->mean, P->std, host_logits) != SG_OK) {
+            SG_ERROR("predict: %s: sliding-window inference failed (see above)", in);
+            free(host_logits);
+            be->ops->free(be, d_img);
+            be->ops->free(be, d_pred);
+            sg_img_free(&img);
+            return -1;
+        }
+        scores = NULL;
     } else {
         be->ops->normalize_u8(be, d_img, sg_model_input(P->m), 1, h, w, P->mean, P->std);
         sg_model_forward(P->m, 0, 0);
         scores = sg_model_out(P->m);
     }
-    be->ops->argmax(be, scores, d_pred, 1, C, h * w);
     uint8_t *pred = malloc(px), *rgb = malloc(px * 3);
     SG_CHECK(pred && rgb, "out of host memory");
-    be->ops->download(be, pred, d_pred, px);
+    if (slide) {
+        sg_slide_argmax(host_logits, C, px, pred); /* the evaluator's argmax */
+    } else {
+        be->ops->argmax(be, scores, d_pred, 1, C, h * w);
+        be->ops->download(be, pred, d_pred, px);
+    }
     int rc = 0;
     if (npy) {
-        float *lg = malloc((size_t)C * px * sizeof(float));
+        float *lg = host_logits ? host_logits : malloc((size_t)C * px * sizeof(float));
         SG_CHECK(lg != NULL, "out of host memory");
-        be->ops->download(be, lg, scores, (size_t)C * px * sizeof(float));
+        if (!host_logits) be->ops->download(be, lg, scores, (size_t)C * px * sizeof(float));
         if (P->use_tta)
             for (size_t i = 0; i < (size_t)C * px; i++) lg[i] = logf(lg[i]);
         rc = mkparents(npy) == 0 ? write_npy(npy, lg, C, h, w) : -1;
-        free(lg);
+        if (lg != host_logits) free(lg);
     }
+    free(host_logits);
     if (rc == 0) rc = mkparents(out);
     char err[SG_DATA_ERR_LEN];
     if (rc == 0) {
@@ -326,17 +349,24 @@ int sg_cmd_predict(int argc, char **argv) {
         free(files.rel);
         return 1;
     }
-    pctx P = {be, NULL, &cfg, cfg.model.num_classes, color, overlay, label_ids, {0}, {0}, {0},
-              0, {0}};
+    pctx P = {.be = be, .cfg = &cfg, .C = cfg.model.num_classes, .color = color,
+              .overlay = overlay, .label_ids = label_ids};
     for (int i = 0; i < 3; i++) {
         P.mean[i] = (float)cfg.data.mean[i];
         P.std[i] = (float)cfg.data.std[i];
     }
     build_palette(&P);
-    /* predict runs whole images (eval.crop_size is the evaluator's) */
+    /* whole images, or eval.crop_size's sliding windows as `eval` runs them */
+    P.crop_h = cfg.eval.crop_size[0];
+    P.crop_w = cfg.eval.crop_size[1];
+    P.stride_h = cfg.eval.stride[0] ? cfg.eval.stride[0] : P.crop_h;
+    P.stride_w = cfg.eval.stride[1] ? cfg.eval.stride[1] : P.crop_w;
+    if (P.crop_h > 0)
+        SG_INFO("predict: sliding windows of %dx%d, strides %dx%d (eval.crop_size, eval.stride)",
+                P.crop_h, P.crop_w, P.stride_h, P.stride_w);
     P.use_tta = sg_tta_enabled(&cfg);
     if (P.use_tta) {
-        sg_tta_init(&P.tta, be, &cfg, 0, 0, 0, 0);
+        sg_tta_init(&P.tta, be, &cfg, P.crop_h, P.crop_w, P.stride_h, P.stride_w);
         SG_INFO("predict: test-time augmentation over %d scale(s)%s: averaged softmax "
                 "probabilities", cfg.eval.n_scales, cfg.eval.flip ? " x flip" : "");
     }

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "data/png.h"
 #include "train/progress.h"
+#include "train/slide.h"
 #include "data/sampler.h"
 
 sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
@@ -159,72 +160,25 @@ static sg_status run_full(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     return SG_OK;
 }
 
-/* Sliding windows (one image): windows of crop_h x crop_w at the strides,
- * the last window in each direction aligned to the border (mmseg "slide");
- * logits summed on the host and divided by the window count per pixel.
- * SG_OK or SG_ERR_RUNTIME. */
+/* Sliding windows (one image, train/slide.h): argmax of the per-pixel mean
+ * of the window logits. SG_OK or SG_ERR_RUNTIME. */
 static sg_status run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     sg_backend *be = ev->be;
-    int H = b->h, W = b->w, C = ev->num_classes;
-    int ch = ev->crop_h < H ? ev->crop_h : H, cw = ev->crop_w < W ? ev->crop_w : W;
-    size_t need = (size_t)C * H * W;
-    float *acc = calloc(need + (size_t)H * W, sizeof(float)), *cnt = acc + need;
-    float *logits = malloc((size_t)C * ch * cw * sizeof(float));
-    SG_CHECK(acc && logits, "out of host memory for sliding-window logits (%zu floats)", need);
-    if (sg_model_plan_infer(m, 1, ch, cw) != SG_OK) {
-        free(acc);
-        free(logits);
-        return SG_ERR_RUNTIME;
+    size_t px = (size_t)b->h * b->w;
+    float *logits = malloc((size_t)ev->num_classes * px * sizeof(float));
+    uint8_t *pred = malloc(px);
+    SG_CHECK(logits && pred, "out of host memory for sliding-window logits (%zu floats)",
+             (size_t)ev->num_classes * px);
+    sg_status rc = sg_slide_logits(be, m, ev->d_img, b->h, b->w, ev->num_classes, ev->crop_h,
+                                   ev->crop_w, ev->stride_h, ev->stride_w, ev->mean, ev->std,
+                                   logits);
+    if (rc == SG_OK) {
+        sg_slide_argmax(logits, ev->num_classes, px, pred);
+        be->ops->upload(be, ev->d_pred, pred, px);
     }
-    uint8_t *win = malloc((size_t)ch * cw * 3);
-    uint8_t *src = malloc((size_t)H * W * 3);
-    SG_CHECK(win && src, "out of host memory");
-    be->ops->download(be, src, ev->d_img, (size_t)H * W * 3);
-    int ny = H > ch ? (H - ch + ev->stride_h - 1) / ev->stride_h + 1 : 1;
-    int nx = W > cw ? (W - cw + ev->stride_w - 1) / ev->stride_w + 1 : 1;
-    uint8_t *d_win = be->ops->alloc(be, (size_t)ch * cw * 3);
-    for (int iy = 0; iy < ny; iy++)
-        for (int ix = 0; ix < nx; ix++) {
-            int y0 = iy * ev->stride_h, x0 = ix * ev->stride_w;
-            if (y0 + ch > H) y0 = H - ch;
-            if (x0 + cw > W) x0 = W - cw;
-            for (int y = 0; y < ch; y++)
-                memcpy(win + (size_t)y * cw * 3, src + ((size_t)(y0 + y) * W + x0) * 3,
-                       (size_t)cw * 3);
-            be->ops->upload(be, d_win, win, (size_t)ch * cw * 3);
-            be->ops->normalize_u8(be, d_win, sg_model_input(m), 1, ch, cw, ev->mean, ev->std);
-            sg_model_forward(m, 0, 0);
-            be->ops->download(be, logits, sg_model_out(m), (size_t)C * ch * cw * sizeof(float));
-            for (int c = 0; c < C; c++)
-                for (int y = 0; y < ch; y++) {
-                    const float *l = logits + ((size_t)c * ch + y) * cw;
-                    float *a = acc + ((size_t)c * H + y0 + y) * W + x0;
-                    for (int x = 0; x < cw; x++) a[x] += l[x];
-                }
-            for (int y = 0; y < ch; y++)
-                for (int x = 0; x < cw; x++) cnt[(size_t)(y0 + y) * W + x0 + x] += 1.0f;
-        }
-    be->ops->free(be, d_win);
-    /* argmax on the host (first max wins, as ops->argmax); dividing by the
-     * count does not change it but keeps the values meaningful */
-    uint8_t *pred = malloc((size_t)H * W);
-    SG_CHECK(pred != NULL, "out of host memory");
-    for (size_t p = 0; p < (size_t)H * W; p++) {
-        int best = 0;
-        float bv = acc[p] / cnt[p];
-        for (int c = 1; c < C; c++) {
-            float v = acc[(size_t)c * H * W + p] / cnt[p];
-            if (v > bv) { bv = v; best = c; }
-        }
-        pred[p] = (uint8_t)best;
-    }
-    be->ops->upload(be, ev->d_pred, pred, (size_t)H * W);
-    free(pred);
-    free(win);
-    free(src);
-    free(acc);
     free(logits);
-    return SG_OK;
+    free(pred);
+    return rc;
 }
 
 /* Test-time augmentation (train/tta.h): argmax of the averaged

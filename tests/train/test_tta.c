@@ -333,6 +333,102 @@ static void test_reference(void) {
     sg_backend_destroy(be);
 }
 
+/* ---------------- predict with sliding windows ---------------- */
+/* predict honours eval.crop_size / eval.stride as eval does (train/slide.h):
+ * its saved logits are the naive per-pixel mean of the window logits, its
+ * PNG their argmax, and the mIoU of its PNGs over the val split is exactly
+ * what `segtrain eval` reports with the same settings. */
+static void test_predict_slide(void) {
+    const char *sets[] = {"eval.crop_size=[16, 24]", "eval.stride=[10, 14]"};
+    sg_config c;
+    CHECK(fx_config(&c, "slide", sets, 2) == 0);
+    CHECK(!sg_tta_enabled(&c));
+    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
+    CHECK(be != NULL);
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%s/slide.safetensors", fx_root);
+    sg_model *m = make_model(be, &c, ck);
+    int C = c.model.num_classes;
+    float mean[3], std[3];
+    for (int i = 0; i < 3; i++) {
+        mean[i] = (float)c.data.mean[i];
+        std[i] = (float)c.data.std[i];
+    }
+    sg_dataset *ds = sg_dataset_open(&c.data, "val", C);
+    CHECK(ds != NULL);
+    size_t px = (size_t)H_IMG * W_IMG;
+    int64_t conf[19 * 19] = {0};
+    int checked = 0;
+    for (int64_t i = 0; i < N_VAL; i++) {
+        sg_img im = {0}, mk = {0};
+        CHECK(sg_dataset_load(ds, i, &im, &mk, NULL, 0) == 0);
+        float *x = malloc(px * 3 * sizeof(float));
+        CHECK(x != NULL);
+        ref_normalize_u8(im.data, x, 1, H_IMG, W_IMG, mean, std);
+        float *want = slide_host(be, m, x, H_IMG, W_IMG, C, 16, 24, 10, 14);
+        char png[1200], npy[1200];
+        snprintf(png, sizeof png, "%s/slide_%lld.png", fx_root, (long long)i);
+        snprintf(npy, sizeof npy, "%s/slide_%lld.npy", fx_root, (long long)i);
+        const char *pa[] = {"predict", "--checkpoint", ck, "--input",
+                            sg_dataset_image_path(ds, i), "--output", png, "--save-logits", npy,
+                            "--quiet", "--set", sets[0], "--set", sets[1]};
+        CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 14), 0);
+        char *raw = th_read_file(npy);
+        CHECK(raw != NULL);
+        const char *hdr_end = strchr(raw + 10, '\n');
+        CHECK(hdr_end != NULL);
+        const float *lg = (const float *)(hdr_end + 1);
+        double worst = 0;
+        for (size_t k = 0; k < (size_t)C * px; k++) {
+            double d = fabs((double)lg[k] - want[k]);
+            if (d > worst) worst = d;
+        }
+        CHECK_MSG(worst <= 1e-5, "image %lld: predict's sliding-window logits differ from the "
+                  "naive windows by %g", (long long)i, worst);
+        sg_img p = {0};
+        CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
+        CHECK(p.h == H_IMG && p.w == W_IMG);
+        for (size_t q = 0; q < px; q++) {
+            int a = 0, g = 0;
+            for (int k = 1; k < C; k++) {
+                if (lg[k * px + q] > lg[a * px + q]) a = k;
+                if (want[k * px + q] > want[g * px + q]) g = k;
+            }
+            CHECK_EQ_INT(p.data[q], a); /* the PNG is the saved logits' argmax */
+            double second = -1e30;
+            for (int k = 0; k < C; k++)
+                if (k != g && want[k * px + q] > second) second = want[k * px + q];
+            if (want[g * px + q] - second > 1e-4) {
+                CHECK_EQ_INT(p.data[q], g);
+                checked++;
+            }
+            if (mk.data[q] < C) conf[mk.data[q] * C + p.data[q]]++;
+        }
+        sg_img_free(&p);
+        free(raw);
+        free(want);
+        free(x);
+        sg_img_free(&im);
+        sg_img_free(&mk);
+    }
+    CHECK(checked > N_VAL * (int)px / 2);
+    sg_dataset_close(ds);
+    sg_metrics mt;
+    sg_metrics_from_confusion(conf, C, &mt);
+    char out[1200];
+    snprintf(out, sizeof out, "%s/eval_slide.json", fx_root);
+    const char *ea[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
+                        "--set", sets[0], "--set", sets[1]};
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ea, 10), 0);
+    char *json = th_read_file(out);
+    CHECK(json != NULL);
+    CHECK_NEAR(th_json_num(json, "miou"), mt.miou, 0);
+    CHECK_NEAR(th_json_num(json, "pixel_acc"), mt.pixel_acc, 0);
+    free(json);
+    sg_model_destroy(m);
+    sg_backend_destroy(be);
+}
+
 /* ---------------- identity ---------------- */
 static void test_identity(void) {
     sg_config c;
@@ -562,7 +658,7 @@ static void test_config(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s reference|identity|ranks|memory|config\n", argv[0]);
+        fprintf(stderr, "usage: %s reference|identity|predict_slide|ranks|memory|config\n", argv[0]);
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);
@@ -573,6 +669,7 @@ int main(int argc, char **argv) {
     if (fx_setup("tta", 4, N_VAL, H_IMG, W_IMG, 19) != 0) return 1;
     if (!strcmp(argv[1], "reference")) TEST_RUN(test_reference);
     else if (!strcmp(argv[1], "identity")) TEST_RUN(test_identity);
+    else if (!strcmp(argv[1], "predict_slide")) TEST_RUN(test_predict_slide);
     else if (!strcmp(argv[1], "ranks")) TEST_RUN(test_ranks);
     else if (!strcmp(argv[1], "memory")) TEST_RUN(test_memory);
     else return 2;
