@@ -385,7 +385,10 @@ static int hooks_world(const sg_model *m) {
     return (m->has_hooks && m->hooks.bn_gather && m->hooks.world > 1) ? m->hooks.world : 1;
 }
 
-size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
+/* Lays out a plan for [n,3,h,w] on copies of the model's tensors and layers
+ * without touching the model; *t_out is the copy of the tensors (caller
+ * frees), NULL when the shape cannot be planned. Returns po->total or 0. */
+static size_t dry_layout(const sg_model *m, int n, int h, int w, int train, sg_tensor **t_out) {
     sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
     sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
     SG_CHECK(t && l, "out of host memory");
@@ -393,33 +396,33 @@ size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
     memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
     plan_offs po;
     int act_bf16 = 0;
-    size_t total = act_bf16_of(m, &act_bf16) == SG_OK &&
-                           layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16,
-                                  &po) == SG_OK
-                       ? po.total
-                       : 0;
-    free(t);
+    int ok = act_bf16_of(m, &act_bf16) == SG_OK &&
+             layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16, &po) == SG_OK;
     free(l);
+    if (!ok) {
+        free(t);
+        t = NULL;
+    }
+    *t_out = t;
+    return ok ? po.total : 0;
+}
+
+size_t sg_model_plan_bytes(const sg_model *m, int n, int h, int w, int train) {
+    sg_tensor *t;
+    size_t total = dry_layout(m, n, h, w, train, &t);
+    free(t);
     return total;
 }
 
 size_t sg_model_plan_bf16_saving(const sg_model *m, int n, int h, int w, int train) {
-    sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
-    sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
-    SG_CHECK(t && l, "out of host memory");
-    memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
-    memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
-    plan_offs po;
-    int act_bf16 = 0;
+    sg_tensor *t;
     size_t saved = 0;
-    if (act_bf16_of(m, &act_bf16) == SG_OK &&
-        layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16, &po) == SG_OK)
-        for (int i = 0; i < m->n_t; i++)
-            if (t[i].dt == SG_ACT_BF16)
-                saved += align_up(t[i].count * sizeof(float)) -
-                         align_up(t[i].count * sizeof(uint16_t));
+    dry_layout(m, n, h, w, train, &t);
+    for (int i = 0; t && i < m->n_t; i++)
+        if (t[i].dt == SG_ACT_BF16)
+            saved += align_up(t[i].count * sizeof(float)) -
+                     align_up(t[i].count * sizeof(uint16_t));
     free(t);
-    free(l);
     return saved;
 }
 

@@ -11,6 +11,18 @@
 
 #define CHUNK 16384
 
+/* chunk(dst + i, src + i, n) over [0, count) in CHUNK-element pieces, the
+ * pieces spread over the OpenMP threads (from SG_CPU_PAR_MIN elements). */
+#define PAR_CHUNKS(chunk, dst, src, count)                                        \
+    do {                                                                          \
+        size_t count_ = (count), chunks_ = (count_ + CHUNK - 1) / CHUNK;          \
+        _Pragma("omp parallel for schedule(static) if (count_ >= SG_CPU_PAR_MIN)") \
+        for (size_t k_ = 0; k_ < chunks_; k_++) {                                 \
+            size_t i_ = k_ * CHUNK, n_ = count_ - i_ < CHUNK ? count_ - i_ : CHUNK; \
+            chunk((dst) + i_, (src) + i_, n_);                                    \
+        }                                                                         \
+    } while (0)
+
 SG_CPU_CLONES static void round_chunk(float *dst, const float *src, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = sg_bf16_round(src[i]);
@@ -22,21 +34,11 @@ SG_CPU_CLONES static void round_add_chunk(float *dst, const float *src, size_t n
 }
 
 void sg_cpu_bf16_round(float *dst, const float *src, size_t count) {
-    size_t chunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
-        round_chunk(dst + i, src + i, n);
-    }
+    PAR_CHUNKS(round_chunk, dst, src, count);
 }
 
 void sg_cpu_bf16_round_add(float *dst, const float *src, size_t count) {
-    size_t chunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
-        round_add_chunk(dst + i, src + i, n);
-    }
+    PAR_CHUNKS(round_add_chunk, dst, src, count);
 }
 
 SG_CPU_CLONES static void widen_chunk(float *dst, const uint16_t *src, size_t n) {
@@ -50,19 +52,9 @@ SG_CPU_CLONES static void narrow_chunk(uint16_t *dst, const float *src, size_t n
 }
 
 void sg_cpu_bf16_widen(float *dst, const uint16_t *src, size_t count) {
-    size_t chunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
-        widen_chunk(dst + i, src + i, n);
-    }
+    PAR_CHUNKS(widen_chunk, dst, src, count);
 }
 
 void sg_cpu_bf16_narrow(uint16_t *dst, const float *src, size_t count) {
-    size_t chunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t i = k * CHUNK, n = count - i < CHUNK ? count - i : CHUNK;
-        narrow_chunk(dst + i, src + i, n);
-    }
+    PAR_CHUNKS(narrow_chunk, dst, src, count);
 }

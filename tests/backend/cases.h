@@ -42,6 +42,16 @@ extern const tb_case tb_cases[];
 extern const int tb_ncases;
 
 /* run_conv.c */
+/* Batch-norm inputs of a case, on the host (run_bn.c): x from the case's
+ * range (bf16 values when c->x_dt is SG_ACT_BF16), mean/invstd its batch
+ * statistics (reference), gamma in [0.5, 1.5), beta in [-0.5, 0.5). */
+typedef struct tb_bn_data {
+    int n, c, hw;
+    size_t cnt;
+    float *x, *gamma, *beta, *mean, *invstd;
+} tb_bn_data;
+tb_bn_data tb_bn_setup(tb_ctx *t, const tb_case *c);
+
 void run_conv_fwd(tb_ctx *t, const tb_case *c);
 void run_conv_bwd_data(tb_ctx *t, const tb_case *c);
 void run_conv_bwd_weight(tb_ctx *t, const tb_case *c);

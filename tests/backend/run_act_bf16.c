@@ -120,33 +120,9 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
     }
 }
 
-typedef struct bn_data {
-    int n, c, hw;
-    size_t cnt;
-    float *x, *gamma, *beta, *mean, *invstd; /* host */
-} bn_data;
-
-/* x from the case's range (bf16 values when x_dt is bf16); mean/invstd its
- * batch statistics (reference); gamma in [0.5, 1.5), beta in [-0.5, 0.5). */
-static bn_data bn_setup(tb_ctx *t, const tb_case *c) {
-    bn_data b = {c->n, c->c, c->h * c->w, 0, NULL, NULL, NULL, NULL, NULL};
-    b.cnt = (size_t)b.n * b.c * b.hw;
-    b.x = tb_input(t, b.cnt);
-    round_if(b.x, b.cnt, c->x_dt);
-    b.gamma = tb_rand(t, b.c, 0.5f, 1.5f);
-    b.beta = tb_rand(t, b.c, -0.5f, 0.5f);
-    float *stats = tb_hzeros(t, 2 * (size_t)b.c);
-    int64_t count = (int64_t)b.n * b.hw;
-    b.mean = tb_hzeros(t, b.c);
-    b.invstd = tb_hzeros(t, b.c);
-    ref_bn_stats(b.x, b.n, b.c, b.hw, stats);
-    ref_bn_finalize(stats, &count, 1, b.c, 1e-5f, 0.1f, b.mean, b.invstd, NULL, NULL);
-    return b;
-}
-
 void run_bn_stats_dt(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_stats_dt)) return;
-    bn_data b = bn_setup(t, c);
+    tb_bn_data b = tb_bn_setup(t, c);
     const sg_ops *o = t->be->ops;
     float *want = tb_hzeros(t, 2 * (size_t)b.c);
     ref_bn_stats(b.x, b.n, b.c, b.hw, want);
@@ -163,7 +139,7 @@ void run_bn_stats_dt(tb_ctx *t, const tb_case *c) {
 
 void run_bn_fwd_dt(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_fwd_dt)) return;
-    bn_data b = bn_setup(t, c);
+    tb_bn_data b = tb_bn_setup(t, c);
     const sg_ops *o = t->be->ops;
     float *y = tb_hzeros(t, b.cnt);
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
@@ -184,7 +160,7 @@ void run_bn_fwd_dt(tb_ctx *t, const tb_case *c) {
 /* The backward inputs of one case: dy, the reference's y (its float32
  * output), red of the reference. */
 typedef struct bn_bwd_data {
-    bn_data b;
+    tb_bn_data b;
     float *y, *dy, *red;
     void *x_d;
     float *y_d, *mean_d, *inv_d, *g_d, *beta_d, *dy_d; /* y_d NULL: y stored in bf16 */
@@ -192,8 +168,8 @@ typedef struct bn_bwd_data {
 
 static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
     bn_bwd_data s;
-    s.b = bn_setup(t, c);
-    bn_data *b = &s.b;
+    s.b = tb_bn_setup(t, c);
+    tb_bn_data *b = &s.b;
     s.y = tb_hzeros(t, b->cnt);
     s.dy = tb_rand(t, b->cnt, -1, 1);
     s.red = tb_hzeros(t, 2 * (size_t)b->c);
@@ -221,7 +197,7 @@ static float *f32_forward(tb_ctx *t, const tb_case *c, bn_bwd_data *s, float *x_
 void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_bwd_reduce_dt)) return;
     bn_bwd_data s = bn_bwd_setup(t, c);
-    bn_data *b = &s.b;
+    tb_bn_data *b = &s.b;
     const sg_ops *o = t->be->ops;
     float *red_d = tb_devf(t, tb_rand(t, 2 * b->c, 5, 6), 2 * b->c);
     o->bn_bwd_reduce_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
@@ -239,7 +215,7 @@ void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
 void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_bwd_elem_dt)) return;
     bn_bwd_data s = bn_bwd_setup(t, c);
-    bn_data *b = &s.b;
+    tb_bn_data *b = &s.b;
     const sg_ops *o = t->be->ops;
     double count = (double)b->n * b->hw;
     float *dx0 = tb_rand(t, b->cnt, -1, 1), *dx = tb_hcopy(t, dx0, b->cnt);

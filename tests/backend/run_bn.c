@@ -12,18 +12,12 @@
 
 #define EMPTY_PART_VALUE 1e30f /* stats of a part with count 0: must be skipped */
 
-typedef struct bn_data {
-    int n, c, hw;
-    size_t cnt;
-    float *x, *gamma, *beta, *mean, *invstd; /* host */
-} bn_data;
-
-/* x from the case's range; mean/invstd its batch statistics (reference);
- * gamma in [0.5, 1.5), beta in [-0.5, 0.5). */
-static bn_data bn_setup(tb_ctx *t, const tb_case *c) {
-    bn_data b = {c->n, c->c, c->h * c->w, 0, NULL, NULL, NULL, NULL, NULL};
+tb_bn_data tb_bn_setup(tb_ctx *t, const tb_case *c) {
+    tb_bn_data b = {c->n, c->c, c->h * c->w, 0, NULL, NULL, NULL, NULL, NULL};
     b.cnt = (size_t)b.n * b.c * b.hw;
     b.x = tb_input(t, b.cnt);
+    if (c->x_dt == SG_ACT_BF16) /* a bf16-stored input holds bf16 values */
+        for (size_t i = 0; i < b.cnt; i++) b.x[i] = ref_bf16_round(b.x[i]);
     b.gamma = tb_rand(t, b.c, 0.5f, 1.5f);
     b.beta = tb_rand(t, b.c, -0.5f, 0.5f);
     float *stats = tb_hzeros(t, 2 * (size_t)b.c);
@@ -158,7 +152,7 @@ void run_bn_eval_params(tb_ctx *t, const tb_case *c) {
 
 void run_bn_fwd(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_fwd)) return;
-    bn_data b = bn_setup(t, c);
+    tb_bn_data b = tb_bn_setup(t, c);
     float *y = tb_hzeros(t, b.cnt);
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
     float *x_d = tb_devf(t, b.x, b.cnt), *mean_d = tb_devf(t, b.mean, b.c);
@@ -183,7 +177,7 @@ void run_bn_fwd(tb_ctx *t, const tb_case *c) {
 
 void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_bwd_reduce)) return;
-    bn_data b = bn_setup(t, c);
+    tb_bn_data b = tb_bn_setup(t, c);
     float *y = tb_hzeros(t, b.cnt), *dy = tb_rand(t, b.cnt, -1, 1);
     float *red = tb_hzeros(t, 2 * (size_t)b.c);
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
@@ -197,7 +191,7 @@ void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c) {
 
 void run_bn_bwd_elem(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_bwd_elem)) return;
-    bn_data b = bn_setup(t, c);
+    tb_bn_data b = tb_bn_setup(t, c);
     float *y = tb_hzeros(t, b.cnt), *dy = tb_rand(t, b.cnt, -1, 1);
     float *red = tb_hzeros(t, 2 * (size_t)b.c), *dx0 = tb_rand(t, b.cnt, -1, 1);
     float *dx = tb_hcopy(t, dx0, b.cnt);

@@ -58,6 +58,20 @@
     } while (0)
 
 /* A random-init tiny model on the fixture's config, saved as ck. */
+/* data.mean / data.std as the backend's normalisation takes them. */
+static void mean_std(const sg_config *c, float mean[3], float std[3]) {
+    for (int i = 0; i < 3; i++) {
+        mean[i] = (float)c->data.mean[i];
+        std[i] = (float)c->data.std[i];
+    }
+}
+
+/* The float32 data of a .npy file read whole (NULL if it has no header end). */
+static const float *npy_floats(const char *raw) {
+    const char *hdr_end = strchr(raw + 10, '\n');
+    return hdr_end ? (const float *)(hdr_end + 1) : NULL;
+}
+
 static sg_model *make_model(sg_backend *be, const sg_config *c, const char *ck) {
     sg_model_opts mo;
     REQUIRE(sg_model_opts_from_config(&mo, c) == 0);
@@ -136,10 +150,7 @@ static double *tta_reference(sg_backend *be, sg_model *m, const sg_config *c, co
     int C = c->model.num_classes;
     size_t px = (size_t)H * W;
     float mean[3], std[3];
-    for (int i = 0; i < 3; i++) {
-        mean[i] = (float)c->data.mean[i];
-        std[i] = (float)c->data.std[i];
-    }
+    mean_std(c, mean, std);
     float *norm = malloc(px * 3 * sizeof(float));
     double *prob = calloc((size_t)C * px, sizeof(double));
     float *back = malloc((size_t)C * px * sizeof(float)), *flipped = malloc((size_t)C * px * sizeof(float));
@@ -316,10 +327,9 @@ static void test_reference(void) {
     sg_img_free(&p);
     char *raw = th_read_file(npy);
     CHECK(raw != NULL);
-    const char *hdr_end = strchr(raw + 10, '\n');
-    CHECK(hdr_end != NULL);
+    const float *lg = npy_floats(raw);
+    CHECK(lg != NULL);
     CHECK(strstr(raw + 10, "'shape': (19, 36, 52)") != NULL);
-    const float *lg = (const float *)(hdr_end + 1);
     double worst = 0;
     for (size_t k = 0; k < (size_t)C * px; k++) {
         double d = fabs(exp(lg[k]) - first_prob[k]);
@@ -350,10 +360,7 @@ static void test_predict_slide(void) {
     sg_model *m = make_model(be, &c, ck);
     int C = c.model.num_classes;
     float mean[3], std[3];
-    for (int i = 0; i < 3; i++) {
-        mean[i] = (float)c.data.mean[i];
-        std[i] = (float)c.data.std[i];
-    }
+    mean_std(&c, mean, std);
     sg_dataset *ds = sg_dataset_open(&c.data, "val", C);
     CHECK(ds != NULL);
     size_t px = (size_t)H_IMG * W_IMG;
@@ -375,9 +382,8 @@ static void test_predict_slide(void) {
         CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 14), 0);
         char *raw = th_read_file(npy);
         CHECK(raw != NULL);
-        const char *hdr_end = strchr(raw + 10, '\n');
-        CHECK(hdr_end != NULL);
-        const float *lg = (const float *)(hdr_end + 1);
+        const float *lg = npy_floats(raw);
+        CHECK(lg != NULL);
         double worst = 0;
         for (size_t k = 0; k < (size_t)C * px; k++) {
             double d = fabs((double)lg[k] - want[k]);
@@ -441,10 +447,7 @@ static void test_identity(void) {
     sg_model *m = make_model(be, &c, ck);
     int C = c.model.num_classes;
     float mean[3], std[3];
-    for (int i = 0; i < 3; i++) {
-        mean[i] = (float)c.data.mean[i];
-        std[i] = (float)c.data.std[i];
-    }
+    mean_std(&c, mean, std);
     /* today's evaluation, computed here: argmax of one forward's logits */
     sg_dataset *ds = sg_dataset_open(&c.data, "val", C);
     CHECK(ds != NULL);
@@ -513,8 +516,8 @@ static void test_identity(void) {
         sg_img_free(&p);
         char *raw = th_read_file(npy);
         CHECK(raw != NULL);
-        const char *hdr_end = strchr(raw + 10, '\n');
-        CHECK(hdr_end && memcmp(hdr_end + 1, logits0, (size_t)C * px * sizeof(float)) == 0);
+        const float *lg = npy_floats(raw);
+        CHECK(lg && memcmp(lg, logits0, (size_t)C * px * sizeof(float)) == 0);
         free(raw);
     }
     CHECK_MSG(strcmp(jsons[0], jsons[1]) == 0, "eval JSON differs:\n%s\n%s", jsons[0], jsons[1]);
