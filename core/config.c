@@ -1003,6 +1003,10 @@ sg_status sg_config_validate(const sg_config *c) {
                     "set the other to 0", t->iters, t->epochs);
     if (t->iters > 0 && t->warmup_iters > t->iters)
         return verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters, t->iters);
+    if (t->iters > 0 && t->warmup_iters >= t->iters && strcmp(t->warmup, "none") != 0 &&
+        strcmp(t->warmup_mode, "sequential") == 0)
+        return verr("train.warmup_iters", "%d warmup steps leave no step of train.iters (%d) for "
+                    "the schedule under train.warmup_mode sequential", t->warmup_iters, t->iters);
     if (t->min_lr > t->lr)
         return verr("train.min_lr", "%g is above train.lr (%g)", t->min_lr, t->lr);
     if (t->ema_decay >= 1)

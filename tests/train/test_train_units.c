@@ -225,6 +225,15 @@ static void test_schedule_config_keys(void) {
     CHECK_EQ_INT(sg_config_set(&c, "train.warmup=constant"), SG_OK);
     CHECK_EQ_INT(sg_config_set(&c, "train.warmup=exp"), SG_ERR_CONFIG);
     CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    /* sequential warmup must leave the schedule a step (chained need not) */
+    CHECK_EQ_INT(sg_config_set(&c, "train.iters=100"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup_iters=100"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup_mode=sequential"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup_iters=99"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.warmup_mode=after"), SG_ERR_CONFIG);
 }
 
 /* ---- a minimal host "backend" for the optimizer: alloc + the SGD formula ---- */
