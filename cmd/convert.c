@@ -1,7 +1,7 @@
 /* cmd/convert.c - `segtrain convert IN.pth OUT.safetensors`: a PyTorch
  * checkpoint (torch.save: zip or legacy format; a state_dict, or a training
  * checkpoint holding one under "model" / "state_dict") to safetensors,
- * natively (model/pth.h: no Python, no code from the file is ever run).
+ * natively (io/pth.h: no Python, no code from the file is ever run).
  * Tensor names stay as in the file (torchvision's), so model.pretrained
  * takes the output directly: e.g. torchvision's ImageNet resnet50 file gives
  * the encoder's weights. Floating tensors become F32, integer ones I64.
@@ -14,7 +14,7 @@
 #include "core/cli.h"
 #include "core/log.h"
 #include "model/model_io.h"
-#include "model/pth.h"
+#include "io/pth.h"
 
 /* What model.pretrained will make of the names: how many land in the
  * encoder, the heads, and which do not belong to DeepLabV3 at all. */

@@ -13,7 +13,7 @@
 #include "cmd/commands.h"
 #include "core/log.h"
 #include "model/model_io.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 static int export_checkpoint(const char *ck, const char *out, int torchvision, int ema) {
     char why[512];

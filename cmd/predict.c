@@ -14,7 +14,7 @@
  * images or sliding windows, like the single pass) and --save-logits writes the natural log of
  * those averaged probabilities instead of logits (-inf where one underflowed
  * to 0). Inputs are PNG or JPEG, told apart by their
- * content (data/image.h). A directory input is walked recursively and every
+ * content (io/image.h). A directory input is walked recursively and every
  * PNG or JPEG file in it is predicted (other files are skipped and counted);
  * outputs keep the relative paths with the extension replaced by .png (and
  * .npy), so two inputs that differ only in extension are refused.
@@ -34,8 +34,8 @@
 #include "cmd/commands.h"
 #include "core/log.h"
 #include "data/dataset.h"
-#include "data/image.h"
-#include "data/png.h"
+#include "io/image.h"
+#include "io/png.h"
 #include "dist/comm.h"
 
 typedef struct plist {

@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
-#include "data/image.h"
+#include "io/image.h"
 
 /* ---- classes ---- */
 

@@ -20,7 +20,7 @@
  *    .png too) paired with annotations/<split>/<name>.png; splits training and
  *    validation. Annotations hold 0 = "other" and classes 1..150, so
  *    data.reduce_zero_label defaults to true for it.
- * Images are PNG or JPEG, told apart by their first bytes (data/image.h);
+ * Images are PNG or JPEG, told apart by their first bytes (io/image.h);
  * masks are PNG. Every decoded image and mask is limited to
  * data.max_image_pixels pixels (checked before allocation).
  *
@@ -51,7 +51,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "data/png.h"
+#include "io/png.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "core/log.h"
-#include "data/image.h"
+#include "io/image.h"
 #include "data/transforms.h"
 
 enum { SLOT_FREE, SLOT_WORKING, SLOT_READY, SLOT_FAILED, SLOT_HELD };

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "data/png.h"
+#include "io/png.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,7 +9,7 @@
 
 #include "core/log.h"
 #include "data/dataset.h"
-#include "data/jpeg.h"
+#include "io/jpeg.h"
 #include "data/synth_internal.h"
 
 #define JPEG_QUALITY 95

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """scripts/make_pth_fixtures.py - PyTorch checkpoint fixtures for `segtrain
-convert` (model/pth.h) and tests/model/test_pth.c.
+convert` (io/pth.h) and tests/model/test_pth.c.
 
 Run with Debian's python (torch 1.13, torchvision 0.14):
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/read_tfevents.py - read TensorBoard event files with the standard
-library only: an independent check of what train/tb_writer.c writes, and a
+library only: an independent check of what io/tfevents.c writes, and a
 quick look at a run without TensorBoard.
 
     scripts/read_tfevents.py RUN_DIR/tb [FILE...]      # "step  tag  value" lines

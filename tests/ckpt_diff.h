@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 static inline double th_ckpt_diff(const char *dir, const char *run_a, const char *run_b,

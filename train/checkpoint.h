@@ -1,7 +1,7 @@
 /* train/checkpoint.h - training checkpoints: contents, crash-safe writing,
  * validation, retention and auto-resume.
  *
- * A checkpoint is a safetensors file (model/safetensors.h):
+ * A checkpoint is a safetensors file (io/safetensors.h):
  *  - model tensors under their plain registry names (no "module." prefix),
  *    BN buffers included, num_batches_tracked as I64, in state-dict order;
  *  - optimizer.momentum.<param name> for every parameter with a momentum buffer;
@@ -43,7 +43,7 @@
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #define SG_CKPT_FORMAT "segtrain-checkpoint"
 #define SG_CKPT_FORMAT_VERSION 1

@@ -7,7 +7,7 @@
 
 #include "train/from_checkpoint.h"
 #include "core/log.h"
-#include "data/png.h"
+#include "io/png.h"
 #include "train/progress.h"
 #include "train/slide.h"
 #include "data/sampler.h"

@@ -15,7 +15,7 @@
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
-#include "train/tb_writer.h"
+#include "io/tfevents.h"
 #include "train/train_core.h"
 #include "train/trainer.h"
 #include "data/dataset.h"

@@ -12,7 +12,7 @@
 
 #include "core/cli.h"
 #include "core/config.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 #include "train/from_checkpoint.h"

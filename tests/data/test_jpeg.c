@@ -1,5 +1,5 @@
-/* tests/data/test_jpeg.c - JPEG images (data/jpeg.h), the format taken from
- * the content (data/image.h), and the pixel limits on untrusted images
+/* tests/data/test_jpeg.c - JPEG images (io/jpeg.h), the format taken from
+ * the content (io/image.h), and the pixel limits on untrusted images
  * (data.max_image_pixels) for JPEG and PNG, with the tRNS regression:
  *  - RGB JPEGs round-trip within JPEG's loss, from a file and from memory;
  *    grayscale, Adobe CMYK and progressive JPEGs decode to the right RGB;
@@ -22,9 +22,9 @@
 
 #include "core/config.h"
 #include "data/dataset.h"
-#include "data/image.h"
-#include "data/jpeg.h"
-#include "data/png.h"
+#include "io/image.h"
+#include "io/jpeg.h"
+#include "io/png.h"
 #include "data_test.h"
 #include "testutil.h"
 

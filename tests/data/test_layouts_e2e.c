@@ -12,7 +12,7 @@
 
 #include "cmd/commands.h"
 #include "data/dataset.h"
-#include "data/image.h"
+#include "io/image.h"
 #include "data_test.h"
 #include "testutil.h"
 #include "tests/helpers.h"

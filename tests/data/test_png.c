@@ -1,6 +1,6 @@
 /* tests/data/test_png.c - every PNG kind read as image and as mask, the
  * writers round-trip, and bad files fail with the file named. */
-#include "data/png.h"
+#include "io/png.h"
 #include "data_test.h"
 #include "testutil.h"
 

@@ -6,7 +6,7 @@
  * the synth command's options. */
 #include "cmd/commands.h"
 #include "data/dataset.h"
-#include "data/image.h"
+#include "io/image.h"
 #include "data/synth.h"
 #include "data_test.h"
 #include "testutil.h"

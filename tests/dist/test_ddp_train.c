@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 
 #include "core/log.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"

@@ -1,5 +1,5 @@
-/* tests/fuzz/fuzz_jpeg.c - fuzz harness: JPEG decoding (data/jpeg.c, with
- * the format dispatch of data/image.c) from memory under a pixel limit
+/* tests/fuzz/fuzz_jpeg.c - fuzz harness: JPEG decoding (io/jpeg.c, with
+ * the format dispatch of io/image.c) from memory under a pixel limit
  * (2^20 here so one input stays fast) and the progressive-scan limit. Every
  * decoded byte is read (ASan sees anything outside the buffer) and the
  * result's size is checked against the limit. Errors are expected and not
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "data/image.h"
-#include "data/jpeg.h"
+#include "io/image.h"
+#include "io/jpeg.h"
 
 #define LIMIT (INT64_C(1) << 20)
 

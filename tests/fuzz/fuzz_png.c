@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_png.c - fuzz harness: PNG decoding (data/png.c) from
+/* tests/fuzz/fuzz_png.c - fuzz harness: PNG decoding (io/png.c) from
  * memory, as an image (RGB) and as a label mask, under a pixel limit
  * (data.max_image_pixels; 2^20 here so one input stays fast). Every decoded
  * byte is read (ASan sees anything outside the buffer) and the result's size
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "data/png.h"
+#include "io/png.h"
 
 #define LIMIT (INT64_C(1) << 20)
 

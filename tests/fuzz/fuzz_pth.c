@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_pth.c - fuzz harness: PyTorch checkpoints read natively
- * (model/pth.c: the zip container through libzip, the legacy container) and
- * the restricted unpickler (model/pth_pickle.c) on the raw input.
+ * (io/pth.c: the zip container through libzip, the legacy container) and
+ * the restricted unpickler (io/pth_pickle.c) on the raw input.
  *
  * Each input is (1) opened as a whole checkpoint (sg_pth_load_mem): when it
  * opens, every tensor is copied out (strides, offsets and types: ASan sees
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "model/pth.h"
-#include "model/pth_pickle.h"
+#include "io/pth.h"
+#include "io/pth_pickle.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;

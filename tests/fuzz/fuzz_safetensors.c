@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_safetensors.c - fuzz harness: the safetensors header
- * parser (model/safetensors.c) and the checkpoint checks
+ * parser (io/safetensors.c) and the checkpoint checks
  * (train/checkpoint_file.c) on a file held in memory.
  *
  * Each input is parsed as a whole file (sg_st_open_memory). When it opens,
@@ -19,7 +19,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -12,7 +12,7 @@
 
 #include "kernels/backend.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/helpers.h"
 
 static const char *mt_fixtures __attribute__((unused)) = "tests/fixtures";

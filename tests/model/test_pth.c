@@ -1,4 +1,4 @@
-/* tests/model/test_pth.c - PyTorch checkpoints read natively (model/pth.h):
+/* tests/model/test_pth.c - PyTorch checkpoints read natively (io/pth.h):
  *  - the committed fixtures of scripts/make_pth_fixtures.py (made by
  *    torch.save), tensor for tensor against what torch computed: every
  *    storage type, 0-dim, empty, transposed, narrowed (storage offset),
@@ -22,9 +22,9 @@
 #include <zip.h>
 
 #include "model/model_io.h"
-#include "model/pth.h"
-#include "model/pth_pickle.h"
-#include "model/safetensors.h"
+#include "io/pth.h"
+#include "io/pth_pickle.h"
+#include "io/safetensors.h"
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
 

@@ -34,7 +34,7 @@
 #include "train/ema.h"
 #include "train/trainer.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 #include "tests/helpers.h"
 #include "train_fixture.h"

@@ -30,7 +30,7 @@
 
 #include "core/log.h"
 #include "kernels/backend.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"

@@ -1,5 +1,5 @@
 /* tests/train/test_plot.c SEGTRAIN [case] - `segtrain plot` through the
- * program, its PNG read back with data/png.h.
+ * program, its PNG read back with io/png.h.
  *
  *   real     a tiny training run (synth + train) plotted: the PNG is
  *            1400x1160, decodes, and holds the run's colour (curves, bars)
@@ -14,7 +14,7 @@
  */
 #include <sys/stat.h>
 
-#include "data/png.h"
+#include "io/png.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 

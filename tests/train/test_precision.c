@@ -43,7 +43,7 @@
 
 #include "cmd/commands.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"

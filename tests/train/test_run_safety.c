@@ -41,7 +41,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 #include "train/checkpoint.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "train/device.h"
-#include "train/jsonw.h"
+#include "io/jsonw.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"

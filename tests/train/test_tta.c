@@ -33,7 +33,7 @@
 
 #include "cmd/commands.h"
 #include "data/dataset.h"
-#include "data/png.h"
+#include "io/png.h"
 #include "model/model.h"
 #include "tests/helpers.h"
 #include "tests/kernels/ref_ops.h"

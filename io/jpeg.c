@@ -1,7 +1,7 @@
-/* data/jpeg.c - see jpeg.h. libjpeg (libjpeg-turbo) with setjmp error
+/* io/jpeg.c - see jpeg.h. libjpeg (libjpeg-turbo) with setjmp error
  * handling; everything that must survive the longjmp lives in a heap state
  * struct, and every path frees what it allocated. */
-#include "data/jpeg.h"
+#include "io/jpeg.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <jpeglib.h>
 
 #include "core/log.h"
-#include "data/image_err.h"
+#include "io/image_err.h"
 
 /* The error manager: libjpeg's fields first, then our jump target and the
  * message of the error that made us jump. */

@@ -1,4 +1,4 @@
-/* model/safetensors.h - reading and writing .safetensors files.
+/* io/safetensors.h - reading and writing .safetensors files.
  *
  * Format (huggingface safetensors): 8-byte little-endian header length N,
  * N bytes of JSON {"name": {"dtype": "F32", "shape": [..],

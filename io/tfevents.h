@@ -1,4 +1,4 @@
-/* train/tb_writer.h - TensorBoard event files (scalars only), written by the
+/* io/tfevents.h - TensorBoard event files (scalars only), written by the
  * trainer's rank 0 under <run_dir>/tb/.
  *
  * The format TensorBoard reads (tensorboard/summary/writer/record_writer.py,

@@ -1,5 +1,5 @@
-/* train/tb_writer.c - see tb_writer.h. */
-#include "train/tb_writer.h"
+/* io/tfevents.c - see tfevents.h. */
+#include "io/tfevents.h"
 
 #include <errno.h>
 #include <fcntl.h>

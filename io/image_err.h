@@ -1,5 +1,5 @@
-/* data/image_err.h - the two checks every image decoder (data/png.c,
- * data/jpeg.c, data/image.c) reports the same way, written once. Internal to
+/* io/image_err.h - the two checks every image decoder (io/png.c,
+ * io/jpeg.c, io/image.c) reports the same way, written once. Internal to
  * data/: not part of the image API.
  *
  * sg_img_report formats a message into err[errlen] when err != NULL and

@@ -1,11 +1,11 @@
-/* data/image_err.c - see data/image_err.h. */
-#include "data/image_err.h"
+/* io/image_err.c - see io/image_err.h. */
+#include "io/image_err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "core/log.h"
-#include "data/png.h"
+#include "io/png.h"
 
 void sg_img_report(char *err, size_t errlen, const char *fmt, ...) {
     char buf[SG_DATA_ERR_LEN];

@@ -1,7 +1,7 @@
-/* model/pth_pickle.c - see pth_pickle.h: the restricted unpickler. Each
+/* io/pth_pickle.c - see pth_pickle.h: the restricted unpickler. Each
  * opcode reads its operands with bounds checks; values live in an arena
  * (ctx->all) and are freed together. */
-#include "model/pth_pickle.h"
+#include "io/pth_pickle.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* train/jsonw.h - a small JSON object writer (metrics.jsonl lines, eval JSON,
+/* io/jsonw.h - a small JSON object writer (metrics.jsonl lines, eval JSON,
  * checkpoint metadata). Builds one flat object in a growable buffer; nested
  * values are added as raw JSON text built by another sg_json. Non-finite
  * numbers are written as null (JSON has no NaN). Out of memory is fatal.

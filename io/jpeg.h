@@ -1,4 +1,4 @@
-/* data/jpeg.h - JPEG reading and writing through libjpeg-turbo's libjpeg API
+/* io/jpeg.h - JPEG reading and writing through libjpeg-turbo's libjpeg API
  * (setjmp error handling, no leaks on any error path).
  *
  * Reading gives 8-bit RGB, HWC (out->c = 3): YCbCr and RGB JPEGs as libjpeg
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "data/png.h"
+#include "io/png.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
-/* data/png.c - see png.h. libpng with setjmp error handling; every path frees
+/* io/png.c - see png.h. libpng with setjmp error handling; every path frees
  * what it allocated. */
-#include "data/png.h"
+#include "io/png.h"
 
 #include <errno.h>
 #include <png.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "data/image_err.h"
+#include "io/image_err.h"
 
 void sg_img_free(sg_img *img) {
     if (!img) return;
@@ -96,7 +96,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
         got = fread(sig, 1, 8, s->f);
     }
     if (got >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
-        /* images go through data/image.h; only masks (and direct callers) get here */
+        /* images go through io/image.h; only masks (and direct callers) get here */
         sg_img_report(err, errlen,
                 "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
                 "compression changes label values); use the dataset's PNG masks",

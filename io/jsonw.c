@@ -1,5 +1,5 @@
-/* train/jsonw.c - see jsonw.h. */
-#include "train/jsonw.h"
+/* io/jsonw.c - see jsonw.h. */
+#include "io/jsonw.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
-/* data/image.h - reading an image whatever its format: the format is taken
+/* io/image.h - reading an image whatever its format: the format is taken
  * from the file's first bytes (PNG or JPEG), never from its name.
  *
- * Images (data/png.h, data/jpeg.h) decode to 8-bit RGB, HWC; label masks are
+ * Images (io/png.h, io/jpeg.h) decode to 8-bit RGB, HWC; label masks are
  * always PNG (sg_png_read with mask != 0). A file in another format (GIF,
  * BMP, WebP, TIFF, anything else) is an error naming the file and what its
  * first bytes look like. Every decode checks the pixel count against a limit
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "data/png.h"
+#include "io/png.h"
 
 #ifdef __cplusplus
 extern "C" {

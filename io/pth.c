@@ -1,7 +1,7 @@
-/* model/pth.c - see pth.h: the zip and legacy containers, finding the
+/* io/pth.c - see pth.h: the zip and legacy containers, finding the
  * state_dict in the unpickled object, copying tensors contiguous with type
  * conversion, and writing safetensors. */
-#include "model/pth.h"
+#include "io/pth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <zip.h>
 
 #include "core/log.h"
-#include "model/pth_pickle.h"
+#include "io/pth_pickle.h"
 
 #define MAX_PICKLE (64u << 20)
 #define MAX_ENTRIES (1 << 20)

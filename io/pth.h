@@ -1,4 +1,4 @@
-/* model/pth.h - reading PyTorch checkpoint files (torch.save) natively,
+/* io/pth.h - reading PyTorch checkpoint files (torch.save) natively,
  * without Python, for `segtrain convert`.
  *
  * Containers: the zip format of torch >= 1.6 (<name>/data.pkl and one
@@ -9,7 +9,7 @@
  * how to re-save it.
  *
  * Contents: the object pickle goes through a restricted unpickler
- * (model/pth_pickle.h) that accepts only what a state_dict needs and never
+ * (io/pth_pickle.h) that accepts only what a state_dict needs and never
  * runs code. The state_dict is the top-level dict when it holds tensors, else
  * the dict under "state_dict", "model", "model_state_dict" or "module"
  * (training checkpoints); other entries of a wrapper (epoch, optimizer, ...)
@@ -18,7 +18,7 @@
  *
  * Tensors may be strided, offset into a shared storage or expanded: reading
  * one copies it contiguous. Element types: float32/64, float16, bfloat16 are
- * read as float32 (model/safetensors.h stores F32 and I64 only); int64/32/
+ * read as float32 (io/safetensors.h stores F32 and I64 only); int64/32/
  * 16/8, uint8 and bool as int64. Little-endian files only.
  *
  * Untrusted input: sizes and counts are limited (pickle 64 MiB, 1M storages,
@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* data/png.h - PNG reading and writing through libpng (setjmp error handling,
+/* io/png.h - PNG reading and writing through libpng (setjmp error handling,
  * no leaks on any error path).
  *
  * Reading converts every PNG kind to what the trainer needs:

@@ -1,14 +1,14 @@
-/* data/image.c - see image.h: format by magic bytes, then the PNG or JPEG
+/* io/image.c - see image.h: format by magic bytes, then the PNG or JPEG
  * decoder. */
-#include "data/image.h"
+#include "io/image.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
-#include "data/image_err.h"
-#include "data/jpeg.h"
+#include "io/image_err.h"
+#include "io/jpeg.h"
 
 sg_img_format sg_image_format_of(const void *head, size_t n) {
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};

@@ -1,5 +1,5 @@
-/* model/pth_pickle.h - a restricted unpickler for PyTorch checkpoints
- * (model/pth.c). Not a public header.
+/* io/pth_pickle.h - a restricted unpickler for PyTorch checkpoints
+ * (io/pth.c). Not a public header.
  *
  * It understands the pickle opcodes torch.save writes (protocol 2, plus the
  * few protocol 3/4 ones newer Pythons emit for the same objects) and builds

@@ -1,6 +1,6 @@
-/* model/safetensors.c - safetensors reader (mmap + checked JSON header) and writer.
+/* io/safetensors.c - safetensors reader (mmap + checked JSON header) and writer.
  * See safetensors.h for the format and the contract. */
-#include "model/safetensors.h"
+#include "io/safetensors.h"
 
 #include <errno.h>
 #include <stdarg.h>
