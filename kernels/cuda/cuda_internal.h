@@ -125,7 +125,8 @@ typedef struct sg_cuda_alloc_entry {
 /* Number of per-block partial sums the deterministic reductions use. */
 #define SG_CUDA_RED_BLOCKS 512
 #define SG_CUDA_RED_THREADS 256
-/* (channel, block) partial slots of the per-channel reductions (cuda_bn.cu). */
+/* (channel, block) partial slots of the per-channel reductions
+ * (cuda_chan_reduce.cuh: batch norm and the bias gradient). */
 #define SG_CUDA_CHAN_SLOTS 65536
 
 typedef struct sg_cuda {
@@ -260,7 +261,9 @@ int sg_cuda_act_dt(int dt, const char *op);
 void sg_cuda_act_buf_free(sg_cuda *cu);
 
 /* ---- op groups: each file fills its entries of the table (the table at
- * the top of this header); the ops themselves are static in their file ---- */
+ * the top of this header). The ops themselves are static in their file,
+ * still named sg_cuda_<op> so that profiles, sanitizer reports and stack
+ * traces say which backend's op ran. ---- */
 void sg_cuda_fill_memory_ops(sg_ops *ops);    /* cuda_memory.cu */
 void sg_cuda_fill_conv_ops(sg_ops *ops);      /* cuda_conv.cu */
 void sg_cuda_fill_conv_bias_ops(sg_ops *ops); /* cuda_conv_bias.cu */

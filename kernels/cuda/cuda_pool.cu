@@ -168,10 +168,9 @@ static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int
 
 /* ---- bilinear resize ----
  *
- * Bilinear resize, align_corners=False, exactly
- * PyTorch's mapping (upsample_bilinear2d without given scale factors). The
- * taps, the weights and the forward value are kernels/formulas/bilinear.h,
- * shared with the CPU backend:
+ * align_corners=False, exactly PyTorch's mapping (upsample_bilinear2d
+ * without given scale factors). The taps, the weights and the forward value
+ * are kernels/formulas/bilinear.h, shared with the CPU backend:
  *   scale = in/out (float), src = scale*(dst+0.5) - 0.5, clamped at 0,
  *   i0 = (int)src at most in-1, i1 = i0 + (i0 < in-1), l1 = src - i0 in
  *   [0, 1], l0 = 1 - l1.
@@ -180,15 +179,16 @@ static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int
  * mapping, and adds their shares in the CPU backend's scatter order, so the
  * result is the CPU's bit for bit.
  *
- * Before formulas/bilinear.h this file had its own taps: no i0 <= in-1 and
- * no l1 in [0, 1] guard (the CPU and PyTorch's CPU kernel have both; they
- * never fire for real sizes), and nvcc fused scale*(dst+0.5) - 0.5 and the
- * weighted sums into FMAs, so the source position, hence the weights (and,
- * where src lands within an ulp of an integer, the taps themselves), could
- * differ from the CPU's. The backward summed wy * sum(wx * dy) per row, with
- * the two weights of an edge input pre-added, rather than the CPU's
- * (dy*wy)*wx per tap.
+ * Before formulas/bilinear.h this code (then cuda_resize.cu) had its own
+ * taps: no i0 <= in-1 and no l1 in [0, 1] guard (the CPU and PyTorch's CPU
+ * kernel have both; they never fire for real sizes), and nvcc fused
+ * scale*(dst+0.5) - 0.5 and the weighted sums into FMAs, so the source
+ * position, hence the weights (and, where src lands within an ulp of an
+ * integer, the taps themselves), could differ from the CPU's. The backward
+ * summed wy * sum(wx * dy) per row, with the two weights of an edge input
+ * pre-added, rather than the CPU's (dy*wy)*wx per tap.
  */
+
 /* Outputs that may read input i: src(dst) in [i-1, i+1), widened by one on
  * each side against float rounding (the taps decide exactly). Outputs left
  * out only ever read i with weight 0 (src clamped at 0 reads input 1 with
