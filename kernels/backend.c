@@ -16,31 +16,6 @@ sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts);
 int sg_cuda_device_count(void);
 #endif
 
-/* Every op of sg_ops, in declaration order. The static asserts below fail
- * to compile when sg_ops gains, loses or reorders a pointer without this
- * list following, so the completeness check always covers the whole table. */
-#define SG_OPS_LIST(X)                                                                   \
-    X(destroy) X(get_info)                                                               \
-    X(alloc) X(free) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc)         \
-    X(host_free)                                                                         \
-    X(conv_prepare) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_weight) X(bias_fwd)          \
-    X(bias_bwd)                                                                          \
-    X(bn_stats) X(bn_finalize) X(bn_eval_params) X(bn_fwd) X(bn_bwd_reduce)              \
-    X(bn_bwd_elem) X(bn_param_grads)                                                     \
-    X(relu_fwd) X(relu_bwd) X(add) X(scale) X(axpy)                                      \
-    X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) X(resize_fwd)            \
-    X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
-    X(dropout_fwd) X(dropout_bwd)                                                        \
-    X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
-    X(ce_weighted) X(ce_label_prob) X(kth_smallest)                                      \
-    X(sgd_step) X(normalize_u8) X(sumsq)                                                 \
-    X(flip_w) X(softmax_fwd)                                                             \
-    X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
-    X(bind_thread)                                                                       \
-    X(mem_written)                                                                       \
-    X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
-    X(bn_bwd_elem_dt)
-
 #define SG_OP_INDEX(f) SG_OPI_##f,
 enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };
 
@@ -52,13 +27,13 @@ _Static_assert(sizeof(sg_any_fn) == sizeof(void *) &&
  * none out of order... */
 #define SG_OP_SLOT(f)                                                                    \
     _Static_assert(offsetof(sg_ops, f) == sizeof(void *) * (1 + SG_OPI_##f),             \
-                   "sg_ops: '" #f "' is not where SG_OPS_LIST in kernels/backend.c puts "  \
+                   "sg_ops: '" #f "' is not where SG_OPS_LIST in kernels/backend.h puts "  \
                    "it: a member before it is missing from the list, or the list is not in "  \
                    "the struct's order");
 SG_OPS_LIST(SG_OP_SLOT)
 /* ...and no slot is left out. */
 _Static_assert(sizeof(sg_ops) == sizeof(void *) * (1 + SG_OPS_COUNT),
-               "sg_ops has a member SG_OPS_LIST in kernels/backend.c does not list: add it "
+               "sg_ops has a member SG_OPS_LIST in kernels/backend.h does not list: add it "
                "there (and to every backend's table)");
 
 #define SG_OP_ENTRY(f) {#f, offsetof(sg_ops, f)},
@@ -86,19 +61,15 @@ static sg_backend *check_ops(sg_backend *be, const char *device) {
     const char *name = ops && ops->name ? ops->name : "?";
     const char *miss = !ops ? "(the whole table)" : !ops->name ? "name" : missing_op(ops);
     if (!miss) return be;
-    SG_ERROR("device '%s': the %s backend does not implement the op '%s' (its table in "
-             "kernels/%s leaves it NULL): a bug in this build; report it, or use another "
-             "device",
-             device, name, miss, strcmp(name, "cuda") == 0 ? "cuda/cuda_backend.cu"
-                                                           : "cpu/cpu_backend.c");
+    /* each op group's file fills its part of the table (the tables in
+     * kernels/cpu/cpu_internal.h and kernels/cuda/cuda_internal.h) */
+    const char *dir = strcmp(name, "cuda") == 0 ? "cuda" : "cpu";
+    SG_ERROR("device '%s': the %s backend does not implement the op '%s' (none of its fill "
+             "functions, sg_%s_fill_*_ops in kernels/%s/, sets it): a bug in this build; report "
+             "it, or use another device",
+             device, name, miss, dir, dir);
     if (ops && ops->destroy) ops->destroy(be);
     return NULL;
-}
-
-int sg_conv_desc_init(sg_conv_desc *d) {
-    d->oh = (d->h + 2 * d->pad_h - d->dil_h * (d->r - 1) - 1) / d->stride_h + 1;
-    d->ow = (d->w + 2 * d->pad_w - d->dil_w * (d->s - 1) - 1) / d->stride_w + 1;
-    return (d->oh > 0 && d->ow > 0) ? 0 : -1;
 }
 
 int sg_backend_cuda_compiled(void) { return SG_HAVE_CUDA; }

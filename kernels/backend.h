@@ -53,8 +53,14 @@ typedef struct sg_conv_desc {
     int oh, ow;          /* output spatial size (fill with sg_conv_desc_init) */
 } sg_conv_desc;
 
-/* Fills oh/ow from the rest; returns 0, or -1 if the output would be empty. */
-int sg_conv_desc_init(sg_conv_desc *d);
+/* Fills oh/ow from the rest; returns 0, or -1 if the output would be empty.
+ * Inline (not in backend.c) so a backend's conv code can validate a
+ * geometry without calling back up into the dispatcher. */
+static inline int sg_conv_desc_init(sg_conv_desc *d) {
+    d->oh = (d->h + 2 * d->pad_h - d->dil_h * (d->r - 1) - 1) / d->stride_h + 1;
+    d->ow = (d->w + 2 * d->pad_w - d->dil_w * (d->s - 1) - 1) / d->stride_w + 1;
+    return (d->oh > 0 && d->ow > 0) ? 0 : -1;
+}
 
 typedef struct sg_ops {
     const char *name; /* "cpu", "cuda" */
@@ -311,6 +317,34 @@ typedef struct sg_ops {
                            double count, float *dx, int n, int c, int hw, int relu,
                            int accumulate);
 } sg_ops;
+
+/* Every op of sg_ops, in declaration order (an X-macro: X(name) per op).
+ * Static asserts in kernels/backend.c fail to compile when sg_ops gains,
+ * loses or reorders a pointer without this list following, so whatever is
+ * built from it covers the whole table: sg_backend_create's check that a
+ * backend filled every op, and the conformance suite's check that every op
+ * has cases (tests/backend/test_backend_ops.c). */
+#define SG_OPS_LIST(X)                                                                   \
+    X(destroy) X(get_info)                                                               \
+    X(alloc) X(free) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc)         \
+    X(host_free)                                                                         \
+    X(conv_prepare) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_weight) X(bias_fwd)          \
+    X(bias_bwd)                                                                          \
+    X(bn_stats) X(bn_finalize) X(bn_eval_params) X(bn_fwd) X(bn_bwd_reduce)              \
+    X(bn_bwd_elem) X(bn_param_grads)                                                     \
+    X(relu_fwd) X(relu_bwd) X(add) X(scale) X(axpy)                                      \
+    X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) X(resize_fwd)            \
+    X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
+    X(dropout_fwd) X(dropout_bwd)                                                        \
+    X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
+    X(ce_weighted) X(ce_label_prob) X(kth_smallest)                                      \
+    X(sgd_step) X(normalize_u8) X(sumsq)                                                 \
+    X(flip_w) X(softmax_fwd)                                                             \
+    X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
+    X(bind_thread)                                                                       \
+    X(mem_written)                                                                       \
+    X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
+    X(bn_bwd_elem_dt)
 
 /* How an activation is stored (the *_dt ops above). */
 enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1 };

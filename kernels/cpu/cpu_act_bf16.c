@@ -1,6 +1,9 @@
 /* kernels/cpu/cpu_act_bf16.c - the convolution *_dt ops of
- * kernels/backend.h on the CPU (bf16 activation storage; the batch-norm ones
- * are in cpu_bn.c), and the backend's float32 buffers they share.
+ * kernels/backend.h on the CPU (bf16 activation storage, the act_bf16 group
+ * of tests/backend/run_act_bf16.c; kernels/cuda/cuda_act_bf16.cu on the
+ * GPU). The batch-norm *_dt ops of the group are in cpu_bn.c: they run the
+ * float32 BN's per-plane kernels (static there) on widened planes rather
+ * than wrapping the float32 ops, so they live with those kernels.
  *
  * On oneDNN's native bf16 path a convolution reads and writes the bf16
  * storage directly (sg_cpu_conv_native_dt: the bf16 values the float32 path
@@ -12,32 +15,12 @@
  * value already, so exact). Each op thus computes, bit for bit, what the
  * float32 op computes on the same values: a bf16-stored tensor changes the
  * memory a plan needs, never a result (tests/train/test_precision.c
- * "storage" checks whole training runs). The two buffers are owned by the
- * backend (sg_cpu.act_buf), grow to the largest tensor seen and are reused
- * by every call.
+ * "storage" checks whole training runs). The two float32 buffers are the
+ * backend's (sg_cpu_act_buf, cpu_memory.c): they grow to the largest tensor
+ * seen and are reused by every call.
  */
 #include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
-
-/* Buffer `slot` of at least `count` floats. */
-float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count) {
-    sg_cpu *c = sg_cpu_of(be);
-    size_t bytes = count * sizeof(float);
-    if (bytes > c->act_bytes[slot]) {
-        sg_cpu_aligned_free(c->act_buf[slot]);
-        c->act_buf[slot] = sg_cpu_aligned_alloc(bytes);
-        c->act_bytes[slot] = bytes;
-    }
-    return c->act_buf[slot];
-}
-
-void sg_cpu_act_bf16_free(sg_cpu *c) {
-    for (int i = 0; i < 2; i++) {
-        sg_cpu_aligned_free(c->act_buf[i]);
-        c->act_buf[i] = NULL;
-        c->act_bytes[i] = 0;
-    }
-}
 
 static void check_dt(int dt, const char *op, const char *arg) {
     if (dt != SG_ACT_F32 && dt != SG_ACT_BF16)

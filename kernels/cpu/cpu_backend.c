@@ -1,11 +1,12 @@
-/* kernels/cpu/cpu_backend.c - the CPU backend: op table, host memory, info,
- * threads, and the (synchronous) stream ops.
+/* kernels/cpu/cpu_backend.c - the CPU backend: creation, destroy, get_info
+ * and the assembly of the op table.
  *
- * Owns the sg_cpu state: memory accounting (in use / peak, for get_info), the
- * OpenMP thread count (shared by oneDNN, which Debian builds on OpenMP) and
- * the conv cache. Ops run synchronously on the calling thread's OpenMP team;
- * upload/download/copy are memcpy, streams are no-ops, and any thread may
- * call any op (bind_thread has nothing to do).
+ * Owns the lifetime of the sg_cpu state (cpu_internal.h): the OpenMP thread
+ * count (shared by oneDNN, which Debian builds on OpenMP), the conv cache,
+ * the bf16 weight cache. The ops live in one file per op group, each
+ * filling its part of the table (sg_cpu_fill_*_ops; the table of groups is
+ * in cpu_internal.h); this file only calls them, none calls back into it.
+ * Ops run synchronously on the calling thread's OpenMP team.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -17,59 +18,7 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/weight_cache.h"
 
-/* Every allocation carries a 64-byte header holding its size, so free can
- * account for it; the user pointer stays 64-byte aligned. */
-#define HDR 64
-
-void *sg_cpu_aligned_alloc(size_t bytes) {
-    void *p = NULL;
-    size_t total = (bytes + 63) / 64 * 64;
-    if (total == 0) total = 64;
-    if (posix_memalign(&p, 64, total) != 0 || !p)
-        SG_FATAL("CPU backend: out of host memory allocating %zu bytes "
-                 "(reduce batch size / crop size, or free memory on this machine)",
-                 bytes);
-    memset(p, 0, total);
-    return p;
-}
-
-void sg_cpu_aligned_free(void *p) { free(p); }
-
-static void *cpu_alloc(sg_backend *be, size_t bytes) {
-    sg_cpu *c = sg_cpu_of(be);
-    char *p = sg_cpu_aligned_alloc(bytes + HDR);
-    *(size_t *)p = bytes;
-    size_t now = __atomic_add_fetch(&c->mem_in_use, bytes, __ATOMIC_RELAXED);
-    size_t peak = __atomic_load_n(&c->mem_peak, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&c->mem_peak, &peak, now, 1, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-    }
-    return p + HDR;
-}
-
-static void cpu_free(sg_backend *be, void *ptr) {
-    if (!ptr) return;
-    char *p = (char *)ptr - HDR;
-    sg_wcache_freed(sg_cpu_of(be)->wcache, ptr, *(size_t *)p);
-    __atomic_sub_fetch(&sg_cpu_of(be)->mem_in_use, *(size_t *)p, __ATOMIC_RELAXED);
-    free(p);
-}
-
-static void cpu_memcpy(sg_backend *be, void *dst, const void *src, size_t bytes) {
-    if (bytes && dst != src) memcpy(dst, src, bytes);
-    sg_cpu_written(be, dst, bytes);
-}
-
-static void cpu_zero(sg_backend *be, void *p, size_t bytes) {
-    memset(p, 0, bytes);
-    sg_cpu_written(be, p, bytes);
-}
-
-void sg_cpu_written(sg_backend *be, const void *p, size_t bytes) {
-    sg_wcache_written(sg_cpu_of(be)->wcache, p, bytes);
-}
-
+/* The bf16 weight copies' memory (kernels/weight_cache.h). */
 static void *wcache_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     return sg_cpu_aligned_alloc(bytes);
@@ -79,31 +28,6 @@ static void wcache_free(void *ctx, void *p, size_t bytes) {
     (void)ctx, (void)bytes;
     sg_cpu_aligned_free(p);
 }
-
-static void cpu_sync(sg_backend *be) { (void)be; }
-
-static void *cpu_host_alloc(sg_backend *be, size_t bytes) {
-    (void)be;
-    return sg_cpu_aligned_alloc(bytes);
-}
-
-static void cpu_host_free(sg_backend *be, void *p) {
-    (void)be;
-    free(p);
-}
-
-static void cpu_upload_wait(sg_backend *be) { (void)be; }
-static void *cpu_stream(sg_backend *be, int which) {
-    (void)be;
-    (void)which;
-    return NULL;
-}
-static void cpu_stream_wait(sg_backend *be, int waiter, int waitee) {
-    (void)be;
-    (void)waiter;
-    (void)waitee;
-}
-static void cpu_bind_thread(sg_backend *be) { (void)be; }
 
 /* "model name" from /proc/cpuinfo, or "unknown CPU". */
 static void cpu_model(char *out, size_t n) {
@@ -178,7 +102,7 @@ static void cpu_destroy(sg_backend *be) {
     sg_cpu *c = sg_cpu_of(be);
     sg_cpu_conv_destroy(c->conv);
     sg_wcache_destroy(c->wcache);
-    sg_cpu_act_bf16_free(c);
+    sg_cpu_act_buf_free(c);
     free(c);
     free(be);
 }
@@ -186,32 +110,19 @@ static void cpu_destroy(sg_backend *be) {
 static sg_ops cpu_ops;
 static int cpu_ops_ready;
 
+/* Each op group's file fills its part (the table in cpu_internal.h). */
 static void fill_ops(void) {
     sg_ops *o = &cpu_ops;
     o->name = "cpu";
     o->destroy = cpu_destroy;
     o->get_info = cpu_get_info;
-    o->alloc = cpu_alloc;
-    o->free = cpu_free;
-    o->upload = cpu_memcpy;
-    o->download = cpu_memcpy;
-    o->copy = cpu_memcpy;
-    o->zero = cpu_zero;
-    o->sync = cpu_sync;
-    o->host_alloc = cpu_host_alloc;
-    o->host_free = cpu_host_free;
-    o->upload_async = cpu_memcpy;
-    o->upload_wait = cpu_upload_wait;
-    o->stream = cpu_stream;
-    o->stream_wait = cpu_stream_wait;
-    o->bind_thread = cpu_bind_thread;
-    o->mem_written = sg_cpu_written;
+    sg_cpu_fill_memory_ops(o);
     sg_cpu_fill_conv_ops(o);
+    sg_cpu_fill_conv_bias_ops(o);
     sg_cpu_fill_bn_ops(o);
     sg_cpu_fill_elem_ops(o);
     sg_cpu_fill_pool_ops(o);
     sg_cpu_fill_loss_ops(o);
-    sg_cpu_fill_sgd_ops(o);
     sg_cpu_fill_tta_ops(o);
     sg_cpu_fill_act_bf16_ops(o);
 }

@@ -1,5 +1,7 @@
-/* kernels/cpu/cpu_bn.c - batch norm on the CPU, split the way SyncBN needs
- * it (see backend.h): per-channel statistics (two-pass, double
+/* kernels/cpu/cpu_bn.c - batch norm on the CPU (the bn group of
+ * tests/backend/run_bn.c, and the BN *_dt ops of the act_bf16 group;
+ * kernels/cuda/cuda_bn.cu on the GPU), split the way SyncBN needs it (see
+ * backend.h): per-channel statistics (two-pass, double
  * accumulation), Chan's merge of partial statistics, normalize + affine
  * (+ fused ReLU), and the backward reduce / elementwise / parameter grads.
  * Threads split channels for reductions and (n, c) planes for elementwise

@@ -1,5 +1,7 @@
 /* kernels/cpu/cpu_conv.c - convolutions through oneDNN's C API (2.6):
- * forward, backward-data, backward-weights, any stride/padding/dilation.
+ * forward, backward-data, backward-weights, any stride/padding/dilation
+ * (the conv group of tests/backend/run_conv.c but for the bias,
+ * cpu_conv_bias.c; kernels/cuda/cuda_conv.cu on the GPU).
  *
  * Owns the primitive cache: one entry per (sg_conv_desc, op, layout) holding
  * the primitive, its memory objects, the reorders between the user's plain

@@ -1,5 +1,7 @@
 /* kernels/cpu/cpu_conv_taps.c - stride-1 dilated convolutions as one GEMM
- * per kernel tap over the region where that tap reads the image.
+ * per kernel tap over the region where that tap reads the image (part of
+ * the conv group: cpu_conv.c picks this path and calls it through
+ * cpu_conv_internal.h; this file fills no op).
  *
  * ASPP at output stride 8 runs 3x3 convs with dilation 12/24/36 on maps of
  * about 32x32: most taps of most outputs read zero padding, yet a dense conv

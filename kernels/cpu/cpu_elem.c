@@ -1,8 +1,16 @@
-/* kernels/cpu/cpu_elem.c - elementwise ops on the CPU: ReLU, residual add
- * (+ReLU), scale, axpy, bias, dropout (counter-RNG mask), sum of squares.
- * OpenMP over elements (over planes for bias), `omp simd` inner loops.
+/* kernels/cpu/cpu_elem.c - the elementwise group on the CPU (the ops of
+ * tests/backend/run_elem.c; kernels/cuda/cuda_elem.cu on the GPU): ReLU,
+ * residual add (+ReLU), scale, axpy, dropout (counter-RNG mask), the SGD
+ * update (torch.optim.SGD semantics, see backend.h), the input conversion
+ * uint8 HWC -> normalized float NCHW, and the sum of squares; also
+ * sg_cpu_add_into for the other files. OpenMP over elements (over rows for
+ * normalize_u8), `omp simd` inner loops. The per-element arithmetic of SGD
+ * and the normalization is shared with the CUDA backend:
+ * kernels/formulas/sgd.h and kernels/formulas/normalize.h.
  */
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/normalize.h"
+#include "kernels/formulas/sgd.h"
 #include "kernels/rng.h"
 
 #define PAR_IF(count) if ((count) >= SG_CPU_PAR_MIN)
@@ -63,33 +71,6 @@ static void axpy(sg_backend *be, float alpha, const float *x, float *y, size_t c
     sg_cpu_written(be, y, count * sizeof(float));
 }
 
-static void bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {
-    (void)be;
-    long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
-    for (long pl = 0; pl < planes; pl++) {
-        float v = b[pl % c];
-        float *p = y + (size_t)pl * hw;
-#pragma omp simd
-        for (int q = 0; q < hw; q++) p[q] += v;
-    }
-}
-
-static void bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
-                     int accumulate) {
-    (void)be;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)n * c * hw)
-    for (int ch = 0; ch < c; ch++) {
-        double s = 0;
-        for (int i = 0; i < n; i++) {
-            const float *p = dy + ((size_t)i * c + ch) * hw;
-#pragma omp simd reduction(+ : s)
-            for (int q = 0; q < hw; q++) s += p[q];
-        }
-        db[ch] = accumulate ? (float)(db[ch] + s) : (float)s;
-    }
-}
-
 /* Mask rule shared with every backend (backend.h): keep iff
  * sg_rng_uniform(key, i) >= p; kept values are scaled by 1/(1-p). */
 static void dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
@@ -144,15 +125,63 @@ static double sumsq(sg_backend *be, const float *x, size_t count) {
     return s;
 }
 
+/* formulas/sgd.h's steps, with the momentum branch hoisted out of the
+ * loops (the per-call selects inside vectorize). */
+static void sgd_step(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
+                     float lr, float momentum, float dampening, float wd, int nesterov,
+                     int first) {
+    /* the bf16 weight copies of param are stale from here on */
+    sg_cpu_written(be, param, count * sizeof(float));
+    float damp = sg_sgd_damp1(dampening);
+    if (momentum == 0.0f) {
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+        for (size_t i = 0; i < count; i++)
+            param[i] = sg_sgd_apply(param[i], sg_sgd_decayed(grad[i], param[i], wd), lr);
+        return;
+    }
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) {
+        float d = sg_sgd_decayed(grad[i], param[i], wd);
+        float b = sg_sgd_buf(buf + i, d, momentum, damp, first);
+        buf[i] = b;
+        param[i] = sg_sgd_apply(param[i], sg_sgd_dir(d, b, momentum, nesterov), lr);
+    }
+}
+
+static void normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
+                         const float mean[3], const float std[3]) {
+    (void)be;
+    size_t hw = (size_t)h * w;
+    /* (v/255 - mean)/std = v*a + b (formulas/normalize.h). */
+    float a[3], b[3];
+    for (int ch = 0; ch < 3; ch++) {
+        a[ch] = sg_normalize_a(std[ch]);
+        b[ch] = sg_normalize_b(mean[ch], std[ch]);
+    }
+    long rows = (long)n * h;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows * w)
+    for (long r = 0; r < rows; r++) {
+        long i = r / h;
+        size_t p0 = (size_t)(r % h) * w;
+        const uint8_t *s = src + ((size_t)i * hw + p0) * 3;
+        float *d0 = dst + (size_t)i * 3 * hw + p0, *d1 = d0 + hw, *d2 = d1 + hw;
+        for (int q = 0; q < w; q++) {
+            d0[q] = sg_normalize_px(s[3 * q], a[0], b[0]);
+            d1[q] = sg_normalize_px(s[3 * q + 1], a[1], b[1]);
+            d2[q] = sg_normalize_px(s[3 * q + 2], a[2], b[2]);
+        }
+    }
+}
+
 void sg_cpu_fill_elem_ops(sg_ops *ops) {
     ops->relu_fwd = relu_fwd;
     ops->relu_bwd = relu_bwd;
     ops->add = add;
     ops->scale = scale;
     ops->axpy = axpy;
-    ops->bias_fwd = bias_fwd;
-    ops->bias_bwd = bias_bwd;
     ops->dropout_fwd = dropout_fwd;
     ops->dropout_bwd = dropout_bwd;
+    ops->sgd_step = sgd_step;
+    ops->normalize_u8 = normalize_u8;
     ops->sumsq = sumsq;
 }

@@ -3,8 +3,45 @@
  *
  * The CPU backend keeps host memory (64-byte aligned, counted for
  * get_info), the OpenMP thread count, and the oneDNN engine/stream with the
- * convolution primitive cache (cpu_conv.c). Each cpu_*.c file implements
- * one group of ops and exports them through sg_cpu_fill_*_ops().
+ * convolution primitive cache (cpu_conv.c).
+ *
+ * The ops are split into the same groups as the conformance suite's runners
+ * (tests/backend/run_<group>.c) and as the CUDA backend (cuda_internal.h):
+ * each file implements one group, or one part of it, and fills its entries
+ * of the op table through its sg_cpu_fill_<file>_ops(); cpu_backend.c calls
+ * every fill function and sg_backend_create checks that none left an op
+ * NULL.
+ *
+ *   group     ops                                        CPU file(s)
+ *   (backend) destroy get_info                           cpu_backend.c
+ *   memory    alloc free upload download copy zero sync  cpu_memory.c
+ *             host_alloc host_free upload_async
+ *             upload_wait stream stream_wait bind_thread
+ *             mem_written (run_memory.c, run_weights.c)
+ *   conv      conv_prepare conv_fwd conv_bwd_data        cpu_conv.c (+ cpu_conv_taps.c,
+ *             conv_bwd_weight                              fills nothing)
+ *             bias_fwd bias_bwd                          cpu_conv_bias.c
+ *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cpu_bn.c
+ *             bn_bwd_reduce bn_bwd_elem bn_param_grads
+ *   elem      relu_fwd relu_bwd add scale axpy           cpu_elem.c
+ *             dropout_fwd dropout_bwd sgd_step
+ *             normalize_u8 sumsq
+ *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
+ *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cpu_loss.c
+ *             kth_smallest argmax confusion
+ *   tta       flip_w softmax_fwd                         cpu_tta.c
+ *   act_bf16  conv_fwd_dt conv_bwd_weight_dt             cpu_act_bf16.c
+ *             bn_stats_dt bn_fwd_dt bn_bwd_reduce_dt     cpu_bn.c (the float32 BN's
+ *             bn_bwd_elem_dt                               kernels on widened planes)
+ *   (helpers) bf16 rounding / widening, no ops           cpu_bf16.c
+ *
+ * Calls between the files go one way only (no loops): cpu_backend.c calls
+ * the others and none calls it; cpu_act_bf16.c -> cpu_conv.c
+ * (sg_cpu_conv_native_dt); cpu_conv.c -> cpu_conv_taps.c (through
+ * cpu_conv_internal.h) and cpu_elem.c (sg_cpu_add_into); every op file may
+ * call cpu_memory.c and cpu_bf16.c, which call no other file of the
+ * backend. kernels/backend.c calls sg_cpu_backend_create only, and nothing
+ * here calls kernels/backend.c (sg_conv_desc_init is inline in backend.h).
  */
 #ifndef SG_KERNELS_CPU_INTERNAL_H
 #define SG_KERNELS_CPU_INTERNAL_H
@@ -24,18 +61,30 @@ typedef struct sg_cpu {
      * (kernels/weight_cache.h). Every op that writes memory tells it
      * (sg_cpu_written) so no copy is ever stale. */
     struct sg_wcache *wcache;
-    /* bf16 activation storage (cpu_act_bf16.c): float32 copies of a bf16
-     * input and a float32 result before it is stored as bf16; grow to the
-     * largest tensor seen (the first time a shape is seen), never shrink. */
+    /* bf16 activation storage (the *_dt ops of cpu_act_bf16.c and
+     * cpu_bn.c, through sg_cpu_act_buf): float32 copies of a bf16 input and
+     * a float32 result before it is stored as bf16; grow to the largest
+     * tensor seen (the first time a shape is seen), never shrink. */
     void *act_buf[2];
     size_t act_bytes[2];
 } sg_cpu;
 
 static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
 
-/* 64-byte aligned host memory, zeroed; fatal (with the size) on failure. */
+/* cpu_memory.c: 64-byte aligned host memory, zeroed; fatal (with the size)
+ * on failure. */
 void *sg_cpu_aligned_alloc(size_t bytes);
 void sg_cpu_aligned_free(void *p);
+/* cpu_memory.c: the backend's float32 buffer `slot` (0 or 1) of at least
+ * count floats (grows, never shrinks; shared by the *_dt ops, which never
+ * run at the same time), and freeing both (destroy). */
+float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count);
+void sg_cpu_act_buf_free(sg_cpu *c);
+/* cpu_memory.c: memory [p, p + bytes) of be was written by an op (p NULL:
+ * any): marks the bf16 weight copies made from it stale
+ * (kernels/weight_cache.h). Every op that may write weights calls it:
+ * upload, copy, zero, scale, axpy, sgd_step, mem_written. */
+void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
 /* Conv cache lifetime (cpu_conv.c). precision: SG_PRECISION_* (backend.h);
  * for bf16 it picks oneDNN's native bf16 primitives or the exact emulation
@@ -64,28 +113,19 @@ int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const 
  * workspaces (neither changes once every shape has been seen). */
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
 
-/* Each group of ops fills its entries of the table. */
-void sg_cpu_fill_conv_ops(sg_ops *ops);     /* cpu_conv.c */
-void sg_cpu_fill_bn_ops(sg_ops *ops);       /* cpu_bn.c */
-void sg_cpu_fill_elem_ops(sg_ops *ops);     /* cpu_elem.c */
-void sg_cpu_fill_pool_ops(sg_ops *ops);     /* cpu_pool_resize.c */
-void sg_cpu_fill_loss_ops(sg_ops *ops);     /* cpu_loss.c */
-void sg_cpu_fill_sgd_ops(sg_ops *ops);      /* cpu_sgd.c */
-void sg_cpu_fill_tta_ops(sg_ops *ops);      /* cpu_tta.c */
-void sg_cpu_fill_act_bf16_ops(sg_ops *ops); /* cpu_act_bf16.c */
-void sg_cpu_act_bf16_free(sg_cpu *c);       /* cpu_act_bf16.c: its buffers */
-/* cpu_act_bf16.c: the backend's float32 buffer `slot` (0 or 1) of at least
- * count floats (grows, never shrinks; shared by the *_dt ops, which never
- * run at the same time). */
-float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count);
+/* Each file of an op group fills its entries of the table (see the table
+ * above). */
+void sg_cpu_fill_memory_ops(sg_ops *ops);    /* cpu_memory.c */
+void sg_cpu_fill_conv_ops(sg_ops *ops);      /* cpu_conv.c */
+void sg_cpu_fill_conv_bias_ops(sg_ops *ops); /* cpu_conv_bias.c */
+void sg_cpu_fill_bn_ops(sg_ops *ops);        /* cpu_bn.c */
+void sg_cpu_fill_elem_ops(sg_ops *ops);      /* cpu_elem.c */
+void sg_cpu_fill_pool_ops(sg_ops *ops);      /* cpu_pool.c */
+void sg_cpu_fill_loss_ops(sg_ops *ops);      /* cpu_loss.c */
+void sg_cpu_fill_tta_ops(sg_ops *ops);       /* cpu_tta.c */
+void sg_cpu_fill_act_bf16_ops(sg_ops *ops);  /* cpu_act_bf16.c */
 
-/* Memory [p, p + bytes) of be was written by an op (p NULL: any): marks
- * the bf16 weight copies made from it stale (kernels/weight_cache.h).
- * Every op that may write weights calls it: upload, copy, zero, scale,
- * axpy, sgd_step, mem_written. */
-void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
-
-/* dst (+)= src, count floats, threaded. */
+/* cpu_elem.c: dst (+)= src, count floats, threaded. */
 void sg_cpu_add_into(float *dst, const float *src, size_t count);
 /* cpu_bf16.c: dst = bf16(src) (dst may be src), dst += bf16(src); threaded,
  * round-to-nearest-even (kernels/formulas/bf16.h). */

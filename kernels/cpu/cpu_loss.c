@@ -1,5 +1,8 @@
-/* kernels/cpu/cpu_loss.c - fused softmax cross-entropy (forward + gradient,
- * ignore_index), argmax and confusion-matrix accumulation on the CPU.
+/* kernels/cpu/cpu_loss.c - the loss group on the CPU (the ops of
+ * tests/backend/run_loss.c; kernels/cuda/cuda_loss.cu on the GPU): fused
+ * softmax cross-entropy (forward + gradient, ignore_index; weighted / OHEM,
+ * label probabilities), the k-th smallest value, argmax and
+ * confusion-matrix accumulation.
  * CE works on blocks of pixels with the class loop outside, so the inner
  * loops run over contiguous pixels and vectorize; log-sum-exp is shifted by
  * the per-pixel max, and the loss is summed in double. The per-pixel

@@ -1,4 +1,5 @@
-/* kernels/cpu/cpu_tta.c - the test-time augmentation ops on the CPU:
+/* kernels/cpu/cpu_tta.c - the test-time augmentation ops on the CPU (the
+ * tta group of tests/backend/run_tta.c; kernels/cuda/cuda_tta.cu on the GPU):
  * horizontal flip of [n,c,h,w] and the per-pixel softmax over classes
  * (overwriting or adding into the output, which is how train/tta.c sums the
  * probabilities of every scale and flip). Inference only: neither op has a

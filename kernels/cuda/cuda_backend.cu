@@ -1,9 +1,12 @@
 /* kernels/cuda/cuda_backend.cu - the CUDA backend: creation, device
- * selection, info, the op table, and the error reporting all its files share.
+ * selection, destroy, get_info and the assembly of the op table.
  *
  * Owns sg_cuda_backend_create / sg_cuda_device_count (called from
  * kernels/backend.c) and the lifetime of the impl struct (sg_cuda,
- * cuda_internal.h). The ops themselves live in one .cu file per group.
+ * cuda_internal.h). The ops live in one .cu file per op group, each filling
+ * its part of the table (sg_cuda_fill_*_ops; the table of groups is in
+ * cuda_internal.h); this file only calls them, none calls back into it
+ * (error reporting is cuda_check.cu).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -13,54 +16,6 @@
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/weight_cache.h"
-
-extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const char *err_name,
-                             const char *err_str, const char *hint) {
-    sg_fatal_at(file, line, "CUDA backend: %s failed: %s (%s)%s%s", call, err_name, err_str,
-                (hint && *hint) ? "; " : "", hint ? hint : "");
-}
-
-extern "C" const char *sg_cuda_hint(cudaError_t e) {
-    switch (e) {
-    case cudaErrorMemoryAllocation:
-        return "out of device memory: lower batch_size or the crop size, or check with "
-               "nvidia-smi for other processes on this GPU";
-    case cudaErrorNoDevice:
-        return "no CUDA device visible: check nvidia-smi / CUDA_VISIBLE_DEVICES, or use "
-               "device: cpu";
-    case cudaErrorInsufficientDriver:
-        return "the NVIDIA driver is too old for this CUDA 13 build: update the driver "
-               "(nvidia-smi shows its version), or use device: cpu";
-    case cudaErrorInvalidDevice:
-        return "no such device index: check CUDA_VISIBLE_DEVICES, LOCAL_RANK and the "
-               "device: cuda:N setting against nvidia-smi";
-    case cudaErrorNoKernelImageForDevice:
-    case cudaErrorUnsupportedPtxVersion:
-        return "this binary has no code for this GPU: rebuild with -Dgpu_arch=<your SM, "
-               "e.g. 90> (nvidia-smi --query-gpu=compute_cap --format=csv)";
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-        return "a kernel faulted (this or an earlier asynchronous op): rerun with "
-               "CUDA_LAUNCH_BLOCKING=1 to find the op, and report it";
-    default:
-        return "";
-    }
-}
-
-extern "C" const char *sg_cudnn_hint(cudnnStatus_t s) {
-    switch (s) {
-    case CUDNN_STATUS_NOT_INITIALIZED:
-        return "cuDNN could not start: check that libcudnn 9 matches the driver and that "
-               "a GPU is visible (nvidia-smi)";
-    case CUDNN_STATUS_ALLOC_FAILED:
-        return "cuDNN ran out of memory: lower batch_size or the crop size";
-    case CUDNN_STATUS_BAD_PARAM:
-    case CUDNN_STATUS_NOT_SUPPORTED:
-        return "cuDNN rejected this convolution geometry: report the layer shape";
-    default:
-        return "";
-    }
-}
 
 extern "C" int sg_cuda_device_count(void) {
     int n = 0;
@@ -85,6 +40,7 @@ static void cuda_destroy(sg_backend *be) {
     CU_CHECK(cudaSetDevice(cu->device));
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
     sg_cuda_conv_destroy(cu);
+    sg_cuda_act_buf_free(cu);
     sg_wcache_destroy(cu->wcache);
     CUDNN_CHECK(cudnnDestroy(cu->cudnn));
     sg_cuda_memory_destroy(cu);
@@ -119,85 +75,23 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     }
 }
 
-/* Makes the backend's device current on the calling thread. */
-static void cuda_bind_thread(sg_backend *be) { SG_CU_ENTER(sg_cu(be)); }
-
-/* The op table, filled by field name (C++17 has no designated initializers;
- * sg_backend_create checks that no op is left NULL). */
+/* The op table: each op group's file fills its part (the table in
+ * cuda_internal.h); sg_backend_create checks that no op is left NULL. */
 static sg_ops cuda_ops;
 
 static void fill_ops(sg_ops *o) {
     o->name = "cuda";
     o->destroy = cuda_destroy;
     o->get_info = cuda_get_info;
-    /* memory (cuda_memory.cu) */
-    o->alloc = sg_cuda_alloc;
-    o->free = sg_cuda_free;
-    o->upload = sg_cuda_upload;
-    o->download = sg_cuda_download;
-    o->copy = sg_cuda_copy;
-    o->zero = sg_cuda_zero;
-    o->sync = sg_cuda_sync;
-    o->host_alloc = sg_cuda_host_alloc;
-    o->host_free = sg_cuda_host_free;
-    /* convolution (cuda_conv.cu), bias and batch norm (cuda_bn.cu) */
-    o->conv_prepare = sg_cuda_conv_prepare;
-    o->conv_fwd = sg_cuda_conv_fwd;
-    o->conv_bwd_data = sg_cuda_conv_bwd_data;
-    o->conv_bwd_weight = sg_cuda_conv_bwd_weight;
-    o->bias_fwd = sg_cuda_bias_fwd;
-    o->bias_bwd = sg_cuda_bias_bwd;
-    o->bn_stats = sg_cuda_bn_stats;
-    o->bn_finalize = sg_cuda_bn_finalize;
-    o->bn_eval_params = sg_cuda_bn_eval_params;
-    o->bn_fwd = sg_cuda_bn_fwd;
-    o->bn_bwd_reduce = sg_cuda_bn_bwd_reduce;
-    o->bn_bwd_elem = sg_cuda_bn_bwd_elem;
-    o->bn_param_grads = sg_cuda_bn_param_grads;
-    /* elementwise (cuda_elementwise.cu) */
-    o->relu_fwd = sg_cuda_relu_fwd;
-    o->relu_bwd = sg_cuda_relu_bwd;
-    o->add = sg_cuda_add;
-    o->scale = sg_cuda_scale;
-    o->axpy = sg_cuda_axpy;
-    /* pooling, concat (cuda_pool.cu), resize (cuda_resize.cu) */
-    o->maxpool_fwd = sg_cuda_maxpool_fwd;
-    o->maxpool_bwd = sg_cuda_maxpool_bwd;
-    o->avgpool_fwd = sg_cuda_avgpool_fwd;
-    o->avgpool_bwd = sg_cuda_avgpool_bwd;
-    o->resize_fwd = sg_cuda_resize_fwd;
-    o->resize_bwd = sg_cuda_resize_bwd;
-    o->concat_fwd = sg_cuda_concat_fwd;
-    o->concat_bwd = sg_cuda_concat_bwd;
-    /* dropout, SGD, input, sumsq (cuda_elementwise.cu) */
-    o->dropout_fwd = sg_cuda_dropout_fwd;
-    o->dropout_bwd = sg_cuda_dropout_bwd;
-    o->sgd_step = sg_cuda_sgd_step;
-    o->normalize_u8 = sg_cuda_normalize_u8;
-    o->sumsq = sg_cuda_sumsq;
-    /* loss and metrics (cuda_loss.cu) */
-    o->ce_fwd_bwd = sg_cuda_ce_fwd_bwd;
-    o->argmax = sg_cuda_argmax;
-    o->confusion = sg_cuda_confusion;
-    o->ce_weighted = sg_cuda_ce_weighted;
-    o->ce_label_prob = sg_cuda_ce_label_prob;
-    o->kth_smallest = sg_cuda_kth_smallest;
-    /* test-time augmentation (cuda_tta.cu) */
-    o->flip_w = sg_cuda_flip_w;
-    o->softmax_fwd = sg_cuda_softmax_fwd;
-    /* streams (cuda_memory.cu), threads */
-    o->upload_async = sg_cuda_upload_async;
-    o->upload_wait = sg_cuda_upload_wait;
-    o->stream = sg_cuda_stream;
-    o->stream_wait = sg_cuda_stream_wait;
-    o->bind_thread = cuda_bind_thread;
-    o->mem_written = sg_cuda_written;
-    o->conv_fwd_dt = sg_cuda_conv_fwd_dt;
-    o->conv_bwd_weight_dt = sg_cuda_conv_bwd_weight_dt;
-    o->bn_stats_dt = sg_cuda_bn_stats_dt;
-    o->bn_fwd_dt = sg_cuda_bn_fwd_dt;
-    o->bn_bwd_reduce_dt = sg_cuda_bn_bwd_reduce_dt;
-    o->bn_bwd_elem_dt = sg_cuda_bn_bwd_elem_dt;
+    sg_cuda_fill_memory_ops(o);
+    sg_cuda_fill_conv_ops(o);
+    sg_cuda_fill_conv_bias_ops(o);
+    sg_cuda_fill_bn_ops(o);
+    sg_cuda_fill_elem_ops(o);
+    sg_cuda_fill_pool_ops(o);
+    sg_cuda_fill_loss_ops(o);
+    sg_cuda_fill_tta_ops(o);
+    sg_cuda_fill_act_bf16_ops(o);
 }
 
 static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;

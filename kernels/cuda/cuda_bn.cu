@@ -1,9 +1,12 @@
-/* kernels/cuda/cuda_bn.cu - batch norm (SyncBN-ready split) and conv bias.
+/* kernels/cuda/cuda_bn.cu - batch norm (SyncBN-ready split): the bn group
+ * of tests/backend/run_bn.c and the BN *_dt ops of the act_bf16 group
+ * (kernels/cpu/cpu_bn.c on the CPU; the conv bias is cuda_conv_bias.cu).
  *
- * Per-channel reductions (bn_stats, bn_bwd_reduce, bias_bwd) split each
- * channel's n*hw values over `splits` blocks (enough blocks to fill the GPU),
+ * Per-channel reductions (bn_stats, bn_bwd_reduce) split each channel's
+ * n*hw values over `splits` blocks (enough blocks to fill the GPU),
  * accumulate in double, and merge the per-block partials in a second small
- * kernel in a fixed order: no atomics, deterministic results.
+ * kernel in a fixed order: no atomics, deterministic results
+ * (cuda_chan_reduce.cuh, shared with the bias gradient).
  * bn_stats is two-pass within each block (block mean, then M2 about it) and
  * the blocks merge with Chan's formula; bn_finalize merges the parts (ranks)
  * with Chan's formula in double, as backend.h specifies.
@@ -30,12 +33,11 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "kernels/cuda/cuda_chan_reduce.cuh"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bn.h"
-
-#define CH_THREADS 512
 
 /* Loads and stores of an activation stored as float or as bf16 bits. */
 __device__ __forceinline__ float act_ld(const float *p, size_t i) { return p[i]; }
@@ -53,98 +55,6 @@ __device__ __forceinline__ float bn_out(const float *y, const X *x, size_t i, fl
     return y ? y[i] : sg_relu(sg_bn_fwd_elem(act_ld(x, i), m, a, bt));
 }
 #define BN_INLINE_PARTS 64
-
-/* ---- bias ---- */
-
-__global__ void k_bias_fwd(float *y, const float *b, int c, int hw, size_t planes) {
-    SG_PLANE_LOOP(pl, planes) {
-        float bc = b[pl % c];
-        float *yp = y + pl * hw;
-        SG_INPLANE_LOOP(j, hw) yp[j] += bc;
-    }
-}
-
-/* ---- per-channel reductions: slices and merge ---- */
-
-/* How many blocks share one channel: about 4 blocks per SM in all, at least
- * 4096 values per block, at most 64, and c * splits partial slots. */
-static int chan_splits(sg_cuda *cu, int c, long long per_channel) {
-    SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS && c <= 65535,
-             "CUDA backend: %d channels in a per-channel reduction (1..65535)", c);
-    long long want = (4LL * cu->sm_count + c - 1) / c;
-    long long by_work = per_channel / 4096;
-    if (want > by_work) want = by_work;
-    if (want > 64) want = 64;
-    if (want * c > SG_CUDA_CHAN_SLOTS) want = SG_CUDA_CHAN_SLOTS / c;
-    return want < 1 ? 1 : (int)want;
-}
-
-/* This block's share [k0, k1) of the channel's n*hw values, visited row by
- * row (one row = one image's plane of the channel), no division per element. */
-#define CHAN_SLICE_BEGIN(ptr, base, n, c, hw, ch)                                         \
-    long long per_ = (long long)(n) * (hw);                                               \
-    long long k0_ = per_ * blockIdx.x / gridDim.x, k1_ = per_ * (blockIdx.x + 1) / gridDim.x; \
-    for (long long r_ = k0_ / (hw); r_ < (n) && r_ * (hw) < k1_; r_++) {                   \
-        int j0_ = r_ * (hw) < k0_ ? (int)(k0_ - r_ * (hw)) : 0;                            \
-        int j1_ = k1_ - r_ * (hw) < (hw) ? (int)(k1_ - r_ * (hw)) : (hw);                   \
-        size_t base = ((size_t)r_ * (c) + (ch)) * (size_t)(hw);                            \
-        for (int j = j0_ + threadIdx.x; j < j1_; j += blockDim.x) {                        \
-            size_t ptr = base + j;
-#define CHAN_SLICE_END \
-        }              \
-    }
-
-/* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */
-__global__ void k_chan_sum_merge(const double *part, int c, int splits, float *out0,
-                                 float *out1, int accumulate) {
-    int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c) return;
-    double a = 0, b = 0;
-    for (int s = 0; s < splits; s++) {
-        a += part[((size_t)ch * splits + s) * 3];
-        b += part[((size_t)ch * splits + s) * 3 + 1];
-    }
-    out0[ch] = accumulate ? (float)(out0[ch] + a) : (float)a;
-    if (out1) out1[ch] = (float)b;
-}
-
-/* ---- bias ---- */
-
-__global__ void k_bias_bwd_part(const float *dy, int n, int c, int hw, double *part) {
-    __shared__ double sh[32];
-    int ch = blockIdx.y;
-    double s = 0;
-    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    s += dy[i];
-    CHAN_SLICE_END
-    s = sg_block_sum(s, sh);
-    if (threadIdx.x == 0) {
-        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
-        o[0] = s;
-        o[1] = 0;
-    }
-}
-
-void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_bias_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, hw, planes);
-    CU_LAUNCH_CHECK("k_bias_fwd");
-}
-
-void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
-                      int accumulate) {
-    sg_cuda *cu = sg_cu(be);
-    if (c <= 0) return;
-    int splits = chan_splits(cu, c, (long long)n * hw);
-    cudaStream_t st = sg_cu_stream(be);
-    k_bias_bwd_part<<<dim3(splits, c), CH_THREADS, 0, st>>>(dy, n, c, hw, cu->chan_partial);
-    CU_LAUNCH_CHECK("k_bias_bwd_part");
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, db, NULL,
-                                                      accumulate);
-    CU_LAUNCH_CHECK("k_chan_sum_merge (bias)");
-}
 
 /* ---- statistics ---- */
 
@@ -202,18 +112,18 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     if (c <= 0) return;
     int splits = chan_splits(cu, c, (long long)n * hw);
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_stats_part<X><<<dim3(splits, c), CH_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
+    k_bn_stats_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
     k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
 }
 
-void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
+static void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
     bn_stats(be, x, n, c, hw, stats);
 }
 
-void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
-                         float *stats) {
+static void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                                float *stats) {
     if (sg_cuda_act_dt(x_dt, "bn_stats_dt") == SG_ACT_BF16)
         bn_stats(be, (const uint16_t *)x, n, c, hw, stats);
     else
@@ -241,9 +151,9 @@ __global__ void k_bn_finalize(const float *parts_stats, inline_counts ic, const 
                            running_mean ? running_var + ch : NULL);
 }
 
-void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
-                         int parts, int c, float eps, float momentum, float *mean,
-                         float *invstd, float *running_mean, float *running_var) {
+static void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
+                                int parts, int c, float eps, float momentum, float *mean,
+                                float *invstd, float *running_mean, float *running_var) {
     sg_cuda *cu = sg_cu(be);
     SG_CHECK(parts >= 1, "CUDA backend: bn_finalize with %d parts", parts);
     SG_CHECK(!running_mean == !running_var,
@@ -281,9 +191,9 @@ __global__ void k_bn_eval_params(const float *rm, const float *rv, int c, float 
     invstd[ch] = sg_bn_eval_invstd(rv[ch], eps);
 }
 
-void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
-                            const float *running_var, int c, float eps, float *mean,
-                            float *invstd) {
+static void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
+                                   const float *running_var, int c, float eps, float *mean,
+                                   float *invstd) {
     if (c <= 0) return;
     k_bn_eval_params<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(running_mean, running_var, c,
                                                                    eps, mean, invstd);
@@ -317,15 +227,15 @@ static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *i
     CU_LAUNCH_CHECK("k_bn_fwd");
 }
 
-void sg_cuda_bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
-                    const float *gamma, const float *beta, float *y, int n, int c, int hw,
-                    int relu) {
+static void sg_cuda_bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, float *y, int n, int c, int hw,
+                           int relu) {
     bn_fwd(be, x, mean, invstd, gamma, beta, y, n, c, hw, relu);
 }
 
-void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
-                       const float *invstd, const float *gamma, const float *beta, void *y,
-                       int y_dt, int n, int c, int hw, int relu) {
+static void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                              const float *invstd, const float *gamma, const float *beta, void *y,
+                              int y_dt, int n, int c, int hw, int relu) {
     int xb = sg_cuda_act_dt(x_dt, "bn_fwd_dt") == SG_ACT_BF16;
     int yb = sg_cuda_act_dt(y_dt, "bn_fwd_dt") == SG_ACT_BF16;
     if (xb && yb)
@@ -375,7 +285,7 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     if (c <= 0) return;
     int splits = chan_splits(cu, c, (long long)n * hw);
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_part<X><<<dim3(splits, c), CH_THREADS, 0, st>>>(
+    k_bn_bwd_reduce_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
     k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c,
@@ -383,16 +293,16 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn)");
 }
 
-void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
-                           const float *mean, float *red, int n, int c, int hw, int relu) {
+static void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
+                                  const float *mean, float *red, int n, int c, int hw, int relu) {
     SG_CHECK(y || !relu, "CUDA backend: bn_bwd_reduce with relu needs y");
     bn_bwd_reduce(be, dy, x, y, mean, NULL, NULL, NULL, red, n, c, hw, relu);
 }
 
-void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                              const float *y, const float *mean, const float *invstd,
-                              const float *gamma, const float *beta, float *red, int n, int c,
-                              int hw, int relu) {
+static void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                                     const float *y, const float *mean, const float *invstd,
+                                     const float *gamma, const float *beta, float *red, int n,
+                                     int c, int hw, int relu) {
     if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_dt") == SG_ACT_BF16)
         bn_bwd_reduce(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
                       relu);
@@ -436,20 +346,20 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
 
-void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
-                         const float *mean, const float *invstd, const float *gamma,
-                         const float *red, double count, float *dx, int n, int c, int hw,
-                         int relu, int accumulate) {
+static void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
+                                const float *mean, const float *invstd, const float *gamma,
+                                const float *red, double count, float *dx, int n, int c, int hw,
+                                int relu, int accumulate) {
     SG_CHECK(y || !relu, "CUDA backend: bn_bwd_elem with relu needs y");
     bn_bwd_elem(be, dy, x, y, mean, invstd, gamma, NULL, red, count, dx, n, c, hw, relu,
                 accumulate);
 }
 
-void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                            const float *y, const float *mean, const float *invstd,
-                            const float *gamma, const float *beta, const float *red,
-                            double count, float *dx, int n, int c, int hw, int relu,
-                            int accumulate) {
+static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+                                   const float *y, const float *mean, const float *invstd,
+                                   const float *gamma, const float *beta, const float *red,
+                                   double count, float *dx, int n, int c, int hw, int relu,
+                                   int accumulate) {
     if (sg_cuda_act_dt(x_dt, "bn_bwd_elem_dt") == SG_ACT_BF16)
         bn_bwd_elem(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, count, dx, n,
                     c, hw, relu, accumulate);
@@ -467,10 +377,24 @@ __global__ void k_bn_param_grads(const float *red, const float *invstd, float *d
     dbeta[ch] = accumulate ? dbeta[ch] + db : db;
 }
 
-void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
-                            float *dgamma, float *dbeta, int c, int accumulate) {
+static void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
+                                   float *dgamma, float *dbeta, int c, int accumulate) {
     if (c <= 0) return;
     k_bn_param_grads<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(red, invstd, dgamma, dbeta, c,
                                                                    accumulate);
     CU_LAUNCH_CHECK("k_bn_param_grads");
+}
+
+void sg_cuda_fill_bn_ops(sg_ops *o) {
+    o->bn_stats = sg_cuda_bn_stats;
+    o->bn_finalize = sg_cuda_bn_finalize;
+    o->bn_eval_params = sg_cuda_bn_eval_params;
+    o->bn_fwd = sg_cuda_bn_fwd;
+    o->bn_bwd_reduce = sg_cuda_bn_bwd_reduce;
+    o->bn_bwd_elem = sg_cuda_bn_bwd_elem;
+    o->bn_param_grads = sg_cuda_bn_param_grads;
+    o->bn_stats_dt = sg_cuda_bn_stats_dt;
+    o->bn_fwd_dt = sg_cuda_bn_fwd_dt;
+    o->bn_bwd_reduce_dt = sg_cuda_bn_bwd_reduce_dt;
+    o->bn_bwd_elem_dt = sg_cuda_bn_bwd_elem_dt;
 }

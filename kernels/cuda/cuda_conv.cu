@@ -1,4 +1,6 @@
-/* kernels/cuda/cuda_conv.cu - convolutions through cuDNN 9 (legacy API).
+/* kernels/cuda/cuda_conv.cu - convolutions through cuDNN 9 (legacy API):
+ * the conv group of tests/backend/run_conv.c but for the bias
+ * (cuda_conv_bias.cu); kernels/cpu/cpu_conv.c on the CPU.
  *
  * Owns the per-shape cache: for each geometry seen (sg_conv_desc), the tensor,
  * filter and convolution descriptors and one algorithm each for forward,
@@ -36,8 +38,9 @@
  * (NCHW bf16 bits) is only transposed to NHWC (it holds bf16 values: no
  * rounding), and a bf16-stored result is transposed from cuDNN's NHWC bf16
  * output into NCHW bf16 storage as is - the same values the float32 NCHW
- * path would hold. Under fp32 convolutions the *_dt ops widen a bf16 input
- * into a float32 buffer and round a bf16-stored result from one (act_buf).
+ * path would hold (sg_cuda_conv_native_dt, called by cuda_act_bf16.cu, which
+ * under fp32 convolutions widens a bf16 input into a float32 buffer and
+ * rounds a bf16-stored result from one instead).
  * Algorithms whose math type would convert float32 to half
  * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
@@ -219,27 +222,6 @@ static void bf16_from_nhwc(sg_backend *be, const void *src, void *dst, int n, in
     CU_LAUNCH_CHECK("k_bf16_from_nhwc");
 }
 
-/* Elementwise bf16 bits <-> float (fp32 convolutions with bf16 storage). */
-__global__ void k_bf16_widen(const uint16_t *__restrict__ src, float *__restrict__ dst,
-                             size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = sg_bf16_to_f32(src[i]);
-}
-
-__global__ void k_bf16_narrow(const float *__restrict__ src, uint16_t *__restrict__ dst,
-                              size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = sg_bf16_bits(src[i]);
-}
-
-/* Blocks for n elements, grid-stride beyond 65535 blocks of 256. */
-static unsigned elem_blocks(size_t n) {
-    size_t b = (n + 255) / 256;
-    return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
-}
-
 /* ---------------- algorithm choice ---------------- */
 
 /* Algorithms needing more workspace than this are skipped: half of the free
@@ -387,18 +369,6 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         &e->bwd_filter_ws));
 }
 
-/* Grows a buffer of the backend's own (workspace, bf16 copies) to `need`
- * bytes, after the work in flight that may still use the old one. */
-static void grow(sg_cuda *cu, void **buf, size_t *bytes, size_t need, const char *what) {
-    if (need <= *bytes) return;
-    CU_CHECK(cudaStreamSynchronize(cu->streams[SG_STREAM_COMPUTE]));
-    sg_cuda_raw_free(cu, *buf, *bytes);
-    *buf = NULL;
-    *bytes = 0;
-    *buf = sg_cuda_raw_alloc(cu, need, what);
-    *bytes = need;
-}
-
 static size_t max3(size_t a, size_t b, size_t c) {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
@@ -455,16 +425,17 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
     choose_fwd(cu, e, limit);
     choose_bwd_data(cu, e, limit);
     choose_bwd_filter(cu, e, limit);
-    grow(cu, &cu->workspace, &cu->workspace_bytes,
-         max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws), "the cuDNN convolution workspace");
+    sg_cuda_raw_grow(cu, &cu->workspace, &cu->workspace_bytes,
+                     max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws),
+                     "the cuDNN convolution workspace");
     if (bf16) {
         /* slot 0: x or dy, slot 1: w or dy, slot 2: the result (y, dx or dw) */
         size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
         size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
         size_t need[3] = {(nx > ny ? nx : ny) * 2, (nw > ny ? nw : ny) * 2, max3(nx, nw, ny) * 2};
         for (int i = 0; i < 3; i++)
-            grow(cu, &cu->bf16_buf[i], &cu->bf16_bytes[i], need[i],
-                 "the bf16 convolution buffers (train.precision bf16)");
+            sg_cuda_raw_grow(cu, &cu->bf16_buf[i], &cu->bf16_bytes[i], need[i],
+                             "the bf16 convolution buffers (train.precision bf16)");
     }
     cu->n_convs++;
     SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d: algos fwd %d bwd-data %d "
@@ -493,10 +464,10 @@ static const void *weights_bf16(sg_backend *be, const sg_conv_desc *d, const flo
     return copy;
 }
 
-void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d) { (void)get_conv(be, d); }
+static void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d) { (void)get_conv(be, d); }
 
-void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
-                      float *y) {
+static void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
+                             float *y) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
     const float alpha = 1.0f, beta = 0.0f;
@@ -516,8 +487,8 @@ void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, con
     from_nhwc_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
 }
 
-void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
-                           const float *w, float *dx, int accumulate) {
+static void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
+                                  const float *w, float *dx, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
@@ -538,8 +509,8 @@ void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *d
     from_nhwc_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
 }
 
-void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
-                             const float *dy, float *dw, int accumulate) {
+static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
+                                    const float *dy, float *dw, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
@@ -564,83 +535,39 @@ void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float 
 
 /* ---------------- bf16 activation storage ---------------- */
 
-int sg_cuda_act_dt(int dt, const char *op) {
-    SG_CHECK(dt == SG_ACT_F32 || dt == SG_ACT_BF16,
-             "CUDA backend: %s: storage type %d is not SG_ACT_F32 (0) or SG_ACT_BF16 (1) (a "
-             "bug in the caller)",
-             op, dt);
-    return dt;
-}
-
-/* Float32 buffer `slot` of at least count floats (fp32 convolutions with
- * bf16 storage). */
-static float *act_buf(sg_backend *be, int slot, size_t count) {
+/* Under bf16 convolutions a bf16-stored activation is what the NHWC bf16
+ * copy of the float32 path would hold: it is only transposed (no rounding),
+ * and a bf16-stored result is transposed from cuDNN's NHWC bf16 output as
+ * is, so every result equals the float32 op's. */
+int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
+                           int xb, const float *in1, void *out, int yb, int accumulate) {
     sg_cuda *cu = sg_cu(be);
-    grow(cu, &cu->act_buf[slot], &cu->act_bytes[slot], count * sizeof(float),
-         "the float32 copies of bf16-stored activations");
-    return (float *)cu->act_buf[slot];
-}
-
-static const float *widen(sg_backend *be, int slot, const void *src, size_t n) {
-    float *dst = act_buf(be, slot, n);
-    k_bf16_widen<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>((const uint16_t *)src, dst, n);
-    CU_LAUNCH_CHECK("k_bf16_widen");
-    return dst;
-}
-
-static void narrow(sg_backend *be, const float *src, void *dst, size_t n) {
-    k_bf16_narrow<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>(src, (uint16_t *)dst, n);
-    CU_LAUNCH_CHECK("k_bf16_narrow");
-}
-
-void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                         const float *w, void *y, int y_dt) {
-    sg_cuda *cu = sg_cu(be);
-    int xb = sg_cuda_act_dt(x_dt, "conv_fwd_dt") == SG_ACT_BF16;
-    int yb = sg_cuda_act_dt(y_dt, "conv_fwd_dt") == SG_ACT_BF16;
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
-    if (cu->precision != SG_PRECISION_BF16) {
-        const float *xf = xb ? widen(be, 0, x, nx) : (const float *)x;
-        float *yf = yb ? act_buf(be, 1, ny) : (float *)y;
-        sg_cuda_conv_fwd(be, d, xf, w, yf);
-        if (yb) narrow(be, yf, y, ny);
-        return;
-    }
+    if (cu->precision != SG_PRECISION_BF16) return 0;
+    if (!fwd && !xb) return 0; /* conv_bwd_weight itself converts a float32 x */
     sg_cuda_conv *e = get_conv(be, d); /* grows bf16_buf for d first */
-    const float alpha = 1.0f, beta = 0.0f;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
+    const float alpha = 1.0f, beta = 0.0f, zero = 0.0f;
     void **b = cu->bf16_buf;
-    if (xb) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
-    else to_nhwc_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w);
-    const void *wb = weights_bf16(be, d, w);
-    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
-                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
-                                        &beta, e->y_desc, b[2]));
-    if (yb) bf16_from_nhwc(be, b[2], y, d->n, d->k, d->oh * d->ow);
-    else from_nhwc_bf16(be, b[2], (float *)y, d->n, d->k, d->oh * d->ow, 0);
-}
-
-void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                                const float *dy, float *dw, int accumulate) {
-    sg_cuda *cu = sg_cu(be);
-    int xb = sg_cuda_act_dt(x_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
-    size_t nx = (size_t)d->n * d->c * d->h * d->w;
-    if (cu->precision != SG_PRECISION_BF16 || !xb) {
-        sg_cuda_conv_bwd_weight(be, d, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw,
-                                accumulate);
-        return;
+    if (fwd) {
+        CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
+        if (xb) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
+        else to_nhwc_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w);
+        const void *wb = weights_bf16(be, d, in1);
+        CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
+                                            e->conv_desc, e->fwd_algo, cu->workspace,
+                                            e->fwd_ws, &beta, e->y_desc, b[2]));
+        if (yb) bf16_from_nhwc(be, b[2], out, d->n, d->k, d->oh * d->ow);
+        else from_nhwc_bf16(be, b[2], (float *)out, d->n, d->k, d->oh * d->ow, 0);
+        return 1;
     }
-    sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
-    void **b = cu->bf16_buf;
     bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
-    to_nhwc_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
+    to_nhwc_bf16(be, in1, b[1], d->n, d->k, d->oh * d->ow);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc,
                                                b[1], e->conv_desc, e->bwd_filter_algo,
                                                cu->workspace, e->bwd_filter_ws, &zero,
                                                e->w_desc, b[2]));
-    from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
+    from_nhwc_bf16(be, b[2], (float *)out, d->k, d->c, d->r * d->s, accumulate);
+    return 1;
 }
 
 void sg_cuda_conv_destroy(sg_cuda *cu) {
@@ -662,9 +589,11 @@ void sg_cuda_conv_destroy(sg_cuda *cu) {
         cu->bf16_buf[i] = NULL;
         cu->bf16_bytes[i] = 0;
     }
-    for (int i = 0; i < 2; i++) {
-        sg_cuda_raw_free(cu, cu->act_buf[i], cu->act_bytes[i]);
-        cu->act_buf[i] = NULL;
-        cu->act_bytes[i] = 0;
-    }
+}
+
+void sg_cuda_fill_conv_ops(sg_ops *o) {
+    o->conv_prepare = sg_cuda_conv_prepare;
+    o->conv_fwd = sg_cuda_conv_fwd;
+    o->conv_bwd_data = sg_cuda_conv_bwd_data;
+    o->conv_bwd_weight = sg_cuda_conv_bwd_weight;
 }

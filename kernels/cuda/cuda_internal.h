@@ -11,6 +11,44 @@
  * or cuDNN call is fatal and prints the call text, file, line, the library's
  * error name and string, and a hint on what to do.
  *
+ * The ops are split into the same groups as the conformance suite's runners
+ * (tests/backend/run_<group>.c) and as the CPU backend (cpu_internal.h):
+ * each .cu file implements one group, or one part of it, and fills its
+ * entries of the op table through its sg_cuda_fill_<file>_ops();
+ * cuda_backend.cu calls every fill function and sg_backend_create checks
+ * that none left an op NULL.
+ *
+ *   group     ops                                        CUDA file(s)
+ *   (backend) destroy get_info                           cuda_backend.cu
+ *   memory    alloc free upload download copy zero sync  cuda_memory.cu
+ *             host_alloc host_free upload_async
+ *             upload_wait stream stream_wait bind_thread
+ *             mem_written (run_memory.c, run_weights.c)
+ *   conv      conv_prepare conv_fwd conv_bwd_data        cuda_conv.cu
+ *             conv_bwd_weight
+ *             bias_fwd bias_bwd                          cuda_conv_bias.cu
+ *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cuda_bn.cu
+ *             bn_bwd_reduce bn_bwd_elem bn_param_grads
+ *   elem      relu_fwd relu_bwd add scale axpy           cuda_elem.cu
+ *             dropout_fwd dropout_bwd sgd_step
+ *             normalize_u8 sumsq
+ *   pool      maxpool_* avgpool_* resize_* concat_*      cuda_pool.cu
+ *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cuda_loss.cu
+ *             kth_smallest argmax confusion
+ *   tta       flip_w softmax_fwd                         cuda_tta.cu
+ *   act_bf16  conv_fwd_dt conv_bwd_weight_dt             cuda_act_bf16.cu
+ *             bn_stats_dt bn_fwd_dt bn_bwd_reduce_dt     cuda_bn.cu (the float32 BN
+ *             bn_bwd_elem_dt                               kernels' bf16 instances)
+ *   (helpers) error reporting, no ops                    cuda_check.cu
+ *             block / per-channel reductions             cuda_reduce.cuh,
+ *                                                        cuda_chan_reduce.cuh
+ *
+ * Calls between the files go one way only (no loops): cuda_backend.cu calls
+ * the others and none calls it; cuda_act_bf16.cu -> cuda_conv.cu
+ * (sg_cuda_conv_native_dt); cuda_bn.cu -> cuda_act_bf16.cu (sg_cuda_act_dt);
+ * every file may call cuda_memory.cu and cuda_check.cu, which call no op
+ * file.
+ *
  * Only .cu files of kernels/cuda include this header (it uses CUDA types).
  */
 #ifndef SG_KERNELS_CUDA_INTERNAL_H
@@ -87,7 +125,8 @@ typedef struct sg_cuda_alloc_entry {
 /* Number of per-block partial sums the deterministic reductions use. */
 #define SG_CUDA_RED_BLOCKS 512
 #define SG_CUDA_RED_THREADS 256
-/* (channel, block) partial slots of the per-channel reductions (cuda_bn.cu). */
+/* (channel, block) partial slots of the per-channel reductions
+ * (cuda_chan_reduce.cuh: batch norm and the bias gradient). */
 #define SG_CUDA_CHAN_SLOTS 65536
 
 typedef struct sg_cuda {
@@ -117,7 +156,7 @@ typedef struct sg_cuda {
     void *bf16_buf[3];
     size_t bf16_bytes[3];
     /* bf16 activation storage under fp32 convolutions (conv *_dt ops,
-     * cuda_conv.cu): float32 copies of a bf16 input / of a result before it
+     * cuda_act_bf16.cu): float32 copies of a bf16 input / of a result before it
      * is stored in bf16; grown when a larger tensor is first seen */
     void *act_buf[2];
     size_t act_bytes[2];
@@ -177,151 +216,65 @@ static inline dim3 sg_cu_plane_grid(int hw, size_t planes, int threads) {
 #define SG_INPLANE_LOOP(j, hw)                                                             \
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (hw); j += gridDim.x * blockDim.x)
 
-/* Device memory owned by the backend itself (workspace, scratch): accounted
- * in mem_in_use/peak like ops->alloc, with the planned size in the OOM hint. */
+/* ---- helpers shared by the files (one way: no file calls back into the
+ * file that assembles the table, cuda_backend.cu) ---- */
+
+/* cuda_check.cu: sg_cuda_fail and the hints above. */
+
+/* cuda_memory.cu: device memory owned by the backend itself (workspace,
+ * scratch): accounted in mem_in_use/peak like ops->alloc, with the planned
+ * size in the OOM hint. */
 void *sg_cuda_raw_alloc(sg_cuda *cu, size_t bytes, const char *what);
 void sg_cuda_raw_free(sg_cuda *cu, void *p, size_t bytes);
-
-/* Reads the first `n` doubles of red_result back to the host (syncs compute). */
+/* cuda_memory.cu: grows such a buffer (*buf of *bytes) to `need` bytes,
+ * after the work in flight that may still use the old one; never shrinks. */
+void sg_cuda_raw_grow(sg_cuda *cu, void **buf, size_t *bytes, size_t need, const char *what);
+/* cuda_memory.cu: reads the first `n` doubles of red_result back to the
+ * host (syncs compute). */
 void sg_cuda_read_result(sg_backend *be, double *out, int n);
-
-/* ---- op entry points, one group per .cu file ---- */
-/* cuda_memory.cu */
-void *sg_cuda_alloc(sg_backend *be, size_t bytes);
-void sg_cuda_free(sg_backend *be, void *p);
-void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes);
-void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes);
-void sg_cuda_copy(sg_backend *be, void *dst, const void *src, size_t bytes);
-void sg_cuda_zero(sg_backend *be, void *p, size_t bytes);
-void sg_cuda_sync(sg_backend *be);
-void *sg_cuda_host_alloc(sg_backend *be, size_t bytes);
-void sg_cuda_host_free(sg_backend *be, void *p);
-void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, size_t bytes);
-void sg_cuda_upload_wait(sg_backend *be);
-void *sg_cuda_stream(sg_backend *be, int which);
-void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee);
+/* cuda_memory.cu: memory [p, p + bytes) was written by an op (p NULL: any):
+ * the bf16 weight copies made from it are stale (also ops->mem_written). */
+void sg_cuda_written(sg_backend *be, const void *p, size_t bytes);
+/* cuda_memory.cu: frees the allocation table, what is left in it and the
+ * reduction scratch (destroy). */
 void sg_cuda_memory_destroy(sg_cuda *cu);
 
-/* cuda_conv.cu */
-void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d);
-void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
-                      float *y);
-void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
-                           const float *w, float *dx, int accumulate);
-void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
-                             const float *dy, float *dw, int accumulate);
-void sg_cuda_conv_destroy(sg_cuda *cu);
-/* bf16 activation storage (backend.h, the *_dt ops) */
-void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                         const float *w, void *y, int y_dt);
-void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                                const float *dy, float *dw, int accumulate);
-/* dt if it is SG_ACT_F32 or SG_ACT_BF16; else fatal, naming op (a caller's bug). */
-int sg_cuda_act_dt(int dt, const char *op);
-/* Sets cu->precision / tf32 / conv_math from the options and the device's
- * compute capability; returns 0, or -1 after logging (bf16 on a GPU before
- * sm_80, which has no bf16 tensor cores). */
+/* cuda_conv.cu: sets cu->precision / tf32 / conv_math from the options and
+ * the device's compute capability; returns 0, or -1 after logging (bf16 on
+ * a GPU before sm_80, which has no bf16 tensor cores). */
 int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major,
                            int cc_minor);
+void sg_cuda_conv_destroy(sg_cuda *cu);
+/* cuda_conv.cu: a bf16 convolution over bf16-stored activations: forward
+ * (fwd = 1: x, in1 = w -> out = y) or backward-weights (fwd = 0: x, in1 = dy
+ * -> out = dw, accumulate), x stored in bf16 when xb, y when yb. Returns 1
+ * when it ran; 0 (nothing done) under fp32 convolutions, or for a
+ * backward-weights with a float32 x (conv_bwd_weight converts it itself):
+ * the caller converts and runs the float32 op instead (cuda_act_bf16.cu). */
+int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
+                           int xb, const float *in1, void *out, int yb, int accumulate);
 
-/* cuda_bn.cu */
-void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw);
-void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
-                      int accumulate);
-void sg_cuda_bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats);
-void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
-                         int parts, int c, float eps, float momentum, float *mean,
-                         float *invstd, float *running_mean, float *running_var);
-void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
-                            const float *running_var, int c, float eps, float *mean,
-                            float *invstd);
-void sg_cuda_bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
-                    const float *gamma, const float *beta, float *y, int n, int c, int hw,
-                    int relu);
-void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
-                           const float *mean, float *red, int n, int c, int hw, int relu);
-void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
-                         const float *mean, const float *invstd, const float *gamma,
-                         const float *red, double count, float *dx, int n, int c, int hw,
-                         int relu, int accumulate);
-void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
-                            float *dgamma, float *dbeta, int c, int accumulate);
-void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
-                         float *stats);
-void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
-                       const float *invstd, const float *gamma, const float *beta, void *y,
-                       int y_dt, int n, int c, int hw, int relu);
-void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                              const float *y, const float *mean, const float *invstd,
-                              const float *gamma, const float *beta, float *red, int n, int c,
-                              int hw, int relu);
-void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                            const float *y, const float *mean, const float *invstd,
-                            const float *gamma, const float *beta, const float *red,
-                            double count, float *dx, int n, int c, int hw, int relu,
-                            int accumulate);
+/* cuda_act_bf16.cu: dt if it is SG_ACT_F32 or SG_ACT_BF16; else fatal,
+ * naming op (a caller's bug). */
+int sg_cuda_act_dt(int dt, const char *op);
+/* cuda_act_bf16.cu: frees the float32 buffers of the *_dt ops (destroy). */
+void sg_cuda_act_buf_free(sg_cuda *cu);
 
-/* cuda_elementwise.cu */
-void sg_cuda_relu_fwd(sg_backend *be, const float *x, float *y, size_t count);
-void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx,
-                      size_t count, int accumulate);
-void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
-                 int relu);
-/* Memory [p, p + bytes) was written by an op (p NULL: any): the bf16 weight
- * copies made from it are stale (cuda_conv.cu; also ops->mem_written). */
-void sg_cuda_written(sg_backend *be, const void *p, size_t bytes);
-void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count);
-void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count);
-void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
-                         size_t count, float p, uint64_t key);
-void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
-                         size_t count, float p, int accumulate);
-void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
-                      size_t count, float lr, float momentum, float dampening, float wd,
-                      int nesterov, int first);
-void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h,
-                          int w, const float mean[3], const float std[3]);
-double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count);
+/* ---- op groups: each file fills its entries of the table (the table at
+ * the top of this header). The ops themselves are static in their file,
+ * still named sg_cuda_<op> so that profiles, sanitizer reports and stack
+ * traces say which backend's op ran. ---- */
+void sg_cuda_fill_memory_ops(sg_ops *ops);    /* cuda_memory.cu */
+void sg_cuda_fill_conv_ops(sg_ops *ops);      /* cuda_conv.cu */
+void sg_cuda_fill_conv_bias_ops(sg_ops *ops); /* cuda_conv_bias.cu */
+void sg_cuda_fill_bn_ops(sg_ops *ops);        /* cuda_bn.cu */
+void sg_cuda_fill_elem_ops(sg_ops *ops);      /* cuda_elem.cu */
+void sg_cuda_fill_pool_ops(sg_ops *ops);      /* cuda_pool.cu */
+void sg_cuda_fill_loss_ops(sg_ops *ops);      /* cuda_loss.cu */
+void sg_cuda_fill_tta_ops(sg_ops *ops);       /* cuda_tta.cu */
+void sg_cuda_fill_act_bf16_ops(sg_ops *ops);  /* cuda_act_bf16.cu */
 
-/* cuda_pool.cu */
-void sg_cuda_maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n,
-                         int c, int h, int w, int oh, int ow);
-void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, float *dx,
-                         int n, int c, int h, int w, int oh, int ow);
-void sg_cuda_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw);
-void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
-                         int accumulate);
-void sg_cuda_concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src,
-                        int c_dst, int c_off, int hw);
-void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src,
-                        int c_dst, int c_off, int hw, int accumulate);
-
-/* cuda_resize.cu */
-void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w,
-                        int oh, int ow);
-void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int h,
-                        int w, int oh, int ow, int accumulate);
-
-/* cuda_loss.cu */
-void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                        int c, int hw, int ignore, float grad_scale, float *dlogits,
-                        double *loss_sum, int64_t *valid);
-void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                         int c, int hw, int ignore, const float *class_w, const float *sel_key,
-                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
-                         double *weight_sum);
-void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                           int c, int hw, int ignore, float *prob);
-float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, size_t k);
-void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw);
-void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
-                       size_t count, int c, int64_t *conf);
-
-/* cuda_tta.cu */
-void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h, int w);
-void sg_cuda_softmax_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw,
-                         int accumulate);
-
-/* Device-side block reductions: cuda_reduce.cuh. */
+/* Device-side block reductions: cuda_reduce.cuh; per-channel reductions:
+ * cuda_chan_reduce.cuh. */
 
 #endif

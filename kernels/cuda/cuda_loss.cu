@@ -1,5 +1,7 @@
-/* kernels/cuda/cuda_loss.cu - softmax cross-entropy with ignore, argmax and
- * the confusion matrix.
+/* kernels/cuda/cuda_loss.cu - the loss group on the GPU (the ops of
+ * tests/backend/run_loss.c; kernels/cpu/cpu_loss.c on the CPU): softmax
+ * cross-entropy with ignore (plain, weighted / OHEM, label probabilities),
+ * the k-th smallest value, argmax and the confusion matrix.
  *
  * ce_fwd_bwd: one thread per pixel (log-sum-exp with the max subtracted;
  * the per-pixel arithmetic is kernels/formulas/cross_entropy.h, shared with
@@ -111,19 +113,19 @@ static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, i
     *weight_sum = r[1];
 }
 
-void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                        int c, int hw, int ignore, float grad_scale, float *dlogits,
-                        double *loss_sum, int64_t *valid) {
+static void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                               int c, int hw, int ignore, float grad_scale, float *dlogits,
+                               double *loss_sum, int64_t *valid) {
     double w = 0;
     ce_run(be, logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits,
            loss_sum, &w);
     *valid = (int64_t)w;
 }
 
-void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                         int c, int hw, int ignore, const float *class_w, const float *sel_key,
-                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
-                         double *weight_sum) {
+static void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                                int c, int hw, int ignore, const float *class_w,
+                                const float *sel_key, float sel_below, float grad_scale,
+                                float *dlogits, double *loss_sum, double *weight_sum) {
     ce_run(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale,
            dlogits, loss_sum, weight_sum);
 }
@@ -146,8 +148,8 @@ __global__ void k_label_prob(const float *logits, const uint8_t *labels, int c, 
     }
 }
 
-void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                           int c, int hw, int ignore, float *prob) {
+static void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                                  int c, int hw, int ignore, float *prob) {
     SG_CHECK(c > 0, "CUDA backend: ce_label_prob with %d classes", c);
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
@@ -203,7 +205,7 @@ __global__ void k_rs_pick(uint64_t *hist, int shift, double *out) {
     for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x) hist[b] = 0;
 }
 
-float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, size_t k) {
+static float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, size_t k) {
     SG_CHECK(k < count, "CUDA backend: kth_smallest: k %zu of %zu values", k, count);
     sg_cuda *cu = sg_cu(be);
     static_assert((RS_BINS + 3) * sizeof(uint64_t) <= 2 * SG_CUDA_RED_BLOCKS * sizeof(double),
@@ -243,7 +245,8 @@ __global__ void k_argmax(const float *logits, uint8_t *pred, int c, int hw, size
     }
 }
 
-void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw) {
+static void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c,
+                           int hw) {
     SG_CHECK(c > 0 && c <= 256, "CUDA backend: argmax over %d classes (uint8 output: 1..256)",
              c);
     size_t pixels = (size_t)n * hw;
@@ -276,8 +279,8 @@ __global__ void k_confusion_global(const uint8_t *pred, const uint8_t *labels, s
     }
 }
 
-void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t *labels, size_t count,
-                       int c, int64_t *conf) {
+static void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
+                              size_t count, int c, int64_t *conf) {
     SG_CHECK(c > 0 && c <= 256, "CUDA backend: confusion over %d classes (1..256)", c);
     if (!count) return;
     unsigned blocks = sg_cu_blocks(count, EW_THREADS);
@@ -293,4 +296,13 @@ void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t *label
                                                                         conf);
         CU_LAUNCH_CHECK("k_confusion_global");
     }
+}
+
+void sg_cuda_fill_loss_ops(sg_ops *o) {
+    o->ce_fwd_bwd = sg_cuda_ce_fwd_bwd;
+    o->ce_weighted = sg_cuda_ce_weighted;
+    o->ce_label_prob = sg_cuda_ce_label_prob;
+    o->kth_smallest = sg_cuda_kth_smallest;
+    o->argmax = sg_cuda_argmax;
+    o->confusion = sg_cuda_confusion;
 }

@@ -1,4 +1,6 @@
-/* kernels/cuda/cuda_memory.cu - device memory, copies and streams.
+/* kernels/cuda/cuda_memory.cu - device memory, copies, streams and thread
+ * binding: the memory group of tests/backend/run_memory.c
+ * (kernels/cpu/cpu_memory.c on the CPU).
  *
  * Owns the allocation table (every live ops->alloc pointer and its size), the
  * in-use/peak accounting get_info reports, pinned host memory, and the
@@ -92,7 +94,19 @@ void sg_cuda_raw_free(sg_cuda *cu, void *p, size_t bytes) {
     cu->mem_in_use -= bytes ? bytes : 1;
 }
 
-void *sg_cuda_alloc(sg_backend *be, size_t bytes) {
+/* Grows a buffer of the backend's own (workspace, bf16 copies) to `need`
+ * bytes, after the work in flight that may still use the old one. */
+void sg_cuda_raw_grow(sg_cuda *cu, void **buf, size_t *bytes, size_t need, const char *what) {
+    if (need <= *bytes) return;
+    CU_CHECK(cudaStreamSynchronize(cu->streams[SG_STREAM_COMPUTE]));
+    sg_cuda_raw_free(cu, *buf, *bytes);
+    *buf = NULL;
+    *bytes = 0;
+    *buf = sg_cuda_raw_alloc(cu, need, what);
+    *bytes = need;
+}
+
+static void *sg_cuda_alloc(sg_backend *be, size_t bytes) {
     sg_cuda *cu = sg_cu(be);
     void *p = sg_cuda_raw_alloc(cu, bytes, "a tensor (ops->alloc)");
     /* zeroed, and ordered before any op on the compute stream */
@@ -102,7 +116,7 @@ void *sg_cuda_alloc(sg_backend *be, size_t bytes) {
     return p;
 }
 
-void sg_cuda_free(sg_backend *be, void *p) {
+static void sg_cuda_free(sg_backend *be, void *p) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
     if (!p) return;
@@ -130,7 +144,7 @@ void sg_cuda_memory_destroy(sg_cuda *cu) {
     if (cu->red_host) CU_CHECK(cudaFreeHost(cu->red_host));
 }
 
-void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes) {
+static void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     cudaStream_t s = sg_cu_stream(be);
     if (!bytes) return;
@@ -139,7 +153,7 @@ void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes) {
     sg_cuda_written(be, dst, bytes);
 }
 
-void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes) {
+static void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     cudaStream_t s = sg_cu_stream(be);
     if (!bytes) return;
@@ -147,27 +161,27 @@ void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes) 
     CU_CHECK(cudaStreamSynchronize(s));
 }
 
-void sg_cuda_copy(sg_backend *be, void *dst, const void *src, size_t bytes) {
+static void sg_cuda_copy(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     if (!bytes || dst == src) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_cu_stream(be)));
     sg_cuda_written(be, dst, bytes);
 }
 
-void sg_cuda_zero(sg_backend *be, void *p, size_t bytes) {
+static void sg_cuda_zero(sg_backend *be, void *p, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     if (!bytes) return;
     CU_CHECK(cudaMemsetAsync(p, 0, bytes, sg_cu_stream(be)));
     sg_cuda_written(be, p, bytes);
 }
 
-void sg_cuda_sync(sg_backend *be) {
+static void sg_cuda_sync(sg_backend *be) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
 }
 
-void *sg_cuda_host_alloc(sg_backend *be, size_t bytes) {
+static void *sg_cuda_host_alloc(sg_backend *be, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
     void *p = NULL;
     cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
@@ -182,9 +196,23 @@ void *sg_cuda_host_alloc(sg_backend *be, size_t bytes) {
     return p;
 }
 
-void sg_cuda_host_free(sg_backend *be, void *p) {
+static void sg_cuda_host_free(sg_backend *be, void *p) {
     (void)be;
     if (p) CU_CHECK(cudaFreeHost(p));
+}
+
+static void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee) {
+    sg_cuda *cu = sg_cu(be);
+    SG_CU_ENTER(cu);
+    SG_CHECK(waiter >= 0 && waiter < SG_CUDA_NSTREAMS && waitee >= 0 &&
+                 waitee < SG_CUDA_NSTREAMS,
+             "CUDA backend: stream_wait(%d, %d): streams are SG_STREAM_COMPUTE, _COPY, _COMM",
+             waiter, waitee);
+    if (waiter == waitee) return;
+    /* cudaStreamWaitEvent captures the event's state now, so one event per
+     * waitee stream can be re-recorded freely. */
+    CU_CHECK(cudaEventRecord(cu->events[waitee], cu->streams[waitee]));
+    CU_CHECK(cudaStreamWaitEvent(cu->streams[waiter], cu->events[waitee], 0));
 }
 
 /* Ordered after every compute-stream op issued before this call (write
@@ -193,7 +221,7 @@ void sg_cuda_host_free(sg_backend *be, void *p) {
  * after it until upload_wait: it overlaps the compute work issued after it.
  * The host buffer must stay untouched until the copy has run (upload_wait
  * followed by a sync, or a later synchronising call). */
-void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, size_t bytes) {
+static void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, size_t bytes) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
     if (!bytes) return;
@@ -212,29 +240,18 @@ void sg_cuda_written(sg_backend *be, const void *p, size_t bytes) {
     sg_wcache_written(sg_cu(be)->wcache, p, bytes);
 }
 
-void sg_cuda_upload_wait(sg_backend *be) {
+static void sg_cuda_upload_wait(sg_backend *be) {
     sg_cuda_stream_wait(be, SG_STREAM_COMPUTE, SG_STREAM_COPY);
 }
 
-void *sg_cuda_stream(sg_backend *be, int which) {
+static void *sg_cuda_stream(sg_backend *be, int which) {
     SG_CHECK(which >= 0 && which < SG_CUDA_NSTREAMS,
              "CUDA backend: stream %d requested; use SG_STREAM_COMPUTE, _COPY or _COMM", which);
     return (void *)sg_cu(be)->streams[which];
 }
 
-void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee) {
-    sg_cuda *cu = sg_cu(be);
-    SG_CU_ENTER(cu);
-    SG_CHECK(waiter >= 0 && waiter < SG_CUDA_NSTREAMS && waitee >= 0 &&
-                 waitee < SG_CUDA_NSTREAMS,
-             "CUDA backend: stream_wait(%d, %d): streams are SG_STREAM_COMPUTE, _COPY, _COMM",
-             waiter, waitee);
-    if (waiter == waitee) return;
-    /* cudaStreamWaitEvent captures the event's state now, so one event per
-     * waitee stream can be re-recorded freely. */
-    CU_CHECK(cudaEventRecord(cu->events[waitee], cu->streams[waitee]));
-    CU_CHECK(cudaStreamWaitEvent(cu->streams[waiter], cu->events[waitee], 0));
-}
+/* Makes the backend's device current on the calling thread. */
+static void sg_cuda_bind_thread(sg_backend *be) { SG_CU_ENTER(sg_cu(be)); }
 
 void sg_cuda_read_result(sg_backend *be, double *out, int n) {
     sg_cuda *cu = sg_cu(be);
@@ -244,4 +261,22 @@ void sg_cuda_read_result(sg_backend *be, double *out, int n) {
                              cudaMemcpyDeviceToHost, s));
     CU_CHECK(cudaStreamSynchronize(s));
     memcpy(out, cu->red_host, (size_t)n * sizeof(double));
+}
+
+void sg_cuda_fill_memory_ops(sg_ops *o) {
+    o->alloc = sg_cuda_alloc;
+    o->free = sg_cuda_free;
+    o->upload = sg_cuda_upload;
+    o->download = sg_cuda_download;
+    o->copy = sg_cuda_copy;
+    o->zero = sg_cuda_zero;
+    o->sync = sg_cuda_sync;
+    o->host_alloc = sg_cuda_host_alloc;
+    o->host_free = sg_cuda_host_free;
+    o->upload_async = sg_cuda_upload_async;
+    o->upload_wait = sg_cuda_upload_wait;
+    o->stream = sg_cuda_stream;
+    o->stream_wait = sg_cuda_stream_wait;
+    o->bind_thread = sg_cuda_bind_thread;
+    o->mem_written = sg_cuda_written;
 }

@@ -1,4 +1,5 @@
-/* kernels/cuda/cuda_tta.cu - the test-time augmentation ops on the GPU:
+/* kernels/cuda/cuda_tta.cu - the test-time augmentation ops on the GPU (the
+ * tta group of tests/backend/run_tta.c; kernels/cpu/cpu_tta.c on the CPU):
  * horizontal flip of [n,c,h,w] and the per-pixel softmax over classes
  * (overwrite or add into the output: train/tta.c sums the probabilities of
  * every scale and flip there). Inference only: neither op has a backward.
@@ -25,7 +26,7 @@ __global__ void k_flip_w(const float *x, float *y, int w, size_t total) {
     }
 }
 
-void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h, int w) {
+static void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h, int w) {
     size_t total = (size_t)n * c * h * w;
     if (!total) return;
     k_flip_w<<<sg_cu_blocks(total, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be)>>>(x, y, w,
@@ -51,11 +52,16 @@ __global__ void k_softmax(const float *x, float *y, int c, int hw, size_t pixels
     }
 }
 
-void sg_cuda_softmax_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw,
-                         int accumulate) {
+static void sg_cuda_softmax_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw,
+                                int accumulate) {
     size_t pixels = (size_t)n * hw;
     if (!pixels || c <= 0) return;
     k_softmax<<<sg_cu_blocks(pixels, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be)>>>(
         x, y, c, hw, pixels, accumulate);
     CU_LAUNCH_CHECK("k_softmax");
+}
+
+void sg_cuda_fill_tta_ops(sg_ops *o) {
+    o->flip_w = sg_cuda_flip_w;
+    o->softmax_fwd = sg_cuda_softmax_fwd;
 }

@@ -2,7 +2,9 @@
  * round-to-nearest-even, shared by the CPU backend (kernels/cpu/cpu_conv.c:
  * the emulated bf16 convolutions) and the CUDA backend
  * (kernels/cuda/cuda_conv.cu: the conversions around cuDNN's bf16
- * convolutions); compiles as C and CUDA.
+ * convolutions), and by both backends' bf16 activation storage (the *_dt
+ * ops: cpu_bf16.c, cpu_bn.c, cuda_act_bf16.cu, cuda_bn.cu); compiles as C
+ * and CUDA.
  *
  * bfloat16 is the top 16 bits of a float32: sign, the same 8-bit exponent,
  * 7 stored mantissa bits (8 significant). Rounding keeps the top half and

@@ -1,6 +1,6 @@
 /* kernels/formulas/bilinear.h - the taps and weights of bilinear resize with
- * align_corners=False, shared by kernels/cpu/cpu_pool_resize.c and
- * kernels/cuda/cuda_resize.cu; compiles as C and CUDA.
+ * align_corners=False, shared by kernels/cpu/cpu_pool.c and
+ * kernels/cuda/cuda_pool.cu; compiles as C and CUDA.
  *
  * PyTorch's rule (upsample_bilinear2d with an output size and no scale
  * factor; area_pixel_compute_scale / _source_index and

@@ -1,6 +1,6 @@
 /* kernels/formulas/normalize.h - the input conversion uint8 -> normalised
- * float (backend.h, normalize_u8), shared by kernels/cpu/cpu_sgd.c and
- * kernels/cuda/cuda_elementwise.cu; compiles as C and CUDA.
+ * float (backend.h, normalize_u8), shared by kernels/cpu/cpu_elem.c and
+ * kernels/cuda/cuda_elem.cu; compiles as C and CUDA.
  *
  * (v/255 - mean)/std is evaluated as v*a + b with a = 1/(255*std) and
  * b = -mean/std computed in double and rounded to float once per channel;

@@ -1,5 +1,5 @@
 /* kernels/formulas/sgd.h - one element of the SGD update, shared by
- * kernels/cpu/cpu_sgd.c and kernels/cuda/cuda_elementwise.cu; compiles as C
+ * kernels/cpu/cpu_elem.c and kernels/cuda/cuda_elem.cu; compiles as C
  * and CUDA.
  *
  * torch.optim.SGD semantics (backend.h, sgd_step), in float, in the order of

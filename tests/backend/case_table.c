@@ -7,7 +7,9 @@
  * tol_tf32: every conv case, against the same float32 reference).
  *
  * Adding an op: its reference in tests/kernels/ref_ops.c, a runner in
- * run_<group>.c (cases.h says which fields runners read), and its rows here.
+ * run_<group>.c (cases.h says which fields runners read), and its rows here
+ * (test_backend_ops fails, naming the op, while an op of SG_OPS_LIST has no
+ * rows, unless its covered_elsewhere list names the rows that exercise it).
  *
  * Tolerances are relative: max|ref - got| / max(max|ref|, 1e-3); 0 means
  * bit-exact. `tol_cuda` states where CUDA legitimately differs from the CPU

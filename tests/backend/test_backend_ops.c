@@ -23,12 +23,16 @@
  * within one bf16 rounding step where the arithmetic is float32 in a known
  * order (the emulation), two elsewhere (oneDNN's and cuDNN's bf16 kernels
  * sum in their own order).
+ * First checks that every op of SG_OPS_LIST (kernels/backend.h) has case
+ * rows, its own or (covered_elsewhere below, for memory management and the
+ * like) those of the runner that exercises it; fails naming the op if not.
  * Prints per op the cases run and passed, a FAIL line per failure (op,
  * configuration, parameters, error and tolerance) and a summary line
- * "<backend>: P/T cases passed". Exit status: 0 all passed, 1 a failure,
- * 77 (skipped) when the backend asked for is not compiled in or (cuda) no
- * device is visible. Data move only through the backend's memory ops, so
- * this binary needs no CPU backend to link (the GPU-only bundle runs it).
+ * "<backend>: P/T cases passed". Exit status: 0 all passed, 1 a failure
+ * (or an op without cases), 77 (skipped) when the backend asked for is not
+ * compiled in or (cuda) no device is visible. Data move only through the
+ * backend's memory ops, so this binary needs no CPU backend to link (the
+ * GPU-only bundle runs it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +267,84 @@ static int run_backend(const char *name, int *total, int *total_failed) {
     return failed ? 1 : 0;
 }
 
+/* ---- coverage: every op of SG_OPS_LIST (kernels/backend.h) has cases ----
+ * An op has rows of its own in case_table.c (rows whose op name is the
+ * op's), or is listed here with the rows that exercise it: ops no row can be
+ * about alone (memory management, streams: run_memory.c checks them
+ * together) or the harness itself runs. An entry names the case rows that
+ * must exist for it (NULL: the harness). The list is explicit so that a new
+ * op added to sg_ops fails this check until someone gives it rows. */
+static const struct {
+    const char *op, *rows, *by;
+} covered_elsewhere[] = {
+    {"destroy", NULL, "the harness: every configuration creates and destroys its backend"},
+    {"get_info", "memory", "run_memory.c: name, device, mem_in_use / mem_peak"},
+    {"alloc", "memory", "run_memory.c: zeroed, counted"},
+    {"free", "memory", "run_memory.c: mem_in_use back to where it was"},
+    {"upload", "memory", "run_memory.c: at an offset"},
+    {"download", "memory", "run_memory.c: at an offset"},
+    {"copy", "memory", "run_memory.c"},
+    {"zero", "memory", "run_memory.c: a range inside a buffer"},
+    {"sync", "memory", "run_memory.c"},
+    {"host_alloc", "memory", "run_memory.c: upload_async from it"},
+    {"host_free", "memory", "run_memory.c (tb.c frees the pinned buffers)"},
+    {"upload_wait", "upload_async", "run_memory.c: ordering against compute ops"},
+    {"stream", "memory", "run_memory.c: native handles with SG_CAP_ASYNC_STREAMS, else NULL"},
+    {"stream_wait", "memory", "run_memory.c, run_bind_thread"},
+    {"conv_prepare", "conv_fwd", "run_conv.c: the rows with prepare = 1"},
+};
+
+static int has_rows(const char *op) {
+    for (int i = 0; i < tb_ncases; i++)
+        if (strcmp(tb_cases[i].op, op) == 0) return 1;
+    return 0;
+}
+
+#define TB_OP_NAME(f) #f,
+static const char *const all_ops[] = {SG_OPS_LIST(TB_OP_NAME)};
+
+/* Returns the number of problems, each printed with the op it is about. */
+static int check_coverage(void) {
+    int bad = 0, nops = (int)(sizeof all_ops / sizeof all_ops[0]);
+    int nelse = (int)(sizeof covered_elsewhere / sizeof covered_elsewhere[0]);
+    for (int i = 0; i < nops; i++) {
+        if (has_rows(all_ops[i])) continue;
+        int j = 0;
+        while (j < nelse && strcmp(covered_elsewhere[j].op, all_ops[i]) != 0) j++;
+        if (j == nelse) {
+            printf("FAIL coverage: op '%s' of SG_OPS_LIST (kernels/backend.h) has no case rows "
+                   "in tests/backend/case_table.c: add its rows (with a runner in "
+                   "tests/backend/run_<group>.c), or, if no row can be about it alone, list it "
+                   "in covered_elsewhere (tests/backend/test_backend_ops.c) with the rows that "
+                   "exercise it\n",
+                   all_ops[i]);
+            bad++;
+        } else if (covered_elsewhere[j].rows && !has_rows(covered_elsewhere[j].rows)) {
+            printf("FAIL coverage: op '%s' is exercised by the '%s' rows (%s), but "
+                   "tests/backend/case_table.c has no '%s' row\n",
+                   all_ops[i], covered_elsewhere[j].rows, covered_elsewhere[j].by,
+                   covered_elsewhere[j].rows);
+            bad++;
+        }
+    }
+    /* a stale entry (an op renamed or removed) would hide nothing, but would mislead */
+    for (int j = 0; j < nelse; j++) {
+        int i = 0;
+        while (i < nops && strcmp(all_ops[i], covered_elsewhere[j].op) != 0) i++;
+        if (i == nops) {
+            printf("FAIL coverage: covered_elsewhere (tests/backend/test_backend_ops.c) lists "
+                   "'%s', which is no op of SG_OPS_LIST (kernels/backend.h)\n",
+                   covered_elsewhere[j].op);
+            bad++;
+        }
+    }
+    if (!bad)
+        printf("coverage: each of the %d ops of SG_OPS_LIST has case rows, %d of them through "
+               "the rows of other ops (covered_elsewhere)\n",
+               nops, nelse);
+    return bad;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: test_backend_ops cpu|cuda|all [-v] [-o OP]\n"
                     "  runs every op case of tests/backend/case_table.c on the backend(s)\n");
@@ -281,6 +363,9 @@ int main(int argc, char **argv) {
         else return usage();
     }
     if (!which) return usage();
+    /* the table's coverage does not depend on a backend: checked (and
+     * failing) even where the backend asked for is absent */
+    if (check_coverage() != 0) return 1;
     atexit(report_unfinished);
     int total = 0, total_failed = 0;
     if (strcmp(which, "all") != 0) return run_backend(which, &total, &total_failed);

@@ -1,8 +1,9 @@
-/* kernels/cpu/cpu_pool_resize.c - max-pool 3x3/2 pad 1, global average
- * pool, bilinear resize (align_corners=False, PyTorch's arithmetic: the
- * taps and weights are kernels/formulas/bilinear.h, shared with the CUDA
- * backend) and channel concat, forward and backward. Threads split (n, c)
- * planes, so backward scatters never race.
+/* kernels/cpu/cpu_pool.c - the pooling group on the CPU (the ops of
+ * tests/backend/run_pool.c; kernels/cuda/cuda_pool.cu on the GPU): max-pool
+ * 3x3/2 pad 1, global average pool, bilinear resize (align_corners=False,
+ * PyTorch's arithmetic: the taps and weights are kernels/formulas/bilinear.h,
+ * shared with the CUDA backend) and channel concat, forward and backward.
+ * Threads split (n, c) planes, so backward scatters never race.
  */
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,6 @@
-/* kernels/cuda/cuda_elementwise.cu - elementwise ops, dropout, SGD, input
- * normalisation and the sum of squares.
+/* kernels/cuda/cuda_elem.cu - the elementwise group on the GPU (the ops of
+ * tests/backend/run_elem.c; kernels/cpu/cpu_elem.c on the CPU): ReLU, add,
+ * scale, axpy, dropout, SGD, input normalisation and the sum of squares.
  *
  * Each op is one grid-stride kernel on the compute stream. Dropout draws its
  * mask from kernels/rng.h with the rule backend.h states, so the mask is
@@ -36,7 +37,7 @@
 __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
     GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
-void sg_cuda_relu_fwd(sg_backend *be, const float *x, float *y, size_t count) {
+static void sg_cuda_relu_fwd(sg_backend *be, const float *x, float *y, size_t count) {
     LAUNCH(k_relu_fwd, count, x, y, count);
 }
 
@@ -46,8 +47,8 @@ __global__ void k_relu_bwd(const float *dy, const float *y, float *dx, size_t n,
         dx[i] = acc ? dx[i] + g : g;
     }
 }
-void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx,
-                      size_t count, int accumulate) {
+static void sg_cuda_relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx,
+                             size_t count, int accumulate) {
     LAUNCH(k_relu_bwd, count, dy, y, dx, count, accumulate);
 }
 
@@ -57,15 +58,15 @@ __global__ void k_add(const float *a, const float *b, float *y, size_t n, int re
         y[i] = (relu && !(v > 0.0f)) ? 0.0f : v; /* the CPU backend's relu (NaN -> 0) */
     }
 }
-void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
-                 int relu) {
+static void sg_cuda_add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
+                        int relu) {
     LAUNCH(k_add, count, a, b, y, count, relu);
 }
 
 __global__ void k_scale(const float *x, float *y, float alpha, size_t n) {
     GRID_STRIDE(i, n) y[i] = alpha * x[i];
 }
-void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count) {
+static void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t count) {
     LAUNCH(k_scale, count, x, y, alpha, count);
     sg_cuda_written(be, y, count * sizeof(float)); /* y may be weights (EMA) */
 }
@@ -75,7 +76,7 @@ void sg_cuda_scale(sg_backend *be, const float *x, float *y, float alpha, size_t
 __global__ void k_axpy(float alpha, const float *x, float *y, size_t n) {
     GRID_STRIDE(i, n) y[i] = sg_fadd(y[i], sg_fmul(alpha, x[i]));
 }
-void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
+static void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, size_t count) {
     LAUNCH(k_axpy, count, alpha, x, y, count);
     sg_cuda_written(be, y, count * sizeof(float));
 }
@@ -90,8 +91,8 @@ __global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
         y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f; /* never fused: bit-exact */
     }
 }
-void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
-                         size_t count, float p, uint64_t key) {
+static void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
+                                size_t count, float p, uint64_t key) {
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     LAUNCH(k_dropout_fwd, count, x, y, mask, count, p, scale, key);
 }
@@ -103,8 +104,8 @@ __global__ void k_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, s
         dx[i] = acc ? dx[i] + g : g;
     }
 }
-void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
-                         size_t count, float p, int accumulate) {
+static void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
+                                size_t count, float p, int accumulate) {
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     LAUNCH(k_dropout_bwd, count, dy, mask, dx, count, scale, accumulate);
 }
@@ -121,9 +122,9 @@ __global__ void k_sgd(float *param, const float *grad, float *buf, size_t n, flo
                                  momentum, damp1, wd, nesterov, first);
     }
 }
-void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
-                      size_t count, float lr, float momentum, float dampening, float wd,
-                      int nesterov, int first) {
+static void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
+                             size_t count, float lr, float momentum, float dampening, float wd,
+                             int nesterov, int first) {
     SG_CHECK(momentum == 0.0f || buf, "CUDA backend: sgd_step with momentum %g needs a buffer",
              (double)momentum);
     LAUNCH(k_sgd, count, param, grad, buf, count, lr, momentum, sg_sgd_damp1(dampening), wd,
@@ -152,8 +153,8 @@ __global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, siz
         dst[i] = sg_normalize_px(src[(img * plane + pix) * 3 + ch], nm.a[ch], nm.b[ch]);
     }
 }
-void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
-                          const float mean[3], const float std[3]) {
+static void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h,
+                                 int w, const float mean[3], const float std[3]) {
     norm3 nm;
     for (int k = 0; k < 3; k++) {
         nm.a[k] = sg_normalize_a(std[k]);
@@ -182,7 +183,7 @@ __global__ void k_sum_partials(const double *partial, int nparts, double *out) {
     if (threadIdx.x == 0) out[0] = s;
 }
 
-double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
+static double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
     sg_cuda *cu = sg_cu(be);
     if (!count) return 0.0;
     cudaStream_t s = sg_cu_stream(be);
@@ -196,4 +197,17 @@ double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
     double r;
     sg_cuda_read_result(be, &r, 1);
     return r;
+}
+
+void sg_cuda_fill_elem_ops(sg_ops *o) {
+    o->relu_fwd = sg_cuda_relu_fwd;
+    o->relu_bwd = sg_cuda_relu_bwd;
+    o->add = sg_cuda_add;
+    o->scale = sg_cuda_scale;
+    o->axpy = sg_cuda_axpy;
+    o->dropout_fwd = sg_cuda_dropout_fwd;
+    o->dropout_bwd = sg_cuda_dropout_bwd;
+    o->sgd_step = sg_cuda_sgd_step;
+    o->normalize_u8 = sg_cuda_normalize_u8;
+    o->sumsq = sg_cuda_sumsq;
 }

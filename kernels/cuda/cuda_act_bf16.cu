@@ -1,0 +1,105 @@
+/* kernels/cuda/cuda_act_bf16.cu - the convolution *_dt ops of
+ * kernels/backend.h on the GPU (bf16 activation storage, the act_bf16 group
+ * of tests/backend/run_act_bf16.c; kernels/cpu/cpu_act_bf16.c on the CPU).
+ * The batch-norm *_dt ops of the group are in cuda_bn.cu: they are the
+ * float32 BN kernels instantiated for bf16 loads and stores, so they live
+ * with those templates.
+ *
+ * Under bf16 convolutions cuda_conv.cu reads and writes the bf16 storage
+ * directly (sg_cuda_conv_native_dt: a bf16 activation is what its NHWC bf16
+ * copy would hold, so the same results). Under fp32 convolutions the op
+ * widens a bf16 x into a float32 buffer (exact), runs its float32 namesake
+ * on it, and rounds a bf16-stored y from a float32 buffer into its storage
+ * (RNE, kernels/formulas/bf16.h). Each op thus computes, bit for bit, what
+ * the float32 op computes on the same values. Owns those two float32
+ * buffers (sg_cuda.act_buf): they grow when a larger tensor is first seen
+ * and are freed with the backend (sg_cuda_act_buf_free).
+ */
+#include <stdint.h>
+
+#include "core/log.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/formulas/bf16.h"
+
+int sg_cuda_act_dt(int dt, const char *op) {
+    SG_CHECK(dt == SG_ACT_F32 || dt == SG_ACT_BF16,
+             "CUDA backend: %s: storage type %d is not SG_ACT_F32 (0) or SG_ACT_BF16 (1) (a "
+             "bug in the caller)",
+             op, dt);
+    return dt;
+}
+
+/* Elementwise bf16 bits <-> float (fp32 convolutions with bf16 storage). */
+__global__ void k_bf16_widen(const uint16_t *__restrict__ src, float *__restrict__ dst,
+                             size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = sg_bf16_to_f32(src[i]);
+}
+
+__global__ void k_bf16_narrow(const float *__restrict__ src, uint16_t *__restrict__ dst,
+                              size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = sg_bf16_bits(src[i]);
+}
+
+/* Blocks for n elements, grid-stride beyond 65535 blocks of 256. */
+static unsigned elem_blocks(size_t n) {
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
+}
+
+/* Float32 buffer `slot` of at least count floats. */
+static float *act_buf(sg_backend *be, int slot, size_t count) {
+    sg_cuda *cu = sg_cu(be);
+    sg_cuda_raw_grow(cu, &cu->act_buf[slot], &cu->act_bytes[slot], count * sizeof(float),
+                     "the float32 copies of bf16-stored activations");
+    return (float *)cu->act_buf[slot];
+}
+
+void sg_cuda_act_buf_free(sg_cuda *cu) {
+    for (int i = 0; i < 2; i++) {
+        sg_cuda_raw_free(cu, cu->act_buf[i], cu->act_bytes[i]);
+        cu->act_buf[i] = NULL;
+        cu->act_bytes[i] = 0;
+    }
+}
+
+static const float *widen(sg_backend *be, int slot, const void *src, size_t n) {
+    float *dst = act_buf(be, slot, n);
+    k_bf16_widen<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>((const uint16_t *)src, dst, n);
+    CU_LAUNCH_CHECK("k_bf16_widen");
+    return dst;
+}
+
+static void narrow(sg_backend *be, const float *src, void *dst, size_t n) {
+    k_bf16_narrow<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>(src, (uint16_t *)dst, n);
+    CU_LAUNCH_CHECK("k_bf16_narrow");
+}
+
+static void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                                const float *w, void *y, int y_dt) {
+    int xb = sg_cuda_act_dt(x_dt, "conv_fwd_dt") == SG_ACT_BF16;
+    int yb = sg_cuda_act_dt(y_dt, "conv_fwd_dt") == SG_ACT_BF16;
+    if (sg_cuda_conv_native_dt(be, d, 1, x, xb, w, y, yb, 0)) return;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    const float *xf = xb ? widen(be, 0, x, nx) : (const float *)x;
+    float *yf = yb ? act_buf(be, 1, ny) : (float *)y;
+    be->ops->conv_fwd(be, d, xf, w, yf);
+    if (yb) narrow(be, yf, y, ny);
+}
+
+static void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x,
+                                       int x_dt, const float *dy, float *dw, int accumulate) {
+    int xb = sg_cuda_act_dt(x_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
+    if (sg_cuda_conv_native_dt(be, d, 0, x, xb, dy, dw, 0, accumulate)) return;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w;
+    be->ops->conv_bwd_weight(be, d, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw,
+                             accumulate);
+}
+
+void sg_cuda_fill_act_bf16_ops(sg_ops *o) {
+    o->conv_fwd_dt = sg_cuda_conv_fwd_dt;
+    o->conv_bwd_weight_dt = sg_cuda_conv_bwd_weight_dt;
+}

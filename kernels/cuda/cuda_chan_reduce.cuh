@@ -1,0 +1,66 @@
+/* kernels/cuda/cuda_chan_reduce.cuh - per-channel reductions over NCHW
+ * tensors, shared by batch norm (cuda_bn.cu) and the conv bias gradient
+ * (cuda_conv_bias.cu).
+ *
+ * Each channel's n*hw values are split over `splits` blocks (enough blocks
+ * to fill the GPU, chan_splits); each block reduces its slice (the
+ * CHAN_SLICE_BEGIN / _END loop) in double into its slot of
+ * sg_cuda.chan_partial, [ch * splits + s][3], and a second small kernel
+ * merges the slots in a fixed order (k_chan_sum_merge for sums): no
+ * atomics, deterministic results. A header of static functions (one copy
+ * in each .cu file that includes it): without relocatable device code a
+ * kernel can only be launched from the file that defines it, and neither
+ * user owns the other.
+ */
+#ifndef SG_KERNELS_CUDA_CHAN_REDUCE_CUH
+#define SG_KERNELS_CUDA_CHAN_REDUCE_CUH
+
+#include "core/log.h"
+#include "kernels/cuda/cuda_internal.h"
+
+/* Threads per block of the per-channel slice kernels. */
+#define SG_CHAN_THREADS 512
+
+/* How many blocks share one channel: about 4 blocks per SM in all, at least
+ * 4096 values per block, at most 64, and c * splits partial slots. */
+static inline int chan_splits(sg_cuda *cu, int c, long long per_channel) {
+    SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS && c <= 65535,
+             "CUDA backend: %d channels in a per-channel reduction (1..65535)", c);
+    long long want = (4LL * cu->sm_count + c - 1) / c;
+    long long by_work = per_channel / 4096;
+    if (want > by_work) want = by_work;
+    if (want > 64) want = 64;
+    if (want * c > SG_CUDA_CHAN_SLOTS) want = SG_CUDA_CHAN_SLOTS / c;
+    return want < 1 ? 1 : (int)want;
+}
+
+/* This block's share [k0, k1) of the channel's n*hw values, visited row by
+ * row (one row = one image's plane of the channel), no division per element. */
+#define CHAN_SLICE_BEGIN(ptr, base, n, c, hw, ch)                                         \
+    long long per_ = (long long)(n) * (hw);                                               \
+    long long k0_ = per_ * blockIdx.x / gridDim.x, k1_ = per_ * (blockIdx.x + 1) / gridDim.x; \
+    for (long long r_ = k0_ / (hw); r_ < (n) && r_ * (hw) < k1_; r_++) {                   \
+        int j0_ = r_ * (hw) < k0_ ? (int)(k0_ - r_ * (hw)) : 0;                            \
+        int j1_ = k1_ - r_ * (hw) < (hw) ? (int)(k1_ - r_ * (hw)) : (hw);                   \
+        size_t base = ((size_t)r_ * (c) + (ch)) * (size_t)(hw);                            \
+        for (int j = j0_ + threadIdx.x; j < j1_; j += blockDim.x) {                        \
+            size_t ptr = base + j;
+#define CHAN_SLICE_END \
+        }              \
+    }
+
+/* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */
+static __global__ void k_chan_sum_merge(const double *part, int c, int splits, float *out0,
+                                        float *out1, int accumulate) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double a = 0, b = 0;
+    for (int s = 0; s < splits; s++) {
+        a += part[((size_t)ch * splits + s) * 3];
+        b += part[((size_t)ch * splits + s) * 3 + 1];
+    }
+    out0[ch] = accumulate ? (float)(out0[ch] + a) : (float)a;
+    if (out1) out1[ch] = (float)b;
+}
+
+#endif

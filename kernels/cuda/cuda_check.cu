@@ -1,0 +1,59 @@
+/* kernels/cuda/cuda_check.cu - the error reporting every file of the CUDA
+ * backend shares: sg_cuda_fail (behind CU_CHECK, CUDNN_CHECK and
+ * CU_LAUNCH_CHECK, cuda_internal.h) and the hints that say what to do about
+ * a CUDA or cuDNN error.
+ *
+ * Its own file, not part of cuda_backend.cu, so the op files calling it do
+ * not call back into the file that assembles their op table: calls between
+ * the backend's files go one way only.
+ */
+#include "core/log.h"
+#include "kernels/cuda/cuda_internal.h"
+
+extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const char *err_name,
+                             const char *err_str, const char *hint) {
+    sg_fatal_at(file, line, "CUDA backend: %s failed: %s (%s)%s%s", call, err_name, err_str,
+                (hint && *hint) ? "; " : "", hint ? hint : "");
+}
+
+extern "C" const char *sg_cuda_hint(cudaError_t e) {
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        return "out of device memory: lower batch_size or the crop size, or check with "
+               "nvidia-smi for other processes on this GPU";
+    case cudaErrorNoDevice:
+        return "no CUDA device visible: check nvidia-smi / CUDA_VISIBLE_DEVICES, or use "
+               "device: cpu";
+    case cudaErrorInsufficientDriver:
+        return "the NVIDIA driver is too old for this CUDA 13 build: update the driver "
+               "(nvidia-smi shows its version), or use device: cpu";
+    case cudaErrorInvalidDevice:
+        return "no such device index: check CUDA_VISIBLE_DEVICES, LOCAL_RANK and the "
+               "device: cuda:N setting against nvidia-smi";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
+        return "this binary has no code for this GPU: rebuild with -Dgpu_arch=<your SM, "
+               "e.g. 90> (nvidia-smi --query-gpu=compute_cap --format=csv)";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+        return "a kernel faulted (this or an earlier asynchronous op): rerun with "
+               "CUDA_LAUNCH_BLOCKING=1 to find the op, and report it";
+    default:
+        return "";
+    }
+}
+
+extern "C" const char *sg_cudnn_hint(cudnnStatus_t s) {
+    switch (s) {
+    case CUDNN_STATUS_NOT_INITIALIZED:
+        return "cuDNN could not start: check that libcudnn 9 matches the driver and that "
+               "a GPU is visible (nvidia-smi)";
+    case CUDNN_STATUS_ALLOC_FAILED:
+        return "cuDNN ran out of memory: lower batch_size or the crop size";
+    case CUDNN_STATUS_BAD_PARAM:
+    case CUDNN_STATUS_NOT_SUPPORTED:
+        return "cuDNN rejected this convolution geometry: report the layer shape";
+    default:
+        return "";
+    }
+}
