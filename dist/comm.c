@@ -99,15 +99,16 @@ static void report_failure(sg_comm *c, const char *what, const char *err, int vi
              diag[0] ? diag : "No other rank was found dead or hung.");
 }
 
-static int check_usable(sg_comm *c, const char *what) {
+/* SG_OK, or SG_ERR_RUNTIME once the communicator is broken (logged once). */
+static sg_status check_usable(sg_comm *c, const char *what) {
     if (c->broken) {
         /* once: SyncBN hooks would otherwise repeat it for every layer */
         if (!c->broken_reported)
             SG_ERROR("rank %d: %s skipped: an earlier collective failed (see above)", c->env.rank, what);
         c->broken_reported = 1;
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
 /* Staging buffer of `bytes` on channel ch: device memory when want_device. */
@@ -166,9 +167,10 @@ static void row_sum(const void *all, void *out, size_t count, int dtype, int wor
     else ROW_SUM(int64_t);
 }
 
-/* A small collective over the mesh (host memory). */
-static int mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count, int dtype, size_t bytes,
-                           int root, char *err, size_t errlen) {
+/* A small collective over the mesh (host memory). SG_OK, or SG_ERR_RUNTIME
+ * with the reason in err (not logged: collective() reports it). */
+static sg_status mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count, int dtype,
+                                 size_t bytes, int root, char *err, size_t errlen) {
     int w = c->env.world;
     if (op == OP_BROADCAST) return sg_mesh_broadcast(c->mesh, out, bytes, root, err, errlen);
     if (op == OP_ALLGATHER) return sg_mesh_allgather(c->mesh, in, out, bytes, err, errlen);
@@ -183,27 +185,29 @@ static int mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count
         char one = 1;
         return sg_mesh_allgather(c->mesh, &one, c->mesh_buf, 1, err, errlen);
     }
-    if (sg_mesh_allgather(c->mesh, out, c->mesh_buf, bytes, err, errlen)) return -1;
+    if (sg_mesh_allgather(c->mesh, out, c->mesh_buf, bytes, err, errlen) != SG_OK)
+        return SG_ERR_RUNTIME;
     row_sum(c->mesh_buf, out, count, dtype, w);
-    return 0;
+    return SG_OK;
 }
 
 /* One collective on channel ch. in/out: buffers (out == in for in-place ops),
  * is_device: whether they are backend memory. n_in bytes per rank for
- * all-gather, total bytes otherwise. */
-static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t count, int dtype,
-                      size_t bytes, int root, int is_device) {
-    if (check_usable(c, op_names[op])) return -1;
+ * all-gather, total bytes otherwise. SG_OK, or SG_ERR_RUNTIME after
+ * logging the failed rank (the communicator is broken from then on). */
+static sg_status collective(sg_comm *c, int ch, int op, void *in, void *out, size_t count,
+                            int dtype, size_t bytes, int root, int is_device) {
+    if (check_usable(c, op_names[op]) != SG_OK) return SG_ERR_RUNTIME;
     if (!c->tr) { /* world of 1 */
         if (op == OP_ALLGATHER && in != out && bytes) {
             if (is_device) c->be->ops->copy(c->be, out, in, bytes);
             else memcpy(out, in, bytes);
         }
-        return 0;
+        return SG_OK;
     }
     double t0 = sg_now_s();
     char err[512] = "";
-    int rc;
+    sg_status rc;
     int nat = op == OP_BARRIER || native(c, is_device);
     size_t out_bytes = op == OP_ALLGATHER ? bytes * (size_t)c->env.world : bytes;
     void *tin = in, *tout = out;
@@ -226,69 +230,72 @@ static int collective(sg_comm *c, int ch, int op, void *in, void *out, size_t co
     case OP_ALLGATHER: rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err); break;
     default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
     }
-    if (rc == 0 && !nat) from_stage(c, out, tout, out_bytes, off_host(c, is_device));
+    if (rc == SG_OK && !nat) from_stage(c, out, tout, out_bytes, off_host(c, is_device));
     /* backend memory the transport wrote in place, behind the ops: copies
      * the backend derived from it (bf16 weights) are stale now */
-    if (rc == 0 && nat && is_device && c->be && op != OP_BARRIER && out_bytes)
+    if (rc == SG_OK && nat && is_device && c->be && op != OP_BARRIER && out_bytes)
         c->be->ops->mem_written(c->be, out, out_bytes);
     if (ch == SG_CH_MAIN) c->wait_s += sg_now_s() - t0;
-    if (rc != 0) {
+    if (rc != SG_OK) {
         c->broken = 1;
         char what[96];
         snprintf(what, sizeof what, "%s of %zu bytes", op_names[op], op == OP_ALLGATHER ? bytes : out_bytes);
         report_failure(c, op == OP_BARRIER ? "barrier" : what, err, via_mesh);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_comm_ch_allreduce_f32(sg_comm *c, int ch, float *dev, size_t count) {
+sg_status sg_comm_ch_allreduce_f32(sg_comm *c, int ch, float *dev, size_t count) {
     return collective(c, ch, OP_ALLREDUCE, dev, dev, count, SG_CDT_F32, count * 4, 0, 1);
 }
-int sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count) {
+sg_status sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count) {
     return collective(c, SG_CH_MAIN, OP_ALLREDUCE, dev, dev, count, SG_CDT_F32, count * 4, 0, 1);
 }
-int sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count) {
+sg_status sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count) {
     return collective(c, SG_CH_MAIN, OP_ALLREDUCE, host, host, count, SG_CDT_F64, count * 8, 0, 0);
 }
-int sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count) {
+sg_status sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count) {
     return collective(c, SG_CH_MAIN, OP_ALLREDUCE, host, host, count, SG_CDT_I64, count * 8, 0, 0);
 }
-static int check_root(sg_comm *c, int root) {
+static sg_status check_root(sg_comm *c, int root) {
     if (root < 0 || root >= c->env.world) {
         SG_ERROR("rank %d: broadcast from rank %d, but the world has %d ranks (internal error)",
                  c->env.rank, root, c->env.world);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
-int sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root) {
-    if (check_root(c, root)) return -1;
+sg_status sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root) {
+    if (check_root(c, root) != SG_OK) return SG_ERR_RUNTIME;
     return collective(c, SG_CH_MAIN, OP_BROADCAST, dev, dev, 0, 0, bytes, root, 1);
 }
-int sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root) {
-    if (check_root(c, root)) return -1;
+sg_status sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root) {
+    if (check_root(c, root) != SG_OK) return SG_ERR_RUNTIME;
     return collective(c, SG_CH_MAIN, OP_BROADCAST, host, host, 0, 0, bytes, root, 0);
 }
-int sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n) {
+sg_status sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n) {
     return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)dev_in, dev_out, 0, 0, n * 4, 0, 1);
 }
-int sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank) {
+sg_status sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank) {
     return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)in, out, 0, 0, bytes_per_rank, 0, 0);
 }
-int sg_comm_barrier(sg_comm *c) {
+sg_status sg_comm_barrier(sg_comm *c) {
     return collective(c, SG_CH_MAIN, OP_BARRIER, NULL, NULL, 0, 0, 0, 0, 0);
 }
 
 /* Agreement through the store (works before the transport exists): every
  * rank publishes its value, reads everyone's, and compares with rank 0's. */
-int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
-    if (check_usable(c, "agreement check")) return -1;
-    if (!c->store) return 0;
+sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
+    if (check_usable(c, "agreement check") != SG_OK) return SG_ERR_RUNTIME;
+    if (!c->store) return SG_OK;
     int seq = c->agree_seq++;
     char key[256];
     snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, c->env.rank);
-    if (sg_store_set(c->store, key, &value, sizeof value)) { c->broken = 1; return -1; }
+    if (sg_store_set(c->store, key, &value, sizeof value) != SG_STORE_OK) {
+        c->broken = 1;
+        return SG_ERR_RUNTIME;
+    }
     uint64_t v0 = 0;
     char differ[512] = "";
     size_t dl = 0;
@@ -297,19 +304,20 @@ int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
         snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, r);
         void *val = NULL;
         size_t len = 0;
-        int rc = sg_store_get(c->store, key, &val, &len);
+        sg_store_rc rc = sg_store_get(c->store, key, &val, &len);
         if (rc == SG_STORE_TIMEOUT) {
             SG_ERROR("rank %d: rank %d did not publish its %s within dist.timeout_s=%d s: "
                      "is it running (and started with the same world size)?",
                      c->env.rank, r, field, c->timeout_s);
             c->broken = 1;
-            return -1;
+            return SG_ERR_RUNTIME;
         }
-        if (rc || len != sizeof(uint64_t)) {
+        if (rc != SG_STORE_OK || len != sizeof(uint64_t)) {
             free(val);
             c->broken = 1;
-            if (!rc) SG_ERROR("rank %d: malformed %s from rank %d in the store", c->env.rank, field, r);
-            return -1;
+            if (rc == SG_STORE_OK)
+                SG_ERROR("rank %d: malformed %s from rank %d in the store", c->env.rank, field, r);
+            return SG_ERR_RUNTIME;
         }
         uint64_t v;
         memcpy(&v, val, sizeof v);
@@ -326,12 +334,12 @@ int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
                  "(rank 0: %016" PRIx64 ", this rank: %016" PRIx64 "). Run the same binary, "
                  "config and dataset on every rank.", c->env.rank, field, differ, v0, value);
         c->broken = 1;
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash) {
+sg_status sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash) {
     return sg_comm_check_agree(c, "dataset index (hash of the file list)", dataset_hash);
 }
 
@@ -350,7 +358,7 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
     sg_comm *c = calloc(1, sizeof *c);
     SG_CHECK(c, "out of memory");
     pthread_mutex_init(&c->report_mu, NULL);
-    if (sg_dist_env_read(&c->env)) { free(c); return NULL; }
+    if (sg_dist_env_read(&c->env) != SG_OK) { free(c); return NULL; }
     c->be = be;
     c->timeout_s = cfg->dist.timeout_s > 0 ? cfg->dist.timeout_s : 300;
     /* heartbeats come every 0.5 s: probe at least 1 s, at most 3 s */
@@ -366,7 +374,7 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
     sg_launch_report_open(); /* close-on-exec from here on */
     char token[SG_TOKEN_MAX + 1], token_src[256];
     if (sg_job_token_resolve(sg_config_hash(cfg), c->env.source, c->env.master_addr, c->env.master_port,
-                             c->env.world, token, token_src, sizeof token_src))
+                             c->env.world, token, token_src, sizeof token_src) != SG_OK)
         goto fail;
     SG_INFO("rank %d: joining the job through the rendezvous store at %s:%d (job token: %s)", c->env.rank,
             c->env.master_addr, c->env.master_port, token_src);
@@ -374,9 +382,11 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
     c->store = sg_store_create(c->env.master_addr, c->env.master_port, c->env.rank, c->env.world,
                                c->timeout_s, &so);
     if (!c->store) goto fail;
-    if (sg_store_heartbeat_start(c->store)) goto fail;
-    if (sg_comm_check_agree(c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__))) goto fail;
-    if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg))) goto fail;
+    if (sg_store_heartbeat_start(c->store) != SG_OK) goto fail;
+    if (sg_comm_check_agree(c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__)) != SG_OK)
+        goto fail;
+    if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg)) != SG_OK)
+        goto fail;
 
     const char *name = choose_backend(cfg, be);
     if (strcmp(name, "nccl") == 0) {

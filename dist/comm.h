@@ -12,13 +12,15 @@
  *
  * Memory: "device" buffers come from be->ops->alloc (host memory on the CPU
  * backend); "host" buffers are plain host memory. Every collective is
- * blocking for the caller: when it returns 0, the result may be read (device
- * results: by later ops on the backend's compute stream).
+ * blocking for the caller: when it returns SG_OK, the result may be read
+ * (device results: by later ops on the backend's compute stream).
  *
- * Errors: every call returns 0, or -1 after logging an error that names the
- * rank that failed or did not arrive within dist.timeout_s (and what to do).
- * After a failure the communicator is broken: every later call returns -1
- * at once, so a training loop just propagates -1 and exits non-zero.
+ * Errors (core/status.h): every collective and check returns SG_OK, or
+ * SG_ERR_RUNTIME after logging an error that names the rank that failed or
+ * did not arrive within dist.timeout_s (and what to do). After a failure the
+ * communicator is broken: every later call returns SG_ERR_RUNTIME at once,
+ * so a training loop just propagates the status and exits non-zero. The
+ * getters (rank, world, ..., timeout) return plain ints, not statuses.
  *
  * Thread use: the calls here are for one thread (the training loop). The
  * DDP gradient buckets (dist/ddp.h) use a second, private channel from their
@@ -32,6 +34,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "kernels/backend.h"
 
 #ifdef __cplusplus
@@ -53,13 +56,13 @@ typedef struct sg_dist_env {
     char source[32];               /* "torchrun", "mpi", "slurm", "none" */
 } sg_dist_env;
 
-/* Reads the environment. Returns 0 (world 1 with source "none" when no
- * variable is set), or -1 after logging which variable is malformed or
- * inconsistent (e.g. RANK >= WORLD_SIZE); the commands report that as a
- * configuration error (exit 2: the launch environment is the user's setup).
+/* Reads the environment. Returns SG_OK (world 1 with source "none" when no
+ * variable is set), or SG_ERR_CONFIG after logging which variable is
+ * malformed or inconsistent (e.g. RANK >= WORLD_SIZE, MASTER_PORT not a
+ * port): the launch environment is the user's setup, so the commands exit 2.
  * Call it before creating the backend: local_rank and local_world select the
  * CUDA device (train/device.h: "cuda" -> "cuda:<local_rank>"). */
-int sg_dist_env_read(sg_dist_env *env);
+sg_status sg_dist_env_read(sg_dist_env *env);
 
 /* Creates the communicator (see above). Returns NULL after logging an error
  * naming the variable, the rank that did not arrive, or the mismatching field.
@@ -77,6 +80,7 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
  * first when ranks must leave together). NULL is allowed. */
 void sg_comm_destroy(sg_comm *c);
 
+/* Getters: plain values, not statuses. */
 int sg_comm_rank(const sg_comm *c);
 int sg_comm_world(const sg_comm *c);
 int sg_comm_local_rank(const sg_comm *c);
@@ -86,28 +90,33 @@ const char *sg_comm_backend_name(const sg_comm *c);
 sg_backend *sg_comm_device_backend(const sg_comm *c);
 int sg_comm_timeout_s(const sg_comm *c);
 
-/* All-reduce (sum), in place. */
-int sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count);       /* device */
-int sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count);     /* host */
-int sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count);    /* host */
+/* The collectives below return SG_OK, or SG_ERR_RUNTIME after logging the
+ * failed (or missing) rank, as described at the top. */
 
-/* Broadcast `bytes` from `root` to every rank, in place. */
-int sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root);       /* device */
-int sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root); /* host */
+/* All-reduce (sum), in place. */
+sg_status sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count);       /* device */
+sg_status sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count);     /* host */
+sg_status sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count);    /* host */
+
+/* Broadcast `bytes` from `root` to every rank, in place. A root outside the
+ * world is SG_ERR_RUNTIME too (logged as an internal error). */
+sg_status sg_comm_broadcast(sg_comm *c, void *dev, size_t bytes, int root);       /* device */
+sg_status sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root); /* host */
 
 /* All-gather: out[r * n + i] = rank r's in[i]; out holds world * n. */
-int sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n);
-int sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank);
+sg_status sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n);
+sg_status sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank);
 
-int sg_comm_barrier(sg_comm *c);
+sg_status sg_comm_barrier(sg_comm *c);
 
-/* Start-up agreement: every rank passes its value of `field`; returns 0 when
- * all agree, else -1 after logging the field and which ranks differ from
- * rank 0 (every rank logs it). sg_comm_create already checks the binary
+/* Start-up agreement: every rank passes its value of `field`; returns SG_OK
+ * when all agree, else SG_ERR_RUNTIME after logging the field and which
+ * ranks differ from rank 0 (every rank logs it), or which rank did not
+ * publish its value in time. sg_comm_create already checks the binary
  * version and sg_config_hash; the trainer calls sg_comm_check_dataset with
  * its dataset index hash once the index is built. */
-int sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value);
-int sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash);
+sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value);
+sg_status sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash);
 
 /* Seconds this process spent blocked in collectives so far (training loop
  * channel; the DDP channel's wait time is sg_ddp_wait_seconds). */

@@ -7,14 +7,16 @@
 #include "dist/store.h"
 #include "dist/transport.h"
 
-/* Sum all-reduce of a device float buffer on channel ch (SG_CH_*). */
-int sg_comm_ch_allreduce_f32(sg_comm *c, int ch, float *dev, size_t count);
+/* Sum all-reduce of a device float buffer on channel ch (SG_CH_*). SG_OK,
+ * or SG_ERR_RUNTIME after logging (as the collectives of dist/comm.h). */
+sg_status sg_comm_ch_allreduce_f32(sg_comm *c, int ch, float *dev, size_t count);
 /* The store (NULL in a world of 1). */
 sg_store *sg_comm_store(sg_comm *c);
 /* Device scratch buffer `slot` (0 or 1) of at least `bytes`, owned by the
  * communicator (grown on demand, freed by sg_comm_destroy). */
 void *sg_comm_scratch(sg_comm *c, int slot, size_t bytes);
-/* 1 once a collective failed (every later call fails at once). */
+/* 1 once a collective failed (every later call fails at once), else 0: a
+ * flag, not a status. */
 int sg_comm_broken(const sg_comm *c);
 
 #endif

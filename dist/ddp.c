@@ -26,9 +26,10 @@ static void *comm_main(void *arg) {
         int i = d->processed;
         int skip = d->fail;
         pthread_mutex_unlock(&d->mu);
-        int rc = skip ? -1 : sg_comm_ch_allreduce_f32(d->comm, SG_CH_GRAD, d->b[i].flat, d->b[i].floats);
+        sg_status rc = skip ? SG_ERR_RUNTIME
+                            : sg_comm_ch_allreduce_f32(d->comm, SG_CH_GRAD, d->b[i].flat, d->b[i].floats);
         pthread_mutex_lock(&d->mu);
-        if (rc) d->fail = 1;
+        if (rc != SG_OK) d->fail = 1;
         d->processed++;
         pthread_cond_broadcast(&d->cv);
     }
@@ -80,9 +81,9 @@ void sg_ddp_set_sync(sg_ddp *d, int sync) {
     if (d) d->sync = sync != 0;
 }
 
-int sg_ddp_wait(sg_ddp *d) {
-    if (!d || d->world == 1) return 0;
-    if (!d->sync) return 0;
+sg_status sg_ddp_wait(sg_ddp *d) {
+    if (!d || d->world == 1) return SG_OK;
+    if (!d->sync) return SG_OK;
     double t0 = sg_now_s();
     /* every bucket, every step: gradients backward never reported (unused
      * branch) go in as they are (not an order problem: no warning) */
@@ -113,9 +114,9 @@ int sg_ddp_wait(sg_ddp *d) {
     if (fail || sg_comm_broken(d->comm)) {
         SG_ERROR("rank %d: DDP gradient all-reduce failed (see the error above); stopping",
                  sg_comm_rank(d->comm));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
 double sg_ddp_wait_seconds(const sg_ddp *d) { return d ? d->wait_s : 0.0; }

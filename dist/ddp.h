@@ -22,9 +22,10 @@
  * last one, then sg_ddp_wait(d) before the optimizer. In a world of 1 every
  * call is a cheap no-op and no hook is set.
  *
- * Errors: calls return 0 or -1 (logged by dist/comm.c, naming the failed
- * rank). A hook cannot return an error; a failure inside one breaks the
- * communicator and the next sg_ddp_wait returns -1.
+ * Errors (core/status.h): calls return SG_OK or SG_ERR_RUNTIME (logged by
+ * dist/comm.c, naming the failed rank). A hook cannot return an error; a
+ * failure inside one breaks the communicator and the next sg_ddp_wait
+ * returns SG_ERR_RUNTIME.
  */
 #ifndef SG_DIST_DDP_H
 #define SG_DIST_DDP_H
@@ -32,6 +33,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -51,22 +53,26 @@ sg_ddp *sg_ddp_create(sg_comm *comm, sg_model *model, const sg_config *cfg);
 void sg_ddp_destroy(sg_ddp *d);
 
 /* Broadcasts parameters and buffers from rank 0 again (e.g. after rank 0
- * alone changed them). Returns 0 or -1. */
-int sg_ddp_broadcast_state(sg_ddp *d);
+ * alone changed them). Returns SG_OK (at once in a world of 1), or
+ * SG_ERR_RUNTIME after the communicator logged the failed rank. */
+sg_status sg_ddp_broadcast_state(sg_ddp *d);
 
 /* 0: the following backward is an accumulation micro-step (no
  * communication); 1 (the default): it synchronizes. */
 void sg_ddp_set_sync(sg_ddp *d, int sync);
 /* After a synchronizing backward: starts any bucket not yet started, waits
  * for every bucket, leaves averaged gradients in the model's gradient
- * buffers (ordered before later compute-stream ops). 0 or -1. After a
- * non-synchronizing backward: returns 0 at once. */
-int sg_ddp_wait(sg_ddp *d);
+ * buffers (ordered before later compute-stream ops). Returns SG_OK, or
+ * SG_ERR_RUNTIME after logging that the gradient all-reduce failed (the
+ * failed rank is named above it). After a non-synchronizing backward:
+ * returns SG_OK at once. */
+sg_status sg_ddp_wait(sg_ddp *d);
 
 /* Seconds the training thread spent blocked in sg_ddp_wait so far
  * (communication not hidden behind backward). */
 double sg_ddp_wait_seconds(const sg_ddp *d);
-/* Buckets (for logs and tests): count, and bucket i's size in floats. */
+/* Buckets (for logs and tests): count (an int, not a status), and bucket
+ * i's size in floats. */
 int sg_ddp_num_buckets(const sg_ddp *d);
 size_t sg_ddp_bucket_floats(const sg_ddp *d, int i);
 

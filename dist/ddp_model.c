@@ -18,14 +18,14 @@ static void hook_bn_allreduce(void *ctx, float *red, int c2) {
     sg_syncbn_allreduce(((sg_ddp *)ctx)->comm, red, c2);
 }
 
-int sg_ddp_broadcast_state(sg_ddp *d) {
-    if (!d || d->world == 1 || !d->model) return 0;
+sg_status sg_ddp_broadcast_state(sg_ddp *d) {
+    if (!d || d->world == 1 || !d->model) return SG_OK;
     sg_model *m = d->model;
-    if (sg_comm_broadcast(d->comm, sg_model_weights(m), sg_model_param_count(m, 0) * sizeof(float), 0))
-        return -1;
-    if (sg_model_buffer_count(m) &&
-        sg_comm_broadcast(d->comm, sg_model_buffers(m), sg_model_buffer_count(m) * sizeof(float), 0))
-        return -1;
+    size_t weight_bytes = sg_model_param_count(m, 0) * sizeof(float);
+    size_t buffer_bytes = sg_model_buffer_count(m) * sizeof(float);
+    if (sg_comm_broadcast(d->comm, sg_model_weights(m), weight_bytes, 0) != SG_OK) return SG_ERR_RUNTIME;
+    if (buffer_bytes && sg_comm_broadcast(d->comm, sg_model_buffers(m), buffer_bytes, 0) != SG_OK)
+        return SG_ERR_RUNTIME;
     /* num_batches_tracked: host int64 scalars, gathered into one message */
     int np = sg_model_num_params(m), nt = 0;
     int64_t *v = malloc(((size_t)np + 1) * sizeof *v);
@@ -34,8 +34,8 @@ int sg_ddp_broadcast_state(sg_ddp *d) {
         sg_param *p = sg_model_param(m, i);
         if (p->kind == SG_PK_NUM_BATCHES && p->i64) v[nt++] = *p->i64;
     }
-    int rc = nt ? sg_comm_broadcast_host(d->comm, v, (size_t)nt * sizeof *v, 0) : 0;
-    if (!rc) {
+    sg_status rc = nt ? sg_comm_broadcast_host(d->comm, v, (size_t)nt * sizeof *v, 0) : SG_OK;
+    if (rc == SG_OK) {
         nt = 0;
         for (int i = 0; i < np; i++) {
             sg_param *p = sg_model_param(m, i);
@@ -82,7 +82,7 @@ sg_ddp *sg_ddp_create(sg_comm *comm, sg_model *model, const sg_config *cfg) {
                 "SyncBN %s", d->world, total, d->nb, cfg->dist.first_bucket_mb, cfg->dist.bucket_mb,
                 cfg->model.sync_bn ? "on" : "off");
     }
-    if (sg_ddp_broadcast_state(d)) {
+    if (sg_ddp_broadcast_state(d) != SG_OK) {
         sg_ddp_destroy(d);
         return NULL;
     }

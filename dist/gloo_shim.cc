@@ -4,7 +4,9 @@
 // (loopback when MASTER_ADDR is local, GLOO_SOCKET_IFNAME when set). One Gloo
 // context per channel, so the training loop and the DDP comm thread never
 // interleave collectives on one context. Gloo throws on errors and
-// timeouts; every call here catches and returns -1 with the message.
+// timeouts; every call here catches and returns SG_ERR_RUNTIME with the
+// message in err (the transport contract of dist/transport.h). Exceptions
+// never cross into C: the extern "C" functions catch everything.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,22 +40,22 @@ class StoreAdapter : public gloo::rendezvous::Store {
   public:
     StoreAdapter(sg_store *s, std::string prefix) : s_(s), prefix_(std::move(prefix)) {}
     void set(const std::string &key, const std::vector<char> &data) override {
-        if (sg_store_set(s_, (prefix_ + key).c_str(), data.data(), data.size()))
+        if (sg_store_set(s_, (prefix_ + key).c_str(), data.data(), data.size()) != SG_STORE_OK)
             throw std::runtime_error("store set of " + key + " failed");
     }
     std::vector<char> get(const std::string &key) override {
         void *v = nullptr;
         size_t n = 0;
-        int rc = sg_store_get(s_, (prefix_ + key).c_str(), &v, &n);
-        if (rc) throw std::runtime_error(what(key, rc));
+        sg_store_rc rc = sg_store_get(s_, (prefix_ + key).c_str(), &v, &n);
+        if (rc != SG_STORE_OK) throw std::runtime_error(what(key, rc));
         std::vector<char> out((char *)v, (char *)v + n);
         free(v);
         return out;
     }
     void wait(const std::vector<std::string> &keys) override {
         for (const auto &k : keys) {
-            int rc = sg_store_wait(s_, (prefix_ + k).c_str());
-            if (rc) throw std::runtime_error(what(k, rc));
+            sg_store_rc rc = sg_store_wait(s_, (prefix_ + k).c_str());
+            if (rc != SG_STORE_OK) throw std::runtime_error(what(k, rc));
         }
     }
     void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) override { wait(keys); }
@@ -61,7 +63,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   private:
     // Gloo's full-mesh rendezvous keys are the publishing rank's number
     // (possibly with a "rank_" prefix): name that rank.
-    static std::string what(const std::string &key, int rc) {
+    static std::string what(const std::string &key, sg_store_rc rc) {
         std::string k = key.rfind("rank_", 0) == 0 ? key.substr(5) : key;
         bool numeric = !k.empty() && k.find_first_not_of("0123456789") == std::string::npos;
         std::string who = numeric ? "rank " + k + " did not publish its Gloo address"
@@ -113,8 +115,8 @@ template <typename T> void gather_sum(GlooImpl *g, int ch, T *buf, size_t count)
 
 const size_t kGatherSumMaxBytes = 64 * 1024; // per rank
 
-int g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err, size_t errlen) {
-    if (count == 0) return 0;
+sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err, size_t errlen) {
+    if (count == 0) return SG_OK;
     if (count * 8 <= kGatherSumMaxBytes || (dtype == SG_CDT_F32 && count * 4 <= kGatherSumMaxBytes)) {
         try {
             if (dtype == SG_CDT_F32) gather_sum(impl(t), ch, static_cast<float *>(buf), count);
@@ -122,9 +124,9 @@ int g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, cha
             else gather_sum(impl(t), ch, static_cast<int64_t *>(buf), count);
         } catch (const std::exception &e) {
             set_err(err, errlen, "all-reduce (small, as all-gather)", e);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
-        return 0;
+        return SG_OK;
     }
     try {
         gloo::AllreduceOptions o(impl(t)->ctx[ch]);
@@ -142,13 +144,13 @@ int g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, cha
         gloo::allreduce(o);
     } catch (const std::exception &e) {
         set_err(err, errlen, "all-reduce", e);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err, size_t errlen) {
-    if (bytes == 0) return 0;
+sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+    if (bytes == 0) return SG_OK;
     try {
         gloo::BroadcastOptions o(impl(t)->ctx[ch]);
         o.setTimeout(impl(t)->timeout);
@@ -157,13 +159,13 @@ int g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char
         gloo::broadcast(o);
     } catch (const std::exception &e) {
         set_err(err, errlen, "broadcast", e);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
-    if (bytes == 0) return 0;
+sg_status g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
+    if (bytes == 0) return SG_OK;
     try {
         gloo::AllgatherOptions o(impl(t)->ctx[ch]);
         o.setTimeout(impl(t)->timeout);
@@ -172,21 +174,21 @@ int g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes
         gloo::allgather(o);
     } catch (const std::exception &e) {
         set_err(err, errlen, "all-gather", e);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
-int g_barrier(sg_transport *t, int ch, char *err, size_t errlen) {
+sg_status g_barrier(sg_transport *t, int ch, char *err, size_t errlen) {
     try {
         gloo::BarrierOptions o(impl(t)->ctx[ch]);
         o.setTimeout(impl(t)->timeout);
         gloo::barrier(o);
     } catch (const std::exception &e) {
         set_err(err, errlen, "barrier", e);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
-    return 0;
+    return SG_OK;
 }
 
 void g_destroy(sg_transport *t) {

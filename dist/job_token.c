@@ -17,18 +17,19 @@ static const char *env_or(const char *name, const char *dflt) {
     return v && *v ? v : dflt;
 }
 
-int sg_job_token_resolve(uint64_t config_hash, const char *launcher_source, const char *master_addr,
-                         int store_port, int world, char *out, char *src, size_t srclen) {
+sg_status sg_job_token_resolve(uint64_t config_hash, const char *launcher_source,
+                               const char *master_addr, int store_port, int world, char *out,
+                               char *src, size_t srclen) {
     const char *t = getenv(SG_TOKEN_ENV);
     if (t && *t) {
         if (strlen(t) > SG_TOKEN_MAX) {
             SG_ERROR("%s is %zu characters long, over the limit of %d: use a shorter token (e.g. "
                      "`openssl rand -hex 32`)", SG_TOKEN_ENV, strlen(t), SG_TOKEN_MAX);
-            return -1;
+            return SG_ERR_CONFIG;
         }
         snprintf(out, SG_TOKEN_MAX + 1, "%s", t);
         snprintf(src, srclen, "%s", SG_TOKEN_ENV);
-        return 0;
+        return SG_OK;
     }
     /* the job id every rank of one launch shares */
     char id[512];
@@ -59,10 +60,10 @@ int sg_job_token_resolve(uint64_t config_hash, const char *launcher_source, cons
     snprintf(out, SG_TOKEN_MAX + 1, "derived-%016llx", (unsigned long long)h);
     snprintf(src, srclen, "derived from the config hash, %s, MASTER_ADDR, the port and WORLD_SIZE "
              "(%s is not set; the token separates jobs but is not a secret)", idvar, SG_TOKEN_ENV);
-    return 0;
+    return SG_OK;
 }
 
-int sg_job_token_generate(char *out) {
+sg_status sg_job_token_generate(char *out) {
     unsigned char b[32];
     size_t got = 0;
     while (got < sizeof b) {
@@ -85,10 +86,10 @@ int sg_job_token_generate(char *out) {
     if (got < sizeof b) {
         SG_ERROR("launcher: no random bytes for the job token (getrandom and /dev/urandom failed: %s); "
                  "export %s=<a random string> and run again", strerror(errno), SG_TOKEN_ENV);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-    return 0;
+    return SG_OK;
 }
 
 int sg_token_equal(const void *a, size_t an, const void *b, size_t bn) {

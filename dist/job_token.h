@@ -27,23 +27,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
+
 #define SG_TOKEN_MAX 256
 #define SG_TOKEN_ENV "SEGTRAIN_JOB_TOKEN"
 
 /* This process's token into out (SG_TOKEN_MAX + 1 bytes, NUL-terminated)
  * and where it came from into src ("SEGTRAIN_JOB_TOKEN" or "derived from
  * ..."). launcher_source: "torchrun", "mpi", "slurm" or "none" (which job id
- * variable to use); store_port: the port the store uses. 0, or -1 after
- * logging (SEGTRAIN_JOB_TOKEN longer than SG_TOKEN_MAX). */
-int sg_job_token_resolve(uint64_t config_hash, const char *launcher_source, const char *master_addr,
-                         int store_port, int world, char *out, char *src, size_t srclen);
+ * variable to use); store_port: the port the store uses. Returns SG_OK, or
+ * SG_ERR_CONFIG after logging that SEGTRAIN_JOB_TOKEN is longer than
+ * SG_TOKEN_MAX (the user's environment). */
+sg_status sg_job_token_resolve(uint64_t config_hash, const char *launcher_source,
+                               const char *master_addr, int store_port, int world, char *out,
+                               char *src, size_t srclen);
 
-/* 32 random bytes as 64 hex digits into out (65 bytes). 0, or -1 after
- * logging (no randomness available). */
-int sg_job_token_generate(char *out);
+/* 32 random bytes as 64 hex digits into out (65 bytes). Returns SG_OK, or
+ * SG_ERR_RUNTIME after logging that no randomness is available (and that
+ * exporting SEGTRAIN_JOB_TOKEN avoids the need). */
+sg_status sg_job_token_generate(char *out);
 
-/* 1 if a (an bytes) equals b (bn bytes); the time taken depends only on bn
- * (the expected token's length), not on where they differ. */
+/* 1 if a (an bytes) equals b (bn bytes), else 0 (a bool, not a status);
+ * the time taken depends only on bn (the expected token's length), not on
+ * where they differ. */
 int sg_token_equal(const void *a, size_t an, const void *b, size_t bn);
 
 #endif

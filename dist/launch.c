@@ -20,6 +20,7 @@
 
 #include "core/util.h"
 #include "core/log.h"
+#include "core/status.h"
 #include "dist/job_token.h"
 #include "dist/launch.h"
 #include "dist/launch_report.h"
@@ -75,12 +76,15 @@ static int match_opt(int argc, char **argv, int *i, int k, const char **val) {
     return 1;
 }
 
-static int parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
-    if (sg_parse_int(v, lo, hi, out) == 0) return 0;
+/* An option's (or MASTER_PORT's) integer value: SG_OK, or SG_ERR_CONFIG
+ * after logging that it is not an integer in [lo, hi]. */
+static sg_status parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
+    if (sg_parse_int(v, lo, hi, out) == 0) return SG_OK;
     SG_ERROR("launcher: %s '%s' is not an integer in [%d, %d]", opt, v, lo, hi);
-    return -1;
+    return SG_ERR_CONFIG;
 }
 
+/* A free loopback TCP port, or -1 (a port number, not a status). */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
@@ -94,7 +98,7 @@ static int free_port(void) {
 }
 
 /* Splits argv into launcher options and the workers' arguments. Returns 0,
- * or 2 after logging a usage error. */
+ * or 2 after logging a usage error: exit codes for sg_launch, not statuses. */
 static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest) {
     memset(o, 0, sizeof *o);
     o->nnodes = 1;
@@ -103,7 +107,8 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
     const char *env_addr = getenv("MASTER_ADDR");
     snprintf(o->addr, sizeof o->addr, "%s", env_addr && *env_addr ? env_addr : "127.0.0.1");
     const char *env_port = getenv("MASTER_PORT");
-    if (env_port && *env_port && parse_int("MASTER_PORT", env_port, 1, 65535, &o->port)) return 2;
+    if (env_port && *env_port && parse_int("MASTER_PORT", env_port, 1, 65535, &o->port) != SG_OK)
+        return 2;
     *n_rest = 0;
     for (int i = 1; i < argc; i++) {
         int matched = 0;
@@ -116,7 +121,7 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
             }
             if (!m) continue;
             matched = 1;
-            int rc = 0;
+            sg_status rc = SG_OK;
             switch (k) {
             case O_NPROC: rc = parse_int(launch_opt_names[k], v, 1, 4096, &o->nproc); break;
             case O_NNODES: rc = parse_int(launch_opt_names[k], v, 1, 100000, &o->nnodes); break;
@@ -135,7 +140,7 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 }
                 snprintf(o->addr, sizeof o->addr, "%s", v);
             }
-            if (rc) return 2;
+            if (rc != SG_OK) return 2;
         }
         if (!matched) rest[(*n_rest)++] = argv[i];
     }
@@ -332,7 +337,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         snprintf(o.token, sizeof o.token, "%s", user_token);
     } else if (o.nnodes == 1) {
-        if (sg_job_token_generate(o.token)) {
+        if (sg_job_token_generate(o.token) != SG_OK) {
             free(rest);
             return 1;
         }

@@ -46,15 +46,16 @@ void sg_launch_report_culprit(int self, int culprit, int state) {
     if (n > 0 && write(fd, line, (size_t)n) != n) { /* full or closed: the summary is less precise */ }
 }
 
-int sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state) {
+sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state) {
     char buf[64];
-    if (len >= sizeof buf) return -1;
+    if (len >= sizeof buf) return SG_ERR_RUNTIME;
     memcpy(buf, line, len);
     buf[len] = 0;
     char tail;
-    if (sscanf(buf, "culprit %d %d %d%c", self, culprit, state, &tail) != 3) return -1;
-    if (*self < 0 || *culprit < 0 || *state < SG_RANK_DEAD || *state > SG_RANK_UNREACHABLE) return -1;
-    return 0;
+    if (sscanf(buf, "culprit %d %d %d%c", self, culprit, state, &tail) != 3) return SG_ERR_RUNTIME;
+    if (*self < 0 || *culprit < 0 || *state < SG_RANK_DEAD || *state > SG_RANK_UNREACHABLE)
+        return SG_ERR_RUNTIME;
+    return SG_OK;
 }
 
 const char *sg_launch_report_phrase(int state) {

@@ -15,19 +15,23 @@
 
 #include <stddef.h>
 
+#include "core/status.h"
+
 #define SG_LAUNCH_REPORT_ENV "SEGTRAIN_LAUNCH_REPORT"
 
 /* Worker: checks the variable once (parent pid, a pipe) and marks the
  * descriptor close-on-exec so nothing this process starts inherits it.
- * Returns the descriptor, or -1 when this process has no launcher to tell. */
+ * Returns the descriptor (an int fd, not a status), or -1 when this process
+ * has no launcher to tell (not an error: nothing is logged). */
 int sg_launch_report_open(void);
 /* Worker: rank self found rank culprit in state (SG_RANK_DEAD, _HUNG,
  * _UNREACHABLE). No-op without a launcher. */
 void sg_launch_report_culprit(int self, int culprit, int state);
 
-/* Launcher: parses one line (without its newline). 0 and the fields, or -1
- * for anything malformed (ignored). */
-int sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state);
+/* Launcher: parses one line (without its newline), a pure function (fuzzed
+ * by tests/fuzz/fuzz_mesh.c). SG_OK and the fields, or SG_ERR_RUNTIME for
+ * anything malformed (not logged: the launcher ignores such a line). */
+sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state);
 /* The phrase for a state: "is stopped or hung", ... */
 const char *sg_launch_report_phrase(int state);
 

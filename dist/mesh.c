@@ -44,6 +44,7 @@ static void tune(int fd) {
 
 static int stopped(const volatile sig_atomic_t *stop) { return stop && *stop; }
 
+/* A connected socket (an fd), or -1 after the deadline or the stop flag. */
 static int connect_to(const char *host, int port, double deadline, const volatile sig_atomic_t *stop) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -62,25 +63,27 @@ static int connect_to(const char *host, int port, double deadline, const volatil
     return fd;
 }
 
-/* Blocking exact write/read before the deadline (setup only). */
-static int xfer(int fd, void *p, size_t n, int writing, double deadline, const volatile sig_atomic_t *stop) {
+/* Blocking exact write/read before the deadline (setup only). SG_OK, or
+ * SG_ERR_RUNTIME (closed, failed, the deadline or the stop flag; not logged:
+ * the caller names the peer). */
+static sg_status xfer(int fd, void *p, size_t n, int writing, double deadline, const volatile sig_atomic_t *stop) {
     char *c = p;
     while (n) {
-        if (stopped(stop)) return -1;
+        if (stopped(stop)) return SG_ERR_RUNTIME;
         struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
         double left = deadline - sg_now_s();
         if (left > 0.1 && stop) left = 0.1;
-        if (left <= 0) return -1;
+        if (left <= 0) return SG_ERR_RUNTIME;
         int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-        if (pr < 0 && errno != EINTR) return -1;
+        if (pr < 0 && errno != EINTR) return SG_ERR_RUNTIME;
         if (pr <= 0) continue;
         ssize_t k = writing ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (k <= 0) return -1;
+        if (k <= 0) return SG_ERR_RUNTIME;
         c += k;
         n -= (size_t)k;
     }
-    return 0;
+    return SG_OK;
 }
 
 /* A connection accepted but not yet through its handshake. */
@@ -118,7 +121,7 @@ static void advance_pending(acceptor *a, int i, int *fds) {
     sg_mesh_hello h;
     size_t need = SG_MESH_HELLO_FIXED;
     const char *why = NULL;
-    int pr = sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
+    sg_mesh_wire_result pr = sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
     if (pr == SG_MESH_WIRE_MORE) {
         ssize_t r = recv(p->fd, p->buf + p->len, need - p->len, MSG_DONTWAIT);
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -158,15 +161,17 @@ static void advance_pending(acceptor *a, int i, int *fds) {
 /* Accepts every higher rank's connection until the deadline: handshakes
  * read without blocking, so a stranger's connection (silent, garbage, the
  * wrong token, a second claim to a rank) is dropped and logged while the
- * real ranks connect. 0, or -1 (deadline or stop). */
-static int accept_higher(acceptor *a, int *fds, double deadline, const volatile sig_atomic_t *stop) {
+ * real ranks connect. SG_OK, or SG_ERR_RUNTIME (deadline, stop or a poll
+ * failure; not logged: the caller names the missing ranks). */
+static sg_status accept_higher(acceptor *a, int *fds, double deadline,
+                               const volatile sig_atomic_t *stop) {
     for (;;) {
         int missing = 0;
         for (int q = a->rank + 1; q < a->world; q++) missing += fds[q] < 0;
-        if (!missing) return 0;
-        if (stopped(stop)) return -1;
+        if (!missing) return SG_OK;
+        if (stopped(stop)) return SG_ERR_RUNTIME;
         double now = sg_now_s();
-        if (now >= deadline) return -1;
+        if (now >= deadline) return SG_ERR_RUNTIME;
         for (int i = a->np - 1; i >= 0; i--)
             if (now - a->p[i].t0 > MESH_HELLO_S) drop_pending(a, i, 0xff, "no handshake in time", NULL);
         struct pollfd pfd[1 + MESH_MAX_PENDING];
@@ -176,7 +181,7 @@ static int accept_higher(acceptor *a, int *fds, double deadline, const volatile 
         if (left > 0.1) left = 0.1; /* handshake deadlines, the stop flag */
         int np = a->np;
         int pr = poll(pfd, (nfds_t)(1 + np), (int)(left * 1000) + 1);
-        if (pr < 0 && errno != EINTR) return -1;
+        if (pr < 0 && errno != EINTR) return SG_ERR_RUNTIME;
         if (pr <= 0) continue;
         for (int i = np - 1; i >= 0; i--)
             if (pfd[1 + i].revents) advance_pending(a, i, fds);
@@ -222,9 +227,10 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
 
     /* listen on the MASTER_ADDR interface (dist/net_addr.h), publish it */
     const char *master = getenv("MASTER_ADDR");
+    if (!master || !*master) master = "127.0.0.1";
     struct in_addr ia;
     char err[256];
-    if (sg_net_listen_addr(master && *master ? master : "127.0.0.1", &ia, NULL, 0, err, sizeof err)) {
+    if (sg_net_listen_addr(master, &ia, NULL, 0, err, sizeof err) != SG_OK) {
         SG_ERROR("rank %d: cannot choose an address for the small-collective mesh: %s", rank, err);
         sg_mesh_destroy(m);
         return NULL;
@@ -246,20 +252,20 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
     char key[64], val[96];
     snprintf(key, sizeof key, "mesh/%d", rank);
     snprintf(val, sizeof val, "%s %d", host, ntohs(sa.sin_port));
-    if (sg_store_set(store, key, val, strlen(val) + 1)) goto fail;
+    if (sg_store_set(store, key, val, strlen(val) + 1) != SG_STORE_OK) goto fail;
     /* connect to every lower rank, then accept every higher one */
     for (int q = 0; q < rank; q++) {
         snprintf(key, sizeof key, "mesh/%d", q);
         void *v = NULL;
         size_t n = 0;
-        int rc = sg_store_get(store, key, &v, &n);
+        sg_store_rc rc = sg_store_get(store, key, &v, &n);
         char qhost[64];
         int qport = 0;
-        if (rc || n == 0 || ((char *)v)[n - 1] != 0 || sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
+        if (rc != SG_STORE_OK || n == 0 || ((char *)v)[n - 1] != 0 || sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
             if (rc == SG_STORE_TIMEOUT)
                 SG_ERROR("rank %d: rank %d did not publish its mesh address within %.1f s", rank, q,
                          timeout_s);
-            else if (!rc)
+            else if (rc == SG_STORE_OK)
                 SG_ERROR("rank %d: rank %d's mesh address in the store is malformed", rank, q);
             free(v);
             goto fail;
@@ -268,7 +274,8 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
         int fd = connect_to(qhost, qport, deadline, stop);
         uint8_t hello[SG_MESH_HELLO_MAX], ack = 0xff;
         size_t hl = sg_mesh_build_hello(hello, rank, token, token_len);
-        if (fd < 0 || xfer(fd, hello, hl, 1, deadline, stop) || xfer(fd, &ack, 1, 0, deadline, stop)) {
+        if (fd < 0 || xfer(fd, hello, hl, 1, deadline, stop) != SG_OK ||
+            xfer(fd, &ack, 1, 0, deadline, stop) != SG_OK) {
             if (!stopped(stop))
                 SG_ERROR("rank %d: cannot connect to rank %d at %s:%d for the small-collective mesh: %s", rank,
                          q, qhost, qport, fd < 0 ? strerror(errno) : "no answer to the handshake");
@@ -292,10 +299,10 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
         acceptor a = {.rank = rank, .world = world, .lfd = lfd, .token = token, .token_len = token_len};
         a.peer_of = calloc((size_t)world, sizeof *a.peer_of);
         SG_CHECK(a.peer_of, "out of memory");
-        int rc = accept_higher(&a, m->fd, deadline, stop);
+        sg_status rc = accept_higher(&a, m->fd, deadline, stop);
         for (int i = 0; i < a.np; i++) close(a.p[i].fd);
         free(a.peer_of);
-        if (rc) {
+        if (rc != SG_OK) {
             if (!stopped(stop)) {
                 char missing[256] = "";
                 size_t ml = 0;

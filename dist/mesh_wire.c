@@ -4,8 +4,8 @@
 
 #include "dist/mesh_wire.h"
 
-int sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h, size_t *need,
-                        const char **why) {
+sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h,
+                                        size_t *need, const char **why) {
     const uint8_t *b = buf;
     *need = SG_MESH_HELLO_FIXED;
     if (len >= 4) {

@@ -29,7 +29,13 @@ enum {
     SG_MESH_ACK_BAD = 3,
 };
 
-enum { SG_MESH_WIRE_BAD = -1, SG_MESH_WIRE_MORE = 0, SG_MESH_WIRE_OK = 1 };
+/* The handshake parser's verdict on the bytes so far (not an sg_status:
+ * "more bytes needed" is neither success nor failure; nothing is logged). */
+typedef enum sg_mesh_wire_result {
+    SG_MESH_WIRE_BAD = -1, /* malformed: *why says what is wrong */
+    SG_MESH_WIRE_MORE = 0, /* incomplete: *need says how many bytes it takes */
+    SG_MESH_WIRE_OK = 1,   /* complete and well-formed */
+} sg_mesh_wire_result;
 
 typedef struct sg_mesh_hello {
     int32_t rank;
@@ -41,8 +47,8 @@ typedef struct sg_mesh_hello {
  * `self` of `world`: the sender must be a higher rank. SG_MESH_WIRE_OK
  * (*h filled), SG_MESH_WIRE_MORE (*need = the bytes the whole handshake
  * takes, as far as known), or SG_MESH_WIRE_BAD with *why. */
-int sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h, size_t *need,
-                        const char **why);
+sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h,
+                                        size_t *need, const char **why);
 /* Writes the handshake into out (SG_MESH_HELLO_MAX bytes); its length, or 0
  * for an empty or too long token. */
 size_t sg_mesh_build_hello(uint8_t *out, int32_t rank, const char *token, size_t token_len);
@@ -56,7 +62,7 @@ typedef struct sg_mesh_msg_hdr {
 sg_mesh_msg_hdr sg_mesh_make_header(uint32_t seq, uint32_t bytes);
 /* Checks a received header (8 bytes) against the expected one: 1 if they
  * match; else 0 with what differs in err (the peer's collective number and
- * size, for the message naming the rank). */
+ * size, for the message naming the rank). A bool, not a status. */
 int sg_mesh_check_header(const void *got, sg_mesh_msg_hdr want, char *err, size_t errlen);
 
 #endif

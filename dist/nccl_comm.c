@@ -38,7 +38,7 @@ typedef struct nccl_impl {
         if (e_ != cudaSuccess) {                                                                 \
             snprintf(err, len, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,              \
                      cudaGetErrorString(e_));                                                    \
-            return -1;                                                                           \
+            return SG_ERR_RUNTIME;                                                               \
         }                                                                                        \
     } while (0)
 
@@ -50,9 +50,11 @@ static void abort_all(nccl_impl *n) {
 }
 
 /* Waits until the communicator leaves ncclInProgress (non-blocking init and
- * enqueue) and the channel's event completes, or the timeout. */
-static int finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, int wait_event, char *err,
-                  size_t len) {
+ * enqueue) and the channel's event completes, or the timeout. SG_OK, or
+ * SG_ERR_RUNTIME with the reason in err (not logged; the communicators are
+ * aborted). The helpers below follow the same contract. */
+static sg_status finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what,
+                        int wait_event, char *err, size_t len) {
     double deadline = sg_now_s() + n->timeout_s;
     ncclResult_t st = issued;
     for (;;) {
@@ -60,83 +62,86 @@ static int finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, i
         if (st != ncclSuccess && st != ncclInProgress) {
             snprintf(err, len, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(st), ncclGetLastError(n->comm[ch]));
             abort_all(n);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         if (st == ncclSuccess) {
-            if (!wait_event) return 0;
+            if (!wait_event) return SG_OK;
             cudaError_t q = cudaEventQuery(n->done[ch]);
-            if (q == cudaSuccess) return 0;
+            if (q == cudaSuccess) return SG_OK;
             if (q != cudaErrorNotReady) {
                 snprintf(err, len, "CUDA error while waiting for NCCL %s: %s", what, cudaGetErrorString(q));
                 abort_all(n);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
             ncclResult_t async = ncclSuccess;
             ncclCommGetAsyncError(n->comm[ch], &async);
             if (async != ncclSuccess && async != ncclInProgress) {
                 snprintf(err, len, "NCCL %s failed asynchronously: %s", what, ncclGetErrorString(async));
                 abort_all(n);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
         }
         if (sg_now_s() > deadline) {
             snprintf(err, len, "NCCL %s did not complete within %.1f s (communicators aborted)",
                      what, n->timeout_s);
             abort_all(n);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         struct timespec ts = {0, 200 * 1000};
         nanosleep(&ts, NULL);
     }
 }
 
-static int begin(nccl_impl *n, char *err, size_t len) {
+static sg_status begin(nccl_impl *n, char *err, size_t len) {
     if (n->aborted) {
         snprintf(err, len, "the NCCL communicators were aborted after an earlier failure");
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     CUDA_OK(cudaSetDevice(n->device), err, len);
-    return 0;
+    return SG_OK;
 }
 
-static int after(nccl_impl *n, int ch, ncclResult_t r, const char *what, char *err, size_t len) {
+static sg_status after(nccl_impl *n, int ch, ncclResult_t r, const char *what, char *err,
+                       size_t len) {
     if (r != ncclSuccess && r != ncclInProgress) {
         snprintf(err, len, "NCCL %s: %s", what, ncclGetErrorString(r));
         abort_all(n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* with a non-blocking communicator the enqueue itself may be in progress */
-    if (finish(n, ch, r, what, 0, err, len)) return -1;
+    if (finish(n, ch, r, what, 0, err, len) != SG_OK) return SG_ERR_RUNTIME;
     CUDA_OK(cudaEventRecord(n->done[ch], n->stream[ch]), err, len);
     return finish(n, ch, ncclSuccess, what, 1, err, len);
 }
 
-static int nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err, size_t len) {
+static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                              char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len)) return -1;
+    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
     ncclDataType_t ty = dtype == SG_CDT_F32 ? ncclFloat32 : dtype == SG_CDT_F64 ? ncclFloat64 : ncclInt64;
     return after(n, ch, ncclAllReduce(buf, buf, count, ty, ncclSum, n->comm[ch], n->stream[ch]), "all-reduce",
                  err, len);
 }
 
-static int nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err, size_t len) {
+static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root,
+                              char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len)) return -1;
+    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(n, ch, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm[ch], n->stream[ch]),
                  "broadcast", err, len);
 }
 
-static int nc_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err,
-                        size_t len) {
+static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                              char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len)) return -1;
+    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(n, ch, ncclAllGather(in, out, bytes, ncclUint8, n->comm[ch], n->stream[ch]), "all-gather",
                  err, len);
 }
 
-static int nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
+static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len)) return -1;
+    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(n, ch, ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat32, ncclSum, n->comm[ch], n->stream[ch]),
                  "barrier", err, len);
 }
@@ -195,15 +200,15 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
                 nc_destroy(t);
                 return NULL;
             }
-            if (sg_store_set(store, key, &id, sizeof id)) {
+            if (sg_store_set(store, key, &id, sizeof id) != SG_STORE_OK) {
                 nc_destroy(t);
                 return NULL;
             }
         } else {
             void *v = NULL;
             size_t len = 0;
-            int rc = sg_store_get(store, key, &v, &len);
-            if (rc || len != sizeof id) {
+            sg_store_rc rc = sg_store_get(store, key, &v, &len);
+            if (rc != SG_STORE_OK || len != sizeof id) {
                 if (rc == SG_STORE_TIMEOUT)
                     SG_ERROR("rank %d: rank 0 did not publish the NCCL unique id within %.1f s: "
                              "see rank 0's log", rank, timeout_s);
@@ -223,7 +228,7 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             nc_destroy(t);
             return NULL;
         }
-        if (finish(n, ch, r, "communicator init", 0, err, sizeof err)) {
+        if (finish(n, ch, r, "communicator init", 0, err, sizeof err) != SG_OK) {
             SG_ERROR("rank %d: %s. A rank that never joins makes the others time out here: see their logs.",
                      rank, err);
             nc_destroy(t);

@@ -21,14 +21,14 @@ static int is_local(struct in_addr a) {
     return ok;
 }
 
-int sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_t howlen, char *err,
-                       size_t errlen) {
+sg_status sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_t howlen,
+                             char *err, size_t errlen) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gai = getaddrinfo(master, NULL, &hints, &ai);
     if (gai || !ai) {
         snprintf(err, errlen, "MASTER_ADDR=%s does not resolve to an IPv4 address (%s): set it to rank 0's "
                  "address or hostname", master, gai ? gai_strerror(gai) : "no address");
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     struct in_addr a = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
     freeaddrinfo(ai);
@@ -40,7 +40,7 @@ int sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_
             snprintf(how, howlen, "%s", a.s_addr == htonl(INADDR_ANY) ? "every interface (MASTER_ADDR=0.0.0.0)"
                      : sg_net_is_loopback(a) ? "loopback (MASTER_ADDR is a loopback address)"
                                              : "MASTER_ADDR (an address of this host)");
-        return 0;
+        return SG_OK;
     }
     /* another host: the source address of the route to it */
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -52,9 +52,9 @@ int sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_
     if (fd >= 0) close(fd);
     if (!ok) {
         snprintf(err, errlen, "no route from this host to MASTER_ADDR=%s (%s): %s", master, as, strerror(e));
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     *out = src.sin_addr;
     if (how) snprintf(how, howlen, "the interface of the route to MASTER_ADDR (%s is not an address of this host)", as);
-    return 0;
+    return SG_OK;
 }

@@ -20,12 +20,15 @@
 #include <netinet/in.h>
 #include <stddef.h>
 
+#include "core/status.h"
+
 /* The listening address for MASTER_ADDR `master` into *out; how (may be
- * NULL) gets a phrase saying which case applied. 0, or -1 with the reason
- * in err (not logged: the caller names the rank and what it was doing). */
-int sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_t howlen, char *err,
-                       size_t errlen);
-/* 1 for 127.0.0.0/8. */
+ * NULL) gets a phrase saying which case applied. SG_OK, or SG_ERR_RUNTIME
+ * with the reason in err (MASTER_ADDR does not resolve, or no route to it;
+ * not logged: the caller names the rank and what it was doing). */
+sg_status sg_net_listen_addr(const char *master, struct in_addr *out, char *how, size_t howlen,
+                             char *err, size_t errlen);
+/* 1 for 127.0.0.0/8, else 0 (a bool). */
 int sg_net_is_loopback(struct in_addr a);
 
 #endif

@@ -17,12 +17,17 @@
  *
  * Every blocking call gives up after the store's timeout. Calls on one
  * handle are serialised by a mutex (a handle may be shared by threads).
- * Return values: 0 ok, -1 error (logged, naming the rank and what to do),
- * SG_STORE_TIMEOUT when a wait timed out (not logged: the caller knows what
- * it was waiting for and names the missing rank), SG_STORE_INTERRUPTED when
- * the stop flag given in sg_store_opts was raised (not logged: the caller
- * was told to stop). Several outcomes, so these return int, not sg_status
- * (core/status.h); the communicator turns all of them into its own 0 / -1.
+ * The requests (set, get, wait, check, add, barrier, leave) return an
+ * sg_store_rc (below): SG_STORE_OK, SG_STORE_ERROR (logged, naming the rank
+ * and what to do), SG_STORE_TIMEOUT when a wait timed out (not logged: the
+ * caller knows what it was waiting for and names the missing rank),
+ * SG_STORE_INTERRUPTED when the stop flag given in sg_store_opts was raised
+ * (not logged: the caller was told to stop). Four outcomes, so not an
+ * sg_status (core/status.h); the callers in dist/ return SG_ERR_RUNTIME for
+ * any of the three failures, after logging what the store did not (a
+ * timeout names the rank that did not publish its key).
+ * sg_store_heartbeat_start returns an sg_status; the getters and
+ * sg_store_diagnose return plain ints.
  * Nothing here ends the process except running out of memory.
  */
 #ifndef SG_DIST_STORE_H
@@ -32,12 +37,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SG_STORE_TIMEOUT (-2)
-#define SG_STORE_INTERRUPTED (-3)
+/* A store request's outcome. SG_STORE_OK and SG_STORE_ERROR have the values
+ * of SG_OK and SG_ERR_RUNTIME, but SG_STORE_TIMEOUT is not SG_ERR_CONFIG:
+ * never pass an sg_store_rc up as an sg_status, convert it. */
+typedef enum sg_store_rc {
+    SG_STORE_OK = 0,
+    SG_STORE_ERROR = -1,       /* logged */
+    SG_STORE_TIMEOUT = -2,     /* a wait timed out (not logged) */
+    SG_STORE_INTERRUPTED = -3, /* the stop flag was raised (not logged) */
+} sg_store_rc;
 
 typedef struct sg_store sg_store;
 
@@ -68,39 +82,45 @@ sg_store *sg_store_clone(const sg_store *s);
  * has called sg_store_leave, then stops the server. */
 void sg_store_destroy(sg_store *s);
 /* Announces that this rank will make no more store requests. */
-int sg_store_leave(sg_store *s);
+sg_store_rc sg_store_leave(sg_store *s);
 
+/* Getters: plain values, not statuses. */
 int sg_store_port(const sg_store *s);
 int sg_store_rank(const sg_store *s);
 int sg_store_world(const sg_store *s);
 double sg_store_timeout(const sg_store *s);
 void sg_store_set_timeout(sg_store *s, double timeout_s);
 
-int sg_store_set(sg_store *s, const char *key, const void *val, size_t len);
+/* The requests: each returns an sg_store_rc (see the top). */
+sg_store_rc sg_store_set(sg_store *s, const char *key, const void *val, size_t len);
 /* Waits until key exists, then returns a malloc'd copy (*val, free it). */
-int sg_store_get(sg_store *s, const char *key, void **val, size_t *len);
+sg_store_rc sg_store_get(sg_store *s, const char *key, void **val, size_t *len);
 /* Waits until key exists. */
-int sg_store_wait(sg_store *s, const char *key);
+sg_store_rc sg_store_wait(sg_store *s, const char *key);
 /* *exists = 1 if key is set now (does not wait). */
-int sg_store_check(sg_store *s, const char *key, int *exists);
+sg_store_rc sg_store_check(sg_store *s, const char *key, int *exists);
 /* Atomically adds delta to the int64 counter key (created at 0) -> *out. */
-int sg_store_add(sg_store *s, const char *key, int64_t delta, int64_t *out);
-/* Every rank calls it with the same name; returns 0 when all arrived, or -1
- * after logging which ranks did not arrive within the timeout. */
-int sg_store_barrier(sg_store *s, const char *name);
+sg_store_rc sg_store_add(sg_store *s, const char *key, int64_t delta, int64_t *out);
+/* Every rank calls it with the same name; returns SG_STORE_OK when all
+ * arrived, SG_STORE_ERROR after logging which ranks did not arrive within
+ * the timeout (a barrier's timeout is logged here, never SG_STORE_TIMEOUT)
+ * or what failed, or SG_STORE_INTERRUPTED (not logged). */
+sg_store_rc sg_store_barrier(sg_store *s, const char *name);
 
 /* After a failed collective: finds which ranks are dead (connection lost) or
  * hung (no heartbeat progress over ~probe_s seconds) and writes a sentence
- * naming them into out. Returns the number of ranks named (0: none found,
- * out says so). state (NULL, or world entries) gets each rank's finding:
+ * naming them into out. Returns the number of ranks named, a count (0: none
+ * found, out says so). state (NULL, or world entries) gets each rank's finding:
  * SG_RANK_OK, SG_RANK_DEAD, SG_RANK_HUNG, or SG_RANK_UNREACHABLE for rank 0
  * when its store cannot be reached. Heartbeats come from
  * sg_store_heartbeat_start. */
 enum { SG_RANK_OK = 0, SG_RANK_DEAD = 1, SG_RANK_HUNG = 2, SG_RANK_UNREACHABLE = 3 };
 int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state);
 /* Starts a thread that bumps this rank's heartbeat counter every 0.5 s
- * through its own connection; stopped by sg_store_destroy of s. */
-int sg_store_heartbeat_start(sg_store *s);
+ * through its own connection; stopped by sg_store_destroy of s. Returns
+ * SG_OK, or SG_ERR_RUNTIME after logging that the second connection or the
+ * thread could not be made. */
+sg_status sg_store_heartbeat_start(sg_store *s);
 
 #ifdef __cplusplus
 }

@@ -45,12 +45,13 @@ struct sg_store {
     const volatile sig_atomic_t *stop;
 };
 
-/* connect_locked's verdicts besides 0 / -1 / SG_STORE_INTERRUPTED: the
- * store answered and refused us, so retrying cannot help (logged). */
+/* connect_locked's verdict besides the sg_store_rc ones: the store answered
+ * and refused us, so retrying cannot help (logged). */
 #define REFUSED (-10)
 
 static int stopped(const sg_store *s) { return s->stop && *s->stop; }
 
+/* A connected socket (an fd), or -1. */
 static int connect_once(const char *addr, int port) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
@@ -70,21 +71,23 @@ static int connect_once(const char *addr, int port) {
     return fd;
 }
 
-static int send_all(int fd, const void *p, size_t n) {
+/* Writes n bytes: SG_STORE_OK, or SG_STORE_ERROR (not logged here). */
+static sg_store_rc send_all(int fd, const void *p, size_t n) {
     const char *c = p;
     while (n) {
         ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
+        if (w <= 0) return SG_STORE_ERROR;
         c += w;
         n -= (size_t)w;
     }
-    return 0;
+    return SG_STORE_OK;
 }
 
-/* Reads n bytes before the deadline. 0 ok, -1 closed/error, SG_STORE_TIMEOUT,
- * SG_STORE_INTERRUPTED (the stop flag, checked every 0.1 s). */
-static int recv_all(const sg_store *s, void *p, size_t n, double deadline) {
+/* Reads n bytes before the deadline. SG_STORE_OK, SG_STORE_ERROR (closed or
+ * failed; not logged here), SG_STORE_TIMEOUT, SG_STORE_INTERRUPTED (the stop
+ * flag, checked every 0.1 s). */
+static sg_store_rc recv_all(const sg_store *s, void *p, size_t n, double deadline) {
     char *c = p;
     int fd = s->fd;
     while (n) {
@@ -95,21 +98,23 @@ static int recv_all(const sg_store *s, void *p, size_t n, double deadline) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
         if (rc < 0 && errno == EINTR) continue;
-        if (rc < 0) return -1;
+        if (rc < 0) return SG_STORE_ERROR;
         if (rc == 0) continue;
         ssize_t r = recv(fd, c, n, 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (r <= 0) return -1;
+        if (r <= 0) return SG_STORE_ERROR;
         c += r;
         n -= (size_t)r;
     }
-    return 0;
+    return SG_STORE_OK;
 }
 
 /* One request/response on an open connection; the caller holds mu. A
- * refusal by the server returns -1 with its status in *status (if given). */
-static int request_locked(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen,
-                          void **out, size_t *outlen, double timeout, uint8_t *status) {
+ * refusal by the server returns SG_STORE_ERROR with its status in *status
+ * (if given). Nothing is logged here (request() does). */
+static sg_store_rc request_locked(sg_store *s, uint8_t op, const char *key, const void *val,
+                                  uint32_t vlen, void **out, size_t *outlen, double timeout,
+                                  uint8_t *status) {
     uint32_t klen = (uint32_t)strlen(key);
     char hdr[SG_STORE_HDR];
     hdr[0] = (char)op;
@@ -117,15 +122,16 @@ static int request_locked(sg_store *s, uint8_t op, const char *key, const void *
     memcpy(hdr + 5, &vlen, 4);
     if (status) *status = SG_ST_OK;
     if (send_all(s->fd, hdr, sizeof hdr) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
-        return -1;
+        return SG_STORE_ERROR;
     double deadline = sg_now_s() + timeout;
     char rh[SG_STORE_RESP_HDR];
-    int rc = recv_all(s, rh, sizeof rh, deadline);
-    if (rc) return rc;
+    sg_store_rc rc = recv_all(s, rh, sizeof rh, deadline);
+    if (rc != SG_STORE_OK) return rc;
     uint8_t st;
     uint32_t rlen;
     const char *why;
-    if (sg_store_parse_response(rh, SG_STORE_MAX_VAL, &st, &rlen, &why) != SG_WIRE_OK) return -1;
+    if (sg_store_parse_response(rh, SG_STORE_MAX_VAL, &st, &rlen, &why) != SG_WIRE_OK)
+        return SG_STORE_ERROR;
     char *buf = malloc(rlen + 1u);
     SG_CHECK(buf, "out of memory");
     rc = recv_all(s, buf, rlen, deadline + 5.0);
@@ -135,10 +141,10 @@ static int request_locked(sg_store *s, uint8_t op, const char *key, const void *
             buf[rlen] = 0;
             *out = buf;
             if (outlen) *outlen = rlen;
-            return -1;
+            return SG_STORE_ERROR;
         }
         free(buf);
-        return rc ? rc : -1;
+        return rc != SG_STORE_OK ? rc : SG_STORE_ERROR;
     }
     buf[rlen] = 0;
     if (out) {
@@ -147,7 +153,7 @@ static int request_locked(sg_store *s, uint8_t op, const char *key, const void *
     } else {
         free(buf);
     }
-    return 0;
+    return SG_STORE_OK;
 }
 
 /* Logs why the store refused our HELLO; retrying cannot help. */
@@ -174,8 +180,9 @@ static void log_refusal(const sg_store *s, uint8_t st, const char *detail) {
 }
 
 /* Opens the connection and says HELLO with the token, retrying until the
- * deadline while nothing answers. 0, -1 (timeout), REFUSED (logged), or
- * SG_STORE_INTERRUPTED. */
+ * deadline while nothing answers. SG_STORE_OK, SG_STORE_ERROR (timeout; not
+ * logged), REFUSED (logged), or SG_STORE_INTERRUPTED: an int, since REFUSED
+ * is not an sg_store_rc. */
 static int connect_locked(sg_store *s, double deadline) {
     for (;;) {
         if (stopped(s)) return SG_STORE_INTERRUPTED;
@@ -186,12 +193,13 @@ static int connect_locked(sg_store *s, double deadline) {
             size_t hl = sg_store_build_hello(hello, s->rank, kind, s->token, strlen(s->token));
             uint8_t st = SG_ST_OK;
             void *detail = NULL;
-            int rc = hl ? request_locked(s, SG_OP_HELLO, "", hello, (uint32_t)hl, &detail, NULL, s->timeout_s, &st)
-                        : -1;
-            if (rc == 0) {
+            sg_store_rc rc = hl ? request_locked(s, SG_OP_HELLO, "", hello, (uint32_t)hl, &detail, NULL,
+                                                 s->timeout_s, &st)
+                                : SG_STORE_ERROR;
+            if (rc == SG_STORE_OK) {
                 free(detail);
                 s->claimed = 1;
-                return 0;
+                return SG_STORE_OK;
             }
             close(s->fd);
             s->fd = -1;
@@ -206,36 +214,39 @@ static int connect_locked(sg_store *s, double deadline) {
             }
             free(detail);
         }
-        if (sg_now_s() >= deadline) return -1;
+        if (sg_now_s() >= deadline) return SG_STORE_ERROR;
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
 }
 
 /* A request with reconnect on a stale connection. After a timeout the
- * connection has an outstanding request, so it is closed (reopened next time). */
-static int request(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen, void **out,
-                   size_t *outlen, double timeout) {
+ * connection has an outstanding request, so it is closed (reopened next time).
+ * Logs errors (unless the handle is quiet) and timeouts of requests other
+ * than GET; see dist/store.h for the outcomes. */
+static sg_store_rc request(sg_store *s, uint8_t op, const char *key, const void *val,
+                           uint32_t vlen, void **out, size_t *outlen, double timeout) {
     if (strlen(key) > SG_STORE_MAX_KEY) {
         SG_ERROR("rank %d: store key longer than %d bytes: %.64s...", s->rank, SG_STORE_MAX_KEY, key);
-        return -1;
+        return SG_STORE_ERROR;
     }
     if (out) *out = NULL;
     pthread_mutex_lock(&s->mu);
-    int rc = 0, refused = 0;
+    sg_store_rc rc = SG_STORE_OK;
+    int refused = 0;
     uint8_t st = SG_ST_OK;
     if (s->fd < 0) {
-        rc = connect_locked(s, sg_now_s() + timeout);
-        if (rc == REFUSED) refused = 1;
-        if (rc != SG_STORE_INTERRUPTED && rc) rc = -1;
+        int crc = connect_locked(s, sg_now_s() + timeout);
+        if (crc == REFUSED) refused = 1;
+        rc = crc == SG_STORE_OK || crc == SG_STORE_INTERRUPTED ? (sg_store_rc)crc : SG_STORE_ERROR;
     }
-    if (!rc) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout, &st);
-    if (rc && s->fd >= 0) {
+    if (rc == SG_STORE_OK) rc = request_locked(s, op, key, val, vlen, out, outlen, timeout, &st);
+    if (rc != SG_STORE_OK && s->fd >= 0) {
         close(s->fd);
         s->fd = -1;
     }
     pthread_mutex_unlock(&s->mu);
-    if (rc && out && *out) { /* a refusal's detail: not for these callers */
+    if (rc != SG_STORE_OK && out && *out) { /* a refusal's detail: not for these callers */
         free(*out);
         *out = NULL;
     }
@@ -246,7 +257,7 @@ static int request(sg_store *s, uint8_t op, const char *key, const void *val, ui
     else if (st != SG_ST_OK)
         SG_ERROR("rank %d: the rendezvous store at %s:%d refused a request for '%.64s' (status %d)", s->rank,
                  s->addr, s->port, key, st);
-    else if (rc == -1)
+    else if (rc == SG_STORE_ERROR)
         SG_ERROR("rank %d: lost the connection to the rendezvous store at %s:%d, hosted by rank 0: "
                  "rank 0 exited or crashed; see its log", s->rank, s->addr, s->port);
     else if (rc == SG_STORE_TIMEOUT && op != SG_OP_GET)
@@ -287,7 +298,7 @@ sg_store *sg_store_create(const char *addr, int port, int rank, int world, doubl
     pthread_mutex_lock(&s->mu);
     int rc = connect_locked(s, sg_now_s() + timeout_s);
     pthread_mutex_unlock(&s->mu);
-    if (rc) {
+    if (rc != SG_STORE_OK) {
         if (rc == SG_STORE_INTERRUPTED)
             SG_INFO("rank %d: stopped while connecting to the rendezvous store at %s:%d", rank, addr, s->port);
         else if (rc != REFUSED)
@@ -326,7 +337,7 @@ sg_store *sg_store_clone(const sg_store *src) {
     pthread_mutex_lock(&s->mu);
     int rc = connect_locked(s, sg_now_s() + s->timeout_s);
     pthread_mutex_unlock(&s->mu);
-    if (rc) {
+    if (rc != SG_STORE_OK) {
         SG_ERROR("rank %d: could not open a second connection to the rendezvous store at %s:%d",
                  s->rank, s->addr, s->port);
         free(s);
@@ -341,37 +352,37 @@ int sg_store_world(const sg_store *s) { return s->world; }
 double sg_store_timeout(const sg_store *s) { return s->timeout_s; }
 void sg_store_set_timeout(sg_store *s, double t) { s->timeout_s = t; }
 
-int sg_store_set(sg_store *s, const char *key, const void *val, size_t len) {
+sg_store_rc sg_store_set(sg_store *s, const char *key, const void *val, size_t len) {
     if (len > SG_STORE_MAX_VAL) {
         SG_ERROR("rank %d: store value for '%s' is %zu bytes, over the %u limit", s->rank, key, len,
                  SG_STORE_MAX_VAL);
-        return -1;
+        return SG_STORE_ERROR;
     }
     return request(s, SG_OP_SET, key, val, (uint32_t)len, NULL, NULL, s->timeout_s);
 }
 
-int sg_store_get(sg_store *s, const char *key, void **val, size_t *len) {
+sg_store_rc sg_store_get(sg_store *s, const char *key, void **val, size_t *len) {
     return request(s, SG_OP_GET, key, NULL, 0, val, len, s->timeout_s);
 }
 
-int sg_store_wait(sg_store *s, const char *key) {
+sg_store_rc sg_store_wait(sg_store *s, const char *key) {
     return request(s, SG_OP_GET, key, NULL, 0, NULL, NULL, s->timeout_s);
 }
 
-int sg_store_check(sg_store *s, const char *key, int *exists) {
+sg_store_rc sg_store_check(sg_store *s, const char *key, int *exists) {
     void *v = NULL;
     size_t n = 0;
-    int rc = request(s, SG_OP_CHECK, key, NULL, 0, &v, &n, s->timeout_s);
-    if (!rc) *exists = n == 1 && ((uint8_t *)v)[0];
+    sg_store_rc rc = request(s, SG_OP_CHECK, key, NULL, 0, &v, &n, s->timeout_s);
+    if (rc == SG_STORE_OK) *exists = n == 1 && ((uint8_t *)v)[0];
     free(v);
     return rc;
 }
 
-int sg_store_add(sg_store *s, const char *key, int64_t delta, int64_t *out) {
+sg_store_rc sg_store_add(sg_store *s, const char *key, int64_t delta, int64_t *out) {
     void *v = NULL;
     size_t n = 0;
-    int rc = request(s, SG_OP_ADD, key, &delta, 8, &v, &n, s->timeout_s);
-    if (!rc && n == 8 && out) memcpy(out, v, 8);
+    sg_store_rc rc = request(s, SG_OP_ADD, key, &delta, 8, &v, &n, s->timeout_s);
+    if (rc == SG_STORE_OK && n == 8 && out) memcpy(out, v, 8);
     free(v);
     return rc;
 }
@@ -385,7 +396,7 @@ static void name_missing(sg_store *s, const char *prefix, const char *what) {
         char key[512];
         snprintf(key, sizeof key, "%s/%d", prefix, r);
         int ex = 1;
-        if (sg_store_check(s, key, &ex)) return;
+        if (sg_store_check(s, key, &ex) != SG_STORE_OK) return;
         if (!ex && ml < sizeof missing - 16) {
             ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", n ? ", " : "", r);
             n++;
@@ -396,29 +407,29 @@ static void name_missing(sg_store *s, const char *prefix, const char *what) {
              n ? missing : "(none missing now: they arrived late)");
 }
 
-int sg_store_barrier(sg_store *s, const char *name) {
+sg_store_rc sg_store_barrier(sg_store *s, const char *name) {
     char prefix[400], key[512];
     int seq = s->barrier_seq++;
     snprintf(prefix, sizeof prefix, "barrier/%s/%d", name, seq);
     snprintf(key, sizeof key, "%s/%d", prefix, s->rank);
     const char one = 1;
-    if (sg_store_set(s, key, &one, 1)) return -1;
+    if (sg_store_set(s, key, &one, 1) != SG_STORE_OK) return SG_STORE_ERROR;
     snprintf(key, sizeof key, "%s/count", prefix);
     int64_t count = 0;
-    if (sg_store_add(s, key, 1, &count)) return -1;
+    if (sg_store_add(s, key, 1, &count) != SG_STORE_OK) return SG_STORE_ERROR;
     snprintf(key, sizeof key, "%s/done", prefix);
-    if (count == s->world && sg_store_set(s, key, &one, 1)) return -1;
-    int rc = sg_store_wait(s, key);
+    if (count == s->world && sg_store_set(s, key, &one, 1) != SG_STORE_OK) return SG_STORE_ERROR;
+    sg_store_rc rc = sg_store_wait(s, key);
     if (rc == SG_STORE_TIMEOUT) {
         char what[512];
         snprintf(what, sizeof what, "store barrier '%s'", name);
         name_missing(s, prefix, what);
-        return -1;
+        return SG_STORE_ERROR;
     }
     return rc;
 }
 
-int sg_store_leave(sg_store *s) {
+sg_store_rc sg_store_leave(sg_store *s) {
     int64_t n;
     return sg_store_add(s, SG_STORE_LEFT_KEY, 1, &n);
 }
@@ -435,7 +446,8 @@ static void *hb_main(void *arg) {
         /* the heartbeat connection fails when rank 0 is gone: stop quietly
          * (the hb handle is quiet), the training thread reports it */
         int64_t one = 1;
-        if (request(s->hb_store, SG_OP_ADD, key, &one, 8, NULL, NULL, s->timeout_s) != 0) {
+        sg_store_rc rc = request(s->hb_store, SG_OP_ADD, key, &one, 8, NULL, NULL, s->timeout_s);
+        if (rc != SG_STORE_OK) {
             pthread_mutex_lock(&s->hb_mu);
             break;
         }
@@ -450,30 +462,34 @@ static void *hb_main(void *arg) {
     return NULL;
 }
 
-int sg_store_heartbeat_start(sg_store *s) {
+sg_status sg_store_heartbeat_start(sg_store *s) {
     s->hb_store = sg_store_clone(s);
-    if (!s->hb_store) return -1;
+    if (!s->hb_store) return SG_ERR_RUNTIME; /* logged by sg_store_clone */
     s->hb_store->quiet = 1;
     s->hb_stop = 0;
     if (pthread_create(&s->hb_thread, NULL, hb_main, s)) {
         SG_ERROR("rank %d: pthread_create for the heartbeat thread failed", s->rank);
         sg_store_destroy(s->hb_store);
         s->hb_store = NULL;
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     s->hb_running = 1;
-    return 0;
+    return SG_OK;
 }
 
-static int read_counters(sg_store *s, int64_t *hb, int *dead) {
+/* Every rank's dead flag and heartbeat counter; the first failed request's
+ * outcome (the handle is quiet here: nothing logged). */
+static sg_store_rc read_counters(sg_store *s, int64_t *hb, int *dead) {
     for (int r = 0; r < s->world; r++) {
         char key[64];
         snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", r);
-        if (sg_store_check(s, key, &dead[r])) return -1;
+        sg_store_rc rc = sg_store_check(s, key, &dead[r]);
+        if (rc != SG_STORE_OK) return rc;
         snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", r);
-        if (sg_store_add(s, key, 0, &hb[r])) return -1;
+        rc = sg_store_add(s, key, 0, &hb[r]);
+        if (rc != SG_STORE_OK) return rc;
     }
-    return 0;
+    return SG_STORE_OK;
 }
 
 int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state) {
@@ -490,7 +506,7 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int
     int named = 0;
     size_t ol = 0;
     out[0] = 0;
-    if (read_counters(s, hb0, dead)) {
+    if (read_counters(s, hb0, dead) != SG_STORE_OK) {
         if (s->rank != 0) {
             snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
                      "was killed or is stopped.");
@@ -501,7 +517,7 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int
     }
     struct timespec ts = {(time_t)probe_s, (long)((probe_s - (time_t)probe_s) * 1e9)};
     nanosleep(&ts, NULL);
-    if (read_counters(s, hb1, dead1)) {
+    if (read_counters(s, hb1, dead1) != SG_STORE_OK) {
         snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
         named = 1;
         if (state && s->rank != 0) state[0] = SG_RANK_UNREACHABLE;
@@ -544,13 +560,13 @@ void sg_store_destroy(sg_store *s) {
         double deadline = sg_now_s() + s->timeout_s;
         for (;;) {
             int64_t left = 0;
-            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) || left >= s->world || sg_now_s() > deadline) break;
+            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) != SG_STORE_OK || left >= s->world || sg_now_s() > deadline) break;
             int dead = 0;
             for (int r = 0; r < s->world; r++) {
                 char key[64];
                 int ex = 0;
                 snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", r);
-                if (sg_store_check(s, key, &ex)) break;
+                if (sg_store_check(s, key, &ex) != SG_STORE_OK) break;
                 dead += ex;
             }
             if (left + dead >= s->world) break;

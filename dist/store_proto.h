@@ -79,7 +79,13 @@ enum { SG_HELLO_CLAIM = 0, SG_HELLO_EXTRA = 1 };
 
 /* ---- pure parsers (dist/store_wire.c) ---- */
 
-enum { SG_WIRE_BAD = -1, SG_WIRE_MORE = 0, SG_WIRE_OK = 1 };
+/* A parser's verdict on the bytes so far (not an sg_status: "more bytes
+ * needed" is neither success nor failure, and nothing is logged). */
+typedef enum sg_wire_result {
+    SG_WIRE_BAD = -1, /* malformed: *why says what is wrong */
+    SG_WIRE_MORE = 0, /* incomplete: wait for more bytes */
+    SG_WIRE_OK = 1,   /* complete and well-formed */
+} sg_wire_result;
 
 typedef struct sg_store_request {
     uint8_t op;
@@ -97,8 +103,8 @@ typedef struct sg_store_request {
  * complete (else SG_STORE_HDR). SG_WIRE_BAD: *why says what is wrong (a
  * static string). Header fields are checked as soon as the header is
  * complete, before the body arrives. */
-int sg_store_parse_request(const void *buf, size_t len, int authed, sg_store_request *req,
-                           size_t *need, const char **why);
+sg_wire_result sg_store_parse_request(const void *buf, size_t len, int authed,
+                                      sg_store_request *req, size_t *need, const char **why);
 
 typedef struct sg_store_hello {
     int32_t rank;
@@ -109,7 +115,8 @@ typedef struct sg_store_hello {
 
 /* Parses a HELLO value; world: ranks are 0..world-1. SG_WIRE_OK or
  * SG_WIRE_BAD with *why. */
-int sg_store_parse_hello(const void *val, size_t len, int world, sg_store_hello *h, const char **why);
+sg_wire_result sg_store_parse_hello(const void *val, size_t len, int world, sg_store_hello *h,
+                                    const char **why);
 
 /* Writes a HELLO value into out (SG_STORE_HELLO_MAX bytes); returns its
  * length, or 0 when the token is empty or too long. */
@@ -117,8 +124,8 @@ size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const cha
 
 /* Parses a response header (SG_STORE_RESP_HDR bytes). SG_WIRE_OK, or
  * SG_WIRE_BAD when the length is over max_len or the status unknown. */
-int sg_store_parse_response(const void *hdr, uint32_t max_len, uint8_t *status, uint32_t *vlen,
-                            const char **why);
+sg_wire_result sg_store_parse_response(const void *hdr, uint32_t max_len, uint8_t *status,
+                                       uint32_t *vlen, const char **why);
 
 /* ---- the server (dist/store_server.c) ---- */
 
@@ -134,7 +141,7 @@ typedef struct sg_store_server_opts {
  * (0: any), starts the server thread. NULL after logging (port taken, no
  * pipe or thread): never exits. */
 sg_store_server *sg_store_server_start(const char *addr, int port, const sg_store_server_opts *o);
-int sg_store_server_port(const sg_store_server *s);
+int sg_store_server_port(const sg_store_server *s); /* the port it listens on */
 /* The address the server listens on (dotted quad). */
 const char *sg_store_server_bound(const sg_store_server *s);
 /* Stops the thread (waiting at most SG_STORE_STOP_S; past that it is left

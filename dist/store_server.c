@@ -326,7 +326,7 @@ static void advance(sg_store_server *s, conn *c) {
     sg_store_request r;
     size_t need = 0;
     const char *why = NULL;
-    int pr = sg_store_parse_request(c->in, c->in_len, c->authed, &r, &need, &why);
+    sg_wire_result pr = sg_store_parse_request(c->in, c->in_len, c->authed, &r, &need, &why);
     if (pr == SG_WIRE_BAD) {
         mark_drop(c, c->authed ? DROP_BAD : DROP_NO_TOKEN, why);
         return;
@@ -532,7 +532,7 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
     }
     struct in_addr ia;
     char how[160], err[256];
-    if (sg_net_listen_addr(addr, &ia, how, sizeof how, err, sizeof err)) {
+    if (sg_net_listen_addr(addr, &ia, how, sizeof how, err, sizeof err) != SG_OK) {
         SG_ERROR("rank 0: cannot host the rendezvous store: %s", err);
         return NULL;
     }

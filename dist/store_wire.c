@@ -11,8 +11,8 @@ static uint32_t rd32(const uint8_t *p) {
     return v;
 }
 
-int sg_store_parse_request(const void *buf, size_t len, int authed, sg_store_request *req,
-                           size_t *need, const char **why) {
+sg_wire_result sg_store_parse_request(const void *buf, size_t len, int authed,
+                                      sg_store_request *req, size_t *need, const char **why) {
     const uint8_t *b = buf;
     *need = SG_STORE_HDR;
     if (len < 1) return SG_WIRE_MORE;
@@ -85,7 +85,8 @@ int sg_store_parse_request(const void *buf, size_t len, int authed, sg_store_req
     return SG_WIRE_OK;
 }
 
-int sg_store_parse_hello(const void *val, size_t len, int world, sg_store_hello *h, const char **why) {
+sg_wire_result sg_store_parse_hello(const void *val, size_t len, int world, sg_store_hello *h,
+                                    const char **why) {
     const uint8_t *v = val;
     if (len < 13 || len > SG_STORE_HELLO_MAX) {
         *why = "HELLO of the wrong size (no token?)";
@@ -123,8 +124,8 @@ size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const cha
     return 12 + token_len;
 }
 
-int sg_store_parse_response(const void *hdr, uint32_t max_len, uint8_t *status, uint32_t *vlen,
-                            const char **why) {
+sg_wire_result sg_store_parse_response(const void *hdr, uint32_t max_len, uint8_t *status,
+                                       uint32_t *vlen, const char **why) {
     const uint8_t *b = hdr;
     *status = b[0];
     *vlen = rd32(b + 1);

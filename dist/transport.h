@@ -3,8 +3,10 @@
  * A transport (Gloo over TCP, NCCL) implements the raw collectives on one of
  * two channels: SG_CH_MAIN for the training loop's calls and SG_CH_GRAD for
  * the DDP comm thread, so collectives issued by two threads never interleave
- * on one connection. On failure a call returns -1 with a short reason in err;
- * dist/comm.c then asks the store which rank is dead or hung and logs it.
+ * on one connection. Each call returns SG_OK, or SG_ERR_RUNTIME with a short
+ * reason in err (not logged: dist/comm.c then asks the store which rank is
+ * dead or hung and logs both). dist/gloo_shim.cc implements these pointers
+ * in C++ with the same signatures (core/status.h is plain C, valid C++).
  * Not a public header: only dist/ includes it.
  */
 #ifndef SG_DIST_TRANSPORT_H
@@ -12,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "core/status.h"
 #include "dist/store.h"
 
 #ifdef __cplusplus
@@ -26,13 +29,13 @@ struct sg_transport {
     const char *name;
     int device_memory; /* 1: buffers are device pointers (NCCL); 0: host */
     void *impl;
-    int (*allreduce)(sg_transport *t, int ch, void *buf, size_t count, int dtype,
-                     char *err, size_t errlen);
-    int (*broadcast)(sg_transport *t, int ch, void *buf, size_t bytes, int root,
-                     char *err, size_t errlen);
-    int (*allgather)(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
-                     char *err, size_t errlen);
-    int (*barrier)(sg_transport *t, int ch, char *err, size_t errlen);
+    sg_status (*allreduce)(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                           char *err, size_t errlen);
+    sg_status (*broadcast)(sg_transport *t, int ch, void *buf, size_t bytes, int root,
+                           char *err, size_t errlen);
+    sg_status (*allgather)(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                           char *err, size_t errlen);
+    sg_status (*barrier)(sg_transport *t, int ch, char *err, size_t errlen);
     void (*destroy)(sg_transport *t);
 };
 
@@ -47,6 +50,7 @@ sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world,
 struct sg_backend;
 sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank,
                                        int world, double timeout_s);
+/* 1 if that transport is compiled into this binary, else 0 (flags). */
 int sg_transport_gloo_compiled(void);
 int sg_transport_nccl_compiled(void);
 

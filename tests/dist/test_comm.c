@@ -132,7 +132,7 @@ static int worker_dataset_mismatch(void) {
     sg_backend *be = cpu();
     sg_comm *c = sg_comm_create(&cfg, be);
     if (!c) return 9;
-    int rc = sg_comm_check_dataset(c, sg_comm_rank(c) == 1 ? 0xBAD : 0x600D);
+    sg_status rc = sg_comm_check_dataset(c, sg_comm_rank(c) == 1 ? 0xBAD : 0x600D);
     sg_comm_destroy(c);
     return rc ? 3 : 0;
 }
@@ -146,7 +146,7 @@ static int worker_diverge(void) {
     sg_comm *c = sg_comm_create(&cfg, be);
     if (!c) return 9;
     float x[12] = {0};
-    int rc = sg_comm_allreduce_f32(c, x, sg_comm_rank(c) == 1 ? 12 : 10);
+    sg_status rc = sg_comm_allreduce_f32(c, x, sg_comm_rank(c) == 1 ? 12 : 10);
     sg_comm_destroy(c);
     return rc ? 3 : 0;
 }
@@ -333,16 +333,17 @@ static void test_env_errors(void) {
     sg_dist_env e;
     setenv("RANK", "2", 1);
     setenv("WORLD_SIZE", "2", 1);
-    CHECK_EQ_INT(sg_dist_env_read(&e), -1); /* rank >= world */
+    /* a bad launch environment is the user's configuration: SG_ERR_CONFIG */
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_ERR_CONFIG); /* rank >= world */
     setenv("WORLD_SIZE", "x", 1);
-    CHECK_EQ_INT(sg_dist_env_read(&e), -1);
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_ERR_CONFIG);
     unsetenv("WORLD_SIZE");
-    CHECK_EQ_INT(sg_dist_env_read(&e), -1); /* RANK without WORLD_SIZE */
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_ERR_CONFIG); /* RANK without WORLD_SIZE */
     unsetenv("RANK");
     setenv("SLURM_PROCID", "3", 1);
     setenv("SLURM_NTASKS", "4", 1);
     setenv("SLURM_LOCALID", "1", 1);
-    CHECK_EQ_INT(sg_dist_env_read(&e), 0);
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_OK);
     CHECK_EQ_INT(e.rank, 3);
     CHECK_EQ_INT(e.world, 4);
     CHECK_EQ_INT(e.local_rank, 1);
@@ -352,11 +353,11 @@ static void test_env_errors(void) {
     setenv("WORLD_SIZE", "2", 1);
     setenv("MASTER_PORT", "29400", 1);
     setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
-    CHECK_EQ_INT(sg_dist_env_read(&e), 0);
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_OK);
     CHECK_EQ_INT(e.master_port, 29401);
     CHECK(strcmp(e.source, "torchrun") == 0);
     unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-    CHECK_EQ_INT(sg_dist_env_read(&e), 0);
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_OK);
     CHECK_EQ_INT(e.master_port, 29400);
     unsetenv("RANK");
     unsetenv("WORLD_SIZE");
@@ -364,7 +365,7 @@ static void test_env_errors(void) {
     unsetenv("SLURM_PROCID");
     unsetenv("SLURM_NTASKS");
     unsetenv("SLURM_LOCALID");
-    CHECK_EQ_INT(sg_dist_env_read(&e), 0);
+    CHECK_EQ_INT(sg_dist_env_read(&e), SG_OK);
     CHECK_EQ_INT(e.world, 1);
     CHECK(strcmp(e.source, "none") == 0);
 }

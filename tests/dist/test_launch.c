@@ -110,7 +110,7 @@ static int w_sigstop(void) {
     if (sg_comm_barrier(c)) return 9;
     if (sg_comm_rank(c) == 1) raise(SIGSTOP);
     float *x = be->ops->alloc(be, 16 * sizeof *x);
-    int rc = sg_comm_allreduce_f32(c, x, 16);
+    sg_status rc = sg_comm_allreduce_f32(c, x, 16);
     sg_comm_destroy(c);
     return rc ? 1 : 0;
 }
@@ -162,7 +162,7 @@ static int w_hold(void) {
     if (f) fclose(f);
     snprintf(p, sizeof p, "%s/%s", getenv("SG_TEST_PIDDIR"), "release");
     for (int i = 0; i < 3000 && access(p, F_OK) != 0; i++) usleep(20 * 1000);
-    int rc = sg_comm_barrier(c);
+    sg_status rc = sg_comm_barrier(c);
     sg_comm_destroy(c);
     return rc ? 1 : 0;
 }

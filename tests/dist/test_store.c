@@ -180,9 +180,9 @@ static void test_barrier_timeout_names_rank(void) {
     int64_t cnt;
     CHECK(sg_store_add(s1, "barrier/start/0/count", 1, &cnt) == 0);
     th_cap_begin();
-    int rc = sg_store_barrier(s0, "start");
+    sg_store_rc rc = sg_store_barrier(s0, "start");
     const char *log = th_cap_end();
-    CHECK_EQ_INT(rc, -1);
+    CHECK_EQ_INT(rc, SG_STORE_ERROR); /* the timeout, logged naming the missing rank */
     CHECK_STR_CONTAINS(log, "rank(s) 2 did not arrive");
     sg_store_leave(s1);
     sg_store_destroy(s1);

@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sg_mesh_hello h;
     size_t need = 0;
     const char *why = NULL;
-    int whole = sg_mesh_parse_hello(b, len, self, world, &h, &need, &why);
+    sg_mesh_wire_result whole = sg_mesh_parse_hello(b, len, self, world, &h, &need, &why);
     if (whole == SG_MESH_WIRE_BAD && !why) abort();
     if (whole == SG_MESH_WIRE_MORE && (need <= len || need > SG_MESH_HELLO_MAX)) abort();
     if (whole == SG_MESH_WIRE_OK) {
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)sg_token_equal(h.token, h.token_len, "fuzz-token", 10);
     }
     /* the same bytes as a reader gets them: the verdict must not change */
-    int verdict = SG_MESH_WIRE_MORE;
+    sg_mesh_wire_result verdict = SG_MESH_WIRE_MORE;
     for (size_t got = step < len ? step : len;; got = got + step < len ? got + step : len) {
         verdict = sg_mesh_parse_hello(b, got, self, world, &h, &need, &why);
         if (verdict != SG_MESH_WIRE_MORE || got == len) break;
@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sg_mesh_msg_hdr want = sg_mesh_make_header((uint32_t)data[1] * 257u, (uint32_t)len);
     char err[256];
     for (size_t i = 0; i + sizeof want <= len && i < 512; i++) {
-        int ok = sg_mesh_check_header(b + i, want, err, sizeof err);
+        int ok = sg_mesh_check_header(b + i, want, err, sizeof err); /* a bool */
         if (ok != (memcmp(b + i, &want, sizeof want) == 0)) abort();
         if (!ok && !err[0]) abort();
     }
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i <= len && i < 4096; i++) {
         if (i < len && b[i] != '\n') continue;
         int s, c, st;
-        if (sg_launch_report_parse((const char *)b + start, i - start, &s, &c, &st) == 0 &&
+        if (sg_launch_report_parse((const char *)b + start, i - start, &s, &c, &st) == SG_OK &&
             (s < 0 || c < 0 || sg_launch_report_phrase(st) == NULL))
             abort();
         start = i + 1;

@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sg_store_request r;
         size_t need = 0;
         why = NULL;
-        int pr = sg_store_parse_request(b + off, len - off, authed, &r, &need, &why);
+        sg_wire_result pr = sg_store_parse_request(b + off, len - off, authed, &r, &need, &why);
         if (pr == SG_WIRE_BAD) {
             if (!why) abort(); /* every refusal says why */
             break;
