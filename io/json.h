@@ -1,10 +1,12 @@
 /* io/json.h - the project's one JSON implementation: a bounded reader and a
  * writer.
  *
- * Owns every JSON byte segtrain reads or writes: the safetensors header and
+ * Owns the JSON segtrain reads and writes: the safetensors header and
  * checkpoint metadata (io/safetensors.c), metrics.jsonl lines and eval
  * reports (train/, cmd/evaluate.c; read back by `segtrain plot`), bench
- * summaries (cmd/bench.c). No other file scans or escapes JSON.
+ * summaries (cmd/bench.c). No other file scans or escapes JSON (synth's
+ * polygons.json, data/synth_layouts.c, is printed from fixed label names
+ * and numbers: nothing in it needs escaping).
  *
  * Reader. JSON read here is untrusted input (a downloaded checkpoint, a run
  * directory someone sent): it is read in time linear in its length, with
