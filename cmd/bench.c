@@ -16,7 +16,7 @@
 #include "train/bench.h"
 #include "core/cli.h"
 #include "cmd/commands.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "train/metrics.h"

@@ -17,7 +17,7 @@
 #include "train/from_checkpoint.h"
 #include "cmd/commands.h"
 #include "train/evaluator.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "train/metrics.h"

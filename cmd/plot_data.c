@@ -10,6 +10,7 @@
 
 #include "cmd/plot_data.h"
 #include "core/log.h"
+#include "io/json.h"
 
 static void series_add(pl_series *s, double x, double y) {
     /* a resumed run logs again from its checkpoint: newer points replace
@@ -34,22 +35,22 @@ static void series_free(pl_series *s) {
 
 /* A number or null (NaN) member; 0 if present, -1 if missing or another
  * type. */
-static int num_or_null(const pj_val *o, const char *key, double *out) {
-    const pj_val *v = pj_get(o, key);
+static int num_or_null(const sg_json_val *o, const char *key, double *out) {
+    const sg_json_val *v = sg_json_get(o, key);
     if (!v) return -1;
-    if (v->t == PJ_NULL) {
+    if (v->type == SG_JSON_NULL) {
         *out = NAN;
         return 0;
     }
-    if (v->t != PJ_NUM) return -1;
+    if (v->type != SG_JSON_NUM) return -1;
     *out = v->num;
     return 0;
 }
 
 /* One metrics.jsonl line into the series. SG_OK or SG_ERR_RUNTIME (logged). */
-static sg_status add_line(pl_run *r, const char *path, long lineno, const pj_val *o) {
+static sg_status add_line(pl_run *r, const char *path, long lineno, const sg_json_val *o) {
     double it, v;
-    if (o->t != PJ_OBJ || num_or_null(o, "iter", &it) != 0 || !isfinite(it) || it < 0) {
+    if (o->type != SG_JSON_OBJ || num_or_null(o, "iter", &it) != 0 || !isfinite(it) || it < 0) {
         SG_ERROR("%s:%ld: not a metrics line (a JSON object with a non-negative \"iter\"); "
                  "is this a segtrain run directory?", path, lineno);
         return SG_ERR_RUNTIME;
@@ -84,6 +85,12 @@ static char *read_limited(const char *path, int64_t limit, size_t *len) {
     return buf;
 }
 
+/* The reader's limits: a metrics line, an eval report. Lenient (no strict
+ * flags): names here are only shown, never compared. */
+static const sg_json_opts line_opts = {.max_bytes = PL_MAX_LINE, .max_depth = PL_MAX_DEPTH};
+static const sg_json_opts eval_opts = {.max_bytes = (size_t)PL_MAX_EVAL_BYTES,
+                                       .max_depth = PL_MAX_DEPTH};
+
 static sg_status load_metrics(pl_run *r) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
@@ -117,9 +124,9 @@ static sg_status load_metrics(pl_run *r) {
         int complete = n > 0 && line[n - 1] == '\n';
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (n == 0) continue;
-        pj_val v;
-        char err[256];
-        if (pj_parse(line, n, &v, err, sizeof err) != 0) {
+        sg_json_val v;
+        char err[320];
+        if (sg_json_parse(line, n, &line_opts, &v, err, sizeof err) != SG_OK) {
             /* a run killed while appending leaves a partial last line
              * (no newline yet) */
             if (!complete) {
@@ -131,7 +138,7 @@ static sg_status load_metrics(pl_run *r) {
             break;
         }
         rc = add_line(r, path, lineno, &v);
-        pj_free(&v);
+        sg_json_val_free(&v);
     }
     free(line);
     fclose(f);
@@ -160,18 +167,18 @@ static sg_status load_last_eval(pl_run *r) {
     size_t len;
     char *text = read_limited(path, PL_MAX_EVAL_BYTES, &len);
     if (!text) return SG_ERR_RUNTIME;
-    pj_val v;
-    char err[256];
-    int bad = pj_parse(text, len, &v, err, sizeof err);
+    sg_json_val v;
+    char err[320];
+    sg_status bad = sg_json_parse(text, len, &eval_opts, &v, err, sizeof err);
     free(text);
-    if (bad) {
+    if (bad != SG_OK) {
         SG_ERROR("%s: not JSON: %s", path, err);
         return SG_ERR_RUNTIME;
     }
-    const pj_val *cl = pj_get(&v, "classes"), *iou = pj_get(&v, "iou");
+    const sg_json_val *cl = sg_json_get(&v, "classes"), *iou = sg_json_get(&v, "iou");
     sg_status rc = SG_OK;
-    if (!cl || !iou || cl->t != PJ_ARR || iou->t != PJ_ARR || cl->n != iou->n || cl->n < 1 ||
-        cl->n > PL_MAX_CLASSES) {
+    if (!cl || !iou || cl->type != SG_JSON_ARR || iou->type != SG_JSON_ARR || cl->n != iou->n ||
+        cl->n < 1 || cl->n > PL_MAX_CLASSES) {
         SG_ERROR("%s: expected arrays \"classes\" and \"iou\" of the same length (1..%d); not a "
                  "segtrain evaluation report", path, PL_MAX_CLASSES);
         rc = SG_ERR_RUNTIME;
@@ -182,19 +189,20 @@ static sg_status load_last_eval(pl_run *r) {
         r->iou = calloc((size_t)cl->n, sizeof *r->iou);
         SG_CHECK(r->classes && r->iou, "out of host memory");
         for (int k = 0; k < cl->n && rc == SG_OK; k++) {
-            const pj_val *name = &cl->items[k], *x = &iou->items[k];
-            if (name->t != PJ_STR || (x->t != PJ_NUM && x->t != PJ_NULL)) {
+            const sg_json_val *name = &cl->items[k], *x = &iou->items[k];
+            if (name->type != SG_JSON_STR ||
+                (x->type != SG_JSON_NUM && x->type != SG_JSON_NULL)) {
                 SG_ERROR("%s: class %d: expected a name and a number or null", path, k);
                 rc = SG_ERR_RUNTIME;
                 break;
             }
             snprintf(r->classes[k], PL_MAX_NAME, "%s", name->str);
-            r->iou[k] = x->t == PJ_NULL ? NAN : x->num;
+            r->iou[k] = x->type == SG_JSON_NULL ? NAN : x->num;
         }
         r->eval_iter = best;
         if (num_or_null(&v, "miou", &r->eval_miou) != 0) r->eval_miou = NAN;
     }
-    pj_free(&v);
+    sg_json_val_free(&v);
     return rc;
 }
 

@@ -1,5 +1,5 @@
-/* cmd/plot_data.h - what `segtrain plot` reads from a run directory, and the
- * small JSON reader it reads it with.
+/* cmd/plot_data.h - what `segtrain plot` reads from a run directory (the
+ * JSON through io/json.h's document tree, with the limits below).
  *
  * A run directory (train/trainer.h) holds metrics.jsonl - one JSON object per
  * line: training lines (iter, loss, lr, ...), validation lines (iter,
@@ -25,28 +25,10 @@
 #define PL_MAX_FILE_BYTES (INT64_C(1) << 30)  /* metrics.jsonl: 1 GiB */
 #define PL_MAX_EVAL_BYTES (INT64_C(16) << 20) /* one eval report: 16 MiB */
 #define PL_MAX_LINE 65536                      /* bytes of one metrics.jsonl line */
-#define PL_MAX_DEPTH 16                        /* JSON nesting */
+#define PL_MAX_DEPTH 16                        /* JSON nesting (objects and arrays) */
 #define PL_MAX_CLASSES 256
 #define PL_MAX_NAME 64                         /* class name bytes, NUL included */
 #define PL_MAX_RUNS 8
-
-/* ---- JSON (a document tree; numbers are doubles) ---- */
-typedef enum { PJ_NULL, PJ_BOOL, PJ_NUM, PJ_STR, PJ_ARR, PJ_OBJ } pj_type;
-typedef struct pj_val {
-    pj_type t;
-    double num;            /* PJ_NUM, PJ_BOOL (0/1) */
-    char *str;             /* PJ_STR (NUL-terminated, UTF-8) */
-    struct pj_val *items;  /* PJ_ARR, PJ_OBJ values */
-    char **keys;           /* PJ_OBJ */
-    int n;
-} pj_val;
-
-/* Parses text[0..len) as one JSON value (surrounding white space allowed).
- * 0, or -1 with a message ("expected ':' at byte 17") in err. */
-int pj_parse(const char *text, size_t len, pj_val *out, char *err, size_t errcap);
-void pj_free(pj_val *v);
-/* The member `key` of an object, or NULL (also when v is not an object). */
-const pj_val *pj_get(const pj_val *v, const char *key);
 
 /* ---- a run ---- */
 typedef struct pl_series {

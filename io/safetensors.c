@@ -1,5 +1,6 @@
 /* io/safetensors.c - safetensors reader (mmap + checked JSON header) and writer.
- * See safetensors.h for the format and the contract. */
+ * See safetensors.h for the format and the contract; the header's JSON is
+ * read and written by io/json.h. */
 #include "io/safetensors.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "io/json.h"
 
 /* Name index: open addressing over FNV-1a, slots hold entry index + 1 (0 =
  * empty). Keeps lookups (and the duplicate check while parsing) O(1), so a
@@ -78,198 +80,6 @@ static void index_add(sg_st_file *f, int meta, int e) {
     index_put(x, entry_name(f, meta, e), e);
 }
 
-/* ---------------- tiny JSON parser for the header ---------------- */
-
-typedef struct jp {
-    const char *s, *end, *start;
-    const char *err;  /* first error message */
-    char errbuf[512];
-} jp;
-
-static void jp_fail(jp *p, const char *what) {
-    if (p->err) return;
-    snprintf(p->errbuf, sizeof p->errbuf, "%s at header byte %ld", what, (long)(p->s - p->start));
-    p->err = p->errbuf;
-}
-
-static void jp_ws(jp *p) {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
-        p->s++;
-}
-
-static int jp_lit(jp *p, char c) {
-    jp_ws(p);
-    if (p->s < p->end && *p->s == c) {
-        p->s++;
-        return 1;
-    }
-    return 0;
-}
-
-/* Parses a JSON string into a malloc'ed UTF-8 string. */
-static char *jp_string(jp *p) {
-    jp_ws(p);
-    if (p->s >= p->end || *p->s != '"') {
-        jp_fail(p, "expected a string");
-        return NULL;
-    }
-    p->s++;
-    size_t cap = 32, len = 0;
-    char *out = malloc(cap);
-    SG_CHECK(out, "out of host memory");
-    while (1) {
-        if (p->s >= p->end) {
-            free(out);
-            jp_fail(p, "unterminated string");
-            return NULL;
-        }
-        unsigned char c = (unsigned char)*p->s++;
-        unsigned cp = c;
-        if (c == '"') break;
-        if (c < 0x20) {
-            free(out);
-            jp_fail(p, "control character in string");
-            return NULL;
-        }
-        if (c == '\\') {
-            if (p->s >= p->end) {
-                free(out);
-                jp_fail(p, "unterminated escape");
-                return NULL;
-            }
-            char e = *p->s++;
-            switch (e) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = '\b'; break;
-            case 'f': cp = '\f'; break;
-            case 'n': cp = '\n'; break;
-            case 'r': cp = '\r'; break;
-            case 't': cp = '\t'; break;
-            case 'u': {
-                if (p->end - p->s < 4) {
-                    free(out);
-                    jp_fail(p, "bad \\u escape");
-                    return NULL;
-                }
-                cp = 0;
-                for (int i = 0; i < 4; i++) {
-                    char h = *p->s++;
-                    cp <<= 4;
-                    if (h >= '0' && h <= '9') cp |= (unsigned)(h - '0');
-                    else if (h >= 'a' && h <= 'f') cp |= (unsigned)(h - 'a' + 10);
-                    else if (h >= 'A' && h <= 'F') cp |= (unsigned)(h - 'A' + 10);
-                    else {
-                        free(out);
-                        jp_fail(p, "bad \\u escape");
-                        return NULL;
-                    }
-                }
-                break;
-            }
-            default:
-                free(out);
-                jp_fail(p, "bad escape");
-                return NULL;
-            }
-        }
-        if (c == '\\' && cp == 0) { /* would cut the name short: two names could meet */
-            free(out);
-            jp_fail(p, "\\u0000 (NUL) in a string");
-            return NULL;
-        }
-        if (c == '\\' && cp >= 0xD800 && cp <= 0xDFFF) { /* a UTF-16 surrogate pair */
-            unsigned lo = 0;
-            int ok = cp < 0xDC00 && p->end - p->s >= 6 && p->s[0] == '\\' && p->s[1] == 'u';
-            for (int i = 2; ok && i < 6; i++) {
-                char h = p->s[i];
-                lo <<= 4;
-                if (h >= '0' && h <= '9') lo |= (unsigned)(h - '0');
-                else if (h >= 'a' && h <= 'f') lo |= (unsigned)(h - 'a' + 10);
-                else if (h >= 'A' && h <= 'F') lo |= (unsigned)(h - 'A' + 10);
-                else ok = 0;
-            }
-            if (!ok || lo < 0xDC00 || lo > 0xDFFF) {
-                free(out);
-                jp_fail(p, "unpaired UTF-16 surrogate in a \\u escape");
-                return NULL;
-            }
-            p->s += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        if (len + 5 >= cap) {
-            cap *= 2;
-            out = realloc(out, cap);
-            SG_CHECK(out, "out of host memory");
-        }
-        if (c == '\\' && cp >= 0x80) { /* encode \u escapes as UTF-8 */
-            if (cp < 0x800) {
-                out[len++] = (char)(0xC0 | (cp >> 6));
-            } else if (cp < 0x10000) {
-                out[len++] = (char)(0xE0 | (cp >> 12));
-                out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            } else {
-                out[len++] = (char)(0xF0 | (cp >> 18));
-                out[len++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            }
-            out[len++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            out[len++] = (char)cp;
-        }
-    }
-    out[len] = 0;
-    return out;
-}
-
-static int jp_int(jp *p, int64_t *v) {
-    jp_ws(p);
-    const char *st = p->s;
-    uint64_t x = 0;
-    if (p->s < p->end && *p->s == '-') {
-        jp_fail(p, "negative number");
-        return -1;
-    }
-    while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
-        if (x > (UINT64_MAX >> 2) / 10) {
-            jp_fail(p, "number too large");
-            return -1;
-        }
-        x = x * 10 + (uint64_t)(*p->s++ - '0');
-    }
-    if (p->s == st) {
-        jp_fail(p, "expected an integer");
-        return -1;
-    }
-    *v = (int64_t)x;
-    return 0;
-}
-
-/* [int, ...] into v (max cap); returns count or -1. */
-static int jp_int_array(jp *p, int64_t *v, int cap) {
-    if (!jp_lit(p, '[')) {
-        jp_fail(p, "expected '['");
-        return -1;
-    }
-    int n = 0;
-    if (jp_lit(p, ']')) return 0;
-    do {
-        int64_t x;
-        if (jp_int(p, &x) != 0) return -1;
-        if (n >= cap) {
-            jp_fail(p, "too many dimensions");
-            return -1;
-        }
-        v[n++] = x;
-    } while (jp_lit(p, ','));
-    if (!jp_lit(p, ']')) {
-        jp_fail(p, "expected ']'");
-        return -1;
-    }
-    return n;
-}
-
 /* ---------------- reader ---------------- */
 
 /* Names from a corrupt file may hold anything: control characters become
@@ -325,40 +135,83 @@ static int dtype_parse(const char *s, sg_st_dtype *d, size_t *el) {
     return -1;
 }
 
-/* One tensor's entry; on success f->t[] owns name. 0, or -1 (reason in w or p). */
-static int parse_tensor(sg_st_file *f, jp *p, char *name, st_why *w) {
+/* ---------------- the JSON header ---------------- */
+
+/* The header is read with io/json.h's cursor: tensors go straight into the
+ * table, nothing else is kept. Its structure is never deeper than
+ * {name: {shape: [...]}}; \u0000 and lone surrogates are refused, since they
+ * would let two different names read as one. Names and metadata keys are
+ * unique by the name indexes above (their messages say which kind repeats).
+ * Errors keep the form "<what> at header byte <N>". */
+static const sg_json_opts hdr_opts = {
+    .max_bytes = SG_ST_MAX_HEADER,
+    .max_depth = 3,
+    .flags = SG_JSON_NO_NUL | SG_JSON_NO_LONE_SURROGATE,
+};
+
+/* The reader's error as "<what> at header byte <N>" in buf. */
+static const char *hdr_err(const sg_json_rd *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s at header byte %zu", sg_json_rd_error(r), sg_json_rd_error_offset(r));
+    return buf;
+}
+
+/* [int, ...] of non-negative integers into v (at most cap); returns the
+ * count, or -1 with the reason in the reader. */
+static int hdr_int_array(sg_json_rd *r, int64_t *v, int cap) {
+    sg_json_tok t = sg_json_rd_next(r);
+    if (t != SG_JSON_T_ARRAY) {
+        if (t != SG_JSON_T_ERROR) sg_json_rd_fail(r, "expected '['");
+        return -1;
+    }
+    int n = 0;
+    for (;;) {
+        t = sg_json_rd_next(r);
+        if (t == SG_JSON_T_ARRAY_END) return n;
+        int64_t x;
+        if (t == SG_JSON_T_ERROR || sg_json_rd_int(r, &x) != SG_OK) return -1;
+        if (x < 0) {
+            sg_json_rd_fail(r, "negative number");
+            return -1;
+        }
+        if (n >= cap) {
+            sg_json_rd_fail(r, "too many dimensions");
+            return -1;
+        }
+        v[n++] = x;
+    }
+}
+
+/* One tensor's entry (the reader is after its key); on success f->t[] owns
+ * name. 0, or -1 (reason in w, or in the reader). */
+static int parse_tensor(sg_st_file *f, sg_json_rd *r, char *name, st_why *w) {
     char *dtype = NULL;
     int64_t shape[SG_ST_MAX_DIMS], offs[2];
     int ndim = -1, noffs = -1;
-    if (!jp_lit(p, '{')) {
-        jp_fail(p, "expected '{'");
+    sg_json_tok tk = sg_json_rd_next(r);
+    if (tk != SG_JSON_T_OBJECT) {
+        if (tk != SG_JSON_T_ERROR) sg_json_rd_fail(r, "expected '{'");
         return -1;
     }
-    if (!jp_lit(p, '}')) do {
-        char *k = jp_string(p);
-        if (!k) break;
-        if (!jp_lit(p, ':')) {
-            free(k);
-            jp_fail(p, "expected ':'");
-            break;
-        }
+    while ((tk = sg_json_rd_next(r)) == SG_JSON_T_KEY) {
+        const char *k = sg_json_rd_str(r, NULL);
         if (strcmp(k, "dtype") == 0) {
-            free(dtype);
-            dtype = jp_string(p);
+            if (sg_json_rd_next(r) != SG_JSON_T_STRING) {
+                sg_json_rd_fail(r, "expected a string");
+                break;
+            }
+            free(dtype); /* a repeated field: the last one counts, as it always did */
+            dtype = sg_json_rd_strdup(r);
         } else if (strcmp(k, "shape") == 0) {
-            ndim = jp_int_array(p, shape, SG_ST_MAX_DIMS);
+            if ((ndim = hdr_int_array(r, shape, SG_ST_MAX_DIMS)) < 0) break;
         } else if (strcmp(k, "data_offsets") == 0) {
-            noffs = jp_int_array(p, offs, 2);
+            if ((noffs = hdr_int_array(r, offs, 2)) < 0) break;
         } else {
             st_fail(w, "tensor '%s': unknown field '%s' in its header entry", name, k);
-            free(k);
             free(dtype);
             return -1;
         }
-        free(k);
-    } while (!p->err && jp_lit(p, ','));
-    if (!p->err && !jp_lit(p, '}')) jp_fail(p, "expected '}'");
-    if (p->err) {
+    }
+    if (tk != SG_JSON_T_OBJECT_END) { /* the reader has the reason */
         free(dtype);
         return -1;
     }
@@ -405,26 +258,20 @@ static int parse_tensor(sg_st_file *f, jp *p, char *name, st_why *w) {
     return 0;
 }
 
-static int parse_meta(sg_st_file *f, jp *p, st_why *w) {
-    if (!jp_lit(p, '{')) {
-        jp_fail(p, "__metadata__ must be an object");
+static int parse_meta(sg_st_file *f, sg_json_rd *r, st_why *w) {
+    sg_json_tok t = sg_json_rd_next(r);
+    if (t != SG_JSON_T_OBJECT) {
+        if (t != SG_JSON_T_ERROR) sg_json_rd_fail(r, "__metadata__ must be an object");
         return -1;
     }
-    if (jp_lit(p, '}')) return 0;
-    do {
-        char *k = jp_string(p);
-        if (!k) return -1;
-        if (!jp_lit(p, ':')) {
+    while ((t = sg_json_rd_next(r)) == SG_JSON_T_KEY) {
+        char *k = sg_json_rd_strdup(r);
+        if ((t = sg_json_rd_next(r)) != SG_JSON_T_STRING) {
             free(k);
-            jp_fail(p, "expected ':'");
+            if (t != SG_JSON_T_ERROR) sg_json_rd_fail(r, "__metadata__ values must be strings");
             return -1;
         }
-        char *v = jp_string(p);
-        if (!v) {
-            free(k);
-            jp_fail(p, "__metadata__ values must be strings");
-            return -1;
-        }
+        char *v = sg_json_rd_strdup(r);
         if (index_find(f, 1, k) >= 0) { /* which one would count? */
             st_fail(w, "metadata key '%s' appears twice in the header (corrupt file)", k);
             free(k);
@@ -440,12 +287,8 @@ static int parse_meta(sg_st_file *f, jp *p, st_why *w) {
         f->meta_k[f->n_meta] = k;
         f->meta_v[f->n_meta++] = v;
         index_add(f, 1, f->n_meta - 1);
-    } while (jp_lit(p, ','));
-    if (!jp_lit(p, '}')) {
-        jp_fail(p, "expected '}'");
-        return -1;
     }
-    return 0;
+    return t == SG_JSON_T_OBJECT_END ? 0 : -1; /* else the reader has the reason */
 }
 
 static int cmp_by_offset(const void *a, const void *b) {
@@ -469,24 +312,19 @@ static int parse_file(sg_st_file *f, st_why *w) {
                        "safetensors file", (unsigned long long)hlen, size);
     f->data = f->map + 8 + hlen;
     f->data_size = size - 8 - (size_t)hlen;
-    jp p = {(const char *)f->map + 8, (const char *)f->map + 8 + hlen,
-            (const char *)f->map + 8, NULL, {0}};
+    sg_json_rd *r = sg_json_rd_open((const char *)f->map + 8, (size_t)hlen, &hdr_opts);
+    char err[400];
     int rc = 0;
-    if (!jp_lit(&p, '{')) jp_fail(&p, "header is not a JSON object");
-    if (!p.err && !jp_lit(&p, '}')) do {
-        char *k = jp_string(&p);
-        if (!k) break;
-        if (!jp_lit(&p, ':')) {
-            free(k);
-            jp_fail(&p, "expected ':'");
-            break;
-        }
+    sg_json_tok t = sg_json_rd_next(r);
+    if (t != SG_JSON_T_OBJECT) {
+        if (t != SG_JSON_T_ERROR) sg_json_rd_fail(r, "header is not a JSON object");
+        rc = -1;
+    }
+    while (rc == 0 && (t = sg_json_rd_next(r)) == SG_JSON_T_KEY) {
+        char *k = sg_json_rd_strdup(r);
         if (strcmp(k, "__metadata__") == 0) {
             free(k);
-            if (parse_meta(f, &p, w) != 0) {
-                rc = -1;
-                break;
-            }
+            if (parse_meta(f, r, w) != 0) rc = -1;
             continue;
         }
         if (index_find(f, 0, k) >= 0) {
@@ -495,19 +333,19 @@ static int parse_file(sg_st_file *f, st_why *w) {
             rc = -1;
             break;
         }
-        if (parse_tensor(f, &p, k, w) != 0) {
-            if (p.err) st_fail(w, "corrupt header (%s) in the entry of tensor '%s'", p.err, k);
+        if (parse_tensor(f, r, k, w) != 0) {
+            if (sg_json_rd_error(r))
+                st_fail(w, "corrupt header (%s) in the entry of tensor '%s'",
+                        hdr_err(r, err, sizeof err), k);
             free(k);
             rc = -1;
-            break;
         }
-    } while (jp_lit(&p, ','));
-    if (p.err) return st_fail(w, "corrupt header: %s", p.err);
+    }
+    /* the object closed: only white space may follow */
+    if (rc == 0 && t == SG_JSON_T_OBJECT_END) t = sg_json_rd_next(r);
+    if (sg_json_rd_error(r)) rc = st_fail(w, "corrupt header: %s", hdr_err(r, err, sizeof err));
+    sg_json_rd_close(r);
     if (rc != 0) return -1;
-    if (!jp_lit(&p, '}')) jp_fail(&p, "expected '}' closing the header object");
-    jp_ws(&p);
-    if (!p.err && p.s != p.end) jp_fail(&p, "trailing bytes after the JSON object");
-    if (p.err) return st_fail(w, "corrupt header: %s", p.err);
     if (f->n > 1) {
         sg_st_tensor *s = malloc((size_t)f->n * sizeof *s);
         SG_CHECK(s, "out of host memory");
@@ -739,80 +577,41 @@ sg_status sg_st_writer_meta(sg_st_writer *w, const char *key, const char *value)
     return SG_OK;
 }
 
-typedef struct sbuf { char *s; size_t n, cap; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        while (b->n + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 4096;
-        b->s = realloc(b->s, b->cap);
-        SG_CHECK(b->s, "out of host memory");
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_json_string(sbuf *b, const char *s) {
-    sb_str(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char tmp[8];
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            sb_put(b, tmp, 2);
-        } else if (c < 0x20) {
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
-            sb_str(b, tmp);
-        } else {
-            sb_put(b, (const char *)&c, 1);
-        }
-    }
-    sb_str(b, "\"");
-}
-
 sg_status sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name) {
-    sbuf h = {0};
-    sb_str(&h, "{");
-    int first = 1;
+    /* The header through io/json.h's writer, in the form every segtrain
+     * file has had (checksums and tests compare its bytes): no white space,
+     * control characters as \u00XX, the metadata first, tensors in the
+     * order they were added, then spaces up to a multiple of 8 bytes. */
+    sg_json h = {0};
+    h.flags = SG_JSON_W_U_ESCAPES;
+    sg_json_begin(&h);
     if (w->n_meta) {
-        sb_str(&h, "\"__metadata__\":{");
-        for (int i = 0; i < w->n_meta; i++) {
-            if (i) sb_str(&h, ",");
-            sb_json_string(&h, w->mk[i]);
-            sb_str(&h, ":");
-            sb_json_string(&h, w->mv[i]);
-        }
-        sb_str(&h, "}");
-        first = 0;
+        sg_json_obj_begin(&h, "__metadata__");
+        for (int i = 0; i < w->n_meta; i++) sg_json_str(&h, w->mk[i], w->mv[i]);
+        sg_json_obj_end(&h);
     }
     size_t off = 0;
     for (int i = 0; i < w->n; i++) {
         const wt *t = &w->t[i];
-        char tmp[128];
-        if (!first) sb_str(&h, ",");
-        first = 0;
-        sb_json_string(&h, t->name);
-        sb_str(&h, t->dtype == SG_ST_F32 ? ":{\"dtype\":\"F32\",\"shape\":[" :
-                                           ":{\"dtype\":\"I64\",\"shape\":[");
-        for (int d = 0; d < t->ndim; d++) {
-            snprintf(tmp, sizeof tmp, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-            sb_str(&h, tmp);
-        }
-        snprintf(tmp, sizeof tmp, "],\"data_offsets\":[%zu,%zu]}", off, off + t->nbytes);
-        sb_str(&h, tmp);
+        long long shape[SG_ST_MAX_DIMS], offs[2] = {(long long)off, (long long)(off + t->nbytes)};
+        for (int d = 0; d < t->ndim; d++) shape[d] = (long long)t->shape[d];
+        sg_json_obj_begin(&h, t->name);
+        sg_json_str(&h, "dtype", t->dtype == SG_ST_F32 ? "F32" : "I64");
+        sg_json_int_array(&h, "shape", shape, t->ndim);
+        sg_json_int_array(&h, "data_offsets", offs, 2);
+        sg_json_obj_end(&h);
         off += t->nbytes;
     }
-    sb_str(&h, "}");
-    while (h.n % 8) sb_str(&h, " ");
+    sg_json_end(&h);
+    static const char spaces[] = "       "; /* the most padding: 7 */
+    size_t pad = (8 - h.len % 8) % 8, hlen = h.len + pad;
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(((uint64_t)h.n >> (8 * i)) & 0xFF);
-    int ok = fwrite(len8, 1, 8, out) == 8 && fwrite(h.s, 1, h.n, out) == h.n;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(((uint64_t)hlen >> (8 * i)) & 0xFF);
+    int ok = fwrite(len8, 1, 8, out) == 8 && fwrite(h.buf, 1, h.len, out) == h.len &&
+             fwrite(spaces, 1, pad, out) == pad;
     for (int i = 0; ok && i < w->n; i++)
         if (w->t[i].nbytes) ok = fwrite(w->t[i].data, 1, w->t[i].nbytes, out) == w->t[i].nbytes;
-    free(h.s);
+    sg_json_free(&h);
     if (!ok || fflush(out) != 0) {
         SG_ERROR("safetensors: writing %s failed: %s; check free disk space and permissions", name,
                  strerror(errno));

@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "model/model_io.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 
 /* ---------------- the trainer's checkpoint ---------------- */
 /* rc: 0 until some step failed (non-zero after, each failure logged). */

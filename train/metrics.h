@@ -17,7 +17,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 
 #define SG_METRICS_MAX_CLASSES 256
 

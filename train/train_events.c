@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "train/checkpoint.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 #include "core/log.h"
 #include "train/metrics.h"
 #include "train/progress.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "train/device.h"
-#include "io/jsonw.h"
+#include "io/json.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"

@@ -1,5 +1,7 @@
-/* io/jsonw.c - see jsonw.h. */
-#include "io/jsonw.h"
+/* io/json_write.c - the JSON writer of io/json.h (sg_json): one object in a
+ * growable buffer. Its output bytes are part of segtrain's formats
+ * (metrics.jsonl, eval reports, safetensors headers): see io/json.h. */
+#include "io/json.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -38,9 +40,9 @@ void sg_json_put_string(sg_json *j, const char *s) {
         if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
             put(j, e, 2);
-        } else if (*p == '\n') {
+        } else if (*p == '\n' && !(j->flags & SG_JSON_W_U_ESCAPES)) {
             put(j, "\\n", 2);
-        } else if (*p == '\t') {
+        } else if (*p == '\t' && !(j->flags & SG_JSON_W_U_ESCAPES)) {
             put(j, "\\t", 2);
         } else if (*p < 0x20) {
             putf(j, "\\u%04x", *p);
@@ -67,9 +69,25 @@ static void num(sg_json *j, double v) {
 void sg_json_begin(sg_json *j) {
     j->len = 0;
     j->n_items = 0;
+    j->depth = 0;
     put(j, "{", 1);
 }
 void sg_json_end(sg_json *j) { put(j, "}", 1); }
+
+void sg_json_obj_begin(sg_json *j, const char *k) {
+    SG_CHECK(j->depth < SG_JSON_W_MAX_DEPTH, "JSON writer: more than %d nested objects",
+             SG_JSON_W_MAX_DEPTH);
+    key(j, k);
+    put(j, "{", 1);
+    j->outer_items[j->depth++] = j->n_items;
+    j->n_items = 0;
+}
+
+void sg_json_obj_end(sg_json *j) {
+    SG_CHECK(j->depth > 0, "JSON writer: sg_json_obj_end without sg_json_obj_begin");
+    put(j, "}", 1);
+    j->n_items = j->outer_items[--j->depth];
+}
 void sg_json_free(sg_json *j) {
     free(j->buf);
     memset(j, 0, sizeof *j);
