@@ -1,12 +1,13 @@
 /* core/config.h - the one typed configuration struct, and its loader.
  *
- * Every key lives in one schema table in config.c (type, default, range,
+ * Every key lives in one schema table in config_schema.c (type, default, range,
  * one-line doc): defaults, YAML loading (libyaml), --set overrides,
  * validation, --help-config and --print-config all come from that table.
  * Strings and lists are fixed-size arrays, so the struct needs no freeing and
  * its layout never depends on build options.
  *
- * Adding a key: add the field here and one row to the table in config.c.
+ * Adding a key: add the field here and one row to the table in
+ * config_schema.c.
  */
 #ifndef SG_CORE_CONFIG_H
 #define SG_CORE_CONFIG_H
