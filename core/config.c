@@ -638,14 +638,9 @@ void sg_config_defaults(sg_config *cfg) {
 
 /* A validation error about `key`, naming where that key was set: the file
  * and line (possibly a base file), --set, or the default. */
-static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...) {
+static sg_status verr_va(const sg_config *c, const char *key, const char *fmt, va_list ap) {
     char msg[2048], from[SG_STR + 32];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     const sg_config_key *k = sg_config_find_key(key);
     int kind = k ? sg_config_origin_describe(c, sg_config_key_index(k), from, sizeof from) : SG_ORIGIN_DEFAULT;
     if (kind == SG_ORIGIN_FILE || kind == SG_ORIGIN_SET)
@@ -655,11 +650,21 @@ static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, .
                  kind == SG_ORIGIN_DEFAULT ? "default" : "unrecorded", msg);
     return SG_ERR_CONFIG;
 }
+
+sg_status sg_config_reject(const sg_config *c, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sg_status rc = verr_va(c, key, fmt, ap);
+    va_end(ap);
+    return rc;
+}
 /* Inside sg_config_validate `c` is the configuration: verr("key", ...) keeps
  * its short form while the message names where the key was set. */
-#define verr(...) verr_at(c, __VA_ARGS__)
+#define verr(...) sg_config_reject(c, __VA_ARGS__)
 
-sg_status sg_config_validate(const sg_config *c) {
+sg_status sg_config_validate(const sg_config *c) { return sg_config_validate_with(c, NULL); }
+
+sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rules) {
     const sg_train_cfg *t = &c->train;
     /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
      * built in SG_STR-sized buffers: leave room for the longest suffix */
@@ -700,15 +705,10 @@ sg_status sg_config_validate(const sg_config *c) {
     if (d->n_palette != 0 && d->n_palette != 3 * m->num_classes)
         return verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
                     d->n_palette, 3 * m->num_classes);
-    /* voc and ade20k masks hold class indices: a Cityscapes labelId map
-     * (this key's default) would scramble them */
-    if ((!strcmp(d->format, "voc") || !strcmp(d->format, "ade20k")) &&
-        !strcmp(d->label_map, "cityscapes"))
-        return verr("data.label_map", "cityscapes maps Cityscapes labelIds, but data.format %s "
-                    "stores class indices: set data.label_map: none", d->format);
-    if (!strcmp(d->label_map, "cityscapes") && !strcmp(d->reduce_zero_label, "true"))
-        return verr("data.reduce_zero_label", "true does not combine with data.label_map: "
-                    "cityscapes (labelId 0 is already 'unlabeled'): set one of them to none/false");
+    /* the layers' rules (data/formats.c: data.format, data.label_map,
+     * data.reduce_zero_label), here where the data section is checked */
+    for (const sg_config_rule *r = rules; r && r->check; r++)
+        if (r->check(c) != SG_OK) return SG_ERR_CONFIG;
     if (t->n_class_weights != 0) {
         if (t->n_class_weights != m->num_classes)
             return verr("train.class_weights", "has %d weights but model.num_classes is %d: give "
