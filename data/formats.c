@@ -17,13 +17,16 @@
  * in this order, are sg_synth_layout 0, 1, 2 (data/synth.h). */
 static const sg_format k_formats[] = {
     {"cityscapes", sg_ds_open_cityscapes, SG_CITYSCAPES_CLASSES, sg_cityscapes_names,
-     sg_cityscapes_colors, SG_LABELS_CITYSCAPES_IDS, "cityscapes", 0, sg_synth_write_cityscapes},
-    {"list", sg_ds_open_list, 0, NULL, NULL, SG_LABELS_AS_LISTED, "cityscapes", 0, NULL},
+     sg_cityscapes_colors, SG_LABELS_CITYSCAPES_IDS, "cityscapes", 0, sg_synth_write_cityscapes,
+     {"train", "val"}},
+    {"list", sg_ds_open_list, 0, NULL, NULL, SG_LABELS_AS_LISTED, "cityscapes", 0, NULL,
+     {NULL, NULL}},
+    /* "train+aug": synth puts half its training images in aug.txt (SBD's role) */
     {"voc", sg_ds_open_voc, SG_VOC_CLASSES, sg_voc_names, sg_voc_colors,
-     SG_LABELS_CLASS_INDICES, "none", 0, sg_synth_write_voc},
+     SG_LABELS_CLASS_INDICES, "none", 0, sg_synth_write_voc, {"train+aug", "val"}},
     /* ADE20K stores 0 = "other" and classes from 1: reduce_zero_label by default */
     {"ade20k", sg_ds_open_ade20k, SG_ADE20K_CLASSES, sg_ade20k_names, sg_ade20k_colors,
-     SG_LABELS_CLASS_INDICES, "none", 1, sg_synth_write_ade20k},
+     SG_LABELS_CLASS_INDICES, "none", 1, sg_synth_write_ade20k, {"training", "validation"}},
 };
 #define N_FORMATS ((int)(sizeof k_formats / sizeof k_formats[0]))
 

@@ -58,6 +58,8 @@ typedef struct sg_format {
     const char *label_map;           /* the data.label_map that fits it (cityscapes|none) */
     int reduce_zero_label;           /* what data.reduce_zero_label: auto means (0/1) */
     sg_format_synth_fn synth_write;  /* NULL: `segtrain synth` cannot write it */
+    const char *synth_splits[2];     /* the train and val splits synth_write makes (the
+                                        values for data.train_split / data.val_split) */
 } sg_format;
 
 /* The table: rows 0 .. sg_format_count() - 1 in data.format's order. */
