@@ -637,12 +637,17 @@ void sg_config_defaults(sg_config *cfg) {
 /* ---------------------------------------------------------------- validation */
 
 /* A validation error about `key`, naming where that key was set: the file
- * and line (possibly a base file), --set, or the default. */
-static sg_status verr_va(const sg_config *c, const char *key, const char *fmt, va_list ap) {
+ * and line (possibly a base file), --set, or the default. Core's rules and
+ * the layers' (sg_config_rule) report through it, so all read alike. */
+sg_status sg_config_reject(const sg_config *c, const char *key, const char *fmt, ...) {
     char msg[2048], from[SG_STR + 32];
+    va_list ap;
+    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     const sg_config_key *k = sg_config_find_key(key);
-    int kind = k ? sg_config_origin_describe(c, sg_config_key_index(k), from, sizeof from) : SG_ORIGIN_DEFAULT;
+    int kind = k ? sg_config_origin_describe(c, sg_config_key_index(k), from, sizeof from)
+                 : SG_ORIGIN_DEFAULT;
     if (kind == SG_ORIGIN_FILE || kind == SG_ORIGIN_SET)
         SG_ERROR("config error: %s: key '%s': %s", from, key, msg);
     else
@@ -651,13 +656,6 @@ static sg_status verr_va(const sg_config *c, const char *key, const char *fmt, v
     return SG_ERR_CONFIG;
 }
 
-sg_status sg_config_reject(const sg_config *c, const char *key, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    sg_status rc = verr_va(c, key, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 /* Inside sg_config_validate `c` is the configuration: verr("key", ...) keeps
  * its short form while the message names where the key was set. */
 #define verr(...) sg_config_reject(c, __VA_ARGS__)

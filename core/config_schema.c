@@ -89,6 +89,8 @@ static const sg_config_key g_keys[] = {
            "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
            "false: reported, other-shape heads skipped with a warning"),
 
+    /* the rows of data/formats.c, in order: core cannot include data/, so
+     * the names are spelled here and tests/data/test_formats.c compares */
     K_ENUM("data.format", data.format, "cityscapes", "cityscapes|list|voc|ade20k",
            "dataset layout: Cityscapes tree, list files of 'image label' lines, Pascal VOC 2012 "
            "(VOCdevkit/VOC2012), or ADE20K (ADEChallengeData2016)"),
