@@ -3,10 +3,11 @@
  *
  * A row holds everything the rest of segtrain asks about a format: its name,
  * the index builder that lists a split's samples (dataset_internal.h), its
- * own classes (count, names, palette), how its masks store labels, what
- * data.label_map and data.reduce_zero_label: auto mean for it, and the
- * synthetic-dataset writer (`segtrain synth --layout NAME`; NULL when synth
- * cannot write the format). dataset.c, classes' lookups, synth.c and
+ * own classes (count, names, palette), how its masks store labels, the
+ * data.label_map that fits it, what data.reduce_zero_label: auto means for
+ * it, and the synthetic-dataset writer (`segtrain synth --layout NAME`, with
+ * the splits it makes; NULL when synth cannot write the format). sg_dataset_open (dataset.c), the class lookups
+ * sg_layout_class_name / sg_layout_color (formats.c), synth.c and
  * cmd/synth.c walk the table; nothing else compares format names.
  *
  * Adding a format: an index builder (dataset_internal.h), one row in
