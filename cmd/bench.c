@@ -16,6 +16,7 @@
 #include "train/bench.h"
 #include "core/cli.h"
 #include "cmd/commands.h"
+#include "data/formats.h"
 #include "io/json.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -155,10 +156,10 @@ int sg_cmd_bench(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_config cfg;
-    sg_status st = sg_cli_begin(&cli, &cfg, argc, argv,
-                                "segtrain bench --config FILE [--iters N] [--warmup W] [--set "
-                                "KEY=VALUE ...] [--with-data] [--json FILE]",
-                                opts);
+    sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
+                                     "segtrain bench --config FILE [--iters N] [--warmup W] "
+                                     "[--set KEY=VALUE ...] [--with-data] [--json FILE]",
+                                     opts, sg_format_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

@@ -14,6 +14,7 @@
 #include "cmd/commands.h"
 #include "core/config.h"
 #include "core/threads.h"
+#include "data/formats.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
 
@@ -26,8 +27,9 @@
 static int cmd_config(int argc, char **argv) {
     sg_cli cli;
     static sg_config cfg;
-    sg_status st = sg_cli_begin(&cli, &cfg, argc, argv,
-                                "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL);
+    sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
+                                     "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL,
+                                     sg_format_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

@@ -1,5 +1,7 @@
 /* cmd/synth.c - `segtrain synth`: writes a synthetic dataset in the
- * Cityscapes, Pascal VOC or ADE20K layout (data/synth.h). */
+ * Cityscapes, Pascal VOC or ADE20K layout (data/synth.h). The layout names
+ * in the usage line and the messages come from the format table
+ * (data/formats.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +10,13 @@
 #include "cmd/commands.h"
 #include "core/util.h"
 #include "core/log.h"
+#include "data/formats.h"
 #include "data/synth.h"
 
 static void usage(FILE *f) {
+    char layouts[256];
     fprintf(f,
-            "usage: segtrain synth --out DIR [--layout cityscapes|voc|ade20k] [--train N]\n"
+            "usage: segtrain synth --out DIR [--layout %s] [--train N]\n"
             "                      [--val M] [--size HxW] [--seed S] [--classes K]\n"
             "Writes a synthetic dataset with learnable structure: shapes whose class sets\n"
             "colour and texture, occlusion, noise and ignore regions. Deterministic by seed.\n"
@@ -31,7 +35,8 @@ static void usage(FILE *f) {
             "19 even with fewer --classes: the label map yields Cityscapes trainIds), voc\n"
             "(splits train+aug and val, data.label_map: none, num_classes 21) or ade20k\n"
             "(splits training and validation, data.label_map: none; labels are trainIds\n"
-            "after reduce_zero_label, so num_classes 19 or 150).\n");
+            "after reduce_zero_label, so num_classes 19 or 150).\n",
+            sg_format_names(layouts, sizeof layouts, 1, "|", "|"));
 }
 
 static int parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -61,7 +66,9 @@ int sg_cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--layout")) {
             int l = sg_synth_layout_parse(val);
             if (l < 0) {
-                SG_ERROR("synth: --layout '%s': expected cityscapes, voc or ade20k", val);
+                char layouts[256];
+                SG_ERROR("synth: --layout '%s': expected %s", val,
+                         sg_format_names(layouts, sizeof layouts, 1, ", ", " or "));
                 return 2;
             }
             o.layout = (sg_synth_layout)l;

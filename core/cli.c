@@ -146,12 +146,16 @@ sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
 }
 
 sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
+    return sg_cli_load_config_with(cli, cfg, NULL);
+}
+
+sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_config_rule *rules) {
     sg_config_defaults(cfg);
     if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK)
         return SG_ERR_CONFIG;
     for (int i = 0; i < cli->n_sets; i++)
         if (sg_config_set(cfg, cli->sets[i]) != SG_OK) return SG_ERR_CONFIG;
-    if (sg_config_validate(cfg) != SG_OK) {
+    if (sg_config_validate_with(cfg, rules) != SG_OK) {
         SG_ERROR("the configuration%s%s is not valid (nothing was written)",
                  cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
         return SG_ERR_CONFIG;
@@ -161,6 +165,12 @@ sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
 
 sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
                        const sg_cli_opt *opts) {
+    return sg_cli_begin_with(cli, cfg, argc, argv, usage, opts, NULL);
+}
+
+sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv,
+                            const char *usage, const sg_cli_opt *opts,
+                            const sg_config_rule *rules) {
     sg_status st = sg_cli_parse(cli, argc, argv, usage, opts);
     if (st != SG_OK) return st;
     sg_log_set_level(cli->log_level);
@@ -169,7 +179,7 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
         cli->done = 1;
         return SG_OK;
     }
-    st = sg_cli_load_config(cli, cfg);
+    st = sg_cli_load_config_with(cli, cfg, rules);
     if (st != SG_OK) return st;
     if (cli->print_config) {
         sg_config_write_origins(cfg, stdout); /* "# FILE:LINE" where a value came from */

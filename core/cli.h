@@ -21,7 +21,8 @@
  *         {"--flip", NULL, "also evaluate flipped images", NULL, &flip},
  *         {NULL, NULL, NULL, NULL, NULL}};
  *     sg_cli cli; sg_config cfg;
- *     sg_status st = sg_cli_begin(&cli, &cfg, argc, argv, "segtrain eval --checkpoint CK", opts);
+ *     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv, "segtrain eval --checkpoint CK",
+ *                                      opts, sg_format_config_rules); // data/formats.h
  *     if (st != SG_OK || cli.done) return sg_exit_code(st);  // --help/--print-config: done, 0
  *     if (!ckpt) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
  *     ...
@@ -79,6 +80,10 @@ sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
  * --set in order, then sg_config_validate. Returns SG_OK, or SG_ERR_CONFIG
  * after logging the error (file:line:column and the key). */
 sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
+/* The same, validating with sg_config_validate_with(cfg, rules): core's
+ * rules and the given layers' (core/config.h; the commands pass
+ * data/formats.h's sg_format_config_rules). */
+sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_config_rule *rules);
 
 /* sg_cli_parse + log level + (on --help: usage to stdout, done) +
  * sg_cli_load_config + (on --print-config: YAML to stdout, done).
@@ -88,6 +93,12 @@ sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
  * --print-config could not write stdout (all logged). */
 sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
                        const sg_cli_opt *opts);
+/* sg_cli_begin with sg_cli_load_config_with(cli, cfg, rules): what the
+ * commands call, so that a configuration breaking a layer's rule is refused
+ * before --print-config or anything else is written. */
+sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv,
+                            const char *usage, const sg_cli_opt *opts,
+                            const sg_config_rule *rules);
 
 /* Prints "segtrain <cmd>: <message>" and the usage line to stderr; returns
  * SG_ERR_CONFIG, so a command can `return sg_exit_code(sg_cli_usage_error(...))`. */

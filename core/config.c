@@ -1,11 +1,10 @@
-/* core/config.c - the configuration schema table, and loading values into it.
+/* core/config.c - loading values into the configuration, and validating it.
  *
- * Owns THE table: one row per sg_config field (key, type, offset, default,
- * range or allowed values, one-line doc). Defaults, YAML files (libyaml's
- * document API, for line:column marks), --set overrides and the cross-key
- * validation are all driven by it; files may inherit from a base file
- * (`base:`, loaded first; see load_chain_file). Writing, --help-config and
- * the hash are in config_out.c; where each value came from, config_origin.c.
+ * Defaults, YAML files (libyaml's document API, for line:column marks),
+ * --set overrides and the cross-key validation, all driven by the schema
+ * table (config_schema.c); files may inherit from a base file (`base:`,
+ * loaded first; see load_chain_file). Writing, --help-config and the hash
+ * are in config_out.c; where each value came from, config_origin.c.
  * Every error names the source (file or --set), line:column, the key and
  * what to do, and the call returns SG_ERR_CONFIG (core/status.h).
  */
@@ -25,307 +24,6 @@
 #include "core/config_origin.h"
 #include "core/config_schema.h"
 #include "core/log.h"
-
-#define F(field) offsetof(sg_config, field)
-#define FSIZE(field) sizeof(((sg_config *)0)->field)
-#define NOLO (-1e300)
-#define NOHI (1e300)
-#define IMAX 2147483647.0
-
-/* Row builders, one per type. */
-#define K_INT(name, field, def, lo, hi, doc) \
-    {name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc}
-#define K_CHOICE(name, field, def, allowed, doc) \
-    {name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, NOLO, NOHI, allowed, doc}
-#define K_FLOAT(name, field, def, lo, hi, doc) \
-    {name, SG_KT_FLOAT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc}
-#define K_BOOL(name, field, def, doc) \
-    {name, SG_KT_BOOL, F(field), 0, 0, 0, 0, 0, def, 0, 1, NULL, doc}
-#define K_STR(name, field, def, doc) \
-    {name, SG_KT_STR, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, NULL, doc}
-#define K_ENUM(name, field, def, allowed, doc) \
-    {name, SG_KT_ENUM, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, allowed, doc}
-#define K_INTS_FIXED(name, field, def, lo, hi, doc)                                        \
-    {name, SG_KT_INT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(int)),                \
-     (int)(FSIZE(field) / sizeof(int)), (int)(FSIZE(field) / sizeof(int)), 0, def, lo, hi, \
-     NULL, doc}
-#define K_FLOATS_FIXED(name, field, def, lo, hi, doc)                                     \
-    {name, SG_KT_FLOAT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(double)),          \
-     (int)(FSIZE(field) / sizeof(double)), (int)(FSIZE(field) / sizeof(double)), 0, def,  \
-     lo, hi, NULL, doc}
-#define K_INTS(name, field, nfield, minlen, def, lo, hi, doc)                              \
-    {name, SG_KT_INT_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / sizeof(int)),      \
-     minlen, 0, def, lo, hi, NULL, doc}
-#define K_FLOATS(name, field, nfield, minlen, def, lo, hi, doc)                            \
-    {name, SG_KT_FLOAT_LIST, F(field), F(nfield), 0,                                       \
-     (int)(FSIZE(field) / sizeof(double)), minlen, 0, def, lo, hi, NULL, doc}
-#define K_STRS(name, field, nfield, def, doc)                                              \
-    {name, SG_KT_STR_LIST, F(field), F(nfield), 0,                                         \
-     (int)(FSIZE(field) / FSIZE(field[0])), 0, FSIZE(field[0]), def, NOLO, NOHI, NULL, doc}
-
-/* THE schema. Top-level keys first, then one block per section, in the
- * order config.yaml is written. Adding a key: a field in config.h and a row
- * here (tests/config checks that every field of config.h has a row). */
-static const sg_config_key g_keys[] = {
-    K_STR("run_dir", run_dir, "runs/default",
-          "directory for config.yaml, logs/, checkpoints and metrics (created at start)"),
-    K_INT("seed", seed, "0", 0, IMAX,
-          "seed of every random draw: init, scales, crops, flips, dropout, shuffling"),
-    K_ENUM("device", device, "cpu", "cpu|cuda|cuda:N",
-           "compute device; under the launcher 'cuda' is the rank's local GPU"),
-    K_INT("threads", threads, "0", 0, 4096,
-          "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
-
-    K_ENUM("model.backbone", model.backbone, "resnet50", "resnet18|resnet34|resnet50|resnet101",
-           "ResNet encoder (torchvision layout)"),
-    K_CHOICE("model.output_stride", model.output_stride, "8", "8|16",
-             "encoder output stride: 8 dilates layer3+layer4, 16 dilates layer4"),
-    K_INTS("model.aspp_rates", model.aspp_rates, model.n_aspp_rates, 1, "[12, 24, 36]", 1, 1024,
-           "dilation rates of the ASPP 3x3 branches"),
-    K_INT("model.num_classes", model.num_classes, "19", 1, 254,
-          "output classes (labels are uint8; 255 is ignore)"),
-    K_BOOL("model.aux_head", model.aux_head, "true", "FCN auxiliary head on layer3 (training loss only)"),
-    K_FLOAT("model.aspp_dropout", model.aspp_dropout, "0.5", 0, 0.99,
-            "dropout after the ASPP projection"),
-    K_FLOAT("model.aux_dropout", model.aux_dropout, "0.1", 0, 0.99, "dropout in the auxiliary head"),
-    K_INT("model.base_width", model.base_width, "64", 1, 1024,
-          "encoder base width (64 = torchvision); smaller values shrink every layer"),
-    K_BOOL("model.sync_bn", model.sync_bn, "true",
-           "synchronise batch-norm statistics across ranks (SyncBN)"),
-    K_FLOAT("model.bn_eps", model.bn_eps, "1e-05", 1e-12, 1, "batch-norm epsilon"),
-    K_FLOAT("model.bn_momentum", model.bn_momentum, "0.1", 0, 1,
-            "batch-norm running-statistics momentum (PyTorch convention)"),
-    K_STR("model.pretrained", model.pretrained, "",
-          "safetensors file to initialise from (segtrain or torchvision names), empty = random init"),
-    K_BOOL("model.pretrained_strict", model.pretrained_strict, "false",
-           "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
-           "false: reported, other-shape heads skipped with a warning"),
-
-    K_ENUM("data.format", data.format, "cityscapes", "cityscapes|list|voc|ade20k",
-           "dataset layout: Cityscapes tree, list files of 'image label' lines, Pascal VOC 2012 "
-           "(VOCdevkit/VOC2012), or ADE20K (ADEChallengeData2016)"),
-    K_STR("data.root", data.root, "data/cityscapes", "dataset root directory"),
-    K_STR("data.train_split", data.train_split, "train",
-          "training split (cityscapes: split name; list: list file, relative to root)"),
-    K_STR("data.val_split", data.val_split, "val", "validation split (as train_split)"),
-    K_ENUM("data.label_map", data.label_map, "cityscapes", "cityscapes|none",
-           "label mapping: Cityscapes labelIds -> 19 trainIds, or labels used as stored"),
-    K_INTS_FIXED("data.crop_size", data.crop_size, "[512, 1024]", 1, 16384,
-                 "training crop height, width (padded with ignore when the image is smaller)"),
-    K_FLOATS_FIXED("data.scale_range", data.scale_range, "[0.5, 2.0]", 0.01, 100,
-                   "random resize ratio min, max, relative to the image"),
-    K_BOOL("data.hflip", data.hflip, "true", "random horizontal flip with probability 0.5"),
-    K_FLOATS_FIXED("data.mean", data.mean, "[0.485, 0.456, 0.406]", 0, 1,
-                   "per-channel RGB mean on [0,1] pixels (ImageNet)"),
-    K_FLOATS_FIXED("data.std", data.std, "[0.229, 0.224, 0.225]", 1e-6, 10,
-                   "per-channel RGB std on [0,1] pixels (ImageNet)"),
-    K_INT("data.ignore_index", data.ignore_index, "255", 0, 255,
-          "label value excluded from loss and metrics"),
-    K_INT("data.workers", data.workers, "4", 0, 256,
-          "loader threads per rank decoding and augmenting (0 = in the training thread)"),
-    K_INT("data.prefetch", data.prefetch, "4", 1, 1024, "batches prepared ahead per rank"),
-    K_BOOL("data.shuffle", data.shuffle, "true", "shuffle the training set every epoch"),
-    K_ENUM("data.invalid_labels", data.invalid_labels, "error", "error|ignore",
-           "a label >= num_classes that is not ignore_index: stop with an error, or ignore it"),
-    K_STRS("data.class_names", data.class_names, data.n_class_names, "[]",
-           "class names for reports (empty = cityscapes names or class indices)"),
-    K_INTS("data.palette", data.palette, data.n_palette, 0, "[]", 0, 255,
-           "colour per class as r,g,b triples for colour predictions (empty = default)"),
-    K_ENUM("data.reduce_zero_label", data.reduce_zero_label, "auto", "auto|true|false",
-           "label 0 becomes ignore and every other label shifts down by one (mmsegmentation's "
-           "reduce_zero_label); auto = true for ade20k, false otherwise"),
-    K_INT("data.max_image_pixels", data.max_image_pixels, "67108864", 1, IMAX,
-          "largest decoded image or mask (height x width, default 2^26) read from a file; a "
-          "larger one is refused before allocation (corrupt or hostile files)"),
-
-    K_INT("train.iters", train.iters, "80000", 0, 1e9,
-          "training iterations (optimizer steps); 0 = train by epochs"),
-    K_INT("train.epochs", train.epochs, "0", 0, 1e6, "training epochs when train.iters is 0"),
-    K_INT("train.batch_size", train.batch_size, "2", 1, 4096, "images per rank per forward pass"),
-    K_INT("train.accum_steps", train.accum_steps, "1", 1, 1024,
-          "forward/backward passes accumulated per optimizer step"),
-    K_FLOAT("train.lr", train.lr, "0.01", 0, 100, "base learning rate (SGD)"),
-    K_FLOAT("train.momentum", train.momentum, "0.9", 0, 1, "SGD momentum"),
-    K_FLOAT("train.dampening", train.dampening, "0.0", 0, 1, "SGD dampening (PyTorch semantics)"),
-    K_BOOL("train.nesterov", train.nesterov, "false", "Nesterov momentum"),
-    K_FLOAT("train.weight_decay", train.weight_decay, "0.0001", 0, 1,
-            "L2 weight decay added to the gradient (PyTorch SGD)"),
-    K_ENUM("train.lr_schedule", train.lr_schedule, "poly", "poly|constant|cosine|step",
-           "learning-rate schedule over optimizer steps, as torch.optim.lr_scheduler's "
-           "PolynomialLR (with min_lr), CosineAnnealingLR, MultiStepLR"),
-    K_FLOAT("train.poly_power", train.poly_power, "0.9", 0, 100,
-            "poly: lr = (lr - min_lr) * (1 - it/iters)^power + min_lr"),
-    K_FLOAT("train.min_lr", train.min_lr, "0.0", 0, 100,
-            "poly and cosine: final learning rate (cosine: CosineAnnealingLR's eta_min)"),
-    K_INTS("train.lr_steps", train.lr_steps, train.n_lr_steps, 0, "[]", 1, 1e9,
-           "step: milestones in optimizer steps (increasing); the lr is multiplied by lr_gamma "
-           "at each"),
-    K_FLOAT("train.lr_gamma", train.lr_gamma, "0.1", 0, 1, "step: factor at each milestone"),
-    K_ENUM("train.warmup", train.warmup, "linear", "linear|constant|none",
-           "warmup over warmup_iters steps (torch LinearLR / ConstantLR), composed with the "
-           "schedule as train.warmup_mode says"),
-    K_ENUM("train.warmup_mode", train.warmup_mode, "chained", "chained|sequential",
-           "chained: the warmup factor multiplies the schedule from step 0 (torch ChainedScheduler, "
-           "mmcv); sequential: the schedule starts after the warmup, over the remaining steps "
-           "(torch SequentialLR, torchvision's reference script)"),
-    K_INT("train.warmup_iters", train.warmup_iters, "0", 0, 1e9, "warmup iterations (0 = none)"),
-    K_FLOAT("train.warmup_ratio", train.warmup_ratio, "0.01", 0, 1,
-            "warmup factor: linear starts at lr * warmup_ratio, constant stays there"),
-    K_FLOAT("train.ema_decay", train.ema_decay, "0.0", 0, 1,
-            "EMA of the weights and BN buffers: ema = decay * ema + (1 - decay) * weights after "
-            "every ema_every optimizer steps (timm ModelEmaV2); 0 = off, else below 1"),
-    K_INT("train.ema_every", train.ema_every, "1", 1, 1e9,
-          "EMA update every N optimizer steps"),
-    K_FLOAT("train.head_lr_mult", train.head_lr_mult, "1.0", 0, 1000,
-            "learning-rate multiplier for parameters matching head_lr_prefixes"),
-    K_STRS("train.head_lr_prefixes", train.head_lr_prefixes, train.n_head_lr_prefixes,
-           "[\"aux_head.\"]", "parameter-name prefixes that get head_lr_mult"),
-    K_FLOAT("train.aux_weight", train.aux_weight, "0.5", 0, 100,
-            "weight of the auxiliary head's loss (torchvision 0.5, mmseg 0.4)"),
-    K_STRS("train.freeze", train.freeze, train.n_freeze, "[]",
-           "parameter-name prefixes kept fixed (e.g. encoder.conv1.)"),
-    K_BOOL("train.freeze_bn_stats", train.freeze_bn_stats, "false",
-           "BN layers under train.freeze prefixes (all BN layers when train.freeze is empty) use and keep their running statistics"),
-    K_BOOL("train.drop_last", train.drop_last, "true",
-           "drop the last incomplete global batch of an epoch"),
-    K_BOOL("train.leftover_eval", train.leftover_eval, "true",
-           "evaluation: samples that do not divide among ranks are evaluated once, not padded"),
-    K_ENUM("train.loss_norm", train.loss_norm, "global", "global|local",
-           "global: mean over all ranks' valid pixels; local: each rank's mean, averaged (DDP)"),
-    K_FLOATS("train.class_weights", train.class_weights, train.n_class_weights, 0, "[]", 0,
-             1e6, "weighted cross-entropy (main and aux heads): one weight per class, "
-             "normalised as PyTorch's cross_entropy(weight=...); [] = unweighted"),
-    K_FLOAT("train.ohem_thresh", train.ohem_thresh, "0.0", 0, 1,
-            "OHEM on the main head (mmseg's OHEMPixelSampler): train on pixels whose "
-            "probability of the true class is below this; 0 = off"),
-    K_INT("train.ohem_min_kept", train.ohem_min_kept, "100000", 0, IMAX,
-          "OHEM: keep at least this many of the hardest pixels per image (mmseg multiplies "
-          "min_kept by the images of a forward)"),
-    K_INT("train.log_every", train.log_every, "10", 1, 1e9, "log training metrics every N iterations"),
-    K_INT("train.checkpoint_every", train.checkpoint_every, "1000", 0, 1e9,
-          "write a checkpoint every N iterations (0 = only at the end)"),
-    K_INT("train.keep_checkpoints", train.keep_checkpoints, "3", 0, 1e6,
-          "periodic checkpoints kept (0 = keep all)"),
-    K_INT("train.eval_every", train.eval_every, "0", 0, 1e9,
-          "evaluate on val_split every N iterations (0 = only at the end)"),
-    K_BOOL("train.tensorboard", train.tensorboard, "true",
-           "rank 0 writes TensorBoard event files to <run_dir>/tb/ (losses, lr, img/s, val mIoU, per-class IoU)"),
-    K_ENUM("train.precision", train.precision, "fp32", "fp32|bf16",
-           "convolutions in train, eval, predict and bench: bf16 = bfloat16 inputs and weights, "
-           "fp32 accumulation, bf16 outputs (BN, loss, optimizer, fp32 master weights and "
-           "checkpoints stay fp32; no loss scaling needed)"),
-
-    K_INTS_FIXED("eval.crop_size", eval.crop_size, "[0, 0]", 0, 16384,
-                 "sliding-window height, width (0, 0 = whole image at once)"),
-    K_INTS_FIXED("eval.stride", eval.stride, "[0, 0]", 0, 16384,
-                 "sliding-window stride (0, 0 = the crop size)"),
-    K_INT("eval.batch_size", eval.batch_size, "1", 1, 4096, "images per rank per evaluation pass"),
-    K_BOOL("eval.use_ema", eval.use_ema, "true",
-           "evaluate with the EMA weights when there are some (train.ema_decay > 0; "
-           "a checkpoint's ema.* tensors): in-training eval, eval, predict"),
-    K_FLOATS("eval.scales", eval.scales, eval.n_scales, 1, "[1.0]", 0.1, 4.0,
-             "test-time augmentation: image scales (at most 16) whose softmax probabilities are "
-             "averaged in eval, predict and in-training eval, e.g. [0.5, 0.75, 1.0, 1.25, 1.5, "
-             "1.75]; [1.0] = one pass, logits argmax"),
-    K_BOOL("eval.flip", eval.flip, "false",
-           "test-time augmentation: also the horizontally flipped image at every scale"),
-
-    K_ENUM("dist.backend", dist.backend, "auto", "auto|gloo|nccl",
-           "collectives: auto = nccl on cuda, gloo on cpu"),
-    K_INT("dist.timeout_s", dist.timeout_s, "300", 1, 86400,
-          "seconds to wait for a peer before failing (rendezvous and collectives)"),
-    K_FLOAT("dist.bucket_mb", dist.bucket_mb, "25.0", 0.001, 65536,
-            "gradient all-reduce bucket size in MiB (DDP bucket_cap_mb)"),
-    K_FLOAT("dist.first_bucket_mb", dist.first_bucket_mb, "1.0", 0.001, 65536,
-            "size of the first (last-layers) bucket in MiB"),
-
-    K_BOOL("cudnn.benchmark", cudnn.benchmark, "true", "time cuDNN algorithms once per shape"),
-    K_BOOL("cudnn.deterministic", cudnn.deterministic, "false",
-           "deterministic cuDNN algorithms only"),
-    K_BOOL("cudnn.allow_tf32", cudnn.allow_tf32, "true",
-           "fp32 convolutions may use TF32 tensor cores on GPUs that have them (PyTorch's "
-           "cuDNN default); false = plain fp32"),
-};
-#define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
-_Static_assert(sizeof g_keys / sizeof g_keys[0] <= SG_CONFIG_MAX_KEYS,
-               "more schema rows than sg_config_origin records: raise SG_CONFIG_MAX_KEYS in config.h");
-
-int sg_config_n_keys(void) { return N_KEYS; }
-const sg_config_key *sg_config_key_at(int i) { return (i >= 0 && i < N_KEYS) ? &g_keys[i] : NULL; }
-
-const sg_config_key *sg_config_find_key(const char *name) {
-    for (int i = 0; i < N_KEYS; i++)
-        if (strcmp(g_keys[i].name, name) == 0) return &g_keys[i];
-    return NULL;
-}
-
-void sg_config_type_name(const sg_config_key *k, char *buf, size_t n) {
-    static const char *names[] = {"int", "float", "bool", "string", "enum", "int", "float", "string"};
-    if (k->type == SG_KT_INT_LIST || k->type == SG_KT_FLOAT_LIST || k->type == SG_KT_STR_LIST) {
-        if (k->fixed_len)
-            snprintf(buf, n, "%s[%d]", names[k->type], k->fixed_len);
-        else
-            snprintf(buf, n, "%s list", names[k->type]);
-    } else {
-        snprintf(buf, n, "%s", names[k->type]);
-    }
-}
-
-/* A key names a section when some key starts with "<name>.". */
-static int is_section(const char *name) {
-    size_t n = strlen(name);
-    for (int i = 0; i < N_KEYS; i++)
-        if (strncmp(g_keys[i].name, name, n) == 0 && g_keys[i].name[n] == '.') return 1;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- suggestions */
-
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127) return 1000;
-    int prev[128], cur[128];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof(int) * (lb + 1));
-    }
-    return prev[lb];
-}
-
-static const char *leaf(const char *name) {
-    const char *d = strrchr(name, '.');
-    return d ? d + 1 : name;
-}
-
-const char *sg_config_suggest(const char *name) {
-    const char *best = NULL;
-    int best_d = 1 << 30;
-    for (int i = 0; i < N_KEYS; i++) {
-        int d = edit_distance(name, g_keys[i].name);
-        /* the right key in the wrong section ("lr" at top level) is close too */
-        int dl = edit_distance(leaf(name), leaf(g_keys[i].name));
-        if (dl == 0 && d > 1) d = 1;
-        /* a truncated name ("data.crop") */
-        size_t ln = strlen(name);
-        if (ln >= 4 && !strncmp(g_keys[i].name, name, ln) && d > 2) d = 2;
-        if (d < best_d) best_d = d, best = g_keys[i].name;
-    }
-    /* section names too ("modle:" -> model) */
-    static const char *sections[] = {"model", "data", "train", "eval", "dist", "cudnn"};
-    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
-        int d = edit_distance(name, sections[i]);
-        if (d < best_d) best_d = d, best = sections[i];
-    }
-    int len = (int)strlen(name);
-    int limit = len / 3 > 2 ? len / 3 : 2;
-    return best_d <= limit ? best : NULL;
-}
 
 /* ---------------------------------------------------------------- errors */
 
@@ -384,37 +82,6 @@ static int parse_bool(const char *s, int *out) {
     return -1;
 }
 
-/* Does v match one of "a|b|cuda:N" (N = a decimal number)? */
-static int allowed_match(const char *allowed, const char *v) {
-    const char *p = allowed;
-    while (*p) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        if (n >= 2 && p[n - 1] == 'N' && p[n - 2] == ':') {
-            if (!strncmp(v, p, n - 1) && v[n - 1] >= '0' && v[n - 1] <= '9' &&
-                strspn(v + n - 1, "0123456789") == strlen(v + n - 1) && strlen(v + n - 1) <= 4)
-                return 1;
-        } else if (strlen(v) == n && !strncmp(v, p, n)) {
-            return 1;
-        }
-        p += n;
-        if (*p == '|') p++;
-    }
-    return 0;
-}
-
-void sg_config_allowed_text(const char *allowed, char *buf, size_t n) {
-    size_t j = 0;
-    for (const char *p = allowed; *p && j + 3 < n; p++) {
-        if (*p == '|') {
-            buf[j++] = ',';
-            buf[j++] = ' ';
-        } else {
-            buf[j++] = *p;
-        }
-    }
-    buf[j] = 0;
-}
 
 static void range_text(const sg_config_key *k, char *buf, size_t n) {
     int ints = k->type == SG_KT_INT || k->type == SG_KT_INT_LIST;
@@ -442,7 +109,7 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
         if (k->allowed) {
             char s[32];
             snprintf(s, sizeof s, "%lld", x);
-            if (!allowed_match(k->allowed, s)) {
+            if (!sg_config_allowed_match(k->allowed, s)) {
                 sg_config_allowed_text(k->allowed, txt, sizeof txt);
                 return cfg_error(src, m, k->name, "%lld is not allowed%s: use one of %s", x, what, txt);
             }
@@ -481,7 +148,7 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
         if (len >= k->str_size)
             return cfg_error(src, m, k->name, "is too long%s (%zu characters, at most %zu)", what,
                              len, k->str_size - 1);
-        if (k->type == SG_KT_ENUM && !allowed_match(k->allowed, v)) {
+        if (k->type == SG_KT_ENUM && !sg_config_allowed_match(k->allowed, v)) {
             sg_config_allowed_text(k->allowed, txt, sizeof txt);
             return cfg_error(src, m, k->name, "'%s' is not allowed: use one of %s", v, txt);
         }
@@ -606,7 +273,7 @@ static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t 
         if (k) {
             if (set_from_node(cfg, k, doc, vn, src) != 0) return SG_ERR_CONFIG;
             sg_config_origin_note(cfg, k, src, (int)kn->start_mark.line + 1);
-        } else if (is_section(full)) {
+        } else if (sg_config_is_section(full)) {
             if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn)) continue; /* "train:" with nothing */
             if (vn->type != YAML_MAPPING_NODE)
                 return cfg_error(src, &vn->start_mark, full,
@@ -933,7 +600,7 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
         if (!strcmp(key, "base"))
             return cfg_error(src, NULL, NULL, "base: names the file a configuration file derives from "
                              "and can only be given in that file (--config FILE)");
-        if (is_section(key))
+        if (sg_config_is_section(key))
             return cfg_error(src, NULL, key, "is a section: set its keys one by one (--set %s.KEY=VALUE)", key);
         return unknown_key(src, NULL, key);
     }
@@ -957,11 +624,12 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
 
 void sg_config_defaults(sg_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < N_KEYS; i++) {
+    for (int i = 0; i < sg_config_n_keys(); i++) {
+        const sg_config_key *k = sg_config_key_at(i);
         char a[1200];
-        snprintf(a, sizeof a, "%s=%s", g_keys[i].name, g_keys[i].def);
-        SG_CHECK(sg_config_set(cfg, a) == 0, "schema default of %s (%s) does not parse: fix the table in core/config.c",
-                 g_keys[i].name, g_keys[i].def);
+        snprintf(a, sizeof a, "%s=%s", k->name, k->def);
+        SG_CHECK(sg_config_set(cfg, a) == 0, "schema default of %s (%s) does not parse: fix the table in core/config_schema.c",
+                 k->name, k->def);
     }
     sg_config_origin_clear(cfg); /* the sets above are the defaults, not --set */
 }
@@ -969,17 +637,17 @@ void sg_config_defaults(sg_config *cfg) {
 /* ---------------------------------------------------------------- validation */
 
 /* A validation error about `key`, naming where that key was set: the file
- * and line (possibly a base file), --set, or the default. */
-static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, ...) {
+ * and line (possibly a base file), --set, or the default. Core's rules and
+ * the layers' (sg_config_rule) report through it, so all read alike. */
+sg_status sg_config_reject(const sg_config *c, const char *key, const char *fmt, ...) {
     char msg[2048], from[SG_STR + 32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const sg_config_key *k = sg_config_find_key(key);
-    int kind = k ? sg_config_origin_describe(c, (int)(k - g_keys), from, sizeof from) : SG_ORIGIN_DEFAULT;
+    int kind = k ? sg_config_origin_describe(c, sg_config_key_index(k), from, sizeof from)
+                 : SG_ORIGIN_DEFAULT;
     if (kind == SG_ORIGIN_FILE || kind == SG_ORIGIN_SET)
         SG_ERROR("config error: %s: key '%s': %s", from, key, msg);
     else
@@ -987,11 +655,14 @@ static sg_status verr_at(const sg_config *c, const char *key, const char *fmt, .
                  kind == SG_ORIGIN_DEFAULT ? "default" : "unrecorded", msg);
     return SG_ERR_CONFIG;
 }
+
 /* Inside sg_config_validate `c` is the configuration: verr("key", ...) keeps
  * its short form while the message names where the key was set. */
-#define verr(...) verr_at(c, __VA_ARGS__)
+#define verr(...) sg_config_reject(c, __VA_ARGS__)
 
-sg_status sg_config_validate(const sg_config *c) {
+sg_status sg_config_validate(const sg_config *c) { return sg_config_validate_with(c, NULL); }
+
+sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rules) {
     const sg_train_cfg *t = &c->train;
     /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
      * built in SG_STR-sized buffers: leave room for the longest suffix */
@@ -1032,15 +703,10 @@ sg_status sg_config_validate(const sg_config *c) {
     if (d->n_palette != 0 && d->n_palette != 3 * m->num_classes)
         return verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
                     d->n_palette, 3 * m->num_classes);
-    /* voc and ade20k masks hold class indices: a Cityscapes labelId map
-     * (this key's default) would scramble them */
-    if ((!strcmp(d->format, "voc") || !strcmp(d->format, "ade20k")) &&
-        !strcmp(d->label_map, "cityscapes"))
-        return verr("data.label_map", "cityscapes maps Cityscapes labelIds, but data.format %s "
-                    "stores class indices: set data.label_map: none", d->format);
-    if (!strcmp(d->label_map, "cityscapes") && !strcmp(d->reduce_zero_label, "true"))
-        return verr("data.reduce_zero_label", "true does not combine with data.label_map: "
-                    "cityscapes (labelId 0 is already 'unlabeled'): set one of them to none/false");
+    /* the layers' rules (data/formats.c: data.format, data.label_map,
+     * data.reduce_zero_label), here where the data section is checked */
+    for (const sg_config_rule *r = rules; r && r->check; r++)
+        if (r->check(c) != SG_OK) return SG_ERR_CONFIG;
     if (t->n_class_weights != 0) {
         if (t->n_class_weights != m->num_classes)
             return verr("train.class_weights", "has %d weights but model.num_classes is %d: give "

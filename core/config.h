@@ -1,12 +1,13 @@
 /* core/config.h - the one typed configuration struct, and its loader.
  *
- * Every key lives in one schema table in config.c (type, default, range,
+ * Every key lives in one schema table in config_schema.c (type, default, range,
  * one-line doc): defaults, YAML loading (libyaml), --set overrides,
  * validation, --help-config and --print-config all come from that table.
  * Strings and lists are fixed-size arrays, so the struct needs no freeing and
  * its layout never depends on build options.
  *
- * Adding a key: add the field here and one row to the table in config.c.
+ * Adding a key: add the field here and one row to the table in
+ * config_schema.c.
  */
 #ifndef SG_CORE_CONFIG_H
 #define SG_CORE_CONFIG_H
@@ -200,9 +201,35 @@ sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *na
  * Returns SG_OK or SG_ERR_CONFIG (logged). */
 sg_status sg_config_set(sg_config *cfg, const char *assignment);
 
-/* Cross-key checks after everything is loaded (e.g. crop vs. output stride).
- * Returns SG_OK or SG_ERR_CONFIG (logged). */
+/* Cross-key checks after everything is loaded (e.g. crop vs. output stride):
+ * core's own rules only. Returns SG_OK or SG_ERR_CONFIG (logged). */
 sg_status sg_config_validate(const sg_config *cfg);
+
+/* Rules from the layers above core. Some cross-key rules need knowledge that
+ * core cannot include: whether a dataset format's masks hold Cityscapes
+ * labelIds or class indices is a row of data/formats.c. Such a layer states
+ * its rules as a table of sg_config_rule (data/formats.h:
+ * sg_format_config_rules), and whoever validates a configuration before
+ * using it passes that table explicitly (the commands: cmd/ through
+ * sg_cli_begin_with, train/from_checkpoint.c). Nothing is registered
+ * globally: a caller that passes no rules gets core's, visibly at its call. */
+typedef struct sg_config_rule {
+    const char *owner;                        /* where the rule lives, for readers and messages */
+    sg_status (*check)(const sg_config *cfg); /* SG_OK, or SG_ERR_CONFIG after sg_config_reject */
+} sg_config_rule;
+
+/* sg_config_validate, plus every rule of `rules` (a table ended by a row
+ * whose check is NULL; NULL = none). The rules run where core checks the
+ * data section (after data.class_names and data.palette, before the
+ * training checks), so the first error reported stays the same as when the
+ * format rules were core's. */
+sg_status sg_config_validate_with(const sg_config *cfg, const sg_config_rule *rules);
+
+/* Logs a validation error about `key` exactly as core's own: "config error:
+ * FILE:LINE: key 'K': MESSAGE" (or "--set ..."), or "config error: key 'K'
+ * (default value): MESSAGE"; returns SG_ERR_CONFIG. For sg_config_rule. */
+sg_status sg_config_reject(const sg_config *cfg, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Writes the resolved configuration as YAML that sg_config_load_file reads back. */
 void sg_config_write(const sg_config *cfg, FILE *out);

@@ -1,15 +1,16 @@
-/* core/config_origin.c - see config_origin.h. */
+/* core/config_origin.c - see config_origin.h. Reads the schema only through
+ * core/config_schema.h (row index by key), never the loader's internals. */
 #include "core/config_origin.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* The table is indexed by schema row: the schema must fit it (config.c
- * asserts this at compile time, where the row count is known). */
+/* The record is indexed by schema row: the schema must fit it
+ * (config_schema.c asserts this at compile time, where the row count is
+ * known). */
 static int key_index(const sg_config_key *k) {
-    const sg_config_key *first = sg_config_key_at(0);
-    int i = (int)(k - first);
-    return (i >= 0 && i < sg_config_n_keys() && i < SG_CONFIG_MAX_KEYS) ? i : -1;
+    int i = sg_config_key_index(k);
+    return i < SG_CONFIG_MAX_KEYS ? i : -1;
 }
 
 void sg_config_origin_clear(sg_config *cfg) { memset(&cfg->origin, 0, sizeof cfg->origin); }

@@ -1,8 +1,11 @@
 /* core/config_schema.h - read-only view of the configuration schema table.
  *
- * The table itself lives in config.c (one row per key of sg_config). This
- * header lets the CLI, the tests and the README generator walk it: names,
- * types, defaults, ranges, docs. Nothing here changes a configuration.
+ * The table itself lives in config_schema.c (one row per key of sg_config).
+ * This header lets the loader (config.c), the origin record
+ * (config_origin.c), the writer (config_out.c), the CLI, the tests and the
+ * README generator walk it: names, types, defaults, ranges, docs. Nothing
+ * here changes a configuration, and config_schema.c calls nothing of the
+ * files that use it.
  */
 #ifndef SG_CORE_CONFIG_SCHEMA_H
 #define SG_CORE_CONFIG_SCHEMA_H
@@ -42,9 +45,18 @@ typedef struct sg_config_key {
 } sg_config_key;
 
 int sg_config_n_keys(void);
+/* Row i (0 <= i < sg_config_n_keys()), else NULL. */
 const sg_config_key *sg_config_key_at(int i);
 /* NULL if no such key. */
 const sg_config_key *sg_config_find_key(const char *name);
+/* The row index of k (a pointer from the functions above), -1 for any other
+ * pointer. sg_config_origin is indexed by it. */
+int sg_config_key_index(const sg_config_key *k);
+/* 1 when `name` is a section: some key starts with "<name>." ("model"). */
+int sg_config_is_section(const char *name);
+/* 1 when v is one of `allowed` ("a|b|cuda:N"; N stands for a decimal number
+ * of at most 4 digits), else 0. */
+int sg_config_allowed_match(const char *allowed, const char *v);
 /* "int", "float", "bool", "string", "enum", "int[2]", "float list", ... */
 void sg_config_type_name(const sg_config_key *k, char *buf, size_t n);
 /* The closest key to `name` by edit distance, or NULL if nothing is close. */

@@ -3,9 +3,10 @@
  * palette for datasets that name no colours. */
 #include <string.h>
 
+#include "data/class_tables.h"
 #include "data/dataset.h"
 
-static const char *const k_names[19] = {
+const char *const sg_cityscapes_names[SG_CITYSCAPES_CLASSES] = {
     "road",
     "sidewalk",
     "building",
@@ -27,7 +28,7 @@ static const char *const k_names[19] = {
     "bicycle",
 };
 static const int k_label_ids[19] = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33};
-static const uint8_t k_palette[19 * 3] = {
+const uint8_t sg_cityscapes_colors[SG_CITYSCAPES_CLASSES * 3] = {
     128, 64, 128, /* road */
     244, 35, 232, /* sidewalk */
     70, 70, 70, /* building */
@@ -59,10 +60,10 @@ int sg_cityscapes_label_id(int train_id) {
 }
 
 const char *sg_cityscapes_class_name(int train_id) {
-    return train_id >= 0 && train_id < 19 ? k_names[train_id] : NULL;
+    return train_id >= 0 && train_id < 19 ? sg_cityscapes_names[train_id] : NULL;
 }
 
-const uint8_t *sg_cityscapes_palette(void) { return k_palette; }
+const uint8_t *sg_cityscapes_palette(void) { return sg_cityscapes_colors; }
 
 /* PASCAL VOC's palette: the class index's bits spread over r, g, b from the
  * top bit down, so neighbouring classes get clearly different colours. */

@@ -3,19 +3,32 @@
  * colours are the VOC bit pattern (sg_generated_color), as the
  * SegmentationClass PNGs' palette. ADE20K's names are objectInfo150's short
  * names and its colours those of mmsegmentation's ADE20KDataset, so coloured
- * predictions look like that toolbox's. */
+ * predictions look like that toolbox's. The format table (formats.c) points
+ * at these arrays; the per-format lookups (sg_layout_class_name, ...) live
+ * there. */
 #include "data/dataset.h"
 
-#include <string.h>
+#include <stddef.h>
 
-static const char *const k_voc_names[21] = {
+#include "data/class_tables.h"
+
+const char *const sg_voc_names[SG_VOC_CLASSES] = {
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle",
     "bus", "car", "cat", "chair", "cow", "diningtable",
     "dog", "horse", "motorbike", "person", "pottedplant", "sheep",
     "sofa", "train", "tvmonitor",
 };
 
-static const char *const k_ade_names[150] = {
+/* VOC's palette written out: the VOC bit pattern (sg_generated_color) of
+ * classes 0..20, as the SegmentationClass PNGs carry it
+ * (tests/data/test_formats.c checks that the two agree). */
+const uint8_t sg_voc_colors[SG_VOC_CLASSES * 3] = {
+    0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0, 0, 0, 128, 128, 0, 128, 0, 128, 128,
+    128, 128, 128, 64, 0, 0, 192, 0, 0, 64, 128, 0, 192, 128, 0, 64, 0, 128, 192, 0, 128,
+    64, 128, 128, 192, 128, 128, 0, 64, 0, 128, 64, 0, 0, 192, 0, 128, 192, 0, 0, 64, 128,
+};
+
+const char *const sg_ade20k_names[SG_ADE20K_CLASSES] = {
     "wall", "building", "sky", "floor", "tree", "ceiling", "road", "bed", "windowpane", "grass",
     "cabinet", "sidewalk", "person", "earth", "door", "table", "mountain", "plant", "curtain",
     "chair", "car", "water", "painting", "sofa", "shelf", "house", "sea", "mirror", "rug",
@@ -36,7 +49,7 @@ static const char *const k_ade_names[150] = {
     "monitor", "bulletin board", "shower", "radiator", "glass", "clock", "flag",
 };
 
-static const uint8_t k_ade_palette[150 * 3] = {
+const uint8_t sg_ade20k_colors[SG_ADE20K_CLASSES * 3] = {
     120, 120, 120, 180, 120, 120, 6, 230, 230, 80, 50, 50, 4, 200, 3, 120, 120, 80,
     140, 140, 140, 204, 5, 255, 230, 230, 230, 4, 250, 7, 224, 5, 255, 235, 255, 7,
     150, 5, 61, 120, 120, 70, 8, 255, 51, 255, 6, 82, 143, 255, 140, 204, 255, 4,
@@ -64,30 +77,12 @@ static const uint8_t k_ade_palette[150 * 3] = {
     184, 255, 0, 0, 133, 255, 255, 214, 0, 25, 194, 194, 102, 255, 0, 92, 0, 255,
 };
 
-const char *sg_voc_class_name(int c) { return c >= 0 && c < 21 ? k_voc_names[c] : NULL; }
-
-const char *sg_ade20k_class_name(int c) { return c >= 0 && c < 150 ? k_ade_names[c] : NULL; }
-
-const uint8_t *sg_ade20k_palette(void) { return k_ade_palette; }
-
-const char *sg_layout_class_name(const char *format, int num_classes, int c) {
-    if (!format || c < 0 || c >= num_classes) return NULL;
-    if (!strcmp(format, "cityscapes") && num_classes == 19) return sg_cityscapes_class_name(c);
-    if (!strcmp(format, "voc") && num_classes == 21) return sg_voc_class_name(c);
-    if (!strcmp(format, "ade20k") && num_classes == 150) return sg_ade20k_class_name(c);
-    return NULL;
+const char *sg_voc_class_name(int c) {
+    return c >= 0 && c < SG_VOC_CLASSES ? sg_voc_names[c] : NULL;
 }
 
-int sg_layout_color(const char *format, int num_classes, int c, uint8_t rgb[3]) {
-    if (!format || c < 0 || c >= num_classes) return 0;
-    const uint8_t *pal = NULL;
-    if (!strcmp(format, "cityscapes") && num_classes == 19) pal = sg_cityscapes_palette();
-    else if (!strcmp(format, "ade20k") && num_classes == 150) pal = sg_ade20k_palette();
-    else if (!strcmp(format, "voc") && num_classes == 21) {
-        sg_generated_color(c, rgb); /* VOC's palette is the bit pattern */
-        return 1;
-    }
-    if (!pal) return 0;
-    memcpy(rgb, pal + 3 * c, 3);
-    return 1;
+const char *sg_ade20k_class_name(int c) {
+    return c >= 0 && c < SG_ADE20K_CLASSES ? sg_ade20k_names[c] : NULL;
 }
+
+const uint8_t *sg_ade20k_palette(void) { return sg_ade20k_colors; }

@@ -1,6 +1,7 @@
 /* data/dataset.c - see dataset.h: opening a split (options, classes and
  * palette), accessors, and decoding one sample with the label map and label
- * validation. The index itself is built in dataset_index.c. */
+ * validation. The format's row (data/formats.c) supplies the rules, the
+ * index builder (dataset_index*.c) and the classes. */
 #include "data/dataset.h"
 
 #include <stdarg.h>
@@ -10,13 +11,14 @@
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
+#include "data/formats.h"
 #include "io/image.h"
 
 /* ---- classes ---- */
 
-enum { FMT_CITYSCAPES, FMT_LIST, FMT_VOC, FMT_ADE20K };
-
-static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg) {
+/* Names and palette: data.class_names / data.palette when given, else the
+ * format's own when the class count is the format's, else generated. */
+static sg_status setup_classes(sg_dataset *ds, const sg_format *f, const sg_data_cfg *cfg) {
     int k = ds->num_classes;
     ds->names = calloc((size_t)k, SG_NAME);
     ds->palette = calloc((size_t)k, 3);
@@ -25,19 +27,19 @@ static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg) {
         SG_ERROR("data.class_names has %d names but model.num_classes is %d: give one name per "
                  "class or none",
                  cfg->n_class_names, k);
-        return -1;
+        return SG_ERR_CONFIG;
     }
     if (cfg->n_palette > 0 && cfg->n_palette != 3 * k) {
         SG_ERROR("data.palette has %d values but model.num_classes is %d: give r,g,b per class "
                  "(%d values) or none",
                  cfg->n_palette, k, 3 * k);
-        return -1;
+        return SG_ERR_CONFIG;
     }
-    /* a layout's own names and colours when the class count is the layout's */
+    /* a format's own names and colours when the class count is the format's */
+    int own = f->n_classes > 0 && f->n_classes == k;
     for (int c = 0; c < k; c++) {
-        const char *own = sg_layout_class_name(cfg->format, k, c);
         if (cfg->n_class_names > 0) snprintf(ds->names[c], SG_NAME, "%s", cfg->class_names[c]);
-        else if (own) snprintf(ds->names[c], SG_NAME, "%s", own);
+        else if (own) snprintf(ds->names[c], SG_NAME, "%s", f->class_names[c]);
         else snprintf(ds->names[c], SG_NAME, "class_%d", c);
         if (cfg->n_palette > 0) {
             for (int j = 0; j < 3; j++) {
@@ -45,61 +47,59 @@ static int setup_classes(sg_dataset *ds, const sg_data_cfg *cfg) {
                 if (val < 0 || val > 255) {
                     SG_ERROR("data.palette[%d] = %d: colour values must be in 0..255", 3 * c + j,
                              val);
-                    return -1;
+                    return SG_ERR_CONFIG;
                 }
                 ds->palette[3 * c + j] = (uint8_t)val;
             }
-        } else if (!sg_layout_color(cfg->format, k, c, ds->palette + 3 * c)) {
+        } else if (own) {
+            memcpy(ds->palette + 3 * c, f->palette + 3 * c, 3);
+        } else {
             sg_generated_color(c, ds->palette + 3 * c);
         }
     }
-    return 0;
+    return SG_OK;
 }
 
 /* ---- open / accessors ---- */
 
-sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_classes) {
+/* Labels are 8-bit: the class count and ignore_index must fit. */
+static sg_status check_label_range(const sg_data_cfg *cfg, int num_classes) {
     if (num_classes < 1 || num_classes > 255) {
         SG_ERROR("model.num_classes = %d: segtrain keeps labels in 8 bits, so 1..255 classes "
                  "(ignore_index excluded)",
                  num_classes);
-        return NULL;
+        return SG_ERR_CONFIG;
     }
     if (cfg->ignore_index < 0 || cfg->ignore_index > 255 || cfg->ignore_index < num_classes) {
         SG_ERROR("data.ignore_index = %d must be in %d..255 (not a class id; labels are 8-bit)",
                  cfg->ignore_index, num_classes);
+        return SG_ERR_CONFIG;
+    }
+    return SG_OK;
+}
+
+sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_classes) {
+    const sg_format *f = sg_format_find(cfg->format);
+    if (!f) {
+        if (check_label_range(cfg, num_classes) != SG_OK) return NULL;
+        /* sg_format_resolve words the message (with the table's names) */
+        sg_format_use use;
+        sg_format_problem p;
+        sg_format_resolve(cfg, &use, &p);
+        SG_ERROR("%s = %s", p.key, p.why);
         return NULL;
     }
-    static const char *const formats[] = {"cityscapes", "list", "voc", "ade20k"};
-    int fmt = -1;
-    for (int f = 0; f < 4; f++)
-        if (strcmp(cfg->format, formats[f]) == 0) fmt = f;
-    if (fmt < 0) {
-        SG_ERROR("data.format = '%s': expected cityscapes, list, voc or ade20k", cfg->format);
-        return NULL;
-    }
-    int use_map = strcmp(cfg->label_map, "cityscapes") == 0;
-    if (!use_map && strcmp(cfg->label_map, "none") != 0) {
-        SG_ERROR("data.label_map = '%s': expected cityscapes or none", cfg->label_map);
-        return NULL;
-    }
-    if (use_map && (fmt == FMT_VOC || fmt == FMT_ADE20K)) {
-        SG_ERROR("data.label_map = cityscapes maps Cityscapes labelIds, but data.format %s "
-                 "stores class indices: set data.label_map: none", cfg->format);
-        return NULL;
-    }
-    /* reduce_zero_label: auto = ADE20K's convention (0 = "other") */
-    int reduce = fmt == FMT_ADE20K;
-    if (strcmp(cfg->reduce_zero_label, "true") == 0) reduce = 1;
-    else if (strcmp(cfg->reduce_zero_label, "false") == 0) reduce = 0;
-    else if (cfg->reduce_zero_label[0] && strcmp(cfg->reduce_zero_label, "auto") != 0) {
-        SG_ERROR("data.reduce_zero_label = '%s': expected auto, true or false",
-                 cfg->reduce_zero_label);
-        return NULL;
-    }
-    if (reduce && use_map) {
-        SG_ERROR("data.reduce_zero_label does not combine with data.label_map: cityscapes "
-                 "(labelId 0 is already 'unlabeled'): set one of them to false / none");
+    return sg_dataset_open_format(f, cfg, split, num_classes);
+}
+
+sg_dataset *sg_dataset_open_format(const sg_format *f, const sg_data_cfg *cfg, const char *split,
+                                   int num_classes) {
+    if (check_label_range(cfg, num_classes) != SG_OK) return NULL;
+    /* the format rules, as the configuration's validation applies them */
+    sg_format_use use;
+    sg_format_problem problem;
+    if (sg_format_resolve_row(f, cfg, &use, &problem) != SG_OK) {
+        SG_ERROR("%s = %s", problem.key, problem.why);
         return NULL;
     }
     int to_ignore = strcmp(cfg->invalid_labels, "ignore") == 0;
@@ -127,14 +127,8 @@ sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_c
     ds->max_pixels = cfg->max_image_pixels > 0 ? cfg->max_image_pixels
                                                : SG_IMAGE_MAX_PIXELS_DEFAULT;
     for (int i = 0; i < 256; i++) ds->map[i] = (uint8_t)i;
-    int rc;
-    switch (fmt) {
-    case FMT_CITYSCAPES: rc = sg_ds_open_cityscapes(ds, cfg, split, use_map); break;
-    case FMT_LIST: rc = sg_ds_open_list(ds, cfg, split, use_map); break;
-    case FMT_VOC: rc = sg_ds_open_voc(ds, cfg, split); break;
-    default: rc = sg_ds_open_ade20k(ds, cfg, split); break;
-    }
-    if (rc == 0 && reduce) {
+    sg_status rc = f->open_index(ds, cfg, split, use.use_map);
+    if (rc == SG_OK && use.reduce_zero) {
         /* mmsegmentation: 0 -> 255 (ignore), v -> v - 1, and 255 stays
          * 255; then the layout's map (255 -> ignore_index) */
         uint8_t m[256];
@@ -145,8 +139,8 @@ sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_c
         SG_INFO("split '%s': data.reduce_zero_label: label 0 is ignored, labels 1..254 become "
                 "0..253", split);
     }
-    if (rc == 0) rc = setup_classes(ds, cfg);
-    if (rc != 0) {
+    if (rc == SG_OK) rc = setup_classes(ds, f, cfg);
+    if (rc != SG_OK) {
         sg_dataset_close(ds);
         return NULL;
     }
@@ -205,8 +199,9 @@ sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img
     }
     const ds_entry *e = &ds->e[i];
     /* images: PNG or JPEG by content; masks: PNG */
-    if (sg_image_read_rgb(e->img, ds->max_pixels, image, err, errlen) != 0) return SG_ERR_RUNTIME;
-    if (sg_png_read(e->mask, 1, ds->max_pixels, mask, err, errlen) != 0) {
+    if (sg_image_read_rgb(e->img, ds->max_pixels, image, err, errlen) != SG_OK)
+        return SG_ERR_RUNTIME;
+    if (sg_png_read(e->mask, 1, ds->max_pixels, mask, err, errlen) != SG_OK) {
         sg_img_free(image);
         return SG_ERR_RUNTIME;
     }

@@ -107,10 +107,10 @@ const char *sg_voc_class_name(int c);
 const char *sg_ade20k_class_name(int c);
 const uint8_t *sg_ade20k_palette(void);
 
-/* A layout's own name and colour of class c, when num_classes is the
- * layout's (format "cityscapes" 19, "voc" 21, "ade20k" 150): the name (NULL
- * otherwise), and 1 with rgb filled (0 otherwise). For reports and coloured
- * predictions made from a configuration. */
+/* A format's own name and colour of class c, when num_classes is the
+ * format's (its row in data/formats.h: "cityscapes" 19, "voc" 21, "ade20k"
+ * 150): the name (NULL otherwise), and 1 with rgb filled (0 otherwise). For
+ * reports and coloured predictions made from a configuration. */
 const char *sg_layout_class_name(const char *format, int num_classes, int c);
 int sg_layout_color(const char *format, int num_classes, int c, uint8_t rgb[3]);
 

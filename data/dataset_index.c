@@ -70,18 +70,18 @@ int sg_ds_cmp_rel(const void *a, const void *b) {
 /* ---- cityscapes ---- */
 
 /* Collects every <name>_leftImg8bit.png below dir, as paths relative to root. */
-static int walk(const char *root, const char *rel_dir, ds_vec *v) {
+static sg_status walk(const char *root, const char *rel_dir, ds_vec *v) {
     char *dir = sg_ds_join(root, rel_dir);
     DIR *d = opendir(dir);
     if (!d) {
         SG_ERROR("cannot read directory %s: %s", dir, strerror(errno));
         free(dir);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* readdir order is file-system dependent; the index is sorted later. */
     struct dirent *de;
-    int rc = 0;
-    while (rc == 0 && (de = readdir(d)) != NULL) {
+    sg_status rc = SG_OK;
+    while (rc == SG_OK && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
         char *rel = sg_ds_join(rel_dir, de->d_name);
         char *full = sg_ds_join(root, rel);
@@ -112,8 +112,8 @@ static char *cityscapes_mask(const char *root, const char *rel, const char *kind
     return p;
 }
 
-int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
-                           int use_map) {
+sg_status sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                                int use_map) {
     char *rel_dir = sg_ds_join("leftImg8bit", split);
     char *dir = sg_ds_join(cfg->root, rel_dir);
     if (!sg_ds_is_dir(dir)) {
@@ -123,19 +123,19 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
                  dir, cfg->root, split);
         free(rel_dir);
         free(dir);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     ds_vec v = {0};
     int rc = walk(cfg->root, rel_dir, &v);
     free(rel_dir);
-    if (rc != 0 || v.n == 0) {
-        if (rc == 0)
+    if (rc != SG_OK || v.n == 0) {
+        if (rc == SG_OK)
             SG_ERROR("split '%s' is empty: no *_leftImg8bit.png under %s (check data.root and "
                      "the split name)",
                      split, dir);
         sg_ds_free_entries(v.e, v.n);
         free(dir);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     free(dir);
     qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
@@ -170,7 +170,7 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
                      split, cfg->root, (long long)missing, (long long)v.n, (long long)no_train,
                      (long long)missing, examples);
             sg_ds_free_entries(v.e, v.n);
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         if (use_map) {
             sg_cityscapes_label_map(ds->map, (uint8_t)ds->ignore_index);
@@ -187,12 +187,12 @@ int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
     }
     ds->e = v.e;
     ds->n = v.n;
-    return 0;
+    return SG_OK;
 }
 
 /* ---- list files ---- */
 
-int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
+sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
     char *list = sg_ds_join(cfg->root, split);
     FILE *f = fopen(list, "r");
     if (!f) {
@@ -200,17 +200,18 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
                  "absolute or relative to data.root)",
                  list, strerror(errno));
         free(list);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     ds_vec v = {0};
     char line[8192];
-    int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    int lineno = 0;
+    sg_status rc = SG_OK;
+    while (rc == SG_OK && fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
             SG_ERROR("%s:%d: line longer than %zu characters", list, lineno, sizeof line - 2);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         char *tok[3] = {0};
@@ -225,7 +226,7 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
             SG_ERROR("%s:%d: expected 'image_path mask_path' (2 fields separated by spaces), got "
                      "%d field%s (paths cannot contain spaces)",
                      list, lineno, nt, nt == 1 ? "" : "s");
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         ds_entry *e = sg_ds_vec_push(&v);
@@ -234,16 +235,16 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
         e->mask = sg_ds_join(cfg->root, tok[1]);
         e->line = lineno;
     }
-    if (rc == 0 && ferror(f)) {
+    if (rc == SG_OK && ferror(f)) {
         SG_ERROR("reading %s failed: %s", list, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     fclose(f);
-    if (rc == 0 && v.n == 0) {
+    if (rc == SG_OK && v.n == 0) {
         SG_ERROR("split '%s' is empty: list file %s has no 'image mask' lines", split, list);
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
-    if (rc == 0) {
+    if (rc == SG_OK) {
         qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
         for (int64_t i = 1; i < v.n; i++) {
             if (strcmp(v.e[i].rel, v.e[i - 1].rel) == 0) {
@@ -251,12 +252,12 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
                          "appear once",
                          list, v.e[i].rel, v.e[i - 1].line < v.e[i].line ? v.e[i - 1].line : v.e[i].line,
                          v.e[i - 1].line < v.e[i].line ? v.e[i].line : v.e[i - 1].line);
-                rc = -1;
+                rc = SG_ERR_RUNTIME;
                 break;
             }
         }
     }
-    if (rc == 0) {
+    if (rc == SG_OK) {
         int64_t miss_img = 0, miss_mask = 0;
         char examples[MAX_EXAMPLES * 2 * 700] = "";
         int n_ex = 0;
@@ -277,19 +278,19 @@ int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, i
                      "e.g.:%s\n  Paths in the list are relative to data.root (%s).",
                      split, list, (long long)miss_img, (long long)v.n, (long long)miss_mask,
                      (long long)v.n, examples, cfg->root);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
         }
     }
     free(list);
-    if (rc != 0) {
+    if (rc != SG_OK) {
         sg_ds_free_entries(v.e, v.n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     if (use_map) sg_cityscapes_label_map(ds->map, (uint8_t)ds->ignore_index);
     SG_INFO("split '%s': %lld images from list file%s", split, (long long)v.n,
             use_map ? ", Cityscapes labelIds mapped to trainIds" : "");
     ds->e = v.e;
     ds->n = v.n;
-    return 0;
+    return SG_OK;
 }
 

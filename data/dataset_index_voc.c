@@ -28,7 +28,7 @@ static void add_example(char *buf, size_t cap, int *n_ex, const char *text) {
 
 /* Reads one ImageSets/Segmentation/<part>.txt into v (entries tagged with the
  * part's number). 0, or -1 after logging. */
-static int read_voc_list(const sg_data_cfg *cfg, const char *part, int part_no, ds_vec *v) {
+static sg_status read_voc_list(const sg_data_cfg *cfg, const char *part, int part_no, ds_vec *v) {
     char rel[SG_STR + 64];
     snprintf(rel, sizeof rel, "%s/%s.txt", VOC_LIST_DIR, part);
     char *list = sg_ds_join(cfg->root, rel);
@@ -39,17 +39,18 @@ static int read_voc_list(const sg_data_cfg *cfg, const char *part, int part_no, 
                  "SegmentationClassAug; data.root is the VOC2012 directory)",
                  list, strerror(errno), part, VOC_LIST_DIR, part);
         free(list);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     char line[8192];
-    int lineno = 0, rc = 0;
+    int lineno = 0;
+    sg_status rc = SG_OK;
     int64_t before = v->n;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == SG_OK && fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
             SG_ERROR("%s:%d: line longer than %zu characters", list, lineno, sizeof line - 2);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         char *tok[2] = {0};
@@ -64,7 +65,7 @@ static int read_voc_list(const sg_data_cfg *cfg, const char *part, int part_no, 
             SG_ERROR("%s:%d: expected one image name per line (e.g. 2007_000032), got '%s%s%s' "
                      "(is this a Segmentation split file?)",
                      list, lineno, tok[0], nt > 1 ? " " : "", nt > 1 ? tok[1] : "");
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         ds_entry *e = sg_ds_vec_push(v);
@@ -75,14 +76,14 @@ static int read_voc_list(const sg_data_cfg *cfg, const char *part, int part_no, 
         e->line = lineno;
         e->part = part_no;
     }
-    if (rc == 0 && ferror(f)) {
+    if (rc == SG_OK && ferror(f)) {
         SG_ERROR("reading %s failed: %s", list, strerror(errno));
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     fclose(f);
-    if (rc == 0 && v->n == before) {
+    if (rc == SG_OK && v->n == before) {
         SG_ERROR("VOC split file %s lists no images", list);
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
     free(list);
     return rc;
@@ -99,7 +100,9 @@ static char *voc_mask(const char *root, const char *rel, const char *dir) {
     return p;
 }
 
-int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
+sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                         int use_map) {
+    (void)use_map; /* VOC masks hold class indices: the format rules refuse a map */
     char *jpeg_dir = sg_ds_join(cfg->root, "JPEGImages");
     int ok = sg_ds_is_dir(jpeg_dir);
     free(jpeg_dir);
@@ -108,30 +111,31 @@ int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
                  "directory (VOCdevkit/VOC2012, holding JPEGImages/, SegmentationClass/ and "
                  "ImageSets/Segmentation/)",
                  cfg->root);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* "train+aug": the union of several split files (the 10,582-image
      * VOC12aug recipe is train + aug). */
     char parts[SG_STR];
     snprintf(parts, sizeof parts, "%s", split);
     ds_vec v = {0};
-    int n_parts = 0, rc = 0;
-    for (char *save = NULL, *p = strtok_r(parts, "+", &save); p && rc == 0;
+    int n_parts = 0;
+    sg_status rc = SG_OK;
+    for (char *save = NULL, *p = strtok_r(parts, "+", &save); p && rc == SG_OK;
          p = strtok_r(NULL, "+", &save)) {
         if (++n_parts > MAX_SPLIT_PARTS) {
             SG_ERROR("VOC split '%s' joins more than %d split files", split, MAX_SPLIT_PARTS);
-            rc = -1;
+            rc = SG_ERR_RUNTIME;
             break;
         }
         rc = read_voc_list(cfg, p, n_parts, &v);
     }
-    if (rc == 0 && n_parts == 0) {
+    if (rc == SG_OK && n_parts == 0) {
         SG_ERROR("VOC split '%s' names no split file (e.g. train, val, train+aug)", split);
-        rc = -1;
+        rc = SG_ERR_RUNTIME;
     }
-    if (rc != 0) {
+    if (rc != SG_OK) {
         sg_ds_free_entries(v.e, v.n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
     /* A name twice in one file is a mistake; in two files of a union (train
@@ -147,7 +151,7 @@ int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
                  * between were moved or freed */
                 for (int64_t j = i; j < v.n; j++) free(v.e[j].rel);
                 sg_ds_free_entries(v.e, w);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
             free(v.e[i].rel);
             dropped++;
@@ -189,7 +193,7 @@ int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
                  split, cfg->root, (long long)miss_img, (long long)v.n, (long long)miss_mask,
                  examples);
         sg_ds_free_entries(v.e, v.n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     /* 255 marks object borders and difficult regions: ignored */
     ds->map[255] = (uint8_t)ds->ignore_index;
@@ -198,7 +202,7 @@ int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
             "counted once" : "");
     ds->e = v.e;
     ds->n = v.n;
-    return 0;
+    return SG_OK;
 }
 
 /* ---- ADE20K ---- */
@@ -209,7 +213,9 @@ static int image_name(const char *name) {
            (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
 }
 
-int sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split) {
+sg_status sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                            int use_map) {
+    (void)use_map; /* ADE20K masks hold class indices: the format rules refuse a map */
     char rel_dir[SG_STR + 16];
     snprintf(rel_dir, sizeof rel_dir, "images/%s", split);
     char *dir = sg_ds_join(cfg->root, rel_dir);
@@ -220,7 +226,7 @@ int sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split)
                  "splits named training and validation",
                  dir, strerror(errno), cfg->root, split);
         free(dir);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     ds_vec v = {0};
     struct dirent *de;
@@ -236,7 +242,7 @@ int sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split)
                  split, dir);
         free(dir);
         sg_ds_free_entries(v.e, v.n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     free(dir);
     qsort(v.e, (size_t)v.n, sizeof(ds_entry), sg_ds_cmp_rel);
@@ -262,11 +268,11 @@ int sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split)
                  "  Each images/<split>/<name>.jpg needs annotations/<split>/<name>.png.",
                  split, cfg->root, (long long)missing, (long long)v.n, examples);
         sg_ds_free_entries(v.e, v.n);
-        return -1;
+        return SG_ERR_RUNTIME;
     }
     ds->map[255] = (uint8_t)ds->ignore_index;
     SG_INFO("split '%s': %lld ADE20K images", split, (long long)v.n);
     ds->e = v.e;
     ds->n = v.n;
-    return 0;
+    return SG_OK;
 }

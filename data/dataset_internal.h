@@ -1,13 +1,16 @@
 /* data/dataset_internal.h - what the dataset's files share: the index entry,
- * the dataset struct, and the index builders (dataset_index.c). Not a public
- * header. */
+ * the dataset struct, and the index builders (dataset_index.c,
+ * dataset_index_voc.c) that the format table (data/formats.c) names. Not a
+ * public header. */
 #ifndef SG_DATA_DATASET_INTERNAL_H
 #define SG_DATA_DATASET_INTERNAL_H
 
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/status.h"
 #include "data/dataset.h"
+#include "data/formats.h"
 
 #define MAX_EXAMPLES 3
 
@@ -47,11 +50,24 @@ ds_entry *sg_ds_vec_push(ds_vec *v);            /* a zeroed entry at the end */
 int sg_ds_cmp_rel(const void *a, const void *b); /* qsort by rel (byte order) */
 void sg_ds_free_entries(ds_entry *e, int64_t n);
 
-/* Fill ds->e / ds->n (sorted) and ds->map (raw file value -> label, before
- * data.reduce_zero_label); 0, or -1 after logging. */
-int sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
-int sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
-int sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split);
-int sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split);
+/* The index builders, one per dataset format (their rows in data/formats.c
+ * point here): fill ds->e / ds->n (sorted) and ds->map (raw file value ->
+ * label, before data.reduce_zero_label). use_map: data.label_map is
+ * cityscapes (the format rules, sg_format_resolve, have allowed it for this
+ * format). SG_OK, or SG_ERR_RUNTIME after logging what is missing or
+ * malformed and where. */
+sg_status sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                                int use_map);
+sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
+sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
+sg_status sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                            int use_map);
+
+/* sg_dataset_open with the format's row given instead of looked up by
+ * data.format: the same rules, index and classes. For rows that are not in
+ * the table (tests/data/test_formats.c shows a format made of one row and
+ * an index builder). */
+sg_dataset *sg_dataset_open_format(const sg_format *f, const sg_data_cfg *cfg, const char *split,
+                                   int num_classes);
 
 #endif

@@ -85,8 +85,9 @@ void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int tra
     o->prefetch = d->prefetch;
 }
 
-/* Builds job j into slot s (any thread). Returns 0 or -1 with s->err set. */
-static int build(sg_loader *l, int64_t j, slot *s) {
+/* Builds job j into slot s (any thread). Returns SG_OK, or SG_ERR_RUNTIME with
+ * s->err naming the file that failed. */
+static sg_status build(sg_loader *l, int64_t j, slot *s) {
     int64_t first = l->job_start[j], n = l->job_start[j + 1] - first;
     int h = l->o.train ? l->o.crop_h : l->job_h[j];
     int w = l->o.train ? l->o.crop_w : l->job_w[j];
@@ -102,17 +103,18 @@ static int build(sg_loader *l, int64_t j, slot *s) {
         int64_t idx = l->list[first + k];
         sg_img img, mask;
         b->indices[k] = idx;
-        if (sg_dataset_load(l->ds, idx, &img, &mask, s->err, sizeof s->err) != 0) return -1;
+        if (sg_dataset_load(l->ds, idx, &img, &mask, s->err, sizeof s->err) != SG_OK)
+            return SG_ERR_RUNTIME;
         uint8_t *oi = b->images + (size_t)k * px * 3, *om = b->labels + (size_t)k * px;
         if (l->o.train) {
             sg_aug_draw d;
             sg_aug_make_draw(&l->aug, l->o.seed, l->epoch, idx, img.h, img.w, &d);
-            if (sg_aug_apply(&l->aug, &d, img.data, mask.data, img.h, img.w, oi, om) != 0) {
+            if (sg_aug_apply(&l->aug, &d, img.data, mask.data, img.h, img.w, oi, om) != SG_OK) {
                 snprintf(s->err, sizeof s->err, "out of memory augmenting %s",
                          sg_dataset_image_path(l->ds, idx));
                 sg_img_free(&img);
                 sg_img_free(&mask);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
         } else {
             if (img.h != h || img.w != w) { /* the file changed since start read its header */
@@ -122,7 +124,7 @@ static int build(sg_loader *l, int64_t j, slot *s) {
                          sg_dataset_image_path(l->ds, idx), img.h, img.w, h, w);
                 sg_img_free(&img);
                 sg_img_free(&mask);
-                return -1;
+                return SG_ERR_RUNTIME;
             }
             memcpy(oi, img.data, px * 3);
             memcpy(om, mask.data, px);
@@ -133,7 +135,7 @@ static int build(sg_loader *l, int64_t j, slot *s) {
         for (size_t p = 0; p < px; p++) valid += om[p] != (uint8_t)l->o.ignore_index;
         b->valid_pixels += valid;
     }
-    return 0;
+    return SG_OK;
 }
 
 static void *worker_main(void *arg) {
@@ -159,17 +161,17 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&l->mu);
 
         double t0 = sg_now_s();
-        int rc = build(l, j, s);
+        sg_status rc = build(l, j, s);
         double dt = sg_now_s() - t0;
 
         pthread_mutex_lock(&l->mu);
         l->busy--;
         l->st.decode_s += dt;
-        if (rc == 0) {
+        if (rc == SG_OK) {
             l->st.images += s->b.n;
             l->st.batches++;
         }
-        s->state = rc == 0 ? SLOT_READY : SLOT_FAILED;
+        s->state = rc == SG_OK ? SLOT_READY : SLOT_FAILED;
         pthread_cond_broadcast(&l->cv_ready);
     }
     pthread_mutex_unlock(&l->mu);
@@ -244,8 +246,9 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
     return l;
 }
 
-/* Makes every slot hold n_max samples of px_max pixels (caller's thread). */
-static int ensure_buffers(sg_loader *l, int n_max, size_t px_max) {
+/* Makes every slot hold n_max samples of px_max pixels (caller's thread).
+ * SG_OK, or SG_ERR_RUNTIME after logging the allocation that failed. */
+static sg_status ensure_buffers(sg_loader *l, int n_max, size_t px_max) {
     for (int i = 0; i < l->nslots; i++) {
         slot *s = &l->slots[i];
         if (s->cap_n >= n_max && s->cap_px >= px_max) continue;
@@ -266,12 +269,12 @@ static int ensure_buffers(sg_loader *l, int n_max, size_t px_max) {
             memset(&s->b, 0, sizeof s->b);
             s->cap_n = 0;
             s->cap_px = 0;
-            return -1;
+            return SG_ERR_RUNTIME;
         }
         s->cap_n = n_max;
         s->cap_px = px_max;
     }
-    return 0;
+    return SG_OK;
 }
 
 sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64_t epoch) {
@@ -326,7 +329,7 @@ sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64
             int h, w;
             char err[SG_DATA_ERR_LEN];
             if (sg_image_read_size(sg_dataset_image_path(l->ds, l->list[k]), &h, &w, err,
-                                   sizeof err) != 0) {
+                                   sizeof err) != SG_OK) {
                 snprintf(l->err, sizeof l->err, "%s", err);
                 SG_ERROR("data loader: %s", err);
                 return SG_ERR_RUNTIME;
@@ -344,7 +347,7 @@ sg_status sg_loader_start(sg_loader *l, const int64_t *indices, int64_t n, int64
         }
     }
     l->job_start[jobs] = n;
-    if (n > 0 && ensure_buffers(l, n_max, px_max) != 0) return SG_ERR_RUNTIME;
+    if (n > 0 && ensure_buffers(l, n_max, px_max) != SG_OK) return SG_ERR_RUNTIME;
 
     pthread_mutex_lock(&l->mu);
     l->failed = 0;
@@ -383,16 +386,16 @@ int sg_loader_next(sg_loader *l, sg_batch **out) {
         s->job = j;
         pthread_mutex_unlock(&l->mu);
         double t0 = sg_now_s();
-        int rc = build(l, j, s);
+        sg_status rc = build(l, j, s);
         double dt = sg_now_s() - t0;
         pthread_mutex_lock(&l->mu);
         l->st.decode_s += dt;
         l->st.consumer_wait_s += dt;
-        if (rc == 0) {
+        if (rc == SG_OK) {
             l->st.images += s->b.n;
             l->st.batches++;
         }
-        s->state = rc == 0 ? SLOT_READY : SLOT_FAILED;
+        s->state = rc == SG_OK ? SLOT_READY : SLOT_FAILED;
     } else {
         double t0 = sg_now_s();
         while (!(s->job == j && (s->state == SLOT_READY || s->state == SLOT_FAILED)))

@@ -41,6 +41,8 @@
 extern "C" {
 #endif
 
+/* A layout is a row of the dataset format table (data/formats.h) that has a
+ * synth writer: layout l is the l-th such row, in table order. */
 typedef enum { SG_SYNTH_CITYSCAPES = 0, SG_SYNTH_VOC = 1, SG_SYNTH_ADE20K = 2 } sg_synth_layout;
 
 typedef struct sg_synth_opts {
