@@ -19,6 +19,7 @@ int sg_cuda_device_count(void);
 /* Every op of sg_ops, in declaration order. The static asserts below fail
  * to compile when sg_ops gains, loses or reorders a pointer without this
  * list following, so the completeness check always covers the whole table. */
+/* clang-format off */
 #define SG_OPS_LIST(X)                                                                   \
     X(destroy) X(get_info)                                                               \
     X(alloc) X(free) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc)         \
@@ -40,6 +41,7 @@ int sg_cuda_device_count(void);
     X(mem_written)                                                                       \
     X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
     X(bn_bwd_elem_dt)
+/* clang-format on */
 
 #define SG_OP_INDEX(f) SG_OPI_##f,
 enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };
