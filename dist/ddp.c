@@ -3,6 +3,7 @@
  * per-step readiness state. The model side (hooks, state broadcast) is in
  * dist/ddp_model.c, SyncBN in dist/syncbn.c. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@
  * rank issues the same sequence of all-reduces on the gradient channel. */
 static void *comm_main(void *arg) {
     sg_ddp *d = arg;
+    sigset_t all; /* signals go to the training thread (its stop flag), not here */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     d->be->ops->bind_thread(d->be); /* its staging ops run on this thread */
     pthread_mutex_lock(&d->mu);
     for (;;) {

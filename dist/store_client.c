@@ -438,6 +438,9 @@ sg_store_rc sg_store_leave(sg_store *s) {
 
 static void *hb_main(void *arg) {
     sg_store *s = arg;
+    sigset_t all; /* signals go to the training thread (its stop flag), not here */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     char key[64];
     snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", s->rank);
     pthread_mutex_lock(&s->hb_mu);
@@ -446,7 +449,8 @@ static void *hb_main(void *arg) {
         /* the heartbeat connection fails when rank 0 is gone: stop quietly
          * (the hb handle is quiet), the training thread reports it */
         int64_t one = 1;
-        sg_store_rc rc = request(s->hb_store, SG_OP_ADD, key, &one, 8, NULL, NULL, s->timeout_s);
+        double t = s->hb_store->timeout_s; /* not s->timeout_s: other threads set that */
+        sg_store_rc rc = request(s->hb_store, SG_OP_ADD, key, &one, 8, NULL, NULL, t);
         if (rc != SG_STORE_OK) {
             pthread_mutex_lock(&s->hb_mu);
             break;

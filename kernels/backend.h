@@ -324,6 +324,7 @@ typedef struct sg_ops {
  * built from it covers the whole table: sg_backend_create's check that a
  * backend filled every op, and the conformance suite's check that every op
  * has cases (tests/backend/test_backend_ops.c). */
+/* clang-format off */
 #define SG_OPS_LIST(X)                                                                   \
     X(destroy) X(get_info)                                                               \
     X(alloc) X(free) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc)         \
@@ -345,6 +346,7 @@ typedef struct sg_ops {
     X(mem_written)                                                                       \
     X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
     X(bn_bwd_elem_dt)
+/* clang-format on */
 
 /* How an activation is stored (the *_dt ops above). */
 enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1 };

@@ -235,7 +235,7 @@ static size_t place(item *it, int n) {
  * pooling, resize, concat, dropout, every gradient) stays float32. */
 static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16) {
     for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32;
-    if (!act_bf16) return;
+    if (!act_bf16 || m->n_t <= 0) return;
     /* readers[i]: 0 none yet, else the reader layers' common type + 1, or
      * -1 when readers differ in type */
     int *readers = calloc((size_t)m->n_t, sizeof(int));

@@ -138,8 +138,10 @@ void sg_cpu_bf16_narrow(uint16_t *dst, const float *src, size_t count);
 
 /* Function multiversioning for hot per-plane loops: one copy per ISA level,
  * chosen at load time, so a portable build still runs 512-bit vectors on
- * AVX-512 machines. GCC on x86-64 only; elsewhere a no-op. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+ * AVX-512 machines. GCC on x86-64 only; elsewhere a no-op. Not under TSan:
+ * its instrumented ifunc resolvers run before its runtime and crash. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_THREAD__)
 #define SG_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SG_CPU_CLONES

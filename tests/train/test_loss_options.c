@@ -318,6 +318,7 @@ static int dump(void) {
     printf("wsum %.17g %.17g\n", wsum, den);
     for (int i = 0; i < N * C * HW; i++) printf("l %.9g\n", l[i]);
     for (int i = 0; i < N * C * HW; i++) printf("g %.9g\n", d[i]);
+    o->free(be, l_d), o->free(be, w_d), o->free(be, lab_d);
     sg_backend_destroy(be);
     return 0;
 }
