@@ -7,19 +7,20 @@
  * 3 x forward (backward = data gradient + weight gradient, each ~ forward).
  * Achieved FLOP/s = that / the median step time, per rank; the fraction is of
  * the per-device peak (measured with the backend's conv, or --peak-gflops). */
+#include "train/bench.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/bench.h"
-#include "core/cli.h"
 #include "cmd/commands.h"
-#include "data/formats.h"
-#include "io/json.h"
+#include "core/cli.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "data/formats.h"
+#include "io/json.h"
 #include "train/metrics.h"
 
 /* SG_OK, or SG_ERR_CONFIG after a usage error. */
@@ -143,17 +144,21 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
 int sg_cmd_bench(int argc, char **argv) {
     const char *iters_s = NULL, *warmup_s = NULL, *json = NULL, *peak_s = NULL;
     int with_data = 0, no_split = 0;
-    sg_cli_opt opts[] = {
-        {"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
-        {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
-        {"--with-data", NULL, "read batches through the configured loader (data.*) instead "
-                              "of synthetic batches in memory", NULL, &with_data},
-        {"--json", "FILE", "also write the summary as JSON to FILE", &json, NULL},
-        {"--no-split", NULL, "time whole steps only (no backend sync at phase boundaries)",
-         NULL, &no_split},
-        {"--peak-gflops", "X", "the device's peak GFLOP/s (default: measured with a conv; "
-                               "0 skips the measurement)", &peak_s, NULL},
-        {NULL, NULL, NULL, NULL, NULL}};
+    sg_cli_opt opts[] = {{"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
+                         {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
+                         {"--with-data", NULL,
+                          "read batches through the configured loader (data.*) instead "
+                          "of synthetic batches in memory",
+                          NULL, &with_data},
+                         {"--json", "FILE", "also write the summary as JSON to FILE", &json, NULL},
+                         {"--no-split", NULL,
+                          "time whole steps only (no backend sync at phase boundaries)", NULL,
+                          &no_split},
+                         {"--peak-gflops", "X",
+                          "the device's peak GFLOP/s (default: measured with a conv; "
+                          "0 skips the measurement)",
+                          &peak_s, NULL},
+                         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_config cfg;
     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
@@ -173,8 +178,10 @@ int sg_cmd_bench(int argc, char **argv) {
         errno = 0;
         double v = strtod(peak_s, &end);
         if (errno || *end || end == peak_s || !(v >= 0) || !isfinite(v))
-            return sg_exit_code(sg_cli_usage_error(&cli, "--peak-gflops %s: expected a number "
-                                                   ">= 0 (0 skips the peak)", peak_s));
+            return sg_exit_code(sg_cli_usage_error(&cli,
+                                                   "--peak-gflops %s: expected a number "
+                                                   ">= 0 (0 skips the peak)",
+                                                   peak_s));
         o.peak_gflops = v > 0 ? v : -1.0;
     }
     sg_bench_result r;
@@ -195,7 +202,8 @@ int sg_cmd_bench(int argc, char **argv) {
             free(text);
             if (wrc != 0) {
                 SG_ERROR("bench: cannot write --json %s (see above); check the directory exists "
-                         "and is writable", json);
+                         "and is writable",
+                         json);
                 rc = 1;
             } else {
                 SG_INFO("bench: wrote %s", json);

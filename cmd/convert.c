@@ -13,8 +13,8 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
-#include "model/model_io.h"
 #include "io/pth.h"
+#include "model/model_io.h"
 
 /* What model.pretrained will make of the names: how many land in the
  * encoder, the heads, and which do not belong to DeepLabV3 at all. */
@@ -31,10 +31,12 @@ static void report_names(const sg_pth *p) {
         else if (other++ == 0) snprintf(example, sizeof example, "%s", n);
     }
     SG_INFO("convert: as model.pretrained maps the names: %d backbone, %d classifier, %d "
-            "aux_classifier tensors, %d other", enc, dec, aux, other);
+            "aux_classifier tensors, %d other",
+            enc, dec, aux, other);
     if (other)
         SG_INFO("convert: %d tensor(s) are not part of DeepLabV3 and loading ignores them, e.g. "
-                "%s%s", other, example,
+                "%s%s",
+                other, example,
                 strncmp(example, "fc.", 3) ? "" : " (an ImageNet classifier's head: expected)");
 }
 
@@ -55,9 +57,9 @@ int sg_cmd_convert(int argc, char **argv) {
     }
     sg_log_set_level(cli.log_level);
     if (cli.n_args != 2)
-        return sg_exit_code(sg_cli_usage_error(
-            &cli, "expected IN.pth and OUT.safetensors (got %d argument%s)", cli.n_args,
-            cli.n_args == 1 ? "" : "s"));
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "expected IN.pth and OUT.safetensors (got %d argument%s)",
+                               cli.n_args, cli.n_args == 1 ? "" : "s"));
     const char *in = cli.args[0], *out = cli.args[1];
     char err[1024];
     sg_pth *p = sg_pth_open(in, err, sizeof err);

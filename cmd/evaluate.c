@@ -11,18 +11,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/checkpoint.h"
-#include "core/cli.h"
-#include "train/device.h"
-#include "train/from_checkpoint.h"
 #include "cmd/commands.h"
-#include "train/evaluator.h"
-#include "io/json.h"
+#include "core/cli.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "train/metrics.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
+#include "io/json.h"
+#include "train/checkpoint.h"
+#include "train/device.h"
+#include "train/evaluator.h"
+#include "train/from_checkpoint.h"
+#include "train/metrics.h"
 
 /* The checkpoint's iteration, -1 when it has none (exported weights). */
 static long long checkpoint_iter(const char *ck) {
@@ -42,7 +42,8 @@ int sg_cmd_eval(int argc, char **argv) {
         {"--split", "SPLIT", "evaluate this split instead of data.val_split", &split, NULL},
         {"--out", "FILE",
          "write the JSON here (default with --config: <run_dir>/eval/iter_<N>.json; without: "
-         "not saved)", &out, NULL},
+         "not saved)",
+         &out, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     const char *usage = "segtrain eval --checkpoint CK [--config FILE] [--split S] [--out F.json]";
@@ -122,8 +123,7 @@ int sg_cmd_eval(int argc, char **argv) {
         } else {
             snprintf(path, sizeof path, "%s/eval", cfg.run_dir);
             if (sg_mkdirs(path) != 0) {
-                SG_ERROR("cannot create %s: %s (set run_dir or pass --out)", path,
-                         strerror(errno));
+                SG_ERROR("cannot create %s: %s (set run_dir or pass --out)", path, strerror(errno));
                 rc = 1;
                 goto done;
             }

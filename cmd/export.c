@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "train/checkpoint.h"
-#include "core/cli.h"
 #include "cmd/commands.h"
+#include "core/cli.h"
 #include "core/log.h"
-#include "model/model_io.h"
 #include "io/safetensors.h"
+#include "model/model_io.h"
+#include "train/checkpoint.h"
 
 static int export_checkpoint(const char *ck, const char *out, int torchvision, int ema) {
     char why[512];
@@ -24,7 +24,8 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
     }
     if (ema && !sg_ckpt_has_ema(f)) {
         SG_ERROR("export --ema: %s holds no EMA weights (ema.*): it was trained with "
-                 "train.ema_decay 0; export without --ema", ck);
+                 "train.ema_decay 0; export without --ema",
+                 ck);
         sg_st_close(f);
         return 1;
     }
@@ -39,10 +40,8 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
         if (is_ema != ema) continue;
         const char *plain = ema ? t->name + 4 : t->name;
         char name[256];
-        if (torchvision)
-            rc = sg_model_torchvision_name(plain, name, sizeof name);
-        else
-            snprintf(name, sizeof name, "%s", plain);
+        if (torchvision) rc = sg_model_torchvision_name(plain, name, sizeof name);
+        else snprintf(name, sizeof name, "%s", plain);
         /* data may be unaligned inside the mapping: writer_add copies bytes */
         if (rc == 0) rc = sg_st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data);
         if (rc != 0) SG_ERROR("export: cannot add tensor %s", t->name);
@@ -73,8 +72,8 @@ int sg_cmd_export(int argc, char **argv) {
         {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
         {"--out", "FILE", "safetensors file to write", &out, NULL},
         {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
-        {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's",
-         NULL, &ema},
+        {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's", NULL,
+         &ema},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
@@ -90,8 +89,8 @@ int sg_cmd_export(int argc, char **argv) {
     if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     if (!out) return sg_exit_code(sg_cli_usage_error(&cli, "--out is required"));
     if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0)
-        return sg_exit_code(sg_cli_usage_error(
-            &cli, "--names must be segtrain or torchvision, not '%s'", names));
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "--names must be segtrain or torchvision, not '%s'", names));
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0, ema);

@@ -1,6 +1,8 @@
 /* cmd/launch.c - `segtrain --nproc-per-node N ...`: the launcher's command
  * entry point. Finds this program's own path (each worker runs it again) and
  * hands the command line to the launcher (dist/launch.h). */
+#include "dist/launch.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -8,7 +10,6 @@
 
 #include "cmd/commands.h"
 #include "core/log.h"
-#include "dist/launch.h"
 
 int sg_cmd_launch(int argc, char **argv) {
     char exe[PATH_MAX];

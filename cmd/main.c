@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cli.h"
 #include "cmd/commands.h"
+#include "core/cli.h"
 #include "core/config.h"
 #include "core/threads.h"
 #include "data/formats.h"
@@ -55,8 +55,8 @@ static const struct {
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
 
-static const char *g_launch_opts[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
-                                      "--master-port", "--kill-grace-s"};
+static const char *g_launch_opts[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
+                                      "--master-addr",    "--master-port", "--kill-grace-s"};
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -64,9 +64,11 @@ static void usage(FILE *out) {
             "       segtrain --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
             "--master-port P] [--kill-grace-s S] [SUBCOMMAND] ...\n"
             "       segtrain --help | --version | --help-config [--markdown]\n\nsubcommands:\n");
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", g_commands[i].name, g_commands[i].help);
-    fprintf(out, "\n`segtrain SUBCOMMAND --help` lists a subcommand's options; every subcommand takes\n"
-                 "--config FILE, --set KEY=VALUE (repeatable), --print-config, --quiet, --verbose.\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-9s %s\n", g_commands[i].name, g_commands[i].help);
+    fprintf(out,
+            "\n`segtrain SUBCOMMAND --help` lists a subcommand's options; every subcommand takes\n"
+            "--config FILE, --set KEY=VALUE (repeatable), --print-config, --quiet, --verbose.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -105,9 +107,10 @@ static void use_segtrain_omp_wait_policy(char **argv) {
     execv("/proc/self/exe", argv);
     int e = errno;
     sg_omp_policy_undo();
-    fprintf(stderr, "segtrain: warning: could not restart with GOMP_SPINCOUNT=%s (execv "
-                    "/proc/self/exe: %s); OpenMP threads will spin about 3 ms at every barrier, "
-                    "which is slow on shared cores: set GOMP_SPINCOUNT=%s yourself\n",
+    fprintf(stderr,
+            "segtrain: warning: could not restart with GOMP_SPINCOUNT=%s (execv "
+            "/proc/self/exe: %s); OpenMP threads will spin about 3 ms at every barrier, "
+            "which is slow on shared cores: set GOMP_SPINCOUNT=%s yourself\n",
             SG_OMP_SPINCOUNT, strerror(e), SG_OMP_SPINCOUNT);
 }
 
@@ -134,10 +137,10 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--help-config")) {
         int markdown = 0;
         for (int i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "--markdown"))
-                markdown = 1;
+            if (!strcmp(argv[i], "--markdown")) markdown = 1;
             else
-                return usage_error("unknown option '%s' for --help-config (only --markdown)", argv[i]);
+                return usage_error("unknown option '%s' for --help-config (only --markdown)",
+                                   argv[i]);
         }
         sg_config_print_schema(stdout, markdown);
         return fflush(stdout) == 0 ? 0 : 1;

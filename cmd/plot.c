@@ -26,8 +26,12 @@
 #define FIG_H 1160
 #define FONT "DejaVu Sans"
 
-typedef struct { double x, y, w, h; } box;      /* the plotting area of a panel */
-typedef struct { double x0, x1, y0, y1; } span; /* data coordinates shown */
+typedef struct {
+    double x, y, w, h;
+} box; /* the plotting area of a panel */
+typedef struct {
+    double x0, x1, y0, y1;
+} span; /* data coordinates shown */
 
 static const double g_colors[PL_MAX_RUNS][3] = {
     {0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},
@@ -159,10 +163,8 @@ static void line(cairo_t *cr, const box *b, const span *s, const double *x, cons
             continue;
         }
         double px = px_x(b, s, x[i]), py = px_y(b, s, y[i]);
-        if (pen)
-            cairo_line_to(cr, px, py);
-        else
-            cairo_move_to(cr, px, py);
+        if (pen) cairo_line_to(cr, px, py);
+        else cairo_move_to(cr, px, py);
         pen = 1;
     }
     cairo_stroke(cr);
@@ -376,8 +378,7 @@ static void panel_summary(cairo_t *cr, const fig *F, const box *b) {
         if (isfinite(loss))
             snprintf(t, sizeof t, "iteration %.0f: loss %.4f, lr %.3g", it, loss,
                      last_finite(&R->lr, NULL));
-        else
-            snprintf(t, sizeof t, "no training line yet");
+        else snprintf(t, sizeof t, "no training line yet");
         text_at(cr, b->x + 20, y + 20, 0, 0, t);
         double vit = 0, v = last_finite(&R->val_miou, &vit), best = -1, bit = 0;
         for (int i = 0; i < R->val_miou.n; i++)
@@ -388,15 +389,13 @@ static void panel_summary(cairo_t *cr, const fig *F, const box *b) {
         if (isfinite(v))
             snprintf(t, sizeof t, "validation mIoU %.2f%% at iteration %.0f (best %.2f%% at %.0f)",
                      100 * v, vit, 100 * best, bit);
-        else
-            snprintf(t, sizeof t, "no validation yet");
+        else snprintf(t, sizeof t, "no validation yet");
         text_at(cr, b->x + 20, y + 38, 0, 0, t);
         double lit = 0, l = last_finite(&R->leftover_miou, &lit);
         if (isfinite(l))
-            snprintf(t, sizeof t, "leftover-pass mIoU %.2f%% at iteration %.0f (%d passes)", 100 * l,
-                     lit, R->leftover_miou.n);
-        else
-            snprintf(t, sizeof t, "no leftover pass logged");
+            snprintf(t, sizeof t, "leftover-pass mIoU %.2f%% at iteration %.0f (%d passes)",
+                     100 * l, lit, R->leftover_miou.n);
+        else snprintf(t, sizeof t, "no leftover pass logged");
         text_at(cr, b->x + 20, y + 56, 0, 0, t);
         y += 84;
     }
@@ -411,10 +410,10 @@ static void panel_bars(cairo_t *cr, const fig *F, const box *b) {
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     char title[256];
     if (F->n == 1 && ref)
-        snprintf(title, sizeof title, "per-class IoU at iteration %lld (last evaluation, mIoU %.2f%%)",
+        snprintf(title, sizeof title,
+                 "per-class IoU at iteration %lld (last evaluation, mIoU %.2f%%)",
                  (long long)ref->eval_iter, 100 * ref->eval_miou);
-    else
-        snprintf(title, sizeof title, "per-class IoU of each run's last evaluation");
+    else snprintf(title, sizeof title, "per-class IoU of each run's last evaluation");
     text_at(cr, b->x, b->y - 10, 0, 1, title);
     /* y axis */
     font(cr, 12, 0);
@@ -490,8 +489,7 @@ static void panel_bars(cairo_t *cr, const fig *F, const box *b) {
             if (R->eval_iter >= 0)
                 snprintf(labels[r], sizeof labels[r], "%s (iteration %lld, mIoU %.2f%%)", R->name,
                          (long long)R->eval_iter, 100 * R->eval_miou);
-            else
-                snprintf(labels[r], sizeof labels[r], "%s (no evaluation yet)", R->name);
+            else snprintf(labels[r], sizeof labels[r], "%s (no evaluation yet)", R->name);
             it[r] = (legend_item){labels[r], g_colors[r], 0.85, 8, 0};
         }
         legend(cr, b, it, F->n);
@@ -528,7 +526,8 @@ static sg_status draw(const fig *F, const char *out) {
     cairo_surface_destroy(sf);
     if (st != CAIRO_STATUS_SUCCESS) {
         SG_ERROR("segtrain plot: writing %s failed: %s (check that its directory exists and is "
-                 "writable)", out, cairo_status_to_string(st));
+                 "writable)",
+                 out, cairo_status_to_string(st));
         return SG_ERR_RUNTIME;
     }
     return SG_OK;
@@ -536,13 +535,14 @@ static sg_status draw(const fig *F, const char *out) {
 #endif /* SG_HAVE_CAIRO */
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: segtrain plot RUN_DIR [RUN_DIR...] [--out FILE.png] [--smooth W]\n"
-               "  one PNG: training loss (raw and smoothed), learning rate, validation and\n"
-               "  leftover-pass mIoU against the iteration, and the per-class IoU of the last\n"
-               "  evaluation, from RUN_DIR/metrics.jsonl and RUN_DIR/eval/iter_<N>.json.\n"
-               "  Several run directories are drawn together, one colour each (at most %d).\n"
-               "  --out FILE.png   where to write it (default RUN_DIR/plot.png, the first one)\n"
-               "  --smooth W       loss smoothing weight in [0, 1) (default 0.6, as TensorBoard)\n",
+    fprintf(f,
+            "usage: segtrain plot RUN_DIR [RUN_DIR...] [--out FILE.png] [--smooth W]\n"
+            "  one PNG: training loss (raw and smoothed), learning rate, validation and\n"
+            "  leftover-pass mIoU against the iteration, and the per-class IoU of the last\n"
+            "  evaluation, from RUN_DIR/metrics.jsonl and RUN_DIR/eval/iter_<N>.json.\n"
+            "  Several run directories are drawn together, one colour each (at most %d).\n"
+            "  --out FILE.png   where to write it (default RUN_DIR/plot.png, the first one)\n"
+            "  --smooth W       loss smoothing weight in [0, 1) (default 0.6, as TensorBoard)\n",
             PL_MAX_RUNS);
     return f == stdout ? 0 : 2;
 }

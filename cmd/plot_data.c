@@ -1,5 +1,7 @@
 /* cmd/plot_data.c - reading a run directory for `segtrain plot` (see
  * plot_data.h). */
+#include "cmd/plot_data.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -8,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd/plot_data.h"
 #include "core/log.h"
 #include "io/json.h"
 
@@ -52,7 +53,8 @@ static sg_status add_line(pl_run *r, const char *path, long lineno, const sg_jso
     double it, v;
     if (o->type != SG_JSON_OBJ || num_or_null(o, "iter", &it) != 0 || !isfinite(it) || it < 0) {
         SG_ERROR("%s:%ld: not a metrics line (a JSON object with a non-negative \"iter\"); "
-                 "is this a segtrain run directory?", path, lineno);
+                 "is this a segtrain run directory?",
+                 path, lineno);
         return SG_ERR_RUNTIME;
     }
     if (num_or_null(o, "loss", &v) == 0) series_add(&r->loss, it, v);
@@ -157,8 +159,7 @@ static sg_status load_last_eval(pl_run *r) {
     while ((e = readdir(d))) {
         long long n;
         char tail[8];
-        if (sscanf(e->d_name, "iter_%lld.%7s", &n, tail) == 2 && !strcmp(tail, "json") &&
-            n > best)
+        if (sscanf(e->d_name, "iter_%lld.%7s", &n, tail) == 2 && !strcmp(tail, "json") && n > best)
             best = n;
     }
     closedir(d);
@@ -180,7 +181,8 @@ static sg_status load_last_eval(pl_run *r) {
     if (!cl || !iou || cl->type != SG_JSON_ARR || iou->type != SG_JSON_ARR || cl->n != iou->n ||
         cl->n < 1 || cl->n > PL_MAX_CLASSES) {
         SG_ERROR("%s: expected arrays \"classes\" and \"iou\" of the same length (1..%d); not a "
-                 "segtrain evaluation report", path, PL_MAX_CLASSES);
+                 "segtrain evaluation report",
+                 path, PL_MAX_CLASSES);
         rc = SG_ERR_RUNTIME;
     }
     if (rc == SG_OK) {
@@ -190,8 +192,7 @@ static sg_status load_last_eval(pl_run *r) {
         SG_CHECK(r->classes && r->iou, "out of host memory");
         for (int k = 0; k < cl->n && rc == SG_OK; k++) {
             const sg_json_val *name = &cl->items[k], *x = &iou->items[k];
-            if (name->type != SG_JSON_STR ||
-                (x->type != SG_JSON_NUM && x->type != SG_JSON_NULL)) {
+            if (name->type != SG_JSON_STR || (x->type != SG_JSON_NUM && x->type != SG_JSON_NULL)) {
                 SG_ERROR("%s: class %d: expected a name and a number or null", path, k);
                 rc = SG_ERR_RUNTIME;
                 break;

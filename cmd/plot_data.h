@@ -24,28 +24,28 @@
 
 #define PL_MAX_FILE_BYTES (INT64_C(1) << 30)  /* metrics.jsonl: 1 GiB */
 #define PL_MAX_EVAL_BYTES (INT64_C(16) << 20) /* one eval report: 16 MiB */
-#define PL_MAX_LINE 65536                      /* bytes of one metrics.jsonl line */
-#define PL_MAX_DEPTH 16                        /* JSON nesting (objects and arrays) */
+#define PL_MAX_LINE 65536                     /* bytes of one metrics.jsonl line */
+#define PL_MAX_DEPTH 16                       /* JSON nesting (objects and arrays) */
 #define PL_MAX_CLASSES 256
-#define PL_MAX_NAME 64                         /* class name bytes, NUL included */
+#define PL_MAX_NAME 64 /* class name bytes, NUL included */
 #define PL_MAX_RUNS 8
 
 /* ---- a run ---- */
 typedef struct pl_series {
-    double *x, *y;   /* iteration, value; y NaN for JSON null */
+    double *x, *y; /* iteration, value; y NaN for JSON null */
     int n, cap;
 } pl_series;
 
 typedef struct pl_run {
     char dir[4096];
-    char name[128];           /* for legends: the directory's last component */
+    char name[128]; /* for legends: the directory's last component */
     pl_series loss, lr, val_miou, leftover_miou;
     /* the last evaluation report (eval/iter_<N>.json with the largest N) */
-    int64_t eval_iter;        /* -1: none */
+    int64_t eval_iter; /* -1: none */
     double eval_miou;
     int n_classes;
     char (*classes)[PL_MAX_NAME];
-    double *iou;              /* [n_classes], NaN for null */
+    double *iou; /* [n_classes], NaN for null */
 } pl_run;
 
 /* Loads dir/metrics.jsonl and the newest dir/eval/iter_*.json. SG_OK, or

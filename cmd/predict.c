@@ -26,17 +26,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd/commands.h"
 #include "core/cli.h"
+#include "core/log.h"
+#include "data/dataset.h"
+#include "dist/comm.h"
+#include "io/image.h"
+#include "io/png.h"
 #include "train/device.h"
 #include "train/from_checkpoint.h"
 #include "train/slide.h"
 #include "train/tta.h"
-#include "cmd/commands.h"
-#include "core/log.h"
-#include "data/dataset.h"
-#include "io/image.h"
-#include "io/png.h"
-#include "dist/comm.h"
 
 typedef struct plist {
     char **rel;
@@ -114,8 +114,8 @@ static int mkparents(const char *path) {
 /* NumPy .npy v1.0, little-endian float32, C order. */
 static int write_npy(const char *path, const float *x, int c, int h, int w) {
     char hdr[128];
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }",
-                     c, h, w);
+    int n = snprintf(hdr, sizeof hdr,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }", c, h, w);
     int total = 10 + n + 1;
     int pad = (64 - total % 64) % 64;
     FILE *f = fopen(path, "wb");
@@ -124,8 +124,8 @@ static int write_npy(const char *path, const float *x, int c, int h, int w) {
         return -1;
     }
     unsigned short hl = (unsigned short)(n + pad + 1);
-    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
-                               (unsigned char)(hl >> 8)};
+    unsigned char magic[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
     int bad = fwrite(magic, 1, 10, f) != 10 || fwrite(hdr, 1, (size_t)n, f) != (size_t)n;
     for (int i = 0; i < pad && !bad; i++) bad = fputc(' ', f) == EOF;
     bad |= fputc('\n', f) == EOF;
@@ -230,7 +230,8 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
         if (P->overlay) {
             for (size_t i = 0; i < px; i++)
                 for (int k = 0; k < 3; k++)
-                    rgb[3 * i + k] = (uint8_t)((img.data[3 * i + k] + P->palette[3 * pred[i] + k] + 1) / 2);
+                    rgb[3 * i + k] =
+                        (uint8_t)((img.data[3 * i + k] + P->palette[3 * pred[i] + k] + 1) / 2);
             rc = sg_png_write_rgb(out, rgb, h, w, err, sizeof err);
         } else if (P->color) {
             rc = sg_png_write_palette(out, pred, h, w, P->palette, C, err, sizeof err);
@@ -263,7 +264,8 @@ int sg_cmd_predict(int argc, char **argv) {
          &label_ids},
         {"--save-logits", "FILE.npy|DIR",
          "also write logits as float32 [C,H,W] .npy; with test-time augmentation (eval.scales, "
-         "eval.flip) the log of the averaged softmax probabilities instead", &logits, NULL},
+         "eval.flip) the log of the averaged softmax probabilities instead",
+         &logits, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
@@ -310,7 +312,8 @@ int sg_cmd_predict(int argc, char **argv) {
         qsort(files.rel, (size_t)files.n, sizeof *files.rel, cmp_str);
         if (files.skipped)
             SG_INFO("predict: %d image(s) under %s; %d file(s) that are neither PNG nor JPEG "
-                    "skipped", files.n, input, files.skipped);
+                    "skipped",
+                    files.n, input, files.skipped);
         /* a.jpg and a.png would both write a.png: compare the output stems,
          * sorted (each "stem\tinput") */
         char **stems = malloc((size_t)files.n * sizeof *stems);
@@ -349,8 +352,12 @@ int sg_cmd_predict(int argc, char **argv) {
         free(files.rel);
         return 1;
     }
-    pctx P = {.be = be, .cfg = &cfg, .C = cfg.model.num_classes, .color = color,
-              .overlay = overlay, .label_ids = label_ids};
+    pctx P = {.be = be,
+              .cfg = &cfg,
+              .C = cfg.model.num_classes,
+              .color = color,
+              .overlay = overlay,
+              .label_ids = label_ids};
     for (int i = 0; i < 3; i++) {
         P.mean[i] = (float)cfg.data.mean[i];
         P.std[i] = (float)cfg.data.std[i];
@@ -368,7 +375,8 @@ int sg_cmd_predict(int argc, char **argv) {
     if (P.use_tta) {
         sg_tta_init(&P.tta, be, &cfg, P.crop_h, P.crop_w, P.stride_h, P.stride_w);
         SG_INFO("predict: test-time augmentation over %d scale(s)%s: averaged softmax "
-                "probabilities", cfg.eval.n_scales, cfg.eval.flip ? " x flip" : "");
+                "probabilities",
+                cfg.eval.n_scales, cfg.eval.flip ? " x flip" : "");
     }
     int rc = 1;
     P.m = sg_model_from_checkpoint(be, &cfg, ck);
@@ -385,8 +393,7 @@ int sg_cmd_predict(int argc, char **argv) {
                 rc = predict_one(&P, in, out, logits ? npy : NULL) ? 1 : 0;
             }
         }
-        if (rc == 0)
-            SG_INFO("predicted %d image(s) into %s", dir ? files.n : 1, output);
+        if (rc == 0) SG_INFO("predicted %d image(s) into %s", dir ? files.n : 1, output);
         sg_model_destroy(P.m);
     }
     sg_tta_free(&P.tta);

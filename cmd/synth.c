@@ -2,16 +2,17 @@
  * Cityscapes, Pascal VOC or ADE20K layout (data/synth.h). The layout names
  * in the usage line and the messages come from the format table
  * (data/formats.h). */
+#include "data/synth.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cmd/commands.h"
-#include "core/util.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "data/formats.h"
-#include "data/synth.h"
 
 static void usage(FILE *f) {
     char layouts[256];

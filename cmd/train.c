@@ -3,12 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/cli.h"
 #include "cmd/commands.h"
-#include "data/formats.h"
+#include "core/cli.h"
 #include "core/log.h"
-#include "train/trainer.h"
+#include "data/formats.h"
 #include "dist/comm.h"
+#include "train/trainer.h"
 
 int sg_cmd_train(int argc, char **argv) {
     const char *resume = NULL;
@@ -19,10 +19,10 @@ int sg_cmd_train(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_config cfg;
-    sg_status st = sg_cli_begin_with(
-        &cli, &cfg, argc, argv,
-        "segtrain train --config FILE [--set KEY=VALUE ...] [--resume PATH|auto]", opts,
-        sg_format_config_rules);
+    sg_status st =
+        sg_cli_begin_with(&cli, &cfg, argc, argv,
+                          "segtrain train --config FILE [--set KEY=VALUE ...] [--resume PATH|auto]",
+                          opts, sg_format_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

@@ -3,11 +3,11 @@
 #include "core/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,7 +17,8 @@
 static const struct {
     const char *name, *metavar, *help;
 } g_common[] = {
-    {"--config", "FILE", "YAML configuration (defaults for every key not given; base: FILE in it inherits from another)"},
+    {"--config", "FILE",
+     "YAML configuration (defaults for every key not given; base: FILE in it inherits from another)"},
     {"--set", "KEY=VALUE", "override one key, repeatable (e.g. --set train.lr=0.02)"},
     {"--print-config", NULL, "print the resolved (merged) configuration as YAML and exit"},
     {"--quiet", NULL, "log warnings and errors only"},
@@ -108,7 +109,8 @@ sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
         }
         if (opt_match(a, "--config", &iv)) {
             if (cli->config_path) return sg_cli_usage_error(cli, "--config given twice");
-            if (take_value(cli, argc, argv, &i, "--config", iv, &cli->config_path)) return SG_ERR_CONFIG;
+            if (take_value(cli, argc, argv, &i, "--config", iv, &cli->config_path))
+                return SG_ERR_CONFIG;
             if (!cli->config_path[0]) return sg_cli_usage_error(cli, "--config needs a file name");
         } else if (opt_match(a, "--set", &iv)) {
             if (cli->n_sets >= SG_CLI_MAX_SETS)
@@ -168,9 +170,8 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
     return sg_cli_begin_with(cli, cfg, argc, argv, usage, opts, NULL);
 }
 
-sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv,
-                            const char *usage, const sg_cli_opt *opts,
-                            const sg_config_rule *rules) {
+sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                            const sg_cli_opt *opts, const sg_config_rule *rules) {
     sg_status st = sg_cli_parse(cli, argc, argv, usage, opts);
     if (st != SG_OK) return st;
     sg_log_set_level(cli->log_level);
@@ -264,8 +265,8 @@ sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *
         holder[n > 0 ? n : 0] = 0;
         close(fd);
         if (e != EWOULDBLOCK) {
-            SG_ERROR("cannot lock %s: %s (a filesystem without flock? put run_dir elsewhere)",
-                     path, strerror(e));
+            SG_ERROR("cannot lock %s: %s (a filesystem without flock? put run_dir elsewhere)", path,
+                     strerror(e));
             return SG_ERR_RUNTIME;
         }
         long pid = 0;
@@ -285,8 +286,8 @@ sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     char text[700];
-    int len = snprintf(text, sizeof text, "pid %ld\nhost %s\ncommand %s\n", (long)getpid(), host,
-                       what);
+    int len =
+        snprintf(text, sizeof text, "pid %ld\nhost %s\ncommand %s\n", (long)getpid(), host, what);
     /* informative only: the lock is the flock, not the content */
     if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len)
         SG_WARN("could not write the holder's pid into %s: %s", path, strerror(errno));

@@ -48,25 +48,25 @@ extern "C" {
 
 /* One command-specific option. Exactly one of value/flag is set. */
 typedef struct sg_cli_opt {
-    const char *name;        /* "--checkpoint" */
-    const char *metavar;     /* "FILE" for an option with a value, NULL for a flag */
-    const char *help;        /* one line for --help */
-    const char **value;      /* receives the value (points into argv; last wins) */
-    int *flag;               /* set to 1 when the flag is given */
+    const char *name;    /* "--checkpoint" */
+    const char *metavar; /* "FILE" for an option with a value, NULL for a flag */
+    const char *help;    /* one line for --help */
+    const char **value;  /* receives the value (points into argv; last wins) */
+    int *flag;           /* set to 1 when the flag is given */
 } sg_cli_opt;
 
 typedef struct sg_cli {
-    const char *command;                 /* argv[0], e.g. "train" */
-    const char *usage;                   /* the usage line given to sg_cli_begin */
-    const char *config_path;             /* --config, NULL if not given */
-    const char *sets[SG_CLI_MAX_SETS];   /* --set values, in order */
+    const char *command;               /* argv[0], e.g. "train" */
+    const char *usage;                 /* the usage line given to sg_cli_begin */
+    const char *config_path;           /* --config, NULL if not given */
+    const char *sets[SG_CLI_MAX_SETS]; /* --set values, in order */
     int n_sets;
-    int print_config;                    /* --print-config given */
-    int help;                            /* --help given */
-    int done;                            /* sg_cli_begin served --help or
+    int print_config;                  /* --print-config given */
+    int help;                          /* --help given */
+    int done;                          /* sg_cli_begin served --help or
                                             --print-config: the command is over */
-    int log_level;                       /* SG_LOG_* after --quiet/--verbose */
-    const char *args[SG_CLI_MAX_ARGS];   /* positional arguments, in order */
+    int log_level;                     /* SG_LOG_* after --quiet/--verbose */
+    const char *args[SG_CLI_MAX_ARGS]; /* positional arguments, in order */
     int n_args;
 } sg_cli;
 
@@ -96,9 +96,8 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
 /* sg_cli_begin with sg_cli_load_config_with(cli, cfg, rules): what the
  * commands call, so that a configuration breaking a layer's rule is refused
  * before --print-config or anything else is written. */
-sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv,
-                            const char *usage, const sg_cli_opt *opts,
-                            const sg_config_rule *rules);
+sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
+                            const sg_cli_opt *opts, const sg_config_rule *rules);
 
 /* Prints "segtrain <cmd>: <message>" and the usage line to stderr; returns
  * SG_ERR_CONFIG, so a command can `return sg_exit_code(sg_cli_usage_error(...))`. */
@@ -144,7 +143,6 @@ sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *
 /* Releases it (NULL-safe, idempotent). The file stays: removing it would let
  * a third process lock a new file while a second still waits on the old. */
 void sg_run_lock_release(sg_run_lock *lk);
-
 
 #ifdef __cplusplus
 }

@@ -28,10 +28,10 @@
 /* ---------------------------------------------------------------- errors */
 
 /* "src:line:col: key 'k': message". line 0 = no position (e.g. --set). */
-static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key,
-                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key,
-                           const char *fmt, ...) {
+static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
+static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *key, const char *fmt,
+                           ...) {
     char msg[2048], where[1200], what[300] = "";
     va_list ap;
     va_start(ap, fmt);
@@ -39,8 +39,7 @@ static sg_status cfg_error(const char *src, const yaml_mark_t *m, const char *ke
     va_end(ap);
     if (m && strncmp(src, "--set ", 6) != 0) /* --set: the value is in the message */
         snprintf(where, sizeof where, "%s:%zu:%zu", src, m->line + 1, m->column + 1);
-    else
-        snprintf(where, sizeof where, "%s", src);
+    else snprintf(where, sizeof where, "%s", src);
     if (key) snprintf(what, sizeof what, "key '%s': ", key);
     SG_ERROR("config error: %s: %s%s", where, what, msg);
     return SG_ERR_CONFIG;
@@ -82,18 +81,15 @@ static int parse_bool(const char *s, int *out) {
     return -1;
 }
 
-
 static void range_text(const sg_config_key *k, char *buf, size_t n) {
     int ints = k->type == SG_KT_INT || k->type == SG_KT_INT_LIST;
-    if (ints)
-        snprintf(buf, n, "%lld..%lld", (long long)k->lo, (long long)k->hi);
-    else
-        snprintf(buf, n, "%g..%g", k->lo, k->hi);
+    if (ints) snprintf(buf, n, "%lld..%lld", (long long)k->lo, (long long)k->hi);
+    else snprintf(buf, n, "%g..%g", k->lo, k->hi);
 }
 
 /* One element of a numeric/bool/string key from a scalar node into dst. */
 static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *dst, int elem,
-                      const char *src, const char *ctx) {
+                            const char *src, const char *ctx) {
     const char *v = (const char *)n->data.scalar.value;
     const yaml_mark_t *m = &n->start_mark;
     int plain = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
@@ -111,11 +107,13 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
             snprintf(s, sizeof s, "%lld", x);
             if (!sg_config_allowed_match(k->allowed, s)) {
                 sg_config_allowed_text(k->allowed, txt, sizeof txt);
-                return cfg_error(src, m, k->name, "%lld is not allowed%s: use one of %s", x, what, txt);
+                return cfg_error(src, m, k->name, "%lld is not allowed%s: use one of %s", x, what,
+                                 txt);
             }
         } else if ((double)x < k->lo || (double)x > k->hi) {
             range_text(k, txt, sizeof txt);
-            return cfg_error(src, m, k->name, "%lld is out of range%s: must be in %s", x, what, txt);
+            return cfg_error(src, m, k->name, "%lld is out of range%s: must be in %s", x, what,
+                             txt);
         }
         ((int *)dst)[elem < 0 ? 0 : elem] = (int)x;
         return SG_OK;
@@ -143,8 +141,7 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
     case SG_KT_ENUM:
     case SG_KT_STR_LIST: {
         size_t len = n->data.scalar.length;
-        if (strlen(v) != len)
-            return cfg_error(src, m, k->name, "contains a NUL character%s", what);
+        if (strlen(v) != len) return cfg_error(src, m, k->name, "contains a NUL character%s", what);
         if (len >= k->str_size)
             return cfg_error(src, m, k->name, "is too long%s (%zu characters, at most %zu)", what,
                              len, k->str_size - 1);
@@ -162,18 +159,21 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
 }
 
 static const char *node_kind(const yaml_node_t *n) {
-    return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a value";
+    return n->type == YAML_MAPPING_NODE    ? "a mapping"
+           : n->type == YAML_SEQUENCE_NODE ? "a list"
+                                           : "a value";
 }
 
 /* Sets key k from node n. Values are parsed into a scratch copy of the field
  * and committed only when all of it is valid. */
 static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_document_t *doc,
-                         yaml_node_t *n, const char *src) {
+                               yaml_node_t *n, const char *src) {
     unsigned char scratch[sizeof(((sg_config *)0)->data.class_names)];
     _Static_assert(sizeof scratch >= SG_STR && sizeof scratch >= sizeof(int) * SG_LIST_MAX * 3,
                    "scratch must hold the largest field");
-    int is_list = k->type == SG_KT_INT_LIST || k->type == SG_KT_FLOAT_LIST || k->type == SG_KT_STR_LIST;
-    size_t elem_size = k->type == SG_KT_INT_LIST ? sizeof(int)
+    int is_list = k->type == SG_KT_INT_LIST || k->type == SG_KT_FLOAT_LIST ||
+                  k->type == SG_KT_STR_LIST;
+    size_t elem_size = k->type == SG_KT_INT_LIST     ? sizeof(int)
                        : k->type == SG_KT_FLOAT_LIST ? sizeof(double)
                                                      : k->str_size;
     memset(scratch, 0, sizeof scratch);
@@ -181,14 +181,18 @@ static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_docu
         if (n->type != YAML_SCALAR_NODE) {
             char t[32];
             sg_config_type_name(k, t, sizeof t);
-            return cfg_error(src, &n->start_mark, k->name, "expects a single %s, got %s", t, node_kind(n));
+            return cfg_error(src, &n->start_mark, k->name, "expects a single %s, got %s", t,
+                             node_kind(n));
         }
         if (is_null_scalar(n) && k->type != SG_KT_STR)
-            return cfg_error(src, &n->start_mark, k->name, "has no value (give one, or remove the line "
-                             "to keep the default %s)", k->def);
+            return cfg_error(src, &n->start_mark, k->name,
+                             "has no value (give one, or remove the line "
+                             "to keep the default %s)",
+                             k->def);
         if (set_scalar(k, n, scratch, -1, src, "") != 0) return SG_ERR_CONFIG;
         size_t sz = (k->type == SG_KT_STR || k->type == SG_KT_ENUM) ? k->str_size
-                    : k->type == SG_KT_FLOAT ? sizeof(double) : sizeof(int);
+                    : k->type == SG_KT_FLOAT                        ? sizeof(double)
+                                                                    : sizeof(int);
         if (k->type == SG_KT_STR && is_null_scalar(n)) scratch[0] = 0;
         memcpy((char *)cfg + k->off, scratch, sz);
         return SG_OK;
@@ -205,10 +209,12 @@ static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_docu
         yaml_node_item_t *it = n->data.sequence.items.start;
         count = (int)(n->data.sequence.items.top - it);
         if (k->fixed_len && count != k->fixed_len)
-            return cfg_error(src, &n->start_mark, k->name, "expects exactly %d entries, got %d (e.g. %s)",
-                             k->fixed_len, count, k->def);
+            return cfg_error(src, &n->start_mark, k->name,
+                             "expects exactly %d entries, got %d (e.g. %s)", k->fixed_len, count,
+                             k->def);
         if (count > k->cap)
-            return cfg_error(src, &n->start_mark, k->name, "has %d entries, at most %d allowed", count, k->cap);
+            return cfg_error(src, &n->start_mark, k->name, "has %d entries, at most %d allowed",
+                             count, k->cap);
         for (int i = 0; i < count; i++) {
             yaml_node_t *e = yaml_document_get_node(doc, it[i]);
             if (!e || e->type != YAML_SCALAR_NODE)
@@ -219,8 +225,9 @@ static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_docu
         }
     }
     if (k->fixed_len && count != k->fixed_len)
-        return cfg_error(src, &n->start_mark, k->name, "expects exactly %d entries, got %d (e.g. %s)",
-                         k->fixed_len, count, k->def);
+        return cfg_error(src, &n->start_mark, k->name,
+                         "expects exactly %d entries, got %d (e.g. %s)", k->fixed_len, count,
+                         k->def);
     if (count < k->min_len)
         return cfg_error(src, &n->start_mark, k->name, "expects at least %d entries, got %d",
                          k->min_len, count);
@@ -234,39 +241,44 @@ static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_docu
 static sg_status unknown_key(const char *src, const yaml_mark_t *m, const char *full) {
     const char *s = sg_config_suggest(full);
     if (s) return cfg_error(src, m, NULL, "unknown key '%s' (did you mean %s?)", full, s);
-    return cfg_error(src, m, NULL, "unknown key '%s' (segtrain --help-config lists every key)", full);
+    return cfg_error(src, m, NULL, "unknown key '%s' (segtrain --help-config lists every key)",
+                     full);
 }
 
 /* base_ok: 1 in a file (its `base:` was loaded before this runs), 0 in a
  * text (sg_config_load_string), where `base:` is refused. */
-static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
-                        const char *src, int base_ok) {
+static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map,
+                              const char *prefix, const char *src, int base_ok) {
     yaml_node_pair_t *p0 = map->data.mapping.pairs.start, *pend = map->data.mapping.pairs.top;
     for (yaml_node_pair_t *p = p0; p < pend; p++) {
         yaml_node_t *kn = yaml_document_get_node(doc, p->key);
         yaml_node_t *vn = yaml_document_get_node(doc, p->value);
         if (!kn || !vn) return cfg_error(src, &map->start_mark, NULL, "broken mapping entry");
         if (kn->type != YAML_SCALAR_NODE)
-            return cfg_error(src, &kn->start_mark, NULL, "a key must be a plain name, got %s", node_kind(kn));
+            return cfg_error(src, &kn->start_mark, NULL, "a key must be a plain name, got %s",
+                             node_kind(kn));
         const char *name = (const char *)kn->data.scalar.value;
         char full[512];
         snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", name);
         for (yaml_node_pair_t *q = p0; q < p; q++) {
             yaml_node_t *qk = yaml_document_get_node(doc, q->key);
-            if (qk && qk->type == YAML_SCALAR_NODE && !strcmp((const char *)qk->data.scalar.value, name))
+            if (qk && qk->type == YAML_SCALAR_NODE &&
+                !strcmp((const char *)qk->data.scalar.value, name))
                 return cfg_error(src, &kn->start_mark, full,
                                  "duplicate key (first given at line %zu): keep one of them",
                                  qk->start_mark.line + 1);
         }
         if (!strcmp(name, "base")) {
             if (*prefix)
-                return cfg_error(src, &kn->start_mark, full, "base: belongs at the top level of a "
+                return cfg_error(src, &kn->start_mark, full,
+                                 "base: belongs at the top level of a "
                                  "configuration file (it names the file this one derives from)");
             if (!base_ok)
-                return cfg_error(src, &kn->start_mark, "base",
-                                 "a configuration given as text (a checkpoint's stored configuration, "
-                                 "a string) cannot name a base file: base: works only in files "
-                                 "loaded with --config; merge the base into this text");
+                return cfg_error(
+                    src, &kn->start_mark, "base",
+                    "a configuration given as text (a checkpoint's stored configuration, "
+                    "a string) cannot name a base file: base: works only in files "
+                    "loaded with --config; merge the base into this text");
             continue; /* loaded before this mapping (load_chain_file) */
         }
         const sg_config_key *k = sg_config_find_key(full);
@@ -274,11 +286,13 @@ static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t 
             if (set_from_node(cfg, k, doc, vn, src) != 0) return SG_ERR_CONFIG;
             sg_config_origin_note(cfg, k, src, (int)kn->start_mark.line + 1);
         } else if (sg_config_is_section(full)) {
-            if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn)) continue; /* "train:" with nothing */
+            if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn))
+                continue; /* "train:" with nothing */
             if (vn->type != YAML_MAPPING_NODE)
-                return cfg_error(src, &vn->start_mark, full,
-                                 "is a section: expects a mapping of its keys (e.g. %s:\\n  key: value), got %s",
-                                 full, node_kind(vn));
+                return cfg_error(
+                    src, &vn->start_mark, full,
+                    "is a section: expects a mapping of its keys (e.g. %s:\\n  key: value), got %s",
+                    full, node_kind(vn));
             if (load_mapping(cfg, doc, vn, full, src, base_ok) != 0) return SG_ERR_CONFIG;
         } else {
             return unknown_key(src, &kn->start_mark, full);
@@ -289,8 +303,10 @@ static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t 
 
 static sg_status yaml_syntax_error(const yaml_parser_t *parser, const char *src) {
     const yaml_mark_t *m = parser->problem_mark.line || parser->problem_mark.column
-                               ? &parser->problem_mark : &parser->context_mark;
-    return cfg_error(src, m, NULL, "malformed YAML: %s%s%s (check indentation, colons and brackets)",
+                               ? &parser->problem_mark
+                               : &parser->context_mark;
+    return cfg_error(src, m, NULL,
+                     "malformed YAML: %s%s%s (check indentation, colons and brackets)",
                      parser->problem ? parser->problem : "parse error", parser->context ? " " : "",
                      parser->context ? parser->context : "");
 }
@@ -323,21 +339,15 @@ static sg_status check_yaml_limits(const char *text, size_t len, const char *src
             if (++depth > SG_CONFIG_MAX_DEPTH)
                 rc = cfg_error(src, &ev.start_mark, NULL,
                                "YAML nested more than %d levels deep: not a segtrain configuration "
-                               "(keys nest 2 levels: section, key)", SG_CONFIG_MAX_DEPTH);
+                               "(keys nest 2 levels: section, key)",
+                               SG_CONFIG_MAX_DEPTH);
             break;
         case YAML_MAPPING_END_EVENT:
-        case YAML_SEQUENCE_END_EVENT:
-            depth--;
-            break;
+        case YAML_SEQUENCE_END_EVENT: depth--; break;
         case YAML_SCALAR_EVENT:
-        case YAML_ALIAS_EVENT:
-            nodes++;
-            break;
-        case YAML_STREAM_END_EVENT:
-            done = 1;
-            break;
-        default:
-            break;
+        case YAML_ALIAS_EVENT: nodes++; break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        default: break;
         }
         if (rc == SG_OK && nodes > SG_CONFIG_MAX_NODES)
             rc = cfg_error(src, &ev.start_mark, NULL,
@@ -352,8 +362,10 @@ static sg_status check_yaml_limits(const char *text, size_t len, const char *src
 /* Parses YAML text into doc; reports libyaml's error with its position. */
 static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_document_t *doc) {
     if (len > SG_CONFIG_MAX_BYTES)
-        return cfg_error(src, NULL, NULL, "%zu bytes of YAML: a configuration is at most %u bytes "
-                         "(1 MiB)", len, (unsigned)SG_CONFIG_MAX_BYTES);
+        return cfg_error(src, NULL, NULL,
+                         "%zu bytes of YAML: a configuration is at most %u bytes "
+                         "(1 MiB)",
+                         len, (unsigned)SG_CONFIG_MAX_BYTES);
     if (check_yaml_limits(text, len, src) != SG_OK) return SG_ERR_CONFIG;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
@@ -371,7 +383,8 @@ static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_
     if (yaml_document_get_root_node(doc) && yaml_parser_load(&parser, &extra)) {
         yaml_node_t *r = yaml_document_get_root_node(&extra);
         if (r) {
-            cfg_error(src, &r->start_mark, NULL, "a second YAML document: one configuration per file");
+            cfg_error(src, &r->start_mark, NULL,
+                      "a second YAML document: one configuration per file");
             yaml_document_delete(&extra);
             yaml_document_delete(doc);
             yaml_parser_delete(&parser);
@@ -390,7 +403,8 @@ static sg_status load_root(sg_config *cfg, yaml_document_t *doc, const char *src
     if (root->type == YAML_MAPPING_NODE) return load_mapping(cfg, doc, root, "", src, base_ok);
     return cfg_error(src, &root->start_mark, NULL,
                      "the top level must be a mapping of keys and sections (run_dir:, model:, "
-                     "train:, ...), got %s", node_kind(root));
+                     "train:, ...), got %s",
+                     node_kind(root));
 }
 
 sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *name) {
@@ -406,8 +420,10 @@ sg_status sg_config_load_string(sg_config *cfg, const char *yaml, const char *na
 static sg_status read_text(const char *path, const char *shown, char **out, size_t *out_len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        SG_ERROR("config error: %s: cannot open the configuration file: %s (check the path given to "
-                 "--config)", shown, strerror(errno));
+        SG_ERROR(
+            "config error: %s: cannot open the configuration file: %s (check the path given to "
+            "--config)",
+            shown, strerror(errno));
         return SG_ERR_CONFIG;
     }
     size_t cap = 1 << 16, len = 0;
@@ -421,7 +437,8 @@ static sg_status read_text(const char *path, const char *shown, char **out, size
         if (len + 1 >= cap) {
             if (len > SG_CONFIG_MAX_BYTES) {
                 SG_ERROR("config error: %s: file larger than %u bytes (1 MiB): not a "
-                         "configuration file?", shown, (unsigned)SG_CONFIG_MAX_BYTES);
+                         "configuration file?",
+                         shown, (unsigned)SG_CONFIG_MAX_BYTES);
                 free(buf);
                 fclose(f);
                 return SG_ERR_CONFIG;
@@ -443,8 +460,8 @@ static sg_status read_text(const char *path, const char *shown, char **out, size
     int e = errno;
     fclose(f);
     if (err) {
-        SG_ERROR("config error: %s: cannot read the configuration file: %s (is it a regular file?)", shown,
-                 strerror(e));
+        SG_ERROR("config error: %s: cannot read the configuration file: %s (is it a regular file?)",
+                 shown, strerror(e));
         free(buf);
         return SG_ERR_CONFIG;
     }
@@ -484,7 +501,8 @@ static const char *chain_text(const load_chain *ch, const char *last, char *buf,
     return buf;
 }
 
-static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real, load_chain *ch);
+static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real,
+                                 load_chain *ch);
 
 /* The `base:` value v of file ch->shown[top] (at mark m), resolved against
  * that file's directory, checked and loaded into cfg. */
@@ -492,8 +510,10 @@ static sg_status load_base(sg_config *cfg, const yaml_node_t *vn, load_chain *ch
     const char *src = ch->shown[ch->n - 1];
     const yaml_mark_t *m = &vn->start_mark;
     if (vn->type != YAML_SCALAR_NODE || is_null_scalar(vn))
-        return cfg_error(src, m, "base", "expects one file path (a string, relative to this file's "
-                         "directory), got %s", vn->type == YAML_SCALAR_NODE ? "nothing" : node_kind(vn));
+        return cfg_error(src, m, "base",
+                         "expects one file path (a string, relative to this file's "
+                         "directory), got %s",
+                         vn->type == YAML_SCALAR_NODE ? "nothing" : node_kind(vn));
     const char *v = (const char *)vn->data.scalar.value;
     if (strlen(v) != vn->data.scalar.length)
         return cfg_error(src, m, "base", "contains a NUL character");
@@ -503,15 +523,19 @@ static sg_status load_base(sg_config *cfg, const yaml_node_t *vn, load_chain *ch
     size_t dl = (v[0] == '/' || !slash) ? 0 : (size_t)(slash - src) + 1;
     size_t need = dl + strlen(v);
     if (need >= SG_STR)
-        return cfg_error(src, m, "base", "the path is %zu characters long (at most %d)", need, SG_STR - 1);
+        return cfg_error(src, m, "base", "the path is %zu characters long (at most %d)", need,
+                         SG_STR - 1);
     char path[SG_STR], real[PATH_MAX], chain[4 * SG_STR];
     snprintf(path, sizeof path, "%.*s%s", (int)dl, src, v);
     if (ch->n >= SG_CONFIG_MAX_CHAIN)
-        return cfg_error(src, m, "base", "more than %d files in one base chain (%s): merge some of them",
+        return cfg_error(src, m, "base",
+                         "more than %d files in one base chain (%s): merge some of them",
                          SG_CONFIG_MAX_CHAIN, chain_text(ch, path, chain, sizeof chain));
     if (!realpath(path, real))
-        return cfg_error(src, m, "base", "cannot open the base file %s: %s (a relative path is relative "
-                         "to the directory of %s)", path, strerror(errno), src);
+        return cfg_error(src, m, "base",
+                         "cannot open the base file %s: %s (a relative path is relative "
+                         "to the directory of %s)",
+                         path, strerror(errno), src);
     for (int i = 0; i < ch->n; i++)
         if (!strcmp(ch->real[i], real))
             return cfg_error(src, m, "base", "cycle: %s: a file cannot be its own base",
@@ -527,7 +551,8 @@ static sg_status load_base(sg_config *cfg, const yaml_node_t *vn, load_chain *ch
 
 /* Loads one file of a chain: its base first (if it names one), then its own
  * keys over it. */
-static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real, load_chain *ch) {
+static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real,
+                                 load_chain *ch) {
     char *text = NULL, chain[4 * SG_STR];
     size_t len = 0;
     if (read_text(real, shown, &text, &len) != SG_OK) return SG_ERR_CONFIG;
@@ -539,8 +564,9 @@ static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *
     sg_status rc = SG_OK;
     if (ch->bytes > SG_CONFIG_MAX_CHAIN_BYTES) {
         SG_ERROR("config error: %s: the files of the base chain %s total %zu bytes, more than %u "
-                 "(1 MiB): not configuration files?", shown, chain_text(ch, NULL, chain, sizeof chain),
-                 ch->bytes, (unsigned)SG_CONFIG_MAX_CHAIN_BYTES);
+                 "(1 MiB): not configuration files?",
+                 shown, chain_text(ch, NULL, chain, sizeof chain), ch->bytes,
+                 (unsigned)SG_CONFIG_MAX_CHAIN_BYTES);
         rc = SG_ERR_CONFIG;
     } else if (parse_yaml(text, len, shown, &doc) != SG_OK) {
         rc = SG_ERR_CONFIG;
@@ -574,8 +600,10 @@ sg_status sg_config_load_file(sg_config *cfg, const char *path) {
     if (!ch || !real) {
         SG_ERROR("config error: %s: out of memory", path);
     } else if (!realpath(path, real)) {
-        SG_ERROR("config error: %s: cannot open the configuration file: %s (check the path given to "
-                 "--config)", path, strerror(errno));
+        SG_ERROR(
+            "config error: %s: cannot open the configuration file: %s (check the path given to "
+            "--config)",
+            path, strerror(errno));
     } else {
         rc = load_chain_file(cfg, path, real, ch);
     }
@@ -598,10 +626,12 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
     const sg_config_key *k = sg_config_find_key(key);
     if (!k) {
         if (!strcmp(key, "base"))
-            return cfg_error(src, NULL, NULL, "base: names the file a configuration file derives from "
+            return cfg_error(src, NULL, NULL,
+                             "base: names the file a configuration file derives from "
                              "and can only be given in that file (--config FILE)");
         if (sg_config_is_section(key))
-            return cfg_error(src, NULL, key, "is a section: set its keys one by one (--set %s.KEY=VALUE)", key);
+            return cfg_error(src, NULL, key,
+                             "is a section: set its keys one by one (--set %s.KEY=VALUE)", key);
         return unknown_key(src, NULL, key);
     }
     const char *value = eq + 1;
@@ -612,8 +642,10 @@ sg_status sg_config_set(sg_config *cfg, const char *assignment) {
     if (!root) {
         /* "--set key=" : an empty plain scalar */
         yaml_document_delete(&doc);
-        if (!yaml_document_initialize(&doc, NULL, NULL, NULL, 1, 1)) return cfg_error(src, NULL, k->name, "out of memory");
-        int id = yaml_document_add_scalar(&doc, NULL, (yaml_char_t *)"", 0, YAML_PLAIN_SCALAR_STYLE);
+        if (!yaml_document_initialize(&doc, NULL, NULL, NULL, 1, 1))
+            return cfg_error(src, NULL, k->name, "out of memory");
+        int id =
+            yaml_document_add_scalar(&doc, NULL, (yaml_char_t *)"", 0, YAML_PLAIN_SCALAR_STYLE);
         root = yaml_document_get_node(&doc, id);
     }
     rc = set_from_node(cfg, k, &doc, root, src);
@@ -628,7 +660,8 @@ void sg_config_defaults(sg_config *cfg) {
         const sg_config_key *k = sg_config_key_at(i);
         char a[1200];
         snprintf(a, sizeof a, "%s=%s", k->name, k->def);
-        SG_CHECK(sg_config_set(cfg, a) == 0, "schema default of %s (%s) does not parse: fix the table in core/config_schema.c",
+        SG_CHECK(sg_config_set(cfg, a) == 0,
+                 "schema default of %s (%s) does not parse: fix the table in core/config_schema.c",
                  k->name, k->def);
     }
     sg_config_origin_clear(cfg); /* the sets above are the defaults, not --set */
@@ -667,17 +700,24 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
     /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
      * built in SG_STR-sized buffers: leave room for the longest suffix */
     if (strlen(c->run_dir) > SG_STR - 96)
-        return verr("run_dir", "is %zu characters long; at most %d are allowed so that the "
-                    "checkpoint and log paths under it fit", strlen(c->run_dir), SG_STR - 96);
+        return verr("run_dir",
+                    "is %zu characters long; at most %d are allowed so that the "
+                    "checkpoint and log paths under it fit",
+                    strlen(c->run_dir), SG_STR - 96);
     if ((t->iters > 0) == (t->epochs > 0))
-        return verr("train.iters", "exactly one of train.iters (%d) and train.epochs (%d) must be > 0: "
-                    "set the other to 0", t->iters, t->epochs);
+        return verr("train.iters",
+                    "exactly one of train.iters (%d) and train.epochs (%d) must be > 0: "
+                    "set the other to 0",
+                    t->iters, t->epochs);
     if (t->iters > 0 && t->warmup_iters > t->iters)
-        return verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters, t->iters);
+        return verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters,
+                    t->iters);
     if (t->iters > 0 && t->warmup_iters >= t->iters && strcmp(t->warmup, "none") != 0 &&
         strcmp(t->warmup_mode, "sequential") == 0)
-        return verr("train.warmup_iters", "%d warmup steps leave no step of train.iters (%d) for "
-                    "the schedule under train.warmup_mode sequential", t->warmup_iters, t->iters);
+        return verr("train.warmup_iters",
+                    "%d warmup steps leave no step of train.iters (%d) for "
+                    "the schedule under train.warmup_mode sequential",
+                    t->warmup_iters, t->iters);
     if (t->min_lr > t->lr)
         return verr("train.min_lr", "%g is above train.lr (%g)", t->min_lr, t->lr);
     if (t->ema_decay >= 1)
@@ -685,21 +725,26 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
                     t->ema_decay);
     if (!strcmp(t->lr_schedule, "step") && t->n_lr_steps == 0)
         return verr("train.lr_steps", "is empty but train.lr_schedule is step: give the "
-                    "milestones in optimizer steps, e.g. [30000, 60000]");
+                                      "milestones in optimizer steps, e.g. [30000, 60000]");
     for (int i = 1; i < t->n_lr_steps; i++)
         if (t->lr_steps[i] <= t->lr_steps[i - 1])
-            return verr("train.lr_steps", "entry %d (%d) is not above the one before it (%d): "
-                        "give increasing milestones", i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
+            return verr("train.lr_steps",
+                        "entry %d (%d) is not above the one before it (%d): "
+                        "give increasing milestones",
+                        i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
     if (t->nesterov && (t->momentum <= 0 || t->dampening != 0))
-        return verr("train.nesterov", "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
+        return verr("train.nesterov",
+                    "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
     const sg_model_cfg *m = &c->model;
     const sg_data_cfg *d = &c->data;
     if (d->ignore_index < m->num_classes)
         return verr("data.ignore_index", "%d is a class index (model.num_classes is %d): use 255",
                     d->ignore_index, m->num_classes);
     if (d->n_class_names != 0 && d->n_class_names != m->num_classes)
-        return verr("data.class_names", "has %d names but model.num_classes is %d: give one per class "
-                    "or none", d->n_class_names, m->num_classes);
+        return verr("data.class_names",
+                    "has %d names but model.num_classes is %d: give one per class "
+                    "or none",
+                    d->n_class_names, m->num_classes);
     if (d->n_palette != 0 && d->n_palette != 3 * m->num_classes)
         return verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
                     d->n_palette, 3 * m->num_classes);
@@ -709,32 +754,42 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
         if (r->check(c) != SG_OK) return SG_ERR_CONFIG;
     if (t->n_class_weights != 0) {
         if (t->n_class_weights != m->num_classes)
-            return verr("train.class_weights", "has %d weights but model.num_classes is %d: give "
-                        "one per class, or [] for plain cross-entropy", t->n_class_weights,
-                        m->num_classes);
+            return verr("train.class_weights",
+                        "has %d weights but model.num_classes is %d: give "
+                        "one per class, or [] for plain cross-entropy",
+                        t->n_class_weights, m->num_classes);
         double wsum = 0;
         for (int i = 0; i < t->n_class_weights; i++) {
             if (!isfinite(t->class_weights[i]) || t->class_weights[i] < 0)
-                return verr("train.class_weights", "entry %d (class %d) is %g: weights must be "
-                            "finite and >= 0", i + 1, i, t->class_weights[i]);
+                return verr("train.class_weights",
+                            "entry %d (class %d) is %g: weights must be "
+                            "finite and >= 0",
+                            i + 1, i, t->class_weights[i]);
             wsum += t->class_weights[i];
         }
         if (wsum <= 0)
             return verr("train.class_weights", "are all 0: no pixel would count; give some class "
-                        "a positive weight, or [] for plain cross-entropy");
+                                               "a positive weight, or [] for plain cross-entropy");
     }
     if (t->ohem_thresh >= 1)
-        return verr("train.ohem_thresh", "%g: must be below 1 (a probability threshold; 0 = "
-                    "OHEM off)", t->ohem_thresh);
+        return verr("train.ohem_thresh",
+                    "%g: must be below 1 (a probability threshold; 0 = "
+                    "OHEM off)",
+                    t->ohem_thresh);
     if (!strcmp(d->label_map, "cityscapes") && m->num_classes != 19)
-        return verr("data.label_map", "cityscapes maps to 19 classes but model.num_classes is %d: set "
-                    "data.label_map: none or model.num_classes: 19", m->num_classes);
+        return verr("data.label_map",
+                    "cityscapes maps to 19 classes but model.num_classes is %d: set "
+                    "data.label_map: none or model.num_classes: 19",
+                    m->num_classes);
     for (int i = 0; i < 2; i++)
         if (d->crop_size[i] < m->output_stride)
-            return verr("data.crop_size", "%d is smaller than model.output_stride (%d): the feature map "
-                        "would be empty", d->crop_size[i], m->output_stride);
+            return verr("data.crop_size",
+                        "%d is smaller than model.output_stride (%d): the feature map "
+                        "would be empty",
+                        d->crop_size[i], m->output_stride);
     if (d->scale_range[0] > d->scale_range[1])
-        return verr("data.scale_range", "min %g is above max %g", d->scale_range[0], d->scale_range[1]);
+        return verr("data.scale_range", "min %g is above max %g", d->scale_range[0],
+                    d->scale_range[1]);
     if (!d->root[0]) return verr("data.root", "is empty: give the dataset directory");
     if (!d->train_split[0] || !d->val_split[0])
         return verr(!d->train_split[0] ? "data.train_split" : "data.val_split", "is empty");
@@ -744,19 +799,20 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
     if ((e->stride[0] == 0) != (e->stride[1] == 0))
         return verr("eval.stride", "give both values, or 0, 0 for the crop size");
     if (e->stride[0] && !e->crop_size[0])
-        return verr("eval.stride", "is set but eval.crop_size is 0, 0 (whole images): set a crop size");
+        return verr("eval.stride",
+                    "is set but eval.crop_size is 0, 0 (whole images): set a crop size");
     for (int i = 0; i < 2; i++) {
         if (e->crop_size[i] && e->crop_size[i] < m->output_stride)
-            return verr("eval.crop_size", "%d is smaller than model.output_stride (%d)", e->crop_size[i],
-                        m->output_stride);
+            return verr("eval.crop_size", "%d is smaller than model.output_stride (%d)",
+                        e->crop_size[i], m->output_stride);
         if (e->stride[i] > e->crop_size[i])
             return verr("eval.stride", "%d is larger than the crop (%d): windows would skip pixels",
                         e->stride[i], e->crop_size[i]);
     }
     if (!c->run_dir[0]) return verr("run_dir", "is empty: give a directory (e.g. runs/NAME)");
     if (c->dist.first_bucket_mb > c->dist.bucket_mb)
-        return verr("dist.first_bucket_mb", "%g is larger than dist.bucket_mb (%g)", c->dist.first_bucket_mb,
-                    c->dist.bucket_mb);
+        return verr("dist.first_bucket_mb", "%g is larger than dist.bucket_mb (%g)",
+                    c->dist.first_bucket_mb, c->dist.bucket_mb);
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
         return verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
     return SG_OK;

@@ -20,9 +20,9 @@
 extern "C" {
 #endif
 
-#define SG_STR 1024      /* max length of a string value (incl. NUL) */
-#define SG_LIST_MAX 64   /* max entries of a list value */
-#define SG_NAME 64       /* max length of a list-of-strings entry */
+#define SG_STR 1024    /* max length of a string value (incl. NUL) */
+#define SG_LIST_MAX 64 /* max entries of a list value */
+#define SG_NAME 64     /* max length of a list-of-strings entry */
 
 /* Limits on YAML input (files, --set values, a checkpoint's stored config),
  * checked while parsing, before libyaml builds a document: a configuration
@@ -34,144 +34,144 @@ extern "C" {
 /* Inheritance: a file's top-level `base: FILE` (relative to that file's
  * directory) is loaded first, then the file's own keys override it key by key
  * (lists are replaced whole). Bases may have bases; these bound a chain. */
-#define SG_CONFIG_MAX_CHAIN 8                 /* files in one chain (the file + 7 bases) */
-#define SG_CONFIG_MAX_CHAIN_BYTES (1u << 20)  /* all files of a chain together: 1 MiB */
+#define SG_CONFIG_MAX_CHAIN 8                /* files in one chain (the file + 7 bases) */
+#define SG_CONFIG_MAX_CHAIN_BYTES (1u << 20) /* all files of a chain together: 1 MiB */
 
 /* Where each key's value came from, recorded by the loader for error messages
  * (validation names the file and line that set the offending key) and for
  * --print-config's annotations. Not part of the configuration: the written
  * YAML, the hash and sg_config_diff ignore it. Fixed layout: indexed by the
  * key's schema row (core/config_schema.h). */
-#define SG_CONFIG_MAX_KEYS 256    /* schema rows (checked at compile time in config.c) */
-#define SG_CONFIG_MAX_SOURCES 12  /* distinct files / text names one config records */
+#define SG_CONFIG_MAX_KEYS 256   /* schema rows (checked at compile time in config.c) */
+#define SG_CONFIG_MAX_SOURCES 12 /* distinct files / text names one config records */
 typedef struct sg_config_origin {
     char sources[SG_CONFIG_MAX_SOURCES][SG_STR]; /* file paths or names of texts */
     int n_sources;
-    unsigned char source[SG_CONFIG_MAX_KEYS];    /* 0 default, 1 --set, 2+i sources[i], 255 unrecorded */
-    int line[SG_CONFIG_MAX_KEYS];                /* 1-based line of the key, 0 = none */
+    unsigned char
+        source[SG_CONFIG_MAX_KEYS]; /* 0 default, 1 --set, 2+i sources[i], 255 unrecorded */
+    int line[SG_CONFIG_MAX_KEYS];   /* 1-based line of the key, 0 = none */
 } sg_config_origin;
 
-
 typedef struct sg_model_cfg {
-    char backbone[SG_NAME];          /* resnet18|resnet34|resnet50|resnet101 */
-    int output_stride;               /* 8|16 */
-    int aspp_rates[SG_LIST_MAX];     /* default 12,24,36 */
+    char backbone[SG_NAME];      /* resnet18|resnet34|resnet50|resnet101 */
+    int output_stride;           /* 8|16 */
+    int aspp_rates[SG_LIST_MAX]; /* default 12,24,36 */
     int n_aspp_rates;
     int num_classes;
-    int aux_head;                    /* bool */
+    int aux_head; /* bool */
     double aspp_dropout;
     double aux_dropout;
-    int base_width;                  /* 64 = torchvision; smaller shrinks every layer */
-    int sync_bn;                     /* bool: SyncBN across ranks (default on) */
+    int base_width; /* 64 = torchvision; smaller shrinks every layer */
+    int sync_bn;    /* bool: SyncBN across ranks (default on) */
     double bn_eps;
     double bn_momentum;
-    char pretrained[SG_STR];         /* safetensors file, "" = none */
-    int pretrained_strict;           /* bool */
+    char pretrained[SG_STR]; /* safetensors file, "" = none */
+    int pretrained_strict;   /* bool */
 } sg_model_cfg;
 
 typedef struct sg_data_cfg {
-    char format[SG_NAME];            /* cityscapes|list|voc|ade20k */
+    char format[SG_NAME]; /* cityscapes|list|voc|ade20k */
     char root[SG_STR];
-    char train_split[SG_STR];        /* cityscapes: split dir; list: list file */
+    char train_split[SG_STR]; /* cityscapes: split dir; list: list file */
     char val_split[SG_STR];
-    char label_map[SG_NAME];         /* cityscapes|none */
-    int crop_size[2];                /* h, w */
-    double scale_range[2];           /* random scale, relative to the image */
-    int hflip;                       /* bool */
+    char label_map[SG_NAME]; /* cityscapes|none */
+    int crop_size[2];        /* h, w */
+    double scale_range[2];   /* random scale, relative to the image */
+    int hflip;               /* bool */
     double mean[3];
     double std[3];
     int ignore_index;
     int workers;
     int prefetch;
-    int shuffle;                     /* bool */
-    char invalid_labels[SG_NAME];    /* error|ignore */
+    int shuffle;                  /* bool */
+    char invalid_labels[SG_NAME]; /* error|ignore */
     char class_names[SG_LIST_MAX][SG_NAME];
     int n_class_names;
-    int palette[SG_LIST_MAX * 3];    /* r,g,b per class (list datasets) */
+    int palette[SG_LIST_MAX * 3]; /* r,g,b per class (list datasets) */
     int n_palette;
     char reduce_zero_label[SG_NAME]; /* auto|true|false (auto: true for ade20k) */
     int max_image_pixels;            /* decoded image h*w limit (untrusted files) */
 } sg_data_cfg;
 
 typedef struct sg_train_cfg {
-    int iters;                       /* 0 = use epochs */
+    int iters; /* 0 = use epochs */
     int epochs;
-    int batch_size;                  /* per rank */
+    int batch_size; /* per rank */
     int accum_steps;
     double lr;
     double momentum;
     double dampening;
-    int nesterov;                    /* bool */
+    int nesterov; /* bool */
     double weight_decay;
-    char lr_schedule[SG_NAME];       /* poly|constant|cosine|step */
+    char lr_schedule[SG_NAME]; /* poly|constant|cosine|step */
     double poly_power;
     double min_lr;
     int warmup_iters;
-    double warmup_ratio;             /* warmup starts at lr * ratio */
-    char warmup[SG_NAME];            /* linear|constant|none */
-    char warmup_mode[SG_NAME];       /* chained|sequential */
-    int lr_steps[SG_LIST_MAX];       /* step: milestones in optimizer steps */
+    double warmup_ratio;       /* warmup starts at lr * ratio */
+    char warmup[SG_NAME];      /* linear|constant|none */
+    char warmup_mode[SG_NAME]; /* chained|sequential */
+    int lr_steps[SG_LIST_MAX]; /* step: milestones in optimizer steps */
     int n_lr_steps;
-    double lr_gamma;                 /* step: factor at each milestone */
-    double ema_decay;                /* EMA of weights: 0 = off, else in (0, 1) */
-    int ema_every;                   /* EMA update every N optimizer steps */
+    double lr_gamma;  /* step: factor at each milestone */
+    double ema_decay; /* EMA of weights: 0 = off, else in (0, 1) */
+    int ema_every;    /* EMA update every N optimizer steps */
     double head_lr_mult;
     char head_lr_prefixes[SG_LIST_MAX][SG_NAME];
     int n_head_lr_prefixes;
     double aux_weight;
     char freeze[SG_LIST_MAX][SG_NAME];
     int n_freeze;
-    int freeze_bn_stats;             /* bool */
-    int drop_last;                   /* bool */
-    int leftover_eval;               /* bool */
-    char loss_norm[SG_NAME];         /* global|local */
-    double class_weights[256];       /* weighted CE: one weight per class, n = 0: off */
+    int freeze_bn_stats;       /* bool */
+    int drop_last;             /* bool */
+    int leftover_eval;         /* bool */
+    char loss_norm[SG_NAME];   /* global|local */
+    double class_weights[256]; /* weighted CE: one weight per class, n = 0: off */
     int n_class_weights;
-    double ohem_thresh;              /* OHEM on the main head: 0 = off, else in (0,1) */
-    int ohem_min_kept;               /* OHEM: kept at least, per image (mmseg) */
+    double ohem_thresh; /* OHEM on the main head: 0 = off, else in (0,1) */
+    int ohem_min_kept;  /* OHEM: kept at least, per image (mmseg) */
     int log_every;
     int checkpoint_every;
     int keep_checkpoints;
     int eval_every;
-    int tensorboard;                 /* bool: rank 0 writes <run_dir>/tb/ events */
-    char precision[SG_NAME];         /* fp32|bf16: convolutions (train, eval, predict, bench) */
+    int tensorboard;         /* bool: rank 0 writes <run_dir>/tb/ events */
+    char precision[SG_NAME]; /* fp32|bf16: convolutions (train, eval, predict, bench) */
 } sg_train_cfg;
 
 typedef struct sg_eval_cfg {
-    int crop_size[2];                /* 0,0 = whole image */
-    int stride[2];                   /* sliding-window stride (0 = crop size) */
+    int crop_size[2]; /* 0,0 = whole image */
+    int stride[2];    /* sliding-window stride (0 = crop size) */
     int batch_size;
-    int use_ema;                     /* bool: evaluate a checkpoint's EMA weights (ema.*) */
-    double scales[16];               /* test-time augmentation: image scales (default 1.0) */
+    int use_ema;       /* bool: evaluate a checkpoint's EMA weights (ema.*) */
+    double scales[16]; /* test-time augmentation: image scales (default 1.0) */
     int n_scales;
-    int flip;                        /* bool: also the horizontally flipped image */
+    int flip; /* bool: also the horizontally flipped image */
 } sg_eval_cfg;
 
 typedef struct sg_dist_cfg {
-    char backend[SG_NAME];           /* auto|gloo|nccl */
+    char backend[SG_NAME]; /* auto|gloo|nccl */
     int timeout_s;
     double bucket_mb;
     double first_bucket_mb;
 } sg_dist_cfg;
 
 typedef struct sg_cudnn_cfg {
-    int benchmark;                   /* bool */
-    int deterministic;               /* bool */
-    int allow_tf32;                  /* bool: TF32 tensor cores for fp32 convolutions */
+    int benchmark;     /* bool */
+    int deterministic; /* bool */
+    int allow_tf32;    /* bool: TF32 tensor cores for fp32 convolutions */
 } sg_cudnn_cfg;
 
 typedef struct sg_config {
     char run_dir[SG_STR];
     int seed;
-    char device[SG_NAME];            /* cpu|cuda|cuda:N */
-    int threads;                     /* CPU threads, 0 = all */
+    char device[SG_NAME]; /* cpu|cuda|cuda:N */
+    int threads;          /* CPU threads, 0 = all */
     sg_model_cfg model;
     sg_data_cfg data;
     sg_train_cfg train;
     sg_eval_cfg eval;
     sg_dist_cfg dist;
     sg_cudnn_cfg cudnn;
-    sg_config_origin origin;        /* where each value came from (not configuration) */
+    sg_config_origin origin; /* where each value came from (not configuration) */
 } sg_config;
 
 /* Fills every field with its schema default (origins: all "default"). */
@@ -249,8 +249,8 @@ void sg_config_print_schema(FILE *out, int markdown);
 /* The keys starting with `prefix` ("model.") whose values differ between a
  * and b, as "key: <a_name> V, <b_name> W" joined by "; " into out[cap].
  * Returns how many differ. */
-int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b,
-                   const char *b_name, const char *prefix, char *out, size_t cap);
+int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b, const char *b_name,
+                   const char *prefix, char *out, size_t cap);
 
 /* Stable 64-bit hash of the resolved configuration (ranks compare it). */
 unsigned long long sg_config_hash(const sg_config *cfg);

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
 #include "core/config.h"
 #include "core/config_origin.h"
 #include "core/config_schema.h"
 #include "core/log.h"
+#include "core/util.h"
 
 /* Shortest decimal that strtod reads back exactly; always has '.' or 'e'
  * so it reads as a float in YAML. */
@@ -66,22 +66,14 @@ static void write_str(FILE *out, const char *s) {
             fputc(*p++, out);
             continue;
         }
-        if (cp == '"' || cp == '\\')
-            fprintf(out, "\\%c", (int)cp);
-        else if (cp == '\n')
-            fputs("\\n", out);
-        else if (cp == '\t')
-            fputs("\\t", out);
-        else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-            fprintf(out, "\\x%02x", cp);
-        else if (cp == 0x2028)
-            fputs("\\L", out);
-        else if (cp == 0x2029)
-            fputs("\\P", out);
-        else if (cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF)
-            fprintf(out, "\\u%04X", cp);
-        else
-            fwrite(p, 1, (size_t)n, out);
+        if (cp == '"' || cp == '\\') fprintf(out, "\\%c", (int)cp);
+        else if (cp == '\n') fputs("\\n", out);
+        else if (cp == '\t') fputs("\\t", out);
+        else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) fprintf(out, "\\x%02x", cp);
+        else if (cp == 0x2028) fputs("\\L", out);
+        else if (cp == 0x2029) fputs("\\P", out);
+        else if (cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF) fprintf(out, "\\u%04X", cp);
+        else fwrite(p, 1, (size_t)n, out);
         p += n;
     }
     fputc('"', out);
@@ -91,22 +83,18 @@ static void write_str(FILE *out, const char *s) {
 static void write_value(FILE *out, const sg_config *cfg, const sg_config_key *k) {
     const char *base = (const char *)cfg + k->off;
     char num[64];
-    int count = k->fixed_len ? k->fixed_len : (k->count_off ? *(const int *)((const char *)cfg + k->count_off) : 0);
+    int count = k->fixed_len
+                    ? k->fixed_len
+                    : (k->count_off ? *(const int *)((const char *)cfg + k->count_off) : 0);
     switch (k->type) {
-    case SG_KT_INT:
-        fprintf(out, "%d", *(const int *)base);
-        break;
+    case SG_KT_INT: fprintf(out, "%d", *(const int *)base); break;
     case SG_KT_FLOAT:
         fmt_double(*(const double *)base, num, sizeof num);
         fputs(num, out);
         break;
-    case SG_KT_BOOL:
-        fputs(*(const int *)base ? "true" : "false", out);
-        break;
+    case SG_KT_BOOL: fputs(*(const int *)base ? "true" : "false", out); break;
     case SG_KT_STR:
-    case SG_KT_ENUM:
-        write_str(out, base);
-        break;
+    case SG_KT_ENUM: write_str(out, base); break;
     case SG_KT_INT_LIST:
     case SG_KT_FLOAT_LIST:
     case SG_KT_STR_LIST:
@@ -177,8 +165,8 @@ static char *value_text(const sg_config *cfg, const sg_config_key *k) {
     return text;
 }
 
-int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b,
-                   const char *b_name, const char *prefix, char *out, size_t cap) {
+int sg_config_diff(const sg_config *a, const char *a_name, const sg_config *b, const char *b_name,
+                   const char *prefix, char *out, size_t cap) {
     int n = 0;
     size_t used = 0;
     if (cap) out[0] = 0;

@@ -22,34 +22,44 @@
 
 /* Row builders, one per type. */
 #define K_INT(name, field, def, lo, hi, doc) \
-    {name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc}
+    { name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc }
 #define K_CHOICE(name, field, def, allowed, doc) \
-    {name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, NOLO, NOHI, allowed, doc}
+    { name, SG_KT_INT, F(field), 0, 0, 0, 0, 0, def, NOLO, NOHI, allowed, doc }
 #define K_FLOAT(name, field, def, lo, hi, doc) \
-    {name, SG_KT_FLOAT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc}
+    { name, SG_KT_FLOAT, F(field), 0, 0, 0, 0, 0, def, lo, hi, NULL, doc }
 #define K_BOOL(name, field, def, doc) \
-    {name, SG_KT_BOOL, F(field), 0, 0, 0, 0, 0, def, 0, 1, NULL, doc}
+    { name, SG_KT_BOOL, F(field), 0, 0, 0, 0, 0, def, 0, 1, NULL, doc }
 #define K_STR(name, field, def, doc) \
-    {name, SG_KT_STR, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, NULL, doc}
+    { name, SG_KT_STR, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, NULL, doc }
 #define K_ENUM(name, field, def, allowed, doc) \
-    {name, SG_KT_ENUM, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, allowed, doc}
-#define K_INTS_FIXED(name, field, def, lo, hi, doc)                                        \
-    {name, SG_KT_INT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(int)),                \
-     (int)(FSIZE(field) / sizeof(int)), (int)(FSIZE(field) / sizeof(int)), 0, def, lo, hi, \
-     NULL, doc}
-#define K_FLOATS_FIXED(name, field, def, lo, hi, doc)                                     \
-    {name, SG_KT_FLOAT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(double)),          \
-     (int)(FSIZE(field) / sizeof(double)), (int)(FSIZE(field) / sizeof(double)), 0, def,  \
-     lo, hi, NULL, doc}
-#define K_INTS(name, field, nfield, minlen, def, lo, hi, doc)                              \
-    {name, SG_KT_INT_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / sizeof(int)),      \
-     minlen, 0, def, lo, hi, NULL, doc}
-#define K_FLOATS(name, field, nfield, minlen, def, lo, hi, doc)                            \
-    {name, SG_KT_FLOAT_LIST, F(field), F(nfield), 0,                                       \
-     (int)(FSIZE(field) / sizeof(double)), minlen, 0, def, lo, hi, NULL, doc}
-#define K_STRS(name, field, nfield, def, doc)                                              \
-    {name, SG_KT_STR_LIST, F(field), F(nfield), 0,                                         \
-     (int)(FSIZE(field) / FSIZE(field[0])), 0, FSIZE(field[0]), def, NOLO, NOHI, NULL, doc}
+    { name, SG_KT_ENUM, F(field), 0, 0, 0, 0, FSIZE(field), def, NOLO, NOHI, allowed, doc }
+#define K_INTS_FIXED(name, field, def, lo, hi, doc)                                               \
+    {                                                                                             \
+        name, SG_KT_INT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(int)),                     \
+            (int)(FSIZE(field) / sizeof(int)), (int)(FSIZE(field) / sizeof(int)), 0, def, lo, hi, \
+            NULL, doc                                                                             \
+    }
+#define K_FLOATS_FIXED(name, field, def, lo, hi, doc)                                           \
+    {                                                                                           \
+        name, SG_KT_FLOAT_LIST, F(field), 0, (int)(FSIZE(field) / sizeof(double)),              \
+            (int)(FSIZE(field) / sizeof(double)), (int)(FSIZE(field) / sizeof(double)), 0, def, \
+            lo, hi, NULL, doc                                                                   \
+    }
+#define K_INTS(name, field, nfield, minlen, def, lo, hi, doc)                                    \
+    {                                                                                            \
+        name, SG_KT_INT_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / sizeof(int)), minlen, \
+            0, def, lo, hi, NULL, doc                                                            \
+    }
+#define K_FLOATS(name, field, nfield, minlen, def, lo, hi, doc)                               \
+    {                                                                                         \
+        name, SG_KT_FLOAT_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / sizeof(double)), \
+            minlen, 0, def, lo, hi, NULL, doc                                                 \
+    }
+#define K_STRS(name, field, nfield, def, doc)                                                   \
+    {                                                                                           \
+        name, SG_KT_STR_LIST, F(field), F(nfield), 0, (int)(FSIZE(field) / FSIZE(field[0])), 0, \
+            FSIZE(field[0]), def, NOLO, NOHI, NULL, doc                                         \
+    }
 
 /* THE schema. Top-level keys first, then one block per section, in the
  * order config.yaml is written. Adding a key: a field in config.h and a row
@@ -61,8 +71,9 @@ static const sg_config_key g_keys[] = {
           "seed of every random draw: init, scales, crops, flips, dropout, shuffling"),
     K_ENUM("device", device, "cpu", "cpu|cuda|cuda:N",
            "compute device; under the launcher 'cuda' is the rank's local GPU"),
-    K_INT("threads", threads, "0", 0, 4096,
-          "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
+    K_INT(
+        "threads", threads, "0", 0, 4096,
+        "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
 
     K_ENUM("model.backbone", model.backbone, "resnet50", "resnet18|resnet34|resnet50|resnet101",
            "ResNet encoder (torchvision layout)"),
@@ -72,10 +83,12 @@ static const sg_config_key g_keys[] = {
            "dilation rates of the ASPP 3x3 branches"),
     K_INT("model.num_classes", model.num_classes, "19", 1, 254,
           "output classes (labels are uint8; 255 is ignore)"),
-    K_BOOL("model.aux_head", model.aux_head, "true", "FCN auxiliary head on layer3 (training loss only)"),
+    K_BOOL("model.aux_head", model.aux_head, "true",
+           "FCN auxiliary head on layer3 (training loss only)"),
     K_FLOAT("model.aspp_dropout", model.aspp_dropout, "0.5", 0, 0.99,
             "dropout after the ASPP projection"),
-    K_FLOAT("model.aux_dropout", model.aux_dropout, "0.1", 0, 0.99, "dropout in the auxiliary head"),
+    K_FLOAT("model.aux_dropout", model.aux_dropout, "0.1", 0, 0.99,
+            "dropout in the auxiliary head"),
     K_INT("model.base_width", model.base_width, "64", 1, 1024,
           "encoder base width (64 = torchvision); smaller values shrink every layer"),
     K_BOOL("model.sync_bn", model.sync_bn, "true",
@@ -83,11 +96,13 @@ static const sg_config_key g_keys[] = {
     K_FLOAT("model.bn_eps", model.bn_eps, "1e-05", 1e-12, 1, "batch-norm epsilon"),
     K_FLOAT("model.bn_momentum", model.bn_momentum, "0.1", 0, 1,
             "batch-norm running-statistics momentum (PyTorch convention)"),
-    K_STR("model.pretrained", model.pretrained, "",
-          "safetensors file to initialise from (segtrain or torchvision names), empty = random init"),
-    K_BOOL("model.pretrained_strict", model.pretrained_strict, "false",
-           "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
-           "false: reported, other-shape heads skipped with a warning"),
+    K_STR(
+        "model.pretrained", model.pretrained, "",
+        "safetensors file to initialise from (segtrain or torchvision names), empty = random init"),
+    K_BOOL(
+        "model.pretrained_strict", model.pretrained_strict, "false",
+        "any mismatch with model.pretrained (missing, unexpected or other-shape tensors) is an error; "
+        "false: reported, other-shape heads skipped with a warning"),
 
     /* the rows of data/formats.c, in order: core cannot include data/, so
      * the names are spelled here and tests/data/test_formats.c compares */
@@ -154,18 +169,18 @@ static const sg_config_key g_keys[] = {
     K_ENUM("train.warmup", train.warmup, "linear", "linear|constant|none",
            "warmup over warmup_iters steps (torch LinearLR / ConstantLR), composed with the "
            "schedule as train.warmup_mode says"),
-    K_ENUM("train.warmup_mode", train.warmup_mode, "chained", "chained|sequential",
-           "chained: the warmup factor multiplies the schedule from step 0 (torch ChainedScheduler, "
-           "mmcv); sequential: the schedule starts after the warmup, over the remaining steps "
-           "(torch SequentialLR, torchvision's reference script)"),
+    K_ENUM(
+        "train.warmup_mode", train.warmup_mode, "chained", "chained|sequential",
+        "chained: the warmup factor multiplies the schedule from step 0 (torch ChainedScheduler, "
+        "mmcv); sequential: the schedule starts after the warmup, over the remaining steps "
+        "(torch SequentialLR, torchvision's reference script)"),
     K_INT("train.warmup_iters", train.warmup_iters, "0", 0, 1e9, "warmup iterations (0 = none)"),
     K_FLOAT("train.warmup_ratio", train.warmup_ratio, "0.01", 0, 1,
             "warmup factor: linear starts at lr * warmup_ratio, constant stays there"),
     K_FLOAT("train.ema_decay", train.ema_decay, "0.0", 0, 1,
             "EMA of the weights and BN buffers: ema = decay * ema + (1 - decay) * weights after "
             "every ema_every optimizer steps (timm ModelEmaV2); 0 = off, else below 1"),
-    K_INT("train.ema_every", train.ema_every, "1", 1, 1e9,
-          "EMA update every N optimizer steps"),
+    K_INT("train.ema_every", train.ema_every, "1", 1, 1e9, "EMA update every N optimizer steps"),
     K_FLOAT("train.head_lr_mult", train.head_lr_mult, "1.0", 0, 1000,
             "learning-rate multiplier for parameters matching head_lr_prefixes"),
     K_STRS("train.head_lr_prefixes", train.head_lr_prefixes, train.n_head_lr_prefixes,
@@ -174,16 +189,17 @@ static const sg_config_key g_keys[] = {
             "weight of the auxiliary head's loss (torchvision 0.5, mmseg 0.4)"),
     K_STRS("train.freeze", train.freeze, train.n_freeze, "[]",
            "parameter-name prefixes kept fixed (e.g. encoder.conv1.)"),
-    K_BOOL("train.freeze_bn_stats", train.freeze_bn_stats, "false",
-           "BN layers under train.freeze prefixes (all BN layers when train.freeze is empty) use and keep their running statistics"),
+    K_BOOL(
+        "train.freeze_bn_stats", train.freeze_bn_stats, "false",
+        "BN layers under train.freeze prefixes (all BN layers when train.freeze is empty) use and keep their running statistics"),
     K_BOOL("train.drop_last", train.drop_last, "true",
            "drop the last incomplete global batch of an epoch"),
     K_BOOL("train.leftover_eval", train.leftover_eval, "true",
            "evaluation: samples that do not divide among ranks are evaluated once, not padded"),
     K_ENUM("train.loss_norm", train.loss_norm, "global", "global|local",
            "global: mean over all ranks' valid pixels; local: each rank's mean, averaged (DDP)"),
-    K_FLOATS("train.class_weights", train.class_weights, train.n_class_weights, 0, "[]", 0,
-             1e6, "weighted cross-entropy (main and aux heads): one weight per class, "
+    K_FLOATS("train.class_weights", train.class_weights, train.n_class_weights, 0, "[]", 0, 1e6,
+             "weighted cross-entropy (main and aux heads): one weight per class, "
              "normalised as PyTorch's cross_entropy(weight=...); [] = unweighted"),
     K_FLOAT("train.ohem_thresh", train.ohem_thresh, "0.0", 0, 1,
             "OHEM on the main head (mmseg's OHEMPixelSampler): train on pixels whose "
@@ -191,15 +207,17 @@ static const sg_config_key g_keys[] = {
     K_INT("train.ohem_min_kept", train.ohem_min_kept, "100000", 0, IMAX,
           "OHEM: keep at least this many of the hardest pixels per image (mmseg multiplies "
           "min_kept by the images of a forward)"),
-    K_INT("train.log_every", train.log_every, "10", 1, 1e9, "log training metrics every N iterations"),
+    K_INT("train.log_every", train.log_every, "10", 1, 1e9,
+          "log training metrics every N iterations"),
     K_INT("train.checkpoint_every", train.checkpoint_every, "1000", 0, 1e9,
           "write a checkpoint every N iterations (0 = only at the end)"),
     K_INT("train.keep_checkpoints", train.keep_checkpoints, "3", 0, 1e6,
           "periodic checkpoints kept (0 = keep all)"),
     K_INT("train.eval_every", train.eval_every, "0", 0, 1e9,
           "evaluate on val_split every N iterations (0 = only at the end)"),
-    K_BOOL("train.tensorboard", train.tensorboard, "true",
-           "rank 0 writes TensorBoard event files to <run_dir>/tb/ (losses, lr, img/s, val mIoU, per-class IoU)"),
+    K_BOOL(
+        "train.tensorboard", train.tensorboard, "true",
+        "rank 0 writes TensorBoard event files to <run_dir>/tb/ (losses, lr, img/s, val mIoU, per-class IoU)"),
     K_ENUM("train.precision", train.precision, "fp32", "fp32|bf16",
            "convolutions in train, eval, predict and bench: bf16 = bfloat16 inputs and weights, "
            "fp32 accumulation, bf16 outputs (BN, loss, optimizer, fp32 master weights and "
@@ -237,8 +255,9 @@ static const sg_config_key g_keys[] = {
            "cuDNN default); false = plain fp32"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
-_Static_assert(sizeof g_keys / sizeof g_keys[0] <= SG_CONFIG_MAX_KEYS,
-               "more schema rows than sg_config_origin records: raise SG_CONFIG_MAX_KEYS in config.h");
+_Static_assert(
+    sizeof g_keys / sizeof g_keys[0] <= SG_CONFIG_MAX_KEYS,
+    "more schema rows than sg_config_origin records: raise SG_CONFIG_MAX_KEYS in config.h");
 
 int sg_config_n_keys(void) { return N_KEYS; }
 const sg_config_key *sg_config_key_at(int i) { return (i >= 0 && i < N_KEYS) ? &g_keys[i] : NULL; }
@@ -258,12 +277,11 @@ const sg_config_key *sg_config_find_key(const char *name) {
 }
 
 void sg_config_type_name(const sg_config_key *k, char *buf, size_t n) {
-    static const char *names[] = {"int", "float", "bool", "string", "enum", "int", "float", "string"};
+    static const char *names[] = {"int",  "float", "bool",  "string",
+                                  "enum", "int",   "float", "string"};
     if (k->type == SG_KT_INT_LIST || k->type == SG_KT_FLOAT_LIST || k->type == SG_KT_STR_LIST) {
-        if (k->fixed_len)
-            snprintf(buf, n, "%s[%d]", names[k->type], k->fixed_len);
-        else
-            snprintf(buf, n, "%s list", names[k->type]);
+        if (k->fixed_len) snprintf(buf, n, "%s[%d]", names[k->type], k->fixed_len);
+        else snprintf(buf, n, "%s list", names[k->type]);
     } else {
         snprintf(buf, n, "%s", names[k->type]);
     }
@@ -323,7 +341,6 @@ const char *sg_config_suggest(const char *name) {
     int limit = len / 3 > 2 ? len / 3 : 2;
     return best_d <= limit ? best : NULL;
 }
-
 
 int sg_config_allowed_match(const char *allowed, const char *v) {
     const char *p = allowed;

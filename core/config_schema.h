@@ -30,18 +30,18 @@ typedef enum sg_key_type {
 } sg_key_type;
 
 typedef struct sg_config_key {
-    const char *name;     /* "train.lr" (top-level keys have no dot) */
+    const char *name; /* "train.lr" (top-level keys have no dot) */
     sg_key_type type;
-    size_t off;           /* offsetof(sg_config, field) */
-    size_t count_off;     /* lists: offsetof the n_ field; 0 for fixed-length lists */
-    int fixed_len;        /* fixed-length lists (crop_size[2]): the length, else 0 */
-    int cap;              /* lists: max entries */
-    int min_len;          /* lists: min entries */
-    size_t str_size;      /* strings: capacity incl. NUL (per entry for lists) */
-    const char *def;      /* default, as YAML text */
-    double lo, hi;        /* numeric range, inclusive (each list element) */
-    const char *allowed;  /* "a|b|c" for enums and int choices, else NULL */
-    const char *doc;      /* one line */
+    size_t off;          /* offsetof(sg_config, field) */
+    size_t count_off;    /* lists: offsetof the n_ field; 0 for fixed-length lists */
+    int fixed_len;       /* fixed-length lists (crop_size[2]): the length, else 0 */
+    int cap;             /* lists: max entries */
+    int min_len;         /* lists: min entries */
+    size_t str_size;     /* strings: capacity incl. NUL (per entry for lists) */
+    const char *def;     /* default, as YAML text */
+    double lo, hi;       /* numeric range, inclusive (each list element) */
+    const char *allowed; /* "a|b|c" for enums and int choices, else NULL */
+    const char *doc;     /* one line */
 } sg_config_key;
 
 int sg_config_n_keys(void);

@@ -1,8 +1,6 @@
 /* core/log.c - see log.h. */
 #include "core/log.h"
 
-#include "core/fsutil.h"
-
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "core/fsutil.h"
 
 static int g_level = SG_LOG_INFO;
 static int g_rank = 0, g_world = 1;
@@ -58,7 +58,8 @@ void sg_log_close_file(void) {
 static const char *level_name[] = {"error", "warn", "info", "debug"};
 
 void sg_vlog(int level, const char *fmt, va_list ap) {
-    int to_console = level <= g_level && (g_rank == 0 || level <= SG_LOG_WARN || g_level >= SG_LOG_DEBUG);
+    int to_console = level <= g_level &&
+                     (g_rank == 0 || level <= SG_LOG_WARN || g_level >= SG_LOG_DEBUG);
     if (!to_console && !g_file) return;
     char msg[8192];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -75,8 +76,7 @@ void sg_vlog(int level, const char *fmt, va_list ap) {
     if (to_console) {
         if (lv)
             fprintf(stderr, "%s.%03ld %s%s: %s\n", stamp, ts.tv_nsec / 1000000, prefix, lv, msg);
-        else
-            fprintf(stderr, "%s.%03ld %s%s\n", stamp, ts.tv_nsec / 1000000, prefix, msg);
+        else fprintf(stderr, "%s.%03ld %s%s\n", stamp, ts.tv_nsec / 1000000, prefix, msg);
         fflush(stderr);
     }
     if (g_file && level <= (g_level > SG_LOG_INFO ? g_level : SG_LOG_INFO)) {

@@ -18,9 +18,9 @@ extern "C" {
 
 enum { SG_LOG_ERROR = 0, SG_LOG_WARN = 1, SG_LOG_INFO = 2, SG_LOG_DEBUG = 3 };
 
-void sg_log_set_level(int level);           /* default SG_LOG_INFO */
+void sg_log_set_level(int level); /* default SG_LOG_INFO */
 int sg_log_get_level(void);
-void sg_log_set_rank(int rank, int world);  /* prefix "[rank N]" when world > 1 */
+void sg_log_set_rank(int rank, int world);   /* prefix "[rank N]" when world > 1 */
 void sg_log_get_rank(int *rank, int *world); /* either pointer may be NULL */
 /* Opens <dir>/rank<N>.log for appending (creates dir). Returns SG_OK, or
  * SG_ERR_RUNTIME after logging the path and errno. */
@@ -52,9 +52,9 @@ void sg_fatal_at(const char *file, int line, const char *fmt, ...)
 
 /* Checks a condition that must hold (see above); fatal with the message
  * otherwise. */
-#define SG_CHECK(cond, ...)                                                   \
-    do {                                                                      \
-        if (!(cond)) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__);            \
+#define SG_CHECK(cond, ...)                                        \
+    do {                                                           \
+        if (!(cond)) sg_fatal_at(__FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 
 #ifdef __cplusplus

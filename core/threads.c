@@ -199,14 +199,17 @@ void sg_omp_policy_describe(char *buf, size_t cap) {
     int ours = env_set(SG_OMP_DEFAULTS_ENV) && !env_set("OMP_WAIT_POLICY") && spin &&
                !strcmp(spin, SG_OMP_SPINCOUNT);
     if (ours)
-        snprintf(buf, cap, "short spin (GOMP_SPINCOUNT=%s, segtrain's default: about 30 us at a "
-                           "barrier, then sleep; set OMP_WAIT_POLICY=passive or active to choose)",
+        snprintf(buf, cap,
+                 "short spin (GOMP_SPINCOUNT=%s, segtrain's default: about 30 us at a "
+                 "barrier, then sleep; set OMP_WAIT_POLICY=passive or active to choose)",
                  SG_OMP_SPINCOUNT);
     else if (env_set("OMP_WAIT_POLICY") || env_set("GOMP_SPINCOUNT"))
         snprintf(buf, cap, "from the environment (OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s)",
                  pol && pol[0] ? pol : "unset", spin && spin[0] ? spin : "unset");
     else
-        snprintf(buf, cap, "the OpenMP default (threads spin about 3 ms at barriers: this "
-                           "process did not start through segtrain's main; set GOMP_SPINCOUNT=%s "
-                           "on shared cores)", SG_OMP_SPINCOUNT);
+        snprintf(buf, cap,
+                 "the OpenMP default (threads spin about 3 ms at barriers: this "
+                 "process did not start through segtrain's main; set GOMP_SPINCOUNT=%s "
+                 "on shared cores)",
+                 SG_OMP_SPINCOUNT);
 }

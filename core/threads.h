@@ -35,10 +35,10 @@
 
 /* What limits this process's CPU use. */
 typedef struct sg_cpu_budget {
-    int affinity;           /* CPUs in the affinity mask (>= 1) */
-    double quota;           /* cgroup CPU quota in CPUs; 0 = none found */
-    char quota_src[160];    /* the file the quota came from ("" when none) */
-    int local_ranks;        /* LOCAL_WORLD_SIZE, 1 when unset or invalid */
+    int affinity;        /* CPUs in the affinity mask (>= 1) */
+    double quota;        /* cgroup CPU quota in CPUs; 0 = none found */
+    char quota_src[160]; /* the file the quota came from ("" when none) */
+    int local_ranks;     /* LOCAL_WORLD_SIZE, 1 when unset or invalid */
 } sg_cpu_budget;
 
 /* The thread count for `threads: 0`: min(affinity, ceil(quota)) divided by

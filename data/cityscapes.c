@@ -7,47 +7,32 @@
 #include "data/dataset.h"
 
 const char *const sg_cityscapes_names[SG_CITYSCAPES_CLASSES] = {
-    "road",
-    "sidewalk",
-    "building",
-    "wall",
-    "fence",
-    "pole",
-    "traffic light",
-    "traffic sign",
-    "vegetation",
-    "terrain",
-    "sky",
-    "person",
-    "rider",
-    "car",
-    "truck",
-    "bus",
-    "train",
-    "motorcycle",
-    "bicycle",
+    "road",         "sidewalk",   "building", "wall",       "fence",   "pole",  "traffic light",
+    "traffic sign", "vegetation", "terrain",  "sky",        "person",  "rider", "car",
+    "truck",        "bus",        "train",    "motorcycle", "bicycle",
 };
-static const int k_label_ids[19] = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33};
+static const int k_label_ids[19] = {7,  8,  11, 12, 13, 17, 19, 20, 21, 22,
+                                    23, 24, 25, 26, 27, 28, 31, 32, 33};
 const uint8_t sg_cityscapes_colors[SG_CITYSCAPES_CLASSES * 3] = {
-    128, 64, 128, /* road */
-    244, 35, 232, /* sidewalk */
-    70, 70, 70, /* building */
+    128, 64,  128, /* road */
+    244, 35,  232, /* sidewalk */
+    70,  70,  70,  /* building */
     102, 102, 156, /* wall */
     190, 153, 153, /* fence */
     153, 153, 153, /* pole */
-    250, 170, 30, /* traffic light */
-    220, 220, 0, /* traffic sign */
-    107, 142, 35, /* vegetation */
+    250, 170, 30,  /* traffic light */
+    220, 220, 0,   /* traffic sign */
+    107, 142, 35,  /* vegetation */
     152, 251, 152, /* terrain */
-    70, 130, 180, /* sky */
-    220, 20, 60, /* person */
-    255, 0, 0, /* rider */
-    0, 0, 142, /* car */
-    0, 0, 70, /* truck */
-    0, 60, 100, /* bus */
-    0, 80, 100, /* train */
-    0, 0, 230, /* motorcycle */
-    119, 11, 32, /* bicycle */
+    70,  130, 180, /* sky */
+    220, 20,  60,  /* person */
+    255, 0,   0,   /* rider */
+    0,   0,   142, /* car */
+    0,   0,   70,  /* truck */
+    0,   60,  100, /* bus */
+    0,   80,  100, /* train */
+    0,   0,   230, /* motorcycle */
+    119, 11,  32,  /* bicycle */
 };
 
 void sg_cityscapes_label_map(uint8_t map[256], uint8_t ignore) {

@@ -6,12 +6,13 @@
  * predictions look like that toolbox's. The format table (formats.c) points
  * at these arrays; the per-format lookups (sg_layout_class_name, ...) live
  * there. */
-#include "data/dataset.h"
-
 #include <stddef.h>
 
 #include "data/class_tables.h"
+#include "data/dataset.h"
 
+/* the tables keep their hand layout (rgb triplets, names by rows) */
+/* clang-format off */
 const char *const sg_voc_names[SG_VOC_CLASSES] = {
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle",
     "bus", "car", "cat", "chair", "cow", "diningtable",
@@ -76,6 +77,7 @@ const uint8_t sg_ade20k_colors[SG_ADE20K_CLASSES * 3] = {
     173, 0, 255, 0, 245, 255, 71, 0, 255, 122, 0, 255, 0, 255, 184, 0, 92, 255,
     184, 255, 0, 0, 133, 255, 255, 214, 0, 25, 194, 194, 102, 255, 0, 92, 0, 255,
 };
+/* clang-format on */
 
 const char *sg_voc_class_name(int c) {
     return c >= 0 && c < SG_VOC_CLASSES ? sg_voc_names[c] : NULL;

@@ -137,7 +137,8 @@ sg_dataset *sg_dataset_open_format(const sg_format *f, const sg_data_cfg *cfg, c
         m[255] = ds->map[255];
         memcpy(ds->map, m, sizeof m);
         SG_INFO("split '%s': data.reduce_zero_label: label 0 is ignored, labels 1..254 become "
-                "0..253", split);
+                "0..253",
+                split);
     }
     if (rc == SG_OK) rc = setup_classes(ds, f, cfg);
     if (rc != SG_OK) {
@@ -188,8 +189,8 @@ static void fail(char *err, size_t errlen, const char *fmt, ...) {
     else SG_ERROR("%s", buf);
 }
 
-sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask,
-                          char *err, size_t errlen) {
+sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
+                          size_t errlen) {
     memset(image, 0, sizeof *image);
     memset(mask, 0, sizeof *mask);
     if (i < 0 || i >= ds->n) {

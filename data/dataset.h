@@ -90,8 +90,8 @@ const uint8_t *sg_dataset_label_map(const sg_dataset *ds);
  * size as the image). Returns SG_OK, or SG_ERR_RUNTIME with a message naming
  * the file in err (logged when err == NULL); on failure image and mask are
  * left empty. */
-sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask,
-                          char *err, size_t errlen);
+sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
+                          size_t errlen);
 
 /* Cityscapes tables (cityscapes.md). map[labelId] = trainId, or `ignore` for
  * the labelIds that are not among the 19 classes. */

@@ -250,7 +250,8 @@ sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
             if (strcmp(v.e[i].rel, v.e[i - 1].rel) == 0) {
                 SG_ERROR("%s: image %s is listed twice (lines %d and %d); each sample must "
                          "appear once",
-                         list, v.e[i].rel, v.e[i - 1].line < v.e[i].line ? v.e[i - 1].line : v.e[i].line,
+                         list, v.e[i].rel,
+                         v.e[i - 1].line < v.e[i].line ? v.e[i - 1].line : v.e[i].line,
                          v.e[i - 1].line < v.e[i].line ? v.e[i].line : v.e[i - 1].line);
                 rc = SG_ERR_RUNTIME;
                 break;
@@ -293,4 +294,3 @@ sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *sp
     ds->n = v.n;
     return SG_OK;
 }
-

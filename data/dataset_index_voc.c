@@ -100,8 +100,7 @@ static char *voc_mask(const char *root, const char *rel, const char *dir) {
     return p;
 }
 
-sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
-                         int use_map) {
+sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
     (void)use_map; /* VOC masks hold class indices: the format rules refuse a map */
     char *jpeg_dir = sg_ds_join(cfg->root, "JPEGImages");
     int ok = sg_ds_is_dir(jpeg_dir);
@@ -198,8 +197,10 @@ sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *spl
     /* 255 marks object borders and difficult regions: ignored */
     ds->map[255] = (uint8_t)ds->ignore_index;
     SG_INFO("split '%s': %lld VOC images (%lld masks from SegmentationClassAug%s)", split,
-            (long long)v.n, (long long)from_aug, dropped ? ", duplicates across split files "
-            "counted once" : "");
+            (long long)v.n, (long long)from_aug,
+            dropped ? ", duplicates across split files "
+                      "counted once"
+                    : "");
     ds->e = v.e;
     ds->n = v.n;
     return SG_OK;

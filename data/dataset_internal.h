@@ -15,11 +15,11 @@
 #define MAX_EXAMPLES 3
 
 typedef struct ds_entry {
-    char *rel;  /* image path relative to root: the sort key */
-    char *img;  /* full paths */
+    char *rel; /* image path relative to root: the sort key */
+    char *img; /* full paths */
     char *mask;
-    int line;   /* list format: line in the list file */
-    int part;   /* voc: which split file of a "train+aug" union (1-based) */
+    int line; /* list format: line in the list file */
+    int part; /* voc: which split file of a "train+aug" union (1-based) */
 } ds_entry;
 
 struct sg_dataset {
@@ -45,8 +45,8 @@ int sg_ds_is_dir(const char *p);
 int sg_ds_is_file(const char *p);
 int sg_ds_ends_with(const char *s, const char *suf);
 char *sg_ds_strdup(const char *s);
-char *sg_ds_join(const char *a, const char *b); /* a/b; b when a is "" or b absolute */
-ds_entry *sg_ds_vec_push(ds_vec *v);            /* a zeroed entry at the end */
+char *sg_ds_join(const char *a, const char *b);  /* a/b; b when a is "" or b absolute */
+ds_entry *sg_ds_vec_push(ds_vec *v);             /* a zeroed entry at the end */
 int sg_ds_cmp_rel(const void *a, const void *b); /* qsort by rel (byte order) */
 void sg_ds_free_entries(ds_entry *e, int64_t n);
 
@@ -60,8 +60,7 @@ sg_status sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const ch
                                 int use_map);
 sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
 sg_status sg_ds_open_voc(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
-sg_status sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
-                            int use_map);
+sg_status sg_ds_open_ade20k(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map);
 
 /* sg_dataset_open with the format's row given instead of looked up by
  * data.format: the same rules, index and classes. For rows that are not in

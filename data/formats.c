@@ -16,17 +16,48 @@
  * values (tests/data/test_formats.c compares them). The synth-capable rows,
  * in this order, are sg_synth_layout 0, 1, 2 (data/synth.h). */
 static const sg_format k_formats[] = {
-    {"cityscapes", sg_ds_open_cityscapes, SG_CITYSCAPES_CLASSES, sg_cityscapes_names,
-     sg_cityscapes_colors, SG_LABELS_CITYSCAPES_IDS, "cityscapes", 0, sg_synth_write_cityscapes,
+    {"cityscapes",
+     sg_ds_open_cityscapes,
+     SG_CITYSCAPES_CLASSES,
+     sg_cityscapes_names,
+     sg_cityscapes_colors,
+     SG_LABELS_CITYSCAPES_IDS,
+     "cityscapes",
+     0,
+     sg_synth_write_cityscapes,
      {"train", "val"}},
-    {"list", sg_ds_open_list, 0, NULL, NULL, SG_LABELS_AS_LISTED, "cityscapes", 0, NULL,
+    {"list",
+     sg_ds_open_list,
+     0,
+     NULL,
+     NULL,
+     SG_LABELS_AS_LISTED,
+     "cityscapes",
+     0,
+     NULL,
      {NULL, NULL}},
     /* "train+aug": synth puts half its training images in aug.txt (SBD's role) */
-    {"voc", sg_ds_open_voc, SG_VOC_CLASSES, sg_voc_names, sg_voc_colors,
-     SG_LABELS_CLASS_INDICES, "none", 0, sg_synth_write_voc, {"train+aug", "val"}},
+    {"voc",
+     sg_ds_open_voc,
+     SG_VOC_CLASSES,
+     sg_voc_names,
+     sg_voc_colors,
+     SG_LABELS_CLASS_INDICES,
+     "none",
+     0,
+     sg_synth_write_voc,
+     {"train+aug", "val"}},
     /* ADE20K stores 0 = "other" and classes from 1: reduce_zero_label by default */
-    {"ade20k", sg_ds_open_ade20k, SG_ADE20K_CLASSES, sg_ade20k_names, sg_ade20k_colors,
-     SG_LABELS_CLASS_INDICES, "none", 1, sg_synth_write_ade20k, {"training", "validation"}},
+    {"ade20k",
+     sg_ds_open_ade20k,
+     SG_ADE20K_CLASSES,
+     sg_ade20k_names,
+     sg_ade20k_colors,
+     SG_LABELS_CLASS_INDICES,
+     "none",
+     1,
+     sg_synth_write_ade20k,
+     {"training", "validation"}},
 };
 #define N_FORMATS ((int)(sizeof k_formats / sizeof k_formats[0]))
 
@@ -112,8 +143,7 @@ sg_status sg_format_resolve_row(const sg_format *f, const sg_data_cfg *d, sg_for
     if (!rz[0] || !strcmp(rz, "auto")) use->reduce_zero = f->reduce_zero_label;
     else if (!strcmp(rz, "true")) use->reduce_zero = 1;
     else if (!strcmp(rz, "false")) use->reduce_zero = 0;
-    else
-        return broken(problem, "data.reduce_zero_label", "'%s': expected auto, true or false", rz);
+    else return broken(problem, "data.reduce_zero_label", "'%s': expected auto, true or false", rz);
     if (use->reduce_zero && use->use_map) {
         char value[128];
         if (!strcmp(rz, "true")) snprintf(value, sizeof value, "true");

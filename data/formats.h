@@ -44,35 +44,34 @@ typedef enum sg_label_convention {
 } sg_label_convention;
 
 /* Fills ds's index for `split` (see dataset_internal.h). */
-typedef sg_status (*sg_format_index_fn)(sg_dataset *ds, const sg_data_cfg *cfg,
-                                        const char *split, int use_map);
+typedef sg_status (*sg_format_index_fn)(sg_dataset *ds, const sg_data_cfg *cfg, const char *split,
+                                        int use_map);
 /* Writes a whole synthetic dataset in the format (options already checked). */
 typedef sg_status (*sg_format_synth_fn)(const sg_synth_opts *o);
 
 typedef struct sg_format {
-    const char *name;                /* the data.format value */
-    sg_format_index_fn open_index;   /* never NULL */
-    int n_classes;                   /* the format's own classes, 0 = none (list) */
-    const char *const *class_names;  /* n_classes names, NULL when n_classes is 0 */
-    const uint8_t *palette;          /* n_classes r,g,b triples, NULL when n_classes is 0 */
+    const char *name;               /* the data.format value */
+    sg_format_index_fn open_index;  /* never NULL */
+    int n_classes;                  /* the format's own classes, 0 = none (list) */
+    const char *const *class_names; /* n_classes names, NULL when n_classes is 0 */
+    const uint8_t *palette;         /* n_classes r,g,b triples, NULL when n_classes is 0 */
     sg_label_convention labels;
-    const char *label_map;           /* the data.label_map that fits it (cityscapes|none) */
-    int reduce_zero_label;           /* what data.reduce_zero_label: auto means (0/1) */
-    sg_format_synth_fn synth_write;  /* NULL: `segtrain synth` cannot write it */
-    const char *synth_splits[2];     /* the train and val splits synth_write makes (the
+    const char *label_map;          /* the data.label_map that fits it (cityscapes|none) */
+    int reduce_zero_label;          /* what data.reduce_zero_label: auto means (0/1) */
+    sg_format_synth_fn synth_write; /* NULL: `segtrain synth` cannot write it */
+    const char *synth_splits[2];    /* the train and val splits synth_write makes (the
                                         values for data.train_split / data.val_split) */
 } sg_format;
 
 /* The table: rows 0 .. sg_format_count() - 1 in data.format's order. */
 int sg_format_count(void);
-const sg_format *sg_format_at(int i);            /* NULL outside the table */
+const sg_format *sg_format_at(int i);              /* NULL outside the table */
 const sg_format *sg_format_find(const char *name); /* NULL if no row has it */
 
 /* The names of the rows (only those synth can write when synth_only) joined
  * as "a, b or c" (sep ", ", last " or ") or "a|b|c" (sep = last = "|") into
  * buf[n]; returns buf. For messages and usage lines. */
-const char *sg_format_names(char *buf, size_t n, int synth_only, const char *sep,
-                            const char *last);
+const char *sg_format_names(char *buf, size_t n, int synth_only, const char *sep, const char *last);
 
 /* A data section's choices, resolved against its format's row. */
 typedef struct sg_format_use {

@@ -8,7 +8,6 @@
  * Slot buffers are allocated on the caller's thread (create / start), so a
  * host_alloc callback (cudaHostAlloc) never runs on a worker.
  */
-#include "core/util.h"
 #include "data/loader.h"
 
 #include <pthread.h>
@@ -19,8 +18,9 @@
 #include <time.h>
 
 #include "core/log.h"
-#include "io/image.h"
+#include "core/util.h"
 #include "data/transforms.h"
+#include "io/image.h"
 
 enum { SLOT_FREE, SLOT_WORKING, SLOT_READY, SLOT_FAILED, SLOT_HELD };
 
@@ -69,8 +69,8 @@ static void host_free(sg_loader *l, void *p) {
     else free(p);
 }
 
-void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int train,
-                                int batch_size, uint64_t seed) {
+void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int train, int batch_size,
+                                uint64_t seed) {
     memset(o, 0, sizeof *o);
     o->train = train;
     o->batch_size = batch_size;

@@ -44,15 +44,15 @@ typedef void *(*sg_host_alloc_fn)(void *ctx, size_t bytes);
 typedef void (*sg_host_free_fn)(void *ctx, void *p);
 
 typedef struct sg_loader_opts {
-    int train;                 /* 1 = augment to crops, 0 = eval (full images) */
-    int batch_size;            /* per rank */
-    int crop_h, crop_w;        /* train */
-    double scale_range[2];     /* train: random scale lo, hi */
-    int hflip;                 /* train: bool */
-    int ignore_index;          /* padding value for masks; not counted as valid */
-    uint64_t seed;             /* augmentation seed (config seed) */
-    int workers;               /* threads; 0 = decode in sg_loader_next */
-    int prefetch;              /* ready batches queued ahead (>= 1) */
+    int train;                   /* 1 = augment to crops, 0 = eval (full images) */
+    int batch_size;              /* per rank */
+    int crop_h, crop_w;          /* train */
+    double scale_range[2];       /* train: random scale lo, hi */
+    int hflip;                   /* train: bool */
+    int ignore_index;            /* padding value for masks; not counted as valid */
+    uint64_t seed;               /* augmentation seed (config seed) */
+    int workers;                 /* threads; 0 = decode in sg_loader_next */
+    int prefetch;                /* ready batches queued ahead (>= 1) */
     sg_host_alloc_fn host_alloc; /* NULL = malloc */
     sg_host_free_fn host_free;   /* NULL = free */
     void *host_ctx;
@@ -60,27 +60,27 @@ typedef struct sg_loader_opts {
 
 typedef struct sg_batch {
     int n, h, w;
-    uint8_t *images;        /* [n,h,w,3] */
-    uint8_t *labels;        /* [n,h,w] */
-    int64_t *indices;       /* [n] dataset indices */
-    int64_t valid_pixels;   /* labels != ignore_index (global loss normalization) */
+    uint8_t *images;      /* [n,h,w,3] */
+    uint8_t *labels;      /* [n,h,w] */
+    int64_t *indices;     /* [n] dataset indices */
+    int64_t valid_pixels; /* labels != ignore_index (global loss normalization) */
     int64_t epoch;
-    int64_t seq;            /* batch number within the list, from 0 */
+    int64_t seq; /* batch number within the list, from 0 */
 } sg_batch;
 
 typedef struct sg_loader_stats {
-    int64_t images, batches;   /* produced since create */
-    double decode_s;           /* worker seconds spent decoding + augmenting */
-    double worker_wait_s;      /* worker seconds blocked on a full queue */
-    double consumer_wait_s;    /* caller seconds blocked in sg_loader_next */
-    double wall_s;             /* seconds since create */
+    int64_t images, batches; /* produced since create */
+    double decode_s;         /* worker seconds spent decoding + augmenting */
+    double worker_wait_s;    /* worker seconds blocked on a full queue */
+    double consumer_wait_s;  /* caller seconds blocked in sg_loader_next */
+    double wall_s;           /* seconds since create */
 } sg_loader_stats;
 
 typedef struct sg_loader sg_loader;
 
 /* Fills opts from the config's data section and the train batch size. */
-void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int train,
-                                int batch_size, uint64_t seed);
+void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int train, int batch_size,
+                                uint64_t seed);
 
 /* Creates the loader and starts its workers (idle until sg_loader_start).
  * Returns NULL after logging an error (bad options, thread creation). */

@@ -34,10 +34,10 @@ extern "C" {
 #endif
 
 typedef struct sg_sampler {
-    int64_t n;       /* dataset size */
-    int world;       /* number of ranks */
-    int shuffle;     /* bool */
-    int drop_last;   /* bool */
+    int64_t n;     /* dataset size */
+    int world;     /* number of ranks */
+    int shuffle;   /* bool */
+    int drop_last; /* bool */
     uint64_t seed;
 } sg_sampler;
 

@@ -42,8 +42,8 @@ int sg_synth_layout_parse(const char *name) {
 }
 
 sg_status sg_synth_write(const sg_synth_opts *o) {
-    if (o->h < 8 || o->w < 8 || o->h > 8192 || o->w > 8192 || o->classes < 3 ||
-        o->classes > 19 || o->n_train < 0 || o->n_val < 0 || o->n_train + o->n_val == 0) {
+    if (o->h < 8 || o->w < 8 || o->h > 8192 || o->w > 8192 || o->classes < 3 || o->classes > 19 ||
+        o->n_train < 0 || o->n_val < 0 || o->n_train + o->n_val == 0) {
         SG_ERROR("synth: size %dx%d must be within 8..8192 per side, --classes %d within 3..19, "
                  "--train %d / --val %d non-negative and not both 0",
                  o->h, o->w, o->classes, o->n_train, o->n_val);

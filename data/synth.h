@@ -46,12 +46,12 @@ extern "C" {
 typedef enum { SG_SYNTH_CITYSCAPES = 0, SG_SYNTH_VOC = 1, SG_SYNTH_ADE20K = 2 } sg_synth_layout;
 
 typedef struct sg_synth_opts {
-    const char *out;       /* dataset root to create */
+    const char *out;        /* dataset root to create */
     sg_synth_layout layout; /* default cityscapes */
-    int n_train, n_val;    /* default 100, 20 */
-    int h, w;              /* image size, default 100 x 140 */
-    uint64_t seed;         /* default 0 */
-    int classes;           /* trainIds used: 3..19, default 19 */
+    int n_train, n_val;     /* default 100, 20 */
+    int h, w;               /* image size, default 100 x 140 */
+    uint64_t seed;          /* default 0 */
+    int classes;            /* trainIds used: 3..19, default 19 */
 } sg_synth_opts;
 
 void sg_synth_defaults(sg_synth_opts *o);

@@ -11,7 +11,6 @@
 #include "data/dataset.h"
 #include "data/synth_internal.h"
 
-
 /* ---- gtFine: instanceIds, color, polygons ---- */
 
 /* Cityscapes' name of a labelId the renderer uses (labels.py), and whether
@@ -33,16 +32,16 @@ typedef struct rect_run {
 
 /* One JSON object per rectangle; SG_OK, or SG_ERR_RUNTIME when the write
  * fails (write_polygons names the file). */
-static sg_status emit_rect(FILE *f, const uint8_t to_train[256], int *first,
-                           const rect_run *r, int y1) {
+static sg_status emit_rect(FILE *f, const uint8_t to_train[256], int *first, const rect_run *r,
+                           int y1) {
     int inst;
     const char *name = label_name(to_train, r->v, &inst);
     if (!name) return SG_OK; /* unlabeled: json2labelImg's background */
     int n = fprintf(f,
                     "%s\n    {\"label\": \"%s%s\", \"polygon\": [[%d, %d], [%d, %d], [%d, %d], "
                     "[%d, %d]]}",
-                    *first ? "" : ",", name, inst ? "group" : "", r->x0, r->y0, r->x1, r->y0,
-                    r->x1, y1, r->x0, y1);
+                    *first ? "" : ",", name, inst ? "group" : "", r->x0, r->y0, r->x1, r->y0, r->x1,
+                    y1, r->x0, y1);
     *first = 0;
     return n < 0 ? SG_ERR_RUNTIME : SG_OK;
 }
@@ -90,8 +89,7 @@ static sg_status write_polygons(const char *path, const uint8_t *lid, int h, int
             }
         }
         for (int j = 0; j < n_prev && !bad; j++)
-            if (!prev[j].continued)
-                bad |= emit_rect(f, to_train, &first, &prev[j], y - 1) != SG_OK;
+            if (!prev[j].continued) bad |= emit_rect(f, to_train, &first, &prev[j], y - 1) != SG_OK;
         rect_run *t = prev;
         prev = cur;
         cur = t;
@@ -110,8 +108,8 @@ static sg_status write_polygons(const char *path, const uint8_t *lid, int h, int
 
 /* Writes one image's gtFine files: <prefix>labelIds.png, instanceIds.png,
  * color.png and polygons.json (prefix = ".../<name>_gtFine_"). */
-static sg_status write_gtfine(const char *prefix, const uint8_t *lid, const uint16_t *inst,
-                              int h, int w) {
+static sg_status write_gtfine(const char *prefix, const uint8_t *lid, const uint16_t *inst, int h,
+                              int w) {
     char path[4200];
     size_t px = (size_t)h * w;
     snprintf(path, sizeof path, "%slabelIds.png", prefix);
@@ -135,7 +133,6 @@ static sg_status write_gtfine(const char *prefix, const uint8_t *lid, const uint
     snprintf(path, sizeof path, "%spolygons.json", prefix);
     return write_polygons(path, lid, h, w);
 }
-
 
 /* ---- the layout ---- */
 
@@ -163,8 +160,8 @@ sg_status sg_synth_write_cityscapes(const sg_synth_opts *o) {
             char city[32];
             snprintf(city, sizeof city, "synth%c", 'a' + 2 * split + i % 2);
             for (int kind = 0; kind < 2 && rc == SG_OK; kind++) {
-                snprintf(path, sizeof path, "%s/%s/%s/%s", o->out, tops[kind],
-                         k_split_names[split], city);
+                snprintf(path, sizeof path, "%s/%s/%s/%s", o->out, tops[kind], k_split_names[split],
+                         city);
                 rc = sg_synth_mkdir(path);
             }
             if (rc) break;

@@ -43,9 +43,9 @@ static int texture(int c, int y, int x) {
     int period = 4 + (c * 3) % 7;
     int phase;
     switch (c % 4) {
-    case 0: phase = y; break;          /* horizontal stripes */
-    case 1: phase = x; break;          /* vertical stripes */
-    case 2: phase = x + y; break;      /* diagonal */
+    case 0: phase = y; break;                                   /* horizontal stripes */
+    case 1: phase = x; break;                                   /* vertical stripes */
+    case 2: phase = x + y; break;                               /* diagonal */
     default: phase = (x / period + y / period) * period; break; /* checker */
     }
     return (phase / (period / 2 > 0 ? period / 2 : 1)) % 2 ? 22 : -22;

@@ -19,8 +19,8 @@ static FILE *open_list(const char *path) {
 }
 
 sg_status sg_synth_write_voc(const sg_synth_opts *o) {
-    static const char *const tops[4] = {"JPEGImages", "SegmentationClass",
-                                        "SegmentationClassAug", "ImageSets"};
+    static const char *const tops[4] = {"JPEGImages", "SegmentationClass", "SegmentationClassAug",
+                                        "ImageSets"};
     if (sg_synth_check_new(o->out, tops, 4) != SG_OK) return SG_ERR_RUNTIME;
     char path[4200];
     for (int i = 0; i < 4; i++) {

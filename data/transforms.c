@@ -140,8 +140,7 @@ void sg_resize_bilinear_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *d
     }
 }
 
-void sg_resize_nearest_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh,
-                          int dw) {
+void sg_resize_nearest_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw) {
     for (int y = 0; y < dh; y++) {
         const uint8_t *row = src + (size_t)nearest_src(y, sh, dh) * sw * c;
         for (int x = 0; x < dw; x++)

@@ -53,10 +53,8 @@ sg_status sg_aug_apply(const sg_aug_opts *o, const sg_aug_draw *d, const uint8_t
                        const uint8_t *mask, int h, int w, uint8_t *out_img, uint8_t *out_mask);
 
 /* Building blocks (exposed for tests and prediction). */
-void sg_resize_bilinear_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh,
-                           int dw);
-void sg_resize_nearest_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh,
-                          int dw);
+void sg_resize_bilinear_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw);
+void sg_resize_nearest_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
  * staging between device and host memory, and naming the failed rank when a
  * collective fails. Owns the store handle, the heartbeat thread (via the
  * store), the transport and the mesh. */
+#include "dist/comm.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,9 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/util.h"
 #include "core/log.h"
-#include "dist/comm.h"
+#include "core/util.h"
 #include "dist/comm_internal.h"
 #include "dist/job_token.h"
 #include "dist/launch_report.h"
@@ -23,16 +24,16 @@
 struct sg_comm {
     sg_dist_env env;
     sg_backend *be;
-    sg_store *store;        /* NULL in a world of 1 */
-    sg_transport *tr;       /* NULL in a world of 1 */
-    sg_mesh *mesh;          /* small collectives of SG_CH_MAIN (host transports) */
-    void *mesh_buf;         /* host scratch for mesh all-reduces */
+    sg_store *store;  /* NULL in a world of 1 */
+    sg_transport *tr; /* NULL in a world of 1 */
+    sg_mesh *mesh;    /* small collectives of SG_CH_MAIN (host transports) */
+    void *mesh_buf;   /* host scratch for mesh all-reduces */
     size_t mesh_buf_bytes;
     int timeout_s;
-    double probe_s;         /* liveness probe after a failure */
-    double op_timeout_s;    /* per collective: timeout_s - probe_s, so the
+    double probe_s;      /* liveness probe after a failure */
+    double op_timeout_s; /* per collective: timeout_s - probe_s, so the
                                failure is reported within dist.timeout_s */
-    atomic_int broken;      /* set by either channel's thread */
+    atomic_int broken;   /* set by either channel's thread */
     atomic_int broken_reported;
     pthread_mutex_t report_mu; /* one diagnosis at a time */
     int diagnosed;
@@ -95,8 +96,8 @@ static void report_failure(sg_comm *c, const char *what, const char *err, int vi
     }
     SG_ERROR("rank %d: %s failed (%s, dist.timeout_s=%d): %s. %s "
              "See that rank's log (<run_dir>/logs/rank<N>.log) for its own error.",
-             c->env.rank, what, via_mesh ? "direct mesh" : sg_comm_backend_name(c), c->timeout_s, err,
-             diag[0] ? diag : "No other rank was found dead or hung.");
+             c->env.rank, what, via_mesh ? "direct mesh" : sg_comm_backend_name(c), c->timeout_s,
+             err, diag[0] ? diag : "No other rank was found dead or hung.");
 }
 
 /* SG_OK, or SG_ERR_RUNTIME once the communicator is broken (logged once). */
@@ -104,7 +105,8 @@ static sg_status check_usable(sg_comm *c, const char *what) {
     if (c->broken) {
         /* once: SyncBN hooks would otherwise repeat it for every layer */
         if (!c->broken_reported)
-            SG_ERROR("rank %d: %s skipped: an earlier collective failed (see above)", c->env.rank, what);
+            SG_ERROR("rank %d: %s skipped: an earlier collective failed (see above)", c->env.rank,
+                     what);
         c->broken_reported = 1;
         return SG_ERR_RUNTIME;
     }
@@ -151,15 +153,15 @@ static void from_stage(sg_comm *c, void *dst, const void *stage, size_t bytes, i
 
 /* Sum of world rows of count elements into out, in rank order (so every
  * rank computes bit-identical sums). */
-#define ROW_SUM(T)                                                                    \
-    do {                                                                              \
-        const T *a = all;                                                             \
-        T *o = out;                                                                   \
-        for (size_t i = 0; i < count; i++) {                                          \
-            T acc = a[i];                                                             \
-            for (int r = 1; r < world; r++) acc += a[(size_t)r * count + i];          \
-            o[i] = acc;                                                               \
-        }                                                                             \
+#define ROW_SUM(T)                                                           \
+    do {                                                                     \
+        const T *a = all;                                                    \
+        T *o = out;                                                          \
+        for (size_t i = 0; i < count; i++) {                                 \
+            T acc = a[i];                                                    \
+            for (int r = 1; r < world; r++) acc += a[(size_t)r * count + i]; \
+            o[i] = acc;                                                      \
+        }                                                                    \
     } while (0)
 static void row_sum(const void *all, void *out, size_t count, int dtype, int world) {
     if (dtype == SG_CDT_F32) ROW_SUM(float);
@@ -225,11 +227,17 @@ static sg_status collective(sg_comm *c, int ch, int op, void *in, void *out, siz
     if (via_mesh)
         rc = mesh_collective(c, op, tin, tout, count, dtype, bytes, root, err, sizeof err);
     else switch (op) {
-    case OP_ALLREDUCE: rc = c->tr->allreduce(c->tr, ch, tout, count, dtype, err, sizeof err); break;
-    case OP_BROADCAST: rc = c->tr->broadcast(c->tr, ch, tout, bytes, root, err, sizeof err); break;
-    case OP_ALLGATHER: rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err); break;
-    default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
-    }
+        case OP_ALLREDUCE:
+            rc = c->tr->allreduce(c->tr, ch, tout, count, dtype, err, sizeof err);
+            break;
+        case OP_BROADCAST:
+            rc = c->tr->broadcast(c->tr, ch, tout, bytes, root, err, sizeof err);
+            break;
+        case OP_ALLGATHER:
+            rc = c->tr->allgather(c->tr, ch, tin, tout, bytes, err, sizeof err);
+            break;
+        default: rc = c->tr->barrier(c->tr, ch, err, sizeof err); break;
+        }
     if (rc == SG_OK && !nat) from_stage(c, out, tout, out_bytes, off_host(c, is_device));
     /* backend memory the transport wrote in place, behind the ops: copies
      * the backend derived from it (bf16 weights) are stale now */
@@ -239,7 +247,8 @@ static sg_status collective(sg_comm *c, int ch, int op, void *in, void *out, siz
     if (rc != SG_OK) {
         c->broken = 1;
         char what[96];
-        snprintf(what, sizeof what, "%s of %zu bytes", op_names[op], op == OP_ALLGATHER ? bytes : out_bytes);
+        snprintf(what, sizeof what, "%s of %zu bytes", op_names[op],
+                 op == OP_ALLGATHER ? bytes : out_bytes);
         report_failure(c, op == OP_BARRIER ? "barrier" : what, err, via_mesh);
         return SG_ERR_RUNTIME;
     }
@@ -326,13 +335,15 @@ sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
         else if (v != v0) {
             ndiff++;
             if (dl < sizeof differ - 40)
-                dl += (size_t)snprintf(differ + dl, sizeof differ - dl, "%s%d", ndiff > 1 ? ", " : "", r);
+                dl += (size_t)snprintf(differ + dl, sizeof differ - dl, "%s%d",
+                                       ndiff > 1 ? ", " : "", r);
         }
     }
     if (ndiff) {
         SG_ERROR("rank %d: ranks disagree on the %s: rank(s) %s differ from rank 0 "
                  "(rank 0: %016" PRIx64 ", this rank: %016" PRIx64 "). Run the same binary, "
-                 "config and dataset on every rank.", c->env.rank, field, differ, v0, value);
+                 "config and dataset on every rank.",
+                 c->env.rank, field, differ, v0, value);
         c->broken = 1;
         return SG_ERR_RUNTIME;
     }
@@ -354,15 +365,21 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
     return sg_comm_create_stoppable(cfg, be, NULL);
 }
 
-sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const volatile sig_atomic_t *stop) {
+sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
+                                  const volatile sig_atomic_t *stop) {
     sg_comm *c = calloc(1, sizeof *c);
     SG_CHECK(c, "out of memory");
     pthread_mutex_init(&c->report_mu, NULL);
-    if (sg_dist_env_read(&c->env) != SG_OK) { free(c); return NULL; }
+    if (sg_dist_env_read(&c->env) != SG_OK) {
+        free(c);
+        return NULL;
+    }
     c->be = be;
     c->timeout_s = cfg->dist.timeout_s > 0 ? cfg->dist.timeout_s : 300;
     /* heartbeats come every 0.5 s: probe at least 1 s, at most 3 s */
-    c->probe_s = c->timeout_s / 4.0 < 1.0 ? 1.0 : c->timeout_s / 4.0 > 3.0 ? 3.0 : c->timeout_s / 4.0;
+    c->probe_s = c->timeout_s / 4.0 < 1.0   ? 1.0
+                 : c->timeout_s / 4.0 > 3.0 ? 3.0
+                                            : c->timeout_s / 4.0;
     c->op_timeout_s = c->timeout_s - c->probe_s;
     if (c->op_timeout_s < 0.5 * c->timeout_s) c->op_timeout_s = 0.5 * c->timeout_s;
     /* SG_DIST_FORCE_TRANSPORT=1 builds the store and transport even for a
@@ -373,17 +390,21 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
     sg_log_set_rank(c->env.rank, c->env.world);
     sg_launch_report_open(); /* close-on-exec from here on */
     char token[SG_TOKEN_MAX + 1], token_src[256];
-    if (sg_job_token_resolve(sg_config_hash(cfg), c->env.source, c->env.master_addr, c->env.master_port,
-                             c->env.world, token, token_src, sizeof token_src) != SG_OK)
+    if (sg_job_token_resolve(sg_config_hash(cfg), c->env.source, c->env.master_addr,
+                             c->env.master_port, c->env.world, token, token_src,
+                             sizeof token_src) != SG_OK)
         goto fail;
-    SG_INFO("rank %d: joining the job through the rendezvous store at %s:%d (job token: %s)", c->env.rank,
-            c->env.master_addr, c->env.master_port, token_src);
-    sg_store_opts so = {.token = token, .multi_node = c->env.world > c->env.local_world, .stop = stop};
+    SG_INFO("rank %d: joining the job through the rendezvous store at %s:%d (job token: %s)",
+            c->env.rank, c->env.master_addr, c->env.master_port, token_src);
+    sg_store_opts so = {
+        .token = token, .multi_node = c->env.world > c->env.local_world, .stop = stop};
     c->store = sg_store_create(c->env.master_addr, c->env.master_port, c->env.rank, c->env.world,
                                c->timeout_s, &so);
     if (!c->store) goto fail;
     if (sg_store_heartbeat_start(c->store) != SG_OK) goto fail;
-    if (sg_comm_check_agree(c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__)) != SG_OK)
+    if (sg_comm_check_agree(c, "binary version",
+                            sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__)) !=
+        SG_OK)
         goto fail;
     if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg)) != SG_OK)
         goto fail;
@@ -392,7 +413,8 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
     if (strcmp(name, "nccl") == 0) {
         if (!sg_backend_has(be, SG_CAP_DEVICE_COLLECTIVES)) {
             SG_ERROR("dist.backend=nccl needs a device whose memory NCCL can reduce (device=cuda), "
-                     "but device=%s: use dist.backend=gloo or auto on the CPU", cfg->device);
+                     "but device=%s: use dist.backend=gloo or auto on the CPU",
+                     cfg->device);
             goto fail;
         }
         c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->op_timeout_s);
@@ -409,14 +431,15 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const vo
         if (!c->mesh) goto fail;
     }
     sg_store_set_stop(c->store, NULL); /* joined: from now on a stop ends the step, not a wait */
-    SG_INFO("rank %d/%d (local %d/%d, %s launch): %s communicator up via %s:%d",
-            c->env.rank, c->env.world, c->env.local_rank, c->env.local_world, c->env.source,
-            c->tr->name, c->env.master_addr, sg_store_port(c->store));
+    SG_INFO("rank %d/%d (local %d/%d, %s launch): %s communicator up via %s:%d", c->env.rank,
+            c->env.world, c->env.local_rank, c->env.local_world, c->env.source, c->tr->name,
+            c->env.master_addr, sg_store_port(c->store));
     return c;
 fail:
     if (stop && *stop)
         SG_ERROR("rank %d: stopped by signal %d while joining the job (rendezvous store at %s:%d, "
-                 "waiting for the other ranks)", c->env.rank, (int)*stop, c->env.master_addr, c->env.master_port);
+                 "waiting for the other ranks)",
+                 c->env.rank, (int)*stop, c->env.master_addr, c->env.master_port);
     c->broken = 1;
     sg_comm_destroy(c);
     return NULL;

@@ -45,15 +45,15 @@ typedef struct sg_comm sg_comm;
 
 /* The launch environment, as read by sg_dist_env_read. */
 typedef struct sg_dist_env {
-    int rank, world;               /* global rank, world size */
-    int local_rank, local_world;   /* within this node */
-    int node_rank;                 /* GROUP_RANK / node index (0 if unknown) */
-    char master_addr[256];         /* MASTER_ADDR, default 127.0.0.1 */
-    int master_port;               /* the store's port: MASTER_PORT (default
+    int rank, world;             /* global rank, world size */
+    int local_rank, local_world; /* within this node */
+    int node_rank;               /* GROUP_RANK / node index (0 if unknown) */
+    char master_addr[256];       /* MASTER_ADDR, default 127.0.0.1 */
+    int master_port;             /* the store's port: MASTER_PORT (default
                                       29500); MASTER_PORT+1 under torchrun's
                                       static rendezvous, whose agent holds
                                       MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE) */
-    char source[32];               /* "torchrun", "mpi", "slurm", "none" */
+    char source[32];             /* "torchrun", "mpi", "slurm", "none" */
 } sg_dist_env;
 
 /* Reads the environment. Returns SG_OK (world 1 with source "none" when no
@@ -75,7 +75,8 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be);
  * ranks, building the mesh) ends within ~0.1 s, returning NULL after an
  * error, once *stop != 0 (a signal handler's flag). Once joined, the flag no
  * longer interrupts anything. */
-sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be, const volatile sig_atomic_t *stop);
+sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
+                                  const volatile sig_atomic_t *stop);
 /* Leaves the job: a final barrier is NOT done here (call sg_comm_barrier
  * first when ranks must leave together). NULL is allowed. */
 void sg_comm_destroy(sg_comm *c);
@@ -94,9 +95,9 @@ int sg_comm_timeout_s(const sg_comm *c);
  * failed (or missing) rank, as described at the top. */
 
 /* All-reduce (sum), in place. */
-sg_status sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count);       /* device */
-sg_status sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count);     /* host */
-sg_status sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count);    /* host */
+sg_status sg_comm_allreduce_f32(sg_comm *c, float *dev, size_t count);    /* device */
+sg_status sg_comm_allreduce_f64(sg_comm *c, double *host, size_t count);  /* host */
+sg_status sg_comm_allreduce_i64(sg_comm *c, int64_t *host, size_t count); /* host */
 
 /* Broadcast `bytes` from `root` to every rank, in place. A root outside the
  * world is SG_ERR_RUNTIME too (logged as an internal error). */

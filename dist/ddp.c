@@ -2,6 +2,8 @@
  * buckets (their flat buffers when not in place), the comm thread and the
  * per-step readiness state. The model side (hooks, state broadcast) is in
  * dist/ddp_model.c, SyncBN in dist/syncbn.c. */
+#include "dist/ddp.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -9,10 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/util.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "dist/comm_internal.h"
-#include "dist/ddp.h"
 #include "dist/ddp_internal.h"
 
 /* The comm thread: reduces queued buckets strictly in bucket order, so every
@@ -30,8 +31,9 @@ static void *comm_main(void *arg) {
         int i = d->processed;
         int skip = d->fail;
         pthread_mutex_unlock(&d->mu);
-        sg_status rc = skip ? SG_ERR_RUNTIME
-                            : sg_comm_ch_allreduce_f32(d->comm, SG_CH_GRAD, d->b[i].flat, d->b[i].floats);
+        sg_status rc =
+            skip ? SG_ERR_RUNTIME
+                 : sg_comm_ch_allreduce_f32(d->comm, SG_CH_GRAD, d->b[i].flat, d->b[i].floats);
         pthread_mutex_lock(&d->mu);
         if (rc != SG_OK) d->fail = 1;
         d->processed++;
@@ -69,9 +71,10 @@ void sg_ddp_grad_ready(sg_ddp *d, int index) {
      * unused gradient, never reported, is not out of order) */
     if (d->pos[index] < d->max_pos && !d->order_warned) {
         d->order_warned = 1;
-        SG_WARN("DDP: backward reported gradient %d after gradient %d, against the bucket order "
-                "(sg_model_grad_order): buckets start later than they could; results are unaffected",
-                index, d->order[d->max_pos]);
+        SG_WARN(
+            "DDP: backward reported gradient %d after gradient %d, against the bucket order "
+            "(sg_model_grad_order): buckets start later than they could; results are unaffected",
+            index, d->order[d->max_pos]);
     }
     if (d->pos[index] > d->max_pos) d->max_pos = d->pos[index];
     ddp_bucket *b = &d->b[d->bucket_of[index]];

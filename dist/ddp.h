@@ -81,8 +81,7 @@ size_t sg_ddp_bucket_floats(const sg_ddp *d, int i);
  * order: the order backward reports them (n_order entries, each index once).
  * Reports come through sg_ddp_grad_ready. */
 sg_ddp *sg_ddp_create_raw(sg_comm *comm, float *const *grads, const size_t *count, int n,
-                          const int *order, int n_order, double bucket_mb,
-                          double first_bucket_mb);
+                          const int *order, int n_order, double bucket_mb, double first_bucket_mb);
 void sg_ddp_grad_ready(sg_ddp *d, int index);
 
 /* The SyncBN hooks on their own (ctx = the sg_comm), for tests and for

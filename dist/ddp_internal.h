@@ -8,18 +8,18 @@
 #include "dist/ddp.h"
 
 typedef struct ddp_bucket {
-    int *idx;       /* gradient indices, in backward order */
+    int *idx; /* gradient indices, in backward order */
     int n;
     size_t floats;
-    float *flat;    /* the gradients themselves (in place) or own allocation */
+    float *flat; /* the gradients themselves (in place) or own allocation */
     int own;
-    int pending;    /* gradients not yet ready this step */
+    int pending; /* gradients not yet ready this step */
 } ddp_bucket;
 
 struct sg_ddp {
     sg_comm *comm;
     sg_backend *be;
-    sg_model *model;        /* NULL for the raw interface */
+    sg_model *model; /* NULL for the raw interface */
     int world;
     float inv_world;
     int sync;
@@ -27,17 +27,17 @@ struct sg_ddp {
     int n;
     float **grads;
     size_t *count;
-    int *bucket_of;         /* -1: frozen, in no bucket */
-    int *ready;             /* reported this step */
-    size_t *flat_off;       /* offset in its bucket's flat buffer */
-    int *order;             /* bucketed gradients in backward order */
+    int *bucket_of;   /* -1: frozen, in no bucket */
+    int *ready;       /* reported this step */
+    size_t *flat_off; /* offset in its bucket's flat buffer */
+    int *order;       /* bucketed gradients in backward order */
     int n_order;
     ddp_bucket *b;
     int nb;
-    int next_launch;        /* first bucket not yet handed to the thread */
-    int *pos;               /* position of each gradient in `order` (-1: none) */
-    int max_pos;            /* highest position reported this step */
-    int order_warned;       /* backward's order differed from `order` (told once) */
+    int next_launch;  /* first bucket not yet handed to the thread */
+    int *pos;         /* position of each gradient in `order` (-1: none) */
+    int max_pos;      /* highest position reported this step */
+    int order_warned; /* backward's order differed from `order` (told once) */
     /* comm thread (shared state under mu) */
     pthread_t thread;
     int thread_running;

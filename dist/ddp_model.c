@@ -23,7 +23,8 @@ sg_status sg_ddp_broadcast_state(sg_ddp *d) {
     sg_model *m = d->model;
     size_t weight_bytes = sg_model_param_count(m, 0) * sizeof(float);
     size_t buffer_bytes = sg_model_buffer_count(m) * sizeof(float);
-    if (sg_comm_broadcast(d->comm, sg_model_weights(m), weight_bytes, 0) != SG_OK) return SG_ERR_RUNTIME;
+    if (sg_comm_broadcast(d->comm, sg_model_weights(m), weight_bytes, 0) != SG_OK)
+        return SG_ERR_RUNTIME;
     if (buffer_bytes && sg_comm_broadcast(d->comm, sg_model_buffers(m), buffer_bytes, 0) != SG_OK)
         return SG_ERR_RUNTIME;
     /* num_batches_tracked: host int64 scalars, gathered into one message */
@@ -79,7 +80,8 @@ sg_ddp *sg_ddp_create(sg_comm *comm, sg_model *model, const sg_config *cfg) {
         size_t total = 0;
         for (int i = 0; i < d->nb; i++) total += d->b[i].floats;
         SG_INFO("DDP: %d ranks, %zu gradient floats in %d buckets (first %.3g MiB, then %.3g MiB), "
-                "SyncBN %s", d->world, total, d->nb, cfg->dist.first_bucket_mb, cfg->dist.bucket_mb,
+                "SyncBN %s",
+                d->world, total, d->nb, cfg->dist.first_bucket_mb, cfg->dist.bucket_mb,
                 cfg->model.sync_bn ? "on" : "off");
     }
     if (sg_ddp_broadcast_state(d) != SG_OK) {

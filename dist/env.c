@@ -19,7 +19,8 @@ static int env_int(const char *name, int *out) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || *end || v < 0 || v > 1000000) {
-        SG_ERROR("environment variable %s='%s' is not a non-negative integer: fix or unset it", name, s);
+        SG_ERROR("environment variable %s='%s' is not a non-negative integer: fix or unset it",
+                 name, s);
         return -1;
     }
     *out = (int)v;
@@ -28,13 +29,14 @@ static int env_int(const char *name, int *out) {
 
 /* Reads one launcher's variable set; returns 1 if its rank variable is set,
  * 0 if not, -1 (logged) on a malformed value (three outcomes, as env_int). */
-static int read_set(sg_dist_env *e, const char *rank_v, const char *world_v,
-                    const char *local_v, const char *local_world_v, const char *node_v) {
+static int read_set(sg_dist_env *e, const char *rank_v, const char *world_v, const char *local_v,
+                    const char *local_world_v, const char *node_v) {
     int have = env_int(rank_v, &e->rank);
     if (have <= 0) return have;
     if (env_int(world_v, &e->world) != 1) {
-        SG_ERROR("%s is set but %s is not: the launcher must set both (or neither for a single process)",
-                 rank_v, world_v);
+        SG_ERROR(
+            "%s is set but %s is not: the launcher must set both (or neither for a single process)",
+            rank_v, world_v);
         return -1;
     }
     int r = env_int(local_v, &e->local_rank);
@@ -61,7 +63,8 @@ sg_status sg_dist_env_read(sg_dist_env *e) {
         snprintf(e->source, sizeof e->source, "torchrun");
     } else {
         r = read_set(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK");
+                     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                     "OMPI_COMM_WORLD_NODE_RANK");
         if (r < 0) return SG_ERR_CONFIG;
         if (r == 1) {
             snprintf(e->source, sizeof e->source, "mpi");
@@ -72,7 +75,9 @@ sg_status sg_dist_env_read(sg_dist_env *e) {
         }
     }
     if (e->world < 1) {
-        SG_ERROR("world size 0 from the %s environment: the launcher must start at least one process", e->source);
+        SG_ERROR(
+            "world size 0 from the %s environment: the launcher must start at least one process",
+            e->source);
         return SG_ERR_CONFIG;
     }
     if (e->rank >= e->world) {
@@ -114,8 +119,9 @@ sg_status sg_dist_env_read(sg_dist_env *e) {
     const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
     if (strcmp(e->source, "torchrun") == 0 && agent && strcasecmp(agent, "true") == 0) {
         if (e->master_port >= 65535) {
-            SG_ERROR("MASTER_PORT=%d: under torchrun segtrain's store uses MASTER_PORT+1, which is not a port",
-                     e->master_port);
+            SG_ERROR(
+                "MASTER_PORT=%d: under torchrun segtrain's store uses MASTER_PORT+1, which is not a port",
+                e->master_port);
             return SG_ERR_CONFIG;
         }
         e->master_port++;

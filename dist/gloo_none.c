@@ -6,8 +6,11 @@
 int sg_transport_gloo_compiled(void) { return 0; }
 
 sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s) {
-    (void)store; (void)world; (void)timeout_s;
+    (void)store;
+    (void)world;
+    (void)timeout_s;
     SG_ERROR("rank %d: dist.backend=gloo, but this is a GPU-only build without Gloo: "
-             "use dist.backend=nccl (or auto) with device=cuda", rank);
+             "use dist.backend=nccl (or auto) with device=cuda",
+             rank);
     return NULL;
 }

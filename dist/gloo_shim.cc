@@ -12,12 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include <unistd.h>
-
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -26,6 +20,10 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
 
 extern "C" {
 #include "core/log.h"
@@ -58,7 +56,9 @@ class StoreAdapter : public gloo::rendezvous::Store {
             if (rc != SG_STORE_OK) throw std::runtime_error(what(k, rc));
         }
     }
-    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) override { wait(keys); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) override {
+        wait(keys);
+    }
 
   private:
     // Gloo's full-mesh rendezvous keys are the publishing rank's number
@@ -68,8 +68,9 @@ class StoreAdapter : public gloo::rendezvous::Store {
         bool numeric = !k.empty() && k.find_first_not_of("0123456789") == std::string::npos;
         std::string who = numeric ? "rank " + k + " did not publish its Gloo address"
                                   : "store key '" + key + "' did not appear";
-        return rc == SG_STORE_TIMEOUT ? who + " within dist.timeout_s (is it running?)"
-                                      : "store request for '" + key + "' failed (rank 0's store is gone)";
+        return rc == SG_STORE_TIMEOUT
+                   ? who + " within dist.timeout_s (is it running?)"
+                   : "store request for '" + key + "' failed (rank 0's store is gone)";
     }
     sg_store *s_;
     std::string prefix_;
@@ -115,12 +116,15 @@ template <typename T> void gather_sum(GlooImpl *g, int ch, T *buf, size_t count)
 
 const size_t kGatherSumMaxBytes = 64 * 1024; // per rank
 
-sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err, size_t errlen) {
+sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err,
+                      size_t errlen) {
     if (count == 0) return SG_OK;
-    if (count * 8 <= kGatherSumMaxBytes || (dtype == SG_CDT_F32 && count * 4 <= kGatherSumMaxBytes)) {
+    if (count * 8 <= kGatherSumMaxBytes ||
+        (dtype == SG_CDT_F32 && count * 4 <= kGatherSumMaxBytes)) {
         try {
             if (dtype == SG_CDT_F32) gather_sum(impl(t), ch, static_cast<float *>(buf), count);
-            else if (dtype == SG_CDT_F64) gather_sum(impl(t), ch, static_cast<double *>(buf), count);
+            else if (dtype == SG_CDT_F64)
+                gather_sum(impl(t), ch, static_cast<double *>(buf), count);
             else gather_sum(impl(t), ch, static_cast<int64_t *>(buf), count);
         } catch (const std::exception &e) {
             set_err(err, errlen, "all-reduce (small, as all-gather)", e);
@@ -149,7 +153,8 @@ sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtyp
     return SG_OK;
 }
 
-sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
+                      size_t errlen) {
     if (bytes == 0) return SG_OK;
     try {
         gloo::BroadcastOptions o(impl(t)->ctx[ch]);
@@ -164,7 +169,8 @@ sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root
     return SG_OK;
 }
 
-sg_status g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
+sg_status g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err,
+                      size_t errlen) {
     if (bytes == 0) return SG_OK;
     try {
         gloo::AllgatherOptions o(impl(t)->ctx[ch]);
@@ -204,7 +210,8 @@ bool is_local(const char *addr) {
 
 extern "C" int sg_transport_gloo_compiled(void) { return 1; }
 
-extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s) {
+extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world,
+                                                  double timeout_s) {
     auto *g = new GlooImpl();
     g->world = world;
     g->timeout = std::chrono::milliseconds((long long)(timeout_s * 1000));
@@ -228,9 +235,10 @@ extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int
             g->ctx[ch]->connectFullMesh(st, g->dev);
         }
     } catch (const std::exception &e) {
-        SG_ERROR("rank %d: building the Gloo mesh of %d ranks failed: %s. Another rank may have failed to "
-                 "start (see its log); on several hosts set GLOO_SOCKET_IFNAME to the interface to use.",
-                 rank, world, e.what());
+        SG_ERROR(
+            "rank %d: building the Gloo mesh of %d ranks failed: %s. Another rank may have failed to "
+            "start (see its log); on several hosts set GLOO_SOCKET_IFNAME to the interface to use.",
+            rank, world, e.what());
         delete g;
         return nullptr;
     }

@@ -1,5 +1,7 @@
 /* dist/job_token.c - the job token (dist/job_token.h): reading or deriving
  * it, generating a random one, comparing in constant time. */
+#include "dist/job_token.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +12,6 @@
 
 #include "core/log.h"
 #include "core/util.h"
-#include "dist/job_token.h"
 
 static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
@@ -24,7 +25,8 @@ sg_status sg_job_token_resolve(uint64_t config_hash, const char *launcher_source
     if (t && *t) {
         if (strlen(t) > SG_TOKEN_MAX) {
             SG_ERROR("%s is %zu characters long, over the limit of %d: use a shorter token (e.g. "
-                     "`openssl rand -hex 32`)", SG_TOKEN_ENV, strlen(t), SG_TOKEN_MAX);
+                     "`openssl rand -hex 32`)",
+                     SG_TOKEN_ENV, strlen(t), SG_TOKEN_MAX);
             return SG_ERR_CONFIG;
         }
         snprintf(out, SG_TOKEN_MAX + 1, "%s", t);
@@ -39,7 +41,8 @@ sg_status sg_job_token_resolve(uint64_t config_hash, const char *launcher_source
         snprintf(id, sizeof id, "%s", env_or(idvar, "none"));
     } else if (!strcmp(launcher_source, "slurm")) {
         idvar = "SLURM_JOB_ID.SLURM_STEP_ID";
-        snprintf(id, sizeof id, "%s.%s", env_or("SLURM_JOB_ID", "none"), env_or("SLURM_STEP_ID", "none"));
+        snprintf(id, sizeof id, "%s.%s", env_or("SLURM_JOB_ID", "none"),
+                 env_or("SLURM_STEP_ID", "none"));
     } else if (!strcmp(launcher_source, "mpi")) {
         idvar = getenv("PMIX_NAMESPACE") ? "PMIX_NAMESPACE" : "OMPI_MCA_ess_base_jobid";
         snprintf(id, sizeof id, "%s", env_or(idvar, "none"));
@@ -58,8 +61,10 @@ sg_status sg_job_token_resolve(uint64_t config_hash, const char *launcher_source
         h = sg_fnv1a(h, "\x1f", 1); /* separator: ("ab","c") != ("a","bc") */
     }
     snprintf(out, SG_TOKEN_MAX + 1, "derived-%016llx", (unsigned long long)h);
-    snprintf(src, srclen, "derived from the config hash, %s, MASTER_ADDR, the port and WORLD_SIZE "
-             "(%s is not set; the token separates jobs but is not a secret)", idvar, SG_TOKEN_ENV);
+    snprintf(src, srclen,
+             "derived from the config hash, %s, MASTER_ADDR, the port and WORLD_SIZE "
+             "(%s is not set; the token separates jobs but is not a secret)",
+             idvar, SG_TOKEN_ENV);
     return SG_OK;
 }
 
@@ -84,8 +89,10 @@ sg_status sg_job_token_generate(char *out) {
         if (fd >= 0) close(fd);
     }
     if (got < sizeof b) {
-        SG_ERROR("launcher: no random bytes for the job token (getrandom and /dev/urandom failed: %s); "
-                 "export %s=<a random string> and run again", strerror(errno), SG_TOKEN_ENV);
+        SG_ERROR(
+            "launcher: no random bytes for the job token (getrandom and /dev/urandom failed: %s); "
+            "export %s=<a random string> and run again",
+            strerror(errno), SG_TOKEN_ENV);
         return SG_ERR_RUNTIME;
     }
     for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);

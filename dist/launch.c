@@ -3,6 +3,8 @@
  * environment, output prefixing, signal forwarding, the workers' culprit
  * reports (dist/launch_report.h), and the fail-fast shutdown. Owns the
  * worker processes: every one is reaped before sg_launch returns. */
+#include "dist/launch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,11 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/util.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/util.h"
 #include "dist/job_token.h"
-#include "dist/launch.h"
 #include "dist/launch_report.h"
 #include "dist/store.h"
 
@@ -32,8 +33,8 @@ typedef struct worker {
     int rank, local;
     pid_t pid;
     int alive;
-    int status;      /* wait status once reaped */
-    int fd[2];       /* stdout, stderr read ends; -1 once closed */
+    int status; /* wait status once reaped */
+    int fd[2];  /* stdout, stderr read ends; -1 once closed */
     char *buf[2];
     size_t len[2];
     int culprit, culprit_state; /* the first rank it reported dead or hung; -1 */
@@ -52,12 +53,13 @@ static int g_sigpipe[2] = {-1, -1};
 static void on_signal(int sig) {
     int e = errno;
     unsigned char c = (unsigned char)sig;
-    if (write(g_sigpipe[1], &c, 1) < 0) { /* pipe full: the loop reaps anyway */ }
+    if (write(g_sigpipe[1], &c, 1) < 0) { /* pipe full: the loop reaps anyway */
+    }
     errno = e;
 }
 
-static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes", "--node-rank",
-                                         "--master-addr", "--master-port", "--kill-grace-s"};
+static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
+                                         "--master-addr",    "--master-port", "--kill-grace-s"};
 enum { O_NPROC, O_NNODES, O_NODE_RANK, O_ADDR, O_PORT, O_GRACE, O_COUNT };
 
 /* If argv[*i] is launcher option k, stores its value and advances *i past it.
@@ -88,10 +90,12 @@ static sg_status parse_int(const char *opt, const char *v, int lo, int hi, int *
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sa;
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
@@ -125,7 +129,9 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
             switch (k) {
             case O_NPROC: rc = parse_int(launch_opt_names[k], v, 1, 4096, &o->nproc); break;
             case O_NNODES: rc = parse_int(launch_opt_names[k], v, 1, 100000, &o->nnodes); break;
-            case O_NODE_RANK: rc = parse_int(launch_opt_names[k], v, 0, 99999, &o->node_rank); break;
+            case O_NODE_RANK:
+                rc = parse_int(launch_opt_names[k], v, 0, 99999, &o->node_rank);
+                break;
             case O_PORT: rc = parse_int(launch_opt_names[k], v, 1, 65535, &o->port); break;
             case O_GRACE: {
                 int g;
@@ -174,8 +180,8 @@ static void setenv_int(const char *k, long v) {
 }
 
 /* In the child: environment, output pipes, exec. Never returns. */
-static void exec_worker(const launch_opts *o, const worker *w, int out_w, int err_w, const char *exe,
-                        char **wargv, pid_t launcher) {
+static void exec_worker(const launch_opts *o, const worker *w, int out_w, int err_w,
+                        const char *exe, char **wargv, pid_t launcher) {
     /* signals are blocked since before the fork: restore the default
      * actions first, so one sent now is not taken for the launcher's own */
     int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
@@ -296,7 +302,8 @@ static void read_reports(report_reader *rr, worker *w, int n) {
 static void describe(int status, char *out, size_t n) {
     if (WIFEXITED(status)) snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        snprintf(out, n, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        snprintf(out, n, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
     else snprintf(out, n, "ended with wait status %d", status);
 }
 
@@ -342,10 +349,11 @@ int sg_launch(int argc, char **argv, const char *exe) {
             return 1;
         }
     } else {
-        SG_WARN("launcher: %d nodes and no %s: the workers derive the job token from the config and "
-                "MASTER_ADDR:PORT, which separates jobs but is not a secret; for a secret one, export the same "
-                "random %s on every node (e.g. `export %s=$(openssl rand -hex 32)`)", o.nnodes, SG_TOKEN_ENV,
-                SG_TOKEN_ENV, SG_TOKEN_ENV);
+        SG_WARN(
+            "launcher: %d nodes and no %s: the workers derive the job token from the config and "
+            "MASTER_ADDR:PORT, which separates jobs but is not a secret; for a secret one, export the same "
+            "random %s on every node (e.g. `export %s=$(openssl rand -hex 32)`)",
+            o.nnodes, SG_TOKEN_ENV, SG_TOKEN_ENV, SG_TOKEN_ENV);
     }
     report_reader rr = {.fd = -1};
     int rep_pipe[2] = {-1, -1};
@@ -370,8 +378,8 @@ int sg_launch(int argc, char **argv, const char *exe) {
     int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, &old[i]);
 
-    SG_INFO("launcher: starting %d workers (node %d of %d, world %d), rendezvous at %s:%d",
-            o.nproc, o.node_rank, o.nnodes, o.nproc * o.nnodes, o.addr, o.port);
+    SG_INFO("launcher: starting %d workers (node %d of %d, world %d), rendezvous at %s:%d", o.nproc,
+            o.node_rank, o.nnodes, o.nproc * o.nnodes, o.addr, o.port);
     worker *w = calloc((size_t)o.nproc, sizeof *w);
     SG_CHECK(w, "out of memory");
     pid_t self = getpid();
@@ -425,7 +433,8 @@ int sg_launch(int argc, char **argv, const char *exe) {
     struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
     SG_CHECK(pfd, "out of memory");
     for (;;) {
-        read_reports(&rr, w, n_started); /* before reaping: a failed worker's report is in the pipe */
+        read_reports(&rr, w,
+                     n_started); /* before reaping: a failed worker's report is in the pipe */
         /* reap */
         int alive = 0;
         for (int i = 0; i < n_started; i++) {
@@ -441,10 +450,11 @@ int sg_launch(int argc, char **argv, const char *exe) {
                     failed = i;
                     failed_status = st;
                     if (w[i].culprit >= 0 && w[i].culprit != w[i].rank)
-                        snprintf(found, sizeof found, " after finding that rank %d %s", w[i].culprit,
-                                 sg_launch_report_phrase(w[i].culprit_state));
+                        snprintf(found, sizeof found, " after finding that rank %d %s",
+                                 w[i].culprit, sg_launch_report_phrase(w[i].culprit_state));
                     SG_ERROR("launcher: worker rank %d (pid %d) %s%s; stopping the other workers "
-                             "(SIGTERM, SIGKILL after %.0f s)", w[i].rank, (int)w[i].pid, how, found, o.grace_s);
+                             "(SIGTERM, SIGKILL after %.0f s)",
+                             w[i].rank, (int)w[i].pid, how, found, o.grace_s);
                     signal_all(w, n_started, SIGTERM);
                     signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
                     kill_at = sg_now_s() + o.grace_s;
@@ -455,11 +465,12 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         int open_fds = 0;
         for (int i = 0; i < n_started; i++) open_fds += (w[i].fd[0] >= 0) + (w[i].fd[1] >= 0);
-        if (!alive && drain_until < 0) drain_until = sg_now_s() + 2.0; /* grandchildren may hold pipes */
+        if (!alive && drain_until < 0)
+            drain_until = sg_now_s() + 2.0; /* grandchildren may hold pipes */
         if (!alive && (!open_fds || sg_now_s() > drain_until)) break;
         if (alive && kill_at >= 0 && sg_now_s() >= kill_at) {
-            SG_ERROR("launcher: %d worker(s) still running %.0f s after SIGTERM: sending SIGKILL", alive,
-                     o.grace_s);
+            SG_ERROR("launcher: %d worker(s) still running %.0f s after SIGTERM: sending SIGKILL",
+                     alive, o.grace_s);
             signal_all(w, n_started, SIGKILL);
             kill_at = sg_now_s() + 3600; /* once */
         }
@@ -467,7 +478,8 @@ int sg_launch(int argc, char **argv, const char *exe) {
         pfd[np++] = (struct pollfd){.fd = g_sigpipe[0], .events = POLLIN};
         for (int i = 0; i < n_started; i++)
             for (int k = 0; k < 2; k++)
-                if (w[i].fd[k] >= 0) pfd[np++] = (struct pollfd){.fd = w[i].fd[k], .events = POLLIN};
+                if (w[i].fd[k] >= 0)
+                    pfd[np++] = (struct pollfd){.fd = w[i].fd[k], .events = POLLIN};
         int timeout_ms = 500;
         int pr = poll(pfd, (nfds_t)np, timeout_ms);
         if (pr < 0 && errno != EINTR) {
@@ -481,7 +493,8 @@ int sg_launch(int argc, char **argv, const char *exe) {
             for (ssize_t k = 0; k < n; k++) {
                 int sig = sigbuf[k];
                 if (sig == SIGCHLD) continue;
-                SG_WARN("launcher: got signal %d (%s): forwarding it to the workers", sig, strsignal(sig));
+                SG_WARN("launcher: got signal %d (%s): forwarding it to the workers", sig,
+                        strsignal(sig));
                 signal_all(w, n_started, sig);
                 if (!forwarded) forwarded = sig;
                 if (kill_at < 0) kill_at = sg_now_s() + o.grace_s;
@@ -512,15 +525,18 @@ int sg_launch(int argc, char **argv, const char *exe) {
         const worker *f = failed < n_started ? &w[failed] : NULL;
         if (f && f->culprit >= 0 && f->culprit != f->rank)
             /* the worker that exited first only noticed: name the one it found */
-            SG_ERROR("launcher: failed: worker rank %d %s (found by worker rank %d, which then %s; exit "
-                     "status %d); see rank %d's log and the output above", f->culprit,
-                     sg_launch_report_phrase(f->culprit_state), f->rank, how, result, f->culprit);
+            SG_ERROR(
+                "launcher: failed: worker rank %d %s (found by worker rank %d, which then %s; exit "
+                "status %d); see rank %d's log and the output above",
+                f->culprit, sg_launch_report_phrase(f->culprit_state), f->rank, how, result,
+                f->culprit);
         else
             SG_ERROR("launcher: failed: worker rank %d %s (exit status %d); see its output above",
                      f ? f->rank : failed, how, result);
     } else if (forwarded) {
         result = 128 + forwarded;
-        SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", forwarded, strsignal(forwarded), result);
+        SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", forwarded,
+                 strsignal(forwarded), result);
     }
     for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
     close(g_sigpipe[0]);

@@ -1,5 +1,7 @@
 /* dist/launch_report.c - the worker-to-launcher report pipe
  * (dist/launch_report.h). */
+#include "dist/launch_report.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,7 +11,6 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "dist/launch_report.h"
 #include "dist/store.h"
 
 static int g_fd = -2; /* -2: not looked at yet */
@@ -25,7 +26,8 @@ int sg_launch_report_open(void) {
     if (!colon || (size_t)(colon - v) >= sizeof fds) return -1;
     memcpy(fds, v, (size_t)(colon - v));
     fds[colon - v] = 0;
-    if (sg_parse_long(fds, 3, 1 << 20, &fd) || sg_parse_long(colon + 1, 2, 1L << 30, &pid)) return -1;
+    if (sg_parse_long(fds, 3, 1 << 20, &fd) || sg_parse_long(colon + 1, 2, 1L << 30, &pid))
+        return -1;
     /* only the launcher's own children: a grandchild inherits the variable
      * but not (close-on-exec) the descriptor, which may then be anything */
     if ((long)getppid() != pid) return -1;
@@ -43,10 +45,13 @@ void sg_launch_report_culprit(int self, int culprit, int state) {
     if (fd < 0) return;
     char line[64];
     int n = snprintf(line, sizeof line, "culprit %d %d %d\n", self, culprit, state);
-    if (n > 0 && write(fd, line, (size_t)n) != n) { /* full or closed: the summary is less precise */ }
+    if (n > 0 &&
+        write(fd, line, (size_t)n) != n) { /* full or closed: the summary is less precise */
+    }
 }
 
-sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit, int *state) {
+sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit,
+                                 int *state) {
     char buf[64];
     if (len >= sizeof buf) return SG_ERR_RUNTIME;
     memcpy(buf, line, len);

@@ -1,6 +1,8 @@
 /* dist/mesh.c - direct TCP connections between every pair of ranks for
  * small collectives (dist/mesh.h). Owns the listening socket during setup
  * and one connected socket per peer. */
+#include "dist/mesh.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/util.h"
 #include "core/log.h"
-#include "dist/mesh.h"
+#include "core/util.h"
 #include "dist/mesh_wire.h"
 #include "dist/net_addr.h"
 
@@ -31,8 +32,8 @@
 struct sg_mesh {
     int rank, world;
     double timeout_s;
-    int *fd;           /* per peer; -1 for self */
-    uint32_t seq;      /* collectives so far (every rank counts the same) */
+    int *fd;      /* per peer; -1 for self */
+    uint32_t seq; /* collectives so far (every rank counts the same) */
 };
 
 static void tune(int fd) {
@@ -45,7 +46,8 @@ static void tune(int fd) {
 static int stopped(const volatile sig_atomic_t *stop) { return stop && *stop; }
 
 /* A connected socket (an fd), or -1 after the deadline or the stop flag. */
-static int connect_to(const char *host, int port, double deadline, const volatile sig_atomic_t *stop) {
+static int connect_to(const char *host, int port, double deadline,
+                      const volatile sig_atomic_t *stop) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
@@ -66,7 +68,8 @@ static int connect_to(const char *host, int port, double deadline, const volatil
 /* Blocking exact write/read before the deadline (setup only). SG_OK, or
  * SG_ERR_RUNTIME (closed, failed, the deadline or the stop flag; not logged:
  * the caller names the peer). */
-static sg_status xfer(int fd, void *p, size_t n, int writing, double deadline, const volatile sig_atomic_t *stop) {
+static sg_status xfer(int fd, void *p, size_t n, int writing, double deadline,
+                      const volatile sig_atomic_t *stop) {
     char *c = p;
     while (n) {
         if (stopped(stop)) return SG_ERR_RUNTIME;
@@ -109,8 +112,9 @@ static void drop_pending(acceptor *a, int i, uint8_t ack, const char *fmt_why, c
     pending *p = &a->p[i];
     if (ack != 0xff) (void)!send(p->fd, &ack, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (a->logged++ < MESH_LOG_FIRST)
-        SG_WARN("rank %d: dropped a connection to the small-collective mesh from %s: %s%s; the job goes on",
-                a->rank, p->peer, fmt_why, detail ? detail : "");
+        SG_WARN(
+            "rank %d: dropped a connection to the small-collective mesh from %s: %s%s; the job goes on",
+            a->rank, p->peer, fmt_why, detail ? detail : "");
     close(p->fd);
     a->p[i] = a->p[--a->np];
 }
@@ -121,7 +125,8 @@ static void advance_pending(acceptor *a, int i, int *fds) {
     sg_mesh_hello h;
     size_t need = SG_MESH_HELLO_FIXED;
     const char *why = NULL;
-    sg_mesh_wire_result pr = sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
+    sg_mesh_wire_result pr =
+        sg_mesh_parse_hello(p->buf, p->len, a->rank, a->world, &h, &need, &why);
     if (pr == SG_MESH_WIRE_MORE) {
         ssize_t r = recv(p->fd, p->buf + p->len, need - p->len, MSG_DONTWAIT);
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -143,8 +148,8 @@ static void advance_pending(acceptor *a, int i, int *fds) {
     }
     if (fds[h.rank] >= 0) {
         char d[160];
-        snprintf(d, sizeof d, " (rank %d, already connected from %s: a second claim is refused)", h.rank,
-                 a->peer_of[h.rank]);
+        snprintf(d, sizeof d, " (rank %d, already connected from %s: a second claim is refused)",
+                 h.rank, a->peer_of[h.rank]);
         drop_pending(a, i, SG_MESH_ACK_RANK_TAKEN, "it claims a rank that is connected", d);
         return;
     }
@@ -173,10 +178,12 @@ static sg_status accept_higher(acceptor *a, int *fds, double deadline,
         double now = sg_now_s();
         if (now >= deadline) return SG_ERR_RUNTIME;
         for (int i = a->np - 1; i >= 0; i--)
-            if (now - a->p[i].t0 > MESH_HELLO_S) drop_pending(a, i, 0xff, "no handshake in time", NULL);
+            if (now - a->p[i].t0 > MESH_HELLO_S)
+                drop_pending(a, i, 0xff, "no handshake in time", NULL);
         struct pollfd pfd[1 + MESH_MAX_PENDING];
         pfd[0] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
-        for (int i = 0; i < a->np; i++) pfd[1 + i] = (struct pollfd){.fd = a->p[i].fd, .events = POLLIN};
+        for (int i = 0; i < a->np; i++)
+            pfd[1 + i] = (struct pollfd){.fd = a->p[i].fd, .events = POLLIN};
         double left = deadline - now;
         if (left > 0.1) left = 0.1; /* handshake deadlines, the stop flag */
         int np = a->np;
@@ -194,7 +201,8 @@ static sg_status accept_higher(acceptor *a, int *fds, double deadline,
                 int old = 0;
                 for (int i = 1; i < a->np; i++)
                     if (a->p[i].t0 < a->p[old].t0) old = i;
-                drop_pending(a, old, 0xff, "too many connections waiting for their handshake", NULL);
+                drop_pending(a, old, 0xff, "too many connections waiting for their handshake",
+                             NULL);
             }
             pending *p = &a->p[a->np++];
             memset(p, 0, sizeof *p);
@@ -239,12 +247,13 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ia};
     socklen_t sl = sizeof sa;
     char host[INET_ADDRSTRLEN];
-    if (ia.s_addr == htonl(INADDR_ANY)) snprintf(host, sizeof host, "127.0.0.1"); /* MASTER_ADDR=0.0.0.0 */
+    if (ia.s_addr == htonl(INADDR_ANY))
+        snprintf(host, sizeof host, "127.0.0.1"); /* MASTER_ADDR=0.0.0.0 */
     else inet_ntop(AF_INET, &ia, host, sizeof host);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, world + MESH_MAX_PENDING) ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl)) {
-        SG_ERROR("rank %d: cannot open a listening socket on %s for the small-collective mesh: %s", rank, host,
-                 strerror(errno));
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) ||
+        listen(lfd, world + MESH_MAX_PENDING) || getsockname(lfd, (struct sockaddr *)&sa, &sl)) {
+        SG_ERROR("rank %d: cannot open a listening socket on %s for the small-collective mesh: %s",
+                 rank, host, strerror(errno));
         if (lfd >= 0) close(lfd);
         sg_mesh_destroy(m);
         return NULL;
@@ -261,7 +270,8 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
         sg_store_rc rc = sg_store_get(store, key, &v, &n);
         char qhost[64];
         int qport = 0;
-        if (rc != SG_STORE_OK || n == 0 || ((char *)v)[n - 1] != 0 || sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
+        if (rc != SG_STORE_OK || n == 0 || ((char *)v)[n - 1] != 0 ||
+            sscanf((char *)v, "%63s %d", qhost, &qport) != 2) {
             if (rc == SG_STORE_TIMEOUT)
                 SG_ERROR("rank %d: rank %d did not publish its mesh address within %.1f s", rank, q,
                          timeout_s);
@@ -277,18 +287,22 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
         if (fd < 0 || xfer(fd, hello, hl, 1, deadline, stop) != SG_OK ||
             xfer(fd, &ack, 1, 0, deadline, stop) != SG_OK) {
             if (!stopped(stop))
-                SG_ERROR("rank %d: cannot connect to rank %d at %s:%d for the small-collective mesh: %s", rank,
-                         q, qhost, qport, fd < 0 ? strerror(errno) : "no answer to the handshake");
+                SG_ERROR(
+                    "rank %d: cannot connect to rank %d at %s:%d for the small-collective mesh: %s",
+                    rank, q, qhost, qport, fd < 0 ? strerror(errno) : "no answer to the handshake");
             if (fd >= 0) close(fd);
             goto fail;
         }
         if (ack != SG_MESH_ACK_OK) {
-            SG_ERROR("rank %d: rank %d at %s:%d refused this rank's mesh connection: %s", rank, q, qhost, qport,
-                     ack == SG_MESH_ACK_WRONG_TOKEN ? "the job token differs (is that address another job's?)"
-                     : ack == SG_MESH_ACK_RANK_TAKEN
-                         ? "another process is already connected as this rank (two processes with one RANK, "
-                           "or another job with the same token; see its log)"
-                         : "it found the handshake malformed (another segtrain version?)");
+            SG_ERROR(
+                "rank %d: rank %d at %s:%d refused this rank's mesh connection: %s", rank, q, qhost,
+                qport,
+                ack == SG_MESH_ACK_WRONG_TOKEN
+                    ? "the job token differs (is that address another job's?)"
+                : ack == SG_MESH_ACK_RANK_TAKEN
+                    ? "another process is already connected as this rank (two processes with one RANK, "
+                      "or another job with the same token; see its log)"
+                    : "it found the handshake malformed (another segtrain version?)");
             close(fd);
             goto fail;
         }
@@ -296,7 +310,8 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
         m->fd[q] = fd;
     }
     if (rank + 1 < world) {
-        acceptor a = {.rank = rank, .world = world, .lfd = lfd, .token = token, .token_len = token_len};
+        acceptor a = {
+            .rank = rank, .world = world, .lfd = lfd, .token = token, .token_len = token_len};
         a.peer_of = calloc((size_t)world, sizeof *a.peer_of);
         SG_CHECK(a.peer_of, "out of memory");
         sg_status rc = accept_higher(&a, m->fd, deadline, stop);
@@ -308,9 +323,12 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
                 size_t ml = 0;
                 for (int q = rank + 1; q < world && ml < sizeof missing - 12; q++)
                     if (m->fd[q] < 0)
-                        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", ml ? ", " : "", q);
-                SG_ERROR("rank %d: rank(s) %s did not connect for the small-collective mesh within %.1f s "
-                         "(dist.timeout_s less the liveness probe)", rank, missing, timeout_s);
+                        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d",
+                                               ml ? ", " : "", q);
+                SG_ERROR(
+                    "rank %d: rank(s) %s did not connect for the small-collective mesh within %.1f s "
+                    "(dist.timeout_s less the liveness probe)",
+                    rank, missing, timeout_s);
             }
             goto fail;
         }
@@ -339,7 +357,7 @@ void sg_mesh_destroy(sg_mesh *m) {
  * (non-blocking, so no pair of ranks can block each other). */
 typedef struct peer_io {
     int send, recv;
-    size_t sent, got;  /* bytes done, header included */
+    size_t sent, got; /* bytes done, header included */
     sg_mesh_msg_hdr rh;
 } peer_io;
 
@@ -367,7 +385,8 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
         int pr = left > 0 ? poll(pfd, (nfds_t)np, (int)(left * 1000) + 1) : 0;
         if (pr < 0 && errno == EINTR) continue;
         if (pr <= 0) {
-            size_t el = (size_t)snprintf(err, errlen, "no data within %.1f s from rank(s)", m->timeout_s);
+            size_t el =
+                (size_t)snprintf(err, errlen, "no data within %.1f s from rank(s)", m->timeout_s);
             for (int k = 0; k < np && el < errlen - 8; k++)
                 if (io[who[k]].recv && io[who[k]].got < total)
                     el += (size_t)snprintf(err + el, errlen - el, " %d", who[k]);
@@ -384,12 +403,14 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
                 ssize_t w = send(m->fd[q], src, n, MSG_NOSIGNAL);
                 if (w > 0) p->sent += (size_t)w;
                 else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                    snprintf(err, errlen, "sending to rank %d failed: %s (it exited or was killed)", q, strerror(errno));
+                    snprintf(err, errlen, "sending to rank %d failed: %s (it exited or was killed)",
+                             q, strerror(errno));
                     rc = SG_ERR_RUNTIME;
                 }
             }
             if (rc == SG_OK && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) {
-                char *dst = p->got < sizeof h ? (char *)&p->rh + p->got : recvbuf[q] + (p->got - sizeof h);
+                char *dst = p->got < sizeof h ? (char *)&p->rh + p->got
+                                              : recvbuf[q] + (p->got - sizeof h);
                 size_t n = p->got < sizeof h ? sizeof h - p->got : total - p->got;
                 ssize_t r = recv(m->fd[q], dst, n, 0);
                 if (r > 0) {
@@ -400,7 +421,8 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
                         rc = SG_ERR_RUNTIME;
                     }
                 } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    snprintf(err, errlen, "rank %d closed its connection (exited or was killed)", q);
+                    snprintf(err, errlen, "rank %d closed its connection (exited or was killed)",
+                             q);
                     rc = SG_ERR_RUNTIME;
                 }
             }
@@ -412,7 +434,8 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
     return rc;
 }
 
-sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err, size_t errlen) {
+sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err,
+                            size_t errlen) {
     peer_io *io = calloc((size_t)m->world, sizeof *io);
     char **dst = malloc((size_t)m->world * sizeof *dst);
     SG_CHECK(io && dst, "out of memory");
@@ -420,14 +443,16 @@ sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes,
         dst[q] = (char *)out + (size_t)q * bytes;
         io[q].send = io[q].recv = q != m->rank;
     }
-    if ((char *)out + (size_t)m->rank * bytes != in) memmove((char *)out + (size_t)m->rank * bytes, in, bytes);
+    if ((char *)out + (size_t)m->rank * bytes != in)
+        memmove((char *)out + (size_t)m->rank * bytes, in, bytes);
     sg_status rc = exchange(m, io, (char *)out + (size_t)m->rank * bytes, dst, bytes, err, errlen);
     free(io);
     free(dst);
     return rc;
 }
 
-sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err,
+                            size_t errlen) {
     peer_io *io = calloc((size_t)m->world, sizeof *io);
     char **dst = malloc((size_t)m->world * sizeof *dst);
     SG_CHECK(io && dst, "out of memory");

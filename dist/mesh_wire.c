@@ -1,11 +1,11 @@
 /* dist/mesh_wire.c - the mesh's pure parsers (dist/mesh_wire.h). */
+#include "dist/mesh_wire.h"
+
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/mesh_wire.h"
-
-sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h,
-                                        size_t *need, const char **why) {
+sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world,
+                                        sg_mesh_hello *h, size_t *need, const char **why) {
     const uint8_t *b = buf;
     *need = SG_MESH_HELLO_FIXED;
     if (len >= 4) {
@@ -57,11 +57,13 @@ int sg_mesh_check_header(const void *got, sg_mesh_msg_hdr want, char *err, size_
     memcpy(&g, got, sizeof g);
     if (g.magic_seq == want.magic_seq && g.bytes == want.bytes) return 1;
     if ((g.magic_seq >> 16) != SG_MESH_MSG_MAGIC)
-        snprintf(err, errlen, "sent bytes that are not a mesh message (lost its place in the stream)");
-    else
         snprintf(err, errlen,
-                 "is in a different collective (its collective #%u has %u bytes, ours #%u has %u): ranks took "
-                 "different code paths",
-                 g.magic_seq & 0xffffu, g.bytes, want.magic_seq & 0xffffu, want.bytes);
+                 "sent bytes that are not a mesh message (lost its place in the stream)");
+    else
+        snprintf(
+            err, errlen,
+            "is in a different collective (its collective #%u has %u bytes, ours #%u has %u): ranks took "
+            "different code paths",
+            g.magic_seq & 0xffffu, g.bytes, want.magic_seq & 0xffffu, want.bytes);
     return 0;
 }

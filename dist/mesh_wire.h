@@ -20,7 +20,7 @@
 #define SG_MESH_HELLO_MAGIC 0x314d4753u /* "SGM1" */
 #define SG_MESH_HELLO_FIXED 12
 #define SG_MESH_HELLO_MAX (SG_MESH_HELLO_FIXED + SG_TOKEN_MAX)
-#define SG_MESH_MSG_MAGIC 0x5347u       /* "SG" */
+#define SG_MESH_MSG_MAGIC 0x5347u /* "SG" */
 
 enum {
     SG_MESH_ACK_OK = 0,
@@ -47,8 +47,8 @@ typedef struct sg_mesh_hello {
  * `self` of `world`: the sender must be a higher rank. SG_MESH_WIRE_OK
  * (*h filled), SG_MESH_WIRE_MORE (*need = the bytes the whole handshake
  * takes, as far as known), or SG_MESH_WIRE_BAD with *why. */
-sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world, sg_mesh_hello *h,
-                                        size_t *need, const char **why);
+sg_mesh_wire_result sg_mesh_parse_hello(const void *buf, size_t len, int self, int world,
+                                        sg_mesh_hello *h, size_t *need, const char **why);
 /* Writes the handshake into out (SG_MESH_HELLO_MAX bytes); its length, or 0
  * for an empty or too long token. */
 size_t sg_mesh_build_hello(uint8_t *out, int32_t rank, const char *token, size_t token_len);

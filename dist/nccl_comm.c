@@ -9,16 +9,15 @@
  * the communicators are aborted (ncclCommAbort), so a dead or hung peer
  * never hangs this rank. Owns the communicators, the events and a scratch
  * word for barriers. */
+#include <cuda_runtime.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-#include "core/util.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "dist/transport.h"
 #include "kernels/backend.h"
 
@@ -32,14 +31,14 @@ typedef struct nccl_impl {
     int aborted;
 } nccl_impl;
 
-#define CUDA_OK(call, err, len)                                                                  \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            snprintf(err, len, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,              \
-                     cudaGetErrorString(e_));                                                    \
-            return SG_ERR_RUNTIME;                                                               \
-        }                                                                                        \
+#define CUDA_OK(call, err, len)                                                     \
+    do {                                                                            \
+        cudaError_t e_ = (call);                                                    \
+        if (e_ != cudaSuccess) {                                                    \
+            snprintf(err, len, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__, \
+                     cudaGetErrorString(e_));                                       \
+            return SG_ERR_RUNTIME;                                                  \
+        }                                                                           \
     } while (0)
 
 static void abort_all(nccl_impl *n) {
@@ -53,14 +52,15 @@ static void abort_all(nccl_impl *n) {
  * enqueue) and the channel's event completes, or the timeout. SG_OK, or
  * SG_ERR_RUNTIME with the reason in err (not logged; the communicators are
  * aborted). The helpers below follow the same contract. */
-static sg_status finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what,
-                        int wait_event, char *err, size_t len) {
+static sg_status finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, int wait_event,
+                        char *err, size_t len) {
     double deadline = sg_now_s() + n->timeout_s;
     ncclResult_t st = issued;
     for (;;) {
         if (st == ncclInProgress) ncclCommGetAsyncError(n->comm[ch], &st);
         if (st != ncclSuccess && st != ncclInProgress) {
-            snprintf(err, len, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(st), ncclGetLastError(n->comm[ch]));
+            snprintf(err, len, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(st),
+                     ncclGetLastError(n->comm[ch]));
             abort_all(n);
             return SG_ERR_RUNTIME;
         }
@@ -69,14 +69,16 @@ static sg_status finish(nccl_impl *n, int ch, ncclResult_t issued, const char *w
             cudaError_t q = cudaEventQuery(n->done[ch]);
             if (q == cudaSuccess) return SG_OK;
             if (q != cudaErrorNotReady) {
-                snprintf(err, len, "CUDA error while waiting for NCCL %s: %s", what, cudaGetErrorString(q));
+                snprintf(err, len, "CUDA error while waiting for NCCL %s: %s", what,
+                         cudaGetErrorString(q));
                 abort_all(n);
                 return SG_ERR_RUNTIME;
             }
             ncclResult_t async = ncclSuccess;
             ncclCommGetAsyncError(n->comm[ch], &async);
             if (async != ncclSuccess && async != ncclInProgress) {
-                snprintf(err, len, "NCCL %s failed asynchronously: %s", what, ncclGetErrorString(async));
+                snprintf(err, len, "NCCL %s failed asynchronously: %s", what,
+                         ncclGetErrorString(async));
                 abort_all(n);
                 return SG_ERR_RUNTIME;
             }
@@ -118,13 +120,15 @@ static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, 
                               char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    ncclDataType_t ty = dtype == SG_CDT_F32 ? ncclFloat32 : dtype == SG_CDT_F64 ? ncclFloat64 : ncclInt64;
-    return after(n, ch, ncclAllReduce(buf, buf, count, ty, ncclSum, n->comm[ch], n->stream[ch]), "all-reduce",
-                 err, len);
+    ncclDataType_t ty = dtype == SG_CDT_F32   ? ncclFloat32
+                        : dtype == SG_CDT_F64 ? ncclFloat64
+                                              : ncclInt64;
+    return after(n, ch, ncclAllReduce(buf, buf, count, ty, ncclSum, n->comm[ch], n->stream[ch]),
+                 "all-reduce", err, len);
 }
 
-static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root,
-                              char *err, size_t len) {
+static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
+                              size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(n, ch, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm[ch], n->stream[ch]),
@@ -135,15 +139,17 @@ static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out
                               char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    return after(n, ch, ncclAllGather(in, out, bytes, ncclUint8, n->comm[ch], n->stream[ch]), "all-gather",
-                 err, len);
+    return after(n, ch, ncclAllGather(in, out, bytes, ncclUint8, n->comm[ch], n->stream[ch]),
+                 "all-gather", err, len);
 }
 
 static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    return after(n, ch, ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat32, ncclSum, n->comm[ch], n->stream[ch]),
-                 "barrier", err, len);
+    return after(
+        n, ch,
+        ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat32, ncclSum, n->comm[ch], n->stream[ch]),
+        "barrier", err, len);
 }
 
 static void nc_destroy(sg_transport *t) {
@@ -180,7 +186,8 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     t->barrier = nc_barrier;
     t->destroy = nc_destroy;
     char err[512] = "";
-    if (cudaSetDevice(n->device) != cudaSuccess || cudaMalloc((void **)&n->scratch, sizeof(float)) != cudaSuccess) {
+    if (cudaSetDevice(n->device) != cudaSuccess ||
+        cudaMalloc((void **)&n->scratch, sizeof(float)) != cudaSuccess) {
         SG_ERROR("rank %d: NCCL setup: cannot use CUDA device %d: %s", rank, n->device,
                  cudaGetErrorString(cudaGetLastError()));
         nc_destroy(t);
@@ -211,7 +218,8 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             if (rc != SG_STORE_OK || len != sizeof id) {
                 if (rc == SG_STORE_TIMEOUT)
                     SG_ERROR("rank %d: rank 0 did not publish the NCCL unique id within %.1f s: "
-                             "see rank 0's log", rank, timeout_s);
+                             "see rank 0's log",
+                             rank, timeout_s);
                 free(v);
                 nc_destroy(t);
                 return NULL;
@@ -223,14 +231,17 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
         cfg.blocking = 0;
         ncclResult_t r = ncclCommInitRankConfig(&n->comm[ch], world, id, rank, &cfg);
         if (r != ncclSuccess && r != ncclInProgress) {
-            SG_ERROR("rank %d: ncclCommInitRankConfig failed: %s. One process per GPU (LOCAL_RANK selects it); "
-                     "NCCL_DEBUG=INFO shows why.", rank, ncclGetErrorString(r));
+            SG_ERROR(
+                "rank %d: ncclCommInitRankConfig failed: %s. One process per GPU (LOCAL_RANK selects it); "
+                "NCCL_DEBUG=INFO shows why.",
+                rank, ncclGetErrorString(r));
             nc_destroy(t);
             return NULL;
         }
         if (finish(n, ch, r, "communicator init", 0, err, sizeof err) != SG_OK) {
-            SG_ERROR("rank %d: %s. A rank that never joins makes the others time out here: see their logs.",
-                     rank, err);
+            SG_ERROR(
+                "rank %d: %s. A rank that never joins makes the others time out here: see their logs.",
+                rank, err);
             nc_destroy(t);
             return NULL;
         }

@@ -1,4 +1,6 @@
 /* dist/net_addr.c - the listening-address rule (dist/net_addr.h). */
+#include "dist/net_addr.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -6,8 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "dist/net_addr.h"
 
 int sg_net_is_loopback(struct in_addr a) { return (ntohl(a.s_addr) >> 24) == 127; }
 
@@ -26,8 +26,10 @@ sg_status sg_net_listen_addr(const char *master, struct in_addr *out, char *how,
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gai = getaddrinfo(master, NULL, &hints, &ai);
     if (gai || !ai) {
-        snprintf(err, errlen, "MASTER_ADDR=%s does not resolve to an IPv4 address (%s): set it to rank 0's "
-                 "address or hostname", master, gai ? gai_strerror(gai) : "no address");
+        snprintf(err, errlen,
+                 "MASTER_ADDR=%s does not resolve to an IPv4 address (%s): set it to rank 0's "
+                 "address or hostname",
+                 master, gai ? gai_strerror(gai) : "no address");
         return SG_ERR_RUNTIME;
     }
     struct in_addr a = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
@@ -37,9 +39,10 @@ sg_status sg_net_listen_addr(const char *master, struct in_addr *out, char *how,
     if (a.s_addr == htonl(INADDR_ANY) || sg_net_is_loopback(a) || is_local(a)) {
         *out = a;
         if (how)
-            snprintf(how, howlen, "%s", a.s_addr == htonl(INADDR_ANY) ? "every interface (MASTER_ADDR=0.0.0.0)"
-                     : sg_net_is_loopback(a) ? "loopback (MASTER_ADDR is a loopback address)"
-                                             : "MASTER_ADDR (an address of this host)");
+            snprintf(how, howlen, "%s",
+                     a.s_addr == htonl(INADDR_ANY) ? "every interface (MASTER_ADDR=0.0.0.0)"
+                     : sg_net_is_loopback(a)       ? "loopback (MASTER_ADDR is a loopback address)"
+                                                   : "MASTER_ADDR (an address of this host)");
         return SG_OK;
     }
     /* another host: the source address of the route to it */
@@ -51,10 +54,14 @@ sg_status sg_net_listen_addr(const char *master, struct in_addr *out, char *how,
     int e = errno;
     if (fd >= 0) close(fd);
     if (!ok) {
-        snprintf(err, errlen, "no route from this host to MASTER_ADDR=%s (%s): %s", master, as, strerror(e));
+        snprintf(err, errlen, "no route from this host to MASTER_ADDR=%s (%s): %s", master, as,
+                 strerror(e));
         return SG_ERR_RUNTIME;
     }
     *out = src.sin_addr;
-    if (how) snprintf(how, howlen, "the interface of the route to MASTER_ADDR (%s is not an address of this host)", as);
+    if (how)
+        snprintf(how, howlen,
+                 "the interface of the route to MASTER_ADDR (%s is not an address of this host)",
+                 as);
     return SG_OK;
 }

@@ -56,8 +56,8 @@ typedef enum sg_store_rc {
 typedef struct sg_store sg_store;
 
 typedef struct sg_store_opts {
-    const char *token;   /* the job token (required, 1..SG_TOKEN_MAX bytes) */
-    int multi_node;      /* rank 0: the job spans nodes, so a loopback
+    const char *token;                 /* the job token (required, 1..SG_TOKEN_MAX bytes) */
+    int multi_node;                    /* rank 0: the job spans nodes, so a loopback
                             MASTER_ADDR gets a warning (ranks on other
                             hosts could not reach it) */
     const volatile sig_atomic_t *stop; /* NULL, or: once *stop != 0, waiting

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/util.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "dist/store.h"
 #include "dist/store_proto.h"
 
@@ -26,9 +26,9 @@ struct sg_store {
     int port;
     int rank, world;
     double timeout_s;
-    int fd;                    /* -1 when (re)connect is needed */
+    int fd; /* -1 when (re)connect is needed */
     pthread_mutex_t mu;
-    sg_store_server *server;   /* rank 0's original handle only */
+    sg_store_server *server; /* rank 0's original handle only */
     int barrier_seq;
     /* heartbeat thread */
     int hb_running;
@@ -37,9 +37,9 @@ struct sg_store {
     pthread_cond_t hb_cv;
     int hb_stop;
     sg_store *hb_store;
-    int quiet;                 /* do not log connection failures */
+    int quiet; /* do not log connection failures */
     char token[SG_TOKEN_MAX + 1];
-    int claimed;               /* this handle's rank claim was accepted once:
+    int claimed; /* this handle's rank claim was accepted once:
                                   reconnects say HELLO as an extra connection */
     int is_clone;
     const volatile sig_atomic_t *stop;
@@ -121,7 +121,8 @@ static sg_store_rc request_locked(sg_store *s, uint8_t op, const char *key, cons
     memcpy(hdr + 1, &klen, 4);
     memcpy(hdr + 5, &vlen, 4);
     if (status) *status = SG_ST_OK;
-    if (send_all(s->fd, hdr, sizeof hdr) || send_all(s->fd, key, klen) || (vlen && send_all(s->fd, val, vlen)))
+    if (send_all(s->fd, hdr, sizeof hdr) || send_all(s->fd, key, klen) ||
+        (vlen && send_all(s->fd, val, vlen)))
         return SG_STORE_ERROR;
     double deadline = sg_now_s() + timeout;
     char rh[SG_STORE_RESP_HDR];
@@ -160,22 +161,28 @@ static sg_store_rc request_locked(sg_store *s, uint8_t op, const char *key, cons
 static void log_refusal(const sg_store *s, uint8_t st, const char *detail) {
     if (st == SG_ST_WRONG_TOKEN) {
         int derived = strncmp(s->token, "derived-", 8) == 0;
-        SG_ERROR("rank %d: another job holds port %d (%s:%d): choose another --master-port (or MASTER_PORT). "
-                 "The rendezvous store there refused this job's token%s.", s->rank, s->port, s->addr, s->port,
-                 derived ? "; or, if it is this job's rank 0: the ranks' job tokens differ (without "
-                           SG_TOKEN_ENV " the token is derived from the config, so a rank with another "
-                           "config, or with " SG_TOKEN_ENV " set where the others have none, looks like "
-                           "another job)" : "");
+        SG_ERROR(
+            "rank %d: another job holds port %d (%s:%d): choose another --master-port (or MASTER_PORT). "
+            "The rendezvous store there refused this job's token%s.",
+            s->rank, s->port, s->addr, s->port,
+            derived
+                ? "; or, if it is this job's rank 0: the ranks' job tokens differ (without " SG_TOKEN_ENV
+                  " the token is derived from the config, so a rank with another "
+                  "config, or with " SG_TOKEN_ENV " set where the others have none, looks like "
+                  "another job)"
+                : "");
     } else if (st == SG_ST_RANK_TAKEN) {
-        SG_ERROR("rank %d: the rendezvous store at %s:%d already has a connection for rank %d (from %s): "
-                 "another job with the same job token holds port %d, or two processes were started as "
-                 "rank %d. Choose another --master-port (or MASTER_PORT) and check RANK.", s->rank, s->addr,
-                 s->port, s->rank, detail && *detail ? detail : "?", s->port, s->rank);
+        SG_ERROR(
+            "rank %d: the rendezvous store at %s:%d already has a connection for rank %d (from %s): "
+            "another job with the same job token holds port %d, or two processes were started as "
+            "rank %d. Choose another --master-port (or MASTER_PORT) and check RANK.",
+            s->rank, s->addr, s->port, s->rank, detail && *detail ? detail : "?", s->port, s->rank);
     } else {
-        SG_ERROR("rank %d: the rendezvous store at %s:%d refused this rank's HELLO (rank %d outside its world "
-                 "of WORLD_SIZE ranks, or another program or segtrain version on port %d): start every rank "
-                 "with the same WORLD_SIZE and binary, or choose another --master-port", s->rank, s->addr,
-                 s->port, s->rank, s->port);
+        SG_ERROR(
+            "rank %d: the rendezvous store at %s:%d refused this rank's HELLO (rank %d outside its world "
+            "of WORLD_SIZE ranks, or another program or segtrain version on port %d): start every rank "
+            "with the same WORLD_SIZE and binary, or choose another --master-port",
+            s->rank, s->addr, s->port, s->rank, s->port);
     }
 }
 
@@ -193,8 +200,8 @@ static int connect_locked(sg_store *s, double deadline) {
             size_t hl = sg_store_build_hello(hello, s->rank, kind, s->token, strlen(s->token));
             uint8_t st = SG_ST_OK;
             void *detail = NULL;
-            sg_store_rc rc = hl ? request_locked(s, SG_OP_HELLO, "", hello, (uint32_t)hl, &detail, NULL,
-                                                 s->timeout_s, &st)
+            sg_store_rc rc = hl ? request_locked(s, SG_OP_HELLO, "", hello, (uint32_t)hl, &detail,
+                                                 NULL, s->timeout_s, &st)
                                 : SG_STORE_ERROR;
             if (rc == SG_STORE_OK) {
                 free(detail);
@@ -224,10 +231,11 @@ static int connect_locked(sg_store *s, double deadline) {
  * connection has an outstanding request, so it is closed (reopened next time).
  * Logs errors (unless the handle is quiet) and timeouts of requests other
  * than GET; see dist/store.h for the outcomes. */
-static sg_store_rc request(sg_store *s, uint8_t op, const char *key, const void *val,
-                           uint32_t vlen, void **out, size_t *outlen, double timeout) {
+static sg_store_rc request(sg_store *s, uint8_t op, const char *key, const void *val, uint32_t vlen,
+                           void **out, size_t *outlen, double timeout) {
     if (strlen(key) > SG_STORE_MAX_KEY) {
-        SG_ERROR("rank %d: store key longer than %d bytes: %.64s...", s->rank, SG_STORE_MAX_KEY, key);
+        SG_ERROR("rank %d: store key longer than %d bytes: %.64s...", s->rank, SG_STORE_MAX_KEY,
+                 key);
         return SG_STORE_ERROR;
     }
     if (out) *out = NULL;
@@ -252,25 +260,31 @@ static sg_store_rc request(sg_store *s, uint8_t op, const char *key, const void 
     }
     if (s->quiet || rc == SG_STORE_INTERRUPTED || refused) return rc;
     if (st == SG_ST_FULL)
-        SG_ERROR("rank %d: the rendezvous store at %s:%d is full (over %zu bytes of keys and values): a "
-                 "request for '%.64s' was refused", s->rank, s->addr, s->port, SG_STORE_MAX_TOTAL, key);
+        SG_ERROR(
+            "rank %d: the rendezvous store at %s:%d is full (over %zu bytes of keys and values): a "
+            "request for '%.64s' was refused",
+            s->rank, s->addr, s->port, SG_STORE_MAX_TOTAL, key);
     else if (st != SG_ST_OK)
-        SG_ERROR("rank %d: the rendezvous store at %s:%d refused a request for '%.64s' (status %d)", s->rank,
-                 s->addr, s->port, key, st);
+        SG_ERROR("rank %d: the rendezvous store at %s:%d refused a request for '%.64s' (status %d)",
+                 s->rank, s->addr, s->port, key, st);
     else if (rc == SG_STORE_ERROR)
         SG_ERROR("rank %d: lost the connection to the rendezvous store at %s:%d, hosted by rank 0: "
-                 "rank 0 exited or crashed; see its log", s->rank, s->addr, s->port);
+                 "rank 0 exited or crashed; see its log",
+                 s->rank, s->addr, s->port);
     else if (rc == SG_STORE_TIMEOUT && op != SG_OP_GET)
-        SG_ERROR("rank %d: the rendezvous store at %s:%d (hosted by rank 0) did not answer within %.0f s: "
-                 "rank 0 is stopped or hung", s->rank, s->addr, s->port, timeout);
+        SG_ERROR(
+            "rank %d: the rendezvous store at %s:%d (hosted by rank 0) did not answer within %.0f s: "
+            "rank 0 is stopped or hung",
+            s->rank, s->addr, s->port, timeout);
     return rc;
 }
 
 sg_store *sg_store_create(const char *addr, int port, int rank, int world, double timeout_s,
                           const sg_store_opts *o) {
     if (!o || !o->token || !*o->token || strlen(o->token) > SG_TOKEN_MAX) {
-        SG_ERROR("rank %d: the rendezvous store needs a job token of 1 to %d bytes (internal error)", rank,
-                 SG_TOKEN_MAX);
+        SG_ERROR(
+            "rank %d: the rendezvous store needs a job token of 1 to %d bytes (internal error)",
+            rank, SG_TOKEN_MAX);
         return NULL;
     }
     sg_store *s = calloc(1, sizeof *s);
@@ -300,11 +314,14 @@ sg_store *sg_store_create(const char *addr, int port, int rank, int world, doubl
     pthread_mutex_unlock(&s->mu);
     if (rc != SG_STORE_OK) {
         if (rc == SG_STORE_INTERRUPTED)
-            SG_INFO("rank %d: stopped while connecting to the rendezvous store at %s:%d", rank, addr, s->port);
+            SG_INFO("rank %d: stopped while connecting to the rendezvous store at %s:%d", rank,
+                    addr, s->port);
         else if (rc != REFUSED)
-            SG_ERROR("rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
-                     "rank 0 hosts it; is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every "
-                     "rank?", rank, addr, s->port, timeout_s);
+            SG_ERROR(
+                "rank %d: could not reach the rendezvous store at %s:%d within dist.timeout_s=%.0f s: "
+                "rank 0 hosts it; is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every "
+                "rank?",
+                rank, addr, s->port, timeout_s);
         sg_store_server_stop(s->server);
         free(s);
         return NULL;
@@ -403,8 +420,8 @@ static void name_missing(sg_store *s, const char *prefix, const char *what) {
         }
     }
     SG_ERROR("rank %d: %s timed out after dist.timeout_s=%.0f s: rank(s) %s did not arrive "
-             "(crashed, stopped or still busy: see their logs)", s->rank, what, s->timeout_s,
-             n ? missing : "(none missing now: they arrived late)");
+             "(crashed, stopped or still busy: see their logs)",
+             s->rank, what, s->timeout_s, n ? missing : "(none missing now: they arrived late)");
 }
 
 sg_store_rc sg_store_barrier(sg_store *s, const char *name) {
@@ -458,7 +475,10 @@ static void *hb_main(void *arg) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 500 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
         pthread_mutex_lock(&s->hb_mu);
         if (!s->hb_stop) pthread_cond_timedwait(&s->hb_cv, &s->hb_mu, &ts);
     }
@@ -512,7 +532,8 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int
     out[0] = 0;
     if (read_counters(s, hb0, dead) != SG_STORE_OK) {
         if (s->rank != 0) {
-            snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
+            snprintf(out, outlen,
+                     "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
                      "was killed or is stopped.");
             named = 1;
             if (state) state[0] = SG_RANK_UNREACHABLE;
@@ -564,7 +585,9 @@ void sg_store_destroy(sg_store *s) {
         double deadline = sg_now_s() + s->timeout_s;
         for (;;) {
             int64_t left = 0;
-            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) != SG_STORE_OK || left >= s->world || sg_now_s() > deadline) break;
+            if (sg_store_add(s, SG_STORE_LEFT_KEY, 0, &left) != SG_STORE_OK || left >= s->world ||
+                sg_now_s() > deadline)
+                break;
             int dead = 0;
             for (int r = 0; r < s->world; r++) {
                 char key[64];

@@ -52,7 +52,7 @@ enum { SG_HELLO_CLAIM = 0, SG_HELLO_EXTRA = 1 };
 /* Limits. A request larger than these is refused when its 9-byte header
  * arrives, before any of its body is buffered. */
 #define SG_STORE_MAX_KEY 4096
-#define SG_STORE_MAX_VAL (16u << 20)       /* Gloo's address list for 4096 ranks is ~0.6 MiB */
+#define SG_STORE_MAX_VAL (16u << 20) /* Gloo's address list for 4096 ranks is ~0.6 MiB */
 #define SG_STORE_HDR 9
 #define SG_STORE_RESP_HDR 5
 /* Unread responses one connection may have queued: a client reads each
@@ -89,11 +89,11 @@ typedef enum sg_wire_result {
 
 typedef struct sg_store_request {
     uint8_t op;
-    const char *key;    /* klen bytes, no NUL inside (not NUL-terminated) */
+    const char *key; /* klen bytes, no NUL inside (not NUL-terminated) */
     uint32_t klen;
     const uint8_t *val; /* vlen bytes */
     uint32_t vlen;
-    size_t size;        /* bytes the whole request occupies */
+    size_t size; /* bytes the whole request occupies */
 } sg_store_request;
 
 /* Looks at the request at the start of buf (len bytes). authed: the
@@ -120,7 +120,8 @@ sg_wire_result sg_store_parse_hello(const void *val, size_t len, int world, sg_s
 
 /* Writes a HELLO value into out (SG_STORE_HELLO_MAX bytes); returns its
  * length, or 0 when the token is empty or too long. */
-size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const char *token, size_t token_len);
+size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const char *token,
+                            size_t token_len);
 
 /* Parses a response header (SG_STORE_RESP_HDR bytes). SG_WIRE_OK, or
  * SG_WIRE_BAD when the length is over max_len or the status unknown. */
@@ -132,9 +133,9 @@ sg_wire_result sg_store_parse_response(const void *hdr, uint32_t max_len, uint8_
 typedef struct sg_store_server sg_store_server;
 
 typedef struct sg_store_server_opts {
-    const char *token;      /* the job token (copied) */
-    int world;              /* ranks 0..world-1 may say HELLO */
-    int multi_node;         /* the job spans nodes: a loopback bind is warned about */
+    const char *token; /* the job token (copied) */
+    int world;         /* ranks 0..world-1 may say HELLO */
+    int multi_node;    /* the job spans nodes: a loopback bind is warned about */
 } sg_store_server_opts;
 
 /* Listens on the MASTER_ADDR interface (rule in dist/net_addr.h) at port

@@ -46,20 +46,20 @@ typedef struct kv {
 
 typedef struct conn {
     int fd;
-    char peer[64];          /* "a.b.c.d:port" */
+    char peer[64]; /* "a.b.c.d:port" */
     double t_open;
-    int rank;               /* -1 until HELLO */
+    int rank; /* -1 until HELLO */
     int authed, claimed, said_bye;
-    uint8_t *in;            /* the current request, read up to in_need */
+    uint8_t *in; /* the current request, read up to in_need */
     size_t in_len, in_cap, in_need;
-    size_t reserved;        /* bytes of the in-flight budget held */
-    int header_ok;          /* in_need is the whole request's size */
-    uint8_t *out;           /* queued answers: out[out_off..out_len) unsent */
+    size_t reserved; /* bytes of the in-flight budget held */
+    int header_ok;   /* in_need is the whole request's size */
+    uint8_t *out;    /* queued answers: out[out_off..out_len) unsent */
     size_t out_off, out_len, out_cap;
-    char *wait_key;         /* parked GET, or NULL */
-    const char *drop;       /* set: drop at the next sweep, with this reason */
-    int drop_kind;          /* which counter and log budget */
-    char why[192];          /* room for a reason that names a peer */
+    char *wait_key;   /* parked GET, or NULL */
+    const char *drop; /* set: drop at the next sweep, with this reason */
+    int drop_kind;    /* which counter and log budget */
+    char why[192];    /* room for a reason that names a peer */
 } conn;
 
 enum { DROP_NONE, DROP_NO_TOKEN, DROP_SLOW, DROP_BAD, DROP_CLAIM, DROP_CLOSED, DROP_KINDS };
@@ -71,9 +71,9 @@ struct sg_store_server {
     char token[SG_TOKEN_MAX + 1];
     size_t token_len;
     int world;
-    int wake[2];            /* pipe: stop request */
+    int wake[2]; /* pipe: stop request */
     pthread_t thread;
-    atomic_int done;        /* the thread has returned */
+    atomic_int done; /* the thread has returned */
     kv *kvs;
     size_t n_kv, cap_kv, kv_bytes;
     conn **conns;
@@ -82,7 +82,7 @@ struct sg_store_server {
     /* statistics (written by the thread, read by sg_store_server_get_stats) */
     atomic_size_t st_conns, st_buffered, st_inflight, st_peak;
     atomic_size_t st_drops[DROP_KINDS];
-    size_t buffered;        /* thread-private running total */
+    size_t buffered; /* thread-private running total */
     int full_logged;
 };
 
@@ -141,7 +141,8 @@ static void mark_drop(conn *c, int kind, const char *why) {
  * connection for dropping (its close is seen as a death if it said HELLO). */
 static void flush_out(conn *c) {
     while (c->out_off < c->out_len) {
-        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
             c->out_off += (size_t)w;
             continue;
@@ -157,8 +158,9 @@ static void respond(sg_store_server *s, conn *c, uint8_t status, const void *val
     if (c->drop) return;
     size_t queued = c->out_len - c->out_off, add = SG_STORE_RESP_HDR + (size_t)len;
     if (queued + add > SG_STORE_MAX_OUT) {
-        mark_drop(c, DROP_SLOW, "it sends requests without reading the answers (its unread answers "
-                                "passed the per-connection cap)");
+        mark_drop(c, DROP_SLOW,
+                  "it sends requests without reading the answers (its unread answers "
+                  "passed the per-connection cap)");
         return;
     }
     if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
@@ -217,8 +219,9 @@ static void handle_hello(sg_store_server *s, conn *c, const sg_store_request *r)
     if (!sg_token_equal(h.token, h.token_len, s->token, s->token_len)) {
         respond(s, c, SG_ST_WRONG_TOKEN, NULL, 0);
         flush_out(c);
-        mark_drop(c, DROP_NO_TOKEN, "it presented another job's token (another job on this port, or "
-                                    "a stranger)");
+        mark_drop(c, DROP_NO_TOKEN,
+                  "it presented another job's token (another job on this port, or "
+                  "a stranger)");
         return;
     }
     if (h.kind == SG_HELLO_CLAIM) {
@@ -227,8 +230,10 @@ static void handle_hello(sg_store_server *s, conn *c, const sg_store_request *r)
             if (o != c && o->claimed && o->rank == h.rank && !o->drop && !o->said_bye) {
                 respond(s, c, SG_ST_RANK_TAKEN, o->peer, (uint32_t)strlen(o->peer) + 1);
                 flush_out(c);
-                snprintf(c->why, sizeof c->why, "it claims rank %d, which the connection from %s holds "
-                         "(a second claim to a rank is refused)", h.rank, o->peer);
+                snprintf(c->why, sizeof c->why,
+                         "it claims rank %d, which the connection from %s holds "
+                         "(a second claim to a rank is refused)",
+                         h.rank, o->peer);
                 mark_drop(c, DROP_CLAIM, c->why);
                 return;
             }
@@ -254,8 +259,10 @@ static void handle(sg_store_server *s, conn *c, const sg_store_request *r) {
         e = kv_put(s, key, r->val, r->vlen);
         if (!e) {
             if (!s->full_logged++)
-                SG_ERROR("rendezvous store: the table is full (%zu bytes, cap %zu): refused a SET of %u bytes "
-                         "from %s (rank %d)", s->kv_bytes, SG_STORE_MAX_TOTAL, r->vlen, c->peer, c->rank);
+                SG_ERROR(
+                    "rendezvous store: the table is full (%zu bytes, cap %zu): refused a SET of %u bytes "
+                    "from %s (rank %d)",
+                    s->kv_bytes, SG_STORE_MAX_TOTAL, r->vlen, c->peer, c->rank);
             respond(s, c, SG_ST_FULL, NULL, 0);
             break;
         }
@@ -295,9 +302,7 @@ static void handle(sg_store_server *s, conn *c, const sg_store_request *r) {
         c->said_bye = 1;
         respond(s, c, SG_ST_OK, NULL, 0);
         break;
-    default:
-        respond(s, c, SG_ST_BAD, NULL, 0);
-        break;
+    default: respond(s, c, SG_ST_BAD, NULL, 0); break;
     }
 }
 
@@ -373,13 +378,15 @@ static const char *drop_kind_name(int k) {
 static void close_conn(sg_store_server *s, size_t i) {
     conn *c = s->conns[i];
     int rank = c->authed ? c->rank : -1, bye = c->said_bye;
-    if (c->drop_kind != DROP_CLOSED && c->drop_kind != DROP_NONE) { /* logged before the peer sees the close */
+    if (c->drop_kind != DROP_CLOSED &&
+        c->drop_kind != DROP_NONE) { /* logged before the peer sees the close */
         size_t n = atomic_fetch_add(&s->st_drops[c->drop_kind], 1) + 1;
         if (n <= LOG_FIRST) {
             char who[48] = "";
             if (c->authed) snprintf(who, sizeof who, " (rank %d)", c->rank);
-            SG_WARN("rendezvous store: dropped the connection from %s%s: %s; the job goes on%s", c->peer, who,
-                    c->drop, n == LOG_FIRST ? " (further such drops are counted, not logged)" : "");
+            SG_WARN("rendezvous store: dropped the connection from %s%s: %s; the job goes on%s",
+                    c->peer, who, c->drop,
+                    n == LOG_FIRST ? " (further such drops are counted, not logged)" : "");
         }
     }
     close(c->fd);
@@ -527,7 +534,8 @@ static void *server_main(void *arg) {
 sg_store_server *sg_store_server_start(const char *addr, int port, const sg_store_server_opts *o) {
     size_t tl = o && o->token ? strlen(o->token) : 0;
     if (tl == 0 || tl > SG_TOKEN_MAX) {
-        SG_ERROR("rank 0: the rendezvous store needs a job token of 1 to %d bytes (internal error)", SG_TOKEN_MAX);
+        SG_ERROR("rank 0: the rendezvous store needs a job token of 1 to %d bytes (internal error)",
+                 SG_TOKEN_MAX);
         return NULL;
     }
     struct in_addr ia;
@@ -541,10 +549,12 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
          * sharing its network, a test) do reach each other on loopback */
         char as[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &ia, as, sizeof as);
-        SG_WARN("rank 0: MASTER_ADDR=%s is the loopback address %s on this host, but the job spans several "
-                "nodes: ranks on other hosts cannot reach the rendezvous store. If the nodes are separate "
-                "hosts, set MASTER_ADDR (or --master-addr) to rank 0's address on the network they share (on "
-                "Debian/Ubuntu the hostname often maps to 127.0.1.1 in /etc/hosts).", addr, as);
+        SG_WARN(
+            "rank 0: MASTER_ADDR=%s is the loopback address %s on this host, but the job spans several "
+            "nodes: ranks on other hosts cannot reach the rendezvous store. If the nodes are separate "
+            "hosts, set MASTER_ADDR (or --master-addr) to rank 0's address on the network they share (on "
+            "Debian/Ubuntu the hostname often maps to 127.0.1.1 in /etc/hosts).",
+            addr, as);
     }
     sg_store_server *s = calloc(1, sizeof *s);
     SG_CHECK(s, "out of memory");
@@ -554,16 +564,22 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (s->listen_fd >= 0) setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = ia};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = ia};
     inet_ntop(AF_INET, &ia, s->bound, sizeof s->bound);
-    if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&sa, sizeof sa) || listen(s->listen_fd, 256)) {
+    if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&sa, sizeof sa) ||
+        listen(s->listen_fd, 256)) {
         int e = errno;
         if (e == EADDRINUSE)
-            SG_ERROR("rank 0: another job (or program) holds port %d (%s:%d, MASTER_ADDR=%s): choose another "
-                     "--master-port (or MASTER_PORT)", port, s->bound, port, addr);
+            SG_ERROR(
+                "rank 0: another job (or program) holds port %d (%s:%d, MASTER_ADDR=%s): choose another "
+                "--master-port (or MASTER_PORT)",
+                port, s->bound, port, addr);
         else
-            SG_ERROR("rank 0: cannot host the rendezvous store on %s:%d (MASTER_ADDR=%s, MASTER_PORT): %s. "
-                     "Pick another port with --master-port or MASTER_PORT.", s->bound, port, addr, strerror(e));
+            SG_ERROR(
+                "rank 0: cannot host the rendezvous store on %s:%d (MASTER_ADDR=%s, MASTER_PORT): %s. "
+                "Pick another port with --master-port or MASTER_PORT.",
+                s->bound, port, addr, strerror(e));
         if (s->listen_fd >= 0) close(s->listen_fd);
         free(s);
         return NULL;
@@ -576,7 +592,8 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
      * that the store could not be hosted */
     if (pipe2(s->wake, O_CLOEXEC) != 0) {
         SG_ERROR("rank 0: cannot start the rendezvous store on port %d: pipe failed: %s (too many "
-                 "open files? check ulimit -n)", s->port, strerror(errno));
+                 "open files? check ulimit -n)",
+                 s->port, strerror(errno));
         close(s->listen_fd);
         free(s);
         return NULL;
@@ -584,7 +601,8 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
     int e = pthread_create(&s->thread, NULL, server_main, s);
     if (e != 0) {
         SG_ERROR("rank 0: cannot start the rendezvous store's thread: pthread_create failed: %s "
-                 "(too many threads or processes? check ulimit -u)", strerror(e));
+                 "(too many threads or processes? check ulimit -u)",
+                 strerror(e));
         close(s->wake[0]);
         close(s->wake[1]);
         close(s->listen_fd);
@@ -611,7 +629,8 @@ void sg_store_server_get_stats(sg_store_server *s, sg_store_server_stats *out) {
 void sg_store_server_stop(sg_store_server *s) {
     if (!s) return;
     char b = 1;
-    if (write(s->wake[1], &b, 1) != 1) SG_WARN("rendezvous store: wake write failed: %s", strerror(errno));
+    if (write(s->wake[1], &b, 1) != 1)
+        SG_WARN("rendezvous store: wake write failed: %s", strerror(errno));
     /* bounded: the thread only ever waits in poll, so it stops at once; if
      * it did not, rank 0 must still exit rather than wait forever */
     struct timespec until;
@@ -619,8 +638,10 @@ void sg_store_server_stop(sg_store_server *s) {
     until.tv_sec += (time_t)SG_STORE_STOP_S;
     int e = pthread_timedjoin_np(s->thread, NULL, &until);
     if (e != 0) {
-        SG_ERROR("rank 0: the rendezvous store's thread did not stop within %.0f s (%s); leaving it behind "
-                 "(this process is ending)", SG_STORE_STOP_S, strerror(e));
+        SG_ERROR(
+            "rank 0: the rendezvous store's thread did not stop within %.0f s (%s); leaving it behind "
+            "(this process is ending)",
+            SG_STORE_STOP_S, strerror(e));
         pthread_detach(s->thread);
         return; /* its memory stays: the thread may still use it */
     }

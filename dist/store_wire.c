@@ -65,8 +65,7 @@ sg_wire_result sg_store_parse_request(const void *buf, size_t len, int authed,
             return SG_WIRE_BAD;
         }
         break;
-    default: /* SET: any value up to the cap */
-        break;
+    default: /* SET: any value up to the cap */ break;
     }
     size_t total = SG_STORE_HDR + (size_t)klen + vlen;
     *need = total;
@@ -114,7 +113,8 @@ sg_wire_result sg_store_parse_hello(const void *val, size_t len, int world, sg_s
     return SG_WIRE_OK;
 }
 
-size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const char *token, size_t token_len) {
+size_t sg_store_build_hello(uint8_t *out, int32_t rank, uint32_t kind, const char *token,
+                            size_t token_len) {
     if (token_len == 0 || token_len > SG_TOKEN_MAX) return 0;
     uint32_t magic = SG_STORE_HELLO_MAGIC;
     memcpy(out, &magic, 4);

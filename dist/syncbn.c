@@ -25,7 +25,8 @@ void sg_syncbn_gather(void *ctx, const float *local_stats, int64_t local_count, 
     o->upload(be, send + 2 * c, &local_count, sizeof local_count);
     if (sg_comm_allgather_f32(comm, send, recv, row) == SG_OK) {
         for (int q = 0; q < w; q++) {
-            o->copy(be, parts + (size_t)q * 2 * c, recv + (size_t)q * row, (size_t)2 * c * sizeof(float));
+            o->copy(be, parts + (size_t)q * 2 * c, recv + (size_t)q * row,
+                    (size_t)2 * c * sizeof(float));
             o->download(be, &counts[q], recv + (size_t)q * row + 2 * c, sizeof(int64_t));
         }
         return;

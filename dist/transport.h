@@ -29,10 +29,10 @@ struct sg_transport {
     const char *name;
     int device_memory; /* 1: buffers are device pointers (NCCL); 0: host */
     void *impl;
-    sg_status (*allreduce)(sg_transport *t, int ch, void *buf, size_t count, int dtype,
-                           char *err, size_t errlen);
-    sg_status (*broadcast)(sg_transport *t, int ch, void *buf, size_t bytes, int root,
-                           char *err, size_t errlen);
+    sg_status (*allreduce)(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err,
+                           size_t errlen);
+    sg_status (*broadcast)(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
+                           size_t errlen);
     sg_status (*allgather)(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
                            char *err, size_t errlen);
     sg_status (*barrier)(sg_transport *t, int ch, char *err, size_t errlen);
@@ -43,13 +43,12 @@ size_t sg_dtype_size(int dtype);
 
 /* Gloo over TCP, rendezvous through the store (dist/gloo_shim.cc). NULL
  * after logging when Gloo is not compiled in or the mesh cannot be built. */
-sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world,
-                                       double timeout_s);
+sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s);
 /* NCCL (dist/nccl_comm.c); be is the CUDA backend (its compute and comm
  * streams are used). NULL when NCCL is not compiled in. */
 struct sg_backend;
-sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank,
-                                       int world, double timeout_s);
+sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank, int world,
+                                       double timeout_s);
 /* 1 if that transport is compiled into this binary, else 0 (flags). */
 int sg_transport_gloo_compiled(void);
 int sg_transport_nccl_compiled(void);

@@ -13,10 +13,8 @@ void sg_img_report(char *err, size_t errlen, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (err && errlen)
-        snprintf(err, errlen, "%s", buf);
-    else
-        SG_ERROR("%s", buf);
+    if (err && errlen) snprintf(err, errlen, "%s", buf);
+    else SG_ERROR("%s", buf);
 }
 
 sg_status sg_img_check_pixels(const char *path, const char *kind, int64_t h, int64_t w,

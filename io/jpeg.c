@@ -94,13 +94,14 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     if (!mem) {
         s->f = fopen(path, "rb");
         if (!s->f) {
-            sg_img_report(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)", path,
-                    strerror(errno));
+            sg_img_report(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)",
+                          path, strerror(errno));
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
         }
     } else if (mem_len == 0) {
-        sg_img_report(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)", path);
+        sg_img_report(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)",
+                      path);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -109,7 +110,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->jerr.pub.emit_message = on_jpeg_message;
     if (setjmp(s->jerr.jump)) {
         sg_img_report(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
-                path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+                      path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jread_cleanup(s);
         memset(out, 0, sizeof *out);
         return SG_ERR_RUNTIME;
@@ -118,10 +119,8 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->cinfo_ready = 1;
     s->prog.pub.progress_monitor = on_progress;
     s->cinfo.progress = &s->prog.pub;
-    if (mem)
-        jpeg_mem_src(&s->cinfo, mem, (unsigned long)mem_len);
-    else
-        jpeg_stdio_src(&s->cinfo, s->f);
+    if (mem) jpeg_mem_src(&s->cinfo, mem, (unsigned long)mem_len);
+    else jpeg_stdio_src(&s->cinfo, s->f);
     jpeg_read_header(&s->cinfo, TRUE);
     JDIMENSION w = s->cinfo.image_width, h = s->cinfo.image_height;
     if (mode == JREAD_HEADER) {
@@ -143,7 +142,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     int nc = s->cinfo.output_components;
     if (nc != (cmyk ? 4 : 3) || s->cinfo.output_width != w || s->cinfo.output_height != h) {
         sg_img_report(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)",
-                path, (int)in, nc);
+                      path, (int)in, nc);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -160,8 +159,8 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
         uint8_t *dst = s->pixels + (size_t)y * w * 3;
         JSAMPROW r = cmyk ? s->row : dst;
         if (jpeg_read_scanlines(&s->cinfo, &r, 1) != 1) {
-            sg_img_report(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u", path,
-                    y, h);
+            sg_img_report(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u",
+                          path, y, h);
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -197,8 +196,8 @@ sg_status sg_jpeg_read_rgb(const char *path, int64_t max_pixels, sg_img *out, ch
 sg_status sg_jpeg_decode_rgb(const void *buf, size_t len, const char *name, int64_t max_pixels,
                              sg_img *out, char *err, size_t errlen) {
     static const uint8_t empty[1];
-    return read_jpeg(name ? name : "(memory)", len ? (const uint8_t *)buf : empty, len,
-                     JREAD_RGB, max_pixels, out, err, errlen);
+    return read_jpeg(name ? name : "(memory)", len ? (const uint8_t *)buf : empty, len, JREAD_RGB,
+                     max_pixels, out, err, errlen);
 }
 
 sg_status sg_jpeg_read_size(const char *path, int *h, int *w, char *err, size_t errlen) {
@@ -228,12 +227,13 @@ static void jwrite_cleanup(jwrite_state *s) {
 sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, int quality,
                             char *err, size_t errlen) {
     if (h <= 0 || w <= 0 || h > 65500 || w > 65500 || !rgb) {
-        sg_img_report(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500", path,
-                h, w);
+        sg_img_report(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500",
+                      path, h, w);
         return SG_ERR_RUNTIME;
     }
     if (quality < 1 || quality > 100) {
-        sg_img_report(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path, quality);
+        sg_img_report(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path,
+                      quality);
         return SG_ERR_RUNTIME;
     }
     jwrite_state *s = calloc(1, sizeof *s);
@@ -244,8 +244,8 @@ sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, 
     s->f = fopen(path, "wb");
     if (!s->f) {
         sg_img_report(err, errlen,
-                "cannot create %s: %s (check that the directory exists and is writable)", path,
-                strerror(errno));
+                      "cannot create %s: %s (check that the directory exists and is writable)",
+                      path, strerror(errno));
         jwrite_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -253,7 +253,7 @@ sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, 
     s->jerr.pub.error_exit = on_jpeg_error;
     if (setjmp(s->jerr.jump)) {
         sg_img_report(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
-                s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+                      s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jwrite_cleanup(s);
         return SG_ERR_RUNTIME;
     }

@@ -55,10 +55,10 @@ struct sg_json_rd {
     rd_state state;
     unsigned char *stack; /* '{' or '[' per open container */
     int depth;
-    key_set *keys;        /* [max_depth] with SG_JSON_UNIQUE_KEYS */
+    key_set *keys; /* [max_depth] with SG_JSON_UNIQUE_KEYS */
     sg_json_tok tok;
     size_t tok_at;
-    char *buf;            /* the current string, or the current number's text */
+    char *buf; /* the current string, or the current number's text */
     size_t blen, bcap;
     double num;
     int failed;
@@ -106,10 +106,8 @@ size_t sg_json_rd_error_offset(const sg_json_rd *r) { return r->err_at; }
 /* A byte for a message: itself when printable ASCII, else its value (the
  * text is untrusted; a control character would garble the log line). */
 static const char *show_byte(unsigned char c, char tmp[8]) {
-    if (c >= 0x20 && c < 0x7f)
-        snprintf(tmp, 8, "'%c'", c);
-    else
-        snprintf(tmp, 8, "0x%02x", c);
+    if (c >= 0x20 && c < 0x7f) snprintf(tmp, 8, "'%c'", c);
+    else snprintf(tmp, 8, "0x%02x", c);
     return tmp;
 }
 
@@ -327,8 +325,7 @@ static int scan_string(sg_json_rd *r) {
         default:
             if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f)
                 fail_at(r, at, "unknown escape '\\%c'", e);
-            else
-                fail_at(r, at, "unknown escape (a backslash, then byte 0x%02x)", (unsigned char)e);
+            else fail_at(r, at, "unknown escape (a backslash, then byte 0x%02x)", (unsigned char)e);
             return -1;
         }
         if (put_utf8(r, cp) != 0) return -1;
@@ -480,7 +477,11 @@ static sg_json_tok scan_value(sg_json_rd *r) {
         if (scan_number(r) != 0) return SG_JSON_T_ERROR;
         return after_value(r, SG_JSON_T_NUMBER);
     }
-    static const struct { const char *w; size_t l; sg_json_tok t; } words[] = {
+    static const struct {
+        const char *w;
+        size_t l;
+        sg_json_tok t;
+    } words[] = {
         {"true", 4, SG_JSON_T_TRUE}, {"false", 5, SG_JSON_T_FALSE}, {"null", 4, SG_JSON_T_NULL}};
     for (int k = 0; k < 3; k++)
         if (r->n - r->i >= words[k].l && memcmp(r->s + r->i, words[k].w, words[k].l) == 0) {
@@ -533,8 +534,7 @@ sg_json_tok sg_json_rd_next(sg_json_rd *r) {
         case ST_VALUE_OR_CLOSE:
             if (c == ']' && more) return close_container(r);
             return scan_value(r);
-        case ST_VALUE:
-            return scan_value(r);
+        case ST_VALUE: return scan_value(r);
         }
     }
 }

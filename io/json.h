@@ -132,16 +132,21 @@ size_t sg_json_rd_error_offset(const sg_json_rd *r);
 
 /* ---- document tree ---- */
 typedef enum sg_json_type {
-    SG_JSON_NULL, SG_JSON_BOOL, SG_JSON_NUM, SG_JSON_STR, SG_JSON_ARR, SG_JSON_OBJ
+    SG_JSON_NULL,
+    SG_JSON_BOOL,
+    SG_JSON_NUM,
+    SG_JSON_STR,
+    SG_JSON_ARR,
+    SG_JSON_OBJ
 } sg_json_type;
 
 typedef struct sg_json_val {
     sg_json_type type;
-    double num;               /* SG_JSON_NUM; SG_JSON_BOOL: 0 or 1 */
-    char *str;                /* SG_JSON_STR: decoded, NUL-terminated */
-    size_t len;               /* SG_JSON_STR: bytes */
+    double num;                /* SG_JSON_NUM; SG_JSON_BOOL: 0 or 1 */
+    char *str;                 /* SG_JSON_STR: decoded, NUL-terminated */
+    size_t len;                /* SG_JSON_STR: bytes */
     struct sg_json_val *items; /* SG_JSON_ARR, SG_JSON_OBJ: the values, in order */
-    char **keys;              /* SG_JSON_OBJ: keys[i] names items[i] */
+    char **keys;               /* SG_JSON_OBJ: keys[i] names items[i] */
     int n;
 } sg_json_val;
 
@@ -167,7 +172,7 @@ enum {
 #define SG_JSON_W_MAX_DEPTH 16
 
 typedef struct sg_json {
-    char *buf;      /* the text so far, NUL-terminated */
+    char *buf; /* the text so far, NUL-terminated */
     size_t len, cap;
     int n_items;    /* members written in the innermost open object (for commas) */
     unsigned flags; /* SG_JSON_W_*: set before sg_json_begin (which keeps it; free clears it) */
@@ -175,11 +180,11 @@ typedef struct sg_json {
     int outer_items[SG_JSON_W_MAX_DEPTH]; /* their parents' n_items */
 } sg_json;
 
-void sg_json_begin(sg_json *j);                 /* resets, writes "{" */
-void sg_json_end(sg_json *j);                   /* writes "}" */
+void sg_json_begin(sg_json *j); /* resets, writes "{" */
+void sg_json_end(sg_json *j);   /* writes "}" */
 void sg_json_free(sg_json *j);
 void sg_json_int(sg_json *j, const char *key, long long v);
-void sg_json_num(sg_json *j, const char *key, double v);   /* %.17g, null if not finite */
+void sg_json_num(sg_json *j, const char *key, double v); /* %.17g, null if not finite */
 void sg_json_str(sg_json *j, const char *key, const char *v);
 void sg_json_raw(sg_json *j, const char *key, const char *json_text);
 void sg_json_num_array(sg_json *j, const char *key, const double *v, int n);

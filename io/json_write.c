@@ -1,8 +1,6 @@
 /* io/json_write.c - the JSON writer of io/json.h (sg_json): one object in a
  * growable buffer. Its output bytes are part of segtrain's formats
  * (metrics.jsonl, eval reports, safetensors headers): see io/json.h. */
-#include "io/json.h"
-
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "io/json.h"
 
 static void put(sg_json *j, const char *s, size_t n) {
     if (j->len + n + 1 > j->cap) {
@@ -60,10 +59,8 @@ static void key(sg_json *j, const char *k) {
 }
 
 static void num(sg_json *j, double v) {
-    if (!isfinite(v))
-        put(j, "null", 4);
-    else
-        putf(j, "%.17g", v);
+    if (!isfinite(v)) put(j, "null", 4);
+    else putf(j, "%.17g", v);
 }
 
 void sg_json_begin(sg_json *j) {

@@ -88,8 +88,8 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     } else {
         s->f = fopen(path, "rb");
         if (!s->f) {
-            sg_img_report(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
-                    strerror(errno));
+            sg_img_report(err, errlen, "cannot open PNG %s: %s (check the path and data.root)",
+                          path, strerror(errno));
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -98,15 +98,15 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     if (got >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
         /* images go through io/image.h; only masks (and direct callers) get here */
         sg_img_report(err, errlen,
-                "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
-                "compression changes label values); use the dataset's PNG masks",
-                path);
+                      "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
+                      "compression changes label values); use the dataset's PNG masks",
+                      path);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     if (got != 8 || png_sig_cmp(sig, 0, 8) != 0) {
         sg_img_report(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
-                got != 8 ? "shorter than the 8-byte signature" : "bad signature");
+                      got != 8 ? "shorter than the 8-byte signature" : "bad signature");
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -124,15 +124,13 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     }
     if (setjmp(png_jmpbuf(s->png))) {
         sg_img_report(err, errlen, "corrupt or truncated PNG %s: %s (re-create or re-download it)",
-                path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+                      path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         read_cleanup(s);
         if (out) memset(out, 0, sizeof *out);
         return SG_ERR_RUNTIME;
     }
-    if (mem)
-        png_set_read_fn(s->png, s, mem_read);
-    else
-        png_init_io(s->png, s->f);
+    if (mem) png_set_read_fn(s->png, s, mem_read);
+    else png_init_io(s->png, s->f);
     png_set_sig_bytes(s->png, 8);
     /* Refuse absurd dimensions from a corrupt header before allocating. */
     png_set_user_limits(s->png, 1 << 16, 1 << 16);
@@ -171,10 +169,11 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
         if (ctype == PNG_COLOR_TYPE_GRAY_ALPHA) {
             png_set_strip_alpha(s->png); /* the gray value is the label */
         } else if (ctype != PNG_COLOR_TYPE_GRAY && ctype != PNG_COLOR_TYPE_PALETTE) {
-            sg_img_report(err, errlen,
-                    "mask %s is a colour PNG (colour type %d); a label mask must be 8/16-bit "
-                    "grayscale (alpha ignored) or palette (use the labelIds/labelTrainIds files, not _color)",
-                    path, ctype);
+            sg_img_report(
+                err, errlen,
+                "mask %s is a colour PNG (colour type %d); a label mask must be 8/16-bit "
+                "grayscale (alpha ignored) or palette (use the labelIds/labelTrainIds files, not _color)",
+                path, ctype);
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -190,8 +189,9 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     int want_c = mode == READ_RGB ? 3 : 1;
     int out_depth = png_get_bit_depth(s->png, s->info);
     if (channels != want_c || (mode == READ_RGB && out_depth != 8)) {
-        sg_img_report(err, errlen, "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)",
-                path, ctype, depth, channels);
+        sg_img_report(err, errlen,
+                      "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)", path,
+                      ctype, depth, channels);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -229,9 +229,9 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
             unsigned v = (unsigned)b[0] << 8 | b[1];
             if (v > 255) {
                 sg_img_report(err, errlen,
-                        "16-bit mask %s has label %u at pixel (y=%zu, x=%zu), above 255: "
-                        "segtrain keeps labels in 8 bits; remap the mask to 0..255",
-                        path, v, i / w, i % w);
+                              "16-bit mask %s has label %u at pixel (y=%zu, x=%zu), above 255: "
+                              "segtrain keeps labels in 8 bits; remap the mask to 0..255",
+                              path, v, i / w, i % w);
                 read_cleanup(s);
                 return SG_ERR_RUNTIME;
             }
@@ -257,8 +257,8 @@ sg_status sg_png_read(const char *path, int mask, int64_t max_pixels, sg_img *ou
                       size_t errlen) {
     return read_png(path, NULL, 0, mask ? READ_MASK : READ_RGB, max_pixels, out, err, errlen);
 }
-sg_status sg_png_decode(const void *buf, size_t len, const char *name, int mask,
-                        int64_t max_pixels, sg_img *out, char *err, size_t errlen) {
+sg_status sg_png_decode(const void *buf, size_t len, const char *name, int mask, int64_t max_pixels,
+                        sg_img *out, char *err, size_t errlen) {
     static const uint8_t empty[1];
     return read_png(name ? name : "(memory)", len ? (const uint8_t *)buf : empty, len,
                     mask ? READ_MASK : READ_RGB, max_pixels, out, err, errlen);
@@ -289,9 +289,8 @@ static void write_cleanup(write_state *s) {
 }
 
 /* depth 8, or 16 for gray (px then holds host-order uint16 values). */
-static sg_status write_png(const char *path, const uint8_t *px, int h, int w, int ctype,
-                           int depth, const uint8_t *palette_rgb, int n_colors, char *err,
-                           size_t errlen) {
+static sg_status write_png(const char *path, const uint8_t *px, int h, int w, int ctype, int depth,
+                           const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
     int c = (ctype == PNG_COLOR_TYPE_RGB ? 3 : 1) * (depth == 16 ? 2 : 1); /* bytes/pixel */
     if (h <= 0 || w <= 0 || !px) {
         sg_img_report(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
@@ -299,7 +298,7 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
     }
     if (ctype == PNG_COLOR_TYPE_PALETTE && (n_colors < 1 || n_colors > 256 || !palette_rgb)) {
         sg_img_report(err, errlen, "cannot write %s: palette needs 1..256 colours (got %d)", path,
-                n_colors);
+                      n_colors);
         return SG_ERR_RUNTIME;
     }
     write_state *s = calloc(1, sizeof *s); /* heap: survives longjmp intact */
@@ -310,21 +309,22 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
     s->f = fopen(path, "wb");
     if (!s->f) {
         sg_img_report(err, errlen,
-                "cannot create %s: %s (check that the directory exists and is writable)", path,
-                strerror(errno));
+                      "cannot create %s: %s (check that the directory exists and is writable)",
+                      path, strerror(errno));
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     s->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
     if (s->png) s->info = png_create_info_struct(s->png);
     if (!s->png || !s->info) {
-        sg_img_report(err, errlen, "libpng initialisation failed writing %s (out of memory?)", path);
+        sg_img_report(err, errlen, "libpng initialisation failed writing %s (out of memory?)",
+                      path);
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     if (setjmp(png_jmpbuf(s->png))) {
         sg_img_report(err, errlen, "writing PNG %s failed: %s (disk full?)", path,
-                s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+                      s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -373,12 +373,10 @@ sg_status sg_png_write_gray(const char *path, const uint8_t *v, int h, int w, ch
 }
 sg_status sg_png_write_gray16(const char *path, const uint16_t *v, int h, int w, char *err,
                               size_t errlen) {
-    return write_png(path, (const uint8_t *)v, h, w, PNG_COLOR_TYPE_GRAY, 16, NULL, 0, err,
-                     errlen);
+    return write_png(path, (const uint8_t *)v, h, w, PNG_COLOR_TYPE_GRAY, 16, NULL, 0, err, errlen);
 }
 sg_status sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
-                               const uint8_t *palette_rgb, int n_colors, char *err,
-                               size_t errlen) {
+                               const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
     return write_png(path, idx, h, w, PNG_COLOR_TYPE_PALETTE, 8, palette_rgb, n_colors, err,
                      errlen);
 }

@@ -65,8 +65,8 @@ sg_status sg_png_read(const char *path, int mask, int64_t max_pixels, sg_img *ou
 
 /* Decodes a PNG held in memory (buf[0..len)); `name` stands for the file in
  * messages. Same conversions, limit and contract as sg_png_read. */
-sg_status sg_png_decode(const void *buf, size_t len, const char *name, int mask,
-                        int64_t max_pixels, sg_img *out, char *err, size_t errlen);
+sg_status sg_png_decode(const void *buf, size_t len, const char *name, int mask, int64_t max_pixels,
+                        sg_img *out, char *err, size_t errlen);
 
 /* Reads only the header: size of the image. */
 sg_status sg_png_read_size(const char *path, int *h, int *w, char *err, size_t errlen);
@@ -88,8 +88,7 @@ sg_status sg_png_write_gray16(const char *path, const uint16_t *v, int h, int w,
  * shows them black); readers of masks get the index back. The PLTE chunk
  * always has 256 entries (black beyond n_colors). */
 sg_status sg_png_write_palette(const char *path, const uint8_t *idx, int h, int w,
-                               const uint8_t *palette_rgb, int n_colors, char *err,
-                               size_t errlen);
+                               const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

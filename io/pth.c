@@ -70,23 +70,23 @@ int sg_pth_skipped(const sg_pth *p) { return p->skipped; }
 
 /* ---- zip ---- */
 
-static int zip_read_entry(sg_pth *p, zip_t *z, zip_int64_t idx, const char *ename,
-                          uint64_t expect, uint8_t **out) {
+static int zip_read_entry(sg_pth *p, zip_t *z, zip_int64_t idx, const char *ename, uint64_t expect,
+                          uint8_t **out) {
     zip_stat_t st;
     if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
         pk_fail(p->pk, "cannot read the zip entry %s: %s", ename, zip_strerror(z));
         return -1;
     }
     if (st.size != expect) {
-        pk_fail(p->pk, "zip entry %s holds %llu bytes but the pickle declares %llu (corrupt or "
-                       "truncated file)", ename, (unsigned long long)st.size,
-                (unsigned long long)expect);
+        pk_fail(p->pk,
+                "zip entry %s holds %llu bytes but the pickle declares %llu (corrupt or "
+                "truncated file)",
+                ename, (unsigned long long)st.size, (unsigned long long)expect);
         return -1;
     }
     uint8_t *buf = malloc(expect ? (size_t)expect : 1);
     if (!buf) {
-        pk_fail(p->pk, "out of memory reading %s (%llu bytes)", ename,
-                (unsigned long long)expect);
+        pk_fail(p->pk, "out of memory reading %s (%llu bytes)", ename, (unsigned long long)expect);
         return -1;
     }
     zip_file_t *f = zip_fopen_index(z, (zip_uint64_t)idx, 0);
@@ -97,8 +97,10 @@ static int zip_read_entry(sg_pth *p, zip_t *z, zip_int64_t idx, const char *enam
         got += (zip_uint64_t)r;
     }
     if (!f || got != expect) {
-        pk_fail(p->pk, "reading the zip entry %s failed after %llu of %llu bytes: %s (corrupt "
-                       "file)", ename, (unsigned long long)got, (unsigned long long)expect,
+        pk_fail(p->pk,
+                "reading the zip entry %s failed after %llu of %llu bytes: %s (corrupt "
+                "file)",
+                ename, (unsigned long long)got, (unsigned long long)expect,
                 f ? zip_file_strerror(f) : zip_strerror(z));
         if (f) zip_fclose(f);
         free(buf);
@@ -165,8 +167,8 @@ static pk_value *load_zip(sg_pth *p, const void *buf, size_t len) {
     zip_stat_t st;
     if (zip_stat_index(z, (zip_uint64_t)pkl_idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
         st.size > MAX_PICKLE) {
-        pk_fail(p->pk, "%s/data.pkl is larger than %u MiB or unreadable: not a state_dict",
-                prefix, MAX_PICKLE >> 20);
+        pk_fail(p->pk, "%s/data.pkl is larger than %u MiB or unreadable: not a state_dict", prefix,
+                MAX_PICKLE >> 20);
         goto done;
     }
     snprintf(ename, sizeof ename, "%s/data.pkl", prefix);
@@ -245,15 +247,16 @@ static pk_value *load_legacy(sg_pth *p, const uint8_t *buf, size_t len) {
         for (int i = 7; i >= 0; i--) numel = numel << 8 | buf[pos + i];
         pos += 8;
         if (numel != (uint64_t)s->numel)
-            return pk_fail(p->pk, "storage '%s' holds %llu elements, its tensors expect %lld "
-                                  "(corrupt file)", key->s, (unsigned long long)numel,
-                           (long long)s->numel);
+            return pk_fail(p->pk,
+                           "storage '%s' holds %llu elements, its tensors expect %lld "
+                           "(corrupt file)",
+                           key->s, (unsigned long long)numel, (long long)s->numel);
         uint64_t bytes = numel * (uint64_t)pk_dtype_size((int)s->i);
         total += (int64_t)bytes;
         if (total > MAX_TOTAL_BYTES) return pk_fail(p->pk, "the storages exceed the 16 GiB limit");
         if (bytes > len - pos)
-            return pk_fail(p->pk, "truncated file: storage '%s' needs %llu bytes, %zu left",
-                           key->s, (unsigned long long)bytes, len - pos);
+            return pk_fail(p->pk, "truncated file: storage '%s' needs %llu bytes, %zu left", key->s,
+                           (unsigned long long)bytes, len - pos);
         s->data = buf + pos;
         pos += bytes;
     }
@@ -268,7 +271,8 @@ static pk_value *load_legacy(sg_pth *p, const uint8_t *buf, size_t len) {
 
 static int count_tensors(const pk_value *d) {
     int n = 0;
-    for (size_t i = 1; d && d->kind == PK_DICT && i < d->n; i += 2) n += d->items[i]->kind == PK_TENSOR;
+    for (size_t i = 1; d && d->kind == PK_DICT && i < d->n; i += 2)
+        n += d->items[i]->kind == PK_TENSOR;
     return n;
 }
 
@@ -296,8 +300,9 @@ static int take_state_dict(sg_pth *p, pk_value *obj) {
             if (obj->items[i]->kind == PK_STR)
                 snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s'%.40s'",
                          keys[0] ? ", " : "", obj->items[i]->s);
-        pk_fail(p->pk, "holds no state_dict: %s%s%s; expected a dict of tensors, at the top or "
-                       "under 'state_dict' or 'model'",
+        pk_fail(p->pk,
+                "holds no state_dict: %s%s%s; expected a dict of tensors, at the top or "
+                "under 'state_dict' or 'model'",
                 obj->kind == PK_DICT ? "a dict with keys " : "not a dict",
                 obj->kind == PK_DICT ? (keys[0] ? keys : "(none)") : "", "");
         return -1;
@@ -351,8 +356,7 @@ static int take_state_dict(sg_pth *p, pk_value *obj) {
     return 0;
 }
 
-sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err,
-                        size_t errlen) {
+sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err, size_t errlen) {
     sg_pth *p = calloc(1, sizeof *p);
     SG_CHECK(p != NULL, "out of host memory");
     p->name = strdup(name ? name : "(memory)");

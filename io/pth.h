@@ -45,11 +45,11 @@ extern "C" {
 
 typedef struct sg_pth_tensor {
     const char *name;
-    const char *src_type;  /* the storage type in the file, e.g. "HalfStorage" */
-    sg_st_dtype dtype;     /* what sg_pth_read gives: F32 or I64 */
-    int ndim;              /* 0 = scalar */
+    const char *src_type; /* the storage type in the file, e.g. "HalfStorage" */
+    sg_st_dtype dtype;    /* what sg_pth_read gives: F32 or I64 */
+    int ndim;             /* 0 = scalar */
     int64_t shape[SG_PTH_MAX_DIMS];
-    size_t count;          /* elements */
+    size_t count; /* elements */
 } sg_pth_tensor;
 
 typedef struct sg_pth sg_pth;
@@ -57,8 +57,7 @@ typedef struct sg_pth sg_pth;
 /* Reads a checkpoint file (mapped, not copied). */
 sg_pth *sg_pth_open(const char *path, char *err, size_t errlen);
 /* The same from memory (buf must outlive the result); `name` in messages. */
-sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err,
-                        size_t errlen);
+sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err, size_t errlen);
 void sg_pth_close(sg_pth *p); /* NULL-safe */
 
 int sg_pth_count(const sg_pth *p);

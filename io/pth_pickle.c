@@ -172,8 +172,7 @@ pk_value *pk_dict_get(const pk_value *d, const char *key) {
 
 static int push(pk_ctx *c, pk_value *v) {
     if (!v) return -1;
-    if (grow((void **)&c->stack, &c->cap_stack, c->sp + 1, sizeof *c->stack, PK_MAX_OBJECTS) !=
-        0) {
+    if (grow((void **)&c->stack, &c->cap_stack, c->sp + 1, sizeof *c->stack, PK_MAX_OBJECTS) != 0) {
         pk_fail(c, "pickle stack deeper than %d", PK_MAX_OBJECTS);
         return -1;
     }
@@ -216,8 +215,9 @@ typedef struct rd {
 
 static int need(pk_ctx *c, rd *r, size_t n, const char *what) {
     if (n <= r->len - r->pos) return 0;
-    pk_fail(c, "truncated pickle: %s at byte %zu needs %zu bytes, %zu left (the file is cut "
-               "short or corrupt)",
+    pk_fail(c,
+            "truncated pickle: %s at byte %zu needs %zu bytes, %zu left (the file is cut "
+            "short or corrupt)",
             what, r->pos, n, r->len - r->pos);
     return -1;
 }
@@ -236,8 +236,9 @@ static pk_value *make_int(pk_ctx *c, int64_t x) {
 
 /* A string of n bytes at the reader (NUL-terminated copy). */
 static pk_value *make_str(pk_ctx *c, rd *r, uint64_t n, const char *op) {
-    if (n > PK_MAX_STR) return pk_fail(c, "%s at byte %zu: a string of %llu bytes (at most %d)",
-                                       op, r->pos, (unsigned long long)n, PK_MAX_STR);
+    if (n > PK_MAX_STR)
+        return pk_fail(c, "%s at byte %zu: a string of %llu bytes (at most %d)", op, r->pos,
+                       (unsigned long long)n, PK_MAX_STR);
     if (need(c, r, (size_t)n, op) != 0) return NULL;
     pk_value *v = new_value(c, PK_STR);
     if (!v) return NULL;
@@ -332,17 +333,21 @@ static int get_int(const pk_value *v, int64_t *out) {
 
 static pk_value *rebuild_tensor(pk_ctx *c, pk_value *args, size_t at) {
     if (args->kind != PK_TUPLE || args->n < 6 || args->n > 7)
-        return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: expected 6 or 7 arguments, got %zu",
-                       at, args->kind == PK_TUPLE ? args->n : 0);
+        return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: expected 6 or 7 arguments, got %zu", at,
+                       args->kind == PK_TUPLE ? args->n : 0);
     pk_value *st = args->items[0], *size = args->items[2], *stride = args->items[3];
     int64_t off;
-    if (st->kind != PK_STORAGE || get_int(args->items[1], &off) != 0 ||
-        size->kind != PK_TUPLE || stride->kind != PK_TUPLE)
-        return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: expected (storage, offset, size, "
-                          "stride, ...)", at);
+    if (st->kind != PK_STORAGE || get_int(args->items[1], &off) != 0 || size->kind != PK_TUPLE ||
+        stride->kind != PK_TUPLE)
+        return pk_fail(c,
+                       "_rebuild_tensor_v2 at byte %zu: expected (storage, offset, size, "
+                       "stride, ...)",
+                       at);
     if (size->n != stride->n || size->n > PK_MAX_DIMS)
-        return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: %zu sizes and %zu strides (at most "
-                          "%d dimensions)", at, size->n, stride->n, PK_MAX_DIMS);
+        return pk_fail(c,
+                       "_rebuild_tensor_v2 at byte %zu: %zu sizes and %zu strides (at most "
+                       "%d dimensions)",
+                       at, size->n, stride->n, PK_MAX_DIMS);
     pk_value *t = new_value(c, PK_TENSOR);
     if (!t) return NULL;
     t->storage = st;
@@ -354,17 +359,17 @@ static pk_value *rebuild_tensor(pk_ctx *c, pk_value *args, size_t at) {
     int64_t numel = 1, last = off;
     for (int d = 0; d < t->ndim; d++) {
         if (get_int(size->items[d], &t->size[d]) != 0 || get_int(stride->items[d], &t->stride[d]))
-            return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: a size or stride is not an int",
-                           at);
+            return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: a size or stride is not an int", at);
         if (t->size[d] < 0 || t->size[d] > lim || t->stride[d] < 0 || t->stride[d] > lim)
-            return pk_fail(c, "_rebuild_tensor_v2 at byte %zu: size %lld / stride %lld of "
-                              "dimension %d out of range", at, (long long)t->size[d],
-                           (long long)t->stride[d], d);
+            return pk_fail(c,
+                           "_rebuild_tensor_v2 at byte %zu: size %lld / stride %lld of "
+                           "dimension %d out of range",
+                           at, (long long)t->size[d], (long long)t->stride[d], d);
         if (__builtin_mul_overflow(numel, t->size[d] ? t->size[d] : 1, &numel) || numel > lim)
             return pk_fail(c, "tensor at byte %zu has more than 2^40 elements", at);
     }
-    if (off < 0 || off > lim) return pk_fail(c, "tensor at byte %zu: storage offset %lld", at,
-                                             (long long)off);
+    if (off < 0 || off > lim)
+        return pk_fail(c, "tensor at byte %zu: storage offset %lld", at, (long long)off);
     int empty = 0;
     for (int d = 0; d < t->ndim; d++) empty |= t->size[d] == 0;
     if (!empty) {
@@ -375,9 +380,10 @@ static pk_value *rebuild_tensor(pk_ctx *c, pk_value *args, size_t at) {
             over |= __builtin_add_overflow(last, span, &last);
         }
         if (over || last >= st->numel)
-            return pk_fail(c, "tensor at byte %zu reaches element %lld of storage '%s', which "
-                              "has %lld: corrupt file", at, (long long)last, st->s,
-                           (long long)st->numel);
+            return pk_fail(c,
+                           "tensor at byte %zu reaches element %lld of storage '%s', which "
+                           "has %lld: corrupt file",
+                           at, (long long)last, st->s, (long long)st->numel);
     }
     return t;
 }
@@ -395,8 +401,10 @@ static pk_value *reduce(pk_ctx *c, pk_value *fn, pk_value *args, size_t at) {
     case PKG_REBUILD_TENSOR_V2: return rebuild_tensor(c, args, at);
     case PKG_REBUILD_PARAMETER:
         if (args->n < 2 || args->items[0]->kind != PK_TENSOR)
-            return pk_fail(c, "_rebuild_parameter at byte %zu: expected (tensor, requires_grad, "
-                              "...)", at);
+            return pk_fail(c,
+                           "_rebuild_parameter at byte %zu: expected (tensor, requires_grad, "
+                           "...)",
+                           at);
         return args->items[0];
     default:
         return pk_fail(c, "REDUCE at byte %zu: torch.%s cannot be called (corrupt file)", at,
@@ -408,8 +416,10 @@ static pk_value *reduce(pk_ctx *c, pk_value *fn, pk_value *args, size_t at) {
 static pk_value *persistent_load(pk_ctx *c, pk_value *pid, int legacy, size_t at) {
     if (pid->kind != PK_TUPLE || pid->n < 5 || pid->n > 6 || pid->items[0]->kind != PK_STR ||
         strcmp(pid->items[0]->s, "storage") != 0)
-        return pk_fail(c, "persistent id at byte %zu is not ('storage', type, key, location, "
-                          "numel): the file holds something other than tensors", at);
+        return pk_fail(c,
+                       "persistent id at byte %zu is not ('storage', type, key, location, "
+                       "numel): the file holds something other than tensors",
+                       at);
     pk_value *type = pid->items[1], *key = pid->items[2];
     int64_t numel;
     if (type->kind != PK_GLOBAL || type->i < PKG_STORAGE_TYPE || key->kind != PK_STR ||
@@ -429,8 +439,8 @@ static pk_value *persistent_load(pk_ctx *c, pk_value *pid, int legacy, size_t at
                            key->s, pk_dtype_name((int)root->i), (long long)root->numel,
                            pk_dtype_name(dtype), (long long)numel);
     } else {
-        if (grow((void **)&c->storages, &c->cap_storages, c->n_storages + 1,
-                 sizeof *c->storages, 1 << 20) != 0)
+        if (grow((void **)&c->storages, &c->cap_storages, c->n_storages + 1, sizeof *c->storages,
+                 1 << 20) != 0)
             return pk_fail(c, "more than %d storages", 1 << 20);
         root = new_value(c, PK_STORAGE);
         if (!root) return NULL;
@@ -469,7 +479,9 @@ static const char *opcode_name(int op) {
     case 'o': return "OBJ (builds an object)";
     case 0x81: return "NEWOBJ (builds an object)";
     case 0x92: return "NEWOBJ_EX (builds an object)";
-    case 0x82: case 0x83: case 0x84: return "EXT (extension registry)";
+    case 0x82:
+    case 0x83:
+    case 0x84: return "EXT (extension registry)";
     case 'P': return "PERSID (text persistent id)";
     case 'I': return "INT (text)";
     case 'L': return "LONG (text)";
@@ -493,8 +505,8 @@ static const char *opcode_name(int op) {
 static int memo_put(pk_ctx *c, uint64_t idx, pk_value *v, size_t at) {
     if (!v) return -1;
     if (idx >= PK_MAX_MEMO) {
-        pk_fail(c, "memo index %llu at byte %zu is above the limit %d", (unsigned long long)idx,
-                at, PK_MAX_MEMO);
+        pk_fail(c, "memo index %llu at byte %zu is above the limit %d", (unsigned long long)idx, at,
+                PK_MAX_MEMO);
         return -1;
     }
     size_t old = c->cap_memo;
@@ -536,8 +548,8 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
         switch (op) {
         case 0x80: /* PROTO */
             if (need(c, &r, 1, "PROTO") != 0) return NULL;
-            if (r.b[r.pos] > 5) return pk_fail(c, "pickle protocol %d at byte %zu is unknown",
-                                               r.b[r.pos], at);
+            if (r.b[r.pos] > 5)
+                return pk_fail(c, "pickle protocol %d at byte %zu is unknown", r.b[r.pos], at);
             r.pos++;
             break;
         case 0x95: /* FRAME: framing only */
@@ -555,10 +567,18 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
                 return pk_fail(c, "more than %d nested MARKs", PK_MAX_OBJECTS);
             c->marks[c->n_marks++] = c->sp;
             break;
-        case '}': if (push(c, new_value(c, PK_DICT))) return NULL; break;
-        case ']': if (push(c, new_value(c, PK_LIST))) return NULL; break;
-        case ')': if (push(c, new_value(c, PK_TUPLE))) return NULL; break;
-        case 'N': if (push(c, new_value(c, PK_NONE))) return NULL; break;
+        case '}':
+            if (push(c, new_value(c, PK_DICT))) return NULL;
+            break;
+        case ']':
+            if (push(c, new_value(c, PK_LIST))) return NULL;
+            break;
+        case ')':
+            if (push(c, new_value(c, PK_TUPLE))) return NULL;
+            break;
+        case 'N':
+            if (push(c, new_value(c, PK_NONE))) return NULL;
+            break;
         case 0x88:
         case 0x89:
             v = new_value(c, PK_BOOL);
@@ -675,7 +695,8 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
         case 0x87: { /* TUPLE1..3 */
             size_t k = (size_t)(op - 0x84);
             size_t floor = c->n_marks ? c->marks[c->n_marks - 1] : 0;
-            if (c->sp < floor + k) return pk_fail(c, "TUPLE%zu at byte %zu: stack underflow", k, at);
+            if (c->sp < floor + k)
+                return pk_fail(c, "TUPLE%zu at byte %zu: stack underflow", k, at);
             c->sp -= k;
             if (push(c, make_tuple(c, c->stack + c->sp, k))) return NULL;
             break;
@@ -724,8 +745,10 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
             if (!a) return NULL;
             if ((a->kind != PK_DICT && a->kind != PK_TENSOR) ||
                 (b->kind != PK_DICT && b->kind != PK_NONE && b->kind != PK_TUPLE))
-                return pk_fail(c, "BUILD at byte %zu sets the state of something that is not a "
-                                  "dict or tensor", at);
+                return pk_fail(c,
+                               "BUILD at byte %zu sets the state of something that is not a "
+                               "dict or tensor",
+                               at);
             break;
         case 'Q': /* BINPERSID */
             a = pop(c, at);
@@ -747,9 +770,11 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
             if (!a || push(c, a)) return NULL;
             break;
         default:
-            return pk_fail(c, "refused pickle opcode 0x%02x %s at byte %zu: a state_dict of "
-                              "tensors needs none of it (corrupt file, or not a plain "
-                              "state_dict)", op, opcode_name(op), at);
+            return pk_fail(c,
+                           "refused pickle opcode 0x%02x %s at byte %zu: a state_dict of "
+                           "tensors needs none of it (corrupt file, or not a plain "
+                           "state_dict)",
+                           op, opcode_name(op), at);
         }
     }
     return NULL;

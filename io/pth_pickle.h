@@ -52,9 +52,9 @@ typedef enum {
 typedef struct pk_value pk_value;
 struct pk_value {
     pk_kind kind;
-    int64_t i;       /* BOOL, INT; GLOBAL: pk_global; STORAGE: dtype */
-    double f;        /* FLOAT */
-    char *s;         /* STR (NUL-terminated), BIGINT bytes; STORAGE: key */
+    int64_t i; /* BOOL, INT; GLOBAL: pk_global; STORAGE: dtype */
+    double f;  /* FLOAT */
+    char *s;   /* STR (NUL-terminated), BIGINT bytes; STORAGE: key */
     size_t len;
     pk_value **items; /* TUPLE, LIST, DICT */
     size_t n, cap;
@@ -75,7 +75,16 @@ typedef struct pk_ctx pk_ctx;
 
 /* Element types of storages (torch.<X>Storage). */
 enum {
-    PKT_F32, PKT_F64, PKT_F16, PKT_BF16, PKT_I64, PKT_I32, PKT_I16, PKT_I8, PKT_U8, PKT_BOOL,
+    PKT_F32,
+    PKT_F64,
+    PKT_F16,
+    PKT_BF16,
+    PKT_I64,
+    PKT_I32,
+    PKT_I16,
+    PKT_I8,
+    PKT_U8,
+    PKT_BOOL,
     PKT_COUNT
 };
 int pk_dtype_size(int dtype);

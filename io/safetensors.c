@@ -4,8 +4,8 @@
 #include "io/safetensors.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,7 +28,7 @@ struct sg_st_file {
     char *path;
     const unsigned char *map;
     size_t size;
-    int mapped; /* 1: map is our mmap (unmapped on close); 0: the caller's buffer */
+    int mapped;                /* 1: map is our mmap (unmapped on close); 0: the caller's buffer */
     const unsigned char *data; /* start of the data section */
     size_t data_size;
     sg_st_tensor *t;
@@ -89,7 +89,8 @@ static void sanitize(char *msg) {
         if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
 }
 
-static sg_status st_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static sg_status st_error(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static sg_status st_error(const char *path, const char *fmt, ...) {
     char msg[768];
     va_list ap;
@@ -223,8 +224,10 @@ static int parse_tensor(sg_st_file *f, sg_json_rd *r, char *name, st_why *w) {
     memset(&t, 0, sizeof t);
     size_t el = 0;
     if (dtype_parse(dtype, &t.dtype, &el) != 0) {
-        st_fail(w, "tensor '%s' has dtype %s; segtrain reads F32 and I64 only "
-                "(convert it, e.g. in PyTorch: t.float())", name, dtype);
+        st_fail(w,
+                "tensor '%s' has dtype %s; segtrain reads F32 and I64 only "
+                "(convert it, e.g. in PyTorch: t.float())",
+                name, dtype);
         free(dtype);
         return -1;
     }
@@ -239,9 +242,10 @@ static int parse_tensor(sg_st_file *f, sg_json_rd *r, char *name, st_why *w) {
     }
     t.nbytes = t.count * el;
     if (offs[0] > offs[1] || (uint64_t)offs[1] > f->data_size)
-        return st_fail(w, "tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data "
-                       "section (truncated or corrupt file)", name, (long long)offs[0],
-                       (long long)offs[1], f->data_size);
+        return st_fail(w,
+                       "tensor '%s': data_offsets [%lld, %lld] outside the %zu-byte data "
+                       "section (truncated or corrupt file)",
+                       name, (long long)offs[0], (long long)offs[1], f->data_size);
     if ((uint64_t)(offs[1] - offs[0]) != t.nbytes)
         return st_fail(w, "tensor '%s': %lld bytes in data_offsets but shape x dtype needs %zu",
                        name, (long long)(offs[1] - offs[0]), t.nbytes);
@@ -299,17 +303,19 @@ static int cmp_by_offset(const void *a, const void *b) {
 /* Parses and checks f->map[0..size). 0, or -1 with the reason in w. */
 static int parse_file(sg_st_file *f, st_why *w) {
     size_t size = f->size;
-    if (size < 8)
-        return st_fail(w, "only %zu bytes: truncated or not a safetensors file", size);
+    if (size < 8) return st_fail(w, "only %zu bytes: truncated or not a safetensors file", size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->map[i];
     if (hlen > SG_ST_MAX_HEADER)
-        return st_fail(w, "header length %llu is above the %u-byte limit (16 MiB): corrupt, or "
-                       "not a safetensors file", (unsigned long long)hlen,
-                       (unsigned)SG_ST_MAX_HEADER);
+        return st_fail(w,
+                       "header length %llu is above the %u-byte limit (16 MiB): corrupt, or "
+                       "not a safetensors file",
+                       (unsigned long long)hlen, (unsigned)SG_ST_MAX_HEADER);
     if (hlen > size - 8 || hlen < 2)
-        return st_fail(w, "header length %llu does not fit the %zu-byte file: truncated or not a "
-                       "safetensors file", (unsigned long long)hlen, size);
+        return st_fail(w,
+                       "header length %llu does not fit the %zu-byte file: truncated or not a "
+                       "safetensors file",
+                       (unsigned long long)hlen, size);
     f->data = f->map + 8 + hlen;
     f->data_size = size - 8 - (size_t)hlen;
     sg_json_rd *r = sg_json_rd_open((const char *)f->map + 8, (size_t)hlen, &hdr_opts);

@@ -42,14 +42,14 @@ typedef enum { SG_ST_F32 = 0, SG_ST_I64 = 1 } sg_st_dtype;
 typedef struct sg_st_tensor {
     const char *name;
     sg_st_dtype dtype;
-    int ndim;                       /* 0 = scalar */
+    int ndim; /* 0 = scalar */
     int64_t shape[SG_ST_MAX_DIMS];
-    size_t count;                   /* elements */
+    size_t count; /* elements */
     size_t nbytes;
     /* Pointer into the mapped file; may be unaligned: use memcpy or
      * sg_st_read_f32/sg_st_read_i64. */
     const void *data;
-    size_t offset;                  /* byte offset of data from the data section */
+    size_t offset; /* byte offset of data from the data section */
 } sg_st_tensor;
 
 typedef struct sg_st_file sg_st_file;

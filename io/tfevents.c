@@ -143,7 +143,8 @@ sg_tb_writer *sg_tb_open(const char *dir, int64_t start_step) {
     static int opened = 0; /* files this process opened: part of the name */
     if (sg_mkdirs(dir) != 0) {
         SG_ERROR("TensorBoard: cannot create %s: %s (check run_dir's permissions, or set "
-                 "train.tensorboard: false)", dir, strerror(errno));
+                 "train.tensorboard: false)",
+                 dir, strerror(errno));
         return NULL;
     }
     sg_tb_writer *w = calloc(1, sizeof *w);
@@ -164,7 +165,8 @@ sg_tb_writer *sg_tb_open(const char *dir, int64_t start_step) {
     if (fd >= 0) w->f = fdopen(fd, "wb");
     if (!w->f) {
         SG_ERROR("TensorBoard: cannot create an event file %s: %s (set train.tensorboard: "
-                 "false to run without)", w->path, strerror(errno));
+                 "false to run without)",
+                 w->path, strerror(errno));
         if (fd >= 0) close(fd);
         free(w);
         return NULL;
@@ -193,11 +195,11 @@ void sg_tb_scalar(sg_tb_writer *w, int64_t step, const char *tag, double value) 
     if (tl > TB_MAX_TAG) tl = TB_MAX_TAG;
     unsigned char val[TB_MAX_TAG + 32], sum[TB_MAX_TAG + 48], ev[TB_MAX_TAG + 96];
     pbuf v = {val, 0, sizeof val}, s = {sum, 0, sizeof sum}, e = {ev, 0, sizeof ev};
-    put_lendelim(&v, 1, tag, tl);          /* Summary.Value.tag */
-    put_float(&v, 2, (float)value);        /* Summary.Value.simple_value */
-    put_lendelim(&s, 1, v.p, v.len);       /* Summary.value */
+    put_lendelim(&v, 1, tag, tl);    /* Summary.Value.tag */
+    put_float(&v, 2, (float)value);  /* Summary.Value.simple_value */
+    put_lendelim(&s, 1, v.p, v.len); /* Summary.value */
     put_event_head(&e, step);
-    put_lendelim(&e, 5, s.p, s.len);       /* Event.summary */
+    put_lendelim(&e, 5, s.p, s.len); /* Event.summary */
     write_record(w, &e);
 }
 

@@ -20,15 +20,15 @@ int sg_cuda_device_count(void);
 enum { SG_OPS_LIST(SG_OP_INDEX) SG_OPS_COUNT };
 
 typedef void (*sg_any_fn)(void);
-_Static_assert(sizeof(sg_any_fn) == sizeof(void *) &&
-                   offsetof(sg_ops, name) == 0 && sizeof(const char *) == sizeof(void *),
+_Static_assert(sizeof(sg_any_fn) == sizeof(void *) && offsetof(sg_ops, name) == 0 &&
+                   sizeof(const char *) == sizeof(void *),
                "sg_ops: expected a name pointer followed by function pointers");
 /* Each listed op sits in the slot its position says: no op listed twice,
  * none out of order... */
-#define SG_OP_SLOT(f)                                                                    \
-    _Static_assert(offsetof(sg_ops, f) == sizeof(void *) * (1 + SG_OPI_##f),             \
-                   "sg_ops: '" #f "' is not where SG_OPS_LIST in kernels/backend.h puts "  \
-                   "it: a member before it is missing from the list, or the list is not in "  \
+#define SG_OP_SLOT(f)                                                                        \
+    _Static_assert(offsetof(sg_ops, f) == sizeof(void *) * (1 + SG_OPI_##f),                 \
+                   "sg_ops: '" #f "' is not where SG_OPS_LIST in kernels/backend.h puts "    \
+                   "it: a member before it is missing from the list, or the list is not in " \
                    "the struct's order");
 SG_OPS_LIST(SG_OP_SLOT)
 /* ...and no slot is left out. */
@@ -125,8 +125,7 @@ sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {
                 SG_ERROR("device '%s': expected cuda or cuda:N with N a device index "
                          "(digits only, 0..1024)",
                          device);
-            else
-                SG_ERROR("device '%s': expected cpu, cuda or cuda:N", device);
+            else SG_ERROR("device '%s': expected cpu, cuda or cuda:N", device);
             return NULL;
         }
 #if SG_HAVE_CUDA

@@ -45,12 +45,12 @@ struct sg_backend_info;
 /* Convolution geometry. x: [n, c, h, w], weight: [k, c, r, s], y: [n, k, oh, ow].
  * oh = (h + 2*pad_h - dil_h*(r-1) - 1)/stride_h + 1 (sg_conv_out computes it). */
 typedef struct sg_conv_desc {
-    int n, c, h, w;      /* input */
-    int k, r, s;         /* output channels, kernel height, kernel width */
+    int n, c, h, w; /* input */
+    int k, r, s;    /* output channels, kernel height, kernel width */
     int stride_h, stride_w;
     int pad_h, pad_w;
     int dil_h, dil_w;
-    int oh, ow;          /* output spatial size (fill with sg_conv_desc_init) */
+    int oh, ow; /* output spatial size (fill with sg_conv_desc_init) */
 } sg_conv_desc;
 
 /* Fills oh/ow from the rest; returns 0, or -1 if the output would be empty.
@@ -68,7 +68,7 @@ typedef struct sg_ops {
     void (*get_info)(sg_backend *be, struct sg_backend_info *info);
 
     /* ---- memory ---- */
-    void *(*alloc)(sg_backend *be, size_t bytes);     /* zeroed; fatal on OOM */
+    void *(*alloc)(sg_backend *be, size_t bytes); /* zeroed; fatal on OOM */
     void (*free)(sg_backend *be, void *p);
     void (*upload)(sg_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*download)(sg_backend *be, void *host_dst, const void *src, size_t bytes);
@@ -82,17 +82,17 @@ typedef struct sg_ops {
     /* ---- convolution (no bias inside the main conv ops; bias via bias_*) ---- */
     /* Optional: build primitives/workspace for this geometry now. */
     void (*conv_prepare)(sg_backend *be, const sg_conv_desc *d);
-    void (*conv_fwd)(sg_backend *be, const sg_conv_desc *d, const float *x,
-                     const float *w, float *y);
-    void (*conv_bwd_data)(sg_backend *be, const sg_conv_desc *d, const float *dy,
-                          const float *w, float *dx, int accumulate);
-    void (*conv_bwd_weight)(sg_backend *be, const sg_conv_desc *d, const float *x,
-                            const float *dy, float *dw, int accumulate);
+    void (*conv_fwd)(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
+                     float *y);
+    void (*conv_bwd_data)(sg_backend *be, const sg_conv_desc *d, const float *dy, const float *w,
+                          float *dx, int accumulate);
+    void (*conv_bwd_weight)(sg_backend *be, const sg_conv_desc *d, const float *x, const float *dy,
+                            float *dw, int accumulate);
     /* y[n,c,:] += b[c] over hw elements per plane. */
     void (*bias_fwd)(sg_backend *be, float *y, const float *b, int n, int c, int hw);
     /* db[c] (+)= sum over n, hw of dy. */
-    void (*bias_bwd)(sg_backend *be, const float *dy, float *db, int n, int c,
-                     int hw, int accumulate);
+    void (*bias_bwd)(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
+                     int accumulate);
 
     /* ---- batch norm, split the way SyncBN needs it ----
      * stats: [2*c] = per-channel mean, then M2 = sum((x-mean)^2) over n*hw values
@@ -104,41 +104,37 @@ typedef struct sg_ops {
      * 1/sqrt(var_biased + eps). If running_mean != NULL, also update
      * running_mean/var with momentum (running_var gets the unbiased var,
      * M2/(N-1); M2/N when the total N is 1, instead of dividing by zero). */
-    void (*bn_finalize)(sg_backend *be, const float *parts_stats, const int64_t *counts,
-                        int parts, int c, float eps, float momentum, float *mean,
-                        float *invstd, float *running_mean, float *running_var);
+    void (*bn_finalize)(sg_backend *be, const float *parts_stats, const int64_t *counts, int parts,
+                        int c, float eps, float momentum, float *mean, float *invstd,
+                        float *running_mean, float *running_var);
     /* Eval mode: mean = running_mean, invstd = 1/sqrt(running_var + eps). */
-    void (*bn_eval_params)(sg_backend *be, const float *running_mean,
-                           const float *running_var, int c, float eps, float *mean,
-                           float *invstd);
+    void (*bn_eval_params)(sg_backend *be, const float *running_mean, const float *running_var,
+                           int c, float eps, float *mean, float *invstd);
     /* y = (x-mean)*invstd*gamma + beta, then max(0, .) if relu. y may == x. */
     void (*bn_fwd)(sg_backend *be, const float *x, const float *mean, const float *invstd,
-                   const float *gamma, const float *beta, float *y, int n, int c,
-                   int hw, int relu);
+                   const float *gamma, const float *beta, float *y, int n, int c, int hw, int relu);
     /* red: [2*c] = sum(g), sum(g*(x-mean)) where g = dy, masked by y > 0 when
      * relu (y = this layer's output). x is the BN input. */
-    void (*bn_bwd_reduce)(sg_backend *be, const float *dy, const float *x,
-                          const float *y, const float *mean, float *red, int n, int c,
-                          int hw, int relu);
+    void (*bn_bwd_reduce)(sg_backend *be, const float *dy, const float *x, const float *y,
+                          const float *mean, float *red, int n, int c, int hw, int relu);
     /* dx (+)= (g - red[0]/count - (x-mean)*invstd^2*red[1]/count) * invstd * gamma,
      * g as in bn_bwd_reduce, count = the (global) number of values per channel.
      * red and count are global under SyncBN (all-reduced), local otherwise. */
     void (*bn_bwd_elem)(sg_backend *be, const float *dy, const float *x, const float *y,
                         const float *mean, const float *invstd, const float *gamma,
-                        const float *red, double count, float *dx, int n, int c,
-                        int hw, int relu, int accumulate);
+                        const float *red, double count, float *dx, int n, int c, int hw, int relu,
+                        int accumulate);
     /* dgamma (+)= red[1]*invstd, dbeta (+)= red[0]  (c values each). */
-    void (*bn_param_grads)(sg_backend *be, const float *red, const float *invstd,
-                           float *dgamma, float *dbeta, int c, int accumulate);
+    void (*bn_param_grads)(sg_backend *be, const float *red, const float *invstd, float *dgamma,
+                           float *dbeta, int c, int accumulate);
 
     /* ---- elementwise ---- */
     void (*relu_fwd)(sg_backend *be, const float *x, float *y, size_t count);
     /* dx (+)= dy * (y > 0) */
-    void (*relu_bwd)(sg_backend *be, const float *dy, const float *y, float *dx,
-                     size_t count, int accumulate);
+    void (*relu_bwd)(sg_backend *be, const float *dy, const float *y, float *dx, size_t count,
+                     int accumulate);
     /* y = a + b, then max(0, .) if relu. y may alias a or b. */
-    void (*add)(sg_backend *be, const float *a, const float *b, float *y, size_t count,
-                int relu);
+    void (*add)(sg_backend *be, const float *a, const float *b, float *y, size_t count, int relu);
     /* y = alpha * x (in place allowed) */
     void (*scale)(sg_backend *be, const float *x, float *y, float alpha, size_t count);
     /* y += alpha * x */
@@ -147,26 +143,26 @@ typedef struct sg_ops {
     /* ---- pooling, resize, concat ---- */
     /* max-pool 3x3 stride 2 pad 1; idx (int32, y's size) records the argmax
      * (flat index within the input plane) for backward. */
-    void (*maxpool_fwd)(sg_backend *be, const float *x, float *y, int32_t *idx, int n,
+    void (*maxpool_fwd)(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
+                        int w, int oh, int ow);
+    void (*maxpool_bwd)(sg_backend *be, const float *dy, const int32_t *idx, float *dx, int n,
                         int c, int h, int w, int oh, int ow);
-    void (*maxpool_bwd)(sg_backend *be, const float *dy, const int32_t *idx, float *dx,
-                        int n, int c, int h, int w, int oh, int ow);
     /* global average pool: [n,c,h,w] -> [n,c,1,1] */
     void (*avgpool_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int hw);
     void (*avgpool_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
                         int accumulate);
     /* bilinear resize, align_corners=False (PyTorch's area-pixel mapping,
      * scale = in/out), any sizes. */
-    void (*resize_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int h,
-                       int w, int oh, int ow);
-    void (*resize_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int h,
-                       int w, int oh, int ow, int accumulate);
+    void (*resize_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int h, int w, int oh,
+                       int ow);
+    void (*resize_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int h, int w,
+                       int oh, int ow, int accumulate);
     /* copy src [n, c_src, hw] into dst [n, c_dst, hw] at channel offset c_off
      * (concat); concat_bwd is the inverse slice (dst (+)= dy slice). */
-    void (*concat_fwd)(sg_backend *be, const float *src, float *dst, int n, int c_src,
-                       int c_dst, int c_off, int hw);
-    void (*concat_bwd)(sg_backend *be, const float *dy, float *dsrc, int n, int c_src,
-                       int c_dst, int c_off, int hw, int accumulate);
+    void (*concat_fwd)(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
+                       int c_off, int hw);
+    void (*concat_bwd)(sg_backend *be, const float *dy, float *dsrc, int n, int c_src, int c_dst,
+                       int c_off, int hw, int accumulate);
 
     /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p). The mask is a
      * pure function of (key, element index) through sg_rng (kernels/rng.h), so
@@ -174,8 +170,8 @@ typedef struct sg_ops {
      * Rule (bit-exact on every backend): mask[i] = sg_rng_uniform(key, i) >= p
      * (1 = keep); y[i] = mask[i] ? x[i] * (1.0f/(1.0f-p)) : 0 in float;
      * p >= 1 drops everything. ---- */
-    void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask,
-                        size_t count, float p, uint64_t key);
+    void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
+                        float p, uint64_t key);
     void (*dropout_bwd)(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
                         size_t count, float p, int accumulate);
 
@@ -185,15 +181,14 @@ typedef struct sg_ops {
      * dlogits = (softmax - onehot) * grad_scale (0 at ignored pixels) if dlogits
      * != NULL, and returns on the host the summed loss (double) and the number
      * of valid pixels. */
-    void (*ce_fwd_bwd)(sg_backend *be, const float *logits, const uint8_t *labels,
-                       int n, int c, int hw, int ignore, float grad_scale,
-                       float *dlogits, double *loss_sum, int64_t *valid);
+    void (*ce_fwd_bwd)(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                       int hw, int ignore, float grad_scale, float *dlogits, double *loss_sum,
+                       int64_t *valid);
     /* pred[n,hw] = argmax over c (first max wins) */
-    void (*argmax)(sg_backend *be, const float *logits, uint8_t *pred, int n, int c,
-                   int hw);
+    void (*argmax)(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw);
     /* conf[label*c + pred] += 1 for label < c; conf is int64 [c*c] on the device. */
-    void (*confusion)(sg_backend *be, const uint8_t *pred, const uint8_t *labels,
-                      size_t count, int c, int64_t *conf);
+    void (*confusion)(sg_backend *be, const uint8_t *pred, const uint8_t *labels, size_t count,
+                      int c, int64_t *conf);
     /* ---- loss options: class weights, OHEM (train/train_step.c) ---- */
     /* ce_fwd_bwd where a valid pixel p (label y) counts with the weight
      *   w_p = (class_w ? class_w[y] : 1) * (sel_key == NULL || sel_key[p] < sel_below)
@@ -203,15 +198,15 @@ typedef struct sg_ops {
      * returns on the host sum_p w_p * loss_p and sum_p w_p (double). With
      * class_w and sel_key NULL it is ce_fwd_bwd bit for bit (weight_sum =
      * valid pixels). */
-    void (*ce_weighted)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                        int c, int hw, int ignore, const float *class_w, const float *sel_key,
+    void (*ce_weighted)(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                        int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum);
     /* prob[p] = softmax(logits[:, p])[y_p] with ce_fwd_bwd's arithmetic
      * (e[y] / sum), +INFINITY where the label is ignored (== ignore or >= c).
      * prob [n*hw] must not alias logits. */
-    void (*ce_label_prob)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                          int c, int hw, int ignore, float *prob);
+    void (*ce_label_prob)(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                          int hw, int ignore, float *prob);
     /* The k-th smallest (0-based, k < count) of x[0..count), exact, returned
      * on the host. Order: IEEE total order (-0 before +0, +inf last but for
      * NaNs, which sort above it). Radix select on the float bits: no scratch
@@ -222,14 +217,13 @@ typedef struct sg_ops {
      * d = g + wd*p; buf = d if first else momentum*buf + (1-dampening)*d;
      * d = d + momentum*buf if nesterov else buf (momentum 0: d unchanged, buf unused);
      * p -= lr*d. */
-    void (*sgd_step)(sg_backend *be, float *param, const float *grad, float *buf,
-                     size_t count, float lr, float momentum, float dampening, float wd,
-                     int nesterov, int first);
+    void (*sgd_step)(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
+                     float lr, float momentum, float dampening, float wd, int nesterov, int first);
 
     /* ---- input ---- */
     /* src uint8 [n, h, w, 3] (HWC) -> dst float [n, 3, h, w], (v/255 - mean)/std. */
-    void (*normalize_u8)(sg_backend *be, const uint8_t *src, float *dst, int n, int h,
-                         int w, const float mean[3], const float std[3]);
+    void (*normalize_u8)(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
+                         const float mean[3], const float std[3]);
 
     /* sum of squares of x (for grad norms / checks), returned on the host. */
     double (*sumsq)(sg_backend *be, const float *x, size_t count);
@@ -305,17 +299,16 @@ typedef struct sg_ops {
     void (*bn_stats_dt)(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                         float *stats);
     void (*bn_fwd_dt)(sg_backend *be, const void *x, int x_dt, const float *mean,
-                      const float *invstd, const float *gamma, const float *beta, void *y,
-                      int y_dt, int n, int c, int hw, int relu);
+                      const float *invstd, const float *gamma, const float *beta, void *y, int y_dt,
+                      int n, int c, int hw, int relu);
     void (*bn_bwd_reduce_dt)(sg_backend *be, const float *dy, const void *x, int x_dt,
                              const float *y, const float *mean, const float *invstd,
                              const float *gamma, const float *beta, float *red, int n, int c,
                              int hw, int relu);
-    void (*bn_bwd_elem_dt)(sg_backend *be, const float *dy, const void *x, int x_dt,
-                           const float *y, const float *mean, const float *invstd,
-                           const float *gamma, const float *beta, const float *red,
-                           double count, float *dx, int n, int c, int hw, int relu,
-                           int accumulate);
+    void (*bn_bwd_elem_dt)(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                           const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, const float *red, double count, float *dx, int n,
+                           int c, int hw, int relu, int accumulate);
 } sg_ops;
 
 /* Every op of sg_ops, in declaration order (an X-macro: X(name) per op).
@@ -355,11 +348,11 @@ enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };
 
 /* What a backend reports about itself (memory figures are bytes). */
 typedef struct sg_backend_info {
-    char name[32];        /* "cpu", "cuda:0" */
-    char device[128];     /* human readable: CPU model / GPU name */
-    int threads;          /* CPU threads used (CPU backend) */
-    size_t mem_in_use;    /* bytes allocated through ops->alloc now */
-    size_t mem_peak;      /* high-water mark of the above */
+    char name[32];     /* "cpu", "cuda:0" */
+    char device[128];  /* human readable: CPU model / GPU name */
+    int threads;       /* CPU threads used (CPU backend) */
+    size_t mem_in_use; /* bytes allocated through ops->alloc now */
+    size_t mem_peak;   /* high-water mark of the above */
     /* The device's memory, 0 = unknown. CPU: MemTotal / MemAvailable of
      * /proc/meminfo, lowered to the cgroup's memory limit (and limit - usage)
      * when one is set; CUDA: cudaMemGetInfo's total / free. Checked before
@@ -376,9 +369,9 @@ typedef struct sg_backend_info {
 
 struct sg_backend {
     const sg_ops *ops;
-    void *impl;           /* backend-private state */
-    unsigned caps;        /* SG_CAP_* flags: what callers may rely on */
-    int device_index;     /* the device's index (cuda:N), -1 on the host */
+    void *impl;       /* backend-private state */
+    unsigned caps;    /* SG_CAP_* flags: what callers may rely on */
+    int device_index; /* the device's index (cuda:N), -1 on the host */
 };
 
 /* Capabilities (be->caps), in terms of what a caller needs to know. */
@@ -405,11 +398,11 @@ static inline int sg_backend_has(const sg_backend *be, unsigned caps) {
 
 /* Backend options: plain values, same layout in every build. */
 typedef struct sg_backend_opts {
-    int threads;              /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
-    int cudnn_benchmark;      /* CUDA: measure conv algorithms once per shape */
-    int cudnn_deterministic;  /* CUDA: deterministic algorithms only */
-    int precision;            /* SG_PRECISION_* of the convolutions (0 = fp32) */
-    int allow_tf32;           /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
+    int threads;             /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
+    int cudnn_benchmark;     /* CUDA: measure conv algorithms once per shape */
+    int cudnn_deterministic; /* CUDA: deterministic algorithms only */
+    int precision;           /* SG_PRECISION_* of the convolutions (0 = fp32) */
+    int allow_tf32;          /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
                                  plain fp32, as the CPU; the config's default is on) */
 } sg_backend_opts;
 

@@ -26,8 +26,7 @@ SG_RNG_FN uint64_t sg_mix64(uint64_t z) {
 }
 
 /* Key from up to four coordinates plus a purpose tag (distinct streams). */
-SG_RNG_FN uint64_t sg_rng_key(uint64_t seed, uint64_t a, uint64_t b, uint64_t c,
-                              uint64_t purpose) {
+SG_RNG_FN uint64_t sg_rng_key(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t purpose) {
     uint64_t k = sg_mix64(seed ^ 0x5EED5EED5EED5EEDull);
     k = sg_mix64(k ^ a);
     k = sg_mix64(k ^ (b + 0x1000193ull));

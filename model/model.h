@@ -45,12 +45,7 @@ struct sg_config;
 
 #define SG_MODEL_MAX_RATES 8
 
-typedef enum {
-    SG_RESNET18 = 0,
-    SG_RESNET34 = 1,
-    SG_RESNET50 = 2,
-    SG_RESNET101 = 3
-} sg_backbone;
+typedef enum { SG_RESNET18 = 0, SG_RESNET34 = 1, SG_RESNET50 = 2, SG_RESNET101 = 3 } sg_backbone;
 
 typedef struct sg_model_opts {
     sg_backbone backbone;
@@ -82,33 +77,33 @@ sg_status sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cf
 
 typedef enum {
     SG_PK_CONV_WEIGHT = 0,
-    SG_PK_CONV_BIAS = 1,   /* classifier biases (decoder.4, aux_head.4) */
+    SG_PK_CONV_BIAS = 1, /* classifier biases (decoder.4, aux_head.4) */
     SG_PK_BN_WEIGHT = 2,
     SG_PK_BN_BIAS = 3,
     SG_PK_RUNNING_MEAN = 4,
     SG_PK_RUNNING_VAR = 5,
-    SG_PK_NUM_BATCHES = 6  /* int64, host */
+    SG_PK_NUM_BATCHES = 6 /* int64, host */
 } sg_param_kind;
 
 typedef enum { SG_DT_F32 = 0, SG_DT_I64 = 1 } sg_param_dtype;
 
 /* One state-dict entry. */
 typedef struct sg_param {
-    char name[96];       /* e.g. "encoder.layer1.0.conv1.weight" */
-    int ndim;            /* 1 or 4 (0 for num_batches_tracked: a scalar) */
+    char name[96]; /* e.g. "encoder.layer1.0.conv1.weight" */
+    int ndim;      /* 1 or 4 (0 for num_batches_tracked: a scalar) */
     int shape[4];
-    size_t count;        /* elements */
+    size_t count; /* elements */
     sg_param_kind kind;
     sg_param_dtype dtype;
-    float *data;         /* device; NULL for num_batches_tracked */
-    float *grad;         /* device; NULL for buffers */
-    int64_t *i64;        /* host; num_batches_tracked only */
-    size_t offset;       /* element offset of data (and grad) inside its
+    float *data;   /* device; NULL for num_batches_tracked */
+    float *grad;   /* device; NULL for buffers */
+    int64_t *i64;  /* host; num_batches_tracked only */
+    size_t offset; /* element offset of data (and grad) inside its
                             allocation: sg_model_weights() for parameters,
                             sg_model_buffers() for running stats */
-    int is_buffer;       /* running_mean / running_var / num_batches_tracked */
-    int trainable;       /* parameters only; 0 after sg_model_freeze */
-    int is_head;         /* under decoder. or aux_head. */
+    int is_buffer; /* running_mean / running_var / num_batches_tracked */
+    int trainable; /* parameters only; 0 after sg_model_freeze */
+    int is_head;   /* under decoder. or aux_head. */
 } sg_param;
 
 typedef struct sg_model sg_model;
@@ -122,9 +117,9 @@ const sg_model_opts *sg_model_get_opts(const sg_model *m);
 sg_backend *sg_model_backend(const sg_model *m);
 
 /* ---- registry ---- */
-int sg_model_num_params(const sg_model *m);        /* state-dict keys */
-sg_param *sg_model_param(sg_model *m, int i);      /* state-dict order */
-sg_param *sg_model_find(sg_model *m, const char *name); /* NULL if absent */
+int sg_model_num_params(const sg_model *m);                   /* state-dict keys */
+sg_param *sg_model_param(sg_model *m, int i);                 /* state-dict order */
+sg_param *sg_model_find(sg_model *m, const char *name);       /* NULL if absent */
 int sg_model_find_index(const sg_model *m, const char *name); /* -1 if absent */
 /* Scalar parameter count (weights and biases; no buffers). trainable_only:
  * only those not frozen. */
@@ -228,8 +223,8 @@ typedef struct sg_model_hooks {
     /* SyncBN, training forward: gather every rank's local BN stats ([2c]
      * mean,M2 on the device) and counts; fills parts [world][2c] (device) and
      * counts[world] (host). NULL = local BN. */
-    void (*bn_gather)(void *ctx, const float *local_stats, int64_t local_count,
-                      float *parts, int64_t *counts, int c);
+    void (*bn_gather)(void *ctx, const float *local_stats, int64_t local_count, float *parts,
+                      int64_t *counts, int c);
     int world; /* rows of `parts` */
     /* SyncBN backward: sum-all-reduce red [2c] (device) in place across ranks. */
     void (*bn_allreduce)(void *ctx, float *red, int c2);

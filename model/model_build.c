@@ -51,7 +51,8 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
 /* SG_OK, or SG_ERR_CONFIG after logging the option. */
 static sg_status validate_opts(const sg_model_opts *o) {
     if (o->backbone < SG_RESNET18 || o->backbone > SG_RESNET101) {
-        SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101)", (int)o->backbone);
+        SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101)",
+                 (int)o->backbone);
         return SG_ERR_CONFIG;
     }
     if (o->output_stride != 8 && o->output_stride != 16) {
@@ -72,7 +73,8 @@ static sg_status validate_opts(const sg_model_opts *o) {
                  o->num_classes);
         return SG_ERR_CONFIG;
     }
-    if (!(o->aspp_dropout >= 0 && o->aspp_dropout < 1) || !(o->aux_dropout >= 0 && o->aux_dropout < 1)) {
+    if (!(o->aspp_dropout >= 0 && o->aspp_dropout < 1) ||
+        !(o->aux_dropout >= 0 && o->aux_dropout < 1)) {
         SG_ERROR("model.aspp_dropout = %g / model.aux_dropout = %g: expected 0 <= p < 1",
                  o->aspp_dropout, o->aux_dropout);
         return SG_ERR_CONFIG;
@@ -88,7 +90,8 @@ static sg_status validate_opts(const sg_model_opts *o) {
     }
     for (int i = 0; i < 4; i++)
         if (o->blocks[i] < 0 || o->blocks[i] > 64) {
-            SG_ERROR("model blocks[%d] = %d: expected 0 (backbone default) or 1..64", i, o->blocks[i]);
+            SG_ERROR("model blocks[%d] = %d: expected 0 (backbone default) or 1..64", i,
+                     o->blocks[i]);
             return SG_ERR_CONFIG;
         }
     return SG_OK;
@@ -133,7 +136,8 @@ static int add_param(sg_model *m, const char *prefix, const char *leaf, sg_param
     sg_param *p = &m->params[m->n_params];
     memset(p, 0, sizeof *p);
     int len = snprintf(p->name, sizeof p->name, "%s.%s", prefix, leaf);
-    SG_CHECK(len > 0 && (size_t)len < sizeof p->name, "parameter name too long: %s.%s", prefix, leaf);
+    SG_CHECK(len > 0 && (size_t)len < sizeof p->name, "parameter name too long: %s.%s", prefix,
+             leaf);
     p->ndim = ndim;
     p->shape[0] = s0;
     p->shape[1] = s1;
@@ -183,8 +187,8 @@ static sg_layer *new_layer(sg_model *m, int type, const int *in, int n_in) {
     return l;
 }
 
-static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride,
-                int pad, int dil, int bias) {
+static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
+                int dil, int bias) {
     int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin, r, r);
     int b = bias ? add_param(m, prefix, "bias", SG_PK_CONV_BIAS, 1, k, 0, 0, 0) : -1;
     sg_layer *l = new_layer(m, L_CONV, &x, 1);
@@ -282,8 +286,8 @@ static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, 
         }
         int idn = x;
         if (need_ds)
-            idn = conv_bn(m, pre, "downsample.0", "downsample.1", x, st->inplanes, planes * exp,
-                          1, s, 0, 1, 0);
+            idn = conv_bn(m, pre, "downsample.0", "downsample.1", x, st->inplanes, planes * exp, 1,
+                          s, 0, 1, 0);
         x = add_relu(m, y, idn, planes * exp);
         st->inplanes = planes * exp;
     }
@@ -498,9 +502,7 @@ void sg_model_init(sg_model *m, uint64_t seed) {
         case SG_PK_RUNNING_VAR:
             for (size_t j = 0; j < p->count; j++) hb[p->offset + j] = 1.0f;
             break;
-        case SG_PK_NUM_BATCHES:
-            *p->i64 = 0;
-            break;
+        case SG_PK_NUM_BATCHES: *p->i64 = 0; break;
         }
     }
     if (m->n_weights) ops->upload(m->be, m->weights, hw, m->n_weights * sizeof(float));
@@ -530,7 +532,8 @@ int sg_model_freeze(sg_model *m, const char *prefix, int freeze_bn_stats) {
         }
     if (n == 0)
         SG_WARN("freeze '%s': no parameter name starts with it (names look like "
-                "'encoder.layer1.0.conv1.weight'); nothing frozen", prefix);
+                "'encoder.layer1.0.conv1.weight'); nothing frozen",
+                prefix);
     sg_model_update_grad_flags(m);
     return n;
 }
@@ -547,6 +550,7 @@ int sg_model_freeze_bn_stats(sg_model *m, const char *prefix) {
     }
     if (n == 0)
         SG_WARN("freeze_bn_stats '%s': no batch-norm layer name starts with it (names look like "
-                "'encoder.layer1.0.bn1.'); nothing frozen", prefix);
+                "'encoder.layer1.0.bn1.'); nothing frozen",
+                prefix);
     return n;
 }

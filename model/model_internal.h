@@ -12,24 +12,24 @@
 #include "model/model.h"
 
 enum {
-    L_CONV = 0,  /* conv (+ bias) */
-    L_BN,        /* batch norm (+ relu) */
-    L_MAXPOOL,   /* 3x3 / 2 pad 1 */
-    L_ADD_RELU,  /* relu(a + b): residual join */
-    L_AVGPOOL,   /* global average pool -> 1x1 */
-    L_RESIZE,    /* bilinear to the size of tensor `ref` */
-    L_CONCAT,    /* channel concat of in[0..n_in) */
+    L_CONV = 0, /* conv (+ bias) */
+    L_BN,       /* batch norm (+ relu) */
+    L_MAXPOOL,  /* 3x3 / 2 pad 1 */
+    L_ADD_RELU, /* relu(a + b): residual join */
+    L_AVGPOOL,  /* global average pool -> 1x1 */
+    L_RESIZE,   /* bilinear to the size of tensor `ref` */
+    L_CONCAT,   /* channel concat of in[0..n_in) */
     L_DROPOUT
 };
 
 #define SG_MAX_IN 12 /* concat of 2 + SG_MODEL_MAX_RATES branches */
 
 typedef struct sg_tensor {
-    int c, h, w;          /* planned shape (batch = m->n) */
-    size_t count;         /* n*c*h*w */
-    int producer;         /* layer index, -1 for the input */
-    int last_consumer;    /* forward layer index of the last reader (-1 none) */
-    int req_grad;         /* some trainable parameter lies upstream */
+    int c, h, w;              /* planned shape (batch = m->n) */
+    size_t count;             /* n*c*h*w */
+    int producer;             /* layer index, -1 for the input */
+    int last_consumer;        /* forward layer index of the last reader (-1 none) */
+    int req_grad;             /* some trainable parameter lies upstream */
     size_t val_off, grad_off; /* byte offsets in the arena; SIZE_MAX = none */
     /* Storage of val (model_plan.c, act_storage): SG_ACT_F32, or SG_ACT_BF16
      * (2 bytes per value; only conv outputs read by batch norm alone and
@@ -47,7 +47,7 @@ typedef struct sg_layer {
     int out;
     int acc_in[SG_MAX_IN]; /* backward: 1 = add into grad(in[i]) */
     /* conv */
-    int w_param, b_param;  /* registry indices, b_param -1 if no bias */
+    int w_param, b_param; /* registry indices, b_param -1 if no bias */
     int k, r, stride, pad, dil;
     sg_conv_desc desc;
     /* bn: registry indices of weight, bias, running_mean, running_var, nbt */
@@ -56,13 +56,13 @@ typedef struct sg_layer {
     int frozen_stats;
     size_t mean_off, invstd_off; /* arena bytes, [c] each, live fwd->bwd */
     float *mean, *invstd;
-    int batch_stats_used;  /* the last forward used batch statistics */
-    double count_global;   /* values per channel in the last batch-stat forward */
+    int batch_stats_used; /* the last forward used batch statistics */
+    double count_global;  /* values per channel in the last batch-stat forward */
     /* maxpool */
     size_t idx_off;
     int32_t *idx;
     /* resize */
-    int ref;               /* tensor whose h, w is the target size */
+    int ref; /* tensor whose h, w is the target size */
     /* dropout */
     float p;
     int drop_id;
@@ -81,7 +81,7 @@ struct sg_model {
     int n_params, cap_params;
     float *weights, *grads, *buffers; /* device */
     size_t n_weights, n_buffers, head_offset;
-    int64_t *nbt;                     /* host, one per BN */
+    int64_t *nbt; /* host, one per BN */
     int n_bn;
 
     /* graph */
@@ -89,12 +89,12 @@ struct sg_model {
     int n_t, cap_t;
     sg_layer *l;
     int n_l, cap_l;
-    int t_out, t_aux;                 /* final logits tensors, t_aux -1 */
+    int t_out, t_aux; /* final logits tensors, t_aux -1 */
     int n_dropout;
 
     /* plan */
-    int planned;                      /* 0 none, 1 train, 2 infer */
-    int act_bf16;                     /* the plan stores activations in bf16 where exact */
+    int planned;  /* 0 none, 1 train, 2 infer */
+    int act_bf16; /* the plan stores activations in bf16 where exact */
     int n, h, w;
     void *arena;
     size_t arena_bytes; /* the current plan's bytes */
@@ -102,11 +102,11 @@ struct sg_model {
     /* scratch (arena): BN stats [2c], parts [world][2c], red/redg [2c],
      * zero red [2c] (eval-mode backward) */
     float *stats, *parts, *red, *redg, *zero_red;
-    int64_t *counts;                  /* host [world] */
-    int planned_world;                /* rows of parts */
+    int64_t *counts;   /* host [world] */
+    int planned_world; /* rows of parts */
     int max_c;
-    int fwd_train;                    /* mode of the last forward, -1 none */
-    int *grad_order;                  /* trainable params in backward order */
+    int fwd_train;   /* mode of the last forward, -1 none */
+    int *grad_order; /* trainable params in backward order */
     int n_grad_order;
 };
 

@@ -30,8 +30,7 @@ sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap) 
         }
     /* A plain torchvision ResNet (ImageNet classification weights) has the
      * backbone's names without a prefix. */
-    if (!*pre && (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer")))
-        pre = "encoder.";
+    if (!*pre && (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer"))) pre = "encoder.";
     int n = snprintf(out, cap, "%s%s", pre, s);
     return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
 }
@@ -80,7 +79,8 @@ void sg_model_expected_size(const sg_model_opts *o, sg_model_size *z) {
     size_conv_bn(z, 3, bw, 7); /* encoder.conv1 / bn1 */
     size_t inplanes = bw;
     for (int li = 0; li < 4; li++) {
-        int blocks = custom ? (o->blocks[li] ? o->blocks[li] : 1) : backbone_blocks[o->backbone][li];
+        int blocks = custom ? (o->blocks[li] ? o->blocks[li] : 1)
+                            : backbone_blocks[o->backbone][li];
         size_t planes = bw << li;
         /* layer1 has stride 1; layers 3 (output stride 8) and 4 are dilated
          * instead of strided; only the stride decides, with the channels,
@@ -104,12 +104,12 @@ void sg_model_expected_size(const sg_model_opts *o, sg_model_size *z) {
     }
     size_t c4 = inplanes, c3 = c4 / 2, inner = 4 * bw, C = (size_t)o->num_classes;
     size_t nb = (size_t)o->n_aspp_rates + 2;
-    size_conv_bn(z, c4, inner, 1);                                  /* ASPP 1x1 */
+    size_conv_bn(z, c4, inner, 1);                                           /* ASPP 1x1 */
     for (int i = 0; i < o->n_aspp_rates; i++) size_conv_bn(z, c4, inner, 3); /* rates */
-    size_conv_bn(z, c4, inner, 1);                                  /* pooling */
-    size_conv_bn(z, nb * inner, inner, 1);                          /* project */
-    size_conv_bn(z, inner, inner, 3);                               /* decoder.1 */
-    size_conv(z, inner, C, 1, 1);                                   /* decoder.4 */
+    size_conv_bn(z, c4, inner, 1);                                           /* pooling */
+    size_conv_bn(z, nb * inner, inner, 1);                                   /* project */
+    size_conv_bn(z, inner, inner, 3);                                        /* decoder.1 */
+    size_conv(z, inner, C, 1, 1);                                            /* decoder.4 */
     if (o->aux_head) {
         size_conv_bn(z, c3, c3 / 4, 3);
         size_conv(z, c3 / 4, C, 1, 1);
@@ -170,7 +170,8 @@ sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefi
             if (v < 0 || v > SG_MAX_NUM_BATCHES_TRACKED) { /* the next step would overflow */
                 if (r.skipped++ < LOG_LIMIT)
                     SG_WARN("%s: tensor '%s' holds %lld, outside 0..2^62; skipped (corrupt "
-                            "file?)", sg_st_path(f), t->name, (long long)v);
+                            "file?)",
+                            sg_st_path(f), t->name, (long long)v);
                 continue;
             }
             *p->i64 = v;
@@ -194,7 +195,8 @@ sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefi
                     sg_st_path(f), sg_model_param(m, i)->name);
     free(loaded);
     SG_INFO("loaded %d of %d model tensors from %s (%d missing, %d skipped for shape, %d "
-            "unexpected)", r.loaded, np, sg_st_path(f), r.missing, r.skipped, r.unexpected);
+            "unexpected)",
+            r.loaded, np, sg_st_path(f), r.missing, r.skipped, r.unexpected);
     if (rep) *rep = r;
     if (strict && (r.missing || r.skipped || r.unexpected)) {
         SG_ERROR("%s: strict loading: %d missing, %d skipped, %d unexpected tensors (listed "

@@ -15,18 +15,18 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct sg_load_report {
-    int loaded;       /* registry entries filled from the file */
-    int missing;      /* registry entries the file lacks */
-    int skipped;      /* file tensors with a registry name but another shape/dtype */
-    int unexpected;   /* file tensors matching no registry name */
+    int loaded;     /* registry entries filled from the file */
+    int missing;    /* registry entries the file lacks */
+    int skipped;    /* file tensors with a registry name but another shape/dtype */
+    int unexpected; /* file tensors matching no registry name */
 } sg_load_report;
 
 /* Maps a file tensor name to a segtrain registry name: strips "module.",
@@ -43,8 +43,8 @@ sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap);
  * skipped key (up to a limit) and a summary line. strict: any missing,
  * skipped or unexpected key is an error. Returns SG_OK, or SG_ERR_CONFIG
  * after logging. */
-sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix,
-                             int strict, sg_load_report *rep);
+sg_status sg_model_load_file(sg_model *m, const sg_st_file *f, const char *prefix, int strict,
+                             sg_load_report *rep);
 /* Opens `path` and loads from it (as above, no prefix; an unreadable file is
  * SG_ERR_CONFIG too, logged by sg_st_open). */
 sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_report *rep);
@@ -56,9 +56,9 @@ sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_repor
  * and the number of BN layers of the built model (tests/model checks it
  * for every backbone). The options must be valid (sg_model_opts_from_config). */
 typedef struct sg_model_size {
-    int tensors;  /* state-dict entries */
-    size_t f32;   /* float elements: parameters and running statistics */
-    size_t i64;   /* num_batches_tracked entries (one int64 each) */
+    int tensors; /* state-dict entries */
+    size_t f32;  /* float elements: parameters and running statistics */
+    size_t i64;  /* num_batches_tracked entries (one int64 each) */
 } sg_model_size;
 void sg_model_expected_size(const sg_model_opts *o, sg_model_size *out);
 

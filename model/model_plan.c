@@ -68,16 +68,13 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
             y->h = (x->h + 2 - 3) / 2 + 1;
             y->w = (x->w + 2 - 3) / 2 + 1;
             break;
-        case L_AVGPOOL:
-            y->h = y->w = 1;
-            break;
+        case L_AVGPOOL: y->h = y->w = 1; break;
         case L_RESIZE:
             y->h = t[L->ref].h;
             y->w = t[L->ref].w;
             break;
         case L_ADD_RELU:
-            SG_CHECK(t[L->in[1]].h == x->h && t[L->in[1]].w == x->w &&
-                         t[L->in[1]].c == x->c,
+            SG_CHECK(t[L->in[1]].h == x->h && t[L->in[1]].w == x->w && t[L->in[1]].c == x->c,
                      "model: residual shapes differ (internal error)");
             /* fall through */
         default: /* BN, dropout, concat: same spatial size */
@@ -116,7 +113,8 @@ double sg_model_flops(const sg_model *m, int h, int w) { return 2.0 * sg_model_m
 
 static int layer_has_trainable(const sg_model *m, const sg_layer *l) {
     if (l->type == L_CONV)
-        return m->params[l->w_param].trainable || (l->b_param >= 0 && m->params[l->b_param].trainable);
+        return m->params[l->w_param].trainable ||
+               (l->b_param >= 0 && m->params[l->b_param].trainable);
     if (l->type == L_BN) return m->params[l->bn_p[0]].trainable || m->params[l->bn_p[1]].trainable;
     return 0;
 }
@@ -284,8 +282,8 @@ typedef struct plan_offs {
 /* Computes shapes and the arena layout for input [n,3,h,w] into t[] and l[]
  * (the model's own arrays, or copies). Returns SG_OK or SG_ERR_CONFIG
  * (logged). */
-static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
-                        int mode, int world, int act_bf16, plan_offs *po) {
+static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w, int mode,
+                        int world, int act_bf16, plan_offs *po) {
     if (n < 1 || h < 1 || w < 1) {
         SG_ERROR("model: cannot plan for input [%d, 3, %d, %d]", n, h, w);
         return SG_ERR_CONFIG;
@@ -320,11 +318,16 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         }
     }
     po->c2 = align_up((size_t)2 * po->max_c * sizeof(float));
-    po->stats = off; off += po->c2;
-    po->parts = off; off += (size_t)world * po->c2;
-    po->red = off; off += po->c2;
-    po->redg = off; off += po->c2;
-    po->zero = off; off += po->c2;
+    po->stats = off;
+    off += po->c2;
+    po->parts = off;
+    off += (size_t)world * po->c2;
+    po->red = off;
+    off += po->c2;
+    po->redg = off;
+    off += po->c2;
+    po->zero = off;
+    off += po->c2;
     size_t base = off;
 
     /* Which activations backward reads: a conv's input (weight gradient), a
@@ -420,8 +423,7 @@ size_t sg_model_plan_bf16_saving(const sg_model *m, int n, int h, int w, int tra
     dry_layout(m, n, h, w, train, &t);
     for (int i = 0; t && i < m->n_t; i++)
         if (t[i].dt == SG_ACT_BF16)
-            saved += align_up(t[i].count * sizeof(float)) -
-                     align_up(t[i].count * sizeof(uint16_t));
+            saved += align_up(t[i].count * sizeof(float)) - align_up(t[i].count * sizeof(uint16_t));
     free(t);
     return saved;
 }
@@ -531,8 +533,8 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     m->n = n;
     m->h = h;
     m->w = w;
-    SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB%s", train ? "training" : "inference",
-             n, h, w, (double)po.total / (1 << 20),
+    SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB%s",
+             train ? "training" : "inference", n, h, w, (double)po.total / (1 << 20),
              act_bf16 ? " (bf16 activation storage)" : "");
     return SG_OK;
 }

@@ -24,8 +24,8 @@ static void bn_apply(sg_model *m, const sg_layer *l) {
     if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
         be->ops->bn_fwd(be, xt->val, l->mean, l->invstd, gamma, beta, yt->val, n, c, hw, l->relu);
     else
-        be->ops->bn_fwd_dt(be, xt->val, xt->dt, l->mean, l->invstd, gamma, beta, yt->val, yt->dt,
-                           n, c, hw, l->relu);
+        be->ops->bn_fwd_dt(be, xt->val, xt->dt, l->mean, l->invstd, gamma, beta, yt->val, yt->dt, n,
+                           c, hw, l->relu);
 }
 
 static void bn_forward(sg_model *m, sg_layer *l, int train) {
@@ -44,9 +44,10 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
         int world = 1;
         if (m->has_hooks && m->hooks.bn_gather && m->hooks.world > 1) {
             world = m->hooks.world;
-            SG_CHECK(world <= m->planned_world,
-                     "model: hooks set for world %d after planning for %d: call sg_model_plan again",
-                     world, m->planned_world);
+            SG_CHECK(
+                world <= m->planned_world,
+                "model: hooks set for world %d after planning for %d: call sg_model_plan again",
+                world, m->planned_world);
             m->hooks.bn_gather(m->hooks.ctx, m->stats, local, m->parts, m->counts, c);
         } else {
             m->counts[0] = local;
@@ -62,9 +63,8 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
                  "%d]); sg_model_plan should have refused this shape (internal error)",
                  gamma->name, (long long)total, n, c, yt->h, yt->w);
         if (total > 1) {
-            ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c,
-                             m->o.bn_eps, m->o.bn_momentum, l->mean, l->invstd, rm->data,
-                             rv->data);
+            ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, m->o.bn_eps,
+                             m->o.bn_momentum, l->mean, l->invstd, rm->data, rv->data);
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
@@ -94,23 +94,17 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
                 ops->conv_fwd(be, &l->desc, xt->val, m->params[l->w_param].data, yt->val);
             else
-                ops->conv_fwd_dt(be, &l->desc, xt->val, xt->dt, m->params[l->w_param].data,
-                                 yt->val, yt->dt);
+                ops->conv_fwd_dt(be, &l->desc, xt->val, xt->dt, m->params[l->w_param].data, yt->val,
+                                 yt->dt);
             if (l->b_param >= 0)
                 ops->bias_fwd(be, yt->val, m->params[l->b_param].data, n, yt->c, yt->h * yt->w);
             break;
-        case L_BN:
-            bn_forward(m, l, train);
-            break;
+        case L_BN: bn_forward(m, l, train); break;
         case L_MAXPOOL:
             ops->maxpool_fwd(be, xt->val, yt->val, l->idx, n, xt->c, xt->h, xt->w, yt->h, yt->w);
             break;
-        case L_ADD_RELU:
-            ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1);
-            break;
-        case L_AVGPOOL:
-            ops->avgpool_fwd(be, xt->val, yt->val, n, xt->c, xt->h * xt->w);
-            break;
+        case L_ADD_RELU: ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1); break;
+        case L_AVGPOOL: ops->avgpool_fwd(be, xt->val, yt->val, n, xt->c, xt->h * xt->w); break;
         case L_RESIZE:
             ops->resize_fwd(be, xt->val, yt->val, n, xt->c, xt->h, xt->w, yt->h, yt->w);
             break;
@@ -148,8 +142,8 @@ static void bn_dx(sg_model *m, const sg_layer *l, const float *red, double count
     int n = m->n, c = yt->c, hw = yt->h * yt->w;
     const float *gamma = m->params[l->bn_p[0]].data, *beta = m->params[l->bn_p[1]].data;
     if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
-        be->ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma, red,
-                             count, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+        be->ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma, red, count,
+                             xt->grad, n, c, hw, l->relu, l->acc_in[0]);
     else
         be->ops->bn_bwd_elem_dt(be, yt->grad, xt->val, xt->dt,
                                 yt->dt == SG_ACT_F32 ? yt->val : NULL, l->mean, l->invstd, gamma,
@@ -175,8 +169,8 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
         if (!dt)
             ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
         else
-            ops->bn_bwd_reduce_dt(be, yt->grad, xt->val, xt->dt, y, l->mean, l->invstd,
-                                  gamma->data, beta->data, m->red, n, c, hw, l->relu);
+            ops->bn_bwd_reduce_dt(be, yt->grad, xt->val, xt->dt, y, l->mean, l->invstd, gamma->data,
+                                  beta->data, m->red, n, c, hw, l->relu);
     }
     if (train_params) {
         /* a frozen half writes into scratch (stats is free in backward) */
@@ -234,9 +228,7 @@ void sg_model_backward(sg_model *m, int accumulate) {
                 ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
             break;
         }
-        case L_BN:
-            bn_backward(m, l, accumulate);
-            break;
+        case L_BN: bn_backward(m, l, accumulate); break;
         case L_MAXPOOL:
             if (!xt->req_grad) break;
             /* maxpool_bwd overwrites dx (no accumulate); its input has no

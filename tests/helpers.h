@@ -16,8 +16,8 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,8 +91,7 @@ static inline void th_rank_env(int rank, int world, const char *port, int local)
  * tu_case_failed) is set after fn. Returns 0 when the child exited 0 within
  * bound_s seconds; else -1 after saying why under `name` (a child still
  * running then is killed: a hang). */
-static inline int th_bounded(void (*fn)(void), const int *failed, int bound_s,
-                             const char *name) {
+static inline int th_bounded(void (*fn)(void), const int *failed, int bound_s, const char *name) {
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {

@@ -18,50 +18,48 @@
 
 static int tu_failed_cases = 0, tu_cases = 0, tu_case_failed = 0;
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-            tu_case_failed = 1;                                                  \
-            return;                                                              \
-        }                                                                        \
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            tu_case_failed = 1;                                               \
+            return;                                                           \
+        }                                                                     \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                     \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-            tu_case_failed = 1;                                                  \
-            return;                                                              \
-        }                                                                        \
+#define CHECK_MSG(cond, ...)                                                  \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            tu_case_failed = 1;                                               \
+            return;                                                           \
+        }                                                                     \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                       \
-    do {                                                                         \
-        long long va_ = (long long)(a), vb_ = (long long)(b);                    \
-        CHECK_MSG(va_ == vb_, "%lld != %lld", va_, vb_);                         \
+#define CHECK_EQ_INT(a, b)                                    \
+    do {                                                      \
+        long long va_ = (long long)(a), vb_ = (long long)(b); \
+        CHECK_MSG(va_ == vb_, "%lld != %lld", va_, vb_);      \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                    \
-    do {                                                                         \
-        double va_ = (double)(a), vb_ = (double)(b);                             \
-        CHECK_MSG(fabs(va_ - vb_) <= (tol), "%.9g vs %.9g (tol %g)", va_, vb_,   \
-                  (double)(tol));                                                \
+#define CHECK_NEAR(a, b, tol)                                                                  \
+    do {                                                                                       \
+        double va_ = (double)(a), vb_ = (double)(b);                                           \
+        CHECK_MSG(fabs(va_ - vb_) <= (tol), "%.9g vs %.9g (tol %g)", va_, vb_, (double)(tol)); \
     } while (0)
 
-#define CHECK_STR_CONTAINS(hay, needle)                                          \
-    CHECK_MSG(strstr((hay), (needle)) != NULL, "\"%s\" not found in:\n%s",      \
-              (needle), (hay))
+#define CHECK_STR_CONTAINS(hay, needle) \
+    CHECK_MSG(strstr((hay), (needle)) != NULL, "\"%s\" not found in:\n%s", (needle), (hay))
 
-#define TEST_RUN(fn)                                                             \
-    do {                                                                         \
-        tu_case_failed = 0;                                                      \
-        tu_cases++;                                                              \
-        fprintf(stderr, "case %s\n", #fn);                                       \
-        fn();                                                                    \
-        if (tu_case_failed) tu_failed_cases++;                                   \
+#define TEST_RUN(fn)                           \
+    do {                                       \
+        tu_case_failed = 0;                    \
+        tu_cases++;                            \
+        fprintf(stderr, "case %s\n", #fn);     \
+        fn();                                  \
+        if (tu_case_failed) tu_failed_cases++; \
     } while (0)
 
 /* main's exit status: `return TEST_EXIT();`. A function, not an expression
@@ -74,8 +72,7 @@ __attribute__((warn_unused_result, unused)) static int tu_exit_status(void) {
 #define TEST_EXIT() tu_exit_status()
 
 /* Max relative error of b against a: max|a-b| / max(max|a|, floor). */
-static inline double tu_max_rel_err(const float *a, const float *b, size_t n,
-                                    double floor_) {
+static inline double tu_max_rel_err(const float *a, const float *b, size_t n, double floor_) {
     double maxdiff = 0, maxabs = floor_;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);

@@ -32,24 +32,24 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "train/train_core.h" /* the phases SG_PH_* */
 #include "kernels/backend.h"
+#include "train/train_core.h" /* the phases SG_PH_* */
 
 extern const char *const sg_bench_phase_names[SG_PH_N];
 
 typedef struct sg_bench_opts {
-    int iters;            /* timed steps (>= 1) */
-    int warmup;           /* untimed steps first (>= 0) */
-    int with_data;        /* 1: the configured loader, 0: synthetic batches */
-    int split;            /* 1: per-phase timing (sync at phase boundaries) */
-    double peak_gflops;   /* > 0: stated peak per device; 0: measure; < 0: skip */
+    int iters;          /* timed steps (>= 1) */
+    int warmup;         /* untimed steps first (>= 0) */
+    int with_data;      /* 1: the configured loader, 0: synthetic batches */
+    int split;          /* 1: per-phase timing (sync at phase boundaries) */
+    double peak_gflops; /* > 0: stated peak per device; 0: measure; < 0: skip */
 } sg_bench_opts;
 
 typedef struct sg_bench_result {
     int rank, world, threads;
     char backend[32], device[128];
-    char precision[8];            /* train.precision as the backend runs it: fp32 | bf16 */
-    char conv_math[160];          /* how its convolutions run (path, ISA / TF32) */
+    char precision[8];   /* train.precision as the backend runs it: fp32 | bf16 */
+    char conv_math[160]; /* how its convolutions run (path, ISA / TF32) */
     int batch, accum, crop_h, crop_w;
     double *step_s;               /* [iters] wall seconds per timed step */
     double *cpu_s;                /* [iters] process CPU seconds (all threads) per step:
@@ -62,9 +62,9 @@ typedef struct sg_bench_result {
                                      includes OpenMP spin-waiting unless
                                      OMP_WAIT_POLICY=passive) */
     int iters;
-    double flops_fwd_image;       /* model forward FLOPs per image (2 x MACs) */
-    double flops_step;            /* 3 x forward x images per rank per step */
-    double peak_gflops;           /* per device; 0 if not measured */
+    double flops_fwd_image; /* model forward FLOPs per image (2 x MACs) */
+    double flops_step;      /* 3 x forward x images per rank per step */
+    double peak_gflops;     /* per device; 0 if not measured */
     char peak_source[160];
     double loss_first, loss_last; /* total loss of the first and last step */
     double peak_rss_mib;          /* host, whole process (getrusage) */
@@ -86,7 +86,7 @@ double sg_bench_conv_peak(sg_backend *be, char *src, size_t src_cap);
 /* Summary helpers over n values (n >= 1; v is not modified). */
 double sg_bench_median(const double *v, int n);
 double sg_bench_mean(const double *v, int n);
-double sg_bench_stdev(const double *v, int n);   /* sample stdev, 0 for n = 1 */
+double sg_bench_stdev(const double *v, int n); /* sample stdev, 0 for n = 1 */
 double sg_bench_min(const double *v, int n);
 double sg_bench_max(const double *v, int n);
 

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
 #include "core/util.h"
 #include "train/bench.h"
-#include "core/log.h"
 
 /* A 3x3, 256 -> 256 channel convolution at 64x64 is the kind of layer that
  * runs closest to the machine's FMA peak (high arithmetic intensity, a
@@ -44,7 +44,7 @@ double sg_bench_conv_peak(sg_backend *be, char *src, size_t src_cap) {
     ops->upload(be, w, h, nw * sizeof(float));
     free(h);
     if (ops->conv_prepare) ops->conv_prepare(be, &d);
-    ops->conv_fwd(be, &d, x, w, y);  /* first call: primitive creation */
+    ops->conv_fwd(be, &d, x, w, y); /* first call: primitive creation */
     ops->sync(be);
     double flops = 2.0 * d.n * d.k * d.c * d.r * d.s * (double)d.oh * d.ow;
     double best = 1e30, start = sg_now_s();

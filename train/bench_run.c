@@ -10,18 +10,18 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "core/util.h"
-#include "train/bench.h"
 #include "core/log.h"
-#include "train/train_core.h"
+#include "core/util.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "kernels/rng.h"
 #include "model/model.h"
+#include "train/bench.h"
+#include "train/train_core.h"
 
-const char *const sg_bench_phase_names[SG_PH_N] = {"data", "forward", "loss",
-                                                   "backward", "comm", "optimizer"};
+const char *const sg_bench_phase_names[SG_PH_N] = {"data",     "forward", "loss",
+                                                   "backward", "comm",    "optimizer"};
 
 static double cpu_now_s(void) {
     struct timespec ts;
@@ -32,14 +32,14 @@ static double cpu_now_s(void) {
 typedef struct bench {
     const sg_config *cfg;
     const sg_bench_opts *o;
-    sg_train_core c;            /* the trainer's job: backend, model, DDP, slots */
+    sg_train_core c; /* the trainer's job: backend, model, DDP, slots */
     /* data */
     sg_dataset *ds;
     sg_loader *loader;
     sg_sampler sampler;
     int64_t *idx;
     int64_t epoch;
-    uint8_t **h_img, **h_lab;   /* synthetic: K host batches */
+    uint8_t **h_img, **h_lab; /* synthetic: K host batches */
     int64_t *h_valid;
     /* the phase clock */
     double t_mark, c_mark;
@@ -90,11 +90,12 @@ static sg_status start_list(bench *b) {
         SG_ERROR("bench --with-data: rank %d has no sample list (internal error)", b->c.rank);
         return SG_ERR_RUNTIME;
     }
-    int64_t use = n / B * B;  /* whole batches only: every step has the same shape */
+    int64_t use = n / B * B; /* whole batches only: every step has the same shape */
     if (use == 0) {
         SG_ERROR("bench --with-data: %s has %lld samples for this rank, fewer than "
                  "train.batch_size %d; lower the batch size or use synthetic data (no "
-                 "--with-data)", b->cfg->data.train_split, (long long)n, B);
+                 "--with-data)",
+                 b->cfg->data.train_split, (long long)n, B);
         return SG_ERR_RUNTIME;
     }
     return sg_loader_start(b->loader, b->idx, use, b->epoch);
@@ -180,8 +181,8 @@ static sg_status fetch(bench *b) {
         size_t bpx = (size_t)bt->n * bt->h * bt->w;
         if (bt->n != c->B || bt->h != c->crop_h || bt->w != c->crop_w) {
             SG_ERROR("bench: the loader returned a %dx%dx%d batch, expected %dx%dx%d "
-                     "(data.crop_size; internal error)", bt->n, bt->h, bt->w, c->B, c->crop_h,
-                     c->crop_w);
+                     "(data.crop_size; internal error)",
+                     bt->n, bt->h, bt->w, c->B, c->crop_h, c->crop_w);
             sg_loader_release(b->loader, bt);
             return SG_ERR_RUNTIME;
         }
@@ -224,7 +225,7 @@ static double minflt_now(void) {
 static double peak_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (double)ru.ru_maxrss / 1024.0;  /* Linux: KiB */
+    return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
 }
 
 /* SG_OK or SG_ERR_RUNTIME (logged). */
@@ -246,8 +247,7 @@ static sg_status measure(bench *b, sg_bench_result *r) {
         if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
         if (b->c.rank == 0)
             SG_INFO("bench: warmup step %d/%d: %.1f ms, loss %.4f", i + 1, o->warmup,
-                    1e3 * (b->ph[0] + b->ph[1] + b->ph[2] + b->ph[3] + b->ph[4] + b->ph[5]),
-                    loss);
+                    1e3 * (b->ph[0] + b->ph[1] + b->ph[2] + b->ph[3] + b->ph[4] + b->ph[5]), loss);
     }
     for (int i = 0; i < o->iters; i++) {
         double loss, t0 = sg_now_s(), c0 = cpu_now_s(), f0 = minflt_now();
@@ -263,13 +263,14 @@ static sg_status measure(bench *b, sg_bench_result *r) {
         r->loss_last = loss;
         if (b->c.rank == 0)
             SG_INFO("bench: step %d/%d: %.1f ms (fwd %.1f, loss %.1f, bwd %.1f, opt %.1f), "
-                    "loss %.4f", i + 1, o->iters, 1e3 * r->step_s[i], 1e3 * b->ph[SG_PH_FWD],
-                    1e3 * b->ph[SG_PH_LOSS], 1e3 * b->ph[SG_PH_BWD], 1e3 * b->ph[SG_PH_OPT],
-                    loss);
+                    "loss %.4f",
+                    i + 1, o->iters, 1e3 * r->step_s[i], 1e3 * b->ph[SG_PH_FWD],
+                    1e3 * b->ph[SG_PH_LOSS], 1e3 * b->ph[SG_PH_BWD], 1e3 * b->ph[SG_PH_OPT], loss);
     }
     if (!isfinite(r->loss_last))
         SG_WARN("bench: the loss became non-finite (%g); the timings stand, but the weights "
-                "diverged (train.lr %g)", r->loss_last, b->cfg->train.lr);
+                "diverged (train.lr %g)",
+                r->loss_last, b->cfg->train.lr);
     return SG_OK;
 }
 
@@ -301,12 +302,13 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->device_peak_mib = (double)bi.mem_peak / 1048576.0;
         r->activation_mib = (double)sg_model_activation_bytes(b.c.m) / 1048576.0;
         r->params = sg_model_param_count(b.c.m, 0);
-        r->peak_rss_mib = peak_rss_mib();  /* before the peak measurement's buffers */
+        r->peak_rss_mib = peak_rss_mib(); /* before the peak measurement's buffers */
         if (o->peak_gflops > 0) {
             r->peak_gflops = o->peak_gflops;
             snprintf(r->peak_source, sizeof r->peak_source, "stated (--peak-gflops)");
         } else if (o->peak_gflops == 0) {
-            r->peak_gflops = sg_bench_conv_peak(b.c.be, r->peak_source, sizeof r->peak_source) / 1e9;
+            r->peak_gflops =
+                sg_bench_conv_peak(b.c.be, r->peak_source, sizeof r->peak_source) / 1e9;
         }
     }
     teardown(&b);

@@ -13,8 +13,8 @@
 
 #include "core/log.h"
 #include "core/util.h"
-#include "model/model_io.h"
 #include "io/json.h"
+#include "model/model_io.h"
 
 /* ---------------- the trainer's checkpoint ---------------- */
 /* rc: 0 until some step failed (non-zero after, each failure logged). */
@@ -24,9 +24,8 @@ static void meta_i64(sg_ckpt_builder *b, const char *k, long long v, int *rc) {
     *rc |= sg_ckpt_meta(b, k, buf) != SG_OK;
 }
 
-sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
-                       const sg_train_state *st, const sg_lr_schedule *sched,
-                       const sg_config *cfg) {
+sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_train_state *st,
+                       const sg_lr_schedule *sched, const sg_config *cfg) {
     return sg_ckpt_save_ema(path, m, opt, st, sched, cfg, NULL);
 }
 
@@ -57,8 +56,8 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
             SG_CHECK(host != NULL, "out of memory (%zu floats) saving a checkpoint", host_cap);
         }
         be->ops->download(be, host, p->data, p->count * sizeof(float));
-        rc = sg_ckpt_add(&b, p->name, SG_ST_F32, p->ndim, shape, host,
-                         p->count * sizeof(float)) != SG_OK;
+        rc = sg_ckpt_add(&b, p->name, SG_ST_F32, p->ndim, shape, host, p->count * sizeof(float)) !=
+             SG_OK;
     }
     for (int i = 0; opt && opt->initialized && i < opt->n && rc == 0; i++) {
         const sg_sgd_entry *e = &opt->e[i];
@@ -66,7 +65,8 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
         sg_param *p = sg_model_find(m, e->name);
         if (!p) {
             SG_ERROR("checkpoint: optimizer entry %s is not in the model registry (an optimizer "
-                     "of another model: internal error)", e->name);
+                     "of another model: internal error)",
+                     e->name);
             rc = 1;
             break;
         }
@@ -81,8 +81,8 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
         be->ops->download(be, host, e->buf, e->count * sizeof(float));
         char name[256];
         snprintf(name, sizeof name, "optimizer.momentum.%s", e->name);
-        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host,
-                         e->count * sizeof(float)) != SG_OK;
+        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host, e->count * sizeof(float)) !=
+             SG_OK;
     }
     /* the EMA: ema.<name> for every registry entry, in state-dict order */
     for (int i = 0; ema && i < n && rc == 0; i++) {
@@ -105,8 +105,8 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
             SG_CHECK(host != NULL, "out of memory saving a checkpoint");
         }
         be->ops->download(be, host, src, p->count * sizeof(float));
-        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host,
-                         p->count * sizeof(float)) != SG_OK;
+        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host, p->count * sizeof(float)) !=
+             SG_OK;
     }
     free(host);
 
@@ -197,15 +197,16 @@ static sg_status load_f32(const sg_st_file *f, const char *name, const int *shap
     const sg_st_tensor *t = sg_st_find(f, name);
     if (!t) {
         SG_ERROR("checkpoint %s: tensor '%s' is missing (checkpoint of another model? "
-                 "compare its model section with the config)", sg_st_path(f), name);
+                 "compare its model section with the config)",
+                 sg_st_path(f), name);
         return SG_ERR_RUNTIME;
     }
     int same = t->dtype == SG_ST_F32 && t->ndim == ndim && t->count == count;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
     if (!same) {
         SG_ERROR("checkpoint %s: tensor '%s' has another dtype or shape than the model "
-                 "(%zu elements vs %zu): the model config differs", sg_st_path(f), name,
-                 t->count, count);
+                 "(%zu elements vs %zu): the model config differs",
+                 sg_st_path(f), name, t->count, count);
         return SG_ERR_RUNTIME;
     }
     if (count > *cap) {
@@ -244,7 +245,8 @@ static sg_status load_registry(const sg_st_file *f, sg_model *m, const char *pre
                 rc = sg_st_read_i64(f, t, &v, 1);
                 if (rc == SG_OK && (v < 0 || v > SG_MAX_NUM_BATCHES_TRACKED)) {
                     SG_ERROR("checkpoint %s: '%s' = %lld is outside 0..2^62 (corrupt or crafted "
-                             "file)", sg_st_path(f), name, (long long)v);
+                             "file)",
+                             sg_st_path(f), name, (long long)v);
                     rc = SG_ERR_RUNTIME;
                 }
                 if (rc == SG_OK) *i64 = v;
@@ -283,7 +285,8 @@ sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
     long init = 0;
     if (!mv || sg_parse_long(mv, 0, 1, &init) != 0) {
         SG_ERROR("checkpoint %s: metadata 'momentum_initialized' is missing or not 0/1 (corrupt "
-                 "file)", sg_st_path(f));
+                 "file)",
+                 sg_st_path(f));
         return SG_ERR_RUNTIME;
     }
     if (!init) {
@@ -315,4 +318,3 @@ sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
     if (rc == SG_OK) opt->initialized = 1;
     return rc;
 }
-

@@ -39,29 +39,29 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "io/safetensors.h"
+#include "model/model.h"
 #include "train/ema.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
-#include "model/model.h"
-#include "io/safetensors.h"
 
 #define SG_CKPT_FORMAT "segtrain-checkpoint"
 #define SG_CKPT_FORMAT_VERSION 1
-#define SG_RUN_ID_LEN 16                       /* hex digits */
-#define SG_CKPT_MAX_COUNT (INT64_C(1) << 53)   /* iter, epoch, sample_pos, total_steps */
+#define SG_RUN_ID_LEN 16                     /* hex digits */
+#define SG_CKPT_MAX_COUNT (INT64_C(1) << 53) /* iter, epoch, sample_pos, total_steps */
 #define SG_CKPT_MAX_WORLD 65536
 
 /* Everything besides tensors that resuming needs. */
 typedef struct sg_train_state {
-    int64_t iter;          /* optimizer steps completed */
-    int64_t epoch;         /* epoch in progress, from 0 */
-    int64_t sample_pos;    /* samples of this epoch's global order consumed (all ranks) */
-    int64_t total_steps;   /* optimizer steps of the whole run */
-    int world;             /* world size that wrote it */
+    int64_t iter;        /* optimizer steps completed */
+    int64_t epoch;       /* epoch in progress, from 0 */
+    int64_t sample_pos;  /* samples of this epoch's global order consumed (all ranks) */
+    int64_t total_steps; /* optimizer steps of the whole run */
+    int world;           /* world size that wrote it */
     uint64_t seed;
     int momentum_initialized;
-    double best_miou;      /* NaN until a first evaluation */
-    int64_t best_iter;     /* -1 until then */
+    double best_miou;               /* NaN until a first evaluation */
+    int64_t best_iter;              /* -1 until then */
     char run_id[SG_RUN_ID_LEN + 1]; /* "" = a file written before run ids */
 } sg_train_state;
 
@@ -108,15 +108,13 @@ sg_status sg_ckpt_check(const sg_st_file *f, char *why, size_t cap);
 
 /* The run id in an open file's metadata into out ("" when it has none).
  * SG_OK, or SG_ERR_RUNTIME when it is not 16 hex digits (reason in why). */
-sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char *why,
-                         size_t cap);
+sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char *why, size_t cap);
 
 /* ---- the trainer's checkpoints ---- */
 /* Writes model + optimizer + state + schedule + config to path. SG_OK, or
  * SG_ERR_RUNTIME after logging (the previous file at path stays intact). */
-sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt,
-                       const sg_train_state *st, const sg_lr_schedule *sched,
-                       const sg_config *cfg);
+sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const sg_train_state *st,
+                       const sg_lr_schedule *sched, const sg_config *cfg);
 /* sg_ckpt_save plus the EMA's ema.* tensors (ema NULL: none). */
 sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
                            const sg_train_state *st, const sg_lr_schedule *sched,

@@ -5,8 +5,6 @@
  * touches a model or a backend: the fuzz harness (tests/fuzz/
  * fuzz_safetensors.c) compiles this file alone with the safetensors reader.
  * Saving and loading a model's tensors is checkpoint.c. */
-#include "train/checkpoint.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +22,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "train/checkpoint.h"
 
 /* ---------------- checksum ---------------- */
 /* The checksum is sg_fnv1a_words (core/util.h): word-wise FNV-1a, fast on
@@ -70,8 +69,7 @@ static int is_run_id(const char *s) {
     return 1;
 }
 
-sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char *why,
-                         size_t cap) {
+sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char *why, size_t cap) {
     const char *v = sg_st_meta(f, "run_id");
     out[0] = 0;
     if (!v) return SG_OK;
@@ -191,7 +189,9 @@ sg_status sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
 }
 
 /* ---------------- validation ---------------- */
-typedef struct { const sg_st_tensor *t; } tref;
+typedef struct {
+    const sg_st_tensor *t;
+} tref;
 
 static int by_offset(const void *a, const void *b) {
     size_t x = ((const tref *)a)->t->offset, y = ((const tref *)b)->t->offset;
@@ -241,8 +241,10 @@ sg_status sg_ckpt_check(const sg_st_file *f, char *why, size_t cap) {
     long long ver_v = 0, cnt_v = -1;
     char rid[SG_RUN_ID_LEN + 1];
     if (!fmt || strcmp(fmt, SG_CKPT_FORMAT) != 0) {
-        snprintf(why, cap, "not a segtrain checkpoint (metadata format is '%.64s'; "
-                 "for weights alone use model.pretrained)", fmt ? fmt : "(none)");
+        snprintf(why, cap,
+                 "not a segtrain checkpoint (metadata format is '%.64s'; "
+                 "for weights alone use model.pretrained)",
+                 fmt ? fmt : "(none)");
     } else if (parse_i64(ver, 0, INT_MAX, &ver_v) != 0 || ver_v != SG_CKPT_FORMAT_VERSION) {
         snprintf(why, cap, "checkpoint format version '%.32s', this build reads %d",
                  ver ? ver : "(none)", SG_CKPT_FORMAT_VERSION);
@@ -271,10 +273,11 @@ sg_status sg_ckpt_check(const sg_st_file *f, char *why, size_t cap) {
             snprintf(why, cap, "checksum mismatch (file says %.40s, data gives %s): corrupt", sum,
                      want);
         else if (msum && strcmp(mwant, msum) != 0)
-            snprintf(why, cap, "metadata checksum mismatch (file says %.40s, metadata gives %s): "
-                     "corrupt", msum, mwant);
-        else
-            return SG_OK;
+            snprintf(why, cap,
+                     "metadata checksum mismatch (file says %.40s, metadata gives %s): "
+                     "corrupt",
+                     msum, mwant);
+        else return SG_OK;
     }
     for (char *c = why; *c; c++) /* values from the file may hold anything */
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
@@ -299,12 +302,13 @@ static sg_status meta_ll(const sg_st_file *f, const char *key, long long lo, lon
     if (parse_i64(v, lo, hi, out) == 0) return SG_OK;
     if (!v)
         SG_ERROR("checkpoint %s: metadata key '%s' is missing (not a complete segtrain "
-                 "checkpoint)", sg_st_path(f), key);
+                 "checkpoint)",
+                 sg_st_path(f), key);
     else {
         char b[41];
         SG_ERROR("checkpoint %s: metadata '%s' = '%s' is not an integer in %lld..%lld "
-                 "(corrupt or crafted file; use another checkpoint)", sg_st_path(f), key,
-                 shown(v, b), lo, hi);
+                 "(corrupt or crafted file; use another checkpoint)",
+                 sg_st_path(f), key, shown(v, b), lo, hi);
     }
     return SG_ERR_RUNTIME;
 }
@@ -334,14 +338,16 @@ sg_status sg_ckpt_read_state(const sg_st_file *f, sg_train_state *st) {
     if (!bm || (strcmp(bm, "nan") != 0 && (end == bm || *end || !(miou >= 0 && miou <= 1)))) {
         char b[41];
         SG_ERROR("checkpoint %s: metadata 'best_miou' = '%s' is neither nan nor a number in "
-                 "0..1 (corrupt or crafted file)", sg_st_path(f), shown(bm, b));
+                 "0..1 (corrupt or crafted file)",
+                 sg_st_path(f), shown(bm, b));
         return SG_ERR_RUNTIME;
     }
     st->best_miou = miou;
     if (isnan(miou) != (best_iter < 0)) {
         char b[41];
         SG_ERROR("checkpoint %s: metadata best_miou %s and best_iter %lld disagree (corrupt "
-                 "file)", sg_st_path(f), shown(bm, b), best_iter);
+                 "file)",
+                 sg_st_path(f), shown(bm, b), best_iter);
         return SG_ERR_RUNTIME;
     }
     char why[256];
@@ -450,10 +456,8 @@ int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest, const char *run
         char id[SG_RUN_ID_LEN + 1];
         if (!peek_run_id(path, id) || !owned_by(id, run_id)) continue;
         if (kept++ < keep) continue;
-        if (unlink(path) == 0)
-            deleted++;
-        else
-            SG_WARN("cannot delete old checkpoint %s: %s", path, strerror(errno));
+        if (unlink(path) == 0) deleted++;
+        else SG_WARN("cannot delete old checkpoint %s: %s", path, strerror(errno));
     }
     free(its);
     DIR *d = opendir(dir);
@@ -486,7 +490,8 @@ int sg_ckpt_find_latest(const char *run_dir, char *out, size_t cap) {
         char id[SG_RUN_ID_LEN + 1];
         if (peek_run_id(path, id) && id[0] && strcmp(id, run) != 0) {
             SG_WARN("resume: skipping %s: a checkpoint of run %s, not of the run being resumed "
-                    "(%s)", path, id, run[0] ? run : "written before run ids");
+                    "(%s)",
+                    path, id, run[0] ? run : "written before run ids");
             continue;
         }
         sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
@@ -512,10 +517,8 @@ int sg_ckpt_foreign(const char *run_dir, const char *run_id, char *path_out, siz
     if (their_id) their_id[0] = 0;
     /* newest first, then best.safetensors */
     for (int i = 0; i <= n; i++) {
-        if (i < n)
-            sg_ckpt_iter_path(run_dir, its[i], path, sizeof path);
-        else
-            sg_ckpt_best_path(run_dir, path, sizeof path);
+        if (i < n) sg_ckpt_iter_path(run_dir, its[i], path, sizeof path);
+        else sg_ckpt_best_path(run_dir, path, sizeof path);
         if (access(path, F_OK) != 0) continue;
         char id[SG_RUN_ID_LEN + 1];
         int readable = peek_run_id(path, id);

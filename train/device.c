@@ -11,8 +11,7 @@ sg_status sg_device_for_rank(const char *device, int local_rank, int local_world
     int len;
     if (strcmp(device, "cuda") == 0 && local_world > 1)
         len = snprintf(out, n, "cuda:%d", local_rank);
-    else
-        len = snprintf(out, n, "%s", device);
+    else len = snprintf(out, n, "%s", device);
     if (len < 0 || (size_t)len >= n) {
         SG_ERROR("device '%s' for local rank %d: the name does not fit %zu bytes (internal error)",
                  device, local_rank, n);
@@ -47,8 +46,7 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
     if (strcmp(dev, cfg->device) != 0)
         SG_INFO("device: %s (%s): device '%s' is cuda:LOCAL_RANK with %d processes on this node",
                 bi.name, bi.device, cfg->device, env->local_world);
-    else
-        SG_INFO("device: %s (%s)", bi.name, bi.device);
+    else SG_INFO("device: %s (%s)", bi.name, bi.device);
     SG_INFO("precision: train.precision %s; convolutions %s", cfg->train.precision, bi.conv_math);
     return be;
 }

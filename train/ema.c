@@ -43,10 +43,8 @@ static void copy_i64(sg_ema_state *e, int to_ema) {
     for (int i = 0; i < sg_model_num_params(e->m); i++) {
         sg_param *p = sg_model_param(e->m, i);
         if (p->dtype != SG_DT_I64) continue;
-        if (to_ema)
-            e->i64[k] = *p->i64;
-        else
-            *p->i64 = e->i64[k];
+        if (to_ema) e->i64[k] = *p->i64;
+        else *p->i64 = e->i64[k];
         k++;
     }
 }

@@ -36,9 +36,9 @@ typedef struct sg_ema_state {
     sg_backend *be;
     double decay;
     int every;
-    float *w, *b;          /* device: [sg_model_param_count(m, 0)], [sg_model_buffer_count(m)] */
+    float *w, *b; /* device: [sg_model_param_count(m, 0)], [sg_model_buffer_count(m)] */
     size_t nw, nb;
-    int64_t *i64;          /* host: one per num_batches_tracked entry, registry order */
+    int64_t *i64; /* host: one per num_batches_tracked entry, registry order */
     int n_i64;
 } sg_ema_state;
 

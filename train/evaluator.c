@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/from_checkpoint.h"
 #include "core/log.h"
+#include "data/sampler.h"
 #include "io/png.h"
+#include "train/from_checkpoint.h"
 #include "train/progress.h"
 #include "train/slide.h"
-#include "data/sampler.h"
 
 sg_status sg_evaluator_init(sg_evaluator *ev, sg_backend *be, const sg_dataset *ds,
                             const sg_config *cfg) {
@@ -91,8 +91,8 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
         sg_backend_get_info(ev->be, &bi);
         if (!bi.mem_available) return SG_OK; /* unknown: nothing to compare with */
         /* a re-plan frees the current arena first; bigger buffers replace the old */
-        available = bi.mem_available + sg_model_activation_bytes(m) +
-                    (bufs ? ev->cap_px * 5 : 0) + tta_held;
+        available = bi.mem_available + sg_model_activation_bytes(m) + (bufs ? ev->cap_px * 5 : 0) +
+                    tta_held;
         dev = bi.name;
     }
     size_t need = plan + bufs + tta_bufs;
@@ -101,8 +101,8 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
                  "%d per pass) needs about %.1f GiB on %s (the largest scale's inference plan "
                  "%.1f GiB + %.1f GiB of image, logit and probability buffers) but %.1f GiB are "
                  "available: use fewer or smaller eval.scales, %s",
-                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "",
-                 ev->tta.n_scales, ev->tta.n_scales > 1 ? "s" : "", ev->tta.flip ? " x flip" : "",
+                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", ev->tta.n_scales,
+                 ev->tta.n_scales > 1 ? "s" : "", ev->tta.flip ? " x flip" : "",
                  ev->crop_h ? "sliding windows" : "whole images", n, gib(need), dev, gib(plan),
                  gib(bufs + tta_bufs), gib(available),
                  ev->crop_h ? "or a smaller eval.crop_size"
@@ -115,8 +115,8 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
                  "%.1f GiB on %s (the model's inference plan %.1f GiB + image buffers) but %.1f "
                  "GiB are available: evaluate in sliding windows with eval.crop_size (e.g. --set "
                  "eval.crop_size=[1024,1024]), or lower eval.batch_size",
-                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", n, gib(need),
-                 dev, gib(plan), gib(available));
+                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", n, gib(need), dev,
+                 gib(plan), gib(available));
         return SG_ERR_CONFIG;
     }
     ev->fit_n = n;
@@ -125,8 +125,7 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
     return SG_OK;
 }
 
-sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices,
-                                 int64_t n) {
+sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices, int64_t n) {
     if (ev->preflight_done || (ev->crop_h && !ev->use_tta)) return SG_OK;
     ev->preflight_done = 1;
     int64_t best = -1;
@@ -144,8 +143,8 @@ sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *i
     }
     if (best < 0) return SG_OK;
     int nb = (int64_t)ev->batch < n ? ev->batch : (int)n;
-    sg_status rc = sg_evaluator_check_fits(ev, m, nb, bh, bw, 0,
-                                           sg_dataset_image_path(ev->ds, best));
+    sg_status rc =
+        sg_evaluator_check_fits(ev, m, nb, bh, bw, 0, sg_dataset_image_path(ev->ds, best));
     ev->fit_n = ev->fit_h = ev->fit_w = 0; /* checked against today's memory, not planned */
     return rc;
 }
@@ -185,13 +184,12 @@ static sg_status run_slide(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
  * probabilities. SG_OK or SG_ERR_RUNTIME. */
 static sg_status run_tta(sg_evaluator *ev, sg_model *m, const sg_batch *b) {
     if (sg_tta_run(&ev->tta, m, ev->d_img, b->n, b->h, b->w) != SG_OK) return SG_ERR_RUNTIME;
-    ev->be->ops->argmax(ev->be, ev->tta.d_prob, ev->d_pred, b->n, ev->num_classes,
-                        b->h * b->w);
+    ev->be->ops->argmax(ev->be, ev->tta.d_prob, ev->d_pred, b->n, ev->num_classes, b->h * b->w);
     return SG_OK;
 }
 
-sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
-                           const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf) {
+sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
+                           int64_t n, int64_t epoch, int64_t *conf) {
     sg_backend *be = ev->be;
     size_t cc = (size_t)ev->num_classes * ev->num_classes;
     if (ev->use_tta && !ev->tta_logged) { /* once per evaluator, under its label */
@@ -236,9 +234,11 @@ sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
         int n_img = b->n;
         sg_batch copy = *b;
         sg_loader_release(ev->loader, b);
-        rc = ev->use_tta ? run_tta(ev, m, &copy)
-             : ev->crop_h ? run_slide(ev, m, &copy) : run_full(ev, m, &copy);
-        if (rc == SG_OK) be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
+        rc = ev->use_tta  ? run_tta(ev, m, &copy)
+             : ev->crop_h ? run_slide(ev, m, &copy)
+                          : run_full(ev, m, &copy);
+        if (rc == SG_OK)
+            be->ops->confusion(be, ev->d_pred, ev->d_lab, px, ev->num_classes, ev->d_conf);
         ev->images += n_img;
         sg_progress_update(&prog, ev->images);
     }

@@ -31,18 +31,18 @@ typedef struct sg_evaluator {
     const sg_dataset *ds;
     sg_loader *loader;
     int num_classes, ignore_index;
-    int crop_h, crop_w, stride_h, stride_w;   /* 0 = whole image */
+    int crop_h, crop_w, stride_h, stride_w; /* 0 = whole image */
     float mean[3], std[3];
-    uint8_t *d_img, *d_lab, *d_pred;          /* device, cap_px pixels (x3 for images) */
+    uint8_t *d_img, *d_lab, *d_pred; /* device, cap_px pixels (x3 for images) */
     size_t cap_px;
-    int64_t *d_conf;                           /* device [C*C] */
-    int64_t images;                            /* counted by the last run */
-    int batch;                                 /* images per whole-image pass */
-    int fit_n, fit_h, fit_w;                   /* the last shape found to fit memory */
+    int64_t *d_conf;         /* device [C*C] */
+    int64_t images;          /* counted by the last run */
+    int batch;               /* images per whole-image pass */
+    int fit_n, fit_h, fit_w; /* the last shape found to fit memory */
     int preflight_done;
-    char label[32];   /* progress lines: "evaluation" unless the caller renames it */
-    int use_tta;      /* sg_tta_enabled(cfg): the tta path instead of one pass */
-    int tta_logged;   /* the TTA settings were logged (at the first run) */
+    char label[32]; /* progress lines: "evaluation" unless the caller renames it */
+    int use_tta;    /* sg_tta_enabled(cfg): the tta path instead of one pass */
+    int tta_logged; /* the TTA settings were logged (at the first run) */
     sg_tta tta;
 } sg_evaluator;
 
@@ -56,8 +56,8 @@ void sg_evaluator_free(sg_evaluator *ev);
  * inference. Returns SG_OK, or SG_ERR_RUNTIME after logging (data,
  * communication, or an image the model cannot take: every rank returns the
  * same). */
-sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm,
-                           const int64_t *indices, int64_t n, int64_t epoch, int64_t *conf);
+sg_status sg_evaluator_run(sg_evaluator *ev, sg_model *m, sg_comm *comm, const int64_t *indices,
+                           int64_t n, int64_t epoch, int64_t *conf);
 
 /* Whole-image evaluation memory: before a batch of n images of h x w is
  * planned, the model's inference plan for that shape (sg_model_plan_bytes)
@@ -81,8 +81,7 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
  * step so a validation that cannot fit stops the run at once, not after
  * eval_every iterations; sg_evaluator_run calls it on its first run.
  * SG_OK or SG_ERR_CONFIG (logged). */
-sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices,
-                                 int64_t n);
+sg_status sg_evaluator_preflight(sg_evaluator *ev, sg_model *m, const int64_t *indices, int64_t n);
 
 /* The exact shard of a whole dataset for this rank (malloc'd, *n set). */
 int64_t *sg_evaluator_shard(int64_t size, int world, int rank, int64_t *n);

@@ -3,11 +3,11 @@
 
 #include <string.h>
 
-#include "train/checkpoint.h"
 #include "core/log.h"
 #include "data/formats.h"
 #include "kernels/backend.h"
 #include "model/model_io.h"
+#include "train/checkpoint.h"
 
 /* Both ways validate with the dataset format rules (data/formats.h), as the
  * commands that train do: a broken rule is refused before anything runs. */
@@ -45,23 +45,20 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
     int n = 0;
     for (int i = 0; i < sg_st_count(f); i++) {
         const sg_st_tensor *t = sg_st_get(f, i);
-        if (strncmp(t->name, "optimizer.", 10) == 0 || strncmp(t->name, "ema.", 4) == 0)
-            continue;
+        if (strncmp(t->name, "optimizer.", 10) == 0 || strncmp(t->name, "ema.", 4) == 0) continue;
         n++;
-        if (t->dtype == SG_ST_F32)
-            f32 += t->count;
-        else
-            i64 += t->count;
+        if (t->dtype == SG_ST_F32) f32 += t->count;
+        else i64 += t->count;
     }
     if (n != want.tensors || f32 != want.f32 || i64 != want.i64) {
         SG_ERROR("%s holds %d model tensors with %zu float values, but the model its config "
                  "describes (model.backbone %s, base_width %d, num_classes %d, aux_head %s, %d "
                  "ASPP rates) has %d tensors with %zu (%.1f MiB): the file does not fit that "
                  "config (another model, or a corrupt or crafted file); pass the training "
-                 "config with --config", sg_st_path(f), n, f32, cfg->model.backbone,
-                 cfg->model.base_width, cfg->model.num_classes,
-                 cfg->model.aux_head ? "true" : "false", cfg->model.n_aspp_rates, want.tensors,
-                 want.f32, (double)want.f32 * 4 / 1048576.0);
+                 "config with --config",
+                 sg_st_path(f), n, f32, cfg->model.backbone, cfg->model.base_width,
+                 cfg->model.num_classes, cfg->model.aux_head ? "true" : "false",
+                 cfg->model.n_aspp_rates, want.tensors, want.f32, (double)want.f32 * 4 / 1048576.0);
         return SG_ERR_CONFIG;
     }
     sg_backend_info bi;
@@ -69,7 +66,8 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
     size_t need = want.f32 * sizeof(float) * 2; /* weights and gradients */
     if (bi.mem_available && need > bi.mem_available) {
         SG_ERROR("%s: the model needs %.1f MiB for its parameters but %s has %.1f MiB "
-                 "available", sg_st_path(f), (double)need / 1048576.0, bi.name,
+                 "available",
+                 sg_st_path(f), (double)need / 1048576.0, bi.name,
                  (double)bi.mem_available / 1048576.0);
         return SG_ERR_CONFIG;
     }
@@ -110,7 +108,8 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
         rc = sg_ckpt_load_ema_as_model(f, m);
         if (rc == SG_OK)
             SG_INFO("%s: using its EMA weights (ema.*; eval.use_ema: false uses the trained "
-                    "weights)", ck);
+                    "weights)",
+                    ck);
     } else if (is_ckpt) {
         rc = sg_ckpt_load_model(f, m);
     } else {
@@ -120,8 +119,8 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
     sg_st_close(f);
     if (rc != SG_OK) {
         SG_ERROR("%s does not fit the model of this config (model.backbone %s, num_classes %d, "
-                 "base_width %d): pass the training config with --config", ck,
-                 cfg->model.backbone, cfg->model.num_classes, cfg->model.base_width);
+                 "base_width %d): pass the training config with --config",
+                 ck, cfg->model.backbone, cfg->model.num_classes, cfg->model.base_width);
         sg_model_destroy(m);
         return NULL;
     }

@@ -7,8 +7,8 @@
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/status.h"
-#include "kernels/backend.h"
 #include "data/loader.h"
+#include "kernels/backend.h"
 #include "model/model.h"
 
 /* The configuration for a command working on checkpoint ck: --config when

@@ -10,9 +10,7 @@
 static const char *const kind_names[] = {"poly", "constant", "cosine", "step"};
 static const char *const warmup_names[] = {"linear", "constant", "none"};
 
-const char *sg_lr_kind_name(int kind) {
-    return kind >= 0 && kind < 4 ? kind_names[kind] : "?";
-}
+const char *sg_lr_kind_name(int kind) { return kind >= 0 && kind < 4 ? kind_names[kind] : "?"; }
 
 const char *sg_lr_warmup_name(int warmup_kind) {
     return warmup_kind >= 0 && warmup_kind < 3 ? warmup_names[warmup_kind] : "?";
@@ -24,13 +22,13 @@ static int find_name(const char *const *names, int n, const char *s) {
     return -1;
 }
 
-sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
-                              int64_t total_steps) {
+sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_steps) {
     memset(s, 0, sizeof *s);
     s->kind = find_name(kind_names, 4, t->lr_schedule);
     if (s->kind < 0) {
         SG_ERROR("config key train.lr_schedule: unknown schedule '%s' (use poly, constant, "
-                 "cosine or step)", t->lr_schedule);
+                 "cosine or step)",
+                 t->lr_schedule);
         return SG_ERR_CONFIG;
     }
     s->warmup_kind = find_name(warmup_names, 3, t->warmup);
@@ -41,12 +39,13 @@ sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
     }
     if (total_steps < 1) {
         SG_ERROR("train: the run has %lld optimizer steps; set train.iters or train.epochs "
-                 "so that at least one step runs", (long long)total_steps);
+                 "so that at least one step runs",
+                 (long long)total_steps);
         return SG_ERR_CONFIG;
     }
     if (t->min_lr > t->lr) {
-        SG_ERROR("config key train.min_lr (%g) is above train.lr (%g): lower min_lr",
-                 t->min_lr, t->lr);
+        SG_ERROR("config key train.min_lr (%g) is above train.lr (%g): lower min_lr", t->min_lr,
+                 t->lr);
         return SG_ERR_CONFIG;
     }
     if (s->kind == SG_LR_STEP) {
@@ -58,7 +57,8 @@ sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
         for (int i = 0; i < t->n_lr_steps; i++) {
             if (t->lr_steps[i] < 1 || (i > 0 && t->lr_steps[i] <= t->lr_steps[i - 1])) {
                 SG_ERROR("config key train.lr_steps: milestone %d (%d) %s: give positive "
-                         "optimizer steps in increasing order", i, t->lr_steps[i],
+                         "optimizer steps in increasing order",
+                         i, t->lr_steps[i],
                          t->lr_steps[i] < 1 ? "is below 1" : "is not above the one before it");
                 return SG_ERR_CONFIG;
             }
@@ -84,7 +84,8 @@ sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
     if (s->sequential && s->warmup_iters >= total_steps) {
         SG_ERROR("config key train.warmup_iters: %d warmup steps leave no step of the %lld in the "
                  "run for the schedule under train.warmup_mode sequential; use fewer warmup "
-                 "steps or more train.iters", s->warmup_iters, (long long)total_steps);
+                 "steps or more train.iters",
+                 s->warmup_iters, (long long)total_steps);
         return SG_ERR_CONFIG;
     }
     s->warmup_ratio = t->warmup_ratio;
@@ -97,8 +98,7 @@ static double main_lr(const sg_lr_schedule *s, int64_t step, int64_t total) {
     if (step > total) step = total;
     double progress = (double)step / (double)total;
     switch (s->kind) {
-    case SG_LR_POLY:
-        return (s->base_lr - s->min_lr) * pow(1.0 - progress, s->power) + s->min_lr;
+    case SG_LR_POLY: return (s->base_lr - s->min_lr) * pow(1.0 - progress, s->power) + s->min_lr;
     case SG_LR_COSINE:
         return s->min_lr + (s->base_lr - s->min_lr) * (1.0 + cos(M_PI * progress)) / 2.0;
     case SG_LR_STEP: {
@@ -106,8 +106,7 @@ static double main_lr(const sg_lr_schedule *s, int64_t step, int64_t total) {
         while (passed < s->n_steps && s->steps[passed] <= step) passed++;
         return s->base_lr * pow(s->gamma, passed);
     }
-    default:
-        return s->base_lr;
+    default: return s->base_lr;
     }
 }
 

@@ -51,11 +51,11 @@ typedef struct sg_lr_schedule {
     int kind;
     double base_lr, power, min_lr;
     int warmup_kind;
-    int sequential;        /* train.warmup_mode sequential */
-    int warmup_iters;      /* 0 when warmup_kind is none */
+    int sequential;   /* train.warmup_mode sequential */
+    int warmup_iters; /* 0 when warmup_kind is none */
     double warmup_ratio;
-    int64_t total_steps;   /* optimizer steps of the whole run */
-    int n_steps;           /* step: milestones, strictly increasing, >= 1 */
+    int64_t total_steps; /* optimizer steps of the whole run */
+    int n_steps;         /* step: milestones, strictly increasing, >= 1 */
     int64_t steps[SG_LIST_MAX];
     double gamma;
 } sg_lr_schedule;
@@ -64,8 +64,7 @@ typedef struct sg_lr_schedule {
  * error naming the key (unknown schedule or warmup, total_steps < 1, min_lr
  * > lr, step without milestones or with milestones not strictly increasing).
  * A milestone past total_steps is allowed (a warning says it never fires). */
-sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t,
-                              int64_t total_steps);
+sg_status sg_lr_schedule_init(sg_lr_schedule *s, const sg_train_cfg *t, int64_t total_steps);
 
 /* LR of optimizer step `step` (0-based: the first step uses step 0). */
 double sg_lr_at(const sg_lr_schedule *s, int64_t step);

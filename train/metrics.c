@@ -30,8 +30,14 @@ void sg_metrics_from_confusion(const int64_t *conf, int c, sg_metrics *m) {
         int64_t uni = m->gt_pixels[i] + m->pred_pixels[i] - tp;
         m->iou[i] = uni > 0 ? (double)tp / (double)uni : NAN;
         m->acc[i] = m->gt_pixels[i] > 0 ? (double)tp / (double)m->gt_pixels[i] : NAN;
-        if (uni > 0) { sum_iou += m->iou[i]; n_iou++; }
-        if (m->gt_pixels[i] > 0) { sum_acc += m->acc[i]; n_acc++; }
+        if (uni > 0) {
+            sum_iou += m->iou[i];
+            n_iou++;
+        }
+        if (m->gt_pixels[i] > 0) {
+            sum_acc += m->acc[i];
+            n_acc++;
+        }
     }
     m->miou = n_iou ? sum_iou / n_iou : NAN;
     m->macc = n_acc ? sum_acc / n_acc : NAN;
@@ -43,17 +49,16 @@ const char *sg_class_name(const sg_config *cfg, int i, char *buf) {
     if (cfg && i < cfg->data.n_class_names && cfg->data.class_names[i][0])
         return cfg->data.class_names[i];
     /* the layout's own names: Cityscapes 19, VOC 21, ADE20K 150 */
-    const char *own = cfg ? sg_layout_class_name(cfg->data.format, cfg->model.num_classes, i) : NULL;
+    const char *own = cfg ? sg_layout_class_name(cfg->data.format, cfg->model.num_classes, i)
+                          : NULL;
     if (own) return own;
     snprintf(buf, SG_NAME, "class_%d", i);
     return buf;
 }
 
 static void pct(char *buf, size_t n, double v) {
-    if (isnan(v))
-        snprintf(buf, n, "nan");
-    else
-        snprintf(buf, n, "%.2f", 100.0 * v);
+    if (isnan(v)) snprintf(buf, n, "nan");
+    else snprintf(buf, n, "%.2f", 100.0 * v);
 }
 
 void sg_metrics_print_table(const sg_metrics *m, const sg_config *cfg, FILE *out) {

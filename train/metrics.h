@@ -27,7 +27,7 @@ typedef struct sg_metrics {
     double acc[SG_METRICS_MAX_CLASSES];
     int64_t gt_pixels[SG_METRICS_MAX_CLASSES];
     int64_t pred_pixels[SG_METRICS_MAX_CLASSES];
-    double miou, macc, pixel_acc;   /* NaN when nothing was counted */
+    double miou, macc, pixel_acc; /* NaN when nothing was counted */
     int64_t total_pixels;
 } sg_metrics;
 

@@ -23,10 +23,12 @@ static sg_status check_prefixes_used(const sg_opt_param *params, int n,
                                      const char (*prefixes)[SG_NAME], int np, const char *key) {
     for (int i = 0; i < np; i++) {
         int used = 0;
-        for (int k = 0; k < n && !used; k++) used = sg_name_matches_prefix(params[k].name, prefixes[i]);
+        for (int k = 0; k < n && !used; k++)
+            used = sg_name_matches_prefix(params[k].name, prefixes[i]);
         if (!used) {
             SG_ERROR("config key %s: prefix '%s' matches no parameter (names look like "
-                     "'%s'; check the spelling)", key, prefixes[i], n ? params[0].name : "?");
+                     "'%s'; check the spelling)",
+                     key, prefixes[i], n ? params[0].name : "?");
             return SG_ERR_CONFIG;
         }
     }

@@ -24,12 +24,12 @@ typedef struct sg_opt_param {
     float *param;
     float *grad;
     size_t count;
-    int frozen;        /* 1: not trained (the model's registry says !trainable) */
+    int frozen; /* 1: not trained (the model's registry says !trainable) */
 } sg_opt_param;
 
 typedef struct sg_sgd_entry {
     const char *name;
-    float *param, *grad, *buf;   /* buf NULL when frozen or momentum == 0 */
+    float *param, *grad, *buf; /* buf NULL when frozen or momentum == 0 */
     size_t count;
     double lr_mult;
     int frozen;
@@ -41,7 +41,7 @@ typedef struct sg_sgd {
     int n;
     double momentum, dampening, weight_decay;
     int nesterov;
-    int initialized;   /* 0 until the first step filled the momentum buffers */
+    int initialized; /* 0 until the first step filled the momentum buffers */
     int n_frozen, n_head;
 } sg_sgd;
 

@@ -87,15 +87,14 @@ struct sg_stage_watch {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    const char *what;   /* current stage, NULL between stages */
+    const char *what; /* current stage, NULL between stages */
     double since;
     int announced, stop;
 };
 
 /* Ends the current stage (mu held): its duration if it was announced. */
 static void stage_end_locked(sg_stage_watch *w) {
-    if (w->what && w->announced)
-        SG_INFO("setup: %s done (%.1f s)", w->what, sg_now_s() - w->since);
+    if (w->what && w->announced) SG_INFO("setup: %s done (%.1f s)", w->what, sg_now_s() - w->since);
     w->what = NULL;
     w->announced = 0;
 }

@@ -33,7 +33,7 @@ typedef struct sg_progress {
     int enabled, tty, drawn;
     double t0, t_rate, t_draw, t_log;
     int64_t done_rate;
-    double rate;              /* smoothed items per second, 0 = not known yet */
+    double rate; /* smoothed items per second, 0 = not known yet */
 } sg_progress;
 
 /* Starts a pass of total items. enabled: this process prints (rank 0). */
@@ -54,6 +54,6 @@ double sg_progress_end(sg_progress *p);
 typedef struct sg_stage_watch sg_stage_watch;
 sg_stage_watch *sg_stage_watch_start(void);
 void sg_stage(sg_stage_watch *w, const char *what); /* what: a string literal, or NULL */
-void sg_stage_watch_stop(sg_stage_watch *w);       /* ends the last stage, joins */
+void sg_stage_watch_stop(sg_stage_watch *w);        /* ends the last stage, joins */
 
 #endif

@@ -6,9 +6,9 @@
 
 #include "core/log.h"
 
-sg_status sg_slide_logits(sg_backend *be, sg_model *m, const uint8_t *d_img, int H, int W,
-                          int C, int crop_h, int crop_w, int stride_h, int stride_w,
-                          const float mean[3], const float std[3], float *out) {
+sg_status sg_slide_logits(sg_backend *be, sg_model *m, const uint8_t *d_img, int H, int W, int C,
+                          int crop_h, int crop_w, int stride_h, int stride_w, const float mean[3],
+                          const float std[3], float *out) {
     int ch = crop_h < H ? crop_h : H, cw = crop_w < W ? crop_w : W;
     size_t px = (size_t)H * W;
     if (sg_model_plan_infer(m, 1, ch, cw) != SG_OK) return SG_ERR_RUNTIME;

@@ -23,9 +23,9 @@
  * per-pixel mean of the window logits. The model is planned for one
  * window (sg_model_plan_infer). SG_OK, or SG_ERR_RUNTIME after logging
  * (a window the model cannot take). */
-sg_status sg_slide_logits(sg_backend *be, sg_model *m, const uint8_t *d_img, int H, int W,
-                          int C, int crop_h, int crop_w, int stride_h, int stride_w,
-                          const float mean[3], const float std[3], float *out);
+sg_status sg_slide_logits(sg_backend *be, sg_model *m, const uint8_t *d_img, int H, int W, int C,
+                          int crop_h, int crop_w, int stride_h, int stride_w, const float mean[3],
+                          const float std[3], float *out);
 
 /* pred[p] = argmax over c of logits[c*px + p] (host; first max wins, as
  * ops->argmax). */

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "model/model_io.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/from_checkpoint.h"
-#include "core/log.h"
-#include "model/model_io.h"
 
 sg_status sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
     c->cfg = cfg;
@@ -48,10 +48,8 @@ static sg_status load_pretrained(sg_model *m, const sg_config *cfg) {
     int is_ckpt = fmt && strcmp(fmt, SG_CKPT_FORMAT) == 0;
     sg_load_report rep;
     sg_status rc;
-    if (is_ckpt && cfg->model.pretrained_strict)
-        rc = sg_ckpt_load_model(f, m);
-    else
-        rc = sg_model_load_file(m, f, NULL, cfg->model.pretrained_strict, &rep);
+    if (is_ckpt && cfg->model.pretrained_strict) rc = sg_ckpt_load_model(f, m);
+    else rc = sg_model_load_file(m, f, NULL, cfg->model.pretrained_strict, &rep);
     sg_st_close(f);
     if (rc == SG_OK) SG_INFO("model.pretrained: initialised from %s", path);
     return rc;
@@ -73,7 +71,8 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
         SG_WARN("model.pretrained is empty: this %s run starts from random initialisation, not "
                 "ImageNet weights; the published mIoU figures (configs/*.yaml) assume them: get "
                 "torchvision's %s file, `segtrain convert` it and set model.pretrained (README, "
-                "\"ImageNet weights\")", cfg->model.backbone, cfg->model.backbone);
+                "\"ImageNet weights\")",
+                cfg->model.backbone, cfg->model.backbone);
     if (load_pretrained_weights && cfg->model.pretrained[0] &&
         load_pretrained(c->m, cfg) != SG_OK) {
         /* the file is the user's choice: a configuration error */
@@ -94,7 +93,8 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
         int n = sg_model_freeze_bn_stats(c->m, "");
         if (verbose)
             SG_INFO("train.freeze_bn_stats: all %d BN layers use and keep their running "
-                    "statistics", n);
+                    "statistics",
+                    n);
     }
     int n = sg_model_num_params(c->m), np = 0;
     sg_opt_param *ps = calloc((size_t)n, sizeof *ps);

@@ -46,13 +46,13 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "train/optimizer.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "train/optimizer.h"
 
 /* The phases of a step, in the order a step's time is reported. */
 enum { SG_PH_DATA, SG_PH_FWD, SG_PH_LOSS, SG_PH_BWD, SG_PH_COMM, SG_PH_OPT, SG_PH_N };
@@ -73,22 +73,22 @@ typedef struct sg_train_core {
     sg_model *m;
     sg_sgd opt;
     int rank, world;
-    int B, K, C, crop_h, crop_w;  /* batch_size, accum_steps, classes, crop */
-    int global_norm;              /* train.loss_norm == global */
+    int B, K, C, crop_h, crop_w; /* batch_size, accum_steps, classes, crop */
+    int global_norm;             /* train.loss_norm == global */
     float mean[3], std[3];
-    sg_micro_batch *slot;         /* [K]: img/lab sized for B x crop; the caller
+    sg_micro_batch *slot;              /* [K]: img/lab sized for B x crop; the caller
                                      uploads into them and sets n, h, w, valid */
     const volatile sig_atomic_t *stop; /* set before open (or NULL): a stop
                                      signal's flag, which ends joining the
                                      other ranks at once (dist/comm.h) */
     /* loss options (attach; train/loss_opts.h): */
-    float *class_w;               /* device [C]: train.class_weights, NULL = off */
-    float class_w_host[256];      /* the same, on the host (the denominators) */
-    float ohem_thresh;            /* > 0: OHEM on the main head */
-    float *ohem_prob;             /* device [B x crop]: true-class probabilities */
-    uint8_t *lab_host;            /* host [B x crop]: a micro-batch's labels, counted
+    float *class_w;          /* device [C]: train.class_weights, NULL = off */
+    float class_w_host[256]; /* the same, on the host (the denominators) */
+    float ohem_thresh;       /* > 0: OHEM on the main head */
+    float *ohem_prob;        /* device [B x crop]: true-class probabilities */
+    uint8_t *lab_host;       /* host [B x crop]: a micro-batch's labels, counted
                                      per class (class weights or OHEM on) */
-    int64_t *counts;              /* host [2 + C + K*C]: the step's counts */
+    int64_t *counts;         /* host [2 + C + K*C]: the step's counts */
 } sg_train_core;
 
 /* Each returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG (logged; see
@@ -108,9 +108,9 @@ sg_status sg_train_core_setup(sg_train_core *c, const sg_config *cfg);
 void sg_train_core_close(sg_train_core *c);
 
 typedef struct sg_step_opts {
-    int64_t iter;                       /* optimizer step (0-based): the dropout key */
+    int64_t iter; /* optimizer step (0-based): the dropout key */
     double lr;
-    const volatile sig_atomic_t *stop;  /* NULL, or this rank's stop flag: read after
+    const volatile sig_atomic_t *stop; /* NULL, or this rank's stop flag: read after
                                            the optimizer, reduced with the losses */
     /* NULL, or called as each phase ends (it may sync the backend so
      * asynchronous work lands in its phase); the first call closes the
@@ -121,15 +121,15 @@ typedef struct sg_step_opts {
 
 /* What one step reports, identical on every rank. */
 typedef struct sg_step_out {
-    double loss, loss_main, loss_aux;   /* loss = main + aux_weight * aux */
-    int64_t images;                     /* this step, all ranks */
-    int stop;                           /* some rank's stop flag was set */
+    double loss, loss_main, loss_aux; /* loss = main + aux_weight * aux */
+    int64_t images;                   /* this step, all ranks */
+    int stop;                         /* some rank's stop flag was set */
 } sg_step_out;
 
 /* One optimizer step on mb[0..k) (1 <= k <= K, each planned shape at most
  * B x crop). Returns SG_OK, or SG_ERR_RUNTIME after logging (communication;
  * a re-plan the model refuses). */
 sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int k, const sg_step_opts *so,
-                  sg_step_out *o);
+                        sg_step_out *o);
 
 #endif

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/checkpoint.h"
-#include "io/json.h"
 #include "core/log.h"
+#include "data/sampler.h"
+#include "io/json.h"
+#include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/trainer_internal.h"
-#include "data/sampler.h"
 
 /* Validations still to run after this iteration (every eval_every, and the
  * final one). */
@@ -33,9 +33,10 @@ static void leftover_suffix(trainer *T, char *buf, size_t n) {
         snprintf(buf, n, "  leftover mIoU %.2f (epoch %lld)", 100.0 * T->left_miou,
                  (long long)T->left_epoch);
     else
-        snprintf(buf, n, "  leftover mIoU %.2f (epoch %lld; %lld epochs since the last line, "
-                 "every value in metrics.jsonl)", 100.0 * T->left_miou, (long long)T->left_epoch,
-                 (long long)T->left_folded);
+        snprintf(buf, n,
+                 "  leftover mIoU %.2f (epoch %lld; %lld epochs since the last line, "
+                 "every value in metrics.jsonl)",
+                 100.0 * T->left_miou, (long long)T->left_epoch, (long long)T->left_folded);
     T->left_folded = 0;
 }
 
@@ -209,7 +210,8 @@ static sg_status leftover_pass(trainer *T, int64_t end_pos) {
                 T->left_miou = mt.miou;
             } else {
                 SG_INFO("epoch %lld: leftover pass over the %lld samples drop_last left out: "
-                        "mIoU %.2f", (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
+                        "mIoU %.2f",
+                        (long long)T->st.epoch, (long long)total, 100.0 * mt.miou);
             }
             sg_tb_scalar(T->tb, T->st.iter, "leftover/mIoU", mt.miou);
             sg_json j = {0};
@@ -249,9 +251,10 @@ sg_status sg_tr_leftover_pass(trainer *T, int64_t end_pos) {
 
 void sg_tr_leftover_flush(trainer *T) {
     if (T->left_folded == 0 || T->c.rank != 0) return;
-    SG_INFO("epoch %lld: leftover pass mIoU %.2f%s", (long long)T->left_epoch,
-            100.0 * T->left_miou, T->left_folded > 1 ? " (the newest of several; every value "
-            "is in metrics.jsonl)" : "");
+    SG_INFO("epoch %lld: leftover pass mIoU %.2f%s", (long long)T->left_epoch, 100.0 * T->left_miou,
+            T->left_folded > 1 ? " (the newest of several; every value "
+                                 "is in metrics.jsonl)"
+                               : "");
     T->left_folded = 0;
 }
 
@@ -261,18 +264,17 @@ static sg_status write_checkpoint(trainer *T, int best) {
     if (sg_comm_barrier(T->c.comm) != 0) return SG_ERR_RUNTIME;
     int64_t rc = 0; /* rank 0's outcome, 0 or non-zero, summed over ranks */
     char path[SG_STR + 64];
-    if (best)
-        sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
-    else
-        sg_ckpt_iter_path(T->cfg->run_dir, T->st.iter, path, sizeof path);
+    if (best) sg_ckpt_best_path(T->cfg->run_dir, path, sizeof path);
+    else sg_ckpt_iter_path(T->cfg->run_dir, T->st.iter, path, sizeof path);
     if (T->c.rank == 0) {
         char dir[SG_STR + 32];
         rc = sg_ckpt_dir(T->cfg->run_dir, 1, dir, sizeof dir);
         if (rc == 0)
             rc = sg_ckpt_save_ema(path, T->c.m, &T->c.opt, &T->st, &T->sched, T->cfg,
                                   T->have_ema ? &T->ema : NULL);
-        if (rc == 0 && !best) sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter,
-                                          T->st.run_id);
+        if (rc == 0 && !best)
+            sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter,
+                          T->st.run_id);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
     }
     if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return SG_ERR_RUNTIME;

@@ -4,9 +4,9 @@
 #include <stddef.h>
 
 #include "core/log.h"
+#include "kernels/rng.h"
 #include "train/loss_opts.h"
 #include "train/train_core.h"
-#include "kernels/rng.h"
 
 static void phase_end(const sg_step_opts *so, int phase) {
     if (so->phase) so->phase(so->ctx, phase);
@@ -79,10 +79,8 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
          * gradient is scaled by world / D (global) so the average is the
          * gradient of the global mean. */
         double scale;
-        if (c->global_norm)
-            scale = global_den > 0 ? (double)c->world / global_den : 0.0;
-        else
-            scale = den > 0 ? 1.0 / (den * K) : 0.0;
+        if (c->global_norm) scale = global_den > 0 ? (double)c->world / global_den : 0.0;
+        else scale = den > 0 ? 1.0 / (den * K) : 0.0;
         double ls = 0, la = 0;
         if (!by_class) {
             int64_t v = 0;
@@ -99,16 +97,14 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
                 for (int i = 0; i < C; i++) nvalid += mc[i];
                 ops->ce_label_prob(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore,
                                    c->ohem_prob);
-                below = sg_ohem_threshold(be, c->ohem_prob, (size_t)n * hw, nvalid,
-                                          c->ohem_thresh,
+                below = sg_ohem_threshold(be, c->ohem_prob, (size_t)n * hw, nvalid, c->ohem_thresh,
                                           (int64_t)cfg->train.ohem_min_kept * n);
             }
             ops->ce_weighted(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
                              c->ohem_prob, below, (float)scale, sg_model_dout(c->m), &ls, &ws);
             if (has_aux)
-                ops->ce_weighted(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore,
-                                 c->class_w, NULL, 0.0f, (float)(scale * aux_w),
-                                 sg_model_daux(c->m), &la, &ws);
+                ops->ce_weighted(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
+                                 NULL, 0.0f, (float)(scale * aux_w), sg_model_daux(c->m), &la, &ws);
         }
         if (c->global_norm) {
             main_sum += ls;

@@ -13,18 +13,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train/checkpoint.h"
-#include "train/evaluator.h"
 #include "core/cli.h"
 #include "core/log.h"
-#include "train/lr_schedule.h"
-#include "train/train_core.h"
-#include "train/trainer_internal.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
 #include "model/model.h"
+#include "train/checkpoint.h"
+#include "train/evaluator.h"
+#include "train/lr_schedule.h"
+#include "train/train_core.h"
+#include "train/trainer_internal.h"
 
 static volatile sig_atomic_t g_stop_signal = 0;
 static volatile sig_atomic_t g_first_from_parent = 0, g_echo_seen = 0;
@@ -38,7 +38,7 @@ static pid_t g_parent = 0;
  * after one from elsewhere (or the reverse) is that echo and is absorbed;
  * escalating on it would kill every rank before the checkpoint. */
 static volatile sig_atomic_t g_training = 0;  /* 0: setup, 1: steps are running */
-static volatile sig_atomic_t g_sig_quiet = 0;  /* not rank 0: no acknowledgement */
+static volatile sig_atomic_t g_sig_quiet = 0; /* not rank 0: no acknowledgement */
 
 /* write(2) of a literal: async-signal-safe, unlike the logger */
 #define SIG_SAY(lit) ((void)!write(STDERR_FILENO, lit, sizeof lit - 1))
@@ -47,21 +47,15 @@ static volatile sig_atomic_t g_sig_quiet = 0;  /* not rank 0: no acknowledgement
  * wonder whether Ctrl-C was seen while a step or a setup stage runs). */
 static void acknowledge(int sig) {
     if (g_sig_quiet) return;
-    if (sig == SIGINT)
-        SIG_SAY("\nsegtrain: Ctrl-C (SIGINT) received: ");
-    else if (sig == SIGHUP)
-        SIG_SAY("\nsegtrain: SIGHUP received: ");
-    else
-        SIG_SAY("\nsegtrain: SIGTERM received: ");
-    if (g_training)
-        SIG_SAY("will stop after this step and write a checkpoint; ");
+    if (sig == SIGINT) SIG_SAY("\nsegtrain: Ctrl-C (SIGINT) received: ");
+    else if (sig == SIGHUP) SIG_SAY("\nsegtrain: SIGHUP received: ");
+    else SIG_SAY("\nsegtrain: SIGTERM received: ");
+    if (g_training) SIG_SAY("will stop after this step and write a checkpoint; ");
     else
         SIG_SAY("will stop before the first training step (setup is still running; nothing to "
                 "checkpoint yet); ");
-    if (sig == SIGINT)
-        SIG_SAY("press Ctrl-C again to stop now\n");
-    else
-        SIG_SAY("send the signal again to stop now\n");
+    if (sig == SIGINT) SIG_SAY("press Ctrl-C again to stop now\n");
+    else SIG_SAY("send the signal again to stop now\n");
 }
 
 static void on_signal(int sig, siginfo_t *si, void *uctx) {
@@ -138,8 +132,11 @@ static sg_status resolve_resume(trainer *T, const char *resume, char *path, size
         if (n > 0 && !is_auto) {
             SG_ERROR("%s already holds %d checkpoint file(s) of another run (newest %s%s%s): "
                      "a new run there would mix with them. Continue that run with --resume auto, "
-                     "or start this one in a new run_dir (--set run_dir=...)", run_dir, n, other,
-                     strcmp(id, "?") == 0 ? ", unreadable" : id[0] ? ", run " : "",
+                     "or start this one in a new run_dir (--set run_dir=...)",
+                     run_dir, n, other,
+                     strcmp(id, "?") == 0 ? ", unreadable"
+                     : id[0]              ? ", run "
+                                          : "",
                      strcmp(id, "?") == 0 ? "" : id);
             return SG_ERR_CONFIG;
         }
@@ -147,7 +144,8 @@ static sg_status resolve_resume(trainer *T, const char *resume, char *path, size
             SG_ERROR("--resume auto: no valid checkpoint to resume in %s/checkpoints, but it "
                      "holds %d checkpoint file(s) (newest %s, see the warnings above): starting "
                      "fresh would mix a new run with them. Move them away, or use a new run_dir "
-                     "(--set run_dir=...)", run_dir, n, other);
+                     "(--set run_dir=...)",
+                     run_dir, n, other);
             return SG_ERR_CONFIG;
         }
         if (is_auto)
@@ -189,7 +187,8 @@ static sg_status load_resume(trainer *T, const char *path) {
             model_keys_diff(f, T->cfg, diff, sizeof diff);
             if (diff[0])
                 SG_ERROR("--resume %s: the model config differs from the checkpoint's: %s. Resume "
-                         "with the run's own model settings (its config.yaml)", path, diff);
+                         "with the run's own model settings (its config.yaml)",
+                         path, diff);
         }
     }
     if (rc == SG_OK) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
@@ -197,7 +196,8 @@ static sg_status load_resume(trainer *T, const char *path) {
         rc = sg_ckpt_load_ema(f, &T->ema, &T->ema_loaded);
         if (rc == SG_OK && !T->ema_loaded)
             SG_WARN("resume: %s holds no EMA weights (ema.*; it was written with "
-                    "train.ema_decay 0): the EMA starts again from the current weights", path);
+                    "train.ema_decay 0): the EMA starts again from the current weights",
+                    path);
     }
     sg_st_close(f);
     if (rc != SG_OK) {
@@ -217,19 +217,22 @@ static sg_status load_resume(trainer *T, const char *path) {
     }
     if (st.seed != (uint64_t)T->cfg->seed)
         SG_WARN("resume: checkpoint seed %" PRIu64 ", config seed %d: the sample order and "
-                "augmentations follow the config's seed from here on", st.seed, T->cfg->seed);
+                "augmentations follow the config's seed from here on",
+                st.seed, T->cfg->seed);
     if (st.world != T->c.world)
         SG_INFO("resume: world size %d (checkpoint written with %d): the global sample order "
-                "is kept, position %lld of epoch %lld", T->c.world, st.world,
-                (long long)st.sample_pos, (long long)st.epoch);
+                "is kept, position %lld of epoch %lld",
+                T->c.world, st.world, (long long)st.sample_pos, (long long)st.epoch);
     int64_t total = T->cfg->train.iters > 0
                         ? T->st.total_steps
                         : st.iter + epoch_steps_left(T, st.epoch, st.sample_pos);
     if (st.total_steps != total)
         SG_WARN("resume: the run now has %lld optimizer steps (checkpoint: %lld%s); the LR "
-                "schedule follows the new length", (long long)total, (long long)st.total_steps,
-                T->cfg->train.iters > 0 ? "" : ": train.epochs counted from the sample position "
-                                               "with this world size and batch");
+                "schedule follows the new length",
+                (long long)total, (long long)st.total_steps,
+                T->cfg->train.iters > 0 ? ""
+                                        : ": train.epochs counted from the sample position "
+                                          "with this world size and batch");
     T->st = st;
     T->st.total_steps = total;
     T->st.world = T->c.world;
@@ -237,7 +240,8 @@ static sg_status load_resume(trainer *T, const char *path) {
     if (!T->st.run_id[0]) {
         sg_ckpt_new_run_id(T->st.run_id);
         SG_INFO("resume: %s was written before run ids; this run continues it as run %s (the "
-                "files without a run id count as its own)", path, T->st.run_id);
+                "files without a run id count as its own)",
+                path, T->st.run_id);
     }
     T->last_ckpt_iter = st.iter;
     T->resumed = 1;
@@ -269,9 +273,9 @@ static sg_status check_same_start(trainer *T) {
             SG_ERROR("resume: rank %d starts at iteration %lld (epoch %lld, sample %lld) but rank "
                      "0 at iteration %lld (epoch %lld, sample %lld): every rank must see the same "
                      "checkpoint. Put run_dir on a filesystem shared by all nodes, or pass "
-                     "--resume PATH to a file every rank can read", r, (long long)all[3 * r],
-                     (long long)all[3 * r + 1], (long long)all[3 * r + 2], (long long)all[0],
-                     (long long)all[1], (long long)all[2]);
+                     "--resume PATH to a file every rank can read",
+                     r, (long long)all[3 * r], (long long)all[3 * r + 1], (long long)all[3 * r + 2],
+                     (long long)all[0], (long long)all[1], (long long)all[2]);
             rc = SG_ERR_RUNTIME;
         }
     free(all);
@@ -298,8 +302,8 @@ static sg_status setup(trainer *T, const char *resume) {
     if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0)
         return SG_ERR_RUNTIME;
     int64_t N = sg_dataset_size(T->train_ds);
-    T->sampler = (sg_sampler){N, c->world, cfg->data.shuffle, cfg->train.drop_last,
-                              (uint64_t)cfg->seed};
+    T->sampler =
+        (sg_sampler){N, c->world, cfg->data.shuffle, cfg->train.drop_last, (uint64_t)cfg->seed};
     int64_t steps_epoch = steps_in_list(T, sg_sampler_per_rank(&T->sampler, 0));
     if (steps_epoch < 1) {
         SG_ERROR("train: %lld training samples are fewer than one step needs (batch_size %d x "
@@ -365,11 +369,12 @@ static sg_status setup(trainer *T, const char *resume) {
     if (c->rank == 0 && (cfg->train.n_class_weights > 0 || cfg->train.ohem_thresh > 0)) {
         char ohem[128] = "";
         if (cfg->train.ohem_thresh > 0)
-            snprintf(ohem, sizeof ohem, "; OHEM on the main head: probability below %g, at least "
-                     "%d pixels per image (aux head: plain)", cfg->train.ohem_thresh,
-                     cfg->train.ohem_min_kept);
-        SG_INFO("loss: cross-entropy%s%s, normalised %s", cfg->train.n_class_weights > 0
-                ? " with train.class_weights" : "", ohem,
+            snprintf(ohem, sizeof ohem,
+                     "; OHEM on the main head: probability below %g, at least "
+                     "%d pixels per image (aux head: plain)",
+                     cfg->train.ohem_thresh, cfg->train.ohem_min_kept);
+        SG_INFO("loss: cross-entropy%s%s, normalised %s",
+                cfg->train.n_class_weights > 0 ? " with train.class_weights" : "", ohem,
                 c->global_norm ? "over the whole step on all ranks (loss_norm global)"
                                : "per micro-batch (loss_norm local)");
     }
@@ -414,9 +419,9 @@ static sg_status setup(trainer *T, const char *resume) {
     T->perm = malloc((size_t)N * sizeof(int64_t));
     SG_CHECK(T->idx && T->perm, "out of host memory");
     SG_INFO("training: %lld optimizer steps, %lld per epoch, %d img/step/rank (batch %d x accum "
-            "%d), %d rank(s), %lld train samples, loss_norm %s", (long long)T->st.total_steps,
-            (long long)steps_epoch, c->B * c->K, c->B, c->K, c->world, (long long)N,
-            cfg->train.loss_norm);
+            "%d), %d rank(s), %lld train samples, loss_norm %s",
+            (long long)T->st.total_steps, (long long)steps_epoch, c->B * c->K, c->B, c->K, c->world,
+            (long long)N, cfg->train.loss_norm);
     return SG_OK;
 }
 
@@ -439,8 +444,8 @@ static void teardown(trainer *T) {
 /* Starts the loader on this rank's share of the epoch from st.sample_pos.
  * SG_OK or SG_ERR_RUNTIME (logged). */
 static sg_status start_epoch_list(trainer *T) {
-    int64_t n = sg_sampler_rank_indices(&T->sampler, T->st.epoch, T->c.rank, T->st.sample_pos,
-                                        T->idx);
+    int64_t n =
+        sg_sampler_rank_indices(&T->sampler, T->st.epoch, T->c.rank, T->st.sample_pos, T->idx);
     if (n < 0) {
         SG_ERROR("train: rank %d has no sample list for epoch %lld (internal error)", T->c.rank,
                  (long long)T->st.epoch);
@@ -475,8 +480,8 @@ static sg_status train_step(trainer *T, double lr, sg_step_out *o, int *stop_sig
         size_t px = (size_t)b->n * b->h * b->w;
         if (b->n > c->B || b->h != c->crop_h || b->w != c->crop_w) {
             SG_ERROR("train: the loader gave a batch of %d x %dx%d, expected at most %d x %dx%d "
-                     "(data.crop_size); internal error", b->n, b->h, b->w, c->B, c->crop_h,
-                     c->crop_w);
+                     "(data.crop_size); internal error",
+                     b->n, b->h, b->w, c->B, c->crop_h, c->crop_w);
             sg_loader_release(T->loader, b);
             return SG_ERR_RUNTIME;
         }
@@ -563,8 +568,10 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
         sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
                "interrupted by signal %d (%s) during setup, before any training step: nothing "
                "new to checkpoint (%s). Start again with: segtrain train --config %s/config.yaml "
-               "--resume auto", sig, stop_signal_name(sig),
-               T->last_ckpt_iter >= 0 ? "the run stays at its last checkpoint" : "no step was trained",
+               "--resume auto",
+               sig, stop_signal_name(sig),
+               T->last_ckpt_iter >= 0 ? "the run stays at its last checkpoint"
+                                      : "no step was trained",
                T->cfg->run_dir);
         *stop_signal_out = sig;
         return SG_OK;
@@ -574,7 +581,8 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
     if (pending) {
         if (T->c.rank == 0)
             SG_INFO("resume: the evaluation due at iteration %lld did not run before the "
-                    "interruption; running it now", (long long)T->st.iter);
+                    "interruption; running it now",
+                    (long long)T->st.iter);
         if (sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
         /* a finished run's last checkpoint carries the best mIoU */
         if (T->st.iter == T->st.total_steps && sg_tr_write_checkpoint(T, 0) != SG_OK)
@@ -594,7 +602,8 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
         sg_step_out o;
         int stop_signal = 0;
         double lr = sg_lr_at(&T->sched, T->st.iter);
-        if (T->stages) sg_stage(T->stages, "the first training step (creating the kernels' primitives)");
+        if (T->stages)
+            sg_stage(T->stages, "the first training step (creating the kernels' primitives)");
         if (train_step(T, lr, &o, &stop_signal) != SG_OK) return SG_ERR_RUNTIME;
         if (T->stages) { /* setup is over */
             sg_stage_watch_stop(T->stages);
@@ -608,11 +617,13 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
             T->dbg->step_loss[T->st.iter - 1] = o.loss;
         if (T->dbg) T->dbg->iters_done = T->st.iter;
         if (!isfinite(o.loss)) {
-            SG_ERROR("non-finite loss (%g: main %g, aux %g) at iteration %lld, epoch %lld, lr %.3e: "
-                     "lower train.lr, add train.warmup_iters, or check the labels (values >= "
-                     "model.num_classes that are not data.ignore_index); the last checkpoint is "
-                     "from iteration %lld", o.loss, o.loss_main, o.loss_aux, (long long)T->st.iter,
-                     (long long)T->st.epoch, lr, (long long)T->last_ckpt_iter);
+            SG_ERROR(
+                "non-finite loss (%g: main %g, aux %g) at iteration %lld, epoch %lld, lr %.3e: "
+                "lower train.lr, add train.warmup_iters, or check the labels (values >= "
+                "model.num_classes that are not data.ignore_index); the last checkpoint is "
+                "from iteration %lld",
+                o.loss, o.loss_main, o.loss_aux, (long long)T->st.iter, (long long)T->st.epoch, lr,
+                (long long)T->last_ckpt_iter);
             return SG_ERR_RUNTIME;
         }
         int last = T->st.iter == T->st.total_steps;
@@ -636,7 +647,8 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
                 int nodes = T->c.world / local;
                 snprintf(launch, sizeof launch, "--nproc-per-node %d %s", local,
                          nodes > 1 ? "(with the same --nnodes/--node-rank/--master-addr/"
-                                     "--master-port as before) " : "");
+                                     "--master-port as before) "
+                                   : "");
             }
             sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
                    "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
@@ -657,8 +669,8 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
     if (T->st.iter == start_iter) {
         if (T->c.rank == 0)
             SG_INFO("already trained: %lld of %lld iterations done (run `segtrain eval` to "
-                    "evaluate, or raise train.iters to go on)", (long long)T->st.iter,
-                    (long long)T->st.total_steps);
+                    "evaluate, or raise train.iters to go on)",
+                    (long long)T->st.iter, (long long)T->st.total_steps);
         return SG_OK;
     }
     sg_tr_leftover_flush(T);

@@ -32,15 +32,15 @@
 
 /* Optional instrumentation for tests (all fields may be 0/NULL). */
 typedef struct sg_train_debug {
-    int64_t *seen_train;     /* [train size]: += 1 per sample trained on (this rank) */
-    int64_t *seen_leftover;  /* [train size]: += 1 per sample of a leftover pass (this rank) */
-    double *step_loss;       /* [step_loss_cap]: total loss of optimizer step i (0-based) */
+    int64_t *seen_train;    /* [train size]: += 1 per sample trained on (this rank) */
+    int64_t *seen_leftover; /* [train size]: += 1 per sample of a leftover pass (this rank) */
+    double *step_loss;      /* [step_loss_cap]: total loss of optimizer step i (0-based) */
     int64_t step_loss_cap;
-    int64_t stop_at_iter;    /* > 0: raise(SIGTERM) during this step (1-based) */
+    int64_t stop_at_iter; /* > 0: raise(SIGTERM) during this step (1-based) */
     /* outputs */
-    double last_val_miou;    /* NaN if no validation ran */
+    double last_val_miou; /* NaN if no validation ran */
     double last_leftover_miou;
-    int64_t leftover_samples;  /* total over all leftover passes, all ranks */
+    int64_t leftover_samples; /* total over all leftover passes, all ranks */
     int64_t iters_done;
 } sg_train_debug;
 

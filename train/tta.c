@@ -117,8 +117,10 @@ static sg_status slide_logits(sg_tta *t, sg_model *m, const float *x, int h, int
     float *win = malloc((size_t)ch * cw * 3 * sizeof(float));
     float *acc = calloc(need + hw, sizeof(float)), *cnt = acc ? acc + need : NULL;
     float *logits = malloc((size_t)C * ch * cw * sizeof(float));
-    SG_CHECK(src && win && acc && logits, "out of host memory for sliding-window logits "
-             "(%zu floats)", need);
+    SG_CHECK(src && win && acc && logits,
+             "out of host memory for sliding-window logits "
+             "(%zu floats)",
+             need);
     be->ops->download(be, src, x, hw * 3 * sizeof(float));
     if (flip)
         for (size_t r = 0; r < (size_t)3 * h; r++) {
@@ -180,8 +182,7 @@ sg_status sg_tta_run(sg_tta *t, sg_model *m, const uint8_t *d_img, int n, int H,
             const float *logits;
             if (!t->crop_h) {
                 /* the model's input, resized and flipped */
-                if (sg_model_plan_infer(m, n, h, w) != SG_OK)
-                    return plan_failed(t, si, H, W, h, w);
+                if (sg_model_plan_infer(m, n, h, w) != SG_OK) return plan_failed(t, si, H, W, h, w);
                 float *in = sg_model_input(m);
                 if (same && !f) {
                     o->copy(be, in, t->d_norm, px * 3 * sizeof(float));

@@ -36,7 +36,7 @@ typedef struct sg_tta {
     int flip;
     int crop_h, crop_w, stride_h, stride_w; /* 0 = whole image */
     float mean[3], std[3];
-    float *d_norm, *d_in, *d_up, *d_flip, *d_win, *d_prob; /* device */
+    float *d_norm, *d_in, *d_up, *d_flip, *d_win, *d_prob;        /* device */
     size_t cap_norm, cap_in, cap_up, cap_flip, cap_win, cap_prob; /* floats */
 } sg_tta;
 

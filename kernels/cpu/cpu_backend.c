@@ -151,9 +151,12 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
             sg_cpu_budget_read(&b);
             threads = sg_threads_from_budget(&b);
             char quota[200] = "no cgroup CPU quota";
-            if (b.quota > 0) snprintf(quota, sizeof quota, "quota %.2f CPUs (%s)", b.quota, b.quota_src);
-            snprintf(why, sizeof why, "threads: 0: %d CPUs in the affinity mask, %s, %d rank(s) "
-                     "on this node", b.affinity, quota, b.local_ranks);
+            if (b.quota > 0)
+                snprintf(quota, sizeof quota, "quota %.2f CPUs (%s)", b.quota, b.quota_src);
+            snprintf(why, sizeof why,
+                     "threads: 0: %d CPUs in the affinity mask, %s, %d rank(s) "
+                     "on this node",
+                     b.affinity, quota, b.local_ranks);
         }
     } else {
         snprintf(why, sizeof why, "threads: %d", threads);

@@ -13,14 +13,16 @@
 
 /* chunk(dst + i, src + i, n) over [0, count) in CHUNK-element pieces, the
  * pieces spread over the OpenMP threads (from SG_CPU_PAR_MIN elements). */
-#define PAR_CHUNKS(chunk, dst, src, count)                                        \
-    do {                                                                          \
-        size_t count_ = (count), chunks_ = (count_ + CHUNK - 1) / CHUNK;          \
-        _Pragma("omp parallel for schedule(static) if (count_ >= SG_CPU_PAR_MIN)") \
-        for (size_t k_ = 0; k_ < chunks_; k_++) {                                 \
-            size_t i_ = k_ * CHUNK, n_ = count_ - i_ < CHUNK ? count_ - i_ : CHUNK; \
-            chunk((dst) + i_, (src) + i_, n_);                                    \
-        }                                                                         \
+#define PAR_CHUNKS(chunk, dst, src, count)                                                         \
+    do {                                                                                           \
+        size_t count_ = (count), chunks_ = (count_ + CHUNK - 1) / CHUNK;                           \
+        _Pragma(                                                                                   \
+            "omp parallel for schedule(static) if (count_ >= SG_CPU_PAR_MIN)") for (size_t k_ = 0; \
+                                                                                    k_ < chunks_;  \
+                                                                                    k_++) {        \
+            size_t i_ = k_ * CHUNK, n_ = count_ - i_ < CHUNK ? count_ - i_ : CHUNK;                \
+            chunk((dst) + i_, (src) + i_, n_);                                                     \
+        }                                                                                          \
     } while (0)
 
 SG_CPU_CLONES static void round_chunk(float *dst, const float *src, size_t n) {

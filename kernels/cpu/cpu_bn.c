@@ -52,9 +52,9 @@ static void bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float
     }
 }
 
-static void bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts,
-                        int parts, int c, float eps, float momentum, float *mean,
-                        float *invstd, float *running_mean, float *running_var) {
+static void bn_finalize(sg_backend *be, const float *parts_stats, const int64_t *counts, int parts,
+                        int c, float eps, float momentum, float *mean, float *invstd,
+                        float *running_mean, float *running_var) {
     (void)be;
     for (int ch = 0; ch < c; ch++) {
         sg_bn_moments s = {0, 0, 0};
@@ -79,8 +79,8 @@ static void bn_eval_params(sg_backend *be, const float *running_mean, const floa
 }
 
 /* y = (x - m)*a + b (+ReLU), a = invstd*gamma (formulas/bn.h). */
-SG_CPU_CLONES static void plane_fwd(const float *xp, float *yp, int hw, float m, float a,
-                                    float b, int relu) {
+SG_CPU_CLONES static void plane_fwd(const float *xp, float *yp, int hw, float m, float a, float b,
+                                    int relu) {
     if (relu) {
 #pragma omp simd
         for (int q = 0; q < hw; q++) yp[q] = sg_relu(sg_bn_fwd_elem(xp[q], m, a, b));
@@ -104,8 +104,8 @@ static void bn_fwd(sg_backend *be, const float *x, const float *mean, const floa
 }
 
 /* s += sum(g), sx += sum(g*(x-m)) over one plane, g masked by y > 0 if relu. */
-SG_CPU_CLONES static void plane_reduce(const float *g, const float *xp, const float *yp,
-                                       int hw, double m, int relu, double *s_, double *sx_) {
+SG_CPU_CLONES static void plane_reduce(const float *g, const float *xp, const float *yp, int hw,
+                                       double m, int relu, double *s_, double *sx_) {
     double s = 0, sx = 0;
     if (relu) {
         /* The mask goes through a float block first: GCC 12 does not
@@ -154,9 +154,9 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const
 /* d (+)= g*A + (x-m)*B + C over one plane (formulas/bn.h), g masked by
  * y > 0 if relu. The mask selects from an unconditionally loaded g, so the
  * loops vectorize. */
-SG_CPU_CLONES static void plane_bwd_elem(const float *g, const float *xp, const float *yp,
-                                         float *d, int hw, float A, float B, float C,
-                                         float m, int relu, int accumulate) {
+SG_CPU_CLONES static void plane_bwd_elem(const float *g, const float *xp, const float *yp, float *d,
+                                         int hw, float A, float B, float C, float m, int relu,
+                                         int accumulate) {
     if (relu && accumulate) {
 #pragma omp simd
         for (int q = 0; q < hw; q++)
@@ -176,8 +176,8 @@ SG_CPU_CLONES static void plane_bwd_elem(const float *g, const float *xp, const 
 
 static void bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const float *y,
                         const float *mean, const float *invstd, const float *gamma,
-                        const float *red, double count, float *dx, int n, int c, int hw,
-                        int relu, int accumulate) {
+                        const float *red, double count, float *dx, int n, int c, int hw, int relu,
+                        int accumulate) {
     (void)be;
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
@@ -252,8 +252,8 @@ static void bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, i
 }
 
 static void bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
-                      const float *invstd, const float *gamma, const float *beta, void *y,
-                      int y_dt, int n, int c, int hw, int relu) {
+                      const float *invstd, const float *gamma, const float *beta, void *y, int y_dt,
+                      int n, int c, int hw, int relu) {
     check_dt(x_dt, "bn_fwd_dt");
     check_dt(y_dt, "bn_fwd_dt");
     if (x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32) {
@@ -302,8 +302,8 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
         for (int i = 0; i < n; i++) {
             size_t off = ((size_t)i * c + ch) * hw;
             const float *xp = x_plane(x, x_dt, off, hw, buf);
-            const float *yp = y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch],
-                                      beta[ch], relu, buf + hw);
+            const float *yp =
+                y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch], relu, buf + hw);
             plane_reduce(dy + off, xp, yp, hw, mean[ch], relu, &s, &sx);
         }
         red[ch] = (float)s;
@@ -311,11 +311,10 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
     }
 }
 
-static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                           const float *y, const float *mean, const float *invstd,
-                           const float *gamma, const float *beta, const float *red,
-                           double count, float *dx, int n, int c, int hw, int relu,
-                           int accumulate) {
+static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                           const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, const float *red, double count, float *dx, int n,
+                           int c, int hw, int relu, int accumulate) {
     check_dt(x_dt, "bn_bwd_elem_dt");
     if (x_dt == SG_ACT_F32 && (y || !relu)) {
         bn_bwd_elem(be, dy, x, y ? y : x, mean, invstd, gamma, red, count, dx, n, c, hw, relu,
@@ -331,15 +330,14 @@ static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x
         sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         size_t off = (size_t)pl * hw;
         const float *xp = x_plane(x, x_dt, off, hw, buf);
-        const float *yp = y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch],
-                                  relu, buf + hw);
-        plane_bwd_elem(dy + off, xp, yp, dx + off, hw, k.A, k.B, k.C, mean[ch], relu,
-                       accumulate);
+        const float *yp =
+            y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch], relu, buf + hw);
+        plane_bwd_elem(dy + off, xp, yp, dx + off, hw, k.A, k.B, k.C, mean[ch], relu, accumulate);
     }
 }
 
-static void bn_param_grads(sg_backend *be, const float *red, const float *invstd,
-                           float *dgamma, float *dbeta, int c, int accumulate) {
+static void bn_param_grads(sg_backend *be, const float *red, const float *invstd, float *dgamma,
+                           float *dbeta, int c, int accumulate) {
     (void)be;
     for (int ch = 0; ch < c; ch++) {
         float dg = sg_bn_dgamma(red[c + ch], invstd[ch]);

@@ -73,7 +73,7 @@ static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
 
 /* One tensor argument of a primitive. */
 typedef struct conv_arg {
-    int arg;                  /* DNNL_ARG_* of the convolution */
+    int arg; /* DNNL_ARG_* of the convolution */
     int is_output;
     dnnl_memory_t user;       /* plain layout, handle set per call */
     dnnl_memory_t prim;       /* primitive's layout (== user when no reorder) */
@@ -108,14 +108,14 @@ struct sg_cpu_conv_cache {
     dnnl_stream_t stream;
     int layout_mode;
     conv_entry *head;
-    ws_buf ws[3];    /* blocked copies, one per argument slot */
-    ws_buf acc;      /* accumulate scratch (plain layout) */
-    ws_buf wtrim;    /* live-tap weights of a trimmed kernel (plain oihw) */
-    ws_buf scratch;  /* oneDNN scratchpad */
-    sg_conv_taps_ws taps; /* per-tap GEMM path (cpu_conv_taps.c) */
-    int precision;   /* SG_PRECISION_* */
-    int bf16;        /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
-    char math[160];  /* how convolutions run, for get_info and the log */
+    ws_buf ws[3];              /* blocked copies, one per argument slot */
+    ws_buf acc;                /* accumulate scratch (plain layout) */
+    ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
+    ws_buf scratch;            /* oneDNN scratchpad */
+    sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
+    int precision;             /* SG_PRECISION_* */
+    int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
+    char math[160];            /* how convolutions run, for get_info and the log */
     ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
@@ -148,9 +148,8 @@ static const char *probe_bf16_impl(dnnl_engine_t eng, char *buf, size_t cap) {
     DNNL_CHECK(dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_bf16, dnnl_format_tag_any));
     dnnl_dims_t st = {1, 1}, dl = {0, 0}, pd = {1, 1};
     dnnl_convolution_desc_t cd;
-    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training,
-                                                          dnnl_convolution_direct, &x, &w, NULL,
-                                                          &y, st, dl, pd, pd));
+    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(
+        &cd, dnnl_forward_training, dnnl_convolution_direct, &x, &w, NULL, &y, st, dl, pd, pd));
     dnnl_primitive_desc_t p;
     if (dnnl_primitive_desc_create(&p, &cd, NULL, eng, NULL) != dnnl_success) return NULL;
     const char *impl = NULL;
@@ -197,8 +196,7 @@ static int choose_precision(sg_cpu_conv_cache *cc, int precision) {
     }
     if (want != 2 && probe) {
         cc->bf16 = BF16_NATIVE;
-        snprintf(cc->math, sizeof cc->math, "bf16: oneDNN native (ISA %s, e.g. %s)", isa_s,
-                 probe);
+        snprintf(cc->math, sizeof cc->math, "bf16: oneDNN native (ISA %s, e.g. %s)", isa_s, probe);
     } else {
         cc->bf16 = BF16_EMULATED;
         snprintf(cc->math, sizeof cc->math,
@@ -349,8 +347,7 @@ static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, i
     dnnl_primitive_desc_t rpd;
     if (is_output)
         DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, pmd, cc->eng, user_md, cc->eng, NULL));
-    else
-        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, user_md, cc->eng, pmd, cc->eng, NULL));
+    else DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, user_md, cc->eng, pmd, cc->eng, NULL));
     DNNL_CHECK(dnnl_primitive_create(&a->reorder, rpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(rpd));
     ws_reserve(&cc->ws[slot], a->prim_bytes);
@@ -370,8 +367,8 @@ static void validate_desc(const sg_conv_desc *d) {
         SG_FATAL("conv: output size %dx%d does not match the geometry (expected %dx%d for "
                  "input %dx%d, kernel %dx%d, stride %d,%d, pad %d,%d, dilation %d,%d); fill "
                  "oh/ow with sg_conv_desc_init",
-                 d->oh, d->ow, chk.oh, chk.ow, d->h, d->w, d->r, d->s, d->stride_h,
-                 d->stride_w, d->pad_h, d->pad_w, d->dil_h, d->dil_w);
+                 d->oh, d->ow, chk.oh, chk.ow, d->h, d->w, d->r, d->s, d->stride_h, d->stride_w,
+                 d->pad_h, d->pad_w, d->dil_h, d->dil_w);
 }
 
 /* Creates a primitive descriptor; for a bf16 entry oneDNN may have no
@@ -408,8 +405,8 @@ static uint64_t weight_tag(sg_cpu_conv_cache *cc, const conv_entry *e) {
     return 1 + ((uint64_t)id << 32) + ((uint64_t)(unsigned)e->i0 << 16) + (unsigned)e->j0;
 }
 
-static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
-                               int layout, int bf16, int xdt, int ydt) {
+static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int layout,
+                               int bf16, int xdt, int ydt) {
     validate_desc(d);
     conv_entry *e = calloc(1, sizeof *e);
     if (!e) SG_FATAL("CPU backend: out of memory in the conv cache");
@@ -433,8 +430,7 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
     plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
     plain_md(&w_md, d->k, d->c, kr, ks, dnnl_f32, dnnl_oihw);
-    plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32,
-             dnnl_nchw);
+    plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
     int any = layout == LAYOUT_BLOCKED;
     plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
     plain_md(&wa, d->k, d->c, kr, ks, pdt, any ? dnnl_format_tag_any : dnnl_oihw);
@@ -452,8 +448,8 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
      * the backward ones. */
     dnnl_convolution_desc_t fd;
     DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                          dnnl_convolution_direct, &xa, &wa,
-                                                          NULL, &ya, strides, dil, pad, pad_r));
+                                                          dnnl_convolution_direct, &xa, &wa, NULL,
+                                                          &ya, strides, dil, pad, pad_r));
     dnnl_primitive_desc_t fpd = NULL;
     int ok = create_pd(cc, e, &fpd, &fd, attr, NULL);
     if (ok && op == OP_FWD) {
@@ -535,8 +531,7 @@ static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int o
     return get_entry_dt(cc, d, op, bf16, SG_ACT_F32, SG_ACT_F32);
 }
 
-static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from,
-                  dnnl_memory_t to) {
+static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to) {
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     DNNL_CHECK(dnnl_primitive_execute(p, cc->stream, 2, args));
 }
@@ -572,8 +567,8 @@ static void scatter_taps(const conv_entry *e, const float *t, float *dw, int acc
 /* Runs entry e on in0, in1 -> out (accumulating into out if asked). wc:
  * the weight cache (NULL: none), used by native bf16 fwd / bwd_data entries
  * for their converted weights (in1). */
-static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0,
-                      const float *in1, void *out, int accumulate, sg_wcache *wc) {
+static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, const float *in1,
+                      void *out, int accumulate, sg_wcache *wc) {
     const void *ptrs[3] = {in0, in1, accumulate ? cc->acc.p : out};
     /* cached bf16 weights: converted (gathered, reordered) only when stale */
     void *wcopy = NULL;
@@ -666,9 +661,8 @@ static void reserve_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int o
 /* Emulated bf16 (see the top): bf16(in0) (*) bf16(in1) in float32, the
  * result rounded to bf16, then written or added. The rounded weights (in1
  * of fwd / bwd_data) come from the weight cache wc when there is one. */
-static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op,
-                          const float *in0, const float *in1, float *out, int accumulate,
-                          sg_wcache *wc) {
+static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
+                          const float *in1, float *out, int accumulate, sg_wcache *wc) {
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     reserve_emulated(cc, d, op);
@@ -732,18 +726,18 @@ static void conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, cons
     conv_op(be, d, OP_FWD, x, w, y, 0);
 }
 
-static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
-                          const float *w, float *dx, int accumulate) {
+static void conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy, const float *w,
+                          float *dx, int accumulate) {
     conv_op(be, d, OP_BWD_DATA, dy, w, dx, accumulate);
 }
 
-static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
-                            const float *dy, float *dw, int accumulate) {
+static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x, const float *dy,
+                            float *dw, int accumulate) {
     conv_op(be, d, OP_BWD_WEIGHT, x, dy, dw, accumulate);
 }
 
-int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
-                          int xdt, const float *in1, void *out, int ydt, int accumulate) {
+int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
+                          const float *in1, void *out, int ydt, int accumulate) {
     sg_cpu_conv_cache *cc = conv_cache(be);
     if (cc->bf16 != BF16_NATIVE || taps_beat_native(cc, d)) return 0;
     int op = fwd ? OP_FWD : OP_BWD_WEIGHT;

@@ -14,7 +14,7 @@
 static void bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {
     (void)be;
     long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         float v = b[pl % c];
         float *p = y + (size_t)pl * hw;
@@ -26,7 +26,7 @@ static void bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int
 static void bias_bwd(sg_backend *be, const float *dy, float *db, int n, int c, int hw,
                      int accumulate) {
     (void)be;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)n * c * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
     for (int ch = 0; ch < c; ch++) {
         double s = 0;
         for (int i = 0; i < n; i++) {

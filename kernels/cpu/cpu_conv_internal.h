@@ -12,15 +12,15 @@
 #include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
 
-#define DNNL_CHECK(call)                                                              \
-    do {                                                                              \
-        dnnl_status_t st_ = (call);                                                   \
-        if (st_ != dnnl_success)                                                      \
-            sg_fatal_at(__FILE__, __LINE__,                                           \
-                        "oneDNN call %s failed: %s (status %d). Hint: run with "      \
-                        "ONEDNN_VERBOSE=1 to see the primitive; check the conv "      \
-                        "geometry and that libdnnl2 (2.6) matches the headers",       \
-                        #call, dnnl_status2str(st_), (int)st_);                       \
+#define DNNL_CHECK(call)                                                         \
+    do {                                                                         \
+        dnnl_status_t st_ = (call);                                              \
+        if (st_ != dnnl_success)                                                 \
+            sg_fatal_at(__FILE__, __LINE__,                                      \
+                        "oneDNN call %s failed: %s (status %d). Hint: run with " \
+                        "ONEDNN_VERBOSE=1 to see the primitive; check the conv " \
+                        "geometry and that libdnnl2 (2.6) matches the headers",  \
+                        #call, dnnl_status2str(st_), (int)st_);                  \
     } while (0)
 
 /* A buffer shared by all conv calls; grows when a new shape needs more
@@ -52,8 +52,8 @@ int sg_conv_taps_applicable(const sg_conv_desc *d);
 double sg_conv_taps_density(const sg_conv_desc *d);
 /* Grows the buffers for d (done by every call too). */
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d);
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
-                      const float *w, float *y);
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, const float *w,
+                      float *y);
 void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
                            const float *w, float *dx, int accumulate);
 void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,

@@ -94,8 +94,8 @@ static void gather(const float *src, int ch, size_t ps, int w, int y0, int y1, i
                    (size_t)rw * sizeof(float));
 }
 
-static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0,
-                        int x1, float *dst) {
+static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0, int x1,
+                        float *dst) {
     int rw = x1 - x0;
     size_t area = (size_t)(y1 - y0) * rw;
 #pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
@@ -123,8 +123,8 @@ void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
     ws_reserve(&ws->b, big * sizeof(float));
 }
 
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
-                      const float *w, float *y) {
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, const float *w,
+                      float *y) {
     sg_conv_taps_prepare(ws, d);
     float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
     regroup_weights(d, w, wt);
@@ -146,8 +146,8 @@ void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x
                 } else {
                     gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                            r.ox1 + r.dx, ga);
-                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c, ga, (long)area, 0.0f,
-                          gb, (long)area);
+                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c, ga, (long)area, 0.0f, gb,
+                          (long)area);
                     scatter_add(gb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, yb);
                 }
             }
@@ -172,13 +172,12 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const flo
                 const float *wij = wt + (size_t)(i * d->s + j) * kc;
                 /* dx[c, rect + off] += W_ij^T [c x k] . dy[k, rect] */
                 if (full_rows(d, &r)) {
-                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c,
-                          gyb + (size_t)r.oy0 * d->ow, (long)ys, 1.0f,
-                          gxb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs);
+                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, gyb + (size_t)r.oy0 * d->ow,
+                          (long)ys, 1.0f, gxb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs);
                 } else {
                     gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f,
-                          gb, (long)area);
+                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f, gb,
+                          (long)area);
                     scatter_add(gb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                                 r.ox1 + r.dx, gxb);
                 }
@@ -203,15 +202,14 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const f
                 float *wij = wt + (size_t)(i * d->s + j) * kc;
                 /* dW_ij [k x c] += dy[k, rect] . x[c, rect + off]^T */
                 if (full_rows(d, &r)) {
-                    sgemm('N', 'T', d->k, d->c, (long)area, gyb + (size_t)r.oy0 * d->ow,
-                          (long)ys, xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f, wij,
-                          d->c);
+                    sgemm('N', 'T', d->k, d->c, (long)area, gyb + (size_t)r.oy0 * d->ow, (long)ys,
+                          xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f, wij, d->c);
                 } else {
                     gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
                     gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                            r.ox1 + r.dx, gb);
-                    sgemm('N', 'T', d->k, d->c, (long)area, ga, (long)area, gb, (long)area,
-                          1.0f, wij, d->c);
+                    sgemm('N', 'T', d->k, d->c, (long)area, ga, (long)area, gb, (long)area, 1.0f,
+                          wij, d->c);
                 }
             }
     }

@@ -44,8 +44,7 @@ static void relu_bwd(sg_backend *be, const float *dy, const float *y, float *dx,
     }
 }
 
-static void add(sg_backend *be, const float *a, const float *b, float *y, size_t count,
-                int relu) {
+static void add(sg_backend *be, const float *a, const float *b, float *y, size_t count, int relu) {
     (void)be;
     if (relu) {
 #pragma omp parallel for simd schedule(static) PAR_IF(count)
@@ -128,8 +127,7 @@ static double sumsq(sg_backend *be, const float *x, size_t count) {
 /* formulas/sgd.h's steps, with the momentum branch hoisted out of the
  * loops (the per-call selects inside vectorize). */
 static void sgd_step(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
-                     float lr, float momentum, float dampening, float wd, int nesterov,
-                     int first) {
+                     float lr, float momentum, float dampening, float wd, int nesterov, int first) {
     /* the bf16 weight copies of param are stale from here on */
     sg_cpu_written(be, param, count * sizeof(float));
     float damp = sg_sgd_damp1(dampening);
@@ -159,7 +157,7 @@ static void normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, 
         b[ch] = sg_normalize_b(mean[ch], std[ch]);
     }
     long rows = (long)n * h;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)rows * w)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *w)
     for (long r = 0; r < rows; r++) {
         long i = r / h;
         size_t p0 = (size_t)(r % h) * w;

@@ -106,8 +106,8 @@ void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t p
  * 1 when it ran; 0 (nothing done) where this backend has no native bf16
  * primitive for d (emulated bf16, fp32, the per-tap path, or a geometry
  * oneDNN lacks a bf16 kernel for): the caller converts instead. */
-int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
-                          int xdt, const float *in1, void *out, int ydt, int accumulate);
+int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
+                          const float *in1, void *out, int ydt, int accumulate);
 
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */

@@ -21,8 +21,8 @@
  * w_p (backend.h, ce_weighted); w_p == 1 for every valid pixel reproduces the
  * plain loss bit for bit (grad_scale * 1 and 1.0 * loss are exact). */
 static void ce_core(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
-                    const float *class_w, const float *sel_key, float sel_below,
-                    float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
+                    const float *class_w, const float *sel_key, float sel_below, float grad_scale,
+                    float *dlogits, double *loss_sum, double *weight_sum) {
     int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
     long tasks = (long)n * blocks;
     /* The loss is summed per fixed chunk of tasks, then the chunks in order:
@@ -113,18 +113,17 @@ static void ce_core(const float *logits, const uint8_t *labels, int n, int c, in
     *weight_sum = wsum;
 }
 
-static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                       int c, int hw, int ignore, float grad_scale, float *dlogits,
-                       double *loss_sum, int64_t *valid) {
+static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                       int hw, int ignore, float grad_scale, float *dlogits, double *loss_sum,
+                       int64_t *valid) {
     (void)be;
     double w = 0;
-    ce_core(logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum,
-            &w);
+    ce_core(logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum, &w);
     *valid = (int64_t)w; /* a count below 2^53: exact in double */
 }
 
-static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                        int c, int hw, int ignore, const float *class_w, const float *sel_key,
+static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                        int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum) {
     (void)be;
@@ -132,8 +131,8 @@ static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labe
             loss_sum, weight_sum);
 }
 
-static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n,
-                          int c, int hw, int ignore, float *prob) {
+static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                          int hw, int ignore, float *prob) {
     (void)be;
     size_t pixels = (size_t)n * hw;
 #pragma omp parallel for schedule(static) if (pixels * c >= SG_CPU_PAR_MIN)

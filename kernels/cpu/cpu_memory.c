@@ -68,10 +68,8 @@ static void *cpu_alloc(sg_backend *be, size_t bytes) {
     *(size_t *)p = bytes;
     size_t now = __atomic_add_fetch(&c->mem_in_use, bytes, __ATOMIC_RELAXED);
     size_t peak = __atomic_load_n(&c->mem_peak, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&c->mem_peak, &peak, now, 1, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-    }
+    while (now > peak && !__atomic_compare_exchange_n(&c->mem_peak, &peak, now, 1, __ATOMIC_RELAXED,
+                                                      __ATOMIC_RELAXED)) {}
     return p + HDR;
 }
 

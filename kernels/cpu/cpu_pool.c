@@ -16,11 +16,11 @@
 /* Window scan in row-major order; a strictly greater value (or a NaN)
  * replaces the current max, so the first maximum wins, as in PyTorch.
  * Padding is -inf: never selected. */
-static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c,
-                        int h, int w, int oh, int ow) {
+static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
+                        int w, int oh, int ow) {
     (void)be;
     long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * h * w)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *h *w)
     for (long pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;
         float *yp = y + (size_t)pl * oh * ow;
@@ -51,7 +51,7 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
                         int c, int h, int w, int oh, int ow) {
     (void)be;
     long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * h * w)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *h *w)
     for (long pl = 0; pl < planes; pl++) {
         float *dp = dx + (size_t)pl * h * w;
         const float *gp = dy + (size_t)pl * oh * ow;
@@ -64,7 +64,7 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
 static void avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
     (void)be;
     long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         const float *p = x + (size_t)pl * hw;
         double s = 0;
@@ -78,7 +78,7 @@ static void avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c
                         int accumulate) {
     (void)be;
     long planes = (long)n * c;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         float g = (float)((double)dy[pl] / hw);
         float *p = dx + (size_t)pl * hw;
@@ -92,12 +92,12 @@ static void avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c
     }
 }
 
-static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w,
-                       int oh, int ow) {
+static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w, int oh,
+                       int ow) {
     (void)be;
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * oh * ow)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
     for (long pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;
         float *yp = y + (size_t)pl * oh * ow;
@@ -121,7 +121,7 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
     (void)be;
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * oh * ow)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
     for (long pl = 0; pl < planes; pl++) {
         float *dp = dx + (size_t)pl * h * w;
         const float *gp = dy + (size_t)pl * oh * ow;
@@ -141,11 +141,11 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
     }
 }
 
-static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src,
-                       int c_dst, int c_off, int hw) {
+static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
+                       int c_off, int hw) {
     (void)be;
     long planes = (long)n * c_src;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         long i = pl / c_src, ch = pl % c_src;
         memcpy(dst + ((size_t)i * c_dst + c_off + ch) * hw, src + (size_t)pl * hw,
@@ -153,11 +153,11 @@ static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int 
     }
 }
 
-static void concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src,
-                       int c_dst, int c_off, int hw, int accumulate) {
+static void concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src, int c_dst,
+                       int c_off, int hw, int accumulate) {
     (void)be;
     long planes = (long)n * c_src;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)planes * hw)
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         long i = pl / c_src, ch = pl % c_src;
         const float *g = dy + ((size_t)i * c_dst + c_off + ch) * hw;

@@ -30,15 +30,13 @@ int sg_cuda_act_dt(int dt, const char *op) {
 }
 
 /* Elementwise bf16 bits <-> float (fp32 convolutions with bf16 storage). */
-__global__ void k_bf16_widen(const uint16_t *__restrict__ src, float *__restrict__ dst,
-                             size_t n) {
+__global__ void k_bf16_widen(const uint16_t *__restrict__ src, float *__restrict__ dst, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = sg_bf16_to_f32(src[i]);
 }
 
-__global__ void k_bf16_narrow(const float *__restrict__ src, uint16_t *__restrict__ dst,
-                              size_t n) {
+__global__ void k_bf16_narrow(const float *__restrict__ src, uint16_t *__restrict__ dst, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = sg_bf16_bits(src[i]);

@@ -67,7 +67,8 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
      * leaves them 0 = unknown rather than ending the run over a report */
     size_t free_b = 0, total_b = 0;
     info->mem_total = info->mem_available = 0;
-    if (cudaSetDevice(cu->device) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    if (cudaSetDevice(cu->device) == cudaSuccess &&
+        cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
         info->mem_total = total_b;
         info->mem_available = free_b;
     } else {
@@ -115,8 +116,7 @@ static int select_device(int device) {
             SG_ERROR("device cuda:%d: the NVIDIA driver supports CUDA %d.%d, this build needs "
                      "%d.%d: update the driver, or use device: cpu",
                      device, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
-        else
-            SG_ERROR("device cuda:%d: %s", device, sg_cuda_hint(cudaErrorNoDevice));
+        else SG_ERROR("device cuda:%d: %s", device, sg_cuda_hint(cudaErrorNoDevice));
         return -1;
     }
     if (e != cudaSuccess) {
@@ -132,8 +132,8 @@ static int select_device(int device) {
         return -1;
     }
     if (device < 0 || device >= n) {
-        SG_ERROR("device cuda:%d: only %d CUDA device(s) visible (cuda:0..cuda:%d); %s", device,
-                 n, n - 1, sg_cuda_hint(cudaErrorInvalidDevice));
+        SG_ERROR("device cuda:%d: only %d CUDA device(s) visible (cuda:0..cuda:%d); %s", device, n,
+                 n - 1, sg_cuda_hint(cudaErrorInvalidDevice));
         return -1;
     }
     e = cudaSetDevice(device);

@@ -126,8 +126,7 @@ static void sg_cuda_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, 
                                 float *stats) {
     if (sg_cuda_act_dt(x_dt, "bn_stats_dt") == SG_ACT_BF16)
         bn_stats(be, (const uint16_t *)x, n, c, hw, stats);
-    else
-        bn_stats(be, (const float *)x, n, c, hw, stats);
+    else bn_stats(be, (const float *)x, n, c, hw, stats);
 }
 
 typedef struct inline_counts {
@@ -177,9 +176,8 @@ static void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const 
                                  cudaMemcpyHostToDevice, cu->streams[SG_STREAM_COMPUTE]));
         cdev = cu->counts_dev;
     }
-    k_bn_finalize<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(parts_stats, ic, cdev, parts, c,
-                                                                eps, momentum, mean, invstd,
-                                                                running_mean, running_var);
+    k_bn_finalize<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(
+        parts_stats, ic, cdev, parts, c, eps, momentum, mean, invstd, running_mean, running_var);
     CU_LAUNCH_CHECK("k_bn_finalize");
 }
 
@@ -196,7 +194,7 @@ static void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
                                    float *invstd) {
     if (c <= 0) return;
     k_bn_eval_params<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(running_mean, running_var, c,
-                                                                   eps, mean, invstd);
+                                                                    eps, mean, invstd);
     CU_LAUNCH_CHECK("k_bn_eval_params");
 }
 
@@ -244,8 +242,7 @@ static void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const flo
         bn_fwd(be, (const uint16_t *)x, mean, invstd, gamma, beta, (float *)y, n, c, hw, relu);
     else if (yb)
         bn_fwd(be, (const float *)x, mean, invstd, gamma, beta, (uint16_t *)y, n, c, hw, relu);
-    else
-        bn_fwd(be, (const float *)x, mean, invstd, gamma, beta, (float *)y, n, c, hw, relu);
+    else bn_fwd(be, (const float *)x, mean, invstd, gamma, beta, (float *)y, n, c, hw, relu);
 }
 
 /* ---- backward ---- */
@@ -253,10 +250,9 @@ static void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const flo
 /* y NULL (relu): the mask from the output recomputed from x with invstd,
  * gamma, beta (bn_out); else they are not read. */
 template <typename X>
-__global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y,
-                                     const float *mean, const float *invstd, const float *gamma,
-                                     const float *beta, int n, int c, int hw, int relu,
-                                     double *part) {
+__global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y, const float *mean,
+                                     const float *invstd, const float *gamma, const float *beta,
+                                     int n, int c, int hw, int relu, double *part) {
     __shared__ double sh[32];
     int ch = blockIdx.y;
     double m = mean[ch];
@@ -288,8 +284,7 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     k_bn_bwd_reduce_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c,
-                                                      0);
+    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c, 0);
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn)");
 }
 
@@ -306,9 +301,7 @@ static void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void
     if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_dt") == SG_ACT_BF16)
         bn_bwd_reduce(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
                       relu);
-    else
-        bn_bwd_reduce(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
-                      relu);
+    else bn_bwd_reduce(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, n, c, hw, relu);
 }
 
 /* y NULL (relu): the mask recomputed from x (beta read only then). */
@@ -335,8 +328,8 @@ __global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const
 template <typename X>
 static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float *y,
                         const float *mean, const float *invstd, const float *gamma,
-                        const float *beta, const float *red, double count, float *dx, int n,
-                        int c, int hw, int relu, int accumulate) {
+                        const float *beta, const float *red, double count, float *dx, int n, int c,
+                        int hw, int relu, int accumulate) {
     size_t planes = (size_t)n * c;
     if (!planes || hw <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
@@ -361,15 +354,15 @@ static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *
                                    double count, float *dx, int n, int c, int hw, int relu,
                                    int accumulate) {
     if (sg_cuda_act_dt(x_dt, "bn_bwd_elem_dt") == SG_ACT_BF16)
-        bn_bwd_elem(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, count, dx, n,
-                    c, hw, relu, accumulate);
+        bn_bwd_elem(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, count, dx, n, c,
+                    hw, relu, accumulate);
     else
         bn_bwd_elem(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, count, dx, n, c,
                     hw, relu, accumulate);
 }
 
-__global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma,
-                                 float *dbeta, int c, int accumulate) {
+__global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
+                                 int c, int accumulate) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
     float dg = sg_bn_dgamma(red[c + ch], invstd[ch]), db = red[ch];
@@ -381,7 +374,7 @@ static void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float
                                    float *dgamma, float *dbeta, int c, int accumulate) {
     if (c <= 0) return;
     k_bn_param_grads<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(red, invstd, dgamma, dbeta, c,
-                                                                   accumulate);
+                                                                    accumulate);
     CU_LAUNCH_CHECK("k_bn_param_grads");
 }
 

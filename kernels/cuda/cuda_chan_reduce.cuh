@@ -36,17 +36,17 @@ static inline int chan_splits(sg_cuda *cu, int c, long long per_channel) {
 
 /* This block's share [k0, k1) of the channel's n*hw values, visited row by
  * row (one row = one image's plane of the channel), no division per element. */
-#define CHAN_SLICE_BEGIN(ptr, base, n, c, hw, ch)                                         \
-    long long per_ = (long long)(n) * (hw);                                               \
+#define CHAN_SLICE_BEGIN(ptr, base, n, c, hw, ch)                                             \
+    long long per_ = (long long)(n) * (hw);                                                   \
     long long k0_ = per_ * blockIdx.x / gridDim.x, k1_ = per_ * (blockIdx.x + 1) / gridDim.x; \
-    for (long long r_ = k0_ / (hw); r_ < (n) && r_ * (hw) < k1_; r_++) {                   \
-        int j0_ = r_ * (hw) < k0_ ? (int)(k0_ - r_ * (hw)) : 0;                            \
-        int j1_ = k1_ - r_ * (hw) < (hw) ? (int)(k1_ - r_ * (hw)) : (hw);                   \
-        size_t base = ((size_t)r_ * (c) + (ch)) * (size_t)(hw);                            \
-        for (int j = j0_ + threadIdx.x; j < j1_; j += blockDim.x) {                        \
+    for (long long r_ = k0_ / (hw); r_ < (n) && r_ * (hw) < k1_; r_++) {                      \
+        int j0_ = r_ * (hw) < k0_ ? (int)(k0_ - r_ * (hw)) : 0;                               \
+        int j1_ = k1_ - r_ * (hw) < (hw) ? (int)(k1_ - r_ * (hw)) : (hw);                     \
+        size_t base = ((size_t)r_ * (c) + (ch)) * (size_t)(hw);                               \
+        for (int j = j0_ + threadIdx.x; j < j1_; j += blockDim.x) {                           \
             size_t ptr = base + j;
 #define CHAN_SLICE_END \
-        }              \
+    }                  \
     }
 
 /* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */

@@ -38,8 +38,7 @@ extern "C" const char *sg_cuda_hint(cudaError_t e) {
     case cudaErrorLaunchFailure:
         return "a kernel faulted (this or an earlier asynchronous op): rerun with "
                "CUDA_LAUNCH_BLOCKING=1 to find the op, and report it";
-    default:
-        return "";
+    default: return "";
     }
 }
 
@@ -53,7 +52,6 @@ extern "C" const char *sg_cudnn_hint(cudnnStatus_t s) {
     case CUDNN_STATUS_BAD_PARAM:
     case CUDNN_STATUS_NOT_SUPPORTED:
         return "cuDNN rejected this convolution geometry: report the layer shape";
-    default:
-        return "";
+    default: return "";
     }
 }

@@ -56,8 +56,7 @@
 
 /* ---------------- precision ---------------- */
 
-int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major,
-                           int cc_minor) {
+int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major, int cc_minor) {
     int prec = opts ? opts->precision : SG_PRECISION_FP32;
     int allow_tf32 = opts ? opts->allow_tf32 : 0;
     cu->precision = prec;
@@ -76,8 +75,7 @@ int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_majo
     } else if (allow_tf32 && cc_major >= 8) {
         cu->tf32 = 1;
         snprintf(cu->conv_math, sizeof cu->conv_math,
-                 "fp32, TF32 tensor cores allowed (cudnn.allow_tf32, sm_%d%d)", cc_major,
-                 cc_minor);
+                 "fp32, TF32 tensor cores allowed (cudnn.allow_tf32, sm_%d%d)", cc_major, cc_minor);
     } else {
         snprintf(cu->conv_math, sizeof cu->conv_math, "fp32 (FMA math, no TF32%s)",
                  allow_tf32 ? ": this GPU has no TF32" : ": cudnn.allow_tf32 false");
@@ -150,8 +148,8 @@ __global__ void k_from_nhwc_bf16(const uint16_t *__restrict__ src, float *__rest
 
 /* src [N][C][P] bf16 bits -> dst [N][P][C] bf16 bits: the transpose only
  * (a bf16-stored activation is already bf16). */
-__global__ void k_bf16_to_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
-                               int C, int P) {
+__global__ void k_bf16_to_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst, int C,
+                               int P) {
     __shared__ uint16_t tile[TILE][TILE + 1];
     size_t plane = (size_t)C * P;
     const uint16_t *s = src + (size_t)blockIdx.z * plane;
@@ -242,8 +240,7 @@ static int usable(const sg_cuda *cu, cudnnStatus_t status, cudnnDeterminism_t de
     /* never a silent down-conversion to half */
     if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return 0;
     /* plain fp32: TF32 tensor-core math would change results vs the CPU backend */
-    if (cu->precision == SG_PRECISION_FP32 && !cu->tf32 && math == CUDNN_TENSOR_OP_MATH)
-        return 0;
+    if (cu->precision == SG_PRECISION_FP32 && !cu->tf32 && math == CUDNN_TENSOR_OP_MATH) return 0;
     return memory <= limit;
 }
 
@@ -272,16 +269,14 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
-        find_ok(cudnnFindConvolutionForwardAlgorithm(cu->cudnn, e->x_desc, e->w_desc,
-                                                     e->conv_desc, e->y_desc,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
-                                                     perf),
-                "forward");
+                   find_ok(cudnnFindConvolutionForwardAlgorithm(
+                               cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc,
+                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+                           "forward");
     if (!measured)
-        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cu->cudnn, e->x_desc, e->w_desc,
-                                                           e->conv_desc, e->y_desc,
-                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                           &got, perf));
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+            cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc,
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
     e->fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     e->fwd_math = requested_math(cu);
     int found = 0;
@@ -297,9 +292,8 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         SG_WARN("cuDNN offered no usable forward algorithm for this convolution; using "
                 "IMPLICIT_GEMM (deterministic, no workspace)");
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
-    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, e->x_desc, e->w_desc,
-                                                        e->conv_desc, e->y_desc, e->fwd_algo,
-                                                        &e->fwd_ws));
+    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc, e->fwd_algo, &e->fwd_ws));
 }
 
 static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
@@ -307,10 +301,10 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
-        find_ok(cudnnFindConvolutionBackwardDataAlgorithm(
-                    cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
-                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
-                "backward-data");
+                   find_ok(cudnnFindConvolutionBackwardDataAlgorithm(
+                               cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
+                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
+                           "backward-data");
     if (!measured)
         CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
@@ -332,8 +326,7 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, e->w_desc, e->y_desc,
                                                              e->conv_desc, e->x_desc,
-                                                             e->bwd_data_algo,
-                                                             &e->bwd_data_ws));
+                                                             e->bwd_data_algo, &e->bwd_data_ws));
 }
 
 static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
@@ -341,10 +334,10 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int measured = cu->benchmark &&
-        find_ok(cudnnFindConvolutionBackwardFilterAlgorithm(
-                    cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
-                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
-                "backward-filter");
+                   find_ok(cudnnFindConvolutionBackwardFilterAlgorithm(
+                               cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
+                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+                           "backward-filter");
     if (!measured)
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
@@ -384,8 +377,8 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
                  d->pad_h >= 0 && d->pad_w >= 0,
              "CUDA backend: invalid convolution geometry n=%d c=%d h=%d w=%d k=%d r=%d s=%d "
              "stride=%d,%d pad=%d,%d dil=%d,%d",
-             d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h,
-             d->pad_w, d->dil_h, d->dil_w);
+             d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h, d->pad_w,
+             d->dil_h, d->dil_w);
     if (cu->n_convs == cu->cap_convs) {
         int cap = cu->cap_convs ? cu->cap_convs * 2 : 32;
         sg_cuda_conv *nc = (sg_cuda_conv *)realloc(cu->convs, (size_t)cap * sizeof *nc);
@@ -414,8 +407,8 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int on, oc, ooh, oow;
-    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv_desc, e->x_desc, e->w_desc, &on,
-                                                      &oc, &ooh, &oow));
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv_desc, e->x_desc, e->w_desc, &on, &oc,
+                                                      &ooh, &oow));
     SG_CHECK(on == d->n && oc == d->k && ooh == d->oh && oow == d->ow,
              "CUDA backend: convolution output %dx%d in the descriptor, cuDNN computes "
              "%dx%d: fill oh/ow with sg_conv_desc_init",
@@ -458,8 +451,8 @@ static const void *weights_bf16(sg_backend *be, const sg_conv_desc *d, const flo
     sg_cuda *cu = sg_cu(be);
     size_t nw = (size_t)d->k * d->c * d->r * d->s;
     int refill = 1;
-    void *copy = sg_wcache_get(cu->wcache, w, nw * sizeof(float), 1, nw * sizeof(uint16_t),
-                               &refill);
+    void *copy =
+        sg_wcache_get(cu->wcache, w, nw * sizeof(float), 1, nw * sizeof(uint16_t), &refill);
     if (refill) to_nhwc_bf16(be, w, copy, d->k, d->c, d->r * d->s);
     return copy;
 }
@@ -474,16 +467,16 @@ static void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float 
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     if (cu->precision != SG_PRECISION_BF16) {
         CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w,
-                                            e->conv_desc, e->fwd_algo, cu->workspace,
-                                            e->fwd_ws, &beta, e->y_desc, y));
+                                            e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
+                                            &beta, e->y_desc, y));
         return;
     }
     void **b = cu->bf16_buf;
     to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
     const void *wb = weights_bf16(be, d, w);
     CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
-                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
-                                        &beta, e->y_desc, b[2]));
+                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws, &beta,
+                                        e->y_desc, b[2]));
     from_nhwc_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
 }
 
@@ -502,10 +495,9 @@ static void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const f
     void **b = cu->bf16_buf;
     to_nhwc_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
     const void *wb = weights_bf16(be, d, w);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wb, e->y_desc,
-                                             b[0], e->conv_desc, e->bwd_data_algo,
-                                             cu->workspace, e->bwd_data_ws, &zero, e->x_desc,
-                                             b[2]));
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wb, e->y_desc, b[0],
+                                             e->conv_desc, e->bwd_data_algo, cu->workspace,
+                                             e->bwd_data_ws, &zero, e->x_desc, b[2]));
     from_nhwc_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
 }
 
@@ -516,19 +508,17 @@ static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
     if (cu->precision != SG_PRECISION_BF16) {
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc,
-                                                   dy, e->conv_desc, e->bwd_filter_algo,
-                                                   cu->workspace, e->bwd_filter_ws, &beta,
-                                                   e->w_desc, dw));
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc, dy,
+                                                   e->conv_desc, e->bwd_filter_algo, cu->workspace,
+                                                   e->bwd_filter_ws, &beta, e->w_desc, dw));
         return;
     }
     void **b = cu->bf16_buf;
     to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
     to_nhwc_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc,
-                                               b[1], e->conv_desc, e->bwd_filter_algo,
-                                               cu->workspace, e->bwd_filter_ws, &zero,
-                                               e->w_desc, b[2]));
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
+                                               e->conv_desc, e->bwd_filter_algo, cu->workspace,
+                                               e->bwd_filter_ws, &zero, e->w_desc, b[2]));
     /* dw: [k][r*s][c] (KRSC) -> [k][c][r*s] */
     from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
 }
@@ -539,11 +529,11 @@ static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const
  * copy of the float32 path would hold: it is only transposed (no rounding),
  * and a bf16-stored result is transposed from cuDNN's NHWC bf16 output as
  * is, so every result equals the float32 op's. */
-int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
-                           int xb, const float *in1, void *out, int yb, int accumulate) {
+int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
+                           const float *in1, void *out, int yb, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     if (cu->precision != SG_PRECISION_BF16) return 0;
-    if (!fwd && !xb) return 0; /* conv_bwd_weight itself converts a float32 x */
+    if (!fwd && !xb) return 0;         /* conv_bwd_weight itself converts a float32 x */
     sg_cuda_conv *e = get_conv(be, d); /* grows bf16_buf for d first */
     const float alpha = 1.0f, beta = 0.0f, zero = 0.0f;
     void **b = cu->bf16_buf;
@@ -553,8 +543,8 @@ int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const
         else to_nhwc_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w);
         const void *wb = weights_bf16(be, d, in1);
         CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
-                                            e->conv_desc, e->fwd_algo, cu->workspace,
-                                            e->fwd_ws, &beta, e->y_desc, b[2]));
+                                            e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
+                                            &beta, e->y_desc, b[2]));
         if (yb) bf16_from_nhwc(be, b[2], out, d->n, d->k, d->oh * d->ow);
         else from_nhwc_bf16(be, b[2], (float *)out, d->n, d->k, d->oh * d->ow, 0);
         return 1;
@@ -562,10 +552,9 @@ int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
     bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
     to_nhwc_bf16(be, in1, b[1], d->n, d->k, d->oh * d->ow);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc,
-                                               b[1], e->conv_desc, e->bwd_filter_algo,
-                                               cu->workspace, e->bwd_filter_ws, &zero,
-                                               e->w_desc, b[2]));
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
+                                               e->conv_desc, e->bwd_filter_algo, cu->workspace,
+                                               e->bwd_filter_ws, &zero, e->w_desc, b[2]));
     from_nhwc_bf16(be, b[2], (float *)out, d->k, d->c, d->r * d->s, accumulate);
     return 1;
 }

@@ -22,16 +22,16 @@
 
 #define EW_THREADS 256
 
-#define GRID_STRIDE(i, total)                                                                \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total);            \
+#define GRID_STRIDE(i, total)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
          i += (size_t)gridDim.x * blockDim.x)
 
-#define LAUNCH(kernel, count, ...)                                                           \
-    do {                                                                                     \
-        if ((count) == 0) return;                                                            \
-        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(      \
-            __VA_ARGS__);                                                                    \
-        CU_LAUNCH_CHECK(#kernel);                                                            \
+#define LAUNCH(kernel, count, ...)                                                      \
+    do {                                                                                \
+        if ((count) == 0) return;                                                       \
+        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>( \
+            __VA_ARGS__);                                                               \
+        CU_LAUNCH_CHECK(#kernel);                                                       \
     } while (0)
 
 __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
@@ -118,8 +118,8 @@ static void sg_cuda_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *
 __global__ void k_sgd(float *param, const float *grad, float *buf, size_t n, float lr,
                       float momentum, float damp1, float wd, int nesterov, int first) {
     GRID_STRIDE(i, n) {
-        param[i] = sg_sgd_update(param[i], grad[i], momentum != 0.0f ? buf + i : NULL, lr,
-                                 momentum, damp1, wd, nesterov, first);
+        param[i] = sg_sgd_update(param[i], grad[i], momentum != 0.0f ? buf + i : NULL, lr, momentum,
+                                 damp1, wd, nesterov, first);
     }
 }
 static void sg_cuda_sgd_step(sg_backend *be, float *param, const float *grad, float *buf,
@@ -191,8 +191,7 @@ static double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
     k_sumsq_partial<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(x, count, cu->red_partial);
     CU_LAUNCH_CHECK("k_sumsq_partial");
-    k_sum_partials<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks,
-                                                     cu->red_result);
+    k_sum_partials<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_sum_partials");
     double r;
     sg_cuda_read_result(be, &r, 1);

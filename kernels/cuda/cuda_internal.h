@@ -70,30 +70,30 @@ extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const
 extern "C" const char *sg_cuda_hint(cudaError_t e);
 extern "C" const char *sg_cudnn_hint(cudnnStatus_t s);
 
-#define CU_CHECK(call)                                                                   \
-    do {                                                                                 \
-        cudaError_t e_ = (call);                                                         \
-        if (e_ != cudaSuccess)                                                           \
-            sg_cuda_fail(#call, __FILE__, __LINE__, cudaGetErrorName(e_),                \
-                         cudaGetErrorString(e_), sg_cuda_hint(e_));                      \
+#define CU_CHECK(call)                                                                            \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            sg_cuda_fail(#call, __FILE__, __LINE__, cudaGetErrorName(e_), cudaGetErrorString(e_), \
+                         sg_cuda_hint(e_));                                                       \
     } while (0)
 
-#define CUDNN_CHECK(call)                                                                \
-    do {                                                                                 \
-        cudnnStatus_t s_ = (call);                                                       \
-        if (s_ != CUDNN_STATUS_SUCCESS)                                                  \
-            sg_cuda_fail(#call, __FILE__, __LINE__, "cudnnStatus",                       \
-                         cudnnGetErrorString(s_), sg_cudnn_hint(s_));                    \
+#define CUDNN_CHECK(call)                                                                   \
+    do {                                                                                    \
+        cudnnStatus_t s_ = (call);                                                          \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                     \
+            sg_cuda_fail(#call, __FILE__, __LINE__, "cudnnStatus", cudnnGetErrorString(s_), \
+                         sg_cudnn_hint(s_));                                                \
     } while (0)
 
 /* After every kernel launch: catches bad launch configurations at once
  * (asynchronous faults surface at the next synchronising call). */
-#define CU_LAUNCH_CHECK(what)                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = cudaGetLastError();                                             \
-        if (e_ != cudaSuccess)                                                           \
-            sg_cuda_fail("launch of " what, __FILE__, __LINE__, cudaGetErrorName(e_),     \
-                         cudaGetErrorString(e_), sg_cuda_hint(e_));                      \
+#define CU_LAUNCH_CHECK(what)                                                         \
+    do {                                                                              \
+        cudaError_t e_ = cudaGetLastError();                                          \
+        if (e_ != cudaSuccess)                                                        \
+            sg_cuda_fail("launch of " what, __FILE__, __LINE__, cudaGetErrorName(e_), \
+                         cudaGetErrorString(e_), sg_cuda_hint(e_));                   \
     } while (0)
 
 /* ---- state ---- */
@@ -117,7 +117,7 @@ typedef struct sg_cuda_conv {
 
 /* A live device allocation (for in-use accounting and double-free checks). */
 typedef struct sg_cuda_alloc_entry {
-    void *ptr;    /* NULL: empty slot; (void *)1: deleted (tombstone) */
+    void *ptr; /* NULL: empty slot; (void *)1: deleted (tombstone) */
     size_t bytes;
 } sg_cuda_alloc_entry;
 
@@ -135,16 +135,16 @@ typedef struct sg_cuda {
     char device_name[128];
     int sm_count;
     int benchmark, deterministic;
-    int precision;          /* SG_PRECISION_* of the convolutions */
-    int tf32;               /* fp32 convolutions may use TF32 (allow_tf32 and sm_80+) */
-    char conv_math[160];    /* how convolutions run, in words (get_info, log) */
+    int precision;       /* SG_PRECISION_* of the convolutions */
+    int tf32;            /* fp32 convolutions may use TF32 (allow_tf32 and sm_80+) */
+    char conv_math[160]; /* how convolutions run, in words (get_info, log) */
 
     cudaStream_t streams[SG_CUDA_NSTREAMS]; /* SG_STREAM_COMPUTE, _COPY, _COMM */
     cudaEvent_t events[SG_CUDA_NSTREAMS];   /* recorded on stream i for stream_wait */
     /* recorded on the compute stream by upload_async only (its own event, so
      * a loader thread's uploads never re-record the one stream_wait uses) */
     cudaEvent_t upload_event;
-    cudnnHandle_t cudnn;                    /* bound to the compute stream */
+    cudnnHandle_t cudnn; /* bound to the compute stream */
 
     /* convolution cache (linear: a network has a few dozen geometries) */
     sg_cuda_conv *convs;
@@ -172,18 +172,16 @@ typedef struct sg_cuda {
     size_t mem_in_use, mem_peak;  /* bytes through ops->alloc + workspace + scratch */
 
     /* reductions: per-block partials and the final values, device and pinned host */
-    double *red_partial;   /* [2 * SG_CUDA_RED_BLOCKS] */
-    double *red_result;    /* [4] on the device */
-    double *red_host;      /* [4] pinned */
-    int64_t *counts_dev;   /* bn_finalize counts beyond the inline limit */
-    double *chan_partial;  /* per-channel reductions: [SG_CUDA_CHAN_SLOTS][3] */
+    double *red_partial;  /* [2 * SG_CUDA_RED_BLOCKS] */
+    double *red_result;   /* [4] on the device */
+    double *red_host;     /* [4] pinned */
+    int64_t *counts_dev;  /* bn_finalize counts beyond the inline limit */
+    double *chan_partial; /* per-channel reductions: [SG_CUDA_CHAN_SLOTS][3] */
     int counts_cap;
 } sg_cuda;
 
 static inline sg_cuda *sg_cu(sg_backend *be) { return (sg_cuda *)be->impl; }
-static inline cudaStream_t sg_cu_stream(sg_backend *be) {
-    return sg_cu(be)->streams[0];
-}
+static inline cudaStream_t sg_cu_stream(sg_backend *be) { return sg_cu(be)->streams[0]; }
 
 /* Makes the backend's device current on the calling thread (memory and
  * stream ops, which other threads, e.g. a loader or a communication thread,
@@ -213,7 +211,7 @@ static inline dim3 sg_cu_plane_grid(int hw, size_t planes, int threads) {
     return dim3((unsigned)bx, (unsigned)by, 1);
 }
 #define SG_PLANE_LOOP(pl, planes) for (size_t pl = blockIdx.y; pl < (planes); pl += gridDim.y)
-#define SG_INPLANE_LOOP(j, hw)                                                             \
+#define SG_INPLANE_LOOP(j, hw) \
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (hw); j += gridDim.x * blockDim.x)
 
 /* ---- helpers shared by the files (one way: no file calls back into the
@@ -242,8 +240,7 @@ void sg_cuda_memory_destroy(sg_cuda *cu);
 /* cuda_conv.cu: sets cu->precision / tf32 / conv_math from the options and
  * the device's compute capability; returns 0, or -1 after logging (bf16 on
  * a GPU before sm_80, which has no bf16 tensor cores). */
-int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major,
-                           int cc_minor);
+int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_major, int cc_minor);
 void sg_cuda_conv_destroy(sg_cuda *cu);
 /* cuda_conv.cu: a bf16 convolution over bf16-stored activations: forward
  * (fwd = 1: x, in1 = w -> out = y) or backward-weights (fwd = 0: x, in1 = dy
@@ -251,8 +248,8 @@ void sg_cuda_conv_destroy(sg_cuda *cu);
  * when it ran; 0 (nothing done) under fp32 convolutions, or for a
  * backward-weights with a float32 x (conv_bwd_weight converts it itself):
  * the caller converts and runs the float32 op instead (cuda_act_bf16.cu). */
-int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x,
-                           int xb, const float *in1, void *out, int yb, int accumulate);
+int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
+                           const float *in1, void *out, int yb, int accumulate);
 
 /* cuda_act_bf16.cu: dt if it is SG_ACT_F32 or SG_ACT_BF16; else fatal,
  * naming op (a caller's bug). */

@@ -23,8 +23,8 @@
 #define EW_THREADS 256
 #define SMEM_BINS 4096
 
-#define GRID_STRIDE(i, total)                                                                \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total);            \
+#define GRID_STRIDE(i, total)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
          i += (size_t)gridDim.x * blockDim.x)
 
 /* ce_fwd_bwd and ce_weighted: pixel p counts with weight w_p (backend.h);
@@ -86,10 +86,9 @@ __global__ void k_ce_total(const double *partial, int nblocks, double *out) {
     }
 }
 
-static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
-                   int hw, int ignore, const float *class_w, const float *sel_key,
-                   float sel_below, float grad_scale, float *dlogits, double *loss_sum,
-                   double *weight_sum) {
+static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c, int hw,
+                   int ignore, const float *class_w, const float *sel_key, float sel_below,
+                   float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
     sg_cuda *cu = sg_cu(be);
     size_t pixels = (size_t)n * hw;
     SG_CHECK(c > 0, "CUDA backend: ce_fwd_bwd with %d classes", c);
@@ -117,8 +116,8 @@ static void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_
                                int c, int hw, int ignore, float grad_scale, float *dlogits,
                                double *loss_sum, int64_t *valid) {
     double w = 0;
-    ce_run(be, logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits,
-           loss_sum, &w);
+    ce_run(be, logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum,
+           &w);
     *valid = (int64_t)w;
 }
 
@@ -126,8 +125,8 @@ static void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8
                                 int c, int hw, int ignore, const float *class_w,
                                 const float *sel_key, float sel_below, float grad_scale,
                                 float *dlogits, double *loss_sum, double *weight_sum) {
-    ce_run(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale,
-           dlogits, loss_sum, weight_sum);
+    ce_run(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale, dlogits,
+           loss_sum, weight_sum);
 }
 
 __global__ void k_label_prob(const float *logits, const uint8_t *labels, int c, int hw,
@@ -168,9 +167,9 @@ __global__ void k_rs_init(uint64_t *hist, size_t k) {
     for (int b = threadIdx.x; b < RS_BINS; b += blockDim.x) hist[b] = 0;
     if (threadIdx.x == 0) {
         uint64_t *st = hist + RS_BINS;
-        st[0] = 0;    /* prefix */
-        st[1] = 0;    /* mask */
-        st[2] = k;    /* rank */
+        st[0] = 0; /* prefix */
+        st[1] = 0; /* mask */
+        st[2] = k; /* rank */
     }
 }
 
@@ -247,17 +246,16 @@ __global__ void k_argmax(const float *logits, uint8_t *pred, int c, int hw, size
 
 static void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c,
                            int hw) {
-    SG_CHECK(c > 0 && c <= 256, "CUDA backend: argmax over %d classes (uint8 output: 1..256)",
-             c);
+    SG_CHECK(c > 0 && c <= 256, "CUDA backend: argmax over %d classes (uint8 output: 1..256)", c);
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
-    k_argmax<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
-        logits, pred, c, hw, pixels);
+    k_argmax<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(logits, pred, c,
+                                                                                    hw, pixels);
     CU_LAUNCH_CHECK("k_argmax");
 }
 
-__global__ void k_confusion_smem(const uint8_t *pred, const uint8_t *labels, size_t count,
-                                 int c, int64_t *conf) {
+__global__ void k_confusion_smem(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
+                                 int64_t *conf) {
     __shared__ unsigned int bins[SMEM_BINS];
     int nb = c * c;
     for (int i = threadIdx.x; i < nb; i += blockDim.x) bins[i] = 0;
@@ -271,8 +269,8 @@ __global__ void k_confusion_smem(const uint8_t *pred, const uint8_t *labels, siz
         if (bins[i]) atomicAdd((unsigned long long *)&conf[i], (unsigned long long)bins[i]);
 }
 
-__global__ void k_confusion_global(const uint8_t *pred, const uint8_t *labels, size_t count,
-                                   int c, int64_t *conf) {
+__global__ void k_confusion_global(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
+                                   int64_t *conf) {
     GRID_STRIDE(i, count) {
         int l = labels[i], p = pred[i];
         if (l < c && p < c) atomicAdd((unsigned long long *)&conf[l * c + p], 1ull);
@@ -288,8 +286,7 @@ static void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t
         /* few blocks: each block's histogram covers many pixels */
         unsigned cap = (unsigned)sg_cu(be)->sm_count * 4;
         if (blocks > cap) blocks = cap;
-        k_confusion_smem<<<blocks, EW_THREADS, 0, sg_cu_stream(be)>>>(pred, labels, count, c,
-                                                                      conf);
+        k_confusion_smem<<<blocks, EW_THREADS, 0, sg_cu_stream(be)>>>(pred, labels, count, c, conf);
         CU_LAUNCH_CHECK("k_confusion_smem");
     } else {
         k_confusion_global<<<blocks, EW_THREADS, 0, sg_cu_stream(be)>>>(pred, labels, count, c,

@@ -123,7 +123,8 @@ static void sg_cuda_free(sg_backend *be, void *p) {
     size_t bytes = table_remove(cu, p);
     SG_CHECK(bytes != (size_t)-1,
              "CUDA backend: free of %p, which is not a live allocation of this backend "
-             "(double free, or memory from another backend)", p);
+             "(double free, or memory from another backend)",
+             p);
     /* a later allocation at p is a new tensor: drop p's weight copies */
     sg_wcache_freed(cu->wcache, p, bytes);
     /* cudaFree waits for the device; no pending op can still use p */
@@ -204,8 +205,7 @@ static void sg_cuda_host_free(sg_backend *be, void *p) {
 static void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
-    SG_CHECK(waiter >= 0 && waiter < SG_CUDA_NSTREAMS && waitee >= 0 &&
-                 waitee < SG_CUDA_NSTREAMS,
+    SG_CHECK(waiter >= 0 && waiter < SG_CUDA_NSTREAMS && waitee >= 0 && waitee < SG_CUDA_NSTREAMS,
              "CUDA backend: stream_wait(%d, %d): streams are SG_STREAM_COMPUTE, _COPY, _COMM",
              waiter, waitee);
     if (waiter == waitee) return;
@@ -227,8 +227,7 @@ static void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, siz
     if (!bytes) return;
     CU_CHECK(cudaEventRecord(cu->upload_event, cu->streams[SG_STREAM_COMPUTE]));
     CU_CHECK(cudaStreamWaitEvent(cu->streams[SG_STREAM_COPY], cu->upload_event, 0));
-    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                             cu->streams[SG_STREAM_COPY]));
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->streams[SG_STREAM_COPY]));
     sg_cuda_written(be, dst, bytes);
 }
 

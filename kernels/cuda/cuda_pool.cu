@@ -15,8 +15,8 @@
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/bilinear.h"
 
-__global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int h, int w, int oh,
-                              int ow, size_t planes) {
+__global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int h, int w, int oh, int ow,
+                              size_t planes) {
     int plane_out = oh * ow;
     SG_PLANE_LOOP(pl, planes) {
         const float *xp = x + pl * (size_t)h * w;
@@ -52,13 +52,13 @@ static void sg_cuda_maxpool_fwd(sg_backend *be, const float *x, float *y, int32_
     size_t planes = (size_t)n * c;
     if (!planes) return;
     int t = sg_cu_plane_threads(oh * ow);
-    k_maxpool_fwd<<<sg_cu_plane_grid(oh * ow, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, y, idx, h, w, oh, ow, planes);
+    k_maxpool_fwd<<<sg_cu_plane_grid(oh * ow, planes, t), t, 0, sg_cu_stream(be)>>>(x, y, idx, h, w,
+                                                                                    oh, ow, planes);
     CU_LAUNCH_CHECK("k_maxpool_fwd");
 }
 
-__global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int h, int w,
-                              int oh, int ow, size_t planes) {
+__global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int h, int w, int oh,
+                              int ow, size_t planes) {
     int plane_in = h * w;
     SG_PLANE_LOOP(pl, planes) {
         const float *dyp = dy + pl * (size_t)oh * ow;
@@ -84,8 +84,8 @@ static void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *
     size_t planes = (size_t)n * c;
     if (!planes) return;
     int t = sg_cu_plane_threads(h * w);
-    k_maxpool_bwd<<<sg_cu_plane_grid(h * w, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, idx, dx, h, w, oh, ow, planes);
+    k_maxpool_bwd<<<sg_cu_plane_grid(h * w, planes, t), t, 0, sg_cu_stream(be)>>>(dy, idx, dx, h, w,
+                                                                                  oh, ow, planes);
     CU_LAUNCH_CHECK("k_maxpool_bwd");
 }
 
@@ -102,8 +102,8 @@ __global__ void k_avgpool_fwd(const float *x, float *y, int hw) {
 static void sg_cuda_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
     size_t planes = (size_t)n * c;
     if (!planes) return;
-    SG_CHECK(planes <= 0x7fffffffu && hw > 0, "CUDA backend: avgpool of %zu planes of %d",
-             planes, hw);
+    SG_CHECK(planes <= 0x7fffffffu && hw > 0, "CUDA backend: avgpool of %zu planes of %d", planes,
+             hw);
     k_avgpool_fwd<<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(x, y, hw);
     CU_LAUNCH_CHECK("k_avgpool_fwd");
 }
@@ -121,8 +121,8 @@ static void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int 
     size_t planes = (size_t)n * c;
     if (!planes || hw <= 0) return;
     int t = sg_cu_plane_threads(hw);
-    k_avgpool_bwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, hw, planes, accumulate);
+    k_avgpool_bwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(dy, dx, hw, planes,
+                                                                               accumulate);
     CU_LAUNCH_CHECK("k_avgpool_bwd");
 }
 
@@ -134,8 +134,7 @@ __global__ void k_concat(const float *src, float *dst, int c_src, int c_dst, int
         int ch = (int)(pl % c_src);
         size_t s_off = pl * hw, d_off = (img * c_dst + c_off + ch) * hw;
         SG_INPLANE_LOOP(j, hw) {
-            if (!backward)
-                dst[d_off + j] = src[s_off + j];
+            if (!backward) dst[d_off + j] = src[s_off + j];
             else /* src = dy (dst layout), dst = dsrc (src layout) */
                 dst[s_off + j] = acc ? dst[s_off + j] + src[d_off + j] : src[d_off + j];
         }
@@ -149,8 +148,8 @@ static void sg_cuda_concat_fwd(sg_backend *be, const float *src, float *dst, int
     size_t planes = (size_t)n * c_src;
     if (!planes || hw <= 0) return;
     int t = sg_cu_plane_threads(hw);
-    k_concat<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        src, dst, c_src, c_dst, c_off, hw, planes, 0, 0);
+    k_concat<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(src, dst, c_src, c_dst,
+                                                                          c_off, hw, planes, 0, 0);
     CU_LAUNCH_CHECK("k_concat (forward)");
 }
 
@@ -252,8 +251,8 @@ __global__ void k_resize_bwd(const float *dy, float *dx, int h, int w, int oh, i
 
 static void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w,
                                int oh, int ow) {
-    SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize %dx%d -> %dx%d", h, w,
-             oh, ow);
+    SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize %dx%d -> %dx%d", h, w, oh,
+             ow);
     size_t planes = (size_t)n * c;
     if (!planes) return;
     int t = sg_cu_plane_threads(oh * ow);
@@ -264,13 +263,14 @@ static void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, 
 
 static void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int h,
                                int w, int oh, int ow, int accumulate) {
-    SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize_bwd %dx%d <- %dx%d", h,
-             w, oh, ow);
+    SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize_bwd %dx%d <- %dx%d", h, w,
+             oh, ow);
     size_t planes = (size_t)n * c;
     if (!planes) return;
     int t = sg_cu_plane_threads(h * w);
     k_resize_bwd<<<sg_cu_plane_grid(h * w, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), planes, accumulate);
+        dy, dx, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), planes,
+        accumulate);
     CU_LAUNCH_CHECK("k_resize_bwd");
 }
 

@@ -14,8 +14,8 @@
 
 #define TTA_THREADS 256
 
-#define GRID_STRIDE(i, total)                                                                \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total);            \
+#define GRID_STRIDE(i, total)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
          i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void k_flip_w(const float *x, float *y, int w, size_t total) {
@@ -34,8 +34,7 @@ static void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int 
     CU_LAUNCH_CHECK("k_flip_w");
 }
 
-__global__ void k_softmax(const float *x, float *y, int c, int hw, size_t pixels,
-                          int accumulate) {
+__global__ void k_softmax(const float *x, float *y, int c, int hw, size_t pixels, int accumulate) {
     GRID_STRIDE(p, pixels) {
         size_t img = p / hw, j = p % hw;
         const float *xp = x + img * (size_t)c * hw + j;

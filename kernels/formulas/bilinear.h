@@ -22,8 +22,8 @@
 #include "kernels/formulas/hostdev.h"
 
 typedef struct sg_bilinear_tap {
-    int i0, i1;     /* the two input indices (equal at the last input) */
-    float l0, l1;   /* their weights, l0 + l1 == 1 */
+    int i0, i1;   /* the two input indices (equal at the last input) */
+    float l0, l1; /* their weights, l0 + l1 == 1 */
 } sg_bilinear_tap;
 
 /* scale = in/out, in float as PyTorch computes it. */

@@ -51,9 +51,9 @@ static inline SG_HD float sg_bn_running(float old, double v, float momentum) {
  * (biased variance M2/N; 0 when N is 0) and, when running_mean is not NULL,
  * the running stats (unbiased variance M2/(N-1), or M2/N when N is 1
  * instead of dividing by zero). */
-static inline SG_HD void sg_bn_finalize_channel(const sg_bn_moments *s, float eps,
-                                                float momentum, float *mean, float *invstd,
-                                                float *running_mean, float *running_var) {
+static inline SG_HD void sg_bn_finalize_channel(const sg_bn_moments *s, float eps, float momentum,
+                                                float *mean, float *invstd, float *running_mean,
+                                                float *running_var) {
     double var = s->n > 0 ? s->m2 / s->n : 0.0;
     *mean = (float)s->mean;
     *invstd = sg_bn_invstd(var, eps);
@@ -101,8 +101,7 @@ static inline SG_HD sg_bn_bwd_coefs sg_bn_bwd_coefs_of(float invstd, float gamma
     k.C = (float)sg_dmul(-(double)red_g / count, gi);
     return k;
 }
-static inline SG_HD float sg_bn_bwd_elem(float g, float x, float mean, float A, float B,
-                                         float C) {
+static inline SG_HD float sg_bn_bwd_elem(float g, float x, float mean, float A, float B, float C) {
     return sg_fadd(sg_fadd(sg_fmul(g, A), sg_fmul(sg_fsub(x, mean), B)), C);
 }
 

@@ -40,15 +40,18 @@
 /* One conv geometry -> its five cases: forward, backward-data and
  * backward-weight with accumulate 0 and 1, on every configuration.
  * prep = 1: conv_prepare first (the model's path), 0: first use builds. */
-#define CONV_CASE(OP, RUN, ACC, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE)        \
-    {OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC,         \
-     .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,     \
-     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1, .note = NOTE}
-#define CONV(...)                                                                          \
-    CONV_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                                   \
-        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),                     \
-        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),                     \
-        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__),                 \
+#define CONV_CASE(OP, RUN, ACC, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE)  \
+    {                                                                                     \
+        OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC, \
+                 .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA,             \
+                 .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,  \
+                 .note = NOTE                                                             \
+    }
+#define CONV(...)                                                          \
+    CONV_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                   \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),     \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),     \
+        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__), \
         CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
 /* square kernel, same stride/pad/dilation on both axes */
 #define CONV_SQ(N, C, H, W, K, R, ST, PAD, DIL, PREP, NOTE) \
@@ -56,32 +59,38 @@
 /* The loss is linear in x, w and the bias, so a central difference is exact
  * for any step: a large one keeps the forward's float rounding (cuDNN's
  * Winograd / FFT algorithms) out of the quotient. */
-#define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                       \
-    {"grad_conv", run_grad_conv, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, \
-     .fd_h = 0.25f, .tol = TOL_FD, .all_configs = 1, .note = NOTE}
+#define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                     \
+    {                                                                                       \
+        "grad_conv", run_grad_conv,                                                         \
+            .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .fd_h = 0.25f, \
+            .tol = TOL_FD, .all_configs = 1, .note = NOTE                                   \
+    }
 
 /* Batch-norm shapes: n, c, h, w and the input range. The offset ones have
  * a variance small next to the mean (numerical stability). */
 #define BN_A .n = 3, .c = 6, .h = 29, .w = 1, .lo = -2, .hi = 2
 #define BN_B .n = 2, .c = 6, .h = 5501, .w = 1, .lo = -2, .hi = 2 /* threaded on the CPU */
-#define BN_C .n = 1, .c = 5, .h = 7, .w = 9, .lo = 99, .hi = 101      /* batch 1 */
+#define BN_C .n = 1, .c = 5, .h = 7, .w = 9, .lo = 99, .hi = 101  /* batch 1 */
 #define BN_D .n = 4, .c = 7, .h = 13, .w = 11, .lo = 99, .hi = 101
-#define BN_E .n = 2, .c = 3, .h = 65, .w = 67, .lo = 99, .hi = 101    /* a large plane */
-#define BN_F .n = 4, .c = 2, .h = 129, .w = 131, .lo = 99, .hi = 101  /* a channel over many blocks */
+#define BN_E .n = 2, .c = 3, .h = 65, .w = 67, .lo = 99, .hi = 101 /* a large plane */
+#define BN_F \
+    .n = 4, .c = 2, .h = 129, .w = 131, .lo = 99, .hi = 101 /* a channel over many blocks */
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
 
 /* bf16 activation storage: one conv geometry (square kernel) with x / y
  * storage -> forward and backward-weight (accumulate 0 and 1) cases. */
-#define CONV_DT_CASE(OP, RUN, ACC, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)              \
-    {OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .acc = ACC,       \
-     .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16, .tol_bf16 = TOL_CONV_BF16,    \
-     .all_configs = 1, .note = NOTE}
-#define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                                 \
+#define CONV_DT_CASE(OP, RUN, ACC, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)            \
+    {                                                                                         \
+        OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .acc = ACC, \
+                 .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16,                \
+                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE                    \
+    }
+#define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                                  \
     CONV_DT_CASE("conv_fwd_dt", run_conv_fwd_dt, 0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT,    \
-                 NOTE),                                                                         \
+                 NOTE),                                                                          \
         CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, N, C, H, W, K, R, ST, PAD, \
-                     DIL, XDT, SG_ACT_F32, NOTE),                                               \
+                     DIL, XDT, SG_ACT_F32, NOTE),                                                \
         CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, N, C, H, W, K, R, ST, PAD, \
                      DIL, XDT, SG_ACT_F32, NOTE)
 /* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
@@ -89,19 +98,21 @@
 
 /* Resize geometries: n, c, h, w -> oh, ow */
 #define RS(N, C, H, W, OH, OW) .n = N, .c = C, .h = H, .w = W, .oh = OH, .ow = OW
-#define RESIZE(N, C, H, W, OH, OW, NOTE)                                                    \
-    {"resize_fwd", run_resize_fwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE},      \
-        {"resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE},  \
-        {"resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .acc = 1, .tol = 1e-5, .note = NOTE}
+#define RESIZE(N, C, H, W, OH, OW, NOTE)                                                          \
+    {"resize_fwd", run_resize_fwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE},            \
+        {"resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .tol = 1e-5, .note = NOTE}, {      \
+        "resize_bwd", run_resize_bwd, RS(N, C, H, W, OH, OW), .acc = 1, .tol = 1e-5, .note = NOTE \
+    }
 
-#define MAXPOOL(N, C, H, W, FILL, LO, HI, NOTE)                                                   \
-    {"maxpool_fwd", run_maxpool_fwd, .n = N, .c = C, .h = H, .w = W, .fill = FILL, .lo = LO,      \
-     .hi = HI, .tol = EXACT, .note = NOTE},                                                       \
-        {"maxpool_bwd", run_maxpool_bwd, .n = N, .c = C, .h = H, .w = W, .fill = FILL, .lo = LO,  \
-         .hi = HI, .tol = 1e-6, .note = NOTE}
+#define MAXPOOL(N, C, H, W, FILL, LO, HI, NOTE)                                                 \
+    {"maxpool_fwd", run_maxpool_fwd, .n = N,   .c = C,       .h = H,      .w = W,               \
+     .fill = FILL,  .lo = LO,        .hi = HI, .tol = EXACT, .note = NOTE},                     \
+    {                                                                                           \
+        "maxpool_bwd", run_maxpool_bwd, .n = N, .c = C, .h = H, .w = W, .fill = FILL, .lo = LO, \
+                                        .hi = HI, .tol = 1e-6, .note = NOTE                     \
+    }
 
-#define SGD(LR, MOM, DAMP, WD, NEST, FIRST, STEPS) \
-    .sgd = {LR, MOM, DAMP, WD, NEST, FIRST, STEPS}
+#define SGD(LR, MOM, DAMP, WD, NEST, FIRST, STEPS) .sgd = {LR, MOM, DAMP, WD, NEST, FIRST, STEPS}
 
 /* ---- known values ---- */
 static const float conv_hand_x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -110,23 +121,24 @@ static const double conv_hand_y[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
 /* PyTorch 1.13: F.interpolate(arange(6).reshape(1,1,2,3), size=(3,5),
  * mode='bilinear', align_corners=False) */
 static const float arange6[6] = {0, 1, 2, 3, 4, 5};
-static const double resize_torch[15] = {0, 0.4, 1, 1.6, 2, 1.5, 1.9, 2.5, 3.1, 3.5,
-                                        3, 3.4, 4, 4.6, 5};
+static const double resize_torch[15] = {0,   0.4, 1, 1.6, 2, 1.5, 1.9, 2.5,
+                                        3.1, 3.5, 3, 3.4, 4, 4.6, 5};
 /* torch.optim.SGD (torch 1.13, lr 0.1), p0 = [1, -2, 0.5], gradients of 3
  * steps; the parameters after each step, per configuration */
 static const float sgd_p0[3] = {1, -2, 0.5f};
 static const float sgd_g[9] = {0.5f, 0.25f, -1, 0.25f, -0.5f, 2, -0.125f, 1, 0};
-static const double sgd_torch_wd[9] = {0.949000001, -2.023, 0.5995, 0.877151012, -1.99167705,
-                                       0.488450497, 0.824109733, -2.06149459, 0.388017505};
+static const double sgd_torch_wd[9] = {0.949000001, -2.023,      0.5995,
+                                       0.877151012, -1.99167705, 0.488450497,
+                                       0.824109733, -2.06149459, 0.388017505};
 static const double sgd_torch_nesterov[9] = {0.903100014, -2.04369998, 0.689050019,
                                              0.812574148, -1.96344697, 0.388335794,
                                              0.776619732, -2.12432814, 0.297575325};
-static const double sgd_torch_dampening[9] = {0.949999988, -2.0250001, 0.600000024,
+static const double sgd_torch_dampening[9] = {0.949999988, -2.0250001,  0.600000024,
                                               0.882499993, -2.00250006, 0.51000005,
                                               0.833000004, -2.07225013, 0.42900005};
-static const double sgd_torch_plain[9] = {0.949989974, -2.02498007, 0.599995017, 0.924980462,
-                                          -1.97495985, 0.399989009, 0.937471211, -2.0749402,
-                                          0.399985015};
+static const double sgd_torch_plain[9] = {0.949989974, -2.02498007, 0.599995017,
+                                          0.924980462, -1.97495985, 0.399989009,
+                                          0.937471211, -2.0749402,  0.399985015};
 /* cross-entropy: logits (0, ln 3), label 1 -> loss -log(3/4), grads (1/4, -1/4);
  * logits (1000, 0), label 1 -> loss 1000 (stable log-sum-exp) */
 static const float ce_hand_l[2] = {0, 1.09861229f};
@@ -135,15 +147,24 @@ static const uint8_t label1[1] = {1};
 /* weighted CE (issue 16): PyTorch 1.13's F.cross_entropy(l, y, weight=w,
  * ignore_index=255): reduction='sum' (in double) = the loss sum; the weight
  * sum by hand; the gradient of reduction='mean' (grad_scale 1/3.75) */
-static const float cew_l[12] = {0.5f, -1.25f, 2.0f, 0.75f, 1.5f, 0.25f,
-                                -0.5f, 3.0f, -2.0f, 1.0f, 0.125f, -0.75f};
+static const float cew_l[12] = {0.5f,  -1.25f, 2.0f,  0.75f, 1.5f,   0.25f,
+                                -0.5f, 3.0f,   -2.0f, 1.0f,  0.125f, -0.75f};
 static const uint8_t cew_lab[4] = {0, 2, 255, 1};
 static const float cew_w[3] = {0.5f, 2.0f, 1.25f};
-static const double cew_want[14] = {
-    1.480078504141964, 3.75,
-    -0.09824900329113007, 0.02226760983467102, 0.0, 0.04979367554187775,
-    0.0953691154718399, 0.09979651868343353, 0.0, -0.06090415641665459,
-    0.0028798975981771946, -0.12206411361694336, 0.0, 0.01111047063022852};
+static const double cew_want[14] = {1.480078504141964,
+                                    3.75,
+                                    -0.09824900329113007,
+                                    0.02226760983467102,
+                                    0.0,
+                                    0.04979367554187775,
+                                    0.0953691154718399,
+                                    0.09979651868343353,
+                                    0.0,
+                                    -0.06090415641665459,
+                                    0.0028798975981771946,
+                                    -0.12206411361694336,
+                                    0.0,
+                                    0.01111047063022852};
 static const double ce_hand_want[3] = {0.287682072451781, 0.25, -0.25};
 static const double ce_huge_want[1] = {1000};
 /* confusion: (label, pred) pairs; 255 and 9 (>= c) are skipped */
@@ -159,7 +180,7 @@ static const float softmax_hand[6] = {0.0f, 1000.0f, -7.0f, 1.0986122886681098f,
 static const double softmax_hand_want[6] = {0.25, 1, 0.5, 0.75, 0, 0.5};
 /* argmax of 3 pixels x 5 classes (class-major): all equal -> 0; classes 3
  * and 4 tie -> 3; a unique maximum at 4 -> 4 */
-static const float argmax_hand[15] = {0.5f, 0.1f, 0, 0.5f, 0.2f, 0.1f, 0.5f, 0.3f,
+static const float argmax_hand[15] = {0.5f, 0.1f, 0,    0.5f, 0.2f, 0.1f, 0.5f, 0.3f,
                                       0.2f, 0.5f, 0.9f, 0.3f, 0.5f, 0.9f, 0.4f};
 static const double argmax_hand_want[3] = {0, 3, 4};
 static const float sumsq_hand[3] = {1, -2, 3};
@@ -426,13 +447,15 @@ const tb_case tb_cases[] = {
     MAXPOOL(1, 3, 17, 13, TB_FILL_TIES, -1, 1, "ties: the first maximum wins"),
     MAXPOOL(4, 2, 16, 10, TB_FILL_TIES, -1, 1, "ties, batch 4"),
     MAXPOOL(1, 1, 1, 2, TB_FILL_TIES, -1, 1, "1x2 plane"),
-    {"maxpool_fwd", run_maxpool_fwd, .n = 1, .c = 1, .h = 4, .w = 4, .fill = TB_FILL_CONST,
-     .lo = 1, .want = (const double[]){0, 1, 4, 5}, .nwant = 4, .tol = EXACT,
+    {"maxpool_fwd", run_maxpool_fwd, .n = 1, .c = 1, .h = 4, .w = 4, .fill = TB_FILL_CONST, .lo = 1,
+     .want = (const double[]){0, 1, 4, 5}, .nwant = 4, .tol = EXACT,
      .note = "a constant plane: the first element of each window"},
-    {"avgpool_fwd", run_avgpool_fwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"avgpool_fwd", run_avgpool_fwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6,
+     .tol_cuda = 1e-5},
     {"avgpool_fwd", run_avgpool_fwd, .n = 4, .c = 6, .h = 33, .w = 31, .lo = -1, .hi = 3,
      .tol = 1e-6, .tol_cuda = 1e-5},
-    {"avgpool_bwd", run_avgpool_bwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6, .tol_cuda = 1e-5},
+    {"avgpool_bwd", run_avgpool_bwd, .n = 3, .c = 4, .h = 31, .w = 1, .tol = 1e-6,
+     .tol_cuda = 1e-5},
     {"avgpool_bwd", run_avgpool_bwd, .n = 3, .c = 4, .h = 31, .w = 1, .acc = 1, .tol = 1e-6,
      .tol_cuda = 1e-5},
     {"avgpool_bwd", run_avgpool_bwd, .n = 4, .c = 6, .h = 33, .w = 31, .acc = 1, .tol = 1e-6,
@@ -494,9 +517,9 @@ const tb_case tb_cases[] = {
     {"ce_weighted", run_ce_weighted, .n = 2, .c = 19, .h = 16, .w = 12, .lo = -6, .hi = 6,
      .ignore = 3, .p = 0.7f, .grad_scale = 0.01f, .tol = 1e-6,
      .note = "a class index as the ignore label"},
-    {"ce_weighted", run_ce_weighted, .n = 1, .c = 3, .h = 2, .w = 2, .in = cew_l,
-     .in2 = cew_w, .labels = cew_lab, .grad_scale = 1.0f / 3.75f, .want = cew_want,
-     .nwant = 14, .want_tol = 1e-6, .tol = 1e-6, .note = "PyTorch's weighted cross_entropy"},
+    {"ce_weighted", run_ce_weighted, .n = 1, .c = 3, .h = 2, .w = 2, .in = cew_l, .in2 = cew_w,
+     .labels = cew_lab, .grad_scale = 1.0f / 3.75f, .want = cew_want, .nwant = 14, .want_tol = 1e-6,
+     .tol = 1e-6, .note = "PyTorch's weighted cross_entropy"},
     {"ce_label_prob", run_ce_label_prob, .n = 3, .c = 7, .h = 1301, .w = 1, .lo = -8, .hi = 8,
      .tol = 1e-6},
     {"ce_label_prob", run_ce_label_prob, .n = 1, .c = 19, .h = 16, .w = 12, .lo = -6, .hi = 6,
@@ -531,8 +554,8 @@ const tb_case tb_cases[] = {
      .note = "hand: ln 3, huge and equal logits"},
     {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 5, .h = 9, .w = 7, .lo = -8, .hi = 8,
      .tol = 1e-6},
-    {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 5, .h = 9, .w = 7, .lo = -8, .hi = 8,
-     .acc = 1, .tol = 1e-6},
+    {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 5, .h = 9, .w = 7, .lo = -8, .hi = 8, .acc = 1,
+     .tol = 1e-6},
     {"softmax_fwd", run_softmax_fwd, .n = 2, .c = 19, .h = 61, .w = 67, .lo = -20, .hi = 20,
      .acc = 1, .tol = 1e-6, .note = "threaded, partial last block"},
     {"softmax_fwd", run_softmax_fwd, .n = 1, .c = 1, .h = 5, .w = 3, .tol = 1e-6,
@@ -582,16 +605,16 @@ const tb_case tb_cases[] = {
      .fd_h = 1e-2f, .tol = TOL_FD},
     {"grad_resize", run_grad_resize, RS(2, 2, 4, 5, 11, 13), .fill = TB_FILL_DISTINCT,
      .fd_h = 1e-2f, .tol = TOL_FD, .note = "up, odd"},
-    {"grad_resize", run_grad_resize, RS(2, 2, 9, 8, 4, 3), .fill = TB_FILL_DISTINCT,
-     .fd_h = 1e-2f, .tol = TOL_FD, .note = "down"},
+    {"grad_resize", run_grad_resize, RS(2, 2, 9, 8, 4, 3), .fill = TB_FILL_DISTINCT, .fd_h = 1e-2f,
+     .tol = TOL_FD, .note = "down"},
     {"grad_concat", run_grad_concat, .n = 2, .c = 3, .h = 5, .w = 1, .c_dst = 7, .c_off = 2,
      .fd_h = 1e-2f, .tol = TOL_FD},
     {"grad_ce", run_grad_ce, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3, .hi = 3, .fd_h = 1e-2f,
      .tol = TOL_FD, .note = "every 5th pixel ignored"},
-    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3,
-     .hi = 3, .fd_h = 1e-2f, .tol = TOL_FD, .note = "class weights (one 0), every 5th ignored"},
-    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3,
-     .hi = 3, .p = 0.6f, .fd_h = 1e-2f, .tol = TOL_FD, .note = "weights and a selection"},
+    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3, .hi = 3,
+     .fd_h = 1e-2f, .tol = TOL_FD, .note = "class weights (one 0), every 5th ignored"},
+    {"grad_ce_weighted", run_grad_ce_weighted, .n = 2, .c = 4, .h = 9, .w = 1, .lo = -3, .hi = 3,
+     .p = 0.6f, .fd_h = 1e-2f, .tol = TOL_FD, .note = "weights and a selection"},
 };
 
 const int tb_ncases = (int)(sizeof tb_cases / sizeof tb_cases[0]);

@@ -53,8 +53,7 @@ static float *get_act(tb_ctx *t, const void *dev, size_t n, int dt) {
 }
 
 /* got must equal the float32 op's result f (rounded to bf16 if dt is). */
-static void same_as_f32(tb_ctx *t, const char *what, const float *got, float *f, size_t n,
-                        int dt) {
+static void same_as_f32(tb_ctx *t, const char *what, const float *got, float *f, size_t n, int dt) {
     round_if(f, n, dt);
     if (t->det) tb_same(t, what, f, got, n * sizeof(float));
     else tb_close(t, what, f, got, n, t->tol);
@@ -153,8 +152,7 @@ void run_bn_fwd_dt(tb_ctx *t, const tb_case *c) {
     float *yf_d = tb_devf(t, NULL, b.cnt);
     o->bn_fwd(t->be, tb_devf(t, b.x, b.cnt), mean_d, inv_d, g_d, be_d, yf_d, b.n, b.c, b.hw,
               c->relu);
-    same_as_f32(t, "y vs bn_fwd on the same values", got, tb_getf(t, yf_d, b.cnt), b.cnt,
-                c->y_dt);
+    same_as_f32(t, "y vs bn_fwd on the same values", got, tb_getf(t, yf_d, b.cnt), b.cnt, c->y_dt);
 }
 
 /* The backward inputs of one case: dy, the reference's y (its float32
@@ -208,8 +206,8 @@ void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
     float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
     float *rf_d = tb_devf(t, NULL, 2 * b->c);
     o->bn_bwd_reduce(t->be, s.dy_d, x_f, yf_d, s.mean_d, rf_d, b->n, b->c, b->hw, c->relu);
-    same_as_f32(t, "red vs bn_bwd_reduce on the same values", got,
-                tb_getf(t, rf_d, 2 * b->c), 2 * (size_t)b->c, SG_ACT_F32);
+    same_as_f32(t, "red vs bn_bwd_reduce on the same values", got, tb_getf(t, rf_d, 2 * b->c),
+                2 * (size_t)b->c, SG_ACT_F32);
 }
 
 void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
@@ -231,6 +229,6 @@ void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
     float *dxf_d = tb_devf(t, dx0, b->cnt);
     o->bn_bwd_elem(t->be, s.dy_d, x_f, yf_d, s.mean_d, s.inv_d, s.g_d, red_d, count, dxf_d, b->n,
                    b->c, b->hw, c->relu, c->acc);
-    same_as_f32(t, "dx vs bn_bwd_elem on the same values", got, tb_getf(t, dxf_d, b->cnt),
-                b->cnt, SG_ACT_F32);
+    same_as_f32(t, "dx vs bn_bwd_elem on the same values", got, tb_getf(t, dxf_d, b->cnt), b->cnt,
+                SG_ACT_F32);
 }

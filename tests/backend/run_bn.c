@@ -74,8 +74,8 @@ void run_bn_finalize(tb_ctx *t, const tb_case *c) {
     float *rm_d = tb_devf(t, rm, ch), *rv_d = tb_devf(t, rv, ch);
     ref_bn_finalize(ps, counts, parts, ch, c->eps, c->momentum, mean, invstd,
                     c->running ? rm : NULL, c->running ? rv : NULL);
-    t->be->ops->bn_finalize(t->be, ps_d, counts, parts, ch, c->eps, c->momentum, mean_d,
-                            invstd_d, c->running ? rm_d : NULL, c->running ? rv_d : NULL);
+    t->be->ops->bn_finalize(t->be, ps_d, counts, parts, ch, c->eps, c->momentum, mean_d, invstd_d,
+                            c->running ? rm_d : NULL, c->running ? rv_d : NULL);
     tb_close_dev(t, "mean", mean, mean_d, ch, t->tol);
     tb_close_dev(t, "invstd", invstd, invstd_d, ch, t->tol);
     /* without running stats they must be left alone */
@@ -101,8 +101,9 @@ void run_bn_chan_merge(tb_ctx *t, const tb_case *c) {
     for (int i = 0; i < 2 * ch; i++) empty[i] = EMPTY_PART_VALUE;
     for (int p = 0, off = 0; p < parts; off += (int)c->counts[p], p++) {
         counts[p] = c->counts[p] * hw;
-        if (counts[p]) o->bn_stats(t->be, x_d + (size_t)off * plane, (int)c->counts[p], ch, hw,
-                                   ps_d + (size_t)p * 2 * ch);
+        if (counts[p])
+            o->bn_stats(t->be, x_d + (size_t)off * plane, (int)c->counts[p], ch, hw,
+                        ps_d + (size_t)p * 2 * ch);
         else tb_put(t, ps_d + (size_t)p * 2 * ch, empty, 2 * ch * sizeof(float));
     }
     float *rm0 = tb_hzeros(t, ch), *rv0 = tb_hzeros(t, ch);
@@ -144,8 +145,8 @@ void run_bn_eval_params(tb_ctx *t, const tb_case *c) {
     float *mean = tb_hzeros(t, ch), *invstd = tb_hzeros(t, ch);
     ref_bn_eval_params(rm, rv, ch, c->eps, mean, invstd);
     float *mean_d = tb_devf(t, NULL, ch), *invstd_d = tb_devf(t, NULL, ch);
-    t->be->ops->bn_eval_params(t->be, tb_devf(t, rm, ch), tb_devf(t, rv, ch), ch, c->eps,
-                               mean_d, invstd_d);
+    t->be->ops->bn_eval_params(t->be, tb_devf(t, rm, ch), tb_devf(t, rv, ch), ch, c->eps, mean_d,
+                               invstd_d);
     tb_close_dev(t, "mean (= running_mean)", mean, mean_d, ch, 0);
     tb_close_dev(t, "invstd", invstd, invstd_d, ch, t->tol);
 }
@@ -184,8 +185,8 @@ void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c) {
     ref_bn_bwd_reduce(dy, b.x, y, b.mean, red, b.n, b.c, b.hw, c->relu);
     float *red_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
     t->be->ops->bn_bwd_reduce(t->be, tb_devf(t, dy, b.cnt), tb_devf(t, b.x, b.cnt),
-                              tb_devf(t, y, b.cnt), tb_devf(t, b.mean, b.c), red_d, b.n, b.c,
-                              b.hw, c->relu);
+                              tb_devf(t, y, b.cnt), tb_devf(t, b.mean, b.c), red_d, b.n, b.c, b.hw,
+                              c->relu);
     tb_close_dev(t, "red", red, red_d, 2 * (size_t)b.c, t->tol);
 }
 
@@ -198,14 +199,13 @@ void run_bn_bwd_elem(tb_ctx *t, const tb_case *c) {
     double count = (double)b.n * b.hw;
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
     ref_bn_bwd_reduce(dy, b.x, y, b.mean, red, b.n, b.c, b.hw, c->relu);
-    ref_bn_bwd_elem(dy, b.x, y, b.mean, b.invstd, b.gamma, red, count, dx, b.n, b.c, b.hw,
-                    c->relu, c->acc);
+    ref_bn_bwd_elem(dy, b.x, y, b.mean, b.invstd, b.gamma, red, count, dx, b.n, b.c, b.hw, c->relu,
+                    c->acc);
     float *dx_d = tb_devf(t, dx0, b.cnt);
     t->be->ops->bn_bwd_elem(t->be, tb_devf(t, dy, b.cnt), tb_devf(t, b.x, b.cnt),
                             tb_devf(t, y, b.cnt), tb_devf(t, b.mean, b.c),
                             tb_devf(t, b.invstd, b.c), tb_devf(t, b.gamma, b.c),
-                            tb_devf(t, red, 2 * b.c), count, dx_d, b.n, b.c, b.hw, c->relu,
-                            c->acc);
+                            tb_devf(t, red, 2 * b.c), count, dx_d, b.n, b.c, b.hw, c->relu, c->acc);
     tb_close_dev(t, "dx", dx, dx_d, b.cnt, t->tol);
 }
 
@@ -217,8 +217,8 @@ void run_bn_param_grads(tb_ctx *t, const tb_case *c) {
     float *dg = tb_hcopy(t, dg0, ch), *db = tb_hcopy(t, db0, ch);
     ref_bn_param_grads(red, invstd, dg, db, ch, c->acc);
     float *dg_d = tb_devf(t, dg0, ch), *db_d = tb_devf(t, db0, ch);
-    t->be->ops->bn_param_grads(t->be, tb_devf(t, red, 2 * ch), tb_devf(t, invstd, ch), dg_d,
-                               db_d, ch, c->acc);
+    t->be->ops->bn_param_grads(t->be, tb_devf(t, red, 2 * ch), tb_devf(t, invstd, ch), dg_d, db_d,
+                               ch, c->acc);
     tb_close_dev(t, "dgamma", dg, dg_d, ch, t->tol);
     tb_close_dev(t, "dbeta", db, db_d, ch, t->tol);
 }

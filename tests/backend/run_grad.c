@@ -111,7 +111,8 @@ void run_grad_bn(tb_ctx *t, const tb_case *c) {
     s.y_d = tb_devf(t, NULL, cnt), s.st_d = tb_devf(t, NULL, 2 * s.c);
     s.mean_d = tb_devf(t, NULL, s.c), s.inv_d = tb_devf(t, NULL, s.c);
     float *r_d = tb_devf(t, s.r, cnt), *red_d = tb_devf(t, NULL, 2 * s.c);
-    float *dx_d = tb_devf(t, NULL, cnt), *dg_d = tb_devf(t, NULL, s.c), *db_d = tb_devf(t, NULL, s.c);
+    float *dx_d = tb_devf(t, NULL, cnt), *dg_d = tb_devf(t, NULL, s.c),
+          *db_d = tb_devf(t, NULL, s.c);
     bn_forward(t, &s);
     o->bn_bwd_reduce(t->be, r_d, s.x_d, s.y_d, s.mean_d, red_d, s.n, s.c, s.hw, s.relu);
     o->bn_bwd_elem(t->be, r_d, s.x_d, s.y_d, s.mean_d, s.inv_d, s.g_d, red_d, (double)s.n * s.hw,
@@ -310,8 +311,8 @@ static double ce_loss(tb_ctx *t, void *p) {
     ce_st *s = p;
     double loss;
     int64_t valid;
-    t->be->ops->ce_fwd_bwd(t->be, s->l_d, s->lab_d, s->c->n, s->c->c, s->c->h * s->c->w, 255,
-                           1.0f, NULL, &loss, &valid);
+    t->be->ops->ce_fwd_bwd(t->be, s->l_d, s->lab_d, s->c->n, s->c->c, s->c->h * s->c->w, 255, 1.0f,
+                           NULL, &loss, &valid);
     return loss;
 }
 

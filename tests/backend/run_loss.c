@@ -19,8 +19,9 @@ static uint8_t *labels_for(tb_ctx *t, const tb_case *c, size_t count, int classe
     }
     for (size_t i = 0; i < count; i++) {
         uint64_t r = tb_u64(t, i);
-        lab[i] = (uint8_t)(r % 10 == 0 ? ignore : r % 10 == 1 ? classes + (int)(i % 3)
-                                                               : (int)((r >> 8) % classes));
+        lab[i] = (uint8_t)(r % 10 == 0   ? ignore
+                           : r % 10 == 1 ? classes + (int)(i % 3)
+                                         : (int)((r >> 8) % classes));
     }
     return lab;
 }
@@ -46,7 +47,8 @@ void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c) {
     for (size_t i = 0; i < np; i++) counted += lab[i] != ignore && lab[i] < cl;
     tb_expect(t, got_valid == valid && valid == counted, "valid %lld, want %lld (counted %lld)",
               (long long)got_valid, (long long)valid, (long long)counted);
-    if (!c->labels) tb_expect(t, valid > 0 && valid < (int64_t)np, "the labels should mix valid and ignored");
+    if (!c->labels)
+        tb_expect(t, valid > 0 && valid < (int64_t)np, "the labels should mix valid and ignored");
     tb_near(t, "loss sum", got_loss, loss, t->tol * fabs(loss));
     float *got = tb_getf(t, d_d, nl);
     tb_close(t, "dlogits", d, got, nl, t->tol);
@@ -69,8 +71,11 @@ void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c) {
     t->be->ops->ce_fwd_bwd(t->be, l_d, lab_d, n, cl, hw, ignore, 1.0f, NULL, &loss2, &valid2);
     tb_expect(t, valid2 == valid, "forward only: valid %lld, want %lld", (long long)valid2,
               (long long)valid);
-    if (t->det) tb_expect(t, loss2 == got_loss, "forward only: loss %.17g, with gradients %.17g "
-                          "(a rerun must give the same bits)", loss2, got_loss);
+    if (t->det)
+        tb_expect(t, loss2 == got_loss,
+                  "forward only: loss %.17g, with gradients %.17g "
+                  "(a rerun must give the same bits)",
+                  loss2, got_loss);
     else tb_near(t, "forward-only loss sum", loss2, loss, t->tol * fabs(loss));
 }
 
@@ -161,8 +166,10 @@ void run_ce_weighted(tb_ctx *t, const tb_case *c) {
                 for (int k = 0; k < cl; k++) nonzero += got[((size_t)i * cl + k) * hw + q] != 0.0f;
         }
     tb_expect(t, nonzero == 0, "%zu gradients of pixels with weight 0 are not zero", nonzero);
-    tb_expect(t, counted > 0 && counted < np, "the case should mix counted and left-out pixels "
-              "(%zu of %zu count)", counted, np);
+    tb_expect(t, counted > 0 && counted < np,
+              "the case should mix counted and left-out pixels "
+              "(%zu of %zu count)",
+              counted, np);
     if (c->want) { /* known values (PyTorch): the loss sum, the weight sum, dlogits */
         double *all = tb_hbytes(t, (nl + 2) * sizeof(double));
         all[0] = got_loss;
@@ -178,8 +185,10 @@ void run_ce_weighted(tb_ctx *t, const tb_case *c) {
     t->be->ops->ce_weighted(t->be, l_d, lab_d, n, cl, hw, ignore, NULL, NULL, 0.0f, gs, d1, &l1,
                             &w1);
     t->be->ops->ce_fwd_bwd(t->be, l_d, lab_d, n, cl, hw, ignore, gs, d2, &l2, &v2);
-    tb_expect(t, l1 == l2 && w1 == (double)v2, "unweighted: loss %.17g, weight sum %.17g; "
-              "ce_fwd_bwd: %.17g, %lld (must be the same bits)", l1, w1, l2, (long long)v2);
+    tb_expect(t, l1 == l2 && w1 == (double)v2,
+              "unweighted: loss %.17g, weight sum %.17g; "
+              "ce_fwd_bwd: %.17g, %lld (must be the same bits)",
+              l1, w1, l2, (long long)v2);
     tb_same(t, "unweighted dlogits vs ce_fwd_bwd", tb_getf(t, d2, nl), tb_getf(t, d1, nl),
             nl * sizeof(float));
 }
@@ -192,8 +201,7 @@ void run_ce_label_prob(tb_ctx *t, const tb_case *c) {
     uint8_t *lab = labels_for(t, c, np, cl, ignore);
     ref_ce_label_prob(l, lab, n, cl, hw, ignore, p);
     float *p_d = tb_devf(t, tb_rand(t, np, 5, 6), np);
-    t->be->ops->ce_label_prob(t->be, tb_devf(t, l, nl), tb_dev(t, lab, np), n, cl, hw, ignore,
-                              p_d);
+    t->be->ops->ce_label_prob(t->be, tb_devf(t, l, nl), tb_dev(t, lab, np), n, cl, hw, ignore, p_d);
     float *got = tb_getf(t, p_d, np);
     size_t bad_inf = 0, bad_range = 0;
     for (size_t i = 0; i < np; i++) {
@@ -261,8 +269,8 @@ void run_grad_ce_weighted(tb_ctx *t, const tb_case *c) {
     float *l = tb_input(t, nl);
     float *w = class_weights_for(t, c);
     float *key = c->p > 0 ? tb_rand(t, np, 0.0f, 1.0f) : NULL;
-    cew_st s = {c, tb_devf(t, l, nl), tb_devf(t, w, (size_t)c->c),
-                key ? tb_devf(t, key, np) : NULL, tb_dev(t, lab, np)};
+    cew_st s = {c, tb_devf(t, l, nl), tb_devf(t, w, (size_t)c->c), key ? tb_devf(t, key, np) : NULL,
+                tb_dev(t, lab, np)};
     float *d_d = tb_devf(t, NULL, nl);
     double loss, wsum;
     t->be->ops->ce_weighted(t->be, s.l_d, s.lab_d, c->n, c->c, c->h * c->w, 255, s.w_d, s.key_d,

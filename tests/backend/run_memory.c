@@ -66,8 +66,7 @@ void run_memory(tb_ctx *t, const tb_case *c) {
     if (sg_backend_has(be, SG_CAP_ASYNC_STREAMS))
         tb_expect(t, sc && sp && sm && sc != sp && sc != sm,
                   "SG_CAP_ASYNC_STREAMS: expected distinct compute, copy and comm streams");
-    else
-        tb_expect(t, !sc && !sp && !sm, "a backend without streams must return NULL handles");
+    else tb_expect(t, !sc && !sp && !sm, "a backend without streams must return NULL handles");
     o->stream_wait(be, SG_STREAM_COMM, SG_STREAM_COMPUTE);
     o->stream_wait(be, SG_STREAM_COMPUTE, SG_STREAM_COMM);
     o->sync(be);
@@ -104,8 +103,10 @@ void run_upload_async_order(tb_ctx *t, const tb_case *c) {
     o->download(be, host, b_d, n * sizeof(float));
     size_t wrong = 0;
     for (size_t i = 0; i < n; i++) wrong += host[i] != 5.0f * old[i];
-    tb_expect(t, wrong == 0, "%zu of %zu results read the uploaded data, not the old (upload_async "
-              "overlapped the ops issued before it)", wrong, n);
+    tb_expect(t, wrong == 0,
+              "%zu of %zu results read the uploaded data, not the old (upload_async "
+              "overlapped the ops issued before it)",
+              wrong, n);
     o->download(be, host, a_d, n * sizeof(float));
     tb_same(t, "the uploaded buffer", pin, host, n * sizeof(float));
 }

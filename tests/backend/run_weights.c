@@ -20,7 +20,7 @@ typedef struct wrig {
     tb_ctx *t;
     sg_conv_desc d;
     size_t nx, nw, ny;
-    float *x, *dy;       /* host */
+    float *x, *dy; /* host */
     float *x_d, *dy_d, *y_d, *dx_d, *w_d;
 } wrig;
 

@@ -106,7 +106,8 @@ void tb_describe(const tb_case *c, char *buf, size_t size) {
     if (c->relu) add(buf, size, " relu");
     if (c->x_dt == SG_ACT_BF16) add(buf, size, " x:bf16");
     if (c->y_dt == SG_ACT_BF16) add(buf, size, " y:bf16");
-    if (c->inplace) add(buf, size, " in-place(%s)", c->inplace == 1 ? "first input" : "second input");
+    if (c->inplace)
+        add(buf, size, " in-place(%s)", c->inplace == 1 ? "first input" : "second input");
     if (c->prepare) add(buf, size, " prepared");
     if (c->fill == TB_FILL_CONST) add(buf, size, " constant %g", c->lo);
     else if (c->fill == TB_FILL_DISTINCT) add(buf, size, " distinct values");
@@ -120,7 +121,8 @@ void tb_describe(const tb_case *c, char *buf, size_t size) {
         add(buf, size, " parts %d", c->parts);
         if (c->counts) {
             add(buf, size, " (counts");
-            for (int i = 0; i < c->parts && i < 8; i++) add(buf, size, " %lld", (long long)c->counts[i]);
+            for (int i = 0; i < c->parts && i < 8; i++)
+                add(buf, size, " %lld", (long long)c->counts[i]);
             add(buf, size, c->parts > 8 ? " ...)" : ")");
         }
     }
@@ -216,8 +218,7 @@ float *tb_input(tb_ctx *t, size_t n) {
         x = tb_hzeros(t, n);
         for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7919) % n) * 0.01f - 1.0f;
         return x;
-    default:
-        return tb_rand(t, n, lo, hi);
+    default: return tb_rand(t, n, lo, hi);
     }
 }
 
@@ -246,9 +247,7 @@ void *tb_get(tb_ctx *t, const void *dev, size_t bytes) {
     return h;
 }
 
-float *tb_getf(tb_ctx *t, const float *dev, size_t n) {
-    return tb_get(t, dev, n * sizeof(float));
-}
+float *tb_getf(tb_ctx *t, const float *dev, size_t n) { return tb_get(t, dev, n * sizeof(float)); }
 
 void *tb_pinned(tb_ctx *t, size_t bytes) {
     void *p = t->be->ops->host_alloc(t->be, bytes);
@@ -275,7 +274,8 @@ int tb_close(tb_ctx *t, const char *what, const float *ref, const float *got, si
         double d = fabs((double)ref[i] - got[i]);
         if (!(d <= wd)) wd = d, worst = i; /* NaN counts as the worst */
     }
-    return tb_fail(t, "%s: relative error %.3g > tolerance %.3g (worst at element %zu of %zu: "
+    return tb_fail(t,
+                   "%s: relative error %.3g > tolerance %.3g (worst at element %zu of %zu: "
                    "%.9g, want %.9g)",
                    what, e, tol, worst, n, got[worst], ref[worst]);
 }
@@ -304,12 +304,14 @@ int tb_close_bf16(tb_ctx *t, const char *what, const float *ref, const float *go
     /* without accumulation the op's output is the rounded result itself */
     for (size_t i = 0; !base && i < n; i++)
         if (ref_bf16_round(got[i]) != got[i])
-            return tb_fail(t, "%s: element %zu is %.9g, not a bf16 value (the result must be "
-                              "rounded to bf16)",
+            return tb_fail(t,
+                           "%s: element %zu is %.9g, not a bf16 value (the result must be "
+                           "rounded to bf16)",
                            what, i, (double)got[i]);
     if (worst <= 1.0) return 1;
-    return tb_fail(t, "%s: element %zu is %.9g, the bf16-exact reference %.9g: %.2f times the "
-                      "allowed %d bf16 step(s) + %g x max|ref| (max|ref| %.4g)",
+    return tb_fail(t,
+                   "%s: element %zu is %.9g, the bf16-exact reference %.9g: %.2f times the "
+                   "allowed %d bf16 step(s) + %g x max|ref| (max|ref| %.4g)",
                    what, wi, (double)got[wi], (double)ref[wi], worst, steps, slack, amax);
 }
 
@@ -334,8 +336,8 @@ int tb_near(tb_ctx *t, const char *what, double got, double want, double abs_tol
 int tb_want_d(tb_ctx *t, const char *what, const double *got, size_t n) {
     const tb_case *c = t->c;
     if (!c->want) return 1;
-    if (!tb_expect(t, (size_t)c->nwant <= n, "%s: %d known values for %zu outputs", what,
-                   c->nwant, n))
+    if (!tb_expect(t, (size_t)c->nwant <= n, "%s: %d known values for %zu outputs", what, c->nwant,
+                   n))
         return 0;
     for (int i = 0; i < c->nwant; i++)
         if (!(fabs(got[i] - c->want[i]) <= c->want_tol))
@@ -389,7 +391,8 @@ int tb_check_fd(tb_ctx *t, const char *what, float *param_host, float *param_dev
     }
     double e = maxd / maxa;
     if (e <= t->tol) return 1;
-    return tb_fail(t, "d/d%s: finite-difference relative error %.3g > tolerance %.3g (worst at "
+    return tb_fail(t,
+                   "d/d%s: finite-difference relative error %.3g > tolerance %.3g (worst at "
                    "element %zu of %zu: analytic %.6g, numeric %.6g)",
                    what, e, t->tol, worst, count, analytic[worst], worst_num);
 }

@@ -48,63 +48,63 @@ enum {
 /* One row of the case table. Which fields a runner reads is documented with
  * the runner (cases.h); unused fields stay zero. */
 struct tb_case {
-    const char *op;      /* the sg_ops field tested, or grad_<op> (finite differences) */
+    const char *op; /* the sg_ops field tested, or grad_<op> (finite differences) */
     tb_run_fn run;
-    sg_conv_desc conv;   /* conv ops: geometry (oh/ow are filled by the runner) */
-    int n, c, h, w;      /* NCHW sizes; per-plane ops use hw = h*w */
-    int oh, ow;          /* output plane (resize) */
-    int c_dst, c_off;    /* concat: channels of the destination, offset of the source */
-    size_t count;        /* elementwise ops: number of elements */
-    int acc;             /* accumulate = 1 */
-    int relu;            /* fused ReLU = 1 */
-    int inplace;         /* 1: the output aliases the first input, 2: the second */
-    int prepare;         /* conv: call conv_prepare before the op */
-    int fill;            /* TB_FILL_* for the principal input */
-    float lo, hi;        /* its range (both 0: [-1, 1)) */
-    float p;             /* dropout probability */
-    float alpha;         /* scale / axpy factor */
-    uint64_t key;        /* dropout: rng key (0: a fixed default) */
-    int parts;           /* bn_finalize: number of partial statistics */
+    sg_conv_desc conv;     /* conv ops: geometry (oh/ow are filled by the runner) */
+    int n, c, h, w;        /* NCHW sizes; per-plane ops use hw = h*w */
+    int oh, ow;            /* output plane (resize) */
+    int c_dst, c_off;      /* concat: channels of the destination, offset of the source */
+    size_t count;          /* elementwise ops: number of elements */
+    int acc;               /* accumulate = 1 */
+    int relu;              /* fused ReLU = 1 */
+    int inplace;           /* 1: the output aliases the first input, 2: the second */
+    int prepare;           /* conv: call conv_prepare before the op */
+    int fill;              /* TB_FILL_* for the principal input */
+    float lo, hi;          /* its range (both 0: [-1, 1)) */
+    float p;               /* dropout probability */
+    float alpha;           /* scale / axpy factor */
+    uint64_t key;          /* dropout: rng key (0: a fixed default) */
+    int parts;             /* bn_finalize: number of partial statistics */
     const int64_t *counts; /* bn_finalize: each part's count (NULL: a formula) */
-    float eps, momentum; /* bn_finalize / bn_eval_params */
-    int running;         /* bn_finalize: also update running mean/var */
-    float grad_scale;    /* ce_fwd_bwd */
-    int ignore;          /* ce_fwd_bwd: ignore label (0: 255) */
+    float eps, momentum;   /* bn_finalize / bn_eval_params */
+    int running;           /* bn_finalize: also update running mean/var */
+    float grad_scale;      /* ce_fwd_bwd */
+    int ignore;            /* ce_fwd_bwd: ignore label (0: 255) */
     tb_sgd sgd;
-    const float *in;     /* explicit principal input (instead of tb_input's fill) */
-    const float *in2;    /* explicit second input (conv weights, SGD gradients) */
+    const float *in;              /* explicit principal input (instead of tb_input's fill) */
+    const float *in2;             /* explicit second input (conv weights, SGD gradients) */
     const uint8_t *labels, *pred; /* explicit labels / predictions */
-    const double *want;  /* known values of the main output (hand / PyTorch) */
+    const double *want;           /* known values of the main output (hand / PyTorch) */
     int nwant;
-    double want_tol;     /* absolute tolerance for `want` */
-    float fd_h;          /* finite differences: step */
-    double tol;          /* relative tolerance on every backend (0: bit-exact) */
-    double tol_cuda;     /* if > 0: the tolerance on the CUDA backend instead */
+    double want_tol; /* absolute tolerance for `want` */
+    float fd_h;      /* finite differences: step */
+    double tol;      /* relative tolerance on every backend (0: bit-exact) */
+    double tol_cuda; /* if > 0: the tolerance on the CUDA backend instead */
     /* Reduced-precision convolutions (sg_backend_opts.precision / allow_tf32):
      * a row runs on a bf16 (TF32) configuration only when it states tol_bf16
      * (tol_tf32) > 0, its tolerance there against the float32 reference. */
     double tol_bf16, tol_tf32;
-    int all_configs;     /* run on every configuration of a backend (conv) */
-    int x_dt, y_dt;      /* *_dt ops: SG_ACT_F32 | SG_ACT_BF16 storage of x and y */
-    const char *note;    /* why the case exists (printed on failure) */
+    int all_configs;  /* run on every configuration of a backend (conv) */
+    int x_dt, y_dt;   /* *_dt ops: SG_ACT_F32 | SG_ACT_BF16 storage of x and y */
+    const char *note; /* why the case exists (printed on failure) */
 };
 
 /* One run of a case. Runners read be, tol and det; the rest is the harness's. */
 struct tb_ctx {
     sg_backend *be;
-    const char *config;  /* configuration name, e.g. "cpu/plain", "cuda/det" */
-    int det;             /* the configuration promises bit-identical conv reruns */
-    double tol;          /* the case's tolerance on this backend */
+    const char *config; /* configuration name, e.g. "cpu/plain", "cuda/det" */
+    int det;            /* the configuration promises bit-identical conv reruns */
+    double tol;         /* the case's tolerance on this backend */
     /* bf16 configurations (else 0): conv results are also checked against the
      * bf16-exact reference (ref_conv_*_bf16) element by element, within
      * bf16_steps bf16 ulps + bf16_slack x max|ref| (tb_close_bf16) */
     int bf16_steps;
     double bf16_slack;
     const tb_case *c;
-    char desc[512];      /* the case's parameters, for messages */
-    int failures;        /* FAIL lines printed for this run */
-    uint64_t seed;       /* per-case seed (from op + parameters) */
-    unsigned draws;      /* random tensors drawn so far */
+    char desc[512];               /* the case's parameters, for messages */
+    int failures;                 /* FAIL lines printed for this run */
+    uint64_t seed;                /* per-case seed (from op + parameters) */
+    unsigned draws;               /* random tensors drawn so far */
     void **host, **dev, **pinned; /* owned buffers, freed by tb_end */
     size_t nhost, ndev, npinned, caphost, capdev, cappinned;
 };
@@ -148,8 +148,7 @@ void *tb_pinned(tb_ctx *t, size_t bytes);
 
 /* ---- comparisons (print a FAIL line naming `what` and return 0) ---- */
 /* Relative error of got against ref within tol; tol 0: bit-exact. */
-int tb_close(tb_ctx *t, const char *what, const float *ref, const float *got, size_t n,
-             double tol);
+int tb_close(tb_ctx *t, const char *what, const float *ref, const float *got, size_t n, double tol);
 /* The same with got downloaded from the backend. */
 int tb_close_dev(tb_ctx *t, const char *what, const float *ref, const float *dev, size_t n,
                  double tol);

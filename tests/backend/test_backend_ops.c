@@ -94,8 +94,8 @@ static struct {
 static void report_unfinished(void) {
     tb_ctx *t = g.running;
     if (!t) return;
-    printf("  FAIL %s [%s] %s: the process exited inside this case (the error above)\n",
-           t->c->op, t->config, t->desc);
+    printf("  FAIL %s [%s] %s: the process exited inside this case (the error above)\n", t->c->op,
+           t->config, t->desc);
     fflush(stdout);
 }
 
@@ -202,10 +202,8 @@ static void print_tallies(void) {
             snprintf(per, sizeof per, " (%d on each of %d configurations)", o->cases / o->configs,
                      o->configs);
         const char *cases = o->cases == 1 ? "case" : "cases";
-        if (o->failed)
-            printf("%s: %d of %d %s FAILED%s\n", o->op, o->failed, o->cases, cases, per);
-        else
-            printf("%s: %d %s ok%s\n", o->op, o->cases, cases, per);
+        if (o->failed) printf("%s: %d of %d %s FAILED%s\n", o->op, o->failed, o->cases, cases, per);
+        else printf("%s: %d %s ok%s\n", o->op, o->cases, cases, per);
     }
 }
 
@@ -357,8 +355,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0) g.verbose = 1;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) g.only = argv[++i];
-        else if (!which && (!strcmp(argv[i], "cpu") || !strcmp(argv[i], "cuda") ||
-                            !strcmp(argv[i], "all")))
+        else if (!which &&
+                 (!strcmp(argv[i], "cpu") || !strcmp(argv[i], "cuda") || !strcmp(argv[i], "all")))
             which = argv[i];
         else return usage();
     }

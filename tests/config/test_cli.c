@@ -39,9 +39,21 @@ static void test_parse_common_and_own_options(void) {
                          {"--out", "DIR", "output", &out, NULL},
                          {"--flip", NULL, "flip", NULL, &flip},
                          {NULL, NULL, NULL, NULL, NULL}};
-    char *argv[] = {"eval", "--config", "a.yaml", "--set", "train.lr=0.1", "--set=seed=3",
-                    "--checkpoint=ck.bin", "--out", "o", "--flip", "--verbose", "img1.png",
-                    "--", "--img2.png", NULL};
+    char *argv[] = {"eval",
+                    "--config",
+                    "a.yaml",
+                    "--set",
+                    "train.lr=0.1",
+                    "--set=seed=3",
+                    "--checkpoint=ck.bin",
+                    "--out",
+                    "o",
+                    "--flip",
+                    "--verbose",
+                    "img1.png",
+                    "--",
+                    "--img2.png",
+                    NULL};
     sg_cli cli;
     CHECK_EQ_INT(sg_cli_parse(&cli, 14, argv, "segtrain eval ...", opts), 0);
     CHECK(!strcmp(cli.command, "eval"));
@@ -138,7 +150,8 @@ static void test_prepare_run_dir(void) {
     CHECK(exists(p));
     sg_config_defaults(&g_back);
     CHECK_EQ_INT(sg_config_load_file(&g_back, p), 0);
-    CHECK_MSG(memcmp(&g_cfg, &g_back, offsetof(sg_config, origin)) == 0, "config.yaml does not reload identically");
+    CHECK_MSG(memcmp(&g_cfg, &g_back, offsetof(sg_config, origin)) == 0,
+              "config.yaml does not reload identically");
     snprintf(p, sizeof p, "%s/logs/rank0.log", run);
     FILE *f = fopen(p, "r");
     CHECK(f != NULL);

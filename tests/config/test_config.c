@@ -143,7 +143,8 @@ static void test_every_field_has_a_row(void) {
         char key[256];
         snprintf(key, sizeof key, "%s%s%s", section, section[0] ? "." : "", decl);
         fields++;
-        CHECK_MSG(sg_config_find_key(key) != NULL, "config.h field %s has no schema row in config.c", key);
+        CHECK_MSG(sg_config_find_key(key) != NULL,
+                  "config.h field %s has no schema row in config.c", key);
     }
     fclose(f);
     CHECK_MSG(fields >= 60, "parsed only %d fields from config.h", fields);
@@ -205,7 +206,8 @@ static void test_load_values(void) {
 
 static void test_unknown_key(void) {
     const char *msg;
-    int rc = load_text(&g_a, "unk.yaml", "model:\n  num_classes: 19\ntrain:\n  momentum: 0.9\n  lrr: 0.1\n", &msg);
+    int rc = load_text(&g_a, "unk.yaml",
+                       "model:\n  num_classes: 19\ntrain:\n  momentum: 0.9\n  lrr: 0.1\n", &msg);
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "unk.yaml:5:3:");
     CHECK_STR_CONTAINS(msg, "unknown key 'train.lrr'");
@@ -257,7 +259,8 @@ static void test_wrong_type(void) {
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "t7.yaml:1:8:");
     CHECK_STR_CONTAINS(msg, "is a section");
-    rc = load_text(&g_a, "t8.yaml", "train:\n  iters: \"100\"\n", &msg); /* a quoted string is not a number */
+    rc = load_text(&g_a, "t8.yaml", "train:\n  iters: \"100\"\n",
+                   &msg); /* a quoted string is not a number */
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "expects an integer");
     rc = load_text(&g_a, "t9.yaml", "- a\n- b\n", &msg);
@@ -423,7 +426,8 @@ static void test_validate(void) {
         {{"train.iters=0", NULL}, "exactly one of train.iters"},
         {{"data.class_names=[a, b]", NULL}, "has 2 names but model.num_classes is 19"},
         {{"data.ignore_index=3", NULL}, "'data.ignore_index'"},
-        {{"data.label_map=none", "model.num_classes=4", "data.palette=[1,2,3]"}, "needs 3 (r,g,b) per class = 12"},
+        {{"data.label_map=none", "model.num_classes=4", "data.palette=[1,2,3]"},
+         "needs 3 (r,g,b) per class = 12"},
         {{"model.num_classes=4", NULL}, "'data.label_map'"},
         {{"data.crop_size=[4, 64]", NULL}, "smaller than model.output_stride"},
         {{"data.scale_range=[2.0, 1.0]", NULL}, "min 2 is above max 1"},
@@ -432,11 +436,14 @@ static void test_validate(void) {
         {{"train.min_lr=0.5", NULL}, "'train.min_lr'"},
         {{"dist.backend=nccl", NULL}, "nccl needs device: cuda"},
         {{"train.warmup_iters=90000", NULL}, "more than train.iters"},
-        {{"run_dir=/tmp/rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr", NULL}, "checkpoint and log paths under it fit"},
+        {{"run_dir=/tmp/rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr",
+          NULL},
+         "checkpoint and log paths under it fit"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sg_config_defaults(c);
-        for (int j = 0; j < 3 && cases[i].sets[j]; j++) CHECK_EQ_INT(sg_config_set(c, cases[i].sets[j]), 0);
+        for (int j = 0; j < 3 && cases[i].sets[j]; j++)
+            CHECK_EQ_INT(sg_config_set(c, cases[i].sets[j]), 0);
         th_cap_begin();
         int rc = sg_config_validate(c);
         const char *msg = th_cap_end();
@@ -485,7 +492,8 @@ static void test_write_roundtrip(void) {
     CHECK(!strcmp(b->run_dir, "runs/with \"quotes\" and \\back"));
     CHECK(!strcmp(b->data.class_names[1], "it's"));
     CHECK_NEAR(b->data.mean[2], 0.30000000000000004, 0);
-    CHECK_MSG(memcmp(a, b, offsetof(sg_config, origin)) == 0, "reloaded configuration differs from the written one");
+    CHECK_MSG(memcmp(a, b, offsetof(sg_config, origin)) == 0,
+              "reloaded configuration differs from the written one");
     CHECK(sg_config_hash(a) == sg_config_hash(b));
     CHECK_EQ_INT(sg_config_set(b, "train.lr=2e-7"), 0);
     CHECK(sg_config_hash(a) != sg_config_hash(b));
@@ -503,14 +511,19 @@ static void test_write_roundtrip_unicode(void) {
     const char *msg;
     /* NEL, LS, PS, BOM, U+FFFE, C0 and C1 controls, DEL, tab, quote, and
      * plain UTF-8 (e-acute, CJK, an emoji) that must stay unescaped */
-    int rc = load_text(a, "u1.yaml",
-                       "run_dir: \"a\\Nb\\x85c\\Ld\\Pe\\uFEFFf\\uFFFEg\\x01h\\x7fi\\x80j\\x9fk\\tl\\\"m\"\n"
-                       "data:\n  class_names: [\"\xc3\xa9\", \"\xe6\xbc\xa2\\N\", \"\xf0\x9f\x98\x80\"]\n"
-                       "  label_map: none\n"
-                       "model:\n  num_classes: 3\n",
-                       &msg);
+    int rc = load_text(
+        a, "u1.yaml",
+        "run_dir: \"a\\Nb\\x85c\\Ld\\Pe\\uFEFFf\\uFFFEg\\x01h\\x7fi\\x80j\\x9fk\\tl\\\"m\"\n"
+        "data:\n  class_names: [\"\xc3\xa9\", \"\xe6\xbc\xa2\\N\", \"\xf0\x9f\x98\x80\"]\n"
+        "  label_map: none\n"
+        "model:\n  num_classes: 3\n",
+        &msg);
     CHECK_EQ_INT(rc, 0);
-    CHECK(strstr(a->run_dir, "a\xc2\x85" "b\xc2\x85" "c\xe2\x80\xa8" "d\xe2\x80\xa9" "e") != NULL);
+    CHECK(strstr(a->run_dir, "a\xc2\x85"
+                             "b\xc2\x85"
+                             "c\xe2\x80\xa8"
+                             "d\xe2\x80\xa9"
+                             "e") != NULL);
     char path[512];
     snprintf(path, sizeof path, "%s/written_u.yaml", g_dir);
     FILE *f = fopen(path, "w");
@@ -524,7 +537,8 @@ static void test_write_roundtrip_unicode(void) {
     CHECK_EQ_INT(rc, 0);
     CHECK_MSG(strcmp(a->run_dir, b->run_dir) == 0, "run_dir changed in the round trip");
     CHECK(strcmp(b->data.class_names[1], "\xe6\xbc\xa2\xc2\x85") == 0);
-    CHECK_MSG(memcmp(a, b, offsetof(sg_config, origin)) == 0, "reloaded configuration differs from the written one");
+    CHECK_MSG(memcmp(a, b, offsetof(sg_config, origin)) == 0,
+              "reloaded configuration differs from the written one");
     /* the written text has no raw line break inside a value */
     char *text = NULL;
     size_t len = 0;

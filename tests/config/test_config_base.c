@@ -73,9 +73,9 @@ static void test_override(void) {
     const char *d = put("ov/derived.yaml", "base: base.yaml\n"
                                            "train:\n  lr: 0.02\n");
     CHECK_EQ_INT(load(&g_c, d, &msg), 0);
-    CHECK_NEAR(g_c.train.lr, 0.02, 0);          /* overridden */
-    CHECK_NEAR(g_c.train.momentum, 0.8, 0);     /* from the base, same section */
-    CHECK_EQ_INT(g_c.seed, 5);                  /* from the base */
+    CHECK_NEAR(g_c.train.lr, 0.02, 0);      /* overridden */
+    CHECK_NEAR(g_c.train.momentum, 0.8, 0); /* from the base, same section */
+    CHECK_EQ_INT(g_c.seed, 5);              /* from the base */
     CHECK(!strcmp(g_c.model.backbone, "resnet18"));
     CHECK_EQ_INT(g_c.model.aux_head, 0);
     CHECK_NEAR(g_c.train.weight_decay, 1e-4, 0); /* default */
@@ -86,10 +86,12 @@ static void test_override(void) {
     CHECK_NEAR(g_c.train.lr, 0.02, 0);
     CHECK_EQ_INT(g_c.seed, 5);
     /* the same values as one flat file */
-    const char *flat = put("ov/flat.yaml", "seed: 5\nmodel:\n  backbone: resnet18\n  aux_head: false\n"
-                                           "train:\n  lr: 0.02\n  momentum: 0.8\n");
+    const char *flat = put("ov/flat.yaml",
+                           "seed: 5\nmodel:\n  backbone: resnet18\n  aux_head: false\n"
+                           "train:\n  lr: 0.02\n  momentum: 0.8\n");
     CHECK_EQ_INT(load(&g_d, flat, &msg), 0);
-    CHECK_MSG(memcmp(&g_c, &g_d, offsetof(sg_config, origin)) == 0, "base + derived != the flat file");
+    CHECK_MSG(memcmp(&g_c, &g_d, offsetof(sg_config, origin)) == 0,
+              "base + derived != the flat file");
     CHECK(sg_config_hash(&g_c) == sg_config_hash(&g_d));
 }
 
@@ -112,8 +114,8 @@ static void test_list_replacement(void) {
     CHECK_EQ_INT(g_c.model.aspp_rates[2], 0); /* the base's 18 is gone */
     CHECK_NEAR(g_c.data.mean[0], 0.5, 0);
     CHECK_NEAR(g_c.data.mean[2], 0.5, 0);
-    CHECK_EQ_INT(g_c.train.n_freeze, 0);      /* an empty list replaces too */
-    CHECK_EQ_INT(g_c.data.n_class_names, 3);  /* not named: the base's list */
+    CHECK_EQ_INT(g_c.train.n_freeze, 0);     /* an empty list replaces too */
+    CHECK_EQ_INT(g_c.data.n_class_names, 3); /* not named: the base's list */
     CHECK(!strcmp(g_c.data.class_names[2], "c"));
 }
 
@@ -210,8 +212,7 @@ static void test_depth_limit(void) {
         snprintf(name, sizeof name, "dp/f%d.yaml", i);
         if (i < SG_CONFIG_MAX_CHAIN)
             snprintf(text, sizeof text, "base: f%d.yaml\nseed: %d\n", i + 1, i);
-        else
-            snprintf(text, sizeof text, "seed: %d\ntrain:\n  lr: 0.5\n", i);
+        else snprintf(text, sizeof text, "seed: %d\ntrain:\n  lr: 0.5\n", i);
         put(name, text);
     }
     /* f1 .. f8: exactly SG_CONFIG_MAX_CHAIN files */
@@ -276,7 +277,8 @@ static void test_validation_error_location(void) {
     msg = th_cap_end();
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     char want[1200];
-    snprintf(want, sizeof want, "%s:4: key 'train.min_lr': 0.5 is above train.lr", P("ve/base.yaml"));
+    snprintf(want, sizeof want, "%s:4: key 'train.min_lr': 0.5 is above train.lr",
+             P("ve/base.yaml"));
     CHECK_STR_CONTAINS(msg, want);
     /* the derived file sets it: the derived file is named */
     d = put("ve/derived2.yaml", "base: base.yaml\n\ntrain:\n  min_lr: 0.6\n");
@@ -295,7 +297,8 @@ static void test_validation_error_location(void) {
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_STR_CONTAINS(msg, "config error: --set: key 'train.min_lr': 0.7 is above");
     /* a default value that conflicts with a key set in a file */
-    d = put("ve/derived3.yaml", "base: base.yaml\ntrain:\n  min_lr: 0.0\nmodel:\n  num_classes: 4\n");
+    d = put("ve/derived3.yaml",
+            "base: base.yaml\ntrain:\n  min_lr: 0.0\nmodel:\n  num_classes: 4\n");
     CHECK_EQ_INT(load(&g_c, d, &msg), 0);
     th_cap_begin();
     rc = sg_config_validate(&g_c);
@@ -406,10 +409,11 @@ static void test_print_config(void) {
     CHECK_STR_CONTAINS(out, want);
     CHECK_STR_CONTAINS(out, "  lr: 0.25  # --set\n");
     CHECK_STR_CONTAINS(out, "  momentum: 0.9\n"); /* defaults: no comment */
-    CHECK(strstr(out, "base:") == NULL);         /* merged: no base key */
+    CHECK(strstr(out, "base:") == NULL);          /* merged: no base key */
     sg_config_defaults(&g_d);
     CHECK_EQ_INT(sg_config_load_string(&g_d, out, "printed"), 0);
-    CHECK_MSG(memcmp(&g_c, &g_d, offsetof(sg_config, origin)) == 0, "--print-config does not reload");
+    CHECK_MSG(memcmp(&g_c, &g_d, offsetof(sg_config, origin)) == 0,
+              "--print-config does not reload");
     free(out);
 }
 

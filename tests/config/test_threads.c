@@ -16,16 +16,16 @@ static int sized(int affinity, double quota, int ranks) {
 }
 
 static void test_sizing(void) {
-    CHECK_EQ_INT(sized(8, 0, 1), 8);      /* no quota: the affinity mask */
-    CHECK_EQ_INT(sized(8, 2.0, 1), 2);    /* docker --cpus 2 on 8 cores */
-    CHECK_EQ_INT(sized(8, 1.5, 1), 2);    /* a fractional quota rounds up */
+    CHECK_EQ_INT(sized(8, 0, 1), 8);   /* no quota: the affinity mask */
+    CHECK_EQ_INT(sized(8, 2.0, 1), 2); /* docker --cpus 2 on 8 cores */
+    CHECK_EQ_INT(sized(8, 1.5, 1), 2); /* a fractional quota rounds up */
     CHECK_EQ_INT(sized(8, 0.5, 1), 1);
-    CHECK_EQ_INT(sized(4, 16, 1), 4);     /* a quota above the mask does not add CPUs */
-    CHECK_EQ_INT(sized(8, 0, 4), 2);      /* 4 ranks on the node share the cores */
-    CHECK_EQ_INT(sized(8, 0, 3), 2);      /* rounded down: no oversubscription */
-    CHECK_EQ_INT(sized(2, 0, 8), 1);      /* at least one */
-    CHECK_EQ_INT(sized(64, 4, 2), 2);     /* quota, then ranks */
-    CHECK_EQ_INT(sized(0, 0, 0), 1);      /* nonsense in, one thread out */
+    CHECK_EQ_INT(sized(4, 16, 1), 4); /* a quota above the mask does not add CPUs */
+    CHECK_EQ_INT(sized(8, 0, 4), 2);  /* 4 ranks on the node share the cores */
+    CHECK_EQ_INT(sized(8, 0, 3), 2);  /* rounded down: no oversubscription */
+    CHECK_EQ_INT(sized(2, 0, 8), 1);  /* at least one */
+    CHECK_EQ_INT(sized(64, 4, 2), 2); /* quota, then ranks */
+    CHECK_EQ_INT(sized(0, 0, 0), 1);  /* nonsense in, one thread out */
 }
 
 static void test_parsers(void) {

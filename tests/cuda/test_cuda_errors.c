@@ -36,8 +36,8 @@ static void test_device_past_the_last(void) {
     const char *log = log_text();
     CHECK_STR_CONTAINS(log, dev);
     /* says what to do: which variable to check, or to use the CPU */
-    CHECK_MSG(strstr(log, "CUDA_VISIBLE_DEVICES") || strstr(log, "device: cpu"),
-              "no hint in:\n%s", log);
+    CHECK_MSG(strstr(log, "CUDA_VISIBLE_DEVICES") || strstr(log, "device: cpu"), "no hint in:\n%s",
+              log);
 }
 
 static void test_default_device_without_gpu(void) {

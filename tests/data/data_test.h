@@ -4,11 +4,11 @@
 #ifndef SG_TESTS_DATA_TEST_H
 #define SG_TESTS_DATA_TEST_H
 
-#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <png.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,8 @@
 
 static char dt_tmp[256];
 
-static __attribute__((unused)) int dt_rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+static __attribute__((unused)) int dt_rm_cb(const char *p, const struct stat *st, int flag,
+                                            struct FTW *ftw) {
     (void)st;
     (void)flag;
     (void)ftw;
@@ -76,8 +77,7 @@ static __attribute__((unused)) const char *dt_path(const char *fmt, ...) {
 /* px: rows of h * w * channels samples; 16-bit samples are given as uint16
  * values in px16 (host order) when depth == 16. */
 static int dt_write_png(const char *path, int w, int h, int ctype, int depth, int interlace,
-                        const uint8_t *px, const uint16_t *px16, const png_color *pal,
-                        int npal) {
+                        const uint8_t *px, const uint16_t *px16, const png_color *pal, int npal) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
@@ -93,8 +93,10 @@ static int dt_write_png(const char *path, int w, int h, int ctype, int depth, in
                  PNG_FILTER_TYPE_DEFAULT);
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_PLTE(png, info, pal, npal);
     png_write_info(png, info);
-    int ch = ctype == PNG_COLOR_TYPE_RGB ? 3 : ctype == PNG_COLOR_TYPE_RGBA ? 4
-             : ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 : 1;
+    int ch = ctype == PNG_COLOR_TYPE_RGB          ? 3
+             : ctype == PNG_COLOR_TYPE_RGBA       ? 4
+             : ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                                                  : 1;
     /* packed rows for depth < 8 (gray / palette), big-endian bytes for 16 */
     size_t rowbytes = depth == 16 ? (size_t)w * ch * 2 : ((size_t)w * ch * depth + 7) / 8;
     png_bytep *rows = malloc(sizeof(png_bytep) * h);

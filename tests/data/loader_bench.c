@@ -28,8 +28,7 @@ static double cpu_s(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s ROOT [workers,...] [passes] [cityscapes|voc|ade20k]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s ROOT [workers,...] [passes] [cityscapes|voc|ade20k]\n", argv[0]);
         return 2;
     }
     const char *workers_arg = argc > 2 ? argv[2] : "1,2";
@@ -82,7 +81,8 @@ int main(int argc, char **argv) {
     printf("images: %lld of %dx%d, %d passes\n", (long long)n, h, w, passes);
     printf("per image, one thread, CPU time: decode (image + mask PNG) %.1f ms, augment %.1f ms, "
            "total %.1f ms = %.1f images/s per worker thread\n",
-           c_dec * k * 1e3, c_aug * k * 1e3, (c_dec + c_aug) * k * 1e3, 1.0 / ((c_dec + c_aug) * k));
+           c_dec * k * 1e3, c_aug * k * 1e3, (c_dec + c_aug) * k * 1e3,
+           1.0 / ((c_dec + c_aug) * k));
     printf("per image, one thread, wall time: decode %.1f ms, augment %.1f ms\n", t_dec * k * 1e3,
            t_aug * k * 1e3);
 

@@ -52,9 +52,12 @@ static void test_cityscapes_label_ids(void) {
     CHECK(ds != NULL);
     CHECK_EQ_INT(sg_dataset_size(ds), 4);
     /* sorted by relative path, whatever readdir's order */
-    CHECK(!strcmp(sg_dataset_rel_path(ds, 0), "leftImg8bit/train/aachen/aachen_000000_000009_leftImg8bit.png"));
-    CHECK(!strcmp(sg_dataset_rel_path(ds, 1), "leftImg8bit/train/aachen/aachen_000000_000010_leftImg8bit.png"));
-    CHECK(!strcmp(sg_dataset_rel_path(ds, 3), "leftImg8bit/train/zurich/zurich_000000_000002_leftImg8bit.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 0),
+                  "leftImg8bit/train/aachen/aachen_000000_000009_leftImg8bit.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 1),
+                  "leftImg8bit/train/aachen/aachen_000000_000010_leftImg8bit.png"));
+    CHECK(!strcmp(sg_dataset_rel_path(ds, 3),
+                  "leftImg8bit/train/zurich/zurich_000000_000002_leftImg8bit.png"));
     CHECK_STR_CONTAINS(sg_dataset_mask_path(ds, 3),
                        "/gtFine/train/zurich/zurich_000000_000002_gtFine_labelIds.png");
     CHECK_STR_CONTAINS(sg_dataset_image_path(ds, 0), root);
@@ -138,8 +141,9 @@ static void test_list_format(void) {
         dt_rgb(dt_path("list1/img/%s.png", names[k]), H, W, (uint8_t)k);
         dt_gray(dt_path("list1/ann/%s.png", names[k]), H, W, lab);
     }
-    dt_write_text(dt_path("list1/train.txt"),
-                  "# image mask\n\nimg/c.png ann/c.png\n  img/a.png\tann/a.png  \r\nimg/b.png ann/b.png\n");
+    dt_write_text(
+        dt_path("list1/train.txt"),
+        "# image mask\n\nimg/c.png ann/c.png\n  img/a.png\tann/a.png  \r\nimg/b.png ann/b.png\n");
     sg_data_cfg c = base_cfg(root, "list");
     snprintf(c.label_map, sizeof c.label_map, "none");
     c.n_class_names = 3;
@@ -277,7 +281,7 @@ static void test_bad_samples(void) {
     dt_mkdirs(root);
     uint8_t lab[H * W];
     for (int i = 0; i < H * W; i++) lab[i] = (uint8_t)(i % 4);
-    lab[7] = 9;   /* invalid for 4 classes */
+    lab[7] = 9; /* invalid for 4 classes */
     lab[11] = 9;
     lab[3] = 255; /* ignore: valid */
     dt_rgb(dt_path("list3/ok.png"), H, W, 1);
@@ -286,7 +290,8 @@ static void test_bad_samples(void) {
     dt_gray(dt_path("list3/big_m.png"), H, W, lab);
     dt_write_text(dt_path("list3/corrupt.png"), "\x89PNG\r\n\x1a\n garbage garbage garbage");
     dt_gray(dt_path("list3/corrupt_m.png"), H, W, lab);
-    dt_write_text(dt_path("list3/l.txt"), "ok.png ok_m.png\nbig.png big_m.png\ncorrupt.png corrupt_m.png\n");
+    dt_write_text(dt_path("list3/l.txt"),
+                  "ok.png ok_m.png\nbig.png big_m.png\ncorrupt.png corrupt_m.png\n");
     sg_data_cfg c = base_cfg(root, "list");
     snprintf(c.label_map, sizeof c.label_map, "none");
     sg_dataset *ds = sg_dataset_open(&c, "l.txt", 4);
@@ -370,7 +375,7 @@ static void test_voc(void) {
     CHECK(strcmp(sg_dataset_class_name(ds, 0), "background") == 0);
     CHECK(strcmp(sg_dataset_class_name(ds, 20), "tvmonitor") == 0);
     const uint8_t *pal = sg_dataset_palette(ds);
-    CHECK(pal[3 * 1] == 128 && pal[3 * 1 + 1] == 0 && pal[3 * 1 + 2] == 0); /* aeroplane */
+    CHECK(pal[3 * 1] == 128 && pal[3 * 1 + 1] == 0 && pal[3 * 1 + 2] == 0);        /* aeroplane */
     CHECK(pal[3 * 15] == 192 && pal[3 * 15 + 1] == 128 && pal[3 * 15 + 2] == 128); /* person */
     sg_img im, m;
     CHECK(sg_dataset_load(ds, 2, &im, &m, NULL, 0) == SG_OK);
@@ -386,14 +391,15 @@ static void test_voc(void) {
      * missing image and mask, a Cityscapes label map */
     struct {
         const char *split, *list, *msg1, *msg2;
-    } bad[] = {{"trainval", NULL, "ImageSets/Segmentation/trainval.txt", "train+aug"},
-               {"bad", "2007_000032 1\n", "bad.txt:1", "one image name per line"},
-               {"twice", "2007_000032\n2009_000001\n2007_000032\n", "listed twice", "lines 1 and 3"},
-               {"missing", "2007_000032\nnope_1\nnope_2\n", "2 of 3 images and 2 masks",
-                "nope_1.png (nor in SegmentationClassAug/)"}};
+    } bad[] = {
+        {"trainval", NULL, "ImageSets/Segmentation/trainval.txt", "train+aug"},
+        {"bad", "2007_000032 1\n", "bad.txt:1", "one image name per line"},
+        {"twice", "2007_000032\n2009_000001\n2007_000032\n", "listed twice", "lines 1 and 3"},
+        {"missing", "2007_000032\nnope_1\nnope_2\n", "2 of 3 images and 2 masks",
+         "nope_1.png (nor in SegmentationClassAug/)"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        if (bad[k].list) dt_write_text(dt_path("voc/ImageSets/Segmentation/%s.txt", bad[k].split),
-                                       bad[k].list);
+        if (bad[k].list)
+            dt_write_text(dt_path("voc/ImageSets/Segmentation/%s.txt", bad[k].split), bad[k].list);
         th_cap_begin();
         ds = sg_dataset_open(&c, bad[k].split, 21);
         const char *out = th_cap_end();
@@ -462,9 +468,8 @@ static void test_ade20k_reduce_zero_label(void) {
     CHECK_STR_CONTAINS(err, "file value 150");
     sg_dataset_close(ds);
     /* and true on a list dataset shifts too */
-    dt_write_text(dt_path("ade/list.txt"),
-                  "images/training/ADE_train_00000001.jpg "
-                  "annotations/training/ADE_train_00000001.png\n");
+    dt_write_text(dt_path("ade/list.txt"), "images/training/ADE_train_00000001.jpg "
+                                           "annotations/training/ADE_train_00000001.png\n");
     sg_data_cfg l = base_cfg(dt_path("ade"), "list");
     snprintf(l.label_map, sizeof l.label_map, "none");
     snprintf(l.reduce_zero_label, sizeof l.reduce_zero_label, "true");

@@ -90,8 +90,8 @@ static void test_every_row_is_complete(void) {
         sg_data_cfg c = row_cfg(f, "/nowhere");
         sg_format_use use;
         sg_format_problem p;
-        CHECK_MSG(sg_format_resolve(&c, &use, &p) == SG_OK, "format %s: %s = %s", f->name,
-                  p.key, p.why);
+        CHECK_MSG(sg_format_resolve(&c, &use, &p) == SG_OK, "format %s: %s = %s", f->name, p.key,
+                  p.why);
         CHECK(use.format == f && use.reduce_zero == f->reduce_zero_label);
         CHECK(use.use_map == !strcmp(f->label_map, "cityscapes"));
     }
@@ -239,7 +239,8 @@ static void test_rules_in_dataset_open(void) {
     snprintf(c.format, sizeof c.format, "coco");
     th_cap_begin();
     ds = sg_dataset_open(&c, "val", 21);
-    CHECK_STR_CONTAINS(th_cap_end(), "data.format = 'coco': expected cityscapes, list, voc or ade20k");
+    CHECK_STR_CONTAINS(th_cap_end(),
+                       "data.format = 'coco': expected cityscapes, list, voc or ade20k");
     CHECK(ds == NULL);
 }
 
@@ -312,8 +313,9 @@ static sg_status flat_index(sg_dataset *ds, const sg_data_cfg *cfg, const char *
 
 static const char *const k_flat_names[2] = {"ground", "thing"};
 static const uint8_t k_flat_palette[6] = {10, 20, 30, 200, 100, 50};
-static const sg_format k_flat = {"flat", flat_index, 2, k_flat_names, k_flat_palette,
-                                 SG_LABELS_CLASS_INDICES, "none", 0, NULL, {"train", "val"}};
+static const sg_format k_flat = {
+    "flat", flat_index, 2,    k_flat_names,    k_flat_palette, SG_LABELS_CLASS_INDICES,
+    "none", 0,          NULL, {"train", "val"}};
 
 static void test_a_format_is_one_row(void) {
     enum { FH = 4, FW = 5 };

@@ -22,10 +22,10 @@
 
 #include "core/config.h"
 #include "data/dataset.h"
+#include "data_test.h"
 #include "io/image.h"
 #include "io/jpeg.h"
 #include "io/png.h"
-#include "data_test.h"
 #include "testutil.h"
 
 #define W 24
@@ -283,7 +283,7 @@ static size_t put_chunk(uint8_t *out, const char *type, const uint8_t *data, uin
     if (n) memcpy(out + 8, data, n);
     uint32_t c = crc32_of(out + 4, 4 + n);
     out[8 + n] = (uint8_t)(c >> 24), out[9 + n] = (uint8_t)(c >> 16),
-    out[10 + n] = (uint8_t)(c >> 8), out[11 + n] = (uint8_t)c;
+            out[10 + n] = (uint8_t)(c >> 8), out[11 + n] = (uint8_t)c;
     return 12 + n;
 }
 

@@ -12,18 +12,18 @@
 
 #include "cmd/commands.h"
 #include "data/dataset.h"
-#include "io/image.h"
 #include "data_test.h"
-#include "testutil.h"
+#include "io/image.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 #ifndef SG_SOURCE_ROOT
 #error "SG_SOURCE_ROOT must name the source tree (configs/)"
 #endif
 
 #define ITERS 150
-#define CLASSES 4       /* trainIds 0..3 */
-#define MIN_MIOU 0.35   /* chance is about 0.1-0.25 with 4 classes */
+#define CLASSES 4     /* trainIds 0..3 */
+#define MIN_MIOU 0.35 /* chance is about 0.1-0.25 with 4 classes */
 #define MIN_PIXEL_ACC 0.5
 
 /* "miou":<number> from an eval JSON file, NAN when absent. */
@@ -61,8 +61,9 @@ static void run_layout(const char *layout) {
     snprintf(set_run, sizeof set_run, "run_dir=%s", run_dir);
     snprintf(iters, sizeof iters, "train.iters=%d", ITERS);
     snprintf(classes, sizeof classes, "%d", CLASSES);
-    const char *synth[] = {"synth", "--out", data, "--layout", layout, "--train", "24", "--val",
-                           "4", "--size", "48x64", "--classes", classes, "--seed", "1", NULL};
+    const char *synth[] = {"synth", "--out",  data, "--layout", layout,  "--train",
+                           "24",    "--val",  "4",  "--size",   "48x64", "--classes",
+                           classes, "--seed", "1",  NULL};
     CHECK_EQ_INT(run(sg_cmd_synth, synth), 0);
     /* the images are JPEGs, found by content */
     char img0[1024]; /* dt_path's buffers are a small ring: keep a copy */
@@ -73,20 +74,31 @@ static void run_layout(const char *layout) {
     CHECK(sg_image_sniff(img0, &fmt, NULL, 0) == SG_OK && fmt == SG_IMG_JPEG);
 
     /* the shipped recipe, shrunk: the tiny network on 32x32 crops */
-    const char *train[] = {"train", "--quiet", "--config", cfg, "--set", set_root, "--set",
-                           set_run, "--set", iters, "--set", "device=cpu", "--set", "threads=1",
-                           "--set", "model.backbone=resnet18", "--set", "model.base_width=8",
-                           "--set", "model.aspp_rates=[2,4,6]", "--set", "model.sync_bn=false",
-                           "--set", "data.crop_size=[32,32]", "--set", "data.workers=1",
-                           "--set", "train.batch_size=8", "--set", "train.lr=0.05", "--set",
-                           "train.checkpoint_every=0", "--set", "train.eval_every=0", NULL};
+    const char *train[] = {"train",    "--quiet",
+                           "--config", cfg,
+                           "--set",    set_root,
+                           "--set",    set_run,
+                           "--set",    iters,
+                           "--set",    "device=cpu",
+                           "--set",    "threads=1",
+                           "--set",    "model.backbone=resnet18",
+                           "--set",    "model.base_width=8",
+                           "--set",    "model.aspp_rates=[2,4,6]",
+                           "--set",    "model.sync_bn=false",
+                           "--set",    "data.crop_size=[32,32]",
+                           "--set",    "data.workers=1",
+                           "--set",    "train.batch_size=8",
+                           "--set",    "train.lr=0.05",
+                           "--set",    "train.checkpoint_every=0",
+                           "--set",    "train.eval_every=0",
+                           NULL};
     CHECK_EQ_INT(run(sg_cmd_train, train), 0);
     char ck[1400], ev[1400];
     snprintf(ck, sizeof ck, "%s/checkpoints/iter_%08d.safetensors", run_dir, ITERS);
     snprintf(ev, sizeof ev, "%s/eval/iter_%08d.json", run_dir, ITERS);
     double miou = json_miou(ev);
-    fprintf(stderr, "%s: val mIoU %.4f after %d iterations (threshold %.2f)\n", layout, miou,
-            ITERS, MIN_MIOU);
+    fprintf(stderr, "%s: val mIoU %.4f after %d iterations (threshold %.2f)\n", layout, miou, ITERS,
+            MIN_MIOU);
     CHECK(miou >= MIN_MIOU);
 
     /* eval of the final checkpoint: the same number */
@@ -100,16 +112,16 @@ static void run_layout(const char *layout) {
     const char *in_dir = voc ? dt_path("%s-data/JPEGImages", layout)
                              : dt_path("%s-data/images/validation", layout);
     const char *out_dir = dt_path("%s-pred", layout);
-    const char *predict[] = {"predict", "--quiet", "--checkpoint", ck, "--input", in_dir,
-                             "--output", out_dir, NULL};
+    const char *predict[] = {"predict", "--quiet",  "--checkpoint", ck,  "--input",
+                             in_dir,    "--output", out_dir,        NULL};
     CHECK_EQ_INT(run(sg_cmd_predict, predict), 0);
     long agree = 0, labelled = 0;
     for (int i = 0; i < 4; i++) {
         const char *pred = voc ? dt_path("%s-pred/2012_%06d.png", layout, i)
                                : dt_path("%s-pred/ADE_val_%08d.png", layout, i + 1);
-        const char *mask = voc ? dt_path("%s-data/SegmentationClass/2012_%06d.png", layout, i)
-                               : dt_path("%s-data/annotations/validation/ADE_val_%08d.png",
-                                         layout, i + 1);
+        const char *mask =
+            voc ? dt_path("%s-data/SegmentationClass/2012_%06d.png", layout, i)
+                : dt_path("%s-data/annotations/validation/ADE_val_%08d.png", layout, i + 1);
         sg_img p, m;
         char err[SG_DATA_ERR_LEN];
         CHECK_MSG(sg_png_read_mask(pred, &p, err, sizeof err) == SG_OK, "%s", err);
@@ -145,8 +157,8 @@ static void run_layout(const char *layout) {
         CHECK(system(cmd) == 0);
         char mix_out[1024];
         snprintf(mix_out, sizeof mix_out, "%s", dt_path("mix-pred"));
-        const char *pred_mix[] = {"predict", "--quiet", "--checkpoint", ck, "--input", mix,
-                                  "--output", mix_out, NULL};
+        const char *pred_mix[] = {"predict", "--quiet",  "--checkpoint", ck,  "--input",
+                                  mix,       "--output", mix_out,        NULL};
         CHECK_EQ_INT(run(sg_cmd_predict, pred_mix), 0);
         sg_img q;
         CHECK(sg_png_read_mask(dt_path("mix-pred/a.png"), &q, NULL, 0) == 0); /* a.jpg */

@@ -1,7 +1,7 @@
 /* tests/data/test_png.c - every PNG kind read as image and as mask, the
  * writers round-trip, and bad files fail with the file named. */
-#include "io/png.h"
 #include "data_test.h"
+#include "io/png.h"
 #include "testutil.h"
 
 #define W 5
@@ -185,8 +185,8 @@ static void test_writers_roundtrip(void) {
     CHECK(memcmp(im.data, idx, sizeof idx) == 0);
     sg_img_free(&im);
     CHECK(sg_png_read_rgb(p, &im, err, sizeof err) == 0);
-    CHECK(im.data[3 * 1] == 4 && im.data[3 * 1 + 2] == 6);   /* index 1 */
-    CHECK(im.data[3 * 5] == 0 && im.data[3 * 5 + 1] == 0);   /* index 255: black */
+    CHECK(im.data[3 * 1] == 4 && im.data[3 * 1 + 2] == 6); /* index 1 */
+    CHECK(im.data[3 * 5] == 0 && im.data[3 * 5 + 1] == 0); /* index 255: black */
     sg_img_free(&im);
 
     /* Unwritable path: the error names it. */

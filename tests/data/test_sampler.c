@@ -85,7 +85,7 @@ static void test_matches_torch_and_properties(void) {
                     }
                     CHECK_EQ_INT(missing, 0); /* trained + leftover cover everything */
                     if (drop) {
-                        CHECK_EQ_INT(dup, 0);              /* disjoint */
+                        CHECK_EQ_INT(dup, 0); /* disjoint */
                         CHECK_EQ_INT(nl, n % world ? n - per * world : 0);
                         CHECK(nl < world);
                     } else {

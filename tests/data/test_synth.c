@@ -6,9 +6,9 @@
  * the synth command's options. */
 #include "cmd/commands.h"
 #include "data/dataset.h"
-#include "io/image.h"
 #include "data/synth.h"
 #include "data_test.h"
+#include "io/image.h"
 #include "testutil.h"
 
 static int file_equal(const char *a, const char *b) {
@@ -95,8 +95,8 @@ static void test_written_dataset_reads_back(void) {
     char out[1024], out2[1024];
     snprintf(out, sizeof out, "%s", dt_path("s1"));
     snprintf(out2, sizeof out2, "%s", dt_path("s2"));
-    char *argv[] = {"synth", "--out", out, "--train", "6", "--val", "3", "--size", "33x45",
-                    "--seed", "9", NULL};
+    char *argv[] = {"synth", "--out",  out,     "--train", "6", "--val",
+                    "3",     "--size", "33x45", "--seed",  "9", NULL};
     CHECK_EQ_INT(sg_cmd_synth(11, argv), 0);
     argv[2] = out2;
     CHECK_EQ_INT(sg_cmd_synth(11, argv), 0);
@@ -169,8 +169,9 @@ static int paint_polygons(const char *path, uint8_t *out, int h, int w) {
     for (const char *o = strstr(t, "{\"label\": \""); o; o = strstr(o + 1, "{\"label\": \"")) {
         char label[64];
         int x[4], y[4];
-        if (sscanf(o, "{\"label\": \"%63[^\"]\", \"polygon\": [[%d, %d], [%d, %d], [%d, %d], "
-                      "[%d, %d]]}",
+        if (sscanf(o,
+                   "{\"label\": \"%63[^\"]\", \"polygon\": [[%d, %d], [%d, %d], [%d, %d], "
+                   "[%d, %d]]}",
                    label, &x[0], &y[0], &x[1], &y[1], &x[2], &y[2], &x[3], &y[3]) != 9)
             return -1;
         size_t l = strlen(label);
@@ -190,8 +191,8 @@ static int paint_polygons(const char *path, uint8_t *out, int h, int w) {
 static void test_cityscapes_gtfine_files(void) {
     char out[1024];
     snprintf(out, sizeof out, "%s", dt_path("gt"));
-    char *argv[] = {"synth", "--out", out, "--train", "4", "--val", "2", "--size", "40x56",
-                    "--seed", "4", NULL};
+    char *argv[] = {"synth", "--out",  out,     "--train", "4", "--val",
+                    "2",     "--size", "40x56", "--seed",  "4", NULL};
     CHECK_EQ_INT(sg_cmd_synth(11, argv), 0);
     uint8_t map[256];
     sg_cityscapes_label_map(map, 255);
@@ -253,8 +254,10 @@ static void test_voc_and_ade20k_layouts(void) {
         int voc = l == 0;
         char out[1024];
         snprintf(out, sizeof out, "%s", dt_path(voc ? "voc" : "ade"));
-        char *argv[] = {"synth", "--out", out, "--layout", voc ? "voc" : "ade20k", "--train", "5",
-                        "--val", "2", "--size", "33x45", "--seed", "9", "--classes", "6", NULL};
+        char *argv[] = {"synth",   "--out",  out,     "--layout",  voc ? "voc" : "ade20k",
+                        "--train", "5",      "--val", "2",         "--size",
+                        "33x45",   "--seed", "9",     "--classes", "6",
+                        NULL};
         CHECK_EQ_INT(sg_cmd_synth(15, argv), 0);
         th_cap_begin(); /* a second run into the same root is refused */
         int rc = sg_cmd_synth(15, argv);
@@ -308,8 +311,10 @@ static void test_voc_and_ade20k_layouts(void) {
             }
             same /= 33 * 45 * 3;
             diff /= 33 * 45 * 3;
-            CHECK_MSG(same < 12 && same < diff / 2, "mean |error| %.2f, against another image "
-                      "%.2f", same, diff);
+            CHECK_MSG(same < 12 && same < diff / 2,
+                      "mean |error| %.2f, against another image "
+                      "%.2f",
+                      same, diff);
             for (int p = 0; p < 33 * 45; p++) {
                 uint8_t t = map[lid[p]];
                 if (m.data[p] == 255 && t != 255) {

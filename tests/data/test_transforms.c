@@ -5,8 +5,8 @@
 #include "testutil.h"
 
 /* Independent float reference of half-pixel bilinear (OpenCV INTER_LINEAR). */
-static double ref_bilinear(const uint8_t *src, int sh, int sw, int c, int k, int dh, int dw,
-                           int y, int x) {
+static double ref_bilinear(const uint8_t *src, int sh, int sw, int c, int k, int dh, int dw, int y,
+                           int x) {
     double sy = (y + 0.5) * sh / dh - 0.5, sx = (x + 0.5) * sw / dw - 0.5;
     if (sy < 0) sy = 0;
     if (sx < 0) sx = 0;
@@ -17,7 +17,7 @@ static double ref_bilinear(const uint8_t *src, int sh, int sw, int c, int k, int
     int y1 = y0 + 1 < sh ? y0 + 1 : y0, x1 = x0 + 1 < sw ? x0 + 1 : x0;
     if (y0 == sh - 1) fy = 0;
     if (x0 == sw - 1) fx = 0;
-#define P(yy, xx) src[((size_t)(yy) * sw + (xx)) * c + k]
+#define P(yy, xx) src[((size_t)(yy)*sw + (xx)) * c + k]
     return (1 - fy) * ((1 - fx) * P(y0, x0) + fx * P(y0, x1)) +
            fy * ((1 - fx) * P(y1, x0) + fx * P(y1, x1));
 #undef P

@@ -47,9 +47,10 @@ static int worker(void) {
         if (sg_comm_allreduce_f32(c, big, big_n)) return 1;
     double bw = (th_now() - t) / n_big;
     if (r == 0)
-        printf("world %d: all-reduce 128 floats %.1f us, all-gather 128 floats %.1f us, barrier %.1f us, "
-               "all-reduce 25 MiB %.1f ms (%.2f GB/s algorithm bandwidth)\n",
-               w, ar * 1e6, ag * 1e6, ba * 1e6, bw * 1e3, 25.0 * 1048576 / bw / 1e9);
+        printf(
+            "world %d: all-reduce 128 floats %.1f us, all-gather 128 floats %.1f us, barrier %.1f us, "
+            "all-reduce 25 MiB %.1f ms (%.2f GB/s algorithm bandwidth)\n",
+            w, ar * 1e6, ag * 1e6, ba * 1e6, bw * 1e3, 25.0 * 1048576 / bw / 1e9);
     sg_comm_barrier(c);
     sg_comm_destroy(c);
     return 0;

@@ -25,8 +25,8 @@
  * executable. Output (stdout+stderr) goes to *out (malloc'd, also echoed to
  * our stderr). Returns the launcher's exit status (or 128+signal), and the
  * wall time in *secs. */
-static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs, double sig_after,
-                         int sig);
+static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs,
+                         double sig_after, int sig);
 static int dh_launch(const char *const *launcher_args, char **out, double *secs) {
     return dh_launch_sig(launcher_args, out, secs, -1, 0);
 }
@@ -38,8 +38,8 @@ static int (*dh_ready)(void) = NULL;
 
 /* Same, sending `sig` to the launcher sig_after seconds after its start
  * (sig_after < 0: never). */
-static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs, double sig_after,
-                         int sig) {
+static int dh_launch_sig(const char *const *launcher_args, char **out, double *secs,
+                         double sig_after, int sig) {
     char exe[PATH_MAX];
     if (th_self_exe(exe, sizeof exe) != 0) return -1;
     int p[2];

@@ -13,8 +13,8 @@
 #include "core/log.h"
 #include "dist/comm.h"
 #include "dist_harness.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 static sg_backend *cpu(void) {
     sg_backend_opts o = {.threads = 1};
@@ -28,12 +28,12 @@ static void config(sg_config *cfg) {
 }
 
 /* ---- worker side: returns 0 when every collective gave the exact result ---- */
-#define WCHECK(cond)                                                                  \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
+#define WCHECK(cond)                                                                       \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
             fprintf(stderr, "worker check failed %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            return 1;                                                                 \
-        }                                                                             \
+            return 1;                                                                      \
+        }                                                                                  \
     } while (0)
 
 static int worker_coll(void) {
@@ -60,7 +60,8 @@ static int worker_coll(void) {
     }
     double d[3] = {0.25 * r, 1e15 + r, -(double)r};
     WCHECK(sg_comm_allreduce_f64(c, d, 3) == 0);
-    WCHECK(d[0] == 0.25 * w * (w - 1) / 2 && d[1] == 1e15 * w + w * (w - 1) / 2 && d[2] == -(double)(w * (w - 1) / 2));
+    WCHECK(d[0] == 0.25 * w * (w - 1) / 2 && d[1] == 1e15 * w + w * (w - 1) / 2 &&
+           d[2] == -(double)(w * (w - 1) / 2));
     int64_t q[2] = {((int64_t)1 << 50) + r, -r};
     WCHECK(sg_comm_allreduce_i64(c, q, 2) == 0);
     WCHECK(q[0] == ((int64_t)w << 50) + w * (w - 1) / 2 && q[1] == -(int64_t)(w * (w - 1) / 2));
@@ -77,7 +78,8 @@ static int worker_coll(void) {
     WCHECK(strcmp(msg, "from rank 0") == 0);
 
     /* all-gather */
-    float *in = be->ops->alloc(be, 5 * sizeof *in), *out = be->ops->alloc(be, 5 * (size_t)w * sizeof *out);
+    float *in = be->ops->alloc(be, 5 * sizeof *in),
+          *out = be->ops->alloc(be, 5 * (size_t)w * sizeof *out);
     for (int i = 0; i < 5; i++) in[i] = (float)(r * 10 + i);
     WCHECK(sg_comm_allgather_f32(c, in, out, 5) == 0);
     for (int rr = 0; rr < w; rr++)
@@ -90,11 +92,13 @@ static int worker_coll(void) {
 
     /* large ones (over the mesh's limit: Gloo's algorithms) */
     size_t big = 100000;
-    float *bin = be->ops->alloc(be, big * sizeof *bin), *bout = be->ops->alloc(be, big * (size_t)w * sizeof *bout);
+    float *bin = be->ops->alloc(be, big * sizeof *bin),
+          *bout = be->ops->alloc(be, big * (size_t)w * sizeof *bout);
     for (size_t i = 0; i < big; i++) bin[i] = (float)(r * 7 + (int)(i % 101));
     WCHECK(sg_comm_allgather_f32(c, bin, bout, big) == 0);
     for (int rr = 0; rr < w; rr++)
-        for (size_t i = 0; i < big; i += 997) WCHECK(bout[(size_t)rr * big + i] == (float)(rr * 7 + (int)(i % 101)));
+        for (size_t i = 0; i < big; i += 997)
+            WCHECK(bout[(size_t)rr * big + i] == (float)(rr * 7 + (int)(i % 101)));
     WCHECK(sg_comm_broadcast(c, bin, big * sizeof *bin, 1) == 0);
     for (size_t i = 0; i < big; i++) WCHECK(bin[i] == (float)(7 + (int)(i % 101)));
     be->ops->free(be, bin);
@@ -241,8 +245,10 @@ static void test_missing_rank_named(void) {
         waitpid(pids[k], &st, 0);
         CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) != 0, "rank %d: wait status %d", k, st);
     }
-    CHECK_STR_CONTAINS(out, "rank 0: rank 2 did not publish its binary version within dist.timeout_s=2 s");
-    CHECK_STR_CONTAINS(out, "rank 1: rank 2 did not publish its binary version within dist.timeout_s=2 s");
+    CHECK_STR_CONTAINS(
+        out, "rank 0: rank 2 did not publish its binary version within dist.timeout_s=2 s");
+    CHECK_STR_CONTAINS(
+        out, "rank 1: rank 2 did not publish its binary version within dist.timeout_s=2 s");
 }
 
 /* Starts 2 workers by hand with another launcher's variable names. */
@@ -270,7 +276,8 @@ static void by_hand(const char *rank_v, const char *world_v, const char *local_v
     for (int r = 0; r < 2; r++) {
         int st = 0;
         waitpid(pids[r], &st, 0);
-        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s-launched rank %d: wait status %d", rank_v, r, st);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s-launched rank %d: wait status %d",
+                  rank_v, r, st);
     }
 }
 static void test_torchrun_variables_by_hand(void) { by_hand("RANK", "WORLD_SIZE", "LOCAL_RANK"); }
@@ -293,15 +300,18 @@ static void test_two_nodes(void) {
         if (pids[node] == 0) {
             char nr[4];
             snprintf(nr, sizeof nr, "%d", node);
-            char *argv[] = {exe, "--nnodes", "2", "--node-rank", nr, "--nproc-per-node", "2", "--master-addr",
-                            "127.0.0.1", "--master-port", port, "coll", NULL};
+            char *argv[] = {exe,         "--nnodes",         "2",  "--node-rank",
+                            nr,          "--nproc-per-node", "2",  "--master-addr",
+                            "127.0.0.1", "--master-port",    port, "coll",
+                            NULL};
             _exit(sg_launch(12, argv, exe));
         }
     }
     for (int node = 0; node < 2; node++) {
         int st = 0;
         waitpid(pids[node], &st, 0);
-        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher of node %d: wait status %d", node, st);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher of node %d: wait status %d",
+                  node, st);
     }
 }
 

@@ -16,15 +16,15 @@
 #include "model/model.h"
 #include "testutil.h"
 
-#define WCHECK(cond, ...)                                                              \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
+#define WCHECK(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
             fprintf(stderr, "rank %s: check failed %s:%d: %s: ", getenv("RANK"), __FILE__, \
-                    __LINE__, #cond);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fprintf(stderr, "\n");                                                     \
-            return 1;                                                                  \
-        }                                                                              \
+                    __LINE__, #cond);                                                      \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            return 1;                                                                      \
+        }                                                                                  \
     } while (0)
 
 static sg_backend *cpu(void) {
@@ -63,7 +63,8 @@ static int w_buckets(void) {
     grads[5] = NULL;
     int order[NG] = {6, 3, 2, 5, 1, 0, 4}; /* backward order; 5 is frozen */
     /* 1000-float cap (first: 100 floats): several buckets of each kind */
-    sg_ddp *d = sg_ddp_create_raw(c, grads, g_counts, NG, order, NG, 4000.0 / 1048576, 400.0 / 1048576);
+    sg_ddp *d =
+        sg_ddp_create_raw(c, grads, g_counts, NG, order, NG, 4000.0 / 1048576, 400.0 / 1048576);
     WCHECK(d, "ddp");
     WCHECK(sg_ddp_num_buckets(d) >= 3, "%d buckets", sg_ddp_num_buckets(d));
     for (int i = 0; i < 9; i++) frozen[i] = (float)i;
@@ -78,7 +79,8 @@ static int w_buckets(void) {
         for (int i = 0; i < NG; i++)
             if (grads[i])
                 for (size_t k = 0; k < g_counts[i]; k++)
-                    WCHECK(grads[i][k] == gval(r, s, i, k), "no-sync step changed grad %d[%zu]", i, k);
+                    WCHECK(grads[i][k] == gval(r, s, i, k), "no-sync step changed grad %d[%zu]", i,
+                           k);
         /* synchronizing step; gradient 2 is never reported (unused branch) */
         sg_ddp_set_sync(d, 1);
         for (int k = 0; k < NG; k++) {
@@ -92,8 +94,8 @@ static int w_buckets(void) {
                 double want = 0;
                 for (int q = 0; q < w; q++) want += gval(q, s, i, k);
                 want /= w;
-                WCHECK(fabs(grads[i][k] - want) <= 1e-6 * (fabs(want) + 1), "step %d grad %d[%zu] = %.9g, want %.9g",
-                       s, i, k, grads[i][k], want);
+                WCHECK(fabs(grads[i][k] - want) <= 1e-6 * (fabs(want) + 1),
+                       "step %d grad %d[%zu] = %.9g, want %.9g", s, i, k, grads[i][k], want);
             }
         }
     }
@@ -114,7 +116,9 @@ static int w_buckets(void) {
 #define BHW 5
 static int batch_of(int r) { return r == 1 ? 0 : r + 2; } /* rank 1 has no samples */
 
-static void rank_data(int r, float *x) { tu_fill(x, (size_t)batch_of(r) * BC * BHW, 100 + r, -2.0f, 3.0f); }
+static void rank_data(int r, float *x) {
+    tu_fill(x, (size_t)batch_of(r) * BC * BHW, 100 + r, -2.0f, 3.0f);
+}
 
 static int w_syncbn(void) {
     sg_config cfg;
@@ -161,8 +165,8 @@ static int w_syncbn(void) {
         WCHECK(fabs(mean[ch] - mu) < 1e-5, "mean[%d] %.8g vs %.8g", ch, mean[ch], mu);
         WCHECK(fabs(invstd[ch] - 1 / sqrt(var + 1e-5)) < 1e-5 * invstd[ch], "invstd[%d]", ch);
         WCHECK(fabs(rm[ch] - 0.1 * mu) < 1e-6, "running_mean[%d]", ch);
-        WCHECK(fabs(rv[ch] - (0.9 + 0.1 * s2 / (total - 1))) < 1e-5, "running_var[%d] %.8g vs unbiased %.8g", ch,
-               rv[ch], 0.9 + 0.1 * s2 / (total - 1));
+        WCHECK(fabs(rv[ch] - (0.9 + 0.1 * s2 / (total - 1))) < 1e-5,
+               "running_var[%d] %.8g vs unbiased %.8g", ch, rv[ch], 0.9 + 0.1 * s2 / (total - 1));
     }
     /* backward: the 2C reductions are summed across ranks */
     float red[2 * BC];
@@ -204,19 +208,21 @@ static sg_model *tiny_model(sg_backend *be) {
 /* sample s of the union batch: image and labels (some ignored pixels) */
 static void sample(int s, float *img, uint8_t *lab) {
     tu_fill(img, 3 * MH * MW, 500 + s, -1.5f, 1.5f);
-    for (int i = 0; i < MH * MW; i++) lab[i] = (uint8_t)((i * 7 + s * 3 + i / MW) % (MCLS + 1) == MCLS ? 255 : (i + s) % MCLS);
+    for (int i = 0; i < MH * MW; i++)
+        lab[i] = (uint8_t)((i * 7 + s * 3 + i / MW) % (MCLS + 1) == MCLS ? 255 : (i + s) % MCLS);
 }
 
 /* forward + loss + backward for samples [s0, s0+n); grad_scale given */
 static void step(sg_backend *be, sg_model *m, int s0, int n, float grad_scale) {
     float *in = sg_model_input(m);
     uint8_t *lab = be->ops->alloc(be, (size_t)n * MH * MW);
-    for (int i = 0; i < n; i++) sample(s0 + i, in + (size_t)i * 3 * MH * MW, lab + (size_t)i * MH * MW);
+    for (int i = 0; i < n; i++)
+        sample(s0 + i, in + (size_t)i * 3 * MH * MW, lab + (size_t)i * MH * MW);
     sg_model_forward(m, 1, 42);
     double loss = 0;
     int64_t valid = 0;
-    be->ops->ce_fwd_bwd(be, sg_model_out(m), lab, n, MCLS, MH * MW, 255, grad_scale, sg_model_dout(m), &loss,
-                        &valid);
+    be->ops->ce_fwd_bwd(be, sg_model_out(m), lab, n, MCLS, MH * MW, 255, grad_scale,
+                        sg_model_dout(m), &loss, &valid);
     sg_model_backward(m, 0);
     be->ops->free(be, lab);
 }
@@ -245,7 +251,9 @@ static int w_model(int sync_bn) {
     sg_model *m = tiny_model(be), *ref = tiny_model(be);
     WCHECK(m && ref, "model");
     /* rank 0's weights must win: perturb the others' before the broadcast */
-    if (r != 0) be->ops->scale(be, sg_model_weights(m), sg_model_weights(m), 0.5f, sg_model_param_count(m, 0));
+    if (r != 0)
+        be->ops->scale(be, sg_model_weights(m), sg_model_weights(m), 0.5f,
+                       sg_model_param_count(m, 0));
     sg_ddp *d = sg_ddp_create(c, m, &cfg);
     WCHECK(d, "ddp");
     WCHECK(sg_model_plan(m, MB, MH, MW) == 0, "plan");
@@ -258,8 +266,8 @@ static int w_model(int sync_bn) {
     size_t np = sg_model_param_count(m, 0), nb = sg_model_buffer_count(m);
     double gerr = tu_max_rel_err(sg_model_grads(ref), sg_model_grads(m), np, 1e-6);
     double berr = tu_max_rel_err(sg_model_buffers(ref), sg_model_buffers(m), nb, 1e-6);
-    printf("model sync_bn=%d rank %d: %d buckets, grad rel err %.3g, running-stat rel err %.3g\n", sync_bn, r,
-           sg_ddp_num_buckets(d), gerr, berr);
+    printf("model sync_bn=%d rank %d: %d buckets, grad rel err %.3g, running-stat rel err %.3g\n",
+           sync_bn, r, sg_ddp_num_buckets(d), gerr, berr);
     if (sync_bn) {
         WCHECK(gerr < 1e-4, "grads differ from the single-process union batch: %.3g", gerr);
         WCHECK(berr < 1e-4, "running stats differ: %.3g", berr);
@@ -289,7 +297,9 @@ static void test_buckets_w3(void) { launch_ok("buckets", 3, "[rank 2] buckets ok
 static void test_syncbn_w3(void) { launch_ok("syncbn", 3, "[rank 2] syncbn ok"); }
 static void test_model_syncbn_w2(void) { launch_ok("model1", 2, "model sync_bn=1 rank 1"); }
 static void test_model_no_syncbn_w2(void) { launch_ok("model0", 2, "model sync_bn=0 rank 1"); }
-static void test_model_syncbn_batch1_w2(void) { launch_ok("model1b1", 2, "model sync_bn=1 rank 1"); }
+static void test_model_syncbn_batch1_w2(void) {
+    launch_ok("model1b1", 2, "model sync_bn=1 rank 1");
+}
 
 static void test_world1_noop(void) {
     sg_config cfg;
@@ -318,7 +328,10 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "syncbn")) return w_syncbn();
         if (!strcmp(m, "model1")) return w_model(1);
         if (!strcmp(m, "model0")) return w_model(0);
-        if (!strcmp(m, "model1b1")) { MB = 1; return w_model(1); } /* ASPP pooling BN: 1 value per rank */
+        if (!strcmp(m, "model1b1")) {
+            MB = 1;
+            return w_model(1);
+        } /* ASPP pooling BN: 1 value per rank */
         return 2;
     }
     TEST_RUN(test_world1_noop);

@@ -19,15 +19,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "io/safetensors.h"
-#include "testutil.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 static const char *g_bin;
 
@@ -36,32 +36,38 @@ static char g_dir[256];
 static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sg_ddp_train_XXXXXX");
     if (!mkdtemp(g_dir)) return -1;
-    if (th_sh("%s synth --out %s/data --train 8 --val 3 --size 40x40 --seed 5 >/dev/null 2>&1", g_bin, g_dir))
+    if (th_sh("%s synth --out %s/data --train 8 --val 3 --size 40x40 --seed 5 >/dev/null 2>&1",
+              g_bin, g_dir))
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f,
-            "seed: 7\ndevice: cpu\nthreads: 1\n"
-            "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
-            "  num_classes: 19\n  aux_head: true\n  aspp_dropout: 0.0\n  aux_dropout: 0.0\n"
-            "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
-            "  label_map: cityscapes\n  crop_size: [40, 40]\n  scale_range: [1.0, 1.0]\n  hflip: false\n"
-            "  shuffle: false\n  workers: 1\n  prefetch: 2\n"
-            "train:\n  iters: 5\n  batch_size: 2\n  lr: 0.02\n  momentum: 0.9\n  log_every: 1\n"
-            "  checkpoint_every: 5\n  keep_checkpoints: 2\n  eval_every: 0\n"
-            "eval:\n  batch_size: 2\n"
-            "dist:\n  timeout_s: 20\n",
-            g_dir);
+    fprintf(
+        f,
+        "seed: 7\ndevice: cpu\nthreads: 1\n"
+        "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
+        "  num_classes: 19\n  aux_head: true\n  aspp_dropout: 0.0\n  aux_dropout: 0.0\n"
+        "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
+        "  label_map: cityscapes\n  crop_size: [40, 40]\n  scale_range: [1.0, 1.0]\n  hflip: false\n"
+        "  shuffle: false\n  workers: 1\n  prefetch: 2\n"
+        "train:\n  iters: 5\n  batch_size: 2\n  lr: 0.02\n  momentum: 0.9\n  log_every: 1\n"
+        "  checkpoint_every: 5\n  keep_checkpoints: 2\n  eval_every: 0\n"
+        "eval:\n  batch_size: 2\n"
+        "dist:\n  timeout_s: 20\n",
+        g_dir);
     fclose(f);
     return 0;
 }
 
 static void test_syncbn_matches_big_batch(void) {
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4", 0, "--set train.batch_size=4"), 0);
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2", 2, "--set train.batch_size=2 --set model.sync_bn=true"), 0);
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_nosync", 2, "--set train.batch_size=2 --set model.sync_bn=false"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2", 2,
+                              "--set train.batch_size=2 --set model.sync_bn=true"),
+                 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_nosync", 2,
+                              "--set train.batch_size=2 --set model.sync_bn=false"),
+                 0);
     double d = th_ckpt_diff(g_dir, "one_b4", "two_b2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 with SyncBN differ from 1 rank x 4 by %.3g", d);
@@ -73,15 +79,21 @@ static void test_syncbn_matches_big_batch(void) {
 static void test_accumulation(void) {
     /* batch 1 per rank is avoided on purpose: the ASPP pooling BN then
      * normalises 2 values, whose variance amplifies rounding differences */
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0, "--set train.batch_size=4 --set train.accum_steps=2"), 0);
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2", 2, "--set train.batch_size=2 --set train.accum_steps=2"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0,
+                              "--set train.batch_size=4 --set train.accum_steps=2"),
+                 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2", 2,
+                              "--set train.batch_size=2 --set train.accum_steps=2"),
+                 0);
     double d = th_ckpt_diff(g_dir, "one_b4_k2", "two_b2_k2", "iter_00000005.safetensors");
     CHECK(d >= 0);
     CHECK_MSG(d < 1e-4, "2 ranks x 2 x accum 2 differ from 1 rank x 4 x accum 2 by %.3g", d);
 }
 
 static void test_resume_on_other_world_sizes(void) {
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_for_resume", 2, "--set train.iters=3 --set train.checkpoint_every=3"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_for_resume", 2,
+                              "--set train.iters=3 --set train.checkpoint_every=3"),
+                 0);
     char src[512];
     snprintf(src, sizeof src, "%s/two_for_resume/checkpoints/iter_00000003.safetensors", g_dir);
     struct stat st;
@@ -108,8 +120,12 @@ static void test_distributed_eval_exact(void) {
         char launch[64] = "", out[512];
         if (n > 1) snprintf(launch, sizeof launch, "--nproc-per-node %d ", n);
         snprintf(out, sizeof out, "%s/eval%d.json", g_dir, n);
-        CHECK_EQ_INT(th_sh("%s %seval --config %s/base.yaml --set run_dir=%s/ev%d --checkpoint %s --out %s > "
-                        "%s/ev%d.log 2>&1", g_bin, launch, g_dir, g_dir, n, ck, out, g_dir, n), 0);
+        CHECK_EQ_INT(
+            th_sh(
+                "%s %seval --config %s/base.yaml --set run_dir=%s/ev%d --checkpoint %s --out %s > "
+                "%s/ev%d.log 2>&1",
+                g_bin, launch, g_dir, g_dir, n, ck, out, g_dir, n),
+            0);
         res[n - 1] = th_read_file(out);
         CHECK(res[n - 1] != NULL);
     }
@@ -184,9 +200,9 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
         int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        execl(g_bin, g_bin, "--nproc-per-node", "2", "--kill-grace-s", "3", "train", "--config", cfgp, "--set",
-              rund, "--set", "train.iters=100000", "--set", "train.checkpoint_every=2", "--set", tset,
-              (char *)NULL);
+        execl(g_bin, g_bin, "--nproc-per-node", "2", "--kill-grace-s", "3", "train", "--config",
+              cfgp, "--set", rund, "--set", "train.iters=100000", "--set",
+              "train.checkpoint_every=2", "--set", tset, (char *)NULL);
         _exit(127);
     }
     if (pid > 0 && g_nruns < 8) g_runs[g_nruns++] = pid;
@@ -226,7 +242,8 @@ static void test_kill9_mid_training(void) {
     CHECK_STR_CONTAINS(log, "worker rank 1 (pid");
     CHECK_STR_CONTAINS(log, "killed by signal 9");
     CHECK(waited < 10 + 30);
-    for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+    for (int i = 0; i < nk; i++)
+        CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
     /* every checkpoint left behind is complete */
     char cdir[600];
     snprintf(cdir, sizeof cdir, "%s/killed/checkpoints", g_dir);
@@ -272,8 +289,10 @@ static void test_sigstop_mid_training(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     CHECK_STR_CONTAINS(log, "Rank 1 is stopped or hung");
     /* the summary names the hung rank, not rank 0 which found it and exited */
-    CHECK_STR_CONTAINS(log, "launcher: failed: worker rank 1 is stopped or hung (found by worker rank 0");
-    for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+    CHECK_STR_CONTAINS(
+        log, "launcher: failed: worker rank 1 is stopped or hung (found by worker rank 0");
+    for (int i = 0; i < nk; i++)
+        CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
 }
 
 /* A rank started by hand (torchrun's variables) whose rank 0 never comes:
@@ -291,8 +310,8 @@ static void test_sigterm_while_joining(void) {
         dup2(fd, 1);
         dup2(fd, 2);
         th_rank_env(1, 2, port, 0);
-        execl(g_bin, g_bin, "train", "--config", cfgp, "--set", rund, "--set", "dist.timeout_s=120", "--verbose",
-              (char *)NULL);
+        execl(g_bin, g_bin, "train", "--config", cfgp, "--set", rund, "--set", "dist.timeout_s=120",
+              "--verbose", (char *)NULL);
         _exit(127);
     }
     if (pid > 0 && g_nruns < 8) g_runs[g_nruns++] = pid;
@@ -310,7 +329,8 @@ static void test_sigterm_while_joining(void) {
         if (th_now() - t0 > 60) { /* the bug: waits out dist.timeout_s=120 */
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
-            CHECK_MSG(0, "the rank still waited for the store 60 s after SIGTERM:\n%s", th_read_log(g_dir, "joining"));
+            CHECK_MSG(0, "the rank still waited for the store 60 s after SIGTERM:\n%s",
+                      th_read_log(g_dir, "joining"));
         }
         usleep(20 * 1000);
     }

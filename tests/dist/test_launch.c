@@ -15,15 +15,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <signal.h>
 
 #include "core/log.h"
 #include "dist/comm.h"
 #include "dist_harness.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 static char g_piddir[128];
 
@@ -62,11 +62,12 @@ static void write_pid(void) {
 
 /* ---- workers ---- */
 static int w_env(int argc, char **argv) {
-    printf("env RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s "
-           "OMP_NUM_THREADS=%s port_set=%d arg=%s\n",
-           getenv("RANK"), getenv("LOCAL_RANK"), getenv("WORLD_SIZE"), getenv("LOCAL_WORLD_SIZE"),
-           getenv("GROUP_RANK"), getenv("MASTER_ADDR"), getenv("OMP_NUM_THREADS"),
-           getenv("MASTER_PORT") && atoi(getenv("MASTER_PORT")) > 0, argc > 2 ? argv[2] : "");
+    printf(
+        "env RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s "
+        "OMP_NUM_THREADS=%s port_set=%d arg=%s\n",
+        getenv("RANK"), getenv("LOCAL_RANK"), getenv("WORLD_SIZE"), getenv("LOCAL_WORLD_SIZE"),
+        getenv("GROUP_RANK"), getenv("MASTER_ADDR"), getenv("OMP_NUM_THREADS"),
+        getenv("MASTER_PORT") && atoi(getenv("MASTER_PORT")) > 0, argc > 2 ? argv[2] : "");
     fprintf(stderr, "partial line without newline");
     return 0;
 }
@@ -233,11 +234,12 @@ static void test_env_contract(void) {
 
 static void test_multinode_ranks(void) {
     /* node 1 of 2 with 2 procs each: ranks 2 and 3, GROUP_RANK 1 */
-    const char *args[] = {"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "1", "--master-port",
-                          "29999", "env", "x", NULL};
+    const char *args[] = {"--nproc-per-node", "2",     "--nnodes", "2", "--node-rank", "1",
+                          "--master-port",    "29999", "env",      "x", NULL};
     char *out = NULL;
     CHECK_EQ_INT(dh_launch(args, &out, NULL), 0);
-    CHECK_STR_CONTAINS(out, "[rank 3] env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1");
+    CHECK_STR_CONTAINS(
+        out, "[rank 3] env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1");
     CHECK_STR_CONTAINS(out, "[rank 2] env RANK=2 LOCAL_RANK=0 WORLD_SIZE=4");
     free(out);
 }
@@ -254,8 +256,8 @@ static void test_usage_errors(void) {
     free(out);
 }
 
-static void expect_failure(const char *mode, int nproc, const char *grace, int want_rc, const char *want1,
-                           const char *want2) {
+static void expect_failure(const char *mode, int nproc, const char *grace, int want_rc,
+                           const char *want1, const char *want2) {
     fresh_piddir();
     char np[8];
     snprintf(np, sizeof np, "%d", nproc);
@@ -264,7 +266,8 @@ static void expect_failure(const char *mode, int nproc, const char *grace, int w
     double secs = 0;
     int rc = dh_launch(args, &out, &secs);
     int recorded = 0, left = leftover(&recorded);
-    fprintf(stderr, "  %s: exit %d after %.1f s, %d pids recorded, %d left\n", mode, rc, secs, recorded, left);
+    fprintf(stderr, "  %s: exit %d after %.1f s, %d pids recorded, %d left\n", mode, rc, secs,
+            recorded, left);
     CHECK_EQ_INT(rc, want_rc);
     CHECK_STR_CONTAINS(out, want1);
     if (want2) CHECK_STR_CONTAINS(out, want2);
@@ -274,28 +277,33 @@ static void expect_failure(const char *mode, int nproc, const char *grace, int w
 }
 
 static void test_worker_exit_code(void) {
-    expect_failure("fail", 3, "30", 3, "launcher: worker rank 1 (pid", "failed: worker rank 1 exited with status 3");
+    expect_failure("fail", 3, "30", 3, "launcher: worker rank 1 (pid",
+                   "failed: worker rank 1 exited with status 3");
 }
 static void test_worker_kill9(void) {
     expect_failure("kill9", 2, "30", 137, "worker rank 1 (pid", "killed by signal 9");
 }
 static void test_stubborn_worker_sigkilled(void) {
-    expect_failure("stubborn", 3, "1", 5, "worker rank 0 (pid", "still running 1 s after SIGTERM: sending SIGKILL");
+    expect_failure("stubborn", 3, "1", 5, "worker rank 0 (pid",
+                   "still running 1 s after SIGTERM: sending SIGKILL");
 }
 static void test_sigstop_rank_named_by_others(void) {
     /* rank 0 times out (dist.timeout_s=5) naming rank 1; the launcher then
      * stops rank 1 (stopped: SIGKILL after the 2 s grace); its summary names
      * the hung rank, not the one that found it and exited first */
-    expect_failure("sigstop", 3, "2", 1, "Rank 1 is stopped or hung", "launcher: failed: worker rank");
+    expect_failure("sigstop", 3, "2", 1, "Rank 1 is stopped or hung",
+                   "launcher: failed: worker rank");
     fresh_piddir();
     const char *args[] = {"--nproc-per-node", "3", "--kill-grace-s", "2", "sigstop", NULL};
     char *out = NULL;
     CHECK_EQ_INT(dh_launch(args, &out, NULL), 1);
     int recorded = 0;
     CHECK_EQ_INT(leftover(&recorded), 0);
-    CHECK_STR_CONTAINS(out, "launcher: failed: worker rank 1 is stopped or hung (found by worker rank ");
+    CHECK_STR_CONTAINS(out,
+                       "launcher: failed: worker rank 1 is stopped or hung (found by worker rank ");
     CHECK_STR_CONTAINS(out, "see rank 1's log");
-    CHECK_STR_CONTAINS(out, "after finding that rank 1 is stopped or hung; stopping the other workers");
+    CHECK_STR_CONTAINS(out,
+                       "after finding that rank 1 is stopped or hung; stopping the other workers");
     free(out);
 }
 static void test_kill9_midrun(void) {
@@ -483,7 +491,11 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "env")) return w_env(argc, argv);
         if (!strcmp(m, "fail")) return w_fail(3, 0);
         if (!strcmp(m, "kill9")) return w_fail(0, SIGKILL);
-        if (!strcmp(m, "sleep")) { write_pid(); sleep(60); return 0; }
+        if (!strcmp(m, "sleep")) {
+            write_pid();
+            sleep(60);
+            return 0;
+        }
         if (!strcmp(m, "stubborn")) return w_stubborn();
         if (!strcmp(m, "sigstop")) return w_sigstop();
         if (!strcmp(m, "killmid")) return w_kill_midrun();

@@ -22,8 +22,8 @@
 #include "dist/mesh.h"
 #include "dist/mesh_wire.h"
 #include "dist/store.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 #define TOKEN "test-mesh-token-0123456789"
 #define BOUND_S 60
@@ -92,7 +92,8 @@ static void case_strangers_dropped(void) {
     job j;
     CHECK(start(&j, "127.0.0.1") == 0);
     th_cap_begin();
-    int a = th_raw_connect(j.host, j.port), b = th_raw_connect(j.host, j.port), c = th_raw_connect(j.host, j.port);
+    int a = th_raw_connect(j.host, j.port), b = th_raw_connect(j.host, j.port),
+        c = th_raw_connect(j.host, j.port);
     char junk[64];
     memset(junk, 0xab, sizeof junk);
     int ack_a = -2;
@@ -110,7 +111,8 @@ static void case_strangers_dropped(void) {
     CHECK_EQ_INT(ack_b, SG_MESH_ACK_WRONG_TOKEN);
     CHECK(m1 != NULL);
     CHECK(j.m0 != NULL);
-    CHECK_STR_CONTAINS(log, "rank 0: dropped a connection to the small-collective mesh from 127.0.0.1:");
+    CHECK_STR_CONTAINS(log,
+                       "rank 0: dropped a connection to the small-collective mesh from 127.0.0.1:");
     CHECK_STR_CONTAINS(log, "no segtrain mesh handshake");
     CHECK_STR_CONTAINS(log, "it presented another job's token; the job goes on");
     gather_arg g0 = {.m = j.m0, .in = 10}, g1 = {.m = m1, .in = 11};
@@ -162,7 +164,7 @@ static void case_second_claim_refused(void) {
     int first = th_raw_connect(host, mport);
     int ack_first = first >= 0 ? hello_ack(first, 2, TOKEN) : -2;
     sg_mesh *m2 = sg_mesh_create(s2, 2, 3, 20, TOKEN, NULL); /* the real rank 2 */
-    int one = th_raw_connect(host, mport);                      /* rank 1's turn */
+    int one = th_raw_connect(host, mport);                   /* rank 1's turn */
     int ack_one = one >= 0 ? hello_ack(one, 1, TOKEN) : -2;
     pthread_join(th, NULL);
     const char *log = th_cap_end();
@@ -170,10 +172,13 @@ static void case_second_claim_refused(void) {
     CHECK(m2 == NULL);
     CHECK_EQ_INT(ack_one, SG_MESH_ACK_OK);
     CHECK(r0.m != NULL);
-    CHECK_STR_CONTAINS(log, "rank 0: dropped a connection to the small-collective mesh from 127.0.0.1:");
-    CHECK_STR_CONTAINS(log, "it claims a rank that is connected (rank 2, already connected from 127.0.0.1:");
-    CHECK_STR_CONTAINS(log, "refused this rank's mesh connection: another process is already connected as "
-                            "this rank");
+    CHECK_STR_CONTAINS(log,
+                       "rank 0: dropped a connection to the small-collective mesh from 127.0.0.1:");
+    CHECK_STR_CONTAINS(
+        log, "it claims a rank that is connected (rank 2, already connected from 127.0.0.1:");
+    CHECK_STR_CONTAINS(
+        log, "refused this rank's mesh connection: another process is already connected as "
+             "this rank");
     sg_mesh_destroy(r0.m);
     close(first);
     close(one);
@@ -206,7 +211,9 @@ static void bounded(void (*fn)(void), const char *name) {
     CHECK_MSG(th_bounded(fn, &tu_case_failed, BOUND_S, name) == 0, "case %s (see above)", name);
 }
 static void test_strangers_dropped(void) { bounded(case_strangers_dropped, "strangers_dropped"); }
-static void test_second_claim_refused(void) { bounded(case_second_claim_refused, "second_claim_refused"); }
+static void test_second_claim_refused(void) {
+    bounded(case_second_claim_refused, "second_claim_refused");
+}
 static void test_binds_master_addr(void) { bounded(case_binds_master_addr, "binds_master_addr"); }
 
 int main(void) {

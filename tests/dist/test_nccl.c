@@ -10,8 +10,8 @@
 
 #include "core/log.h"
 #include "dist/comm.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 static sg_backend *g_be;
 static sg_comm *g_c;

@@ -2,20 +2,20 @@
  * "ranks" as threads of one process: set/get/add/check, get blocking until a
  * later set, barrier, a barrier timeout naming the rank that never came, and
  * the dead-rank diagnosis when a connection drops without goodbye. */
-#include <fcntl.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "dist/store.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 #define W 3
 static int g_port;
@@ -28,12 +28,20 @@ static sg_store *mk(int port, int rank, int world, double timeout_s) {
     return sg_store_create("127.0.0.1", port, rank, world, timeout_s, &o);
 }
 
-typedef struct { int rank; int rc; int64_t sum; char got[64]; } targ;
+typedef struct {
+    int rank;
+    int rc;
+    int64_t sum;
+    char got[64];
+} targ;
 
 static void *rank_main(void *arg) {
     targ *a = arg;
     sg_store *s = mk(g_port, a->rank, W, 10);
-    if (!s) { a->rc = -1; return NULL; }
+    if (!s) {
+        a->rc = -1;
+        return NULL;
+    }
     char key[32], val[32];
     snprintf(key, sizeof key, "k%d", a->rank);
     snprintf(val, sizeof val, "value-of-%d", a->rank);

@@ -35,13 +35,14 @@
 #include "core/log.h"
 #include "dist/store.h"
 #include "dist/store_proto.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 
 #define TOKEN "test-job-token-0123456789abcdef"
 #define BOUND_S 90
 
-static sg_store *mk_tok(const char *addr, int port, int rank, int world, double timeout_s, const char *token) {
+static sg_store *mk_tok(const char *addr, int port, int rank, int world, double timeout_s,
+                        const char *token) {
     sg_store_opts o = {.token = token};
     return sg_store_create(addr, port, rank, world, timeout_s, &o);
 }
@@ -148,7 +149,8 @@ static int served(sg_store *s, const char *key) {
     int ex = 0;
     void *v = NULL;
     size_t n = 0;
-    int rc = sg_store_set(s, key, "v", 2) || sg_store_get(s, key, &v, &n) || sg_store_check(s, key, &ex) || !ex;
+    int rc = sg_store_set(s, key, "v", 2) || sg_store_get(s, key, &v, &n) ||
+             sg_store_check(s, key, &ex) || !ex;
     free(v);
     return rc == 0;
 }
@@ -179,8 +181,8 @@ static void case_slow_reader(void) {
     CHECK(served(s1, "other-rank"));
     sg_store_server_stats st;
     sg_store_server_get_stats(srv, &st);
-    fprintf(stderr, "  probe: dropped_slow %zu, peak buffered %zu bytes (cap per connection %u)\n", slow,
-            st.peak_buffered, SG_STORE_MAX_OUT);
+    fprintf(stderr, "  probe: dropped_slow %zu, peak buffered %zu bytes (cap per connection %u)\n",
+            slow, st.peak_buffered, SG_STORE_MAX_OUT);
     CHECK_EQ_INT(slow, 1);
     CHECK(st.peak_buffered <= (size_t)SG_STORE_MAX_OUT + SG_STORE_MAX_VAL + (1u << 20));
     CHECK(served(s1, "after-drop"));
@@ -216,7 +218,8 @@ static void case_rank0_shutdown_with_slow_reader(void) {
     sg_store_leave(s0);
     double t0 = th_now();
     sg_store_destroy(s0);
-    fprintf(stderr, "  rank 0's store shut down in %.2f s with the probe still connected\n", th_now() - t0);
+    fprintf(stderr, "  rank 0's store shut down in %.2f s with the probe still connected\n",
+            th_now() - t0);
     close(fd);
 }
 
@@ -245,8 +248,8 @@ static void case_half_sent_sets(void) {
     sg_store_server_stats st;
     sg_store_server_get_stats(srv, &st);
     size_t rss1 = rss_bytes();
-    fprintf(stderr, "  8 half-sent 64 MiB SETs: dropped %zu, buffered %zu bytes, rss %+.1f MiB\n", bad,
-            st.buffered_bytes, ((double)rss1 - (double)rss0) / (1 << 20));
+    fprintf(stderr, "  8 half-sent 64 MiB SETs: dropped %zu, buffered %zu bytes, rss %+.1f MiB\n",
+            bad, st.buffered_bytes, ((double)rss1 - (double)rss0) / (1 << 20));
     CHECK_EQ_INT(bad, 8);
     CHECK(st.buffered_bytes < (1u << 20));
     CHECK(rss1 < rss0 + (64u << 20));
@@ -278,7 +281,8 @@ static void case_half_sent_sets(void) {
     }
     wait_stat(srv, STAT(inflight_bytes), vlen);
     sg_store_server_get_stats(srv, &st);
-    fprintf(stderr, "  8 half-sent 15 MiB SETs: in flight %zu bytes (budget %u), buffered %zu, peak %zu\n",
+    fprintf(stderr,
+            "  8 half-sent 15 MiB SETs: in flight %zu bytes (budget %u), buffered %zu, peak %zu\n",
             st.inflight_bytes, SG_STORE_INFLIGHT_MAX, st.buffered_bytes, st.peak_buffered);
     CHECK(st.inflight_bytes <= SG_STORE_INFLIGHT_MAX);
     CHECK(st.inflight_bytes >= vlen); /* some were read */
@@ -315,7 +319,8 @@ static void case_strangers_dropped(void) {
     int st_b = -9;
     if (a >= 0 && send_req(a, SG_OP_GET, "mesh/0", NULL, 0) == 0) leaked = drain(a, 1 << 16);
     if (b >= 0) st_b = raw_hello(b, 1, SG_HELLO_CLAIM, "another-job-token");
-    size_t after_b = b >= 0 && send_req(b, SG_OP_GET, "mesh/0", NULL, 0) == 0 ? drain(b, 1 << 16) : 0;
+    size_t after_b = b >= 0 && send_req(b, SG_OP_GET, "mesh/0", NULL, 0) == 0 ? drain(b, 1 << 16)
+                                                                              : 0;
     char junk[1024];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 131 + 7);
     if (c >= 0) send_all(c, junk, sizeof junk);
@@ -377,7 +382,8 @@ static void case_binds_master_addr(void) {
     int right = th_raw_connect("127.0.0.2", port);
     fprintf(stderr, "  store on 127.0.0.2:%d; via 127.0.0.1: %s\n", port,
             other < 0 ? strerror(errno_other) : "connected");
-    CHECK_MSG(other < 0, "the store bound to MASTER_ADDR=127.0.0.2 accepted a connection on 127.0.0.1");
+    CHECK_MSG(other < 0,
+              "the store bound to MASTER_ADDR=127.0.0.2 accepted a connection on 127.0.0.1");
     CHECK(right >= 0);
     CHECK_EQ_INT(raw_hello(right, 0, SG_HELLO_EXTRA, TOKEN), SG_ST_OK);
     close(right);

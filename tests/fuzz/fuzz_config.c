@@ -58,13 +58,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!back) abort();
         *back = g_defaults;
         if (sg_config_load_string(back, w1, "fuzz-roundtrip") != SG_OK) {
-            fprintf(stderr, "fuzz_config: the written configuration does not load again:\n%s\n", w1);
+            fprintf(stderr, "fuzz_config: the written configuration does not load again:\n%s\n",
+                    w1);
             abort();
         }
         char *w2 = written(back, &n2);
         if (n1 != n2 || memcmp(w1, w2, n1) != 0) {
-            fprintf(stderr, "fuzz_config: round trip changed the configuration:\n%s\n---\n%s\n",
-                    w1, w2);
+            fprintf(stderr, "fuzz_config: round trip changed the configuration:\n%s\n---\n%s\n", w1,
+                    w2);
             abort();
         }
         free(w1);

@@ -136,8 +136,8 @@ static void on_alarm(int sig) {
 
 /* ---------------- coverage (-fsanitize-coverage=trace-pc) ---------------- */
 #define MAP_BITS 16
-static uint8_t g_map[1u << MAP_BITS];     /* edges seen in this execution */
-static uint8_t g_seen[1u << MAP_BITS];    /* edges seen in any execution */
+static uint8_t g_map[1u << MAP_BITS];  /* edges seen in this execution */
+static uint8_t g_seen[1u << MAP_BITS]; /* edges seen in any execution */
 static uintptr_t g_prev;
 static int g_have_cov;
 
@@ -305,15 +305,58 @@ static void load_dict(const char *path) {
 }
 
 /* ---------------- mutations ---------------- */
-static const int64_t k_ints[] = {0, 1, -1, 2, 7, 8, 16, 31, 32, 63, 64, 127, 128, 255, 256,
-                                 1023, 1024, 4095, 4096, 32767, 32768, 65535, 65536,
-                                 2147483647LL, -2147483647LL - 1, 4294967295LL, 4294967296LL,
-                                 INT64_MAX, INT64_MIN, INT64_MAX / 2 + 1};
-static const char *const k_texts[] = {"0", "-1", "1", "-5", "255", "256", "65535", "2147483647",
-                                      "2147483648", "-2147483649", "4294967296",
-                                      "9223372036854775807", "9223372036854775808",
-                                      "-9223372036854775808", "18446744073709551616", "1e308",
-                                      "1e-320", "nan", "inf", "0x10", "1.5", "99999999999999999999"};
+static const int64_t k_ints[] = {0,
+                                 1,
+                                 -1,
+                                 2,
+                                 7,
+                                 8,
+                                 16,
+                                 31,
+                                 32,
+                                 63,
+                                 64,
+                                 127,
+                                 128,
+                                 255,
+                                 256,
+                                 1023,
+                                 1024,
+                                 4095,
+                                 4096,
+                                 32767,
+                                 32768,
+                                 65535,
+                                 65536,
+                                 2147483647LL,
+                                 -2147483647LL - 1,
+                                 4294967295LL,
+                                 4294967296LL,
+                                 INT64_MAX,
+                                 INT64_MIN,
+                                 INT64_MAX / 2 + 1};
+static const char *const k_texts[] = {"0",
+                                      "-1",
+                                      "1",
+                                      "-5",
+                                      "255",
+                                      "256",
+                                      "65535",
+                                      "2147483647",
+                                      "2147483648",
+                                      "-2147483649",
+                                      "4294967296",
+                                      "9223372036854775807",
+                                      "9223372036854775808",
+                                      "-9223372036854775808",
+                                      "18446744073709551616",
+                                      "1e308",
+                                      "1e-320",
+                                      "nan",
+                                      "inf",
+                                      "0x10",
+                                      "1.5",
+                                      "99999999999999999999"};
 #define NK(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Replaces [at, at+del) of b (length *n, capacity cap) by src[0..len). */
@@ -334,8 +377,9 @@ static void mutate_once(uint8_t *b, size_t *n, size_t cap) {
         if (*n) b[rnd_below(*n)] ^= (uint8_t)(1u << rnd_below(8));
         break;
     case 1: { /* byte set: random or structural */
-        static const uint8_t special[] = {0, 1, 0x7f, 0x80, 0xff, '"', '\'', '{', '}', '[', ']',
-                                         ':', ',', '\n', ' ', '-', '\\', '&', '*', '#', '0', '9'};
+        static const uint8_t special[] = {0,    1,   0x7f, 0x80, 0xff, '"',  '\'', '{',
+                                          '}',  '[', ']',  ':',  ',',  '\n', ' ',  '-',
+                                          '\\', '&', '*',  '#',  '0',  '9'};
         if (*n) b[rnd_below(*n)] = rnd() & 1 ? (uint8_t)rnd() : special[rnd_below(NK(special))];
         break;
     }
@@ -380,8 +424,7 @@ static void mutate_once(uint8_t *b, size_t *n, size_t cap) {
         uint64_t v = (uint64_t)k_ints[rnd_below(NK(k_ints))];
         size_t pos = rnd_below(*n - w + 1);
         int be = (int)(rnd() & 1);
-        for (size_t i = 0; i < w; i++)
-            b[pos + i] = (uint8_t)(v >> (8 * (be ? w - 1 - i : i)));
+        for (size_t i = 0; i < w; i++) b[pos + i] = (uint8_t)(v >> (8 * (be ? w - 1 - i : i)));
         break;
     }
     case 8: { /* interesting number as text, replacing a run of digits if any */
@@ -399,16 +442,14 @@ static void mutate_once(uint8_t *b, size_t *n, size_t cap) {
         splice_in(b, n, cap, s, e - s, (const uint8_t *)t, strlen(t));
         break;
     }
-    case 9: /* dictionary token, inserted */
+    case 9:  /* dictionary token, inserted */
     case 10: /* or overwriting */
         if (g_ndict) {
             const buf *d = &g_dict[rnd_below(g_ndict)];
             splice_in(b, n, cap, at, rnd() & 1 ? 0 : d->n, d->p, d->n);
         }
         break;
-    case 11: /* truncate */
-        *n = at;
-        break;
+    case 11: /* truncate */ *n = at; break;
     }
 }
 
@@ -463,7 +504,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-len") && v) max_len = (size_t)strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--runs") && v) max_runs = atoll(argv[++i]);
         else if (!strcmp(a, "--dict") && v) dict = argv[++i];
-        else if (!strcmp(a, "--crash-dir") && v) snprintf(g_crash_dir, sizeof g_crash_dir, "%s", argv[++i]);
+        else if (!strcmp(a, "--crash-dir") && v)
+            snprintf(g_crash_dir, sizeof g_crash_dir, "%s", argv[++i]);
         else if (!strcmp(a, "--timeout") && v) g_timeout = (unsigned)atoi(argv[++i]);
         else if (a[0] == '-') return usage(argv[0]);
         else if (nfiles < 256) files[nfiles++] = a;
@@ -570,8 +612,8 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "%s: %d seeds, %lld executions in %.1f s (%.0f/s), seed %llu, %lld inputs with new "
             "coverage%s, no failure\n",
-            prog, nseeds, runs, dt, dt > 0 ? (double)runs / dt : 0.0,
-            (unsigned long long)g_seed, found, g_have_cov ? "" : " (no coverage instrumentation)");
+            prog, nseeds, runs, dt, dt > 0 ? (double)runs / dt : 0.0, (unsigned long long)g_seed,
+            found, g_have_cov ? "" : " (no coverage instrumentation)");
     for (int i = 0; i < LEAK_BATCH; i++) free(batch[i]);
     free(cur);
     return 0;

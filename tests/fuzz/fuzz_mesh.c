@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (whole == SG_MESH_WIRE_BAD && !why) abort();
     if (whole == SG_MESH_WIRE_MORE && (need <= len || need > SG_MESH_HELLO_MAX)) abort();
     if (whole == SG_MESH_WIRE_OK) {
-        if (h.rank <= self || h.rank >= world || h.token_len == 0 || h.token_len > SG_TOKEN_MAX) abort();
+        if (h.rank <= self || h.rank >= world || h.token_len == 0 || h.token_len > SG_TOKEN_MAX)
+            abort();
         if (h.token < b || h.token + h.token_len > b + len) abort();
         uint8_t again[SG_MESH_HELLO_MAX];
         size_t n = sg_mesh_build_hello(again, h.rank, (const char *)h.token, h.token_len);

@@ -58,20 +58,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r.size > len - off || r.size != SG_STORE_HDR + (size_t)r.klen + r.vlen) abort();
         if (r.klen > SG_STORE_MAX_KEY || r.vlen > SG_STORE_MAX_VAL) abort();
         if (r.klen && memchr(r.key, 0, r.klen)) abort();
-        if ((const uint8_t *)r.key != b + off + SG_STORE_HDR || r.val != b + off + SG_STORE_HDR + r.klen) abort();
+        if ((const uint8_t *)r.key != b + off + SG_STORE_HDR ||
+            r.val != b + off + SG_STORE_HDR + r.klen)
+            abort();
         if (!authed && r.op != SG_OP_HELLO) abort();
         if (r.op == SG_OP_HELLO) {
             sg_store_hello h;
             if (sg_store_parse_hello(r.val, r.vlen, world, &h, &why) != SG_WIRE_OK) break;
-            if (h.rank < 0 || h.rank >= world || h.token_len == 0 || h.token_len > SG_TOKEN_MAX) abort();
+            if (h.rank < 0 || h.rank >= world || h.token_len == 0 || h.token_len > SG_TOKEN_MAX)
+                abort();
             uint8_t again[SG_STORE_HELLO_MAX];
-            size_t hl = sg_store_build_hello(again, h.rank, h.kind, (const char *)h.token, h.token_len);
+            size_t hl =
+                sg_store_build_hello(again, h.rank, h.kind, (const char *)h.token, h.token_len);
             sg_store_hello h2;
             if (hl != r.vlen || memcmp(again, r.val, hl) != 0) abort();
-            if (sg_store_parse_hello(again, hl, world, &h2, &why) != SG_WIRE_OK || h2.rank != h.rank ||
-                h2.kind != h.kind || h2.token_len != h.token_len)
+            if (sg_store_parse_hello(again, hl, world, &h2, &why) != SG_WIRE_OK ||
+                h2.rank != h.rank || h2.kind != h.kind || h2.token_len != h.token_len)
                 abort();
-            if (!sg_token_equal(h.token, h.token_len, TOKEN, strlen(TOKEN))) break; /* a stranger: dropped */
+            if (!sg_token_equal(h.token, h.token_len, TOKEN, strlen(TOKEN)))
+                break; /* a stranger: dropped */
             authed = 1;
         }
         off += r.size;

@@ -78,10 +78,10 @@ static void test_valid_tree(void) {
 static void test_cursor(void) {
     const char *doc = "{\"a\":[1,\"s\",{\"b\":null}],\"skip\":{\"x\":[[],{}]},\"c\":true}";
     sg_json_rd *r = sg_json_rd_open(doc, strlen(doc), NULL);
-    static const sg_json_tok want[] = {
-        SG_JSON_T_OBJECT, SG_JSON_T_KEY, SG_JSON_T_ARRAY, SG_JSON_T_NUMBER, SG_JSON_T_STRING,
-        SG_JSON_T_OBJECT, SG_JSON_T_KEY, SG_JSON_T_NULL, SG_JSON_T_OBJECT_END,
-        SG_JSON_T_ARRAY_END, SG_JSON_T_KEY};
+    static const sg_json_tok want[] = {SG_JSON_T_OBJECT,    SG_JSON_T_KEY,    SG_JSON_T_ARRAY,
+                                       SG_JSON_T_NUMBER,    SG_JSON_T_STRING, SG_JSON_T_OBJECT,
+                                       SG_JSON_T_KEY,       SG_JSON_T_NULL,   SG_JSON_T_OBJECT_END,
+                                       SG_JSON_T_ARRAY_END, SG_JSON_T_KEY};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         sg_json_tok t = sg_json_rd_next(r);
         CHECK_MSG(t == want[i], "token %zu: %d, want %d", i, (int)t, (int)want[i]);
@@ -114,7 +114,7 @@ static void test_cursor(void) {
     CHECK(strcmp(sg_json_rd_error(r), "expected a number, not 'x'") == 0);
     CHECK(sg_json_rd_error_offset(r) == 4);
     CHECK(sg_json_rd_next(r) == SG_JSON_T_ERROR); /* sticky */
-    sg_json_rd_fail(r, "a second reason");       /* the first one stays */
+    sg_json_rd_fail(r, "a second reason");        /* the first one stays */
     CHECK(strcmp(sg_json_rd_error(r), "expected a number, not 'x'") == 0);
     sg_json_rd_close(r);
 }
@@ -372,11 +372,15 @@ static void test_writer(void) {
 }
 
 static void test_round_trip(void) {
-    const char *strs[] = {"", "plain", "quote \" backslash \\ slash /", "ctl \x01\x02\x1f\x7f",
-                          "new\nline\ttab\rcr\b\f", "utf8 caf\xc3\xa9 \xf0\x9f\x98\x80",
+    const char *strs[] = {"",
+                          "plain",
+                          "quote \" backslash \\ slash /",
+                          "ctl \x01\x02\x1f\x7f",
+                          "new\nline\ttab\rcr\b\f",
+                          "utf8 caf\xc3\xa9 \xf0\x9f\x98\x80",
                           "bad utf8 \xff\xfe"};
-    double nums[] = {0, -0.0, 1, -1.5, 0.1, 1e-300, 5e-324, 1.7976931348623157e308, 123456.789,
-                     NAN, INFINITY};
+    double nums[] = {0,          -0.0, 1,       -1.5, 0.1, 1e-300, 5e-324, 1.7976931348623157e308,
+                     123456.789, NAN,  INFINITY};
     long long ints[] = {0, -1, 1, INT64_MAX, INT64_MIN, 1234567890123456789LL};
     for (unsigned style = 0; style < 2; style++) {
         sg_json j = {0};

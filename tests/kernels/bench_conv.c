@@ -79,8 +79,8 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* Median of `iters` timed calls of op (0 fwd, 1 bwd_data, 2 bwd_weight). */
-static double time_op(sg_backend *be, const sg_conv_desc *d, int op, int iters, float *x,
-                      float *w, float *y) {
+static double time_op(sg_backend *be, const sg_conv_desc *d, int op, int iters, float *x, float *w,
+                      float *y) {
     double t[64];
     for (int i = 0; i <= iters; i++) {
         double t0 = now_ms();
@@ -105,8 +105,8 @@ int main(int argc, char **argv) {
     const char *filter = getenv("SG_BENCH_FILTER");
     const char *cpu = getenv("SG_BENCH_CPUTIME");
     if (cpu && atoi(cpu)) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
-    printf("%-28s %-8s %9s %9s %9s %9s %8s\n", "shape", "layout", "fwd ms", "bwd_d ms",
-           "bwd_w ms", "total ms", "GFLOP/s");
+    printf("%-28s %-8s %9s %9s %9s %9s %8s\n", "shape", "layout", "fwd ms", "bwd_d ms", "bwd_w ms",
+           "total ms", "GFLOP/s");
     double sum[8] = {0};
     size_t nshapes = sizeof shapes / sizeof shapes[0];
     const char *one = getenv("SG_BENCH_SHAPE");
@@ -123,9 +123,21 @@ int main(int argc, char **argv) {
     }
     for (size_t s = 0; s < nshapes; s++) {
         if (filter && !strstr(shapes[s].name, filter)) continue;
-        sg_conv_desc d = {shapes[s].n, shapes[s].c, shapes[s].h, shapes[s].w, shapes[s].k,
-                          shapes[s].r, shapes[s].r, shapes[s].stride, shapes[s].stride,
-                          shapes[s].pad, shapes[s].pad, shapes[s].dil, shapes[s].dil, 0, 0};
+        sg_conv_desc d = {shapes[s].n,
+                          shapes[s].c,
+                          shapes[s].h,
+                          shapes[s].w,
+                          shapes[s].k,
+                          shapes[s].r,
+                          shapes[s].r,
+                          shapes[s].stride,
+                          shapes[s].stride,
+                          shapes[s].pad,
+                          shapes[s].pad,
+                          shapes[s].dil,
+                          shapes[s].dil,
+                          0,
+                          0};
         if (sg_conv_desc_init(&d) != 0) return 1;
         double flop = 2.0 * d.n * d.k * d.oh * d.ow * (double)d.c * d.r * d.s;
         for (int l = 0; l < nl && l < 8; l++) {
@@ -148,8 +160,8 @@ int main(int argc, char **argv) {
             for (int op = 0; op < 3; op++) t[op] = time_op(be, &d, op, iters, x, w, y);
             double tot = t[0] + t[1] + t[2];
             sum[l] += tot;
-            printf("%-28s %-8s %9.2f %9.2f %9.2f %9.2f %8.1f\n", shapes[s].name, layouts[l],
-                   t[0], t[1], t[2], tot, 3 * flop / tot / 1e6);
+            printf("%-28s %-8s %9.2f %9.2f %9.2f %9.2f %8.1f\n", shapes[s].name, layouts[l], t[0],
+                   t[1], t[2], tot, 3 * flop / tot / 1e6);
             fflush(stdout);
             be->ops->free(be, x), be->ops->free(be, w), be->ops->free(be, y);
             sg_backend_destroy(be);

@@ -61,9 +61,9 @@ void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, f
                             int ox = tx / d->stride_w;
                             if (ox >= d->ow) continue;
                             for (int k = 0; k < d->k; k++)
-                                acc += (double)dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow +
-                                                  ox] *
-                                       w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
+                                acc +=
+                                    (double)dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox] *
+                                    w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
                         }
                     }
                     size_t o = (((size_t)b * d->c + c) * d->h + iy) * d->w + ix;
@@ -127,9 +127,9 @@ void ref_bn_stats(const float *x, int n, int c, int hw, float *stats) {
     }
 }
 
-void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c,
-                     float eps, float momentum, float *mean, float *invstd,
-                     float *running_mean, float *running_var) {
+void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c, float eps,
+                     float momentum, float *mean, float *invstd, float *running_mean,
+                     float *running_var) {
     for (int ch = 0; ch < c; ch++) {
         double na = 0, ma = 0, m2a = 0;
         for (int p = 0; p < parts; p++) {
@@ -153,8 +153,8 @@ void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts,
     }
 }
 
-void ref_bn_eval_params(const float *running_mean, const float *running_var, int c,
-                        float eps, float *mean, float *invstd) {
+void ref_bn_eval_params(const float *running_mean, const float *running_var, int c, float eps,
+                        float *mean, float *invstd) {
     for (int ch = 0; ch < c; ch++) {
         mean[ch] = running_mean[ch];
         invstd[ch] = (float)(1.0 / sqrt((double)running_var[ch] + (double)eps));
@@ -210,8 +210,8 @@ void ref_bn_bwd_elem(const float *dy, const float *x, const float *y, const floa
         }
 }
 
-void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
-                        int c, int accumulate) {
+void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta, int c,
+                        int accumulate) {
     for (int ch = 0; ch < c; ch++) {
         dgamma[ch] = put(dgamma[ch], (double)red[c + ch] * invstd[ch], accumulate);
         dbeta[ch] = put(dbeta[ch], (double)red[ch], accumulate);
@@ -247,8 +247,8 @@ void ref_axpy(float alpha, const float *x, float *y, size_t count) {
 
 int ref_pool_out(int h) { return (h + 2 - 3) / 2 + 1; }
 
-void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
-                     int oh, int ow) {
+void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh,
+                     int ow) {
     for (size_t pl = 0; pl < (size_t)n * c; pl++) {
         const float *xp = x + pl * h * w;
         for (int oy = 0; oy < oh; oy++)
@@ -274,8 +274,8 @@ void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h
     }
 }
 
-void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
-                     int w, int oh, int ow) {
+void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h, int w,
+                     int oh, int ow) {
     /* Overwrites dx: each input sums the gradients of the windows it won. */
     size_t plane = (size_t)h * w;
     double *acc = calloc(plane, sizeof *acc);
@@ -360,8 +360,7 @@ void ref_resize_bwd(const float *dy, float *dx, int n, int c, int h, int w, int 
     free(acc);
 }
 
-void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
-                    int hw) {
+void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off, int hw) {
     for (int i = 0; i < n; i++)
         for (int ch = 0; ch < c_src; ch++)
             for (int p = 0; p < hw; p++)
@@ -369,8 +368,8 @@ void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, i
                     src[((size_t)i * c_src + ch) * hw + p];
 }
 
-void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
-                    int hw, int accumulate) {
+void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off, int hw,
+                    int accumulate) {
     for (int i = 0; i < n; i++)
         for (int ch = 0; ch < c_src; ch++)
             for (int p = 0; p < hw; p++) {
@@ -381,8 +380,7 @@ void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, i
 
 /* ---------------- dropout ---------------- */
 
-void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p,
-                     uint64_t key) {
+void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p, uint64_t key) {
     for (size_t i = 0; i < count; i++) {
         int keep = p < 1.0f && sg_rng_uniform(key, i) >= p;
         mask[i] = (uint8_t)keep;
@@ -400,9 +398,8 @@ void ref_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t cou
 
 /* ---------------- loss, metrics ---------------- */
 
-void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                    int ignore, float grad_scale, float *dlogits, double *loss_sum,
-                    int64_t *valid) {
+void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                    float grad_scale, float *dlogits, double *loss_sum, int64_t *valid) {
     double loss = 0;
     int64_t nvalid = 0;
     for (int i = 0; i < n; i++)
@@ -445,8 +442,7 @@ void ref_argmax(const float *logits, uint8_t *pred, int n, int c, int hw) {
         }
 }
 
-void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
-                   int64_t *conf) {
+void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c, int64_t *conf) {
     for (size_t i = 0; i < count; i++)
         if (labels[i] < c && pred[i] < c) conf[labels[i] * c + pred[i]] += 1;
 }
@@ -467,8 +463,8 @@ void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, flo
     }
 }
 
-void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w,
-                      const float mean[3], const float std[3]) {
+void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w, const float mean[3],
+                      const float std[3]) {
     for (int i = 0; i < n; i++)
         for (int ch = 0; ch < 3; ch++)
             for (int p = 0; p < h * w; p++)
@@ -540,8 +536,8 @@ void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float 
     free(dyr), free(wr), free(res);
 }
 
-void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy,
-                              float *dw, int accumulate) {
+void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
+                              int accumulate) {
     size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *xr = rounded_copy(x, nx), *dyr = rounded_copy(dy, ny), *res = calloc(nw, sizeof *res);
@@ -575,9 +571,9 @@ void ref_softmax(const float *x, float *y, int n, int c, int hw, int accumulate)
 
 /* ---------------- loss options: class weights, OHEM (issue 16) ---------------- */
 
-void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                     int ignore, const float *class_w, const float *sel_key, float sel_below,
-                     float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
+void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                     const float *class_w, const float *sel_key, float sel_below, float grad_scale,
+                     float *dlogits, double *loss_sum, double *weight_sum) {
     double loss = 0, wsum = 0;
     for (int i = 0; i < n; i++)
         for (int p = 0; p < hw; p++) {
@@ -611,8 +607,8 @@ void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, i
     *weight_sum = wsum;
 }
 
-void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                       int ignore, float *prob) {
+void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                       float *prob) {
     for (int i = 0; i < n; i++)
         for (int p = 0; p < hw; p++) {
             const float *l = logits + (size_t)i * c * hw + p;

@@ -37,11 +37,11 @@ void ref_bias_bwd(const float *dy, float *db, int n, int c, int hw, int accumula
  * parts with count > 0; var = M2/N (biased) for invstd; running_var gets
  * M2/(N-1) (unbiased), or M2/N when N == 1 (no division by zero). */
 void ref_bn_stats(const float *x, int n, int c, int hw, float *stats);
-void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c,
-                     float eps, float momentum, float *mean, float *invstd,
-                     float *running_mean, float *running_var);
-void ref_bn_eval_params(const float *running_mean, const float *running_var, int c,
-                        float eps, float *mean, float *invstd);
+void ref_bn_finalize(const float *parts_stats, const int64_t *counts, int parts, int c, float eps,
+                     float momentum, float *mean, float *invstd, float *running_mean,
+                     float *running_var);
+void ref_bn_eval_params(const float *running_mean, const float *running_var, int c, float eps,
+                        float *mean, float *invstd);
 void ref_bn_fwd(const float *x, const float *mean, const float *invstd, const float *gamma,
                 const float *beta, float *y, int n, int c, int hw, int relu);
 void ref_bn_bwd_reduce(const float *dy, const float *x, const float *y, const float *mean,
@@ -49,8 +49,8 @@ void ref_bn_bwd_reduce(const float *dy, const float *x, const float *y, const fl
 void ref_bn_bwd_elem(const float *dy, const float *x, const float *y, const float *mean,
                      const float *invstd, const float *gamma, const float *red, double count,
                      float *dx, int n, int c, int hw, int relu, int accumulate);
-void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
-                        int c, int accumulate);
+void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta, int c,
+                        int accumulate);
 
 /* ---- elementwise ---- */
 void ref_relu_fwd(const float *x, float *y, size_t count);
@@ -64,10 +64,10 @@ void ref_axpy(float alpha, const float *x, float *y, size_t count);
  * the FIRST maximum in window order (rows then columns, strict >), as
  * PyTorch. oh = (h + 2 - 3)/2 + 1 = (h-1)/2 + 1 (ref_pool_out). */
 int ref_pool_out(int h);
-void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
+void ref_maxpool_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh,
+                     int ow);
+void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h, int w,
                      int oh, int ow);
-void ref_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
-                     int w, int oh, int ow);
 void ref_avgpool_fwd(const float *x, float *y, int n, int c, int hw);
 void ref_avgpool_bwd(const float *dy, float *dx, int n, int c, int hw, int accumulate);
 /* Bilinear, align_corners=False exactly as PyTorch: scale = in/out,
@@ -76,31 +76,27 @@ void ref_avgpool_bwd(const float *dy, float *dx, int n, int c, int hw, int accum
 void ref_resize_fwd(const float *x, float *y, int n, int c, int h, int w, int oh, int ow);
 void ref_resize_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow,
                     int accumulate);
-void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
-                    int hw);
-void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
-                    int hw, int accumulate);
+void ref_concat_fwd(const float *src, float *dst, int n, int c_src, int c_dst, int c_off, int hw);
+void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off, int hw,
+                    int accumulate);
 
 /* ---- dropout: mask[i] = sg_rng_uniform(key, i) >= p (keep), y = x*mask/(1-p);
  * p >= 1 drops everything (y = 0). ---- */
-void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p,
-                     uint64_t key);
+void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p, uint64_t key);
 void ref_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t count, float p,
                      int accumulate);
 
 /* ---- loss, metrics ---- */
-void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                    int ignore, float grad_scale, float *dlogits, double *loss_sum,
-                    int64_t *valid);
+void ref_ce_fwd_bwd(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                    float grad_scale, float *dlogits, double *loss_sum, int64_t *valid);
 void ref_argmax(const float *logits, uint8_t *pred, int n, int c, int hw);
-void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c,
-                   int64_t *conf);
+void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int c, int64_t *conf);
 
 /* ---- optimizer, input, reductions ---- */
 void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, float lr,
                   float momentum, float dampening, float wd, int nesterov, int first);
-void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w,
-                      const float mean[3], const float std[3]);
+void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w, const float mean[3],
+                      const float std[3]);
 double ref_sumsq(const float *x, size_t count);
 
 /* ---- bfloat16 (SG_PRECISION_BF16, backend.h) ----
@@ -118,8 +114,8 @@ double ref_bf16_ulp(double x);
 void ref_conv_fwd_bf16(const sg_conv_desc *d, const float *x, const float *w, float *y);
 void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
                             int accumulate);
-void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy,
-                              float *dw, int accumulate);
+void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
+                              int accumulate);
 
 /* ---- test-time augmentation (inference only) ----
  * ref_flip_w: y[n,c,h,w-1-x] = x[n,c,h,x]. ref_softmax: y (+)= softmax over
@@ -132,11 +128,11 @@ void ref_softmax(const float *x, float *y, int n, int c, int hw, int accumulate)
  * rounded once), the true class's probability (+inf at ignored pixels), the
  * k-th smallest by sorting, and mmseg's OHEM selection (selected[i] = 1 for
  * the pixels trained on; returns the threshold). ---- */
-void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                     int ignore, const float *class_w, const float *sel_key, float sel_below,
-                     float grad_scale, float *dlogits, double *loss_sum, double *weight_sum);
-void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw,
-                       int ignore, float *prob);
+void ref_ce_weighted(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                     const float *class_w, const float *sel_key, float sel_below, float grad_scale,
+                     float *dlogits, double *loss_sum, double *weight_sum);
+void ref_ce_label_prob(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
+                       float *prob);
 float ref_kth_smallest(const float *x, size_t count, size_t k);
 float ref_ohem_select(const float *prob, const uint8_t *labels, size_t count, int c, int ignore,
                       float thresh, int64_t batch_kept, uint8_t *selected);

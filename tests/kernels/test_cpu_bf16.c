@@ -60,8 +60,8 @@ static void test_rounding_hand(void) {
         float x, want;
     } c[] = {
         {1.0f, 1.0f},
-        {1.0f + 0x1p-8f, 1.0f},                   /* half an ulp: tie to even (down) */
-        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},     /* tie from an odd neighbour: up */
+        {1.0f + 0x1p-8f, 1.0f},                      /* half an ulp: tie to even (down) */
+        {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},        /* tie from an odd neighbour: up */
         {1.0f + 0x1p-8f + 0x1p-23f, 1.0f + 0x1p-7f}, /* just above the tie: up */
         {-(1.0f + 0x1p-8f), -1.0f},
         {3.14159265f, 3.140625f},
@@ -69,18 +69,18 @@ static void test_rounding_hand(void) {
         {-0.0f, -0.0f},
         {INFINITY, INFINITY},
         {-INFINITY, -INFINITY},
-        {0x1.fffffep127f, INFINITY},              /* FLT_MAX rounds past bf16's max */
-        {0x1.fep127f, 0x1.fep127f},               /* bf16's max is kept */
-        {0x1p-130f, 0x1p-130f},                   /* a subnormal on the 2^-133 grid */
-        {0x1p-140f, 0.0f},                        /* below half its step: zero */
+        {0x1.fffffep127f, INFINITY}, /* FLT_MAX rounds past bf16's max */
+        {0x1.fep127f, 0x1.fep127f},  /* bf16's max is kept */
+        {0x1p-130f, 0x1p-130f},      /* a subnormal on the 2^-133 grid */
+        {0x1p-140f, 0.0f},           /* below half its step: zero */
         {0x1.01p-130f, 0x1p-130f},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         float got = sg_bf16_round(c[i].x), ref = ref_bf16_round(c[i].x);
-        CHECK_MSG(same_bits_or_nan(got, c[i].want), "sg_bf16_round(%a) = %a, want %a", c[i].x,
-                  got, c[i].want);
-        CHECK_MSG(same_bits_or_nan(ref, c[i].want), "ref_bf16_round(%a) = %a, want %a", c[i].x,
-                  ref, c[i].want);
+        CHECK_MSG(same_bits_or_nan(got, c[i].want), "sg_bf16_round(%a) = %a, want %a", c[i].x, got,
+                  c[i].want);
+        CHECK_MSG(same_bits_or_nan(ref, c[i].want), "ref_bf16_round(%a) = %a, want %a", c[i].x, ref,
+                  c[i].want);
     }
     float nan = sg_f32_from_bits(0x7f800001u); /* a NaN the add would carry into inf */
     CHECK(isnan(sg_bf16_round(nan)));
@@ -169,9 +169,8 @@ static float *dup(const float *p, size_t n) {
 }
 
 /* Runs op (0 fwd, 1 bwd_data, 2 bwd_weight) on be; returns the output. */
-static float *run_op(sg_backend *be, const sg_conv_desc *d, int op, const float *a,
-                     const float *b, const float *out0, size_t na, size_t nb, size_t nout,
-                     int acc) {
+static float *run_op(sg_backend *be, const sg_conv_desc *d, int op, const float *a, const float *b,
+                     const float *out0, size_t na, size_t nb, size_t nout, int acc) {
     const sg_ops *o = be->ops;
     float *da = o->alloc(be, na * 4), *db = o->alloc(be, nb * 4), *dout = o->alloc(be, nout * 4);
     memcpy(da, a, na * 4), memcpy(db, b, nb * 4), memcpy(dout, out0, nout * 4);
@@ -225,9 +224,10 @@ static void test_native_vs_emulated(void) {
                 float *re = run_op(emu, &d, op, a, b, out0, na, nb, nout, acc);
                 double q = steps_apart(rn, re, acc ? out0 : NULL, nout);
                 free(rn), free(re);
-                CHECK_MSG(q <= 1.0, "%s%s on %s: native and emulated differ by %.2f x (2 bf16 "
-                          "steps + 1e-5 max)", names[op], acc ? " accumulate" : "",
-                          shapes[s].what, q);
+                CHECK_MSG(q <= 1.0,
+                          "%s%s on %s: native and emulated differ by %.2f x (2 bf16 "
+                          "steps + 1e-5 max)",
+                          names[op], acc ? " accumulate" : "", shapes[s].what, q);
             }
         free(x), free(w), free(y), free(gx), free(gw);
     }
@@ -261,8 +261,10 @@ static void steady(const char *env) {
         be->ops->free(be, x), be->ops->free(be, w), be->ops->free(be, y);
     }
     sg_cpu_conv_stats(be, &e1, &w1);
-    CHECK_MSG(e1 == e0 && w1 == w0, "%s: %d -> %d entries, %zu -> %zu workspace bytes after "
-              "conv_prepare", env, e0, e1, w0, w1);
+    CHECK_MSG(e1 == e0 && w1 == w0,
+              "%s: %d -> %d entries, %zu -> %zu workspace bytes after "
+              "conv_prepare",
+              env, e0, e1, w0, w1);
     sg_backend_destroy(be);
 }
 

@@ -139,9 +139,9 @@ typedef struct rig {
     sg_backend *be, *ref;
     sg_conv_desc d;
     size_t nx, nw, ny;
-    float *x, *w, *dy, *y, *dx;         /* be's buffers */
-    float *rx, *rw, *rdy, *ry, *rdx;    /* ref's */
-    float *h_w, *h_a, *h_b;             /* host scratch */
+    float *x, *w, *dy, *y, *dx;      /* be's buffers */
+    float *rx, *rw, *rdy, *ry, *rdx; /* ref's */
+    float *h_w, *h_a, *h_b;          /* host scratch */
 } rig;
 
 static void rig_init(rig *g, sg_backend *be, sg_backend *ref, sg_conv_desc d) {
@@ -209,11 +209,11 @@ static int rig_same(rig *g, char *why, size_t cap) {
     return 1;
 }
 
-#define SAME(g, path)                                                                    \
-    do {                                                                                 \
-        char why_[256];                                                                  \
-        CHECK_MSG(rig_same(g, why_, sizeof why_), "%s, geometry %s, after %s: %s", env,  \
-                  name, path, why_);                                                     \
+#define SAME(g, path)                                                                         \
+    do {                                                                                      \
+        char why_[256];                                                                       \
+        CHECK_MSG(rig_same(g, why_, sizeof why_), "%s, geometry %s, after %s: %s", env, name, \
+                  path, why_);                                                                \
     } while (0)
 
 static void paths(const char *env, const char *name, sg_conv_desc d) {
@@ -286,8 +286,9 @@ static void paths(const char *env, const char *name, sg_conv_desc d) {
     o->download(be, y2, g.y, g.ny * 4);
     int same = memcmp(y1, y2, g.ny * 4) == 0;
     free(y1), free(y2);
-    CHECK_MSG(same, "%s %s: an unannounced direct write changed the result: the conv did not "
-                    "use the cached copy",
+    CHECK_MSG(same,
+              "%s %s: an unannounced direct write changed the result: the conv did not "
+              "use the cached copy",
               env, name);
     o->mem_written(be, g.w, wb);
     SAME(&g, "mem_written after the unannounced write");
@@ -303,17 +304,49 @@ static void all_paths(const char *env) {
     /* blocked 3x3 (native: reordered to oneDNN's bf16 layout), plain 1x1,
      * and a dilated kernel whose outer taps are trimmed (only the live taps
      * are in the copy) */
-    paths(env, "3x3", (sg_conv_desc){.n = 2, .c = 16, .h = 9, .w = 9, .k = 32, .r = 3, .s = 3,
-                                     .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1,
-                                     .dil_h = 1, .dil_w = 1});
+    paths(env, "3x3",
+          (sg_conv_desc){.n = 2,
+                         .c = 16,
+                         .h = 9,
+                         .w = 9,
+                         .k = 32,
+                         .r = 3,
+                         .s = 3,
+                         .stride_h = 1,
+                         .stride_w = 1,
+                         .pad_h = 1,
+                         .pad_w = 1,
+                         .dil_h = 1,
+                         .dil_w = 1});
     if (tu_case_failed) return;
-    paths(env, "1x1 stride 2", (sg_conv_desc){.n = 2, .c = 32, .h = 8, .w = 8, .k = 16, .r = 1,
-                                              .s = 1, .stride_h = 2, .stride_w = 2, .pad_h = 0,
-                                              .pad_w = 0, .dil_h = 1, .dil_w = 1});
+    paths(env, "1x1 stride 2",
+          (sg_conv_desc){.n = 2,
+                         .c = 32,
+                         .h = 8,
+                         .w = 8,
+                         .k = 16,
+                         .r = 1,
+                         .s = 1,
+                         .stride_h = 2,
+                         .stride_w = 2,
+                         .pad_h = 0,
+                         .pad_w = 0,
+                         .dil_h = 1,
+                         .dil_w = 1});
     if (tu_case_failed) return;
     paths(env, "3x3 dilation 6 on 5x5 (trimmed)",
-          (sg_conv_desc){.n = 2, .c = 16, .h = 5, .w = 5, .k = 16, .r = 3, .s = 3,
-                         .stride_h = 1, .stride_w = 1, .pad_h = 6, .pad_w = 6, .dil_h = 6,
+          (sg_conv_desc){.n = 2,
+                         .c = 16,
+                         .h = 5,
+                         .w = 5,
+                         .k = 16,
+                         .r = 3,
+                         .s = 3,
+                         .stride_h = 1,
+                         .stride_w = 1,
+                         .pad_h = 6,
+                         .pad_w = 6,
+                         .dil_h = 6,
                          .dil_w = 6});
 }
 

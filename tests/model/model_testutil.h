@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
-#include "io/safetensors.h"
 #include "tests/helpers.h"
 
 static const char *mt_fixtures __attribute__((unused)) = "tests/fixtures";

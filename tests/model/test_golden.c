@@ -17,10 +17,9 @@
  * by up to 30%), so make_golden.py refuses fixtures whose closest ReLU input
  * is under 1e-5 of its tensor's max.
  */
-#include "tests/testutil.h"
-
 #include "model/model_io.h"
 #include "tests/model/model_testutil.h"
+#include "tests/testutil.h"
 
 #define TOL_LOGITS 1e-4
 #define TOL_LOSS 1e-5
@@ -128,8 +127,8 @@ static void run_fixture(const char *file) {
                             sg_model_dout(m), &s1, &v1);
         CHECK_EQ_INT(v1, valid);
         if (o.aux_head)
-            be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, n, C, (int)hw, 255,
-                                aux_w / (float)valid, sg_model_daux(m), &s2, &v2);
+            be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, n, C, (int)hw, 255, aux_w / (float)valid,
+                                sg_model_daux(m), &s2, &v2);
         float ref_loss;
         sg_st_read_f32(f, need(f, "loss"), &ref_loss, 1);
         double loss = s1 / (double)valid + aux_w * s2 / (double)valid;
@@ -206,8 +205,8 @@ static void run_fixture(const char *file) {
         be->ops->ce_fwd_bwd(be, sg_model_out(m), dlab, n, C, (int)hw, 255, 1.0f / (float)valid,
                             sg_model_dout(m), &s1, &v1);
         if (o.aux_head)
-            be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, n, C, (int)hw, 255,
-                                aux_w / (float)valid, sg_model_daux(m), &s2, &v1);
+            be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, n, C, (int)hw, 255, aux_w / (float)valid,
+                                sg_model_daux(m), &s2, &v1);
         float ref_loss;
         sg_st_read_f32(f, need(f, "evalbn_loss"), &ref_loss, 1);
         double loss = (s1 + aux_w * s2) / (double)valid;
@@ -233,7 +232,9 @@ static void run_fixture(const char *file) {
 
 static void test_bottleneck_os8_aux(void) { run_fixture("golden_bottleneck_os8_aux.safetensors"); }
 static void test_basic_os8(void) { run_fixture("golden_basic_os8.safetensors"); }
-static void test_bottleneck_os16_aux(void) { run_fixture("golden_bottleneck_os16_aux.safetensors"); }
+static void test_bottleneck_os16_aux(void) {
+    run_fixture("golden_bottleneck_os16_aux.safetensors");
+}
 
 int main(int argc, char **argv) {
     if (argc > 1) mt_fixtures = argv[1];

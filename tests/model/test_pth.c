@@ -21,15 +21,15 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "model/model_io.h"
 #include "io/pth.h"
 #include "io/pth_pickle.h"
 #include "io/safetensors.h"
+#include "model/model_io.h"
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
 
-static char g_dir[512];  /* fixtures/pth */
-static char g_tmp[256];  /* scratch */
+static char g_dir[512]; /* fixtures/pth */
+static char g_tmp[256]; /* scratch */
 
 static const char *fx(const char *name) {
     static char buf[4][1024];
@@ -61,8 +61,8 @@ static void compare_with_expected(const char *pth, const char *expected, const c
     for (int i = 0; i < sg_pth_count(p); i++) {
         const sg_pth_tensor *t = sg_pth_get(p, i);
         const sg_st_tensor *x = sg_st_get(e, i);
-        CHECK_MSG(x && strcmp(t->name, x->name) == 0, "%s: tensor %d is '%s', expected '%s'",
-                  pth, i, t->name, x ? x->name : "?");
+        CHECK_MSG(x && strcmp(t->name, x->name) == 0, "%s: tensor %d is '%s', expected '%s'", pth,
+                  i, t->name, x ? x->name : "?");
         if (!x) continue;
         CHECK_MSG(t->dtype == x->dtype && t->ndim == x->ndim && t->count == x->count,
                   "%s: '%s' dtype/rank/count differ", pth, t->name);
@@ -70,8 +70,8 @@ static void compare_with_expected(const char *pth, const char *expected, const c
         if (t->count != x->count) continue;
         void *got = malloc(t->count * 8 + 8);
         sg_pth_read(p, i, got);
-        CHECK_MSG(memcmp(got, x->data, x->nbytes) == 0, "%s: '%s' (%s) values differ", pth,
-                  t->name, t->src_type);
+        CHECK_MSG(memcmp(got, x->data, x->nbytes) == 0, "%s: '%s' (%s) values differ", pth, t->name,
+                  t->src_type);
         free(got);
     }
     sg_pth_close(p);
@@ -81,16 +81,17 @@ static void compare_with_expected(const char *pth, const char *expected, const c
 static void test_fixtures(void) {
     compare_with_expected("dtypes.pth", "dtypes.expected.safetensors", "zip", "", 18);
     compare_with_expected("dtypes_legacy.pth", "dtypes.expected.safetensors", "legacy", "", 18);
-    compare_with_expected("state_dict.pth", "dtypes.expected.safetensors", "zip", "state_dict",
-                          18);
+    compare_with_expected("state_dict.pth", "dtypes.expected.safetensors", "zip", "state_dict", 18);
     compare_with_expected("wrapped.pth", "wrapped.expected.safetensors", "zip", "model", 7);
     /* the source types are reported */
     char err[1024];
     sg_pth *p = sg_pth_open(fx("dtypes.pth"), err, sizeof err);
     CHECK(p != NULL);
     if (!p) return;
-    const char *want[][2] = {{"f16", "HalfStorage"}, {"bf16", "BFloat16Storage"},
-                             {"bool", "BoolStorage"}, {"f64", "DoubleStorage"}};
+    const char *want[][2] = {{"f16", "HalfStorage"},
+                             {"bf16", "BFloat16Storage"},
+                             {"bool", "BoolStorage"},
+                             {"f64", "DoubleStorage"}};
     for (int k = 0; k < 4; k++)
         for (int i = 0; i < sg_pth_count(p); i++)
             if (!strcmp(sg_pth_get(p, i)->name, want[k][0]))
@@ -132,8 +133,7 @@ static void test_tiny_deeplab_loads_strict_and_matches_torch(void) {
     sg_model_forward(m, 0, 0);
     float *got = mt_download(be, sg_model_out(m), ref->count);
     double err_rel = tu_max_rel_err(rr, got, ref->count, 1e-3);
-    fprintf(stderr, "  tiny deeplab: eval logits max rel error %.3g vs torch (float64)\n",
-            err_rel);
+    fprintf(stderr, "  tiny deeplab: eval logits max rel error %.3g vs torch (float64)\n", err_rel);
     CHECK(err_rel < 1e-4);
     free(xx);
     free(rr);
@@ -247,9 +247,9 @@ static void test_code_is_never_run(void) {
     unlink("/tmp/segtrain_pwned");
     refused(fx("evil_system.pth"), "'posix.system'");
     CHECK(access("/tmp/segtrain_pwned", F_OK) != 0);
-    const char *mods[][2] = {{"os", "system"}, {"builtins", "eval"}, {"__builtin__", "eval"},
-                             {"subprocess", "Popen"}, {"torch", "load"},
-                             {"torch._utils", "_rebuild_tensor_v3"}};
+    const char *mods[][2] = {{"os", "system"},        {"builtins", "eval"},
+                             {"__builtin__", "eval"}, {"subprocess", "Popen"},
+                             {"torch", "load"},       {"torch._utils", "_rebuild_tensor_v3"}};
     for (size_t k = 0; k < sizeof mods / sizeof mods[0]; k++) {
         bb b = {.n = 0};
         op(&b, 0x80), op(&b, 2);
@@ -369,9 +369,11 @@ static void test_malformed(void) {
         {"protocol 9", {0x80, 9, '.'}, 3},
         {"holds no state_dict: not a dict", {0x80, 2, ']', '.'}, 4},
         {"holds no state_dict: a dict with keys 'epoch'",
-         {0x80, 2, '}', 'X', 5, 0, 0, 0, 'e', 'p', 'o', 'c', 'h', 'K', 3, 's', '.'}, 17},
+         {0x80, 2, '}', 'X', 5, 0, 0, 0, 'e', 'p', 'o', 'c', 'h', 'K', 3, 's', '.'},
+         17},
         {"REDUCE at byte 4 calls something that is not an allowed global",
-         {0x80, 2, 'N', ')', 'R', '.'}, 6},
+         {0x80, 2, 'N', ')', 'R', '.'},
+         6},
         {"LONG4 of", {0x80, 2, 0x8b, 0xFF, 0xFF, 0, 0, '.'}, 8},
     };
     for (size_t k = 0; k < sizeof tiny / sizeof tiny[0]; k++) {
@@ -470,11 +472,16 @@ static void test_many_storages(void) {
         int kl = snprintf(key, sizeof key, "%d", i);
         uint8_t hdr[5] = {'X', (uint8_t)kl, 0, 0, 0};
         PUT(hdr, 5), PUT(key, (size_t)kl); /* name */
-        if (i == 0) PUT(reb, sizeof reb - 1); else PUT("h\x01", 2);
+        if (i == 0) PUT(reb, sizeof reb - 1);
+        else PUT("h\x01", 2);
         PUT("((X\x07\x00\x00\x00storage", 14);
-        if (i == 0) PUT(flt, sizeof flt - 1); else PUT("h\x02", 2);
+        if (i == 0) PUT(flt, sizeof flt - 1);
+        else PUT("h\x02", 2);
         PUT(hdr, 5), PUT(key, (size_t)kl); /* storage key */
-        PUT("X\x03\x00\x00\x00" "cpuK\x01tQK\x00K\x01\x85K\x01\x85\x89Nt" "R", 24);
+        PUT("X\x03\x00\x00\x00"
+            "cpuK\x01tQK\x00K\x01\x85K\x01\x85\x89Nt"
+            "R",
+            24);
     }
     PUT("u.", 2);
 #undef PUT

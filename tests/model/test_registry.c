@@ -15,11 +15,10 @@
  *   branch is 1x1 at any crop) is refused when planning, as a configuration
  *   error naming the layer; frozen statistics or SyncBN make it plannable.
  */
-#include "tests/testutil.h"
-
 #include "core/config.h"
 #include "model/model_io.h"
 #include "tests/model/model_testutil.h"
+#include "tests/testutil.h"
 
 static void test_resnet50_keys(void) {
     char path[1024], line[512];
@@ -36,8 +35,9 @@ static void test_resnet50_keys(void) {
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') {
             char *p = strstr(line, "# params ");
-            if (p) sscanf(p, "# params %lld keys %d conv_macs_520 %lld", &params_ref, &keys_ref,
-                          &macs_ref);
+            if (p)
+                sscanf(p, "# params %lld keys %d conv_macs_520 %lld", &params_ref, &keys_ref,
+                       &macs_ref);
             continue;
         }
         char name[256], dt[8], shape[64];
@@ -64,8 +64,10 @@ static void test_resnet50_keys(void) {
     /* encoder parameters first, then the heads: one contiguous head range */
     CHECK_EQ_INT(sg_model_head_offset(m), sg_model_find(m, "decoder.0.convs.0.0.weight")->offset);
     double macs = sg_model_macs(m, 520, 520);
-    fprintf(stderr, "  resnet50 OS8 520x520: %.6g GMACs (torchvision modules: %.6g), "
-            "%.6g GFLOPs\n", macs / 1e9, macs_ref / 1e9, sg_model_flops(m, 520, 520) / 1e9);
+    fprintf(stderr,
+            "  resnet50 OS8 520x520: %.6g GMACs (torchvision modules: %.6g), "
+            "%.6g GFLOPs\n",
+            macs / 1e9, macs_ref / 1e9, sg_model_flops(m, 520, 520) / 1e9);
     CHECK_EQ_INT((long long)macs, macs_ref);
     CHECK_NEAR(macs / 1e9, 178.72, 0.01);
     sg_model_destroy(m);
@@ -99,7 +101,8 @@ static void test_init(void) {
     sg_model_init(a, 7);
     sg_model_init(b, 7);
     size_t nw = sg_model_param_count(a, 0);
-    float *wa = mt_download(be, sg_model_weights(a), nw), *wb = mt_download(be, sg_model_weights(b), nw);
+    float *wa = mt_download(be, sg_model_weights(a), nw),
+          *wb = mt_download(be, sg_model_weights(b), nw);
     CHECK(memcmp(wa, wb, nw * sizeof(float)) == 0);
     sg_model_init(b, 8);
     free(wb);
@@ -114,9 +117,10 @@ static void test_init(void) {
         s += v;
         s2 += v * v;
     }
-    double mean = s / p->count, sd = sqrt(s2 / p->count - mean * mean), want = sqrt(2.0 / (128 * 9));
-    CHECK_MSG(fabs(sd / want - 1) < 0.03 && fabs(mean) < 0.05 * want, "std %g want %g mean %g",
-              sd, want, mean);
+    double mean = s / p->count, sd = sqrt(s2 / p->count - mean * mean),
+           want = sqrt(2.0 / (128 * 9));
+    CHECK_MSG(fabs(sd / want - 1) < 0.03 && fabs(mean) < 0.05 * want, "std %g want %g mean %g", sd,
+              want, mean);
     /* head conv: U(-1/sqrt(fan_in), +): max |w| below and near the bound */
     p = sg_model_find(a, "decoder.1.weight"); /* [64,64,3,3] */
     CHECK(p->shape[1] == 64 && p->shape[2] == 3);
@@ -264,7 +268,8 @@ static void test_hooks(void) {
     int no = sg_model_grad_order(m, order, 1024);
     CHECK_EQ_INT(hc.n_ready, no);
     int n_trainable = 0;
-    for (int i = 0; i < sg_model_num_params(m); i++) n_trainable += !sg_model_param(m, i)->is_buffer;
+    for (int i = 0; i < sg_model_num_params(m); i++)
+        n_trainable += !sg_model_param(m, i)->is_buffer;
     CHECK_EQ_INT(no, n_trainable);
     for (int i = 0; i < no; i++) CHECK_EQ_INT(hc.order[i], order[i]);
     /* backward produces the aux head first and the stem conv last */
@@ -349,7 +354,11 @@ static void test_dropout_and_fd(void) {
     float *t3 = mt_download(be, sg_model_aux(d), oc);
     CHECK(memcmp(t1, t2, oc * sizeof(float)) == 0);
     CHECK(memcmp(t1, t3, oc * sizeof(float)) != 0);
-    free(ya); free(yd); free(t1); free(t2); free(t3);
+    free(ya);
+    free(yd);
+    free(t1);
+    free(t2);
+    free(t3);
 
     /* finite differences (mt_train_step uses dropout key 12345); the stem is
      * left out: with 4 channels its ReLU/max-pool kinks make central
@@ -405,7 +414,7 @@ static void test_bn_one_value(void) {
     CHECK_STR_CONTAINS(buf, "model.sync_bn");
     CHECK_STR_CONTAINS(buf, "train.freeze_bn_stats");
     CHECK(strstr(buf, "data.crop_size") == NULL); /* a larger crop would not help */
-    CHECK(sg_model_input(m) == NULL);              /* not planned */
+    CHECK(sg_model_input(m) == NULL);             /* not planned */
     /* a tiny crop at batch 1: the first 1x1 map is in the backbone, and
      * there a larger crop does help */
     th_cap_begin();
@@ -468,7 +477,8 @@ static void test_resnet50_full_step(void) {
     CHECK_EQ_INT(sg_model_plan(m, 2, 64, 64), 0);
     fprintf(stderr, "  resnet50 OS8 2x3x64x64: train arena %.1f MiB\n",
             sg_model_activation_bytes(m) / 1048576.0);
-    fprintf(stderr, "  resnet50 OS8 arena (planned, not allocated): train 2x3x256x256 %.0f MiB, "
+    fprintf(stderr,
+            "  resnet50 OS8 arena (planned, not allocated): train 2x3x256x256 %.0f MiB, "
             "train 8x3x512x1024 %.0f MiB, inference 1x3x1024x2048 %.0f MiB\n",
             sg_model_plan_bytes(m, 2, 256, 256, 1) / 1048576.0,
             sg_model_plan_bytes(m, 8, 512, 1024, 1) / 1048576.0,

@@ -6,12 +6,11 @@
  * load with segtrain and torchvision names; non-strict loading into a model
  * with another num_classes reports skipped/missing keys; strict fails.
  */
-#include "tests/testutil.h"
-
 #include <sys/stat.h>
 
 #include "model/model_io.h"
 #include "tests/model/model_testutil.h"
+#include "tests/testutil.h"
 
 static char tmpdir[256];
 
@@ -120,11 +119,15 @@ static void test_corrupt(void) {
     expect_error(path, "'w'");
     write_raw(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
     expect_error(path, "shape x dtype");
-    write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12);
+    write_raw(path,
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+              12);
     expect_error(path, "overlap");
-    write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                    "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16);
+    write_raw(path,
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+              16);
     expect_error(path, "twice");
     write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,-1],\"data_offsets\":[0,8]}}", 8);
     expect_error(path, "corrupt header");
@@ -205,9 +208,9 @@ static void test_untrusted_header(void) {
     CHECK(json != NULL);
     json[len++] = '{';
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(json + len, cap - len,
-                                "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
-                                i ? "," : "", i);
+        len += (size_t)snprintf(
+            json + len, cap - len,
+            "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
     json[len++] = '}';
     json[len] = 0;
     write_raw(path, json, 0);
@@ -241,7 +244,8 @@ static void test_untrusted_header(void) {
     write_raw(path, "{\"\\ud800x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
     expect_error(path, "surrogate");
     /* a pair is one character (U+1F600, 4 bytes of UTF-8) */
-    write_raw(path, "{\"\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
+    write_raw(path, "{\"\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+              0);
     f = sg_st_open(path);
     CHECK(f != NULL);
     CHECK(strcmp(sg_st_get(f, 0)->name, "\xf0\x9f\x98\x80") == 0);
@@ -301,11 +305,13 @@ static void test_expected_size(void) {
                         for (int i = 0; i < sg_model_num_params(m); i++)
                             i64 += sg_model_param(m, i)->dtype == SG_DT_I64;
                         CHECK_MSG(z.tensors == sg_model_num_params(m) &&
-                                      z.f32 == sg_model_param_count(m, 0) + sg_model_buffer_count(m) &&
+                                      z.f32 ==
+                                          sg_model_param_count(m, 0) + sg_model_buffer_count(m) &&
                                       z.i64 == i64,
                                   "%s os %d aux %d rates %d width %d: expected %d tensors %zu f32 "
-                                  "%zu i64, built %d, %zu, %zu", sg_backbone_name(o.backbone), os,
-                                  aux, nr, bw, z.tensors, z.f32, z.i64, sg_model_num_params(m),
+                                  "%zu i64, built %d, %zu, %zu",
+                                  sg_backbone_name(o.backbone), os, aux, nr, bw, z.tensors, z.f32,
+                                  z.i64, sg_model_num_params(m),
                                   sg_model_param_count(m, 0) + sg_model_buffer_count(m), i64);
                         sg_model_destroy(m);
                         cases++;
@@ -331,7 +337,8 @@ static void test_model_round_trip(void) {
     CHECK_EQ_INT(sg_model_plan(a, 2, 33, 33), 0);
     mt_train_step(a, 2, 33, 33, 0.5f, 0);
     size_t nw = sg_model_param_count(a, 0), nb = sg_model_buffer_count(a);
-    float *wa = mt_download(be, sg_model_weights(a), nw), *ba = mt_download(be, sg_model_buffers(a), nb);
+    float *wa = mt_download(be, sg_model_weights(a), nw),
+          *ba = mt_download(be, sg_model_buffers(a), nb);
     char path[512];
     for (int tv = 0; tv < 2; tv++) {
         tmp_path(path, sizeof path, tv ? "tv.safetensors" : "seg.safetensors");
@@ -339,10 +346,12 @@ static void test_model_round_trip(void) {
         sg_st_file *f = sg_st_open(path);
         CHECK(f != NULL);
         CHECK_EQ_INT(sg_st_count(f), sg_model_num_params(a));
-        CHECK(strcmp(sg_st_get(f, 0)->name, tv ? "backbone.conv1.weight" : "encoder.conv1.weight") == 0);
+        CHECK(strcmp(sg_st_get(f, 0)->name,
+                     tv ? "backbone.conv1.weight" : "encoder.conv1.weight") == 0);
         const sg_st_tensor *t = sg_st_find(f, tv ? "aux_classifier.4.bias" : "aux_head.4.bias");
         CHECK(t && t->count == 3);
-        t = sg_st_find(f, tv ? "backbone.bn1.num_batches_tracked" : "encoder.bn1.num_batches_tracked");
+        t = sg_st_find(f,
+                       tv ? "backbone.bn1.num_batches_tracked" : "encoder.bn1.num_batches_tracked");
         CHECK(t && t->dtype == SG_ST_I64 && t->ndim == 0);
         sg_st_close(f);
         sg_model_init(b, 12);
@@ -350,7 +359,8 @@ static void test_model_round_trip(void) {
         CHECK_EQ_INT(sg_model_load(b, path, 1, &r), 0);
         CHECK_EQ_INT(r.loaded, sg_model_num_params(b));
         CHECK(r.missing == 0 && r.skipped == 0 && r.unexpected == 0);
-        float *wb = mt_download(be, sg_model_weights(b), nw), *bb = mt_download(be, sg_model_buffers(b), nb);
+        float *wb = mt_download(be, sg_model_weights(b), nw),
+              *bb = mt_download(be, sg_model_buffers(b), nb);
         CHECK(memcmp(wa, wb, nw * sizeof(float)) == 0);
         CHECK(memcmp(ba, bb, nb * sizeof(float)) == 0);
         CHECK_EQ_INT(*sg_model_find(b, "decoder.2.num_batches_tracked")->i64, 1);
@@ -376,7 +386,8 @@ static void test_model_round_trip(void) {
     CHECK_STR_CONTAINS(buf, path);
     /* DDP "module." prefixes and plain ImageNet ResNet names map too */
     char out[128];
-    CHECK_EQ_INT(sg_model_canonical_name("module.backbone.layer1.0.conv1.weight", out, sizeof out), 0);
+    CHECK_EQ_INT(sg_model_canonical_name("module.backbone.layer1.0.conv1.weight", out, sizeof out),
+                 0);
     CHECK(strcmp(out, "encoder.layer1.0.conv1.weight") == 0);
     CHECK_EQ_INT(sg_model_canonical_name("layer4.2.bn3.running_var", out, sizeof out), 0);
     CHECK(strcmp(out, "encoder.layer4.2.bn3.running_var") == 0);

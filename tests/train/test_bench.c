@@ -20,10 +20,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "tests/helpers.h"
+#include "testutil.h"
 #include "train/bench.h"
 #include "train/trainer.h"
-#include "testutil.h"
-#include "tests/helpers.h"
 #include "train_fixture.h"
 
 static const char *g_segtrain;
@@ -81,7 +81,7 @@ static void test_same_step(void) {
             r.loss_first, r.loss_last);
     int ok = r.loss_first == trained[0] && r.loss_last == trained[1];
     check_result_consistent(&r, 2);
-    CHECK(r.peak_gflops == 0);  /* skipped */
+    CHECK(r.peak_gflops == 0); /* skipped */
     sg_bench_result_free(&r);
     CHECK_MSG(ok, "bench's step differs from the trainer's");
     /* the second loss differs from the first: the optimizer step ran */
@@ -96,7 +96,7 @@ static void test_synthetic(void) {
     sg_bench_opts o = {2, 1, 0, 1, -1.0};
     sg_bench_result a, b;
     CHECK_EQ_INT(sg_bench_run(&cfg, &o, &a), 0);
-    o.split = 0;  /* whole-step timing: same work, so the same losses */
+    o.split = 0; /* whole-step timing: same work, so the same losses */
     CHECK_EQ_INT(sg_bench_run(&cfg, &o, &b), 0);
     double expect = (1.0 + cfg.train.aux_weight) * log(19.0);
     double l0 = a.loss_first, l1 = a.loss_last, m0 = b.loss_first, m1 = b.loss_last;
@@ -123,25 +123,31 @@ static void test_cli(void) {
     snprintf(json, sizeof json, "%s/bench.json", fx_root);
     FILE *f = fopen(yaml, "w");
     CHECK(f != NULL);
-    fprintf(f, "device: cpu\nthreads: 2\nseed: 1\nmodel:\n  backbone: resnet18\n"
-               "  base_width: 8\n  aspp_rates: [2, 4, 6]\n  num_classes: 5\n"
-               "data:\n  label_map: none\n  crop_size: [32, 48]\ntrain:\n  batch_size: 3\n  accum_steps: 2\n");
+    fprintf(
+        f,
+        "device: cpu\nthreads: 2\nseed: 1\nmodel:\n  backbone: resnet18\n"
+        "  base_width: 8\n  aspp_rates: [2, 4, 6]\n  num_classes: 5\n"
+        "data:\n  label_map: none\n  crop_size: [32, 48]\ntrain:\n  batch_size: 3\n  accum_steps: 2\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 3 --warmup 1 --json '%s' "
-             "--quiet > '%s/out.txt'", g_segtrain, yaml, json, fx_root);
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --config '%s' --iters 3 --warmup 1 --json '%s' "
+             "--quiet > '%s/out.txt'",
+             g_segtrain, yaml, json, fx_root);
     CHECK_EQ_INT(run(cmd), 0);
     char *js = th_read_file(json);
     CHECK(js != NULL);
-    const char *positive[] = {"img_per_s", "step_ms_median", "step_ms_mean", "step_ms_min",
-                              "step_ms_max", "cpu_ms_median", "forward_ms_median", "forward_cpu_ms_median",
-                              "backward_ms_median", "gflops_fwd_per_image", "gflops_per_step",
-                              "achieved_gflops", "peak_gflops", "peak_fraction",
-                              "peak_rss_mib", "device_mem_peak_mib", "loss_first"};
+    const char *positive[] = {
+        "img_per_s",          "step_ms_median",       "step_ms_mean",      "step_ms_min",
+        "step_ms_max",        "cpu_ms_median",        "forward_ms_median", "forward_cpu_ms_median",
+        "backward_ms_median", "gflops_fwd_per_image", "gflops_per_step",   "achieved_gflops",
+        "peak_gflops",        "peak_fraction",        "peak_rss_mib",      "device_mem_peak_mib",
+        "loss_first"};
     int bad = -1;
     for (int i = 0; i < (int)(sizeof positive / sizeof *positive); i++)
         if (!(th_json_num(js, positive[i]) > 0)) bad = i;
     double imgs = th_json_num(js, "img_per_s"), med = th_json_num(js, "step_ms_median");
-    double flops = th_json_num(js, "gflops_per_step"), fwd = th_json_num(js, "gflops_fwd_per_image");
+    double flops = th_json_num(js, "gflops_per_step"),
+           fwd = th_json_num(js, "gflops_fwd_per_image");
     double ach = th_json_num(js, "achieved_gflops");
     int has_split = strstr(js, "\"data_ms_median\":") && strstr(js, "\"comm_ms_median\":") &&
                     strstr(js, "\"optimizer_ms_median\":") && strstr(js, "\"loss_ms_median\":");
@@ -164,8 +170,10 @@ static void test_cli(void) {
     snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --set model.nonexistent=1 2>/dev/null",
              g_segtrain, yaml);
     CHECK_EQ_INT(run(cmd), 2);
-    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --iters 1 --warmup 0 --peak-gflops 0 "
-             "--json '%s/no/such/dir/b.json' >/dev/null 2>&1", g_segtrain, yaml, fx_root);
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --config '%s' --iters 1 --warmup 0 --peak-gflops 0 "
+             "--json '%s/no/such/dir/b.json' >/dev/null 2>&1",
+             g_segtrain, yaml, fx_root);
     CHECK_EQ_INT(run(cmd), 1);
     fx_cleanup(0);
 }
@@ -181,9 +189,10 @@ static void test_dist(void) {
                "  aspp_rates: [2, 4, 6]\n  num_classes: 19\ndata:\n  crop_size: [32, 32]\n"
                "train:\n  batch_size: 2\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' --nproc-per-node 2 bench --config '%s' --iters 2 "
-             "--warmup 1 --peak-gflops 0 --json '%s' --quiet > '%s/out.txt' 2>&1", g_segtrain,
-             yaml, json, fx_root);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --nproc-per-node 2 bench --config '%s' --iters 2 "
+             "--warmup 1 --peak-gflops 0 --json '%s' --quiet > '%s/out.txt' 2>&1",
+             g_segtrain, yaml, json, fx_root);
     CHECK_EQ_INT(run(cmd), 0);
     char *js = th_read_file(json);
     CHECK(js != NULL);
@@ -213,10 +222,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         g_segtrain = argv[2];
-        if (strcmp(argv[1], "cli") == 0)
-            TEST_RUN(test_cli);
-        else
-            TEST_RUN(test_dist);
+        if (strcmp(argv[1], "cli") == 0) TEST_RUN(test_cli);
+        else TEST_RUN(test_dist);
     } else {
         fprintf(stderr, "test_bench: unknown case %s\n", argv[1]);
         return 2;

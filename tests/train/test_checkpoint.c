@@ -10,12 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/checkpoint.h"
-#include "core/log.h"
 #include "ckpt_edit.h"
+#include "core/log.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "testutil.h"
+#include "train/checkpoint.h"
 
 static char root[256];
 
@@ -38,7 +38,9 @@ static int write_fake_run(const char *path, size_t n, int tag, const char *run_i
     return rc;
 }
 
-static int write_fake(const char *path, size_t n, int tag) { return write_fake_run(path, n, tag, NULL); }
+static int write_fake(const char *path, size_t n, int tag) {
+    return write_fake_run(path, n, tag, NULL);
+}
 
 static void mkrun(const char *name, char *run, char *ck) {
     snprintf(run, 512, "%s/%s", root, name);
@@ -177,7 +179,8 @@ static void test_prune(void) {
     fclose(f);
     sg_ckpt_best_path(run, path, sizeof path);
     CHECK_EQ_INT(write_fake(path, 10, 9), 0);
-    CHECK_EQ_INT(sg_ckpt_prune(run, 2, 500, "00000000000000aa"), 4); /* iter 100, 200, 300 and the .tmp */
+    CHECK_EQ_INT(sg_ckpt_prune(run, 2, 500, "00000000000000aa"),
+                 4); /* iter 100, 200, 300 and the .tmp */
     for (int it = 1; it <= 5; it++) {
         sg_ckpt_iter_path(run, it * 100, path, sizeof path);
         CHECK_EQ_INT(access(path, F_OK) == 0, it >= 4);
@@ -273,7 +276,7 @@ static void test_run_ids(void) {
     CHECK_EQ_INT(sg_ckpt_foreign(run, NULL, out, sizeof out, id), 5);
     CHECK_STR_CONTAINS(out, "iter_00000400");
     CHECK(strcmp(id, B) == 0);
-    CHECK_EQ_INT(sg_ckpt_foreign(run, A, out, sizeof out, id), 1); /* B's */
+    CHECK_EQ_INT(sg_ckpt_foreign(run, A, out, sizeof out, id), 1);  /* B's */
     CHECK_EQ_INT(sg_ckpt_foreign(run, "", out, sizeof out, id), 4); /* all with an id */
     /* auto: the newest readable header (B's) decides the run; B's files
      * that fail their checksum are skipped, and A's are never taken instead */
@@ -325,8 +328,14 @@ static void write_state_ckpt(const char *path, sg_backend **be_out, sg_model **m
     o.aux_head = 0;
     for (int i = 0; i < 4; i++) o.blocks[i] = 1;
     sg_model *m = sg_model_create(be, &o);
-    sg_train_state st = {.iter = 12, .epoch = 3, .sample_pos = 8, .total_steps = 40, .world = 2,
-                         .seed = 7, .best_miou = 0.25, .best_iter = 10};
+    sg_train_state st = {.iter = 12,
+                         .epoch = 3,
+                         .sample_pos = 8,
+                         .total_steps = 40,
+                         .world = 2,
+                         .seed = 7,
+                         .best_miou = 0.25,
+                         .best_iter = 10};
     snprintf(st.run_id, sizeof st.run_id, "0123456789abcdef");
     if (sg_ckpt_save(path, m, NULL, &st, NULL, NULL) != SG_OK) abort();
     *be_out = be;
@@ -469,7 +478,8 @@ static void test_kill9_during_write(void) {
 }
 
 int main(void) {
-    snprintf(root, sizeof root, "%s/sg_test_ckpt_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(root, sizeof root, "%s/sg_test_ckpt_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(root)) return 1;
     sg_log_set_level(SG_LOG_ERROR);
     TEST_RUN(test_roundtrip);

@@ -30,13 +30,13 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "tests/helpers.h"
+#include "testutil.h"
 #include "train/checkpoint.h"
 #include "train/ema.h"
 #include "train/trainer.h"
-#include "model/model.h"
-#include "io/safetensors.h"
-#include "testutil.h"
-#include "tests/helpers.h"
 #include "train_fixture.h"
 
 /* A checkpoint at "step 0": the seed's initial weights (as the trainer
@@ -64,8 +64,8 @@ static int write_step0(const sg_config *c, const char *path) {
  * `cur`'s weights (updated) or against prev's ema.* (not updated). Returns
  * the number of mismatching values (the first described in what); *tensors
  * counts the ema tensors checked. */
-static long check_step(const char *prev, const char *cur, double decay, int updated,
-                       int *tensors, char *what, size_t cap) {
+static long check_step(const char *prev, const char *cur, double decay, int updated, int *tensors,
+                       char *what, size_t cap) {
     sg_st_file *fp = sg_st_open(prev), *fc = sg_st_open(cur);
     if (!fp || !fc) {
         snprintf(what, cap, "cannot open %s or %s", prev, cur);
@@ -91,8 +91,9 @@ static long check_step(const char *prev, const char *cur, double decay, int upda
             sg_st_read_i64(fc, tw, &w, 1);
             int64_t want = updated ? w : p;
             if (e != want) {
-                if (!bad) snprintf(what, cap, "%s = %lld, want %lld", te->name, (long long)e,
-                                   (long long)want);
+                if (!bad)
+                    snprintf(what, cap, "%s = %lld, want %lld", te->name, (long long)e,
+                             (long long)want);
                 bad++;
             }
             continue;
@@ -106,8 +107,8 @@ static long check_step(const char *prev, const char *cur, double decay, int upda
             float b = om * w[k];
             float want = updated ? a + b : p[k];
             if (memcmp(&want, &e[k], sizeof want) != 0) {
-                if (!bad) snprintf(what, cap, "%s[%zu] = %.9g, recursion %.9g", te->name, k,
-                                   e[k], want);
+                if (!bad)
+                    snprintf(what, cap, "%s[%zu] = %.9g, recursion %.9g", te->name, k, e[k], want);
                 bad++;
             }
         }
@@ -133,7 +134,10 @@ static int count_model_tensors(const char *path) {
 }
 
 static void test_recursion(void) {
-    const struct { int every, iters; double decay; } runs[] = {{2, 5, 0.8}, {1, 3, 0.9}};
+    const struct {
+        int every, iters;
+        double decay;
+    } runs[] = {{2, 5, 0.8}, {1, 3, 0.9}};
     for (int r = 0; r < 2; r++) {
         char name[32], s_iters[32], s_decay[48], s_every[32];
         snprintf(name, sizeof name, "rec%d", r);
@@ -141,8 +145,12 @@ static void test_recursion(void) {
         snprintf(s_decay, sizeof s_decay, "train.ema_decay=%.17g", runs[r].decay);
         snprintf(s_every, sizeof s_every, "train.ema_every=%d", runs[r].every);
         /* lr high enough that the weights move visibly each step */
-        const char *sets[] = {s_iters, s_decay, s_every, "train.checkpoint_every=1",
-                              "train.keep_checkpoints=0", "train.lr=0.05"};
+        const char *sets[] = {s_iters,
+                              s_decay,
+                              s_every,
+                              "train.checkpoint_every=1",
+                              "train.keep_checkpoints=0",
+                              "train.lr=0.05"};
         sg_config c;
         CHECK(fx_config(&c, name, sets, 6) == 0);
         sg_train_debug dbg = {0};
@@ -157,10 +165,12 @@ static void test_recursion(void) {
             sg_ckpt_iter_path(c.run_dir, k, cur, sizeof cur);
             int tensors = 0;
             char what[512] = "";
-            long bad = check_step(prev, cur, runs[r].decay, k % runs[r].every == 0, &tensors,
-                                  what, sizeof what);
-            CHECK_MSG(bad == 0, "every %d, step %d: %ld values differ from the recursion; "
-                      "first: %s", runs[r].every, k, bad, what);
+            long bad = check_step(prev, cur, runs[r].decay, k % runs[r].every == 0, &tensors, what,
+                                  sizeof what);
+            CHECK_MSG(bad == 0,
+                      "every %d, step %d: %ld values differ from the recursion; "
+                      "first: %s",
+                      runs[r].every, k, bad, what);
             CHECK_EQ_INT(tensors, model_tensors); /* every state-dict entry has its ema. */
             snprintf(prev, sizeof prev, "%s", cur);
         }
@@ -299,23 +309,24 @@ static void test_eval(void) {
     snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", a.run_dir);
     const char *e1[] = {"eval", "--checkpoint", pa, "--out", out_ema, "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, e1, 6), 0);
-    const char *e2[] = {"eval", "--checkpoint", pa, "--out", out_plain, "--quiet",
-                        "--set", "eval.use_ema=false"};
+    const char *e2[] = {"eval",    "--checkpoint", pa,      "--out",
+                        out_plain, "--quiet",      "--set", "eval.use_ema=false"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, e2, 8), 0);
     const char *x[] = {"export", "--checkpoint", pa, "--out", exported, "--ema", "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_export, x, 7), 0);
-    const char *e3[] = {"eval", "--checkpoint", exported, "--config", cfg_path, "--out", out_exp,
-                        "--quiet"};
+    const char *e3[] = {"eval",   "--checkpoint", exported, "--config",
+                        cfg_path, "--out",        out_exp,  "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, e3, 8), 0);
     char *j_ema = th_read_file(out_ema), *j_plain = th_read_file(out_plain),
          *j_exp = th_read_file(out_exp);
     CHECK(j_ema && j_plain && j_exp);
     double m_ema = th_json_num(j_ema, "miou"), m_plain = th_json_num(j_plain, "miou"),
            m_exp = th_json_num(j_exp, "miou");
-    fprintf(stderr, "  mIoU: in-training (EMA) %.9f, eval EMA %.9f, eval exported EMA %.9f, eval "
-            "trained weights %.9f; without use_ema in training %.9f\n", da.last_val_miou, m_ema,
-            m_exp, m_plain, db.last_val_miou);
-    CHECK(m_ema == da.last_val_miou);  /* in-training validation used the EMA */
+    fprintf(stderr,
+            "  mIoU: in-training (EMA) %.9f, eval EMA %.9f, eval exported EMA %.9f, eval "
+            "trained weights %.9f; without use_ema in training %.9f\n",
+            da.last_val_miou, m_ema, m_exp, m_plain, db.last_val_miou);
+    CHECK(m_ema == da.last_val_miou);   /* in-training validation used the EMA */
     CHECK(m_plain == db.last_val_miou); /* ... and without use_ema the weights */
     CHECK(m_exp == m_ema);
     CHECK(th_json_num(j_exp, "pixel_acc") == th_json_num(j_ema, "pixel_acc"));
@@ -354,9 +365,13 @@ static void test_eval(void) {
 
 static void test_ranks(void) {
     const double decay = 0.8;
-    const char *sets[] = {"train.iters=3", "train.ema_decay=0.8", "train.ema_every=1",
-                          "train.checkpoint_every=1", "train.keep_checkpoints=0",
-                          "train.lr=0.05", "train.eval_every=3"};
+    const char *sets[] = {"train.iters=3",
+                          "train.ema_decay=0.8",
+                          "train.ema_every=1",
+                          "train.checkpoint_every=1",
+                          "train.keep_checkpoints=0",
+                          "train.lr=0.05",
+                          "train.eval_every=3"};
     sg_config c;
     CHECK(fx_config(&c, "ema_ranks", sets, 7) == 0);
     CHECK_MSG(fx_train_ranks(&c, 2, 0, NULL, 0) == 0, "the 2-rank run with EMA failed");
@@ -369,15 +384,16 @@ static void test_ranks(void) {
         sg_ckpt_iter_path(c.run_dir, k, cur, sizeof cur);
         int tensors = 0;
         long bad = check_step(prev, cur, decay, 1, &tensors, what, sizeof what);
-        CHECK_MSG(bad == 0, "2 ranks, step %d: %ld values differ from the recursion; first: %s",
-                  k, bad, what);
+        CHECK_MSG(bad == 0, "2 ranks, step %d: %ld values differ from the recursion; first: %s", k,
+                  bad, what);
         CHECK_EQ_INT(tensors, model_tensors);
         snprintf(prev, sizeof prev, "%s", cur);
     }
     sg_st_file *f3 = sg_st_open(cur); /* the run did train on 2 ranks */
     CHECK(f3 != NULL);
     const char *ws = f3 ? sg_st_meta(f3, "world_size") : NULL;
-    CHECK_MSG(ws && strcmp(ws, "2") == 0, "world_size of %s is %s, want 2", cur, ws ? ws : "absent");
+    CHECK_MSG(ws && strcmp(ws, "2") == 0, "world_size of %s is %s, want 2", cur,
+              ws ? ws : "absent");
     if (f3) sg_st_close(f3);
     /* the 2-rank validation at step 3 (EMA swapped in on both ranks) against
      * `segtrain eval` of the step-3 checkpoint (its ema.*) on 1 rank */
@@ -390,17 +406,20 @@ static void test_ranks(void) {
     CHECK_MSG(j2 && j1, "missing %s or %s", ev2, ev1);
     if (j2 && j1) {
         double m2 = th_json_num(j2, "miou"), m1 = th_json_num(j1, "miou");
-        fprintf(stderr, "  mIoU with the EMA: 2-rank validation %.9f, 1-rank eval %.9f\n", m2,
-                m1);
+        fprintf(stderr, "  mIoU with the EMA: 2-rank validation %.9f, 1-rank eval %.9f\n", m2, m1);
         CHECK(!isnan(m1) && m2 == m1);
         CHECK(th_json_num(j2, "pixel_acc") == th_json_num(j1, "pixel_acc"));
     }
     free(j2);
     free(j1);
     /* resume the 2-rank checkpoint on 1 rank for one more step */
-    const char *s1[] = {"train.iters=4", "train.ema_decay=0.8", "train.ema_every=1",
-                        "train.checkpoint_every=1", "train.keep_checkpoints=0",
-                        "train.lr=0.05", "train.eval_every=3"};
+    const char *s1[] = {"train.iters=4",
+                        "train.ema_decay=0.8",
+                        "train.ema_every=1",
+                        "train.checkpoint_every=1",
+                        "train.keep_checkpoints=0",
+                        "train.lr=0.05",
+                        "train.eval_every=3"};
     sg_config c1;
     CHECK(fx_config(&c1, "ema_ranks", s1, 7) == 0);
     sg_train_debug d = {0};
@@ -409,8 +428,10 @@ static void test_ranks(void) {
     sg_ckpt_iter_path(c1.run_dir, 4, cur, sizeof cur);
     int tensors = 0;
     long bad = check_step(prev, cur, decay, 1, &tensors, what, sizeof what);
-    CHECK_MSG(bad == 0, "resumed on 1 rank: %ld EMA values differ from the recursion from the "
-              "2-rank checkpoint's ema.*; first: %s", bad, what);
+    CHECK_MSG(bad == 0,
+              "resumed on 1 rank: %ld EMA values differ from the recursion from the "
+              "2-rank checkpoint's ema.*; first: %s",
+              bad, what);
     CHECK_EQ_INT(tensors, model_tensors);
 }
 
@@ -424,14 +445,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fixture setup failed\n");
         return 1;
     }
-    if (!strcmp(argv[1], "recursion"))
-        TEST_RUN(test_recursion);
-    else if (!strcmp(argv[1], "resume"))
-        TEST_RUN(test_resume);
-    else if (!strcmp(argv[1], "eval"))
-        TEST_RUN(test_eval);
-    else if (!strcmp(argv[1], "ranks"))
-        TEST_RUN(test_ranks);
+    if (!strcmp(argv[1], "recursion")) TEST_RUN(test_recursion);
+    else if (!strcmp(argv[1], "resume")) TEST_RUN(test_resume);
+    else if (!strcmp(argv[1], "eval")) TEST_RUN(test_eval);
+    else if (!strcmp(argv[1], "ranks")) TEST_RUN(test_ranks);
     else {
         fprintf(stderr, "unknown case %s\n", argv[1]);
         return 2;

@@ -29,12 +29,12 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "kernels/backend.h"
 #include "io/safetensors.h"
-#include "testutil.h"
+#include "kernels/backend.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
 #include "tests/kernels/ref_ops.h"
+#include "testutil.h"
 #include "train/loss_opts.h"
 
 static const char *g_bin;
@@ -44,8 +44,8 @@ static char g_dir[256];
 
 /* Runs the trainer's OHEM path on logits [n, c, hw] (host) and compares the
  * pixels it trains on with ref_ohem_select on the same probabilities. */
-static void ohem_case(sg_backend *be, const char *what, const float *l, const uint8_t *lab,
-                      int n, int c, int hw, float thresh, int64_t min_kept) {
+static void ohem_case(sg_backend *be, const char *what, const float *l, const uint8_t *lab, int n,
+                      int c, int hw, float thresh, int64_t min_kept) {
     const sg_ops *o = be->ops;
     size_t np = (size_t)n * hw, nl = np * c;
     float *l_d = o->alloc(be, nl * 4), *p_d = o->alloc(be, np * 4), *d_d = o->alloc(be, nl * 4);
@@ -180,12 +180,16 @@ static void test_ddp(void) {
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_b4_k2", 0, s4), 0);
     double d = th_ckpt_diff(g_dir, "one_b2_k4", "two_b2_k2", ck);
     CHECK(d >= 0);
-    CHECK_MSG(d < 1e-4, "class weights, loss_norm global: 2 ranks x 2 micro-batches differ from "
-              "1 rank x 4 micro-batches by %.3g", d);
+    CHECK_MSG(d < 1e-4,
+              "class weights, loss_norm global: 2 ranks x 2 micro-batches differ from "
+              "1 rank x 4 micro-batches by %.3g",
+              d);
     d = th_ckpt_diff(g_dir, "one_b4_k2", "two_b2_k2", ck);
     CHECK(d >= 0);
-    CHECK_MSG(d < 1e-4, "class weights, loss_norm global: 2 ranks x batch 2 x 2 differ from "
-              "1 rank x batch 4 x 2 by %.3g", d);
+    CHECK_MSG(d < 1e-4,
+              "class weights, loss_norm global: 2 ranks x batch 2 x 2 differ from "
+              "1 rank x batch 4 x 2 by %.3g",
+              d);
     /* local: each rank's micro-batch is its own weighted mean, so the step
      * is not the big batch's (the check above can fail) */
     char l4[300], l2[300];
@@ -195,8 +199,7 @@ static void test_ddp(void) {
     CHECK_EQ_INT(th_train_run(g_bin, g_dir, "two_b2_k2_local", 2, l2), 0);
     double dl = th_ckpt_diff(g_dir, "one_b4_k2_local", "two_b2_k2_local", ck);
     CHECK(dl >= 0);
-    CHECK_MSG(dl > 1e-3, "loss_norm local with class weights should differ, max rel diff %.3g",
-              dl);
+    CHECK_MSG(dl > 1e-3, "loss_norm local with class weights should differ, max rel diff %.3g", dl);
     /* and the weights change the training */
     char pl[300];
     snprintf(pl, sizeof pl, "%s --set 'train.class_weights=[]'", s4);
@@ -232,8 +235,10 @@ static void test_learns(void) {
     double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[37] + loss[38] + loss[39]) / 3;
     fprintf(stderr, "  loss: first 3 %.4f, last 3 %.4f\n", first, last);
     for (int i = 0; i < n; i++) CHECK_MSG(isfinite(loss[i]), "loss %d is %g", i, loss[i]);
-    CHECK_MSG(last < 0.6 * first, "with class weights and OHEM the loss should fall: first %.4f, "
-              "last %.4f", first, last);
+    CHECK_MSG(last < 0.6 * first,
+              "with class weights and OHEM the loss should fall: first %.4f, "
+              "last %.4f",
+              first, last);
     /* the OHEM main loss is at most the weighted CE over all valid pixels,
      * whose first value is about log(19) * 1 at initialisation */
     CHECK_MSG(main_l[0] > 0 && main_l[0] < log(19.0) * 1.5, "first main loss %.4f", main_l[0]);
@@ -242,9 +247,13 @@ static void test_learns(void) {
      * main head on them, divided by all valid pixels' weights (mmseg's
      * normalisation), so its logged main loss is a small fraction of the
      * weighted CE's; the aux head has no OHEM: its loss is the same */
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_plain", 0, "--set train.iters=1 --set train.checkpoint_every=0"), 0);
-    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_ohem", 0, "--set train.iters=1 --set train.checkpoint_every=0 "
-                       "--set train.ohem_thresh=0.001 --set train.ohem_min_kept=10"), 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_plain", 0,
+                              "--set train.iters=1 --set train.checkpoint_every=0"),
+                 0);
+    CHECK_EQ_INT(th_train_run(g_bin, g_dir, "one_ohem", 0,
+                              "--set train.iters=1 --set train.checkpoint_every=0 "
+                              "--set train.ohem_thresh=0.001 --set train.ohem_min_kept=10"),
+                 0);
     double pm, om, pa, oa;
     CHECK(read_losses("one_plain", "loss_main", &pm, 1) == 1);
     CHECK(read_losses("one_ohem", "loss_main", &om, 1) == 1);
@@ -325,7 +334,8 @@ static int dump(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_loss_options ohem|dump|config|ddp|learns [PATH-TO-segtrain]\n");
+        fprintf(stderr,
+                "usage: test_loss_options ohem|dump|config|ddp|learns [PATH-TO-segtrain]\n");
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);

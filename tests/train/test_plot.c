@@ -62,12 +62,15 @@ static int read_plot(const char *path, sg_img *im) {
 
 static void test_real(void) {
     CHECK_EQ_INT(th_sh("%s synth --out %s/data --train 8 --val 3 --size 40x48 --seed 5 "
-                       ">/dev/null 2>&1", g_bin, g_tmp), 0);
+                       ">/dev/null 2>&1",
+                       g_bin, g_tmp),
+                 0);
     CHECK_EQ_INT(th_sh("%s train --config %s/configs/demo.yaml --set data.root=%s/data "
                        "--set run_dir=%s/run --set threads=1 --set data.crop_size=[32,32] "
                        "--set train.batch_size=2 --set data.workers=0 --set train.iters=6 "
                        "--set train.log_every=1 --set train.eval_every=3 >/dev/null 2>&1",
-                       g_bin, SG_SOURCE_ROOT, g_tmp, g_tmp), 0);
+                       g_bin, SG_SOURCE_ROOT, g_tmp, g_tmp),
+                 0);
     CHECK_EQ_INT(th_sh("%s plot %s/run 2>%s/plot.err", g_bin, g_tmp, g_tmp), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/run/plot.png", g_tmp); /* the default --out */
@@ -98,7 +101,8 @@ static void make_run(const char *name, const char *metrics, const char *iou_json
         snprintf(p, sizeof p, "%s/%s/eval/iter_00000040.json", g_tmp, name);
         snprintf(t, sizeof t,
                  "{\"iter\":40,\"miou\":0.5,\"classes\":[\"road\",\"sky\",\"car \\u00e9\"],"
-                 "\"iou\":%s}", iou_json);
+                 "\"iou\":%s}",
+                 iou_json);
         write_file(p, t);
     }
 }
@@ -119,7 +123,8 @@ static void test_compare(void) {
     make_run("a", g_metrics, "[0.9,0.1,null]");
     make_run("b", g_metrics, "[0.2,0.8,0.5]");
     CHECK_EQ_INT(th_sh("%s plot %s/a %s/b/ --out %s/cmp.png --smooth 0.3 2>%s/cmp.err", g_bin,
-                       g_tmp, g_tmp, g_tmp, g_tmp), 0);
+                       g_tmp, g_tmp, g_tmp, g_tmp),
+                 0);
     char path[512];
     snprintf(path, sizeof path, "%s/cmp.err", g_tmp);
     char *err = th_read_file(path);
@@ -192,7 +197,8 @@ int main(int argc, char **argv) {
     }
     g_bin = argv[1];
     const char *only = argc > 2 ? argv[2] : NULL;
-    snprintf(g_tmp, sizeof g_tmp, "%s/sg_plot_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(g_tmp, sizeof g_tmp, "%s/sg_plot_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_tmp)) {
         perror("mkdtemp");
         return 1;

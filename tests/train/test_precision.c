@@ -42,10 +42,10 @@
 #include <string.h>
 
 #include "cmd/commands.h"
-#include "model/model.h"
 #include "io/safetensors.h"
-#include "testutil.h"
+#include "model/model.h"
 #include "tests/helpers.h"
+#include "testutil.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "train_fixture.h"
@@ -54,11 +54,11 @@
 #define FIRST_N 5
 #define LAST_N 20
 #define WINDOW 40
-#define LEARN_FRAC 0.8   /* the last 20 steps' mean loss < 0.8 x the first 5's */
-#define FIRST_TOL 1e-2   /* step 1: bf16 vs fp32 loss, relative */
+#define LEARN_FRAC 0.8    /* the last 20 steps' mean loss < 0.8 x the first 5's */
+#define FIRST_TOL 1e-2    /* step 1: bf16 vs fp32 loss, relative */
 #define CURVE_MARGIN 0.05 /* each 40-step window: |bf16 - fp32| / fp32 mean */
-#define RESUME_TOL 0.02  /* steps after a resume vs the uninterrupted run, relative */
-#define EVAL_TOL 0.01    /* pixel accuracy and mIoU, absolute */
+#define RESUME_TOL 0.02   /* steps after a resume vs the uninterrupted run, relative */
+#define EVAL_TOL 0.01     /* pixel accuracy and mIoU, absolute */
 
 static const char *base_sets[] = {"threads=1", "train.lr=0.01", "train.lr_schedule=constant",
                                   "data.workers=0", "train.batch_size=4"};
@@ -165,7 +165,8 @@ static int cache_curve(const char *run, const char *cache, double *losses) {
     sg_train_debug d = {0};
     d.step_loss = losses;
     d.step_loss_cap = CACHE_ITERS;
-    if (rc == 0) rc = sg_train_run(&c, NULL, &d, NULL) == SG_OK && d.iters_done == CACHE_ITERS ? 0 : -1;
+    if (rc == 0)
+        rc = sg_train_run(&c, NULL, &d, NULL) == SG_OK && d.iters_done == CACHE_ITERS ? 0 : -1;
     unsetenv("SG_WEIGHT_CACHE");
     return rc;
 }
@@ -182,8 +183,9 @@ static void cache_pair(const char *what) {
                   "bf16 %s: step %d loss %.17g with the weight cache, %.17g converting on every "
                   "call: a stale or wrong bf16 weight copy",
                   what, i + 1, on[i], off[i]);
-    fprintf(stderr, "  bf16 %s: %d steps bit-identical with and without the weight cache "
-                    "(last loss %.6f)\n",
+    fprintf(stderr,
+            "  bf16 %s: %d steps bit-identical with and without the weight cache "
+            "(last loss %.6f)\n",
             what, CACHE_ITERS, on[CACHE_ITERS - 1]);
 }
 
@@ -265,10 +267,13 @@ static void storage_pair(const char *what) {
                   "activations (SG_BF16_STORAGE=0): the *_dt ops or the plan's choice of bf16 "
                   "tensors (model/model_plan.c) change results",
                   what, i + 1, on[i], off[i]);
-    CHECK_MSG(same_bits(c1, c2), "bf16 %s: the checkpoints after %d steps with and without bf16 "
-              "activation storage differ (%s, %s)", what, STORAGE_ITERS, c1, c2);
-    fprintf(stderr, "  bf16 %s: %d steps (2 micro-batches each) bit-identical losses and "
-                    "checkpoints with and without bf16 activation storage (last loss %.6f)\n",
+    CHECK_MSG(same_bits(c1, c2),
+              "bf16 %s: the checkpoints after %d steps with and without bf16 "
+              "activation storage differ (%s, %s)",
+              what, STORAGE_ITERS, c1, c2);
+    fprintf(stderr,
+            "  bf16 %s: %d steps (2 micro-batches each) bit-identical losses and "
+            "checkpoints with and without bf16 activation storage (last loss %.6f)\n",
             what, STORAGE_ITERS, on[STORAGE_ITERS - 1]);
 }
 
@@ -289,8 +294,7 @@ static void plan_bytes_into(int precision, const char *storage, size_t *out) {
         if (m) bytes = *out = sg_model_plan_bytes(m, 2, 48, 48, 1);
         /* the real plan allocates what plan_bytes says, or refuses the same */
         if (m && bytes) {
-            CHECK_MSG(sg_model_plan(m, 2, 48, 48) == SG_OK &&
-                          sg_model_activation_bytes(m) == bytes,
+            CHECK_MSG(sg_model_plan(m, 2, 48, 48) == SG_OK && sg_model_activation_bytes(m) == bytes,
                       "sg_model_plan allocates other than sg_model_plan_bytes's %zu B", bytes);
         } else if (m) {
             CHECK_MSG(sg_model_plan(m, 2, 48, 48) == SG_ERR_CONFIG,
@@ -330,8 +334,9 @@ static void r50_plan(void) {
     size_t saving = sg_model_plan_bf16_saving(m, 2, 512, 1024, 1);
     sg_model_destroy(m);
     sg_backend_destroy(be);
-    fprintf(stderr, "  resnet50 [2,3,512,1024] training arena: float32 activations %.1f MiB, "
-                    "bf16 storage %.1f MiB (saved %.1f MiB; bf16-stored tensors' halves %.1f MiB)\n",
+    fprintf(stderr,
+            "  resnet50 [2,3,512,1024] training arena: float32 activations %.1f MiB, "
+            "bf16 storage %.1f MiB (saved %.1f MiB; bf16-stored tensors' halves %.1f MiB)\n",
             off / 1048576.0, on / 1048576.0, (off - on) / 1048576.0, saving / 1048576.0);
     CHECK(none == 0 && saving > 0);
     CHECK_MSG(on + saving == off, "the bf16 plan is %zu B, expected %zu - %zu B", on, off, saving);
@@ -343,8 +348,10 @@ static void test_storage(void) {
     size_t f32_on = plan_bytes(SG_PRECISION_FP32, "1");
     size_t off = plan_bytes(SG_PRECISION_BF16, "0");
     size_t on = plan_bytes(SG_PRECISION_BF16, NULL);
-    fprintf(stderr, "  training arena at [2,3,48,48]: fp32 %zu B, bf16 with float32 activations "
-                    "%zu B, bf16 storage %zu B\n", f32, off, on);
+    fprintf(stderr,
+            "  training arena at [2,3,48,48]: fp32 %zu B, bf16 with float32 activations "
+            "%zu B, bf16 storage %zu B\n",
+            f32, off, on);
     CHECK(f32 > 0 && f32_on == f32 && off == f32);
     CHECK_MSG(on > 0 && on < off, "bf16 storage does not shrink the plan (%zu vs %zu B)", on, off);
     r50_plan();
@@ -397,8 +404,7 @@ static int resume_run(const char *run, const char *from, const char *to, double 
     d.step_loss_cap = 6;
     d.stop_at_iter = 3;
     int sig = 0;
-    if (sg_train_run(&c, NULL, &d, &sig) != SG_OK || sig != SIGTERM || d.iters_done != 3)
-        return -1;
+    if (sg_train_run(&c, NULL, &d, &sig) != SG_OK || sig != SIGTERM || d.iters_done != 3) return -1;
     sg_ckpt_iter_path(c.run_dir, 3, ckpt3, cap);
     snprintf(pr, sizeof pr, "train.precision=%s", to);
     if (sg_config_set(&c, pr) != 0) return -1;
@@ -426,9 +432,10 @@ static void test_resume(void) {
     }
     for (int i = 3; i < 6; i++) {
         double r1 = fabs(fb[i] - b[i]) / b[i], r2 = fabs(bf[i] - f[i]) / f[i];
-        fprintf(stderr, "  step %d: fp32->bf16 %.5f (bf16 run %.5f, rel %.2e); bf16->fp32 "
-                "%.5f (fp32 run %.5f, rel %.2e); tol %g\n", i + 1, fb[i], b[i], r1, bf[i], f[i],
-                r2, RESUME_TOL);
+        fprintf(stderr,
+                "  step %d: fp32->bf16 %.5f (bf16 run %.5f, rel %.2e); bf16->fp32 "
+                "%.5f (fp32 run %.5f, rel %.2e); tol %g\n",
+                i + 1, fb[i], b[i], r1, bf[i], f[i], r2, RESUME_TOL);
         CHECK(r1 <= RESUME_TOL && r2 <= RESUME_TOL);
     }
 }
@@ -446,8 +453,8 @@ static int eval_json(const char *ckpt, const char *precision, const char *out, d
                      double *miou) {
     char set[64];
     snprintf(set, sizeof set, "train.precision=%s", precision);
-    const char *args[] = {"eval", "--checkpoint", ckpt, "--out", out, "--quiet", "--set", set,
-                          "--set", "threads=1", NULL};
+    const char *args[] = {"eval", "--checkpoint", ckpt,        "--out", out, "--quiet", "--set",
+                          set,    "--set",        "threads=1", NULL};
     if (sg_cmd_eval(10, (char **)args) != 0) return -1;
     char *json = th_read_file(out);
     if (!json) return -1;
@@ -467,8 +474,8 @@ static void test_eval(void) {
     double a1, m1, a2, m2;
     CHECK(eval_json(ck, "fp32", o1, &a1, &m1) == 0);
     CHECK(eval_json(ck, "bf16", o2, &a2, &m2) == 0);
-    fprintf(stderr, "  eval fp32: pixel acc %.4f mIoU %.4f; bf16: %.4f %.4f (tol %g)\n", a1, m1,
-            a2, m2, EVAL_TOL);
+    fprintf(stderr, "  eval fp32: pixel acc %.4f mIoU %.4f; bf16: %.4f %.4f (tol %g)\n", a1, m1, a2,
+            m2, EVAL_TOL);
     CHECK(fabs(a1 - a2) <= EVAL_TOL && fabs(m1 - m2) <= EVAL_TOL);
     CHECK(a1 > 0.1); /* it learnt something worth comparing */
 }

@@ -40,8 +40,8 @@
 #include "core/cli.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "model/model.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
@@ -204,8 +204,8 @@ static void test_run_id(void) {
     CHECK_STR_CONTAINS(msg, "--resume auto");
     CHECK_STR_CONTAINS(msg, "new run_dir");
     /* --resume auto continues it: same run id in checkpoints and lines */
-    const char *resume[] = {"train", "--config", cfg, "--set", "train.iters=4", "--resume",
-                            "auto", "--quiet", NULL};
+    const char *resume[] = {"train",    "--config", cfg,       "--set", "train.iters=4",
+                            "--resume", "auto",     "--quiet", NULL};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_train, resume, -1), 0);
     ckpt_path(&c, 4, p4, sizeof p4);
     CHECK(strcmp(meta(p4, "run_id", id4, sizeof id4), id) == 0);
@@ -218,14 +218,13 @@ static void test_run_id(void) {
      * and the run gets an id */
     for (int it = 0; it <= 4; it++) { /* 0: best.safetensors */
         char p[1200];
-        if (it)
-            ckpt_path(&c, it, p, sizeof p);
-        else
-            sg_ckpt_best_path(c.run_dir, p, sizeof p);
+        if (it) ckpt_path(&c, it, p, sizeof p);
+        else sg_ckpt_best_path(c.run_dir, p, sizeof p);
         if (access(p, F_OK) == 0) CHECK_EQ_INT(ckpt_rewrite(p, p, "run_id", NULL, NULL, 0), 0);
     }
     CHECK(meta(p4, "run_id", id4, sizeof id4)[0] == 0);
-    const char *legacy[] = {"train", "--config", cfg, "--set", "train.iters=5", "--resume", p4, NULL};
+    const char *legacy[] = {"train",         "--config", cfg, "--set",
+                            "train.iters=5", "--resume", p4,  NULL};
     th_cap_begin();
     rc = th_run_cmd(sg_cmd_train, legacy, -1);
     msg = th_cap_end();
@@ -236,8 +235,8 @@ static void test_run_id(void) {
     meta(p5, "run_id", id5, sizeof id5);
     CHECK_EQ_INT(strlen(id5), SG_RUN_ID_LEN);
     CHECK(strcmp(id5, id) != 0);
-    const char *legacy_auto[] = {"train", "--config", cfg, "--set", "train.iters=6",
-                                 "--resume", "auto", "--quiet", NULL};
+    const char *legacy_auto[] = {"train",    "--config", cfg,       "--set", "train.iters=6",
+                                 "--resume", "auto",     "--quiet", NULL};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_train, legacy_auto, -1), 0);
     char p6[1200], id6[64];
     ckpt_path(&c, 6, p6, sizeof p6);
@@ -269,8 +268,8 @@ static void test_config_diff(void) {
     snprintf(yaml, sizeof yaml, "%s/config.yaml", c.run_dir);
     char *before = th_read_file(yaml);
     CHECK(before != NULL);
-    const char *resume[] = {"train", "--config", yaml, "--set", "model.base_width=16",
-                            "--set", "train.iters=4", "--resume", "auto", NULL};
+    const char *resume[] = {"train", "--config",      yaml,       "--set", "model.base_width=16",
+                            "--set", "train.iters=4", "--resume", "auto",  NULL};
     th_cap_begin();
     int rc = th_run_cmd(sg_cmd_train, resume, -1);
     const char *msg = th_cap_end();
@@ -283,8 +282,8 @@ static void test_config_diff(void) {
     free(before);
     free(after);
     /* the printed resume command still works */
-    const char *ok[] = {"train", "--config", yaml, "--set", "train.iters=3", "--resume", "auto",
-                        "--quiet", NULL};
+    const char *ok[] = {"train",    "--config", yaml,      "--set", "train.iters=3",
+                        "--resume", "auto",     "--quiet", NULL};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_train, ok, -1), 0);
 }
 
@@ -360,9 +359,10 @@ static void test_eval_resume(void) {
 static void test_epochs(void) {
     /* 11 samples, 2 epochs, batch 1; 2 ranks for 2 steps (4 samples), then
      * 1 rank: the rest of epoch 0 (7 steps) and epoch 1 (11 steps) */
-    const char *sets[] = {"train.iters=0", "train.epochs=2", "train.batch_size=1",
-                          "train.leftover_eval=false", "model.sync_bn=false",
-                          "train.freeze_bn_stats=true", "data.val_split=val"};
+    const char *sets[] = {"train.iters=0",       "train.epochs=2",
+                          "train.batch_size=1",  "train.leftover_eval=false",
+                          "model.sync_bn=false", "train.freeze_bn_stats=true",
+                          "data.val_split=val"};
     sg_config c;
     CHECK(fx_config(&c, "epochs", sets, 7) == 0);
     int64_t seen[11] = {0};
@@ -517,8 +517,10 @@ static void test_eval_memory(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s lock|run_id|config_diff|eval_resume|epochs|untrusted|"
-                        "eval_memory\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s lock|run_id|config_diff|eval_resume|epochs|untrusted|"
+                "eval_memory\n",
+                argv[0]);
         return 2;
     }
     if (fx_setup(argv[1], 11, 2, 60, 80, 19) != 0) return 1;

@@ -26,20 +26,20 @@
  */
 #include <math.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
-#include "train/checkpoint.h"
 #include "cmd/commands.h"
-#include "train/trainer.h"
 #include "data/dataset.h"
-#include "io/png.h"
 #include "data/sampler.h"
-#include "model/model.h"
+#include "io/png.h"
 #include "io/safetensors.h"
-#include "testutil.h"
+#include "model/model.h"
 #include "tests/helpers.h"
+#include "testutil.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
 #include "train_fixture.h"
 
 static void final_ckpt(const sg_config *cfg, char *out, size_t cap) {
@@ -54,7 +54,10 @@ static double ckpt_max_rel(const char *a, const char *b, int *n_compared) {
     *n_compared = 0;
     for (int i = 0; i < sg_st_count(fa); i++) {
         const sg_st_tensor *ta = sg_st_get(fa, i), *tb = sg_st_find(fb, ta->name);
-        if (!tb || tb->count != ta->count) { worst = INFINITY; break; }
+        if (!tb || tb->count != ta->count) {
+            worst = INFINITY;
+            break;
+        }
         if (ta->dtype != SG_ST_F32) {
             if (memcmp(ta->data, tb->data, ta->nbytes) != 0) worst = INFINITY;
             continue;
@@ -129,10 +132,14 @@ static void test_resume(void) {
 }
 
 /* ---------------- accumulation ---------------- */
-static void run_accum(const char *run, const char *bs, const char *ac, double *loss,
-                      char *final, size_t cap, int *rc) {
-    const char *sets[] = {"train.iters=3",          bs, ac, "train.freeze_bn_stats=true",
-                          "model.aspp_dropout=0",   "model.aux_dropout=0",
+static void run_accum(const char *run, const char *bs, const char *ac, double *loss, char *final,
+                      size_t cap, int *rc) {
+    const char *sets[] = {"train.iters=3",
+                          bs,
+                          ac,
+                          "train.freeze_bn_stats=true",
+                          "model.aspp_dropout=0",
+                          "model.aux_dropout=0",
                           "train.checkpoint_every=0"};
     sg_config c;
     *rc = -1;
@@ -155,15 +162,18 @@ static void test_accum(void) {
     run_accum("b1k4", "train.batch_size=1", "train.accum_steps=4", l4, p4, sizeof p4, &rc);
     CHECK_EQ_INT(rc, 0);
     for (int i = 0; i < 3; i++) {
-        CHECK_MSG(fabs(l1[i] - l2[i]) <= 1e-5 * fabs(l1[i]), "step %d: %.9g vs %.9g", i, l1[i], l2[i]);
-        CHECK_MSG(fabs(l1[i] - l4[i]) <= 1e-5 * fabs(l1[i]), "step %d: %.9g vs %.9g", i, l1[i], l4[i]);
+        CHECK_MSG(fabs(l1[i] - l2[i]) <= 1e-5 * fabs(l1[i]), "step %d: %.9g vs %.9g", i, l1[i],
+                  l2[i]);
+        CHECK_MSG(fabs(l1[i] - l4[i]) <= 1e-5 * fabs(l1[i]), "step %d: %.9g vs %.9g", i, l1[i],
+                  l4[i]);
     }
     CHECK(l1[0] != l1[2]); /* it did train */
     int n;
     double e2 = ckpt_max_rel(p1, p2, &n), e4 = ckpt_max_rel(p1, p4, &n);
-    fprintf(stderr, "accum: losses 4x1 %.9g %.9g %.9g | 2x2 %.9g %.9g %.9g | 1x4 %.9g %.9g %.9g; "
-            "weights max rel diff 2x2 %.3g, 1x4 %.3g\n", l1[0], l1[1], l1[2], l2[0], l2[1], l2[2],
-            l4[0], l4[1], l4[2], e2, e4);
+    fprintf(stderr,
+            "accum: losses 4x1 %.9g %.9g %.9g | 2x2 %.9g %.9g %.9g | 1x4 %.9g %.9g %.9g; "
+            "weights max rel diff 2x2 %.3g, 1x4 %.3g\n",
+            l1[0], l1[1], l1[2], l2[0], l2[1], l2[2], l4[0], l4[1], l4[2], e2, e4);
     CHECK_MSG(e2 <= 1e-5 && e4 <= 1e-5, "weights: 2x2 rel %g, 1x4 rel %g", e2, e4);
 }
 
@@ -256,7 +266,10 @@ static void test_eval_predict(void) {
         sg_img im = {0}, mk = {0};
         CHECK(sg_dataset_load(ds, i, &im, &mk, NULL, 0) == 0);
         for (int p = 0; p < mk.h * mk.w; p++)
-            if (mk.data[p] < 19) { gt[mk.data[p]]++; total++; }
+            if (mk.data[p] < 19) {
+                gt[mk.data[p]]++;
+                total++;
+            }
         sg_img_free(&im);
         sg_img_free(&mk);
     }
@@ -284,8 +297,11 @@ static void test_eval_predict(void) {
     free(json);
     /* sliding windows (smaller than the 60x80 images, overlapping): same
      * numbers, every labelled pixel counted once */
-    const char *args2[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
-                           "--set", "eval.crop_size=[32,48]", "--set", "eval.stride=[20,20]"};
+    const char *args2[] = {"eval",  "--checkpoint",
+                           ck,      "--out",
+                           out,     "--quiet",
+                           "--set", "eval.crop_size=[32,48]",
+                           "--set", "eval.stride=[20,20]"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, args2, 10), 0);
     json = th_read_file(out);
     CHECK(json != NULL);
@@ -297,8 +313,8 @@ static void test_eval_predict(void) {
     char png[1200], npy[1200];
     snprintf(png, sizeof png, "%s/pred/a.png", fx_root);
     snprintf(npy, sizeof npy, "%s/pred/a.npy", fx_root);
-    const char *pa[] = {"predict", "--checkpoint", ck, "--input", first_img, "--output", png,
-                        "--save-logits", npy, "--quiet"};
+    const char *pa[] = {"predict", "--checkpoint",  ck,  "--input", first_img, "--output",
+                        png,       "--save-logits", npy, "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 10), 0);
     sg_img p = {0}, src = {0};
     CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
@@ -306,8 +322,8 @@ static void test_eval_predict(void) {
     CHECK(p.h == src.h && p.w == src.w);
     for (int i = 0; i < p.h * p.w; i++) CHECK_EQ_INT(p.data[i], CONST_CLASS);
     sg_img_free(&p);
-    const char *pl[] = {"predict", "--checkpoint", ck, "--input", first_img, "--output", png,
-                        "--label-ids", "--quiet"};
+    const char *pl[] = {"predict", "--checkpoint", ck,       "--input", first_img, "--output",
+                        png,       "--label-ids",  "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pl, 9), 0);
     CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
     CHECK_EQ_INT(p.data[0], sg_cityscapes_label_id(CONST_CLASS)); /* 11: building */
@@ -338,8 +354,8 @@ static void test_export(void) {
     char ck[1200], out[1200];
     final_ckpt(&c, ck, sizeof ck);
     snprintf(out, sizeof out, "%s/tv.safetensors", fx_root);
-    const char *args[] = {"export", "--checkpoint", ck, "--out", out, "--names", "torchvision",
-                          "--quiet"};
+    const char *args[] = {"export",  "--checkpoint", ck,       "--out", out,
+                          "--names", "torchvision",  "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     sg_st_file *fc = sg_st_open(ck), *fo = sg_st_open(out);
     CHECK(fc && fo);
@@ -369,8 +385,8 @@ static void test_pretrained(void) {
     char ck[1200], tv[1200], set_pre[1400];
     final_ckpt(&c, ck, sizeof ck);
     snprintf(tv, sizeof tv, "%s/pre_tv.safetensors", fx_root);
-    const char *args[] = {"export", "--checkpoint", ck, "--out", tv, "--names", "torchvision",
-                          "--quiet"};
+    const char *args[] = {"export",  "--checkpoint", ck,       "--out", tv,
+                          "--names", "torchvision",  "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     snprintf(set_pre, sizeof set_pre, "model.pretrained=%s", tv);
     const char *sets2[] = {"train.iters=1", "train.lr=0", "train.weight_decay=0", set_pre};
@@ -400,7 +416,8 @@ static void test_pretrained(void) {
     a = sg_st_open(ck);
     b = sg_st_open(ck2);
     CHECK(a && b);
-    const sg_st_tensor *x = sg_st_find(a, "decoder.4.weight"), *y = sg_st_find(b, "decoder.4.weight");
+    const sg_st_tensor *x = sg_st_find(a, "decoder.4.weight"),
+                       *y = sg_st_find(b, "decoder.4.weight");
     CHECK(x && y && memcmp(x->data, y->data, x->nbytes) == 0);
     sg_st_close(a);
     sg_st_close(b);
@@ -457,8 +474,8 @@ static void test_world_change(void) {
     for (int k = 0; k < 11; k++) {
         int64_t i = perm[k];
         CHECK_MSG(seen2[i] == (k < 4) && seen1[i] == (k >= 4),
-                  "position %d (sample %lld): 2-rank run %lld, resumed run %lld", k,
-                  (long long)i, (long long)seen2[i], (long long)seen1[i]);
+                  "position %d (sample %lld): 2-rank run %lld, resumed run %lld", k, (long long)i,
+                  (long long)seen2[i], (long long)seen1[i]);
     }
 }
 
@@ -517,7 +534,8 @@ static void test_freeze(void) {
     const char *init[] = {"train.iters=2", "train.checkpoint_every=0", "train.lr=0",
                           "train.min_lr=0"};
     const char *stats[] = {"train.iters=2", "train.checkpoint_every=0",
-                           "train.freeze=[encoder.layer1., decoder.]", "train.freeze_bn_stats=true"};
+                           "train.freeze=[encoder.layer1., decoder.]",
+                           "train.freeze_bn_stats=true"};
     const char *nostats[] = {"train.iters=2", "train.checkpoint_every=0",
                              "train.freeze=[encoder.layer1., decoder.]"};
     sg_config c0, c1, c2;
@@ -564,8 +582,9 @@ static void test_demo(void) {
     snprintf(set_run, sizeof set_run, "run_dir=%s/demo-run", fx_root);
     snprintf(set_iters, sizeof set_iters, "train.iters=%d", DEMO_TEST_ITERS);
     /* one thread: the tests share the machine; the result does not need more */
-    const char *sets[] = {set_root, set_run, set_iters, "train.checkpoint_every=0",
-                          "train.log_every=50", "threads=1"};
+    const char *sets[] = {
+        set_root,   set_run, set_iters, "train.checkpoint_every=0", "train.log_every=50",
+        "threads=1"};
     sg_config c;
     sg_config_defaults(&c);
     CHECK(sg_config_load_file(&c, cfgpath) == 0);
@@ -574,16 +593,16 @@ static void test_demo(void) {
     CHECK(sg_cli_prepare_run_dir(&c, 0) == 0);
     sg_train_debug d = {0};
     CHECK_EQ_INT(sg_train_run(&c, NULL, &d, NULL), 0);
-    fprintf(stderr, "demo: val mIoU %.4f after %d iterations (threshold %.2f)\n",
-            d.last_val_miou, DEMO_TEST_ITERS, DEMO_TEST_MIOU);
+    fprintf(stderr, "demo: val mIoU %.4f after %d iterations (threshold %.2f)\n", d.last_val_miou,
+            DEMO_TEST_ITERS, DEMO_TEST_MIOU);
     CHECK(d.last_val_miou >= DEMO_TEST_MIOU);
 }
 
 /* segtrain prefix -> torchvision prefix, written out here independently of
  * the model's own rename function */
 static void tv_name(const char *seg, char *out, size_t cap) {
-    static const char *map[3][2] = {{"encoder.", "backbone."}, {"decoder.", "classifier."},
-                                    {"aux_head.", "aux_classifier."}};
+    static const char *map[3][2] = {
+        {"encoder.", "backbone."}, {"decoder.", "classifier."}, {"aux_head.", "aux_classifier."}};
     for (int i = 0; i < 3; i++) {
         size_t n = strlen(map[i][0]);
         if (!strncmp(seg, map[i][0], n)) {
@@ -612,8 +631,8 @@ static void test_export_r50(void) {
     CHECK_EQ_INT(sg_ckpt_save(ck, m, NULL, &st, NULL, &c), 0);
     sg_model_destroy(m);
     sg_backend_destroy(be);
-    const char *args[] = {"export", "--checkpoint", ck, "--out", out, "--names", "torchvision",
-                          "--quiet"};
+    const char *args[] = {"export",  "--checkpoint", ck,       "--out", out,
+                          "--names", "torchvision",  "--quiet"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_export, args, 8), 0);
     char fix[1200];
     snprintf(fix, sizeof fix, "%s/tests/fixtures/deeplabv3_resnet50_keys.txt", SG_SOURCE_ROOT);
@@ -632,11 +651,13 @@ static void test_export_r50(void) {
         tv_name(name, want, sizeof want);
         CHECK_MSG(k < sg_st_count(e), "export has only %d tensors", sg_st_count(e));
         const sg_st_tensor *t = sg_st_get(e, k);
-        CHECK_MSG(strcmp(t->name, want) == 0, "tensor %d: %s, torchvision has %s", k, t->name, want);
+        CHECK_MSG(strcmp(t->name, want) == 0, "tensor %d: %s, torchvision has %s", k, t->name,
+                  want);
         CHECK_MSG((t->dtype == SG_ST_I64) == (strcmp(dt, "I64") == 0), "%s dtype", want);
         char s[128] = "";
         for (int d = 0; d < t->ndim; d++)
-            snprintf(s + strlen(s), sizeof s - strlen(s), d ? ",%lld" : "%lld", (long long)t->shape[d]);
+            snprintf(s + strlen(s), sizeof s - strlen(s), d ? ",%lld" : "%lld",
+                     (long long)t->shape[d]);
         CHECK_MSG(strcmp(s, shape) == 0, "%s shape %s, torchvision %s", want, s, shape);
         k++;
     }
@@ -648,7 +669,10 @@ static void test_export_r50(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s resume|accum|leftover|eval|export|export_r50|pretrained|nonfinite|demo|world_change\n", argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s resume|accum|leftover|eval|export|export_r50|pretrained|nonfinite|demo|world_change\n",
+            argv[0]);
         return 2;
     }
     if (fx_setup(argv[1], 11, 4, 60, 80, 19) != 0) return 1;

@@ -18,21 +18,21 @@
  *    iterations; they used to train apart (rank 1 from scratch, momentum and
  *    sample position differing) until mismatched collectives failed. */
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "train/checkpoint.h"
 #include "core/log.h"
-#include "testutil.h"
 #include "tests/helpers.h"
+#include "testutil.h"
+#include "train/checkpoint.h"
 
 static const char *g_bin;
 static char g_dir[256];
@@ -50,8 +50,8 @@ static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "%s/sg_train_signals_XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return -1;
-    if (th_sh("%s synth --out %s/data --train 12 --val 4 --size 40x40 --seed 3 >/dev/null 2>&1", g_bin,
-           g_dir))
+    if (th_sh("%s synth --out %s/data --train 12 --val 4 --size 40x40 --seed 3 >/dev/null 2>&1",
+              g_bin, g_dir))
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
@@ -139,7 +139,8 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     char *log = th_read_log(g_dir, run);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig, "launcher status %d; log:\n%s",
               status, log);
-    for (int i = 0; i < nk; i++) CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
+    for (int i = 0; i < nk; i++)
+        CHECK_MSG(kill(kids[i], 0) != 0, "worker pid %d still exists", kids[i]);
     char want[64];
     snprintf(want, sizeof want, "interrupted by signal %d", sig);
     CHECK_STR_CONTAINS(log, want);
@@ -163,8 +164,8 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
 
     /* --resume auto continues from it */
     CHECK_EQ_INT(th_sh("%s --nproc-per-node 2 train --config %s/base.yaml --set run_dir=%s "
-                    "--set train.iters=%lld --resume auto > %s/%s_resume.log 2>&1",
-                    g_bin, g_dir, rdir, (long long)st.iter + 2, g_dir, run),
+                       "--set train.iters=%lld --resume auto > %s/%s_resume.log 2>&1",
+                       g_bin, g_dir, rdir, (long long)st.iter + 2, g_dir, run),
                  0);
     char rrun[64];
     snprintf(rrun, sizeof rrun, "%s_resume", run);
@@ -177,10 +178,11 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
 
 static void test_resume_ranks_disagree(void) {
     /* node A holds a checkpoint of iteration 2, node B nothing */
-    CHECK_EQ_INT(th_sh("mkdir -p %s/nodeA %s/nodeB && cd %s/nodeA && %s train --config %s/base.yaml "
-                    "--set run_dir=run --set train.iters=2 > %s/nodeA.log 2>&1",
-                    g_dir, g_dir, g_dir, g_bin, g_dir, g_dir),
-                 0);
+    CHECK_EQ_INT(
+        th_sh("mkdir -p %s/nodeA %s/nodeB && cd %s/nodeA && %s train --config %s/base.yaml "
+              "--set run_dir=run --set train.iters=2 > %s/nodeA.log 2>&1",
+              g_dir, g_dir, g_dir, g_bin, g_dir, g_dir),
+        0);
     int port = th_free_port();
     pid_t pid[2];
     for (int r = 0; r < 2; r++) {

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/device.h"
 #include "io/json.h"
+#include "testutil.h"
+#include "train/device.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
-#include "testutil.h"
 
 static sg_train_cfg base_train(void) {
     sg_train_cfg t;
@@ -95,8 +95,8 @@ static void test_schedule_errors(void) {
  * warmup_mode sequential, base * warmup(t) then main(t - W) over T - W
  * steps (SequentialLR), with LinearLR's factor start + (1 - start) * t /
  * total and ConstantLR's factor before total_iters. */
-static double ref_main(const char *kind, double base, double min_lr, double power,
-                       const int *ms, int n_ms, double gamma, int t, int T) {
+static double ref_main(const char *kind, double base, double min_lr, double power, const int *ms,
+                       int n_ms, double gamma, int t, int T) {
     if (!strcmp(kind, "poly")) return (base - min_lr) * pow(1.0 - (double)t / T, power) + min_lr;
     if (!strcmp(kind, "cosine"))
         return min_lr + 0.5 * (base - min_lr) * (1.0 + cos(3.14159265358979323846 * t / T));
@@ -116,51 +116,51 @@ static void test_every_step_closed_forms(void) {
     const double r = 0.05;
     int checked = 0;
     for (int seq = 0; seq < 2; seq++)
-    for (int k = 0; k < 4; k++)
-        for (int wk = 0; wk < 3; wk++)
-            for (int with_min = 0; with_min < 2; with_min++) {
-                sg_train_cfg t = base_train();
-                strcpy(t.lr_schedule, kinds[k]);
-                strcpy(t.warmup, warms[wk]);
-                strcpy(t.warmup_mode, seq ? "sequential" : "chained");
-                t.lr = 0.02;
-                t.min_lr = with_min ? 2e-4 : 0.0;
-                t.warmup_iters = W;
-                t.warmup_ratio = r;
-                t.lr_gamma = 0.3;
-                t.n_lr_steps = 3;
-                t.lr_steps[0] = 5; /* inside the warmup too */
-                t.lr_steps[1] = 40;
-                t.lr_steps[2] = 41;
-                sg_lr_schedule s;
-                CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, T), SG_OK);
-                /* sequential: the schedule starts after the warmup (none: at 0) */
-                int w0 = seq && wk != 2 ? W : 0;
-                for (int it = 0; it < T; it++) {
-                    double f = 1.0;
-                    if (wk == 0 && it < W) f = r + (1.0 - r) * it / W;
-                    if (wk == 1 && it < W) f = r;
-                    double want;
-                    if (seq && it < w0)
-                        want = t.lr * f;
-                    else
-                        want = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
-                                        t.n_lr_steps, t.lr_gamma, it - w0, T - w0) *
-                               (seq ? 1.0 : f);
-                    double got = sg_lr_at(&s, it);
-                    if (fabs(got - want) > 1e-13 * fabs(want) + 1e-18) {
-                        fprintf(stderr, "%s + %s warmup (%s, min_lr %g), step %d: lr %.17g, "
-                                "closed form %.17g\n", kinds[k], warms[wk], t.warmup_mode,
-                                t.min_lr, it, got, want);
-                        CHECK(0);
+        for (int k = 0; k < 4; k++)
+            for (int wk = 0; wk < 3; wk++)
+                for (int with_min = 0; with_min < 2; with_min++) {
+                    sg_train_cfg t = base_train();
+                    strcpy(t.lr_schedule, kinds[k]);
+                    strcpy(t.warmup, warms[wk]);
+                    strcpy(t.warmup_mode, seq ? "sequential" : "chained");
+                    t.lr = 0.02;
+                    t.min_lr = with_min ? 2e-4 : 0.0;
+                    t.warmup_iters = W;
+                    t.warmup_ratio = r;
+                    t.lr_gamma = 0.3;
+                    t.n_lr_steps = 3;
+                    t.lr_steps[0] = 5; /* inside the warmup too */
+                    t.lr_steps[1] = 40;
+                    t.lr_steps[2] = 41;
+                    sg_lr_schedule s;
+                    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, T), SG_OK);
+                    /* sequential: the schedule starts after the warmup (none: at 0) */
+                    int w0 = seq && wk != 2 ? W : 0;
+                    for (int it = 0; it < T; it++) {
+                        double f = 1.0;
+                        if (wk == 0 && it < W) f = r + (1.0 - r) * it / W;
+                        if (wk == 1 && it < W) f = r;
+                        double want;
+                        if (seq && it < w0) want = t.lr * f;
+                        else
+                            want = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
+                                            t.n_lr_steps, t.lr_gamma, it - w0, T - w0) *
+                                   (seq ? 1.0 : f);
+                        double got = sg_lr_at(&s, it);
+                        if (fabs(got - want) > 1e-13 * fabs(want) + 1e-18) {
+                            fprintf(stderr,
+                                    "%s + %s warmup (%s, min_lr %g), step %d: lr %.17g, "
+                                    "closed form %.17g\n",
+                                    kinds[k], warms[wk], t.warmup_mode, t.min_lr, it, got, want);
+                            CHECK(0);
+                        }
+                        checked++;
                     }
-                    checked++;
+                    /* the last step's lr and past the end: the value at T */
+                    double at_T = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
+                                           t.n_lr_steps, t.lr_gamma, T - w0, T - w0);
+                    CHECK_NEAR(sg_lr_at(&s, T + 5), at_T, 1e-15);
                 }
-                /* the last step's lr and past the end: the value at T */
-                double at_T = ref_main(kinds[k], t.lr, t.min_lr, t.poly_power, t.lr_steps,
-                                       t.n_lr_steps, t.lr_gamma, T - w0, T - w0);
-                CHECK_NEAR(sg_lr_at(&s, T + 5), at_T, 1e-15);
-            }
     CHECK_EQ_INT(checked, 2 * 4 * 3 * 2 * T);
     {
         /* sequential needs a step after the warmup; an unknown mode is refused */
@@ -209,14 +209,14 @@ static void test_schedule_config_keys(void) {
     CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=0.999"), SG_OK);
     CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
     CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=1"), SG_OK); /* in the 0..1 range ... */
-    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG);        /* ... but not an EMA */
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG);         /* ... but not an EMA */
     CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=1.5"), SG_ERR_CONFIG);
     CHECK_EQ_INT(sg_config_set(&c, "train.ema_decay=0"), SG_OK);
     CHECK_EQ_INT(sg_config_set(&c, "train.ema_every=0"), SG_ERR_CONFIG);
     CHECK_EQ_INT(sg_config_set(&c, "train.lr_schedule=step"), SG_OK);
     CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG); /* no milestones */
     CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[100, 100]"), SG_OK);
-    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG); /* not increasing */
+    CHECK_EQ_INT(sg_config_validate(&c), SG_ERR_CONFIG);                       /* not increasing */
     CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[0, 100]"), SG_ERR_CONFIG); /* below 1 */
     CHECK_EQ_INT(sg_config_set(&c, "train.lr_steps=[100, 200]"), SG_OK);
     CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
@@ -237,8 +237,14 @@ static void test_schedule_config_keys(void) {
 }
 
 /* ---- a minimal host "backend" for the optimizer: alloc + the SGD formula ---- */
-static void *h_alloc(sg_backend *be, size_t n) { (void)be; return calloc(1, n); }
-static void h_free(sg_backend *be, void *p) { (void)be; free(p); }
+static void *h_alloc(sg_backend *be, size_t n) {
+    (void)be;
+    return calloc(1, n);
+}
+static void h_free(sg_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
 static int sgd_calls;
 static void h_sgd(sg_backend *be, float *p, const float *g, float *buf, size_t n, float lr,
                   float mom, float damp, float wd, int nesterov, int first) {
@@ -290,11 +296,11 @@ static void test_sgd_groups(void) {
     sgd_calls = 0;
     sg_sgd_step(&opt, 0.1);
     CHECK_EQ_INT(sgd_calls, 2);
-    CHECK_NEAR(p[0][0], 1 - 0.1, 1e-6);   /* first step: buf = g */
-    CHECK_NEAR(p[1][0], 3, 0);            /* frozen: untouched */
+    CHECK_NEAR(p[0][0], 1 - 0.1, 1e-6); /* first step: buf = g */
+    CHECK_NEAR(p[1][0], 3, 0);          /* frozen: untouched */
     CHECK_NEAR(p[3][1], 8, 0);
-    CHECK_NEAR(p[2][0], 5 - 1.0, 1e-6);   /* head at 10x */
-    sg_sgd_step(&opt, 0.1);               /* buf = 0.9*1 + 1 = 1.9 */
+    CHECK_NEAR(p[2][0], 5 - 1.0, 1e-6); /* head at 10x */
+    sg_sgd_step(&opt, 0.1);             /* buf = 0.9*1 + 1 = 1.9 */
     CHECK_NEAR(p[0][0], 1 - 0.1 - 0.19, 1e-6);
     CHECK_NEAR(p[2][0], 5 - 1.0 - 1.9, 1e-5);
     CHECK_EQ_INT(sg_sgd_find(&opt, "aux_head.4.weight"), 2);
@@ -308,17 +314,16 @@ static void test_sgd_groups(void) {
 static void test_metrics_handmade(void) {
     /* 4 classes; class 3 never in GT nor prediction; class 2 predicted but
      * absent from GT. rows = GT. */
-    int64_t conf[16] = {
-        50, 10, 0, 0,   /* GT 0: 60 px */
-        5, 20, 5, 0,    /* GT 1: 30 px */
-        0, 0, 0, 0,     /* GT 2: none */
-        0, 0, 0, 0};
+    int64_t conf[16] = {50, 10, 0, 0, /* GT 0: 60 px */
+                        5,  20, 5, 0, /* GT 1: 30 px */
+                        0,  0,  0, 0, /* GT 2: none */
+                        0,  0,  0, 0};
     sg_metrics m;
     sg_metrics_from_confusion(conf, 4, &m);
     CHECK_NEAR(m.iou[0], 50.0 / (60 + 55 - 50), 1e-12);
     CHECK_NEAR(m.iou[1], 20.0 / (30 + 30 - 20), 1e-12);
-    CHECK_NEAR(m.iou[2], 0.0, 0);          /* predicted, never true: counts as 0 */
-    CHECK(isnan(m.iou[3]));                /* absent everywhere: excluded */
+    CHECK_NEAR(m.iou[2], 0.0, 0); /* predicted, never true: counts as 0 */
+    CHECK(isnan(m.iou[3]));       /* absent everywhere: excluded */
     CHECK(isnan(m.acc[2]) && isnan(m.acc[3]));
     CHECK_NEAR(m.acc[0], 50.0 / 60, 1e-12);
     CHECK_NEAR(m.miou, (50.0 / 65 + 20.0 / 40 + 0.0) / 3, 1e-12);

@@ -49,12 +49,12 @@
 #define N_VAL 3
 
 /* For helpers that return a value (CHECK returns from a void case). */
-#define REQUIRE(cond)                                                            \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
-            abort();                                                             \
-        }                                                                        \
+#define REQUIRE(cond)                                                         \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                          \
+        }                                                                     \
     } while (0)
 
 /* A random-init tiny model on the fixture's config, saved as ck. */
@@ -106,8 +106,8 @@ static float *forward_host(sg_backend *be, sg_model *m, const float *x, int h, i
 
 /* Naive sliding-window logits of x [3,h,w]: windows crop x stride, the last
  * one aligned to the border, per-pixel mean of the window logits (double). */
-static float *slide_host(sg_backend *be, sg_model *m, const float *x, int h, int w, int C,
-                         int crh, int crw, int sth, int stw) {
+static float *slide_host(sg_backend *be, sg_model *m, const float *x, int h, int w, int C, int crh,
+                         int crw, int sth, int stw) {
     int ch = crh < h ? crh : h, cw = crw < w ? crw : w;
     double *acc = calloc((size_t)C * h * w, sizeof(double));
     int *cnt = calloc((size_t)h * w, sizeof(int));
@@ -120,12 +120,14 @@ static float *slide_host(sg_backend *be, sg_model *m, const float *x, int h, int
             for (int c = 0; c < 3; c++)
                 for (int y = 0; y < ch; y++)
                     for (int q = 0; q < cw; q++)
-                        win[((size_t)c * ch + y) * cw + q] = x[((size_t)c * h + yy + y) * w + xx + q];
+                        win[((size_t)c * ch + y) * cw + q] =
+                            x[((size_t)c * h + yy + y) * w + xx + q];
             float *l = forward_host(be, m, win, ch, cw, C);
             for (int c = 0; c < C; c++)
                 for (int y = 0; y < ch; y++)
                     for (int q = 0; q < cw; q++)
-                        acc[((size_t)c * h + yy + y) * w + xx + q] += l[((size_t)c * ch + y) * cw + q];
+                        acc[((size_t)c * h + yy + y) * w + xx + q] +=
+                            l[((size_t)c * ch + y) * cw + q];
             for (int y = 0; y < ch; y++)
                 for (int q = 0; q < cw; q++) cnt[(size_t)(yy + y) * w + xx + q]++;
             free(l);
@@ -153,14 +155,16 @@ static double *tta_reference(sg_backend *be, sg_model *m, const sg_config *c, co
     mean_std(c, mean, std);
     float *norm = malloc(px * 3 * sizeof(float));
     double *prob = calloc((size_t)C * px, sizeof(double));
-    float *back = malloc((size_t)C * px * sizeof(float)), *flipped = malloc((size_t)C * px * sizeof(float));
+    float *back = malloc((size_t)C * px * sizeof(float)),
+          *flipped = malloc((size_t)C * px * sizeof(float));
     REQUIRE(norm && prob && back && flipped);
     ref_normalize_u8(rgb, norm, 1, H, W, mean, std);
     int passes = 0;
     for (int si = 0; si < c->eval.n_scales; si++) {
         double s = c->eval.scales[si];
         int h = (int)(H * s + 0.5), w = (int)(W * s + 0.5);
-        float *in = malloc((size_t)3 * h * w * sizeof(float)), *inf = malloc((size_t)3 * h * w * sizeof(float));
+        float *in = malloc((size_t)3 * h * w * sizeof(float)),
+              *inf = malloc((size_t)3 * h * w * sizeof(float));
         REQUIRE(in && inf);
         if (h == H && w == W) memcpy(in, norm, px * 3 * sizeof(float));
         else ref_resize_fwd(norm, in, 1, 3, H, W, h, w);
@@ -241,7 +245,8 @@ static void test_reference(void) {
         CHECK(im.h == H_IMG && im.w == W_IMG);
         size_t px = (size_t)im.h * im.w;
         for (int slide = 0; slide <= (i == 0); slide++) {
-            int crh = slide ? 16 : 0, crw = slide ? 24 : 0, sth = slide ? 10 : 0, stw = slide ? 14 : 0;
+            int crh = slide ? 16 : 0, crw = slide ? 24 : 0, sth = slide ? 10 : 0,
+                stw = slide ? 14 : 0;
             double *want = tta_reference(be, m, &c, im.data, im.h, im.w, crh, crw, sth, stw);
             sg_tta t;
             sg_tta_init(&t, be, &c, crh, crw, sth, stw);
@@ -257,11 +262,14 @@ static void test_reference(void) {
                 if (d > worst) worst = d;
                 if (fabs(want[k] - 1.0 / C) > spread) spread = fabs(want[k] - 1.0 / C);
             }
-            fprintf(stderr, "image %lld %s: max |sg_tta - reference| = %.3g (probabilities up "
-                    "to %.3g from uniform)\n", (long long)i, slide ? "sliding windows" : "whole",
-                    worst, spread);
-            CHECK_MSG(worst <= 1e-5, "image %lld (%s): averaged probabilities differ from the "
-                      "reference by %g", (long long)i, slide ? "slide" : "whole", worst);
+            fprintf(stderr,
+                    "image %lld %s: max |sg_tta - reference| = %.3g (probabilities up "
+                    "to %.3g from uniform)\n",
+                    (long long)i, slide ? "sliding windows" : "whole", worst, spread);
+            CHECK_MSG(worst <= 1e-5,
+                      "image %lld (%s): averaged probabilities differ from the "
+                      "reference by %g",
+                      (long long)i, slide ? "slide" : "whole", worst);
             CHECK_MSG(spread > 0.1, "the model predicts nearly uniform probabilities: a weak test");
             if (!slide) {
                 for (size_t q = 0; q < px; q++) {
@@ -291,8 +299,8 @@ static void test_reference(void) {
     /* segtrain eval with TTA from the checkpoint */
     char out[1200];
     snprintf(out, sizeof out, "%s/eval_tta.json", fx_root);
-    const char *ea[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
-                        "--set", tta_sets[0], "--set", tta_sets[1]};
+    const char *ea[] = {"eval",    "--checkpoint", ck,          "--out", out,
+                        "--quiet", "--set",        tta_sets[0], "--set", tta_sets[1]};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ea, 10), 0);
     char *json = th_read_file(out);
     CHECK(json != NULL);
@@ -306,9 +314,9 @@ static void test_reference(void) {
     char png[1200], npy[1200];
     snprintf(png, sizeof png, "%s/pred_tta.png", fx_root);
     snprintf(npy, sizeof npy, "%s/pred_tta.npy", fx_root);
-    const char *pa[] = {"predict", "--checkpoint", ck, "--input", first, "--output", png,
-                        "--save-logits", npy, "--quiet", "--set", tta_sets[0], "--set",
-                        tta_sets[1]};
+    const char *pa[] = {"predict", "--checkpoint",  ck,  "--input", first,   "--output",
+                        png,       "--save-logits", npy, "--quiet", "--set", tta_sets[0],
+                        "--set",   tta_sets[1]};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 14), 0);
     size_t px = (size_t)H_IMG * W_IMG;
     sg_img p = {0};
@@ -335,8 +343,10 @@ static void test_reference(void) {
         double d = fabs(exp(lg[k]) - first_prob[k]);
         if (d > worst) worst = d;
     }
-    CHECK_MSG(worst <= 1e-5, "predict --save-logits: exp(saved) differs from the reference "
-              "probabilities by %g", worst);
+    CHECK_MSG(worst <= 1e-5,
+              "predict --save-logits: exp(saved) differs from the reference "
+              "probabilities by %g",
+              worst);
     free(raw);
     free(first_prob);
     sg_model_destroy(m);
@@ -376,9 +386,20 @@ static void test_predict_slide(void) {
         char png[1200], npy[1200];
         snprintf(png, sizeof png, "%s/slide_%lld.png", fx_root, (long long)i);
         snprintf(npy, sizeof npy, "%s/slide_%lld.npy", fx_root, (long long)i);
-        const char *pa[] = {"predict", "--checkpoint", ck, "--input",
-                            sg_dataset_image_path(ds, i), "--output", png, "--save-logits", npy,
-                            "--quiet", "--set", sets[0], "--set", sets[1]};
+        const char *pa[] = {"predict",
+                            "--checkpoint",
+                            ck,
+                            "--input",
+                            sg_dataset_image_path(ds, i),
+                            "--output",
+                            png,
+                            "--save-logits",
+                            npy,
+                            "--quiet",
+                            "--set",
+                            sets[0],
+                            "--set",
+                            sets[1]};
         CHECK_EQ_INT(th_run_cmd(sg_cmd_predict, pa, 14), 0);
         char *raw = th_read_file(npy);
         CHECK(raw != NULL);
@@ -389,8 +410,10 @@ static void test_predict_slide(void) {
             double d = fabs((double)lg[k] - want[k]);
             if (d > worst) worst = d;
         }
-        CHECK_MSG(worst <= 1e-5, "image %lld: predict's sliding-window logits differ from the "
-                  "naive windows by %g", (long long)i, worst);
+        CHECK_MSG(worst <= 1e-5,
+                  "image %lld: predict's sliding-window logits differ from the "
+                  "naive windows by %g",
+                  (long long)i, worst);
         sg_img p = {0};
         CHECK(sg_png_read_mask(png, &p, NULL, 0) == 0);
         CHECK(p.h == H_IMG && p.w == W_IMG);
@@ -423,8 +446,8 @@ static void test_predict_slide(void) {
     sg_metrics_from_confusion(conf, C, &mt);
     char out[1200];
     snprintf(out, sizeof out, "%s/eval_slide.json", fx_root);
-    const char *ea[] = {"eval", "--checkpoint", ck, "--out", out, "--quiet",
-                        "--set", sets[0], "--set", sets[1]};
+    const char *ea[] = {"eval",    "--checkpoint", ck,      "--out", out,
+                        "--quiet", "--set",        sets[0], "--set", sets[1]};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, ea, 10), 0);
     char *json = th_read_file(out);
     CHECK(json != NULL);
@@ -489,7 +512,8 @@ static void test_identity(void) {
     sg_dataset_close(ds);
     sg_metrics mt;
     sg_metrics_from_confusion(conf, C, &mt);
-    const char *variants[2][4] = {{NULL}, {"--set", "eval.scales=[1.0]", "--set", "eval.flip=false"}};
+    const char *variants[2][4] = {{NULL},
+                                  {"--set", "eval.scales=[1.0]", "--set", "eval.flip=false"}};
     char *jsons[2];
     for (int v = 0; v < 2; v++) {
         char out[1200], png[1200], npy[1200];
@@ -497,8 +521,8 @@ static void test_identity(void) {
         snprintf(png, sizeof png, "%s/pred_%d.png", fx_root, v);
         snprintf(npy, sizeof npy, "%s/pred_%d.npy", fx_root, v);
         const char *ea[10] = {"eval", "--checkpoint", ck, "--out", out, "--quiet"};
-        const char *pa[14] = {"predict", "--checkpoint", ck, "--input", first, "--output", png,
-                              "--save-logits", npy, "--quiet"};
+        const char *pa[14] = {"predict", "--checkpoint",  ck,  "--input", first, "--output",
+                              png,       "--save-logits", npy, "--quiet"};
         int ne = 6, np = 10;
         for (int k = 0; v && k < 4; k++) {
             ea[ne++] = variants[v][k];
@@ -531,8 +555,12 @@ static void test_identity(void) {
 
 /* ---------------- ranks, in-training evaluation ---------------- */
 static void test_ranks(void) {
-    const char *sets[] = {tta_sets[0], tta_sets[1], "train.iters=2", "train.eval_every=2",
-                          "train.tensorboard=false", "eval.batch_size=2"};
+    const char *sets[] = {tta_sets[0],
+                          tta_sets[1],
+                          "train.iters=2",
+                          "train.eval_every=2",
+                          "train.tensorboard=false",
+                          "eval.batch_size=2"};
     sg_config c;
     CHECK(fx_config(&c, "ranks", sets, 6) == 0);
     char cfgpath[1200];
@@ -558,7 +586,7 @@ static void test_ranks(void) {
     /* TTA was on: one plain pass scores differently */
     char plain[1200];
     snprintf(plain, sizeof plain, "%s/plain.json", fx_root);
-    const char *e0[] = {"eval", "--checkpoint", ck, "--out", plain, "--quiet",
+    const char *e0[] = {"eval",  "--checkpoint",      ck,      "--out",          plain, "--quiet",
                         "--set", "eval.scales=[1.0]", "--set", "eval.flip=false"};
     CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, e0, 10), 0);
     char *j0 = th_read_file(plain);
@@ -577,8 +605,8 @@ static void test_ranks(void) {
         CHECK(pids[r] >= 0);
         if (pids[r] == 0) {
             th_rank_env(r, 2, ps, 1);
-            const char *e2[] = {"eval", "--checkpoint", ck, "--out", two, "--quiet",
-                                "--set", "threads=1"};
+            const char *e2[] = {"eval", "--checkpoint", ck,      "--out",
+                                two,    "--quiet",      "--set", "threads=1"};
             _exit(th_run_cmd(sg_cmd_eval, e2, 8));
         }
     }
@@ -661,7 +689,8 @@ static void test_config(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s reference|identity|predict_slide|ranks|memory|config\n", argv[0]);
+        fprintf(stderr, "usage: %s reference|identity|predict_slide|ranks|memory|config\n",
+                argv[0]);
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);

@@ -4,10 +4,10 @@
 #ifndef SG_TESTS_TRAIN_FIXTURE_H
 #define SG_TESTS_TRAIN_FIXTURE_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
