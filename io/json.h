@@ -5,7 +5,7 @@
  * checkpoint metadata (io/safetensors.c), metrics.jsonl lines and eval
  * reports (train/, cmd/evaluate.c; read back by `segtrain plot`), bench
  * summaries (cmd/bench.c). No other file scans or escapes JSON (synth's
- * polygons.json, data/synth_layouts.c, is printed from fixed label names
+ * polygons.json, data/synth_cityscapes.c, is printed from fixed label names
  * and numbers: nothing in it needs escaping).
  *
  * Reader. JSON read here is untrusted input (a downloaded checkpoint, a run
