@@ -93,6 +93,16 @@ void sg_log(int level, const char *fmt, ...) {
     va_end(ap);
 }
 
+void sg_report(char *err, size_t errlen, const char *fmt, ...) {
+    char buf[SG_REPORT_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (err && errlen) snprintf(err, errlen, "%s", buf);
+    else SG_ERROR("%s", buf);
+}
+
 void sg_fatal_at(const char *file, int line, const char *fmt, ...) {
     char msg[8192];
     va_list ap;

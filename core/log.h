@@ -9,6 +9,7 @@
 #define SG_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "core/status.h"
 
@@ -34,6 +35,16 @@ void sg_vlog(int level, const char *fmt, va_list ap);
 #define SG_WARN(...) sg_log(SG_LOG_WARN, __VA_ARGS__)
 #define SG_INFO(...) sg_log(SG_LOG_INFO, __VA_ARGS__)
 #define SG_DEBUG(...) sg_log(SG_LOG_DEBUG, __VA_ARGS__)
+
+/* The error contract of functions that take a caller's buffer (the image
+ * decoders, the .pth reader, dataset loading): formats the message into
+ * err[errlen] when err != NULL and errlen > 0 (the caller shows it, e.g.
+ * from a loader thread), else logs it with SG_ERROR. Messages longer than
+ * SG_REPORT_LEN - 1 bytes are cut. An argument may be err itself (a message
+ * wrapping the one before): the text is formatted into a copy first. */
+#define SG_REPORT_LEN 1024
+void sg_report(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Ending the process from library code (core/status.h): errors a user can
  * cause are logged and returned as sg_status, never fatal. SG_FATAL and

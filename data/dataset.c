@@ -4,7 +4,6 @@
  * index builder (dataset_index*.c) and the classes. */
 #include "data/dataset.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,25 +176,13 @@ const uint8_t *sg_dataset_label_map(const sg_dataset *ds) { return ds->map; }
 
 /* ---- one sample ---- */
 
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[SG_DATA_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err && errlen) snprintf(err, errlen, "%s", buf);
-    else SG_ERROR("%s", buf);
-}
-
 sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img *mask, char *err,
                           size_t errlen) {
     memset(image, 0, sizeof *image);
     memset(mask, 0, sizeof *mask);
     if (i < 0 || i >= ds->n) {
-        fail(err, errlen, "sample index %lld out of range (split '%s' has %lld)", (long long)i,
-             ds->split, (long long)ds->n);
+        sg_report(err, errlen, "sample index %lld out of range (split '%s' has %lld)", (long long)i,
+                  ds->split, (long long)ds->n);
         return SG_ERR_RUNTIME;
     }
     const ds_entry *e = &ds->e[i];
@@ -207,10 +194,10 @@ sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img
         return SG_ERR_RUNTIME;
     }
     if (image->h != mask->h || image->w != mask->w) {
-        fail(err, errlen,
-             "mask %s is %dx%d (HxW) but its image %s is %dx%d: a mask must match its image "
-             "pixel for pixel",
-             e->mask, mask->h, mask->w, e->img, image->h, image->w);
+        sg_report(err, errlen,
+                  "mask %s is %dx%d (HxW) but its image %s is %dx%d: a mask must match its image "
+                  "pixel for pixel",
+                  e->mask, mask->h, mask->w, e->img, image->h, image->w);
         sg_img_free(image);
         sg_img_free(mask);
         return SG_ERR_RUNTIME;
@@ -231,11 +218,12 @@ sg_status sg_dataset_load(const sg_dataset *ds, int64_t i, sg_img *image, sg_img
         m[p] = v;
     }
     if (bad && !ds->invalid_to_ignore) {
-        fail(err, errlen,
-             "mask %s: %zu pixels have invalid labels, first at (y=%zu, x=%zu): file value %u "
-             "-> label %u, neither < num_classes (%d) nor ignore_index (%d). Fix the mask, check "
-             "data.label_map, or set data.invalid_labels: ignore",
-             e->mask, bad, first / mask->w, first % mask->w, m[first], map[m[first]], k, ign);
+        sg_report(
+            err, errlen,
+            "mask %s: %zu pixels have invalid labels, first at (y=%zu, x=%zu): file value %u "
+            "-> label %u, neither < num_classes (%d) nor ignore_index (%d). Fix the mask, check "
+            "data.label_map, or set data.invalid_labels: ignore",
+            e->mask, bad, first / mask->w, first % mask->w, m[first], map[m[first]], k, ign);
         sg_img_free(image);
         sg_img_free(mask);
         return SG_ERR_RUNTIME;

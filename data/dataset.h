@@ -62,7 +62,8 @@ typedef struct sg_dataset sg_dataset;
 /* Opens split `split` (a directory name for cityscapes and ade20k, a list
  * file for list, split file name(s) for voc) of the dataset described by cfg
  * (format, root, label_map, reduce_zero_label, ignore_index, invalid_labels,
- * class_names, palette, max_image_pixels; max_image_pixels 0 = the default). Returns NULL after logging an error
+ * class_names, palette, max_image_pixels; max_image_pixels 0 = the default).
+ * Returns NULL after logging an error
  * that names the root / file / line and what to do (missing root, no images,
  * missing masks with count and examples, malformed list line, duplicates). */
 sg_dataset *sg_dataset_open(const sg_data_cfg *cfg, const char *split, int num_classes);

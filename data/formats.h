@@ -6,7 +6,8 @@
  * own classes (count, names, palette), how its masks store labels, the
  * data.label_map that fits it, what data.reduce_zero_label: auto means for
  * it, and the synthetic-dataset writer (`segtrain synth --layout NAME`, with
- * the splits it makes; NULL when synth cannot write the format). sg_dataset_open (dataset.c), the class lookups
+ * the splits it makes; NULL when synth cannot write the format).
+ * sg_dataset_open (dataset.c), the class lookups
  * sg_layout_class_name / sg_layout_color (formats.c), synth.c and
  * cmd/synth.c walk the table; nothing else compares format names.
  *

@@ -35,11 +35,10 @@ static void unknown_err(const char *path, const uint8_t *b, size_t n, char *err,
     char hex[40] = "";
     for (size_t i = 0; i < n && i < 8; i++)
         snprintf(hex + 3 * i, sizeof hex - 3 * i, "%02x ", b[i]);
-    sg_img_report(
-        err, errlen,
-        "%s is neither a PNG nor a JPEG file (first bytes %s: %s); segtrain reads PNG and "
-        "JPEG images (the format is taken from the content, not the name): convert it",
-        path, n ? hex : "none", guess_kind(b, n));
+    sg_report(err, errlen,
+              "%s is neither a PNG nor a JPEG file (first bytes %s: %s); segtrain reads PNG and "
+              "JPEG images (the format is taken from the content, not the name): convert it",
+              path, n ? hex : "none", guess_kind(b, n));
 }
 
 /* Reads up to 16 first bytes into head (*n of them). */
@@ -47,8 +46,8 @@ static sg_status read_head(const char *path, uint8_t head[16], size_t *n_out, ch
                            size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        sg_img_report(err, errlen, "cannot open image %s: %s (check the path and data.root)", path,
-                      strerror(errno));
+        sg_report(err, errlen, "cannot open image %s: %s (check the path and data.root)", path,
+                  strerror(errno));
         return SG_ERR_RUNTIME;
     }
     size_t n = fread(head, 1, 16, f);
@@ -56,7 +55,7 @@ static sg_status read_head(const char *path, uint8_t head[16], size_t *n_out, ch
     int e = errno;
     fclose(f);
     if (bad) {
-        sg_img_report(err, errlen, "cannot read image %s: %s", path, strerror(e));
+        sg_report(err, errlen, "cannot read image %s: %s", path, strerror(e));
         return SG_ERR_RUNTIME;
     }
     *n_out = n;

@@ -10,8 +10,8 @@
  * Returns SG_OK or SG_ERR_RUNTIME (core/status.h); the message goes into
  * err[errlen] when err != NULL, else it is logged. Thread-safe.
  */
-#ifndef SG_DATA_IMAGE_H
-#define SG_DATA_IMAGE_H
+#ifndef SG_IO_IMAGE_H
+#define SG_IO_IMAGE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -88,20 +88,19 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     memset(out, 0, sizeof *out);
     jread_state *s = calloc(1, sizeof *s);
     if (!s) {
-        sg_img_report(err, errlen, "out of memory opening %s", path);
+        sg_report(err, errlen, "out of memory opening %s", path);
         return SG_ERR_RUNTIME;
     }
     if (!mem) {
         s->f = fopen(path, "rb");
         if (!s->f) {
-            sg_img_report(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)",
-                          path, strerror(errno));
+            sg_report(err, errlen, "cannot open JPEG %s: %s (check the path and data.root)", path,
+                      strerror(errno));
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
         }
     } else if (mem_len == 0) {
-        sg_img_report(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)",
-                      path);
+        sg_report(err, errlen, "%s is empty: not a JPEG file (re-create or re-download it)", path);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -109,8 +108,8 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->jerr.pub.error_exit = on_jpeg_error;
     s->jerr.pub.emit_message = on_jpeg_message;
     if (setjmp(s->jerr.jump)) {
-        sg_img_report(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
-                      path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+        sg_report(err, errlen, "corrupt or truncated JPEG %s: %s (re-create or re-download it)",
+                  path, s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jread_cleanup(s);
         memset(out, 0, sizeof *out);
         return SG_ERR_RUNTIME;
@@ -141,8 +140,8 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     jpeg_start_decompress(&s->cinfo);
     int nc = s->cinfo.output_components;
     if (nc != (cmyk ? 4 : 3) || s->cinfo.output_width != w || s->cinfo.output_height != h) {
-        sg_img_report(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)",
-                      path, (int)in, nc);
+        sg_report(err, errlen, "%s: unsupported JPEG layout (colour space %d, %d components)", path,
+                  (int)in, nc);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -150,7 +149,7 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
     s->pixels = malloc(npix * 3);
     if (cmyk) s->row = malloc((size_t)w * 4);
     if (!s->pixels || (cmyk && !s->row)) {
-        sg_img_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+        sg_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
         jread_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -159,8 +158,8 @@ static sg_status read_jpeg(const char *path, const uint8_t *mem, size_t mem_len,
         uint8_t *dst = s->pixels + (size_t)y * w * 3;
         JSAMPROW r = cmyk ? s->row : dst;
         if (jpeg_read_scanlines(&s->cinfo, &r, 1) != 1) {
-            sg_img_report(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u",
-                          path, y, h);
+            sg_report(err, errlen, "corrupt or truncated JPEG %s: no data for row %u of %u", path,
+                      y, h);
             jread_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -227,33 +226,32 @@ static void jwrite_cleanup(jwrite_state *s) {
 sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, int quality,
                             char *err, size_t errlen) {
     if (h <= 0 || w <= 0 || h > 65500 || w > 65500 || !rgb) {
-        sg_img_report(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500",
-                      path, h, w);
+        sg_report(err, errlen, "cannot write %s: image size %dx%d outside JPEG's 1..65500", path, h,
+                  w);
         return SG_ERR_RUNTIME;
     }
     if (quality < 1 || quality > 100) {
-        sg_img_report(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path,
-                      quality);
+        sg_report(err, errlen, "cannot write %s: JPEG quality %d outside 1..100", path, quality);
         return SG_ERR_RUNTIME;
     }
     jwrite_state *s = calloc(1, sizeof *s);
     if (!s) {
-        sg_img_report(err, errlen, "out of memory writing %s", path);
+        sg_report(err, errlen, "out of memory writing %s", path);
         return SG_ERR_RUNTIME;
     }
     s->f = fopen(path, "wb");
     if (!s->f) {
-        sg_img_report(err, errlen,
-                      "cannot create %s: %s (check that the directory exists and is writable)",
-                      path, strerror(errno));
+        sg_report(err, errlen,
+                  "cannot create %s: %s (check that the directory exists and is writable)", path,
+                  strerror(errno));
         jwrite_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     s->cinfo.err = jpeg_std_error(&s->jerr.pub);
     s->jerr.pub.error_exit = on_jpeg_error;
     if (setjmp(s->jerr.jump)) {
-        sg_img_report(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
-                      s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
+        sg_report(err, errlen, "writing JPEG %s failed: %s (disk full?)", path,
+                  s->jerr.msg[0] ? s->jerr.msg : "libjpeg error");
         jwrite_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -276,7 +274,7 @@ sg_status sg_jpeg_write_rgb(const char *path, const uint8_t *rgb, int h, int w, 
     s->f = NULL;
     jwrite_cleanup(s);
     if (fclose(f) != 0) {
-        sg_img_report(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
+        sg_report(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
         return SG_ERR_RUNTIME;
     }
     return SG_OK;

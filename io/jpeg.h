@@ -18,8 +18,8 @@
  * message (naming the file, with a hint) goes into err[errlen] when err !=
  * NULL, else it is logged with SG_ERROR. Thread-safe.
  */
-#ifndef SG_DATA_JPEG_H
-#define SG_DATA_JPEG_H
+#ifndef SG_IO_JPEG_H
+#define SG_IO_JPEG_H
 
 #include <stddef.h>
 #include <stdint.h>

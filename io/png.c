@@ -73,7 +73,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     read_state *s = calloc(1, sizeof *s);
     if (out) memset(out, 0, sizeof *out);
     if (!s) {
-        sg_img_report(err, errlen, "out of memory opening %s", path);
+        sg_report(err, errlen, "out of memory opening %s", path);
         return SG_ERR_RUNTIME;
     }
 
@@ -88,8 +88,8 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     } else {
         s->f = fopen(path, "rb");
         if (!s->f) {
-            sg_img_report(err, errlen, "cannot open PNG %s: %s (check the path and data.root)",
-                          path, strerror(errno));
+            sg_report(err, errlen, "cannot open PNG %s: %s (check the path and data.root)", path,
+                      strerror(errno));
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -97,34 +97,34 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     }
     if (got >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
         /* images go through io/image.h; only masks (and direct callers) get here */
-        sg_img_report(err, errlen,
-                      "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
-                      "compression changes label values); use the dataset's PNG masks",
-                      path);
+        sg_report(err, errlen,
+                  "%s is a JPEG file, not a PNG: label masks must be PNG (JPEG's lossy "
+                  "compression changes label values); use the dataset's PNG masks",
+                  path);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     if (got != 8 || png_sig_cmp(sig, 0, 8) != 0) {
-        sg_img_report(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
-                      got != 8 ? "shorter than the 8-byte signature" : "bad signature");
+        sg_report(err, errlen, "%s is not a PNG file (%s; re-create or re-download it)", path,
+                  got != 8 ? "shorter than the 8-byte signature" : "bad signature");
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     s->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
     if (!s->png) {
-        sg_img_report(err, errlen, "png_create_read_struct failed for %s (out of memory?)", path);
+        sg_report(err, errlen, "png_create_read_struct failed for %s (out of memory?)", path);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     s->info = png_create_info_struct(s->png);
     if (!s->info) {
-        sg_img_report(err, errlen, "png_create_info_struct failed for %s (out of memory?)", path);
+        sg_report(err, errlen, "png_create_info_struct failed for %s (out of memory?)", path);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     if (setjmp(png_jmpbuf(s->png))) {
-        sg_img_report(err, errlen, "corrupt or truncated PNG %s: %s (re-create or re-download it)",
-                      path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+        sg_report(err, errlen, "corrupt or truncated PNG %s: %s (re-create or re-download it)",
+                  path, s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         read_cleanup(s);
         if (out) memset(out, 0, sizeof *out);
         return SG_ERR_RUNTIME;
@@ -169,7 +169,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
         if (ctype == PNG_COLOR_TYPE_GRAY_ALPHA) {
             png_set_strip_alpha(s->png); /* the gray value is the label */
         } else if (ctype != PNG_COLOR_TYPE_GRAY && ctype != PNG_COLOR_TYPE_PALETTE) {
-            sg_img_report(
+            sg_report(
                 err, errlen,
                 "mask %s is a colour PNG (colour type %d); a label mask must be 8/16-bit "
                 "grayscale (alpha ignored) or palette (use the labelIds/labelTrainIds files, not _color)",
@@ -189,9 +189,9 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     int want_c = mode == READ_RGB ? 3 : 1;
     int out_depth = png_get_bit_depth(s->png, s->info);
     if (channels != want_c || (mode == READ_RGB && out_depth != 8)) {
-        sg_img_report(err, errlen,
-                      "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)", path,
-                      ctype, depth, channels);
+        sg_report(err, errlen,
+                  "%s: unsupported PNG layout (colour type %d, depth %d -> %d channels)", path,
+                  ctype, depth, channels);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -200,7 +200,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     if (out_depth == 16) {
         s->wide = malloc(npix * 2);
         if (!s->rows || !s->wide) {
-            sg_img_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+            sg_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -208,7 +208,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     } else {
         s->pixels = malloc(npix * want_c);
         if (!s->rows || !s->pixels || rowbytes != (size_t)w * want_c) {
-            sg_img_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
+            sg_report(err, errlen, "out of memory reading %s (%ux%u)", path, w, h);
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -220,7 +220,7 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     if (out_depth == 16) { /* 16-bit mask: keep only if every value fits 0..255 */
         s->pixels = malloc(npix);
         if (!s->pixels) {
-            sg_img_report(err, errlen, "out of memory reading %s", path);
+            sg_report(err, errlen, "out of memory reading %s", path);
             read_cleanup(s);
             return SG_ERR_RUNTIME;
         }
@@ -228,10 +228,10 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
             const uint8_t *b = s->wide + 2 * i; /* PNG stores 16-bit big-endian */
             unsigned v = (unsigned)b[0] << 8 | b[1];
             if (v > 255) {
-                sg_img_report(err, errlen,
-                              "16-bit mask %s has label %u at pixel (y=%zu, x=%zu), above 255: "
-                              "segtrain keeps labels in 8 bits; remap the mask to 0..255",
-                              path, v, i / w, i % w);
+                sg_report(err, errlen,
+                          "16-bit mask %s has label %u at pixel (y=%zu, x=%zu), above 255: "
+                          "segtrain keeps labels in 8 bits; remap the mask to 0..255",
+                          path, v, i / w, i % w);
                 read_cleanup(s);
                 return SG_ERR_RUNTIME;
             }
@@ -293,38 +293,37 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
                            const uint8_t *palette_rgb, int n_colors, char *err, size_t errlen) {
     int c = (ctype == PNG_COLOR_TYPE_RGB ? 3 : 1) * (depth == 16 ? 2 : 1); /* bytes/pixel */
     if (h <= 0 || w <= 0 || !px) {
-        sg_img_report(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
+        sg_report(err, errlen, "cannot write %s: empty image (%dx%d)", path, h, w);
         return SG_ERR_RUNTIME;
     }
     if (ctype == PNG_COLOR_TYPE_PALETTE && (n_colors < 1 || n_colors > 256 || !palette_rgb)) {
-        sg_img_report(err, errlen, "cannot write %s: palette needs 1..256 colours (got %d)", path,
-                      n_colors);
+        sg_report(err, errlen, "cannot write %s: palette needs 1..256 colours (got %d)", path,
+                  n_colors);
         return SG_ERR_RUNTIME;
     }
     write_state *s = calloc(1, sizeof *s); /* heap: survives longjmp intact */
     if (!s) {
-        sg_img_report(err, errlen, "out of memory writing %s", path);
+        sg_report(err, errlen, "out of memory writing %s", path);
         return SG_ERR_RUNTIME;
     }
     s->f = fopen(path, "wb");
     if (!s->f) {
-        sg_img_report(err, errlen,
-                      "cannot create %s: %s (check that the directory exists and is writable)",
-                      path, strerror(errno));
+        sg_report(err, errlen,
+                  "cannot create %s: %s (check that the directory exists and is writable)", path,
+                  strerror(errno));
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     s->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s->ctx, on_png_error, on_png_warning);
     if (s->png) s->info = png_create_info_struct(s->png);
     if (!s->png || !s->info) {
-        sg_img_report(err, errlen, "libpng initialisation failed writing %s (out of memory?)",
-                      path);
+        sg_report(err, errlen, "libpng initialisation failed writing %s (out of memory?)", path);
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
     if (setjmp(png_jmpbuf(s->png))) {
-        sg_img_report(err, errlen, "writing PNG %s failed: %s (disk full?)", path,
-                      s->ctx.msg[0] ? s->ctx.msg : "libpng error");
+        sg_report(err, errlen, "writing PNG %s failed: %s (disk full?)", path,
+                  s->ctx.msg[0] ? s->ctx.msg : "libpng error");
         write_cleanup(s);
         return SG_ERR_RUNTIME;
     }
@@ -357,7 +356,7 @@ static sg_status write_png(const char *path, const uint8_t *px, int h, int w, in
     s->f = NULL;
     write_cleanup(s);
     if (fclose(f) != 0) {
-        sg_img_report(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
+        sg_report(err, errlen, "closing %s failed: %s (disk full?)", path, strerror(errno));
         return SG_ERR_RUNTIME;
     }
     return SG_OK;

@@ -24,8 +24,8 @@
  * err[errlen] when err != NULL, else it is logged with SG_ERROR. Thread-safe:
  * workers call these concurrently.
  */
-#ifndef SG_DATA_PNG_H
-#define SG_DATA_PNG_H
+#ifndef SG_IO_PNG_H
+#define SG_IO_PNG_H
 
 #include <stddef.h>
 #include <stdint.h>

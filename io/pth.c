@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,18 +34,6 @@ struct sg_pth {
     sg_pth_tensor *t;
     int n, skipped;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err && errlen) snprintf(err, errlen, "%s", buf);
-    else SG_ERROR("%s", buf);
-}
 
 void sg_pth_close(sg_pth *p) {
     if (!p) return;
@@ -380,7 +367,7 @@ sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err
     }
     if (obj && take_state_dict(p, obj) == 0 && p->n > 0) return p;
     if (!why[0]) snprintf(why, sizeof why, "%s: unreadable checkpoint", p->name);
-    set_err(err, errlen, "%s", why);
+    sg_report(err, errlen, "%s", why);
     sg_pth_close(p);
     return NULL;
 }
@@ -388,12 +375,12 @@ sg_pth *sg_pth_load_mem(const void *buf, size_t len, const char *name, char *err
 sg_pth *sg_pth_open(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        sg_report(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s is not a regular file", path);
+        sg_report(err, errlen, "%s is not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -401,7 +388,7 @@ sg_pth *sg_pth_open(const char *path, char *err, size_t errlen) {
     void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);
     if (len && map == MAP_FAILED) {
-        set_err(err, errlen, "cannot map %s: %s", path, strerror(errno));
+        sg_report(err, errlen, "cannot map %s: %s", path, strerror(errno));
         return NULL;
     }
     static const uint8_t empty[1];

@@ -28,8 +28,8 @@
  * file; errors name the file and what is wrong. Functions return NULL or
  * SG_ERR_RUNTIME with the message in err[errlen] (logged when err is NULL).
  */
-#ifndef SG_MODEL_PTH_H
-#define SG_MODEL_PTH_H
+#ifndef SG_IO_PTH_H
+#define SG_IO_PTH_H
 
 #include <stddef.h>
 #include <stdint.h>

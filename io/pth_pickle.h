@@ -15,8 +15,8 @@
  * lengths, tensor rank; values are kept in an arena and never traversed
  * recursively, so neither deep nesting nor cycles can exhaust the stack.
  */
-#ifndef SG_MODEL_PTH_PICKLE_H
-#define SG_MODEL_PTH_PICKLE_H
+#ifndef SG_IO_PTH_PICKLE_H
+#define SG_IO_PTH_PICKLE_H
 
 #include <stddef.h>
 #include <stdint.h>

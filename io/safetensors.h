@@ -18,8 +18,8 @@
  * or SG_ERR_RUNTIME (core/status.h): a corrupt or truncated file never
  * crashes. Only running out of host memory is fatal.
  */
-#ifndef SG_MODEL_SAFETENSORS_H
-#define SG_MODEL_SAFETENSORS_H
+#ifndef SG_IO_SAFETENSORS_H
+#define SG_IO_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -26,8 +26,8 @@
  * events (training goes on; metrics.jsonl still has every value).
  * scripts/read_tfevents.py is an independent reader (standard library only).
  */
-#ifndef SG_TRAIN_TB_WRITER_H
-#define SG_TRAIN_TB_WRITER_H
+#ifndef SG_IO_TFEVENTS_H
+#define SG_IO_TFEVENTS_H
 
 #include <stddef.h>
 #include <stdint.h>
