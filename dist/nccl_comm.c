@@ -6,9 +6,11 @@
  * stream (DDP buckets, ordered by events the DDP code records). Every call
  * enqueues the collective, records an event and polls it together with
  * ncclCommGetAsyncError until it completes or dist.timeout_s passes; then
- * the communicators are aborted (ncclCommAbort), so a dead or hung peer
- * never hangs this rank. Owns the communicators, the events and a scratch
- * word for barriers. */
+ * that channel's communicator is aborted (ncclCommAbort) and the other
+ * channel's thread aborts its own at its next call, so a dead or hung peer
+ * never hangs this rank. The lifecycle (waits, failure, release exactly once)
+ * is dist/nccl_state.c, tested on stubs; this file maps it to NCCL and CUDA.
+ * Owns the communicators, the events and a scratch word for barriers. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -18,17 +20,16 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "dist/nccl_state.h"
 #include "dist/transport.h"
 #include "kernels/backend.h"
 
 typedef struct nccl_impl {
-    ncclComm_t comm[SG_CH_COUNT];
+    sg_nccl_state st; /* the communicators (st.comm) and their lifecycle */
     cudaStream_t stream[SG_CH_COUNT];
     cudaEvent_t done[SG_CH_COUNT];
     float *scratch; /* barrier word */
     int device, rank, world;
-    double timeout_s;
-    int aborted;
 } nccl_impl;
 
 #define CUDA_OK(call, err, len)                                                     \
@@ -41,132 +42,131 @@ typedef struct nccl_impl {
         }                                                                           \
     } while (0)
 
-static void abort_all(nccl_impl *n) {
-    if (n->aborted) return;
-    n->aborted = 1;
-    for (int ch = 0; ch < SG_CH_COUNT; ch++)
-        if (n->comm[ch]) ncclCommAbort(n->comm[ch]);
+/* ---- the calls dist/nccl_state.c makes, on the real libraries ---- */
+
+static sg_ncs_poll poll_of(ncclResult_t r, ncclComm_t comm, char *why, size_t len) {
+    if (r == ncclSuccess) return SG_NCS_DONE;
+    if (r == ncclInProgress) return SG_NCS_PENDING;
+    const char *last = comm ? ncclGetLastError(comm) : NULL;
+    snprintf(why, len, "%s%s%s%s", ncclGetErrorString(r), last && *last ? " (" : "",
+             last ? last : "", last && *last ? ")" : "");
+    return SG_NCS_ERROR;
 }
 
-/* Waits until the communicator leaves ncclInProgress (non-blocking init and
- * enqueue) and the channel's event completes, or the timeout. SG_OK, or
- * SG_ERR_RUNTIME with the reason in err (not logged; the communicators are
- * aborted). The helpers below follow the same contract. */
-static sg_status finish(nccl_impl *n, int ch, ncclResult_t issued, const char *what, int wait_event,
-                        char *err, size_t len) {
-    double deadline = sg_now_s() + n->timeout_s;
-    ncclResult_t st = issued;
-    for (;;) {
-        if (st == ncclInProgress) ncclCommGetAsyncError(n->comm[ch], &st);
-        if (st != ncclSuccess && st != ncclInProgress) {
-            snprintf(err, len, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(st),
-                     ncclGetLastError(n->comm[ch]));
-            abort_all(n);
-            return SG_ERR_RUNTIME;
-        }
-        if (st == ncclSuccess) {
-            if (!wait_event) return SG_OK;
-            cudaError_t q = cudaEventQuery(n->done[ch]);
-            if (q == cudaSuccess) return SG_OK;
-            if (q != cudaErrorNotReady) {
-                snprintf(err, len, "CUDA error while waiting for NCCL %s: %s", what,
-                         cudaGetErrorString(q));
-                abort_all(n);
-                return SG_ERR_RUNTIME;
-            }
-            ncclResult_t async = ncclSuccess;
-            ncclCommGetAsyncError(n->comm[ch], &async);
-            if (async != ncclSuccess && async != ncclInProgress) {
-                snprintf(err, len, "NCCL %s failed asynchronously: %s", what,
-                         ncclGetErrorString(async));
-                abort_all(n);
-                return SG_ERR_RUNTIME;
-            }
-        }
-        if (sg_now_s() > deadline) {
-            snprintf(err, len, "NCCL %s did not complete within %.1f s (communicators aborted)",
-                     what, n->timeout_s);
-            abort_all(n);
-            return SG_ERR_RUNTIME;
-        }
-        struct timespec ts = {0, 200 * 1000};
-        nanosleep(&ts, NULL);
-    }
+static sg_ncs_poll api_async_error(void *comm, char *why, size_t len) {
+    ncclResult_t st = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)comm, &st);
+    if (r != ncclSuccess) return poll_of(r, (ncclComm_t)comm, why, len);
+    return poll_of(st, (ncclComm_t)comm, why, len);
 }
 
-static sg_status begin(nccl_impl *n, char *err, size_t len) {
-    if (n->aborted) {
-        snprintf(err, len, "the NCCL communicators were aborted after an earlier failure");
-        return SG_ERR_RUNTIME;
-    }
+static sg_ncs_poll api_event_query(void *event, char *why, size_t len) {
+    cudaError_t q = cudaEventQuery((cudaEvent_t)event);
+    if (q == cudaSuccess) return SG_NCS_DONE;
+    if (q == cudaErrorNotReady) return SG_NCS_PENDING;
+    snprintf(why, len, "%s", cudaGetErrorString(q));
+    return SG_NCS_ERROR;
+}
+
+static sg_ncs_poll api_finalize(void *comm, char *why, size_t len) {
+    return poll_of(ncclCommFinalize((ncclComm_t)comm), (ncclComm_t)comm, why, len);
+}
+
+static void api_destroy(void *comm) { ncclCommDestroy((ncclComm_t)comm); }
+static void api_abort(void *comm) { ncclCommAbort((ncclComm_t)comm); }
+
+static const sg_nccl_api real_api = {api_async_error, api_event_query, api_finalize, api_destroy,
+                                     api_abort};
+
+static sg_status begin(nccl_impl *n, int ch, char *err, size_t len) {
+    if (sg_ncs_begin(&n->st, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     CUDA_OK(cudaSetDevice(n->device), err, len);
     return SG_OK;
 }
 
 static sg_status after(nccl_impl *n, int ch, ncclResult_t r, const char *what, char *err,
                        size_t len) {
-    if (r != ncclSuccess && r != ncclInProgress) {
-        snprintf(err, len, "NCCL %s: %s", what, ncclGetErrorString(r));
-        abort_all(n);
+    char why[256] = "";
+    sg_ncs_poll issued = poll_of(r, n->st.comm[ch], why, sizeof why);
+    if (issued == SG_NCS_ERROR) {
+        snprintf(err, len, "NCCL %s: %s", what, why);
+        sg_ncs_fail(&n->st, ch);
         return SG_ERR_RUNTIME;
     }
     /* with a non-blocking communicator the enqueue itself may be in progress */
-    if (finish(n, ch, r, what, 0, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    CUDA_OK(cudaEventRecord(n->done[ch], n->stream[ch]), err, len);
-    return finish(n, ch, ncclSuccess, what, 1, err, len);
+    if (sg_ncs_wait(&n->st, ch, issued, NULL, what, err, len) != SG_OK) return SG_ERR_RUNTIME;
+    cudaError_t e = cudaEventRecord(n->done[ch], n->stream[ch]);
+    if (e != cudaSuccess) {
+        snprintf(err, len, "cudaEventRecord after NCCL %s failed: %s", what, cudaGetErrorString(e));
+        sg_ncs_fail(&n->st, ch);
+        return SG_ERR_RUNTIME;
+    }
+    return sg_ncs_wait(&n->st, ch, SG_NCS_DONE, n->done[ch], what, err, len);
 }
 
 static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype,
                               char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
+    if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     ncclDataType_t ty = dtype == SG_CDT_F32   ? ncclFloat32
                         : dtype == SG_CDT_F64 ? ncclFloat64
                                               : ncclInt64;
-    return after(n, ch, ncclAllReduce(buf, buf, count, ty, ncclSum, n->comm[ch], n->stream[ch]),
-                 "all-reduce", err, len);
+    return after(
+        n, ch,
+        ncclAllReduce(buf, buf, count, ty, ncclSum, (ncclComm_t)n->st.comm[ch], n->stream[ch]),
+        "all-reduce", err, len);
 }
 
 static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
                               size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    return after(n, ch, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm[ch], n->stream[ch]),
-                 "broadcast", err, len);
+    if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
+    return after(
+        n, ch,
+        ncclBroadcast(buf, buf, bytes, ncclUint8, root, (ncclComm_t)n->st.comm[ch], n->stream[ch]),
+        "broadcast", err, len);
 }
 
 static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
                               char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    return after(n, ch, ncclAllGather(in, out, bytes, ncclUint8, n->comm[ch], n->stream[ch]),
-                 "all-gather", err, len);
+    if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
+    return after(
+        n, ch, ncclAllGather(in, out, bytes, ncclUint8, (ncclComm_t)n->st.comm[ch], n->stream[ch]),
+        "all-gather", err, len);
 }
 
 static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
     nccl_impl *n = t->impl;
-    if (begin(n, err, len) != SG_OK) return SG_ERR_RUNTIME;
-    return after(
-        n, ch,
-        ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat32, ncclSum, n->comm[ch], n->stream[ch]),
-        "barrier", err, len);
+    if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
+    return after(n, ch,
+                 ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat32, ncclSum,
+                               (ncclComm_t)n->st.comm[ch], n->stream[ch]),
+                 "barrier", err, len);
 }
 
 static void nc_destroy(sg_transport *t) {
     nccl_impl *n = t->impl;
     cudaSetDevice(n->device);
-    for (int ch = 0; ch < SG_CH_COUNT; ch++) {
-        if (!n->comm[ch]) continue;
-        if (!n->aborted) ncclCommDestroy(n->comm[ch]);
+    /* every communicator released once (dist/nccl_state.h), then the events
+     * the collectives recorded */
+    sg_ncs_shutdown(&n->st);
+    for (int ch = 0; ch < SG_CH_COUNT; ch++)
         if (n->done[ch]) cudaEventDestroy(n->done[ch]);
-    }
-    abort_all(n); /* no-op unless a destroy was skipped above */
     if (n->scratch) cudaFree(n->scratch);
     free(n);
     free(t);
 }
 
 int sg_transport_nccl_compiled(void) { return 1; }
+
+/* A failed setup: whatever was created is aborted, never finalized (a peer
+ * that did not join would make a finalize wait). */
+static void init_fail(sg_transport *t) {
+    nccl_impl *n = t->impl;
+    atomic_store(&n->st.failed, 1);
+    nc_destroy(t);
+}
 
 sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, int rank, int world,
                                        double timeout_s) {
@@ -176,7 +176,9 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     n->device = be->device_index;
     n->rank = rank;
     n->world = world;
-    n->timeout_s = timeout_s;
+    n->st.api = &real_api;
+    n->st.timeout_s = timeout_s;
+    atomic_init(&n->st.failed, 0);
     t->name = "nccl";
     t->device_memory = 1;
     t->impl = n;
@@ -190,7 +192,7 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
         cudaMalloc((void **)&n->scratch, sizeof(float)) != cudaSuccess) {
         SG_ERROR("rank %d: NCCL setup: cannot use CUDA device %d: %s", rank, n->device,
                  cudaGetErrorString(cudaGetLastError()));
-        nc_destroy(t);
+        init_fail(t);
         return NULL;
     }
     n->stream[SG_CH_MAIN] = (cudaStream_t)be->ops->stream(be, SG_STREAM_COMPUTE);
@@ -204,11 +206,11 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             if (r != ncclSuccess) {
                 SG_ERROR("rank 0: ncclGetUniqueId failed: %s (check NCCL_SOCKET_IFNAME / network)",
                          ncclGetErrorString(r));
-                nc_destroy(t);
+                init_fail(t);
                 return NULL;
             }
             if (sg_store_set(store, key, &id, sizeof id) != SG_STORE_OK) {
-                nc_destroy(t);
+                init_fail(t);
                 return NULL;
             }
         } else {
@@ -221,7 +223,7 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
                              "see rank 0's log",
                              rank, timeout_s);
                 free(v);
-                nc_destroy(t);
+                init_fail(t);
                 return NULL;
             }
             memcpy(&id, v, sizeof id);
@@ -229,25 +231,32 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
         }
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         cfg.blocking = 0;
-        ncclResult_t r = ncclCommInitRankConfig(&n->comm[ch], world, id, rank, &cfg);
+        ncclComm_t comm = NULL;
+        ncclResult_t r = ncclCommInitRankConfig(&comm, world, id, rank, &cfg);
+        n->st.comm[ch] = comm; /* set even on failure: released (aborted) by init_fail */
         if (r != ncclSuccess && r != ncclInProgress) {
             SG_ERROR(
                 "rank %d: ncclCommInitRankConfig failed: %s. One process per GPU (LOCAL_RANK selects it); "
                 "NCCL_DEBUG=INFO shows why.",
                 rank, ncclGetErrorString(r));
-            nc_destroy(t);
+            init_fail(t);
             return NULL;
         }
-        if (finish(n, ch, r, "communicator init", 0, err, sizeof err) != SG_OK) {
+        char why[256] = "";
+        if (sg_ncs_wait(&n->st, ch, poll_of(r, comm, why, sizeof why), NULL, "communicator init",
+                        err, sizeof err) != SG_OK) {
             SG_ERROR(
                 "rank %d: %s. A rank that never joins makes the others time out here: see their logs.",
                 rank, err);
-            nc_destroy(t);
+            init_fail(t);
             return NULL;
         }
-        if (cudaEventCreateWithFlags(&n->done[ch], cudaEventDisableTiming) != cudaSuccess) {
-            SG_ERROR("rank %d: cudaEventCreate failed", rank);
-            nc_destroy(t);
+        cudaError_t ce = cudaEventCreateWithFlags(&n->done[ch], cudaEventDisableTiming);
+        if (ce != cudaSuccess) {
+            n->done[ch] = NULL;
+            SG_ERROR("rank %d: NCCL setup: cudaEventCreateWithFlags failed: %s", rank,
+                     cudaGetErrorString(ce));
+            init_fail(t);
             return NULL;
         }
     }

@@ -42,16 +42,52 @@ extern "C" const char *sg_cuda_hint(cudaError_t e) {
     }
 }
 
-extern "C" const char *sg_cudnn_hint(cudnnStatus_t s) {
-    switch (s) {
-    case CUDNN_STATUS_NOT_INITIALIZED:
+static const char *const cudnn_library_hint =
+    "a cuDNN 9 sub-library (libcudnn_engines_*, libcudnn_graph ...) could not be loaded: put "
+    "the folder holding all of cuDNN 9's libraries (the pip wheel nvidia-cudnn-cu13's "
+    "nvidia/cudnn/lib, or the toolkit's lib64) on LD_LIBRARY_PATH, one cuDNN version only";
+
+extern "C" const char *sg_cudnn_hint(int status) {
+    switch (status) {
+    case CUDNN_STATUS_SUCCESS: return "";
+    case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED:
+    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE: return cudnn_library_hint;
+    case CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH:
+        return "cuDNN libraries of different versions were loaded: keep one cuDNN 9 on "
+               "LD_LIBRARY_PATH (cudnnGetVersion names the one in use)";
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER:
+        return "the NVIDIA driver is too old for this cuDNN: update the driver (nvidia-smi "
+               "shows its version)";
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART:
+        return "this cuDNN was built for another CUDA major version than the runtime: use the "
+               "CUDA 13 build of cuDNN 9 (nvidia-cudnn-cu13)";
+    case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH:
+        return "this cuDNN does not support this GPU's architecture: use a cuDNN 9 release "
+               "that lists it";
+    case CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED: return "cuDNN ran out of host memory";
+    case CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED:
+        return "cuDNN ran out of device memory: lower batch_size or the crop size, or check "
+               "with nvidia-smi for other processes on this GPU";
+    default: break;
+    }
+    switch (CUDNN_STATUS_CATEGORY(status)) {
+    case 1000: /* the category of CUDNN_STATUS_NOT_INITIALIZED (1001) and its kin */
         return "cuDNN could not start: check that libcudnn 9 matches the driver and that "
                "a GPU is visible (nvidia-smi)";
-    case CUDNN_STATUS_ALLOC_FAILED:
-        return "cuDNN ran out of memory: lower batch_size or the crop size";
     case CUDNN_STATUS_BAD_PARAM:
     case CUDNN_STATUS_NOT_SUPPORTED:
         return "cuDNN rejected this convolution geometry: report the layer shape";
+    case CUDNN_STATUS_INTERNAL_ERROR:
+        return "cuDNN failed internally: rerun with CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr "
+               "to see why, and report it";
+    case CUDNN_STATUS_EXECUTION_FAILED:
+        return "a cuDNN kernel failed to run (this or an earlier asynchronous op): rerun with "
+               "CUDA_LAUNCH_BLOCKING=1 to find the op, and report it";
     default: return "";
     }
+}
+
+extern "C" int sg_cudnn_alloc_failed(int status) {
+    return status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+           status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
 }

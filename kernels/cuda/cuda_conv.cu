@@ -251,7 +251,7 @@ static int usable(const sg_cuda *cu, cudnnStatus_t status, cudnnDeterminism_t de
 static int find_ok_at(cudnnStatus_t s, const char *call, const char *what, const char *file,
                       int line) {
     if (s == CUDNN_STATUS_SUCCESS) return 1;
-    if (s == CUDNN_STATUS_ALLOC_FAILED) {
+    if (sg_cudnn_alloc_failed(s)) {
         (void)cudaGetLastError();
         SG_WARN("cuDNN could not allocate memory to time %s convolution algorithms; using its "
                 "heuristics for this layer shape instead",
@@ -259,6 +259,83 @@ static int find_ok_at(cudnnStatus_t s, const char *call, const char *what, const
         return 0;
     }
     sg_cuda_fail(call, file, line, "cudnnStatus", cudnnGetErrorString(s), sg_cudnn_hint(s));
+}
+
+/* ---- the fallback when cuDNN's list has no usable algorithm ---- */
+
+enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2 };
+static const char *const dir_name[] = {"forward", "backward-data", "backward-filter"};
+static const int dir_count[] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+
+/* cuDNN 9's documented non-deterministic algorithms: backward-data ALGO_0,
+ * backward-filter ALGO_0 and ALGO_3; every forward algorithm is
+ * deterministic. */
+static int algo_deterministic(int dir, int algo) {
+    if (dir == DIR_BWD_DATA) return algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    if (dir == DIR_BWD_FILTER)
+        return algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 &&
+               algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+    return 1;
+}
+
+/* The workspace query of one algorithm with the math type set on the
+ * descriptor: its status is the answer to "does this algorithm support this
+ * geometry", so it is returned, not checked. */
+static cudnnStatus_t probe_ws(sg_cuda *cu, sg_cuda_conv *e, int dir, int algo, size_t *ws) {
+    switch (dir) {
+    case DIR_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, e->x_desc, e->w_desc,
+                                                       e->conv_desc, e->y_desc,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, ws);
+    case DIR_BWD_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            cu->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
+            (cudnnConvolutionBwdDataAlgo_t)algo, ws);
+    default:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
+            (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
+    }
+}
+
+/* No algorithm of cuDNN's list was usable: tries every algorithm of the
+ * direction (deterministic ones only when cudnn.deterministic), with the
+ * math types this precision allows, and keeps the first that cuDNN accepts
+ * for this geometry within the workspace limit. Fatal, naming the geometry
+ * and what to change, when none does (never an algorithm that was not
+ * accepted: its workspace query would fail later anyway). */
+static void fallback_algo(sg_cuda *cu, sg_cuda_conv *e, int dir, size_t limit, int *algo,
+                          cudnnMathType_t *math, size_t *ws) {
+    cudnnMathType_t maths[2] = {requested_math(cu), CUDNN_DEFAULT_MATH};
+    int n_maths = requested_math(cu) == CUDNN_DEFAULT_MATH ? 1 : 2;
+    if (cu->precision == SG_PRECISION_FP32 && !cu->tf32) n_maths = 1; /* FMA only */
+    for (int m = 0; m < n_maths; m++) {
+        CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, maths[m]));
+        for (int a = 0; a < dir_count[dir]; a++) {
+            if (cu->deterministic && !algo_deterministic(dir, a)) continue;
+            size_t need = 0;
+            if (probe_ws(cu, e, dir, a, &need) != CUDNN_STATUS_SUCCESS || need > limit) continue;
+            *algo = a;
+            *math = maths[m];
+            *ws = need;
+            SG_WARN("cuDNN offered no usable %s algorithm for this convolution (n=%d c=%d h=%d "
+                    "w=%d k=%d r=%d s=%d dil=%d,%d); using algorithm %d, which it accepts for "
+                    "this geometry (workspace %zu bytes)",
+                    dir_name[dir], e->key.n, e->key.c, e->key.h, e->key.w, e->key.k, e->key.r,
+                    e->key.s, e->key.dil_h, e->key.dil_w, a, need);
+            return;
+        }
+    }
+    const sg_conv_desc *d = &e->key;
+    SG_FATAL("CUDA backend: cuDNN has no %s algorithm for the convolution n=%d c=%d h=%d w=%d "
+             "k=%d r=%d s=%d stride=%d,%d pad=%d,%d dil=%d,%d (%s%s, workspace limit %zu MiB): "
+             "set cudnn.deterministic: false or train.precision: fp32, or report the layer shape",
+             dir_name[dir], d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w,
+             d->pad_h, d->pad_w, d->dil_h, d->dil_w,
+             cu->precision == SG_PRECISION_BF16 ? "bf16 NHWC" : "fp32 NCHW",
+             cu->deterministic ? ", deterministic" : "", limit >> 20);
 }
 
 /* Each choose_* sets the descriptor's math type to the requested one for the
@@ -288,9 +365,11 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         e->fwd_math = run_math(cu, perf[i].mathType);
         found = 1;
     }
-    if (!found)
-        SG_WARN("cuDNN offered no usable forward algorithm for this convolution; using "
-                "IMPLICIT_GEMM (deterministic, no workspace)");
+    if (!found) {
+        int a = 0;
+        fallback_algo(cu, e, DIR_FWD, limit, &a, &e->fwd_math, &e->fwd_ws);
+        e->fwd_algo = (cudnnConvolutionFwdAlgo_t)a;
+    }
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc, e->fwd_algo, &e->fwd_ws));
@@ -320,9 +399,11 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         e->bwd_data_math = run_math(cu, perf[i].mathType);
         found = 1;
     }
-    if (!found)
-        SG_WARN("cuDNN offered no usable backward-data algorithm for this convolution; using "
-                "ALGO_1 (deterministic)");
+    if (!found) {
+        int a = 0;
+        fallback_algo(cu, e, DIR_BWD_DATA, limit, &a, &e->bwd_data_math, &e->bwd_data_ws);
+        e->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)a;
+    }
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, e->w_desc, e->y_desc,
                                                              e->conv_desc, e->x_desc,
@@ -353,9 +434,11 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         e->bwd_filter_math = run_math(cu, perf[i].mathType);
         found = 1;
     }
-    if (!found)
-        SG_WARN("cuDNN offered no usable backward-filter algorithm for this convolution; "
-                "using ALGO_1 (deterministic)");
+    if (!found) {
+        int a = 0;
+        fallback_algo(cu, e, DIR_BWD_FILTER, limit, &a, &e->bwd_filter_math, &e->bwd_filter_ws);
+        e->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)a;
+    }
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, e->bwd_filter_algo,

@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cudnn_status.h"
 
 /* ---- error checking ---- */
 
@@ -68,7 +69,6 @@ extern "C" void sg_cuda_fail(const char *call, const char *file, int line, const
                              const char *err_str, const char *hint) __attribute__((noreturn));
 /* What to do about a CUDA runtime error ("" when there is nothing specific). */
 extern "C" const char *sg_cuda_hint(cudaError_t e);
-extern "C" const char *sg_cudnn_hint(cudnnStatus_t s);
 
 #define CU_CHECK(call)                                                                            \
     do {                                                                                          \
