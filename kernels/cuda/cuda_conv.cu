@@ -445,6 +445,30 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
         &e->bwd_filter_ws));
 }
 
+static const char *math_name(cudnnMathType_t m) {
+    switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op-conversion";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "?";
+    }
+}
+
+/* One debug line per new geometry (segtrain --verbose): the algorithm, math
+ * type and workspace chosen in each direction. */
+static void log_choice(const sg_cuda *cu, const sg_cuda_conv *e) {
+    const sg_conv_desc *d = &e->key;
+    SG_DEBUG("cuDNN conv %s n=%d c=%d h=%d w=%d k=%d r=%d s=%d stride=%d,%d pad=%d,%d "
+             "dil=%d,%d: fwd algo %d %s ws %zu; bwd-data algo %d %s ws %zu; bwd-filter algo %d "
+             "%s ws %zu",
+             cu->precision == SG_PRECISION_BF16 ? "bf16" : "fp32", d->n, d->c, d->h, d->w, d->k,
+             d->r, d->s, d->stride_h, d->stride_w, d->pad_h, d->pad_w, d->dil_h, d->dil_w,
+             (int)e->fwd_algo, math_name(e->fwd_math), e->fwd_ws, (int)e->bwd_data_algo,
+             math_name(e->bwd_data_math), e->bwd_data_ws, (int)e->bwd_filter_algo,
+             math_name(e->bwd_filter_math), e->bwd_filter_ws);
+}
+
 static size_t max3(size_t a, size_t b, size_t c) {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
@@ -501,6 +525,7 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
     choose_fwd(cu, e, limit);
     choose_bwd_data(cu, e, limit);
     choose_bwd_filter(cu, e, limit);
+    log_choice(cu, e);
     sg_cuda_raw_grow(cu, &cu->workspace, &cu->workspace_bytes,
                      max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws),
                      "the cuDNN convolution workspace");

@@ -2,9 +2,15 @@
  * every case of the table (case_table.c) against the naive references on
  * the backends compiled in, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|all [-v] [-o OP]
- *     -v     print every case as it runs
- *     -o OP  only the cases of op OP (e.g. conv_fwd, grad_bn)
+ *   test_backend_ops cpu|cuda|all [-v] [-o OP] [-c CONFIG] [--from ROW] [--list-configs]
+ *     -v         print every case as it runs ("case OP [CONFIG] row N ...")
+ *     -o OP      only the cases of op OP (e.g. conv_fwd, grad_bn)
+ *     -c CONFIG  only configuration CONFIG (e.g. cuda/bf16), with the rows it
+ *                runs in the whole suite (the all_configs rows after the first)
+ *     --from ROW start at table row ROW (0-based): scripts/gpu-check reruns
+ *                what is left of a configuration after a case crashed the
+ *                process, in a fresh one
+ *     --list-configs  print the configurations of the backend, one a line
  *
  * Each backend runs in its configurations: the first runs every case, the
  * others only the rows marked all_configs (the convolutions):
@@ -28,12 +34,15 @@
  * like) those of the runner that exercises it; fails naming the op if not.
  * Prints per op the cases run and passed, a FAIL line per failure (op,
  * configuration, parameters, error and tolerance) and a summary line
- * "<backend>: P/T cases passed". Exit status: 0 all passed, 1 a failure
+ * "<backend>: P/T cases passed". A fatal error inside an op (the backend
+ * exits) still prints "  FAIL OP [CONFIG] row N PARAMS: the process exited
+ * inside this case" and the tallies so far. Exit status: 0 all passed, 1 a failure
  * (or an op without cases), 77 (skipped) when the backend asked for is not
  * compiled in or (cuda) no device is visible. Data move only through the
  * backend's memory ops, so this binary needs no CPU backend to link (the
  * GPU-only bundle runs it).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,18 +94,58 @@ typedef struct op_tally {
 static struct {
     int verbose;
     const char *only;
+    const char *only_config;
+    int from_row;
+    const char *backend; /* the backend running, for the exit report */
+    int ran, failed;     /* of the backend running */
     op_tally ops[128];
     int nops;
     tb_ctx *running; /* the case in flight, for the exit report */
 } g;
 
-/* A backend's fatal error exits inside an op: name the case it died in. */
+static void print_tallies(void);
+
+/* A backend's fatal error exits inside an op: name the case it died in
+ * (with its table row, for a rerun --from the next one) and print what had
+ * been counted. */
 static void report_unfinished(void) {
     tb_ctx *t = g.running;
     if (!t) return;
-    printf("  FAIL %s [%s] %s: the process exited inside this case (the error above)\n", t->c->op,
-           t->config, t->desc);
+    printf("  FAIL %s [%s] row %d %s: the process exited inside this case (the error above)\n",
+           t->c->op, t->config, (int)(t->c - tb_cases), t->desc);
+    print_tallies();
+    printf("%s: %d/%d cases passed (%d failed) before the exit inside row %d\n",
+           g.backend ? g.backend : "?", g.ran - g.failed, g.ran + 1, g.failed + 1,
+           (int)(t->c - tb_cases));
     fflush(stdout);
+}
+
+/* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGABRT) reports the case too, then
+ * dies of the same signal (not async-signal-safe, but the process is lost
+ * anyway and the line is what the rerun needs). */
+static void on_crash(int sig) {
+    printf("  (signal %d)\n", sig);
+    report_unfinished();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* SG_TB_PLANT=exit:ROW or segv:ROW makes table row ROW exit(1) / crash
+ * inside its case, as a backend's fatal error or a fault would: the crash
+ * path and scripts/gpu-check's rerun are tested with it. */
+static void planted(int row) {
+    const char *p = getenv("SG_TB_PLANT");
+    if (!p) return;
+    int exit_row = -1, segv_row = -1;
+    if (sscanf(p, "exit:%d", &exit_row) != 1 && sscanf(p, "segv:%d", &segv_row) != 1) return;
+    if (row == exit_row) {
+        fprintf(stderr, "fatal: planted exit in row %d (SG_TB_PLANT)\n", row);
+        exit(1);
+    }
+    if (row == segv_row) {
+        fprintf(stderr, "planted crash in row %d (SG_TB_PLANT)\n", row);
+        raise(SIGSEGV);
+    }
 }
 
 static op_tally *tally(const char *op) {
@@ -165,7 +214,7 @@ static int run_config(const tb_config *cf, int index, int *ran) {
         return -1;
     }
     int failed = 0;
-    for (int i = 0; i < tb_ncases; i++) {
+    for (int i = g.from_row; i < tb_ncases; i++) {
         const tb_case *c = &tb_cases[i];
         if (index > 0 && !c->all_configs) continue;
         if (config_tol(cf, c) <= 0) continue;
@@ -176,10 +225,11 @@ static int run_config(const tb_config *cf, int index, int *ran) {
         t.bf16_steps = cf->bf16_steps;
         t.bf16_slack = cf->bf16_slack;
         if (g.verbose) {
-            printf("case %s [%s] %s\n", c->op, cf->name, t.desc);
+            printf("case %s [%s] row %d %s\n", c->op, cf->name, i, t.desc);
             fflush(stdout);
         }
         g.running = &t;
+        planted(i);
         c->run(&t, c);
         be->ops->sync(be);
         g.running = NULL;
@@ -187,8 +237,9 @@ static int run_config(const tb_config *cf, int index, int *ran) {
         op_tally *o = tally(c->op);
         o->cases++;
         if (o->configs < index + 1) o->configs = index + 1;
-        if (!ok) o->failed++, failed++;
+        if (!ok) o->failed++, failed++, g.failed++;
         (*ran)++;
+        g.ran++;
     }
     sg_backend_destroy(be);
     return failed;
@@ -243,15 +294,24 @@ static int run_backend(const char *name, int *total, int *total_failed) {
            "TF32 ones run the rows stating a bf16 / TF32 tolerance)\n");
     fflush(stdout);
     g.nops = 0;
+    g.backend = name;
+    g.ran = g.failed = 0;
     double t0 = now_s();
-    int ran = 0, failed = 0;
+    int ran = 0, failed = 0, matched = 0;
     for (int i = 0; i < ncf; i++) {
+        if (g.only_config && strcmp(g.only_config, cfs[i].name) != 0) continue;
+        matched = 1;
         int f = run_config(&cfs[i], i, &ran);
         if (f < 0) {
             *total_failed += 1, *total += 1;
             return 1;
         }
         failed += f;
+    }
+    if (g.only_config && !matched) {
+        printf("%s: no configuration '%s' (test_backend_ops %s --list-configs)\n", name,
+               g.only_config, name);
+        return 1;
     }
     if (ran == 0 && g.only) {
         printf("%s: no case of op '%s' in the table\n", name, g.only);
@@ -344,27 +404,55 @@ static int check_coverage(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: test_backend_ops cpu|cuda|all [-v] [-o OP]\n"
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|all [-v] [-o OP] [-c CONFIG] [--from ROW] "
+                    "[--list-configs]\n"
                     "  runs every op case of tests/backend/case_table.c on the backend(s)\n");
     return 2;
+}
+
+static void list_configs(const char *which) {
+    if (strcmp(which, "cuda") != 0)
+        for (size_t i = 0; i < sizeof cpu_configs / sizeof cpu_configs[0]; i++)
+            printf("%s\n", cpu_configs[i].name);
+    if (strcmp(which, "cpu") != 0)
+        for (size_t i = 0; i < sizeof cuda_configs / sizeof cuda_configs[0]; i++)
+            printf("%s\n", cuda_configs[i].name);
 }
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *which = NULL;
+    int list = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0) g.verbose = 1;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) g.only = argv[++i];
-        else if (!which &&
-                 (!strcmp(argv[i], "cpu") || !strcmp(argv[i], "cuda") || !strcmp(argv[i], "all")))
+        else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) g.only_config = argv[++i];
+        else if (strcmp(argv[i], "--list-configs") == 0) list = 1;
+        else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            long r = strtol(argv[++i], &end, 10);
+            if (!end || *end || r < 0 || r >= tb_ncases) {
+                fprintf(stderr, "test_backend_ops: --from %s: not a row of the table (0..%d)\n",
+                        argv[i], tb_ncases - 1);
+                return 2;
+            }
+            g.from_row = (int)r;
+        } else if (!which &&
+                   (!strcmp(argv[i], "cpu") || !strcmp(argv[i], "cuda") || !strcmp(argv[i], "all")))
             which = argv[i];
         else return usage();
     }
     if (!which) return usage();
+    if (list) {
+        list_configs(which);
+        return 0;
+    }
     /* the table's coverage does not depend on a backend: checked (and
      * failing) even where the backend asked for is absent */
     if (check_coverage() != 0) return 1;
     atexit(report_unfinished);
+    int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_crash);
     int total = 0, total_failed = 0;
     if (strcmp(which, "all") != 0) return run_backend(which, &total, &total_failed);
     int any = 0, status = 0;
