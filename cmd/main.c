@@ -85,6 +85,11 @@ static int version(void) {
     if (SG_HAVE_CPU) printf(" cpu (oneDNN)");
     if (sg_backend_cuda_compiled()) printf("%s cuda (cuDNN, NCCL)", SG_HAVE_CPU ? "," : "");
     printf("\n");
+    if (sg_backend_cuda_compiled()) {
+        char v[256];
+        sg_backend_cuda_versions(v, sizeof v);
+        printf("cuda libraries: %s\n", v);
+    }
     return fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -3,6 +3,7 @@
 #include "kernels/backend.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -14,6 +15,7 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts);
 #if SG_HAVE_CUDA
 sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts);
 int sg_cuda_device_count(void);
+void sg_cuda_versions(char *buf, size_t len);
 #endif
 
 #define SG_OP_INDEX(f) SG_OPI_##f,
@@ -73,6 +75,14 @@ static sg_backend *check_ops(sg_backend *be, const char *device) {
 }
 
 int sg_backend_cuda_compiled(void) { return SG_HAVE_CUDA; }
+
+void sg_backend_cuda_versions(char *buf, size_t len) {
+#if SG_HAVE_CUDA
+    sg_cuda_versions(buf, len);
+#else
+    snprintf(buf, len, "not compiled in");
+#endif
+}
 
 int sg_backend_cuda_device_count(void) {
 #if SG_HAVE_CUDA

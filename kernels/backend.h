@@ -439,6 +439,11 @@ void sg_backend_get_info(sg_backend *be, sg_backend_info *info);
 int sg_backend_cuda_compiled(void);
 /* Number of usable CUDA devices (0 if none or not compiled). */
 int sg_backend_cuda_device_count(void);
+/* The CUDA libraries' versions, in use and built against, as one line
+ * ("cudnn 91900 (built with 91900), nccl 22809 (built with 22809), cudart
+ * ..., driver ..."; "not compiled in" without CUDA). Host-only calls: no GPU
+ * needed. */
+void sg_backend_cuda_versions(char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
  * cuda_internal.h); this file only calls them, none calls back into it
  * (error reporting is cuda_check.cu).
  */
+#include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,22 @@ extern "C" int sg_cuda_device_count(void) {
         return 0;
     }
     return n;
+}
+
+/* Library versions in use and built against (sg_backend_cuda_versions):
+ * cudnnGetVersion, ncclGetVersion and cudaRuntimeGetVersion run on the host,
+ * GPU or not; the driver's version is 0 without one. */
+extern "C" void sg_cuda_versions(char *buf, size_t len) {
+    int nccl_rt = 0, cudart_rt = 0, driver = 0;
+    if (ncclGetVersion(&nccl_rt) != ncclSuccess) nccl_rt = -1;
+    if (cudaRuntimeGetVersion(&cudart_rt) != cudaSuccess) cudart_rt = -1;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    (void)cudaGetLastError();
+    snprintf(buf, len,
+             "cudnn %zu (built with %d), nccl %d (built with %d), cudart %d (built with %d), "
+             "driver %d",
+             (size_t)cudnnGetVersion(), (int)CUDNN_VERSION, nccl_rt, (int)NCCL_VERSION_CODE,
+             cudart_rt, (int)CUDART_VERSION, driver);
 }
 
 /* The bf16 weight copies' memory (counted in mem_in_use like the workspace). */
