@@ -40,6 +40,16 @@
 /* The table: every case of every op, in the order they run. */
 extern const tb_case tb_cases[];
 extern const int tb_ncases;
+/* The `large` cases (case_large.c; test_backend_ops --large, GPU only). */
+extern const tb_case tb_large_cases[];
+extern const int tb_nlarge;
+
+/* run_large.c: tensors of more than 2^31 elements, checked in windows */
+void run_large_relu_fwd(tb_ctx *t, const tb_case *c);
+void run_large_add(tb_ctx *t, const tb_case *c);
+void run_large_scale(tb_ctx *t, const tb_case *c);
+void run_large_axpy(tb_ctx *t, const tb_case *c);
+void run_large_sumsq(tb_ctx *t, const tb_case *c);
 
 /* run_conv.c */
 /* Batch-norm inputs of a case, on the host (run_bn.c): x from the case's
