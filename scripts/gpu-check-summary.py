@@ -23,7 +23,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 
 
@@ -109,13 +108,9 @@ def load_json(path):
 
 
 def gpu_name():
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-             "--format=csv,noheader"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    """The GPU as gpu-check's env step saw it (GPU_CHECK_GPU): never nvidia-smi
+    here, which could hang outside every step's cap."""
+    return os.environ.get("GPU_CHECK_GPU") or None
 
 
 def main():
