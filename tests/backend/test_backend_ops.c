@@ -137,14 +137,24 @@ static void on_crash(int sig) {
     raise(sig);
 }
 
-/* SG_TB_PLANT=exit:ROW or segv:ROW makes table row ROW exit(1) / crash
- * inside its case, as a backend's fatal error or a fault would: the crash
- * path and scripts/gpu-check's rerun are tested with it. */
+/* SG_TB_PLANT=exit:ROW, segv:ROW or hang:ROW makes table row ROW exit(1),
+ * crash or hang inside its case, as a backend's fatal error, a fault or a
+ * stuck synchronisation would: the crash path and scripts/gpu-check's
+ * rerun and kill are tested with it. */
 static void planted(int row) {
     const char *p = getenv("SG_TB_PLANT");
     if (!p) return;
-    int exit_row = -1, segv_row = -1;
-    if (sscanf(p, "exit:%d", &exit_row) != 1 && sscanf(p, "segv:%d", &segv_row) != 1) return;
+    int exit_row = -1, segv_row = -1, hang_row = -1;
+    if (sscanf(p, "exit:%d", &exit_row) != 1 && sscanf(p, "segv:%d", &segv_row) != 1 &&
+        sscanf(p, "hang:%d", &hang_row) != 1)
+        return;
+    if (row == hang_row) {
+        fprintf(stderr, "planted hang in row %d (SG_TB_PLANT)\n", row);
+        for (;;) {
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+        }
+    }
     if (row == exit_row) {
         fprintf(stderr, "fatal: planted exit in row %d (SG_TB_PLANT)\n", row);
         exit(1);

@@ -7,7 +7,9 @@
 # summary; it fails on a plan over the budget and on a missing bundle file;
 # --list-bundle names the files; and the ops step's crash path: a case that
 # exits or crashes the process (SG_TB_PLANT) on the CPU backend is recorded
-# with its op, configuration and row, and the rest reruns in a new process.
+# with its op, configuration and row, and the rest reruns in a new process;
+# a case that hangs is killed at its configuration's share of the step's
+# time and the other configurations still run.
 set -uo pipefail
 src=$1 segtrain=$2 tbo=$3
 shift 3
@@ -118,6 +120,27 @@ PY
             cat "$tmp/crash.txt"
         fi
     done
+    # a hang in the first configuration: killed at its share of the step's
+    # 20 s, recorded, and the other configurations still run
+    t0=$(date +%s)
+    env SG_BUNDLE="$tmp/b" OUT="$tmp/hang" GPU_CHECK_SKIP="$others" GPU_CHECK_CAPS="ops=20" \
+        GPU_CHECK_OPS_BACKEND=cpu GPU_CHECK_OPS_ARGS="-o memory" SG_TB_PLANT=hang:0 \
+        OMP_NUM_THREADS=1 "$check" >"$tmp/hang.txt" 2>&1
+    rc=$? t1=$(date +%s)
+    if python3 - "$tmp/hang/gpu-check.json" <<'PY'; then
+import json, sys
+s = json.load(open(sys.argv[1]))
+d = s["steps"]["ops"]["detail"]
+assert s["steps"]["ops"]["status"] == "fail", d
+assert "killed at its" in d and "memory [cpu] row 0" in d, d
+assert "cpu/plain 0/0" in d and "cpu/bf16-emu 0/0" in d, d  # the others ran
+PY
+        echo "ok: a hang killed at its share, the rest ran: $(grep -m1 '\[ops\]' "$tmp/hang.txt")"
+    else
+        bad "hang:0: not killed and recorded, or the other configurations lost (exit $rc):"
+        cat "$tmp/hang.txt"
+    fi
+    [ $((t1 - t0)) -le 30 ] || bad "the hang run took $((t1 - t0)) s (ops cap 20 s)"
 fi
 
 [ $fail -eq 0 ] && echo "gpu-check without a GPU: all checks passed"
