@@ -1,9 +1,12 @@
 /* cmd/export.c - `segtrain export --checkpoint CK --out FILE [--names
- * torchvision] [--ema]`: the model tensors of a checkpoint alone (no
- * optimizer state, no EMA), under segtrain names or torchvision's (backbone./
- * classifier./aux_classifier.), so that torchvision's deeplabv3_*(...).
- * load_state_dict(safetensors.torch.load_file(FILE), strict=True) accepts
- * it. --ema exports the EMA weights (ema.<name>) instead, under the plain
+ * torchvision|mmseg] [--ema]`: the model tensors of a checkpoint alone (no
+ * optimizer state, no EMA), under segtrain names or those of the system the
+ * model was built after (its model.names): torchvision's (backbone./
+ * classifier./aux_classifier.), so that torchvision's deeplabv3_*(...) /
+ * fcn_*(...).load_state_dict(safetensors.torch.load_file(FILE), strict=True)
+ * accepts it, or mmseg's (backbone./decode_head./auxiliary_head.), the
+ * state_dict of mmseg's EncoderDecoder. Asking for the other system's names
+ * is refused: the head modules differ, not only their names. --ema exports the EMA weights (ema.<name>) instead, under the plain
  * names: the same state dict, with the averaged values. */
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +18,8 @@
 #include "model/model_io.h"
 #include "train/checkpoint.h"
 
-static int export_checkpoint(const char *ck, const char *out, int torchvision, int ema) {
+/* names: "segtrain", "torchvision" or "mmseg" (checked by the caller) */
+static int export_checkpoint(const char *ck, const char *out, const char *names, int ema) {
     char why[512];
     sg_st_file *f = sg_ckpt_open_valid(ck, why, sizeof why);
     if (!f) {
@@ -26,6 +30,23 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
         SG_ERROR("export --ema: %s holds no EMA weights (ema.*): it was trained with "
                  "train.ema_decay 0; export without --ema",
                  ck);
+        sg_st_close(f);
+        return 1;
+    }
+    /* checkpoints written before model.names existed are torchvision's */
+    const char *model_names = sg_st_meta(f, "names") ? sg_st_meta(f, "names") : "torchvision";
+    sg_names anchor = SG_NAMES_TORCHVISION;
+    int renamed = strcmp(names, "segtrain") != 0;
+    if (sg_names_parse(model_names, &anchor) != SG_OK) {
+        SG_ERROR("export: %s: metadata names = '%s' is neither torchvision nor mmseg", ck,
+                 model_names);
+        sg_st_close(f);
+        return 1;
+    }
+    if (renamed && strcmp(names, model_names) != 0) {
+        SG_ERROR("export --names %s: %s holds a model with %s's heads (model.names %s); its "
+                 "state dict has no %s names. Use --names %s (or segtrain)",
+                 names, ck, model_names, model_names, names, model_names);
         sg_st_close(f);
         return 1;
     }
@@ -40,18 +61,18 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
         if (is_ema != ema) continue;
         const char *plain = ema ? t->name + 4 : t->name;
         char name[256];
-        if (torchvision) rc = sg_model_torchvision_name(plain, name, sizeof name);
+        if (renamed) rc = sg_model_anchor_name(plain, anchor, name, sizeof name);
         else snprintf(name, sizeof name, "%s", plain);
         /* data may be unaligned inside the mapping: writer_add copies bytes */
         if (rc == 0) rc = sg_st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data);
         if (rc != 0) SG_ERROR("export: cannot add tensor %s", t->name);
         n++;
     }
-    const char *keys[] = {"backbone", "num_classes", "iter"};
-    for (int i = 0; i < 3 && rc == 0; i++)
+    const char *keys[] = {"backbone", "arch", "num_classes", "iter"};
+    for (int i = 0; i < 4 && rc == 0; i++)
         if (sg_st_meta(f, keys[i])) rc = sg_st_writer_meta(w, keys[i], sg_st_meta(f, keys[i]));
     if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
-    if (rc == 0) rc = sg_st_writer_meta(w, "names", torchvision ? "torchvision" : "segtrain");
+    if (rc == 0) rc = sg_st_writer_meta(w, "names", names);
     if (rc == 0) rc = sg_st_writer_meta(w, "weights", ema ? "ema" : "trained");
     if (rc == 0) rc = sg_st_writer_write(w, out);
     sg_st_writer_destroy(w);
@@ -60,8 +81,7 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
         SG_ERROR("export: writing %s failed (see above)", out);
         return 1;
     }
-    SG_INFO("exported %d %stensors from %s to %s (%s names)", n, ema ? "EMA " : "", ck, out,
-            torchvision ? "torchvision" : "segtrain");
+    SG_INFO("exported %d %stensors from %s to %s (%s names)", n, ema ? "EMA " : "", ck, out, names);
     return 0;
 }
 
@@ -71,14 +91,16 @@ int sg_cmd_export(int argc, char **argv) {
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
         {"--out", "FILE", "safetensors file to write", &out, NULL},
-        {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
+        {"--names", "segtrain|torchvision|mmseg",
+         "tensor names (default segtrain; torchvision or mmseg: the model's model.names)", &names,
+         NULL},
         {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's", NULL,
          &ema},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
-                                "segtrain export --checkpoint CK --out FILE [--names torchvision] "
-                                "[--ema]",
+                                "segtrain export --checkpoint CK --out FILE [--names "
+                                "torchvision|mmseg] [--ema]",
                                 opts);
     if (st != SG_OK) return sg_exit_code(st);
     if (cli.help) {
@@ -88,10 +110,11 @@ int sg_cmd_export(int argc, char **argv) {
     sg_log_set_level(cli.log_level);
     if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     if (!out) return sg_exit_code(sg_cli_usage_error(&cli, "--out is required"));
-    if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0)
-        return sg_exit_code(
-            sg_cli_usage_error(&cli, "--names must be segtrain or torchvision, not '%s'", names));
+    if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0 &&
+        strcmp(names, "mmseg") != 0)
+        return sg_exit_code(sg_cli_usage_error(
+            &cli, "--names must be segtrain, torchvision or mmseg, not '%s'", names));
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
-    return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0, ema);
+    return export_checkpoint(ck, out, names, ema);
 }

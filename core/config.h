@@ -53,7 +53,9 @@ typedef struct sg_config_origin {
 } sg_config_origin;
 
 typedef struct sg_model_cfg {
-    char backbone[SG_NAME];      /* resnet18|resnet34|resnet50|resnet101 */
+    char arch[SG_NAME];          /* deeplabv3|fcn (deeplabv3plus|lraspp: refused, not built) */
+    char names[SG_NAME];         /* torchvision|mmseg: whose heads and state-dict names */
+    char backbone[SG_NAME];      /* resnet18|34|50|101, resnet50v1c|resnet101v1c */
     int output_stride;           /* 8|16 */
     int aspp_rates[SG_LIST_MAX]; /* default 12,24,36 */
     int n_aspp_rates;
@@ -61,8 +63,9 @@ typedef struct sg_model_cfg {
     int aux_head; /* bool */
     double aspp_dropout;
     double aux_dropout;
-    int base_width; /* 64 = torchvision; smaller shrinks every layer */
-    int sync_bn;    /* bool: SyncBN across ranks (default on) */
+    double head_dropout; /* fcn and mmseg heads: before the classifier */
+    int base_width;      /* 64 = torchvision; smaller shrinks every layer */
+    int sync_bn;         /* bool: SyncBN across ranks (default on) */
     double bn_eps;
     double bn_momentum;
     char pretrained[SG_STR]; /* safetensors file, "" = none */

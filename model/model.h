@@ -1,7 +1,9 @@
 /* model/model.h - DeepLabV3 (ResNet backbone) on the op interface.
  *
- * Builds torchvision's deeplabv3_resnet{18,34,50,101} module tree exactly
- * (torchvision 0.14 models/segmentation/deeplabv3.py, fcn.py, resnet.py) and
+ * Builds torchvision's deeplabv3_resnet{18,34,50,101} / fcn_resnet{50,101}
+ * module trees exactly (torchvision 0.14 models/segmentation/deeplabv3.py,
+ * fcn.py, resnet.py), or mmsegmentation's DeepLabV3 / FCN (ASPPHead,
+ * FCNHead, ResNetV1c; model.names mmseg), and
  * runs its forward and backward through kernels/backend.h only, so the same
  * code runs on every backend.
  *
@@ -45,7 +47,35 @@ struct sg_config;
 
 #define SG_MODEL_MAX_RATES 8
 
-typedef enum { SG_RESNET18 = 0, SG_RESNET34 = 1, SG_RESNET50 = 2, SG_RESNET101 = 3 } sg_backbone;
+/* resnet*: torchvision's ResNet (7x7 stem; mmseg's ResNetV1b is the same
+ * tree); resnet*v1c: mmsegmentation's ResNetV1c (deep stem of three 3x3
+ * convs, stem width 64 -> 32, 32, 64; otherwise the same blocks). */
+typedef enum {
+    SG_RESNET18 = 0,
+    SG_RESNET34 = 1,
+    SG_RESNET50 = 2,
+    SG_RESNET101 = 3,
+    SG_RESNET50V1C = 4,
+    SG_RESNET101V1C = 5
+} sg_backbone;
+#define SG_N_BACKBONES 6
+
+/* model.arch: the decode head. deeplabv3plus and lraspp are named (config,
+ * refused with a message) until their ops exist. */
+typedef enum {
+    SG_ARCH_DEEPLABV3 = 0,
+    SG_ARCH_FCN = 1,
+    SG_ARCH_DEEPLABV3PLUS = 2,
+    SG_ARCH_LRASPP = 3
+} sg_arch;
+#define SG_N_ARCHS 4
+
+/* model.names: whose module tree (and so state-dict names) the heads follow.
+ * torchvision: DeepLabHead / FCNHead (classifier.N, aux_classifier.N);
+ * mmseg: mmsegmentation's ASPPHead / FCNHead with mmcv ConvModules
+ * (decode_head.aspp_modules.1.conv.weight, ....bn.*, conv_seg; Dropout2d
+ * before conv_seg). The backbone's names are the same in both. */
+typedef enum { SG_NAMES_TORCHVISION = 0, SG_NAMES_MMSEG = 1 } sg_names;
 
 typedef struct sg_model_opts {
     sg_backbone backbone;
@@ -62,15 +92,24 @@ typedef struct sg_model_opts {
     /* Blocks per layer; all 0 = the backbone's own ([2,2,2,2], [3,4,6,3],
      * [3,4,23,3]). Tests and golden fixtures use fewer to stay tiny. */
     int blocks[4];
+    sg_arch arch;       /* default deeplabv3 */
+    sg_names names;     /* default torchvision */
+    float head_dropout; /* before the classifier of fcn and the mmseg heads (0.1) */
 } sg_model_opts;
 
-/* torchvision defaults for `backbone` (rates 12,24,36, OS 8, width 64, 21
- * classes, aux head on, dropout 0.5/0.1, eps 1e-5, momentum 0.1). */
+/* torchvision defaults for `backbone` (deeplabv3, rates 12,24,36, OS 8,
+ * width 64, 21 classes, aux head on, dropout 0.5/0.1/0.1, eps 1e-5, momentum
+ * 0.1); names mmseg for the v1c backbones, torchvision otherwise. */
 void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone);
-/* Parses "resnet18|resnet34|resnet50|resnet101". Returns SG_OK, or
- * SG_ERR_CONFIG without logging (the caller names the key). */
+/* Parses "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c".
+ * Returns SG_OK, or SG_ERR_CONFIG without logging (the caller names the key). */
 sg_status sg_backbone_parse(const char *s, sg_backbone *out);
 const char *sg_backbone_name(sg_backbone b);
+/* "deeplabv3|fcn|deeplabv3plus|lraspp" and "torchvision|mmseg"; same contract. */
+sg_status sg_arch_parse(const char *s, sg_arch *out);
+const char *sg_arch_name(sg_arch a);
+sg_status sg_names_parse(const char *s, sg_names *out);
+const char *sg_names_name(sg_names n);
 /* Fills opts from the config's model section. Returns SG_OK, or
  * SG_ERR_CONFIG after logging which model.* key is invalid and why. */
 sg_status sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cfg);

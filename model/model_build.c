@@ -15,20 +15,49 @@
 #include "kernels/rng.h"
 #include "model/model_internal.h"
 
-static const char *backbone_names[] = {"resnet18", "resnet34", "resnet50", "resnet101"};
-static const int backbone_blocks[4][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
+static const char *backbone_names[SG_N_BACKBONES] = {"resnet18",  "resnet34",    "resnet50",
+                                                     "resnet101", "resnet50v1c", "resnet101v1c"};
+static const int backbone_blocks[SG_N_BACKBONES][4] = {{2, 2, 2, 2},  {3, 4, 6, 3}, {3, 4, 6, 3},
+                                                       {3, 4, 23, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
+static const char *arch_names[SG_N_ARCHS] = {"deeplabv3", "fcn", "deeplabv3plus", "lraspp"};
+static const char *names_names[2] = {"torchvision", "mmseg"};
+
+static int is_v1c(sg_backbone b) { return b == SG_RESNET50V1C || b == SG_RESNET101V1C; }
+static int is_bottleneck(sg_backbone b) { return b != SG_RESNET18 && b != SG_RESNET34; }
 
 const char *sg_backbone_name(sg_backbone b) {
-    return (b >= SG_RESNET18 && b <= SG_RESNET101) ? backbone_names[b] : "?";
+    return ((int)b >= 0 && (int)b < SG_N_BACKBONES) ? backbone_names[b] : "?";
+}
+const char *sg_arch_name(sg_arch a) {
+    return ((int)a >= 0 && (int)a < SG_N_ARCHS) ? arch_names[a] : "?";
+}
+const char *sg_names_name(sg_names n) { return ((int)n >= 0 && (int)n < 2) ? names_names[n] : "?"; }
+
+static int parse_name(const char *s, const char *const *names, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
 }
 
 sg_status sg_backbone_parse(const char *s, sg_backbone *out) {
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, backbone_names[i]) == 0) {
-            *out = (sg_backbone)i;
-            return SG_OK;
-        }
-    return SG_ERR_CONFIG;
+    int i = parse_name(s, backbone_names, SG_N_BACKBONES);
+    if (i < 0) return SG_ERR_CONFIG;
+    *out = (sg_backbone)i;
+    return SG_OK;
+}
+
+sg_status sg_arch_parse(const char *s, sg_arch *out) {
+    int i = parse_name(s, arch_names, SG_N_ARCHS);
+    if (i < 0) return SG_ERR_CONFIG;
+    *out = (sg_arch)i;
+    return SG_OK;
+}
+
+sg_status sg_names_parse(const char *s, sg_names *out) {
+    int i = parse_name(s, names_names, 2);
+    if (i < 0) return SG_ERR_CONFIG;
+    *out = (sg_names)i;
+    return SG_OK;
 }
 
 void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
@@ -43,18 +72,51 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
     o->aux_head = 1;
     o->aspp_dropout = 0.5f;
     o->aux_dropout = 0.1f;
+    o->head_dropout = 0.1f;
     o->base_width = 64;
     o->bn_eps = 1e-5f;
     o->bn_momentum = 0.1f;
+    o->arch = SG_ARCH_DEEPLABV3;
+    o->names = is_v1c(backbone) ? SG_NAMES_MMSEG : SG_NAMES_TORCHVISION;
+}
+
+/* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
+ * combination (or it is not built yet). */
+static sg_status validate_combination(const sg_model_opts *o) {
+    if ((int)o->arch < 0 || (int)o->arch >= SG_N_ARCHS) {
+        SG_ERROR("model.arch %d unknown (deeplabv3|fcn|deeplabv3plus|lraspp)", (int)o->arch);
+        return SG_ERR_CONFIG;
+    }
+    if ((int)o->names < 0 || (int)o->names > 1) {
+        SG_ERROR("model.names %d unknown (torchvision|mmseg)", (int)o->names);
+        return SG_ERR_CONFIG;
+    }
+    if (o->arch == SG_ARCH_DEEPLABV3PLUS || o->arch == SG_ARCH_LRASPP) {
+        SG_ERROR("model.arch = %s is not built yet (it needs depthwise-separable convolutions%s); "
+                 "use deeplabv3 or fcn",
+                 sg_arch_name(o->arch),
+                 o->arch == SG_ARCH_LRASPP ? ", hardswish/hardsigmoid and MobileNetV3" : "");
+        return SG_ERR_CONFIG;
+    }
+    if (is_v1c(o->backbone) && o->names == SG_NAMES_TORCHVISION) {
+        SG_ERROR("model.backbone = %s with model.names = torchvision: ResNetV1c is "
+                 "mmsegmentation's backbone and torchvision defines no head on it; set "
+                 "model.names: mmseg (mmseg's ASPPHead / FCNHead and state-dict names)",
+                 sg_backbone_name(o->backbone));
+        return SG_ERR_CONFIG;
+    }
+    return SG_OK;
 }
 
 /* SG_OK, or SG_ERR_CONFIG after logging the option. */
 static sg_status validate_opts(const sg_model_opts *o) {
-    if (o->backbone < SG_RESNET18 || o->backbone > SG_RESNET101) {
-        SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101)",
+    if ((int)o->backbone < 0 || (int)o->backbone >= SG_N_BACKBONES) {
+        SG_ERROR("model: backbone %d unknown "
+                 "(resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c)",
                  (int)o->backbone);
         return SG_ERR_CONFIG;
     }
+    if (validate_combination(o) != SG_OK) return SG_ERR_CONFIG;
     if (o->output_stride != 8 && o->output_stride != 16) {
         SG_ERROR("model.output_stride = %d: expected 8 or 16", o->output_stride);
         return SG_ERR_CONFIG;
@@ -74,9 +136,11 @@ static sg_status validate_opts(const sg_model_opts *o) {
         return SG_ERR_CONFIG;
     }
     if (!(o->aspp_dropout >= 0 && o->aspp_dropout < 1) ||
-        !(o->aux_dropout >= 0 && o->aux_dropout < 1)) {
-        SG_ERROR("model.aspp_dropout = %g / model.aux_dropout = %g: expected 0 <= p < 1",
-                 o->aspp_dropout, o->aux_dropout);
+        !(o->aux_dropout >= 0 && o->aux_dropout < 1) ||
+        !(o->head_dropout >= 0 && o->head_dropout < 1)) {
+        SG_ERROR("model.aspp_dropout = %g / model.aux_dropout = %g / model.head_dropout = %g: "
+                 "expected 0 <= p < 1",
+                 o->aspp_dropout, o->aux_dropout, o->head_dropout);
         return SG_ERR_CONFIG;
     }
     if (o->base_width < 1 || o->base_width > 1024) {
@@ -101,11 +165,21 @@ sg_status sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     const sg_model_cfg *mc = &cfg->model;
     sg_backbone b;
     if (sg_backbone_parse(mc->backbone, &b) != SG_OK) {
-        SG_ERROR("config model.backbone = '%s': expected resnet18, resnet34, resnet50 or resnet101",
+        SG_ERROR("config model.backbone = '%s': expected resnet18, resnet34, resnet50, "
+                 "resnet101, resnet50v1c or resnet101v1c",
                  mc->backbone);
         return SG_ERR_CONFIG;
     }
     sg_model_opts_default(o, b);
+    if (sg_arch_parse(mc->arch, &o->arch) != SG_OK) {
+        SG_ERROR("config model.arch = '%s': expected deeplabv3, fcn, deeplabv3plus or lraspp",
+                 mc->arch);
+        return SG_ERR_CONFIG;
+    }
+    if (sg_names_parse(mc->names, &o->names) != SG_OK) {
+        SG_ERROR("config model.names = '%s': expected torchvision or mmseg", mc->names);
+        return SG_ERR_CONFIG;
+    }
     if (mc->n_aspp_rates < 1 || mc->n_aspp_rates > SG_MODEL_MAX_RATES) {
         SG_ERROR("config model.aspp_rates: %d rates given, expected 1..%d", mc->n_aspp_rates,
                  SG_MODEL_MAX_RATES);
@@ -118,6 +192,7 @@ sg_status sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     o->aux_head = mc->aux_head != 0;
     o->aspp_dropout = (float)mc->aspp_dropout;
     o->aux_dropout = (float)mc->aux_dropout;
+    o->head_dropout = (float)mc->head_dropout;
     o->base_width = mc->base_width;
     o->bn_eps = (float)mc->bn_eps;
     o->bn_momentum = (float)mc->bn_momentum;
@@ -256,6 +331,7 @@ static int dropout(sg_model *m, int x, float p, int c) {
 
 typedef struct resnet_state {
     int inplanes, dilation, bottleneck;
+    int mm; /* mmseg's BasicBlock: conv2 is never dilated */
 } resnet_state;
 
 /* torchvision ResNet._make_layer with replace_stride_with_dilation. */
@@ -280,9 +356,11 @@ static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, 
             y = conv_bn(m, pre, "conv3", "bn3", y, planes, planes * 4, 1, 1, 0, 1, 0);
         } else {
             /* torchvision's BasicBlock refuses dilation > 1; segtrain dilates
-             * both 3x3 convs (padding = dilation), as mmsegmentation does. */
+             * both 3x3 convs (padding = dilation). mmseg's BasicBlock
+             * (backbones/resnet.py) dilates conv1 only: conv2 has padding 1. */
+            int d2 = st->mm ? 1 : d;
             y = conv_bn(m, pre, "conv1", "bn1", x, st->inplanes, planes, 3, s, d, d, 1);
-            y = conv_bn(m, pre, "conv2", "bn2", y, planes, planes, 3, 1, d, d, 0);
+            y = conv_bn(m, pre, "conv2", "bn2", y, planes, planes, 3, 1, d2, d2, 0);
         }
         int idn = x;
         if (need_ds)
@@ -294,29 +372,32 @@ static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, 
     return x;
 }
 
-static void build(sg_model *m) {
+static int dropout2d(sg_model *m, int x, float p, int c) {
+    if (p == 0.0f) return x;
+    sg_layer *l = new_layer(m, L_DROPOUT2D, &x, 1);
+    l->p = p;
+    l->drop_id = m->n_dropout++;
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+static int concat(sg_model *m, const int *in, int n_in, int c) {
+    sg_layer *l = new_layer(m, L_CONCAT, in, n_in);
+    m->t[l->out].c = c;
+    return l->out;
+}
+
+/* mmcv ConvModule(cin, k, r, padding = dilation * (r / 2), dilation): conv
+ * without bias, "bn", ReLU; names <pre>conv.weight, <pre>bn.* */
+static int conv_module(sg_model *m, const char *pre, int x, int cin, int k, int r, int dil) {
+    return conv_bn(m, pre, "conv", "bn", x, cin, k, r, 1, dil * (r / 2), dil, 1);
+}
+
+/* torchvision DeepLabHead (deeplabv3.py): ASPP (1x1, rates, pooling last,
+ * project 1x1 + dropout) -> 3x3 conv, BN, ReLU -> classifier decoder.4 */
+static int tv_deeplab_head(sg_model *m, int l4, int c4) {
     const sg_model_opts *o = &m->o;
-    int bw = o->base_width;
-    int bottleneck = o->backbone >= SG_RESNET50;
-    int blocks[4];
-    int custom = o->blocks[0] || o->blocks[1] || o->blocks[2] || o->blocks[3];
-    for (int i = 0; i < 4; i++)
-        blocks[i] = custom ? (o->blocks[i] ? o->blocks[i] : 1) : backbone_blocks[o->backbone][i];
-    int dil3 = o->output_stride == 8, dil4 = 1;
-
-    int x = new_tensor(m); /* 0: input */
-    m->t[x].c = 3;
-    x = conv_bn(m, "encoder.", "conv1", "bn1", x, 3, bw, 7, 2, 3, 1, 1);
-    x = simple(m, L_MAXPOOL, x, bw);
-    resnet_state st = {bw, 1, bottleneck};
-    x = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0);
-    x = make_layer(m, &st, 2, x, 2 * bw, blocks[1], 2, 0);
-    int l3 = make_layer(m, &st, 3, x, 4 * bw, blocks[2], 2, dil3);
-    int l4 = make_layer(m, &st, 4, l3, 8 * bw, blocks[3], 2, dil4);
-    int c4 = st.inplanes, c3 = c4 / 2;
-
-    /* DeepLabHead: ASPP -> 3x3 conv -> BN/ReLU -> classifier */
-    int inner = 4 * bw, nb = o->n_aspp_rates + 2;
+    int inner = 4 * o->base_width, nb = o->n_aspp_rates + 2;
     int br[SG_MAX_IN];
     br[0] = conv_bn(m, "decoder.0.convs.0.", "0", "1", l4, c4, inner, 1, 1, 0, 1, 1);
     for (int i = 0; i < o->n_aspp_rates; i++) {
@@ -332,23 +413,143 @@ static void build(sg_model *m) {
         p = conv_bn(m, pre, "1", "2", p, c4, inner, 1, 1, 0, 1, 1);
         br[nb - 1] = resize_to(m, p, l4, inner);
     }
-    sg_layer *cat = new_layer(m, L_CONCAT, br, nb);
-    int y = cat->out;
-    m->t[y].c = nb * inner;
+    int y = concat(m, br, nb, nb * inner);
     y = conv_bn(m, "decoder.0.project.", "0", "1", y, nb * inner, inner, 1, 1, 0, 1, 1);
     y = dropout(m, y, o->aspp_dropout, inner);
     y = conv_bn(m, "decoder.", "1", "2", y, inner, inner, 3, 1, 1, 1, 1);
-    y = conv(m, "decoder.4", y, inner, o->num_classes, 1, 1, 0, 1, 1);
+    return conv(m, "decoder.4", y, inner, o->num_classes, 1, 1, 0, 1, 1);
+}
+
+/* torchvision FCNHead (fcn.py): 3x3 conv cin -> cin/4, BN, ReLU, dropout,
+ * 1x1 classifier <prefix>.4 with bias */
+static int tv_fcn_head(sg_model *m, const char *prefix, int x, int cin, float p) {
+    char pre[96], cls[96];
+    snprintf(pre, sizeof pre, "%s.", prefix);
+    snprintf(cls, sizeof cls, "%s.4", prefix);
+    int ci = cin / 4;
+    int y = conv_bn(m, pre, "0", "1", x, cin, ci, 3, 1, 1, 1, 1);
+    y = dropout(m, y, p, ci);
+    return conv(m, cls, y, ci, m->o.num_classes, 1, 1, 0, 1, 1);
+}
+
+/* mmseg BaseDecodeHead.cls_seg: Dropout2d, then conv_seg (1x1, bias) */
+static int mm_cls_seg(sg_model *m, const char *prefix, int x, int c, float p) {
+    char cls[96];
+    snprintf(cls, sizeof cls, "%s.conv_seg", prefix);
+    x = dropout2d(m, x, p, c);
+    return conv(m, cls, x, c, m->o.num_classes, 1, 1, 0, 1, 1);
+}
+
+/* mmseg ASPPHead (decode_heads/aspp_head.py): image_pool (avg pool +
+ * ConvModule 1x1, upsampled) first, then aspp_modules (1x1, then 3x3 at each
+ * rate), concat, bottleneck ConvModule 3x3, cls_seg. channels = 8 * width
+ * (512, the R-50-D8 configs). */
+static int mm_aspp_head(sg_model *m, int l4, int c4) {
+    const sg_model_opts *o = &m->o;
+    int ch = 8 * o->base_width, nb = o->n_aspp_rates + 2;
+    int br[SG_MAX_IN];
+    int p = simple(m, L_AVGPOOL, l4, c4);
+    p = conv_module(m, "decoder.image_pool.1.", p, c4, ch, 1, 1);
+    br[0] = resize_to(m, p, l4, ch);
+    br[1] = conv_module(m, "decoder.aspp_modules.0.", l4, c4, ch, 1, 1);
+    for (int i = 0; i < o->n_aspp_rates; i++) {
+        char pre[96];
+        snprintf(pre, sizeof pre, "decoder.aspp_modules.%d.", i + 1);
+        br[i + 2] = conv_module(m, pre, l4, c4, ch, 3, o->aspp_rates[i]);
+    }
+    int y = concat(m, br, nb, nb * ch);
+    y = conv_module(m, "decoder.bottleneck.", y, nb * ch, ch, 3, 1);
+    return mm_cls_seg(m, "decoder", y, ch, o->head_dropout);
+}
+
+/* mmseg FCNHead (decode_heads/fcn_head.py): num_convs ConvModules 3x3
+ * (convs.i), with concat_input the input and their output concatenated into
+ * conv_cat (3x3), then cls_seg. */
+static int mm_fcn_head(sg_model *m, const char *prefix, int x, int cin, int ch, int num_convs,
+                       int concat_input, float p) {
+    int y = x, c = cin;
+    for (int i = 0; i < num_convs; i++) {
+        char pre[96];
+        snprintf(pre, sizeof pre, "%s.convs.%d.", prefix, i);
+        y = conv_module(m, pre, y, c, ch, 3, 1);
+        c = ch;
+    }
+    if (concat_input) {
+        char pre[96];
+        snprintf(pre, sizeof pre, "%s.conv_cat.", prefix);
+        int in[2] = {x, y};
+        y = concat(m, in, 2, cin + ch);
+        y = conv_module(m, pre, y, cin + ch, ch, 3, 1);
+    }
+    return mm_cls_seg(m, prefix, y, ch, p);
+}
+
+static void build(sg_model *m) {
+    const sg_model_opts *o = &m->o;
+    int bw = o->base_width;
+    int bottleneck = is_bottleneck(o->backbone);
+    int blocks[4];
+    int custom = o->blocks[0] || o->blocks[1] || o->blocks[2] || o->blocks[3];
+    for (int i = 0; i < 4; i++)
+        blocks[i] = custom ? (o->blocks[i] ? o->blocks[i] : 1) : backbone_blocks[o->backbone][i];
+    int dil3 = o->output_stride == 8, dil4 = 1;
+
+    int x = new_tensor(m); /* 0: input */
+    m->t[x].c = 3;
+    if (is_v1c(o->backbone)) {
+        /* mmseg ResNet._make_stem_layer with deep_stem (backbones/resnet.py):
+         * stem = [conv3x3 s2 -> stem/2, BN, ReLU, conv3x3 -> stem/2, BN, ReLU,
+         * conv3x3 -> stem, BN, ReLU], stem_channels = base width */
+        int h = bw / 2 > 0 ? bw / 2 : 1;
+        x = conv_bn(m, "encoder.stem.", "0", "1", x, 3, h, 3, 2, 1, 1, 1);
+        x = conv_bn(m, "encoder.stem.", "3", "4", x, h, h, 3, 1, 1, 1, 1);
+        x = conv_bn(m, "encoder.stem.", "6", "7", x, h, bw, 3, 1, 1, 1, 1);
+    } else {
+        x = conv_bn(m, "encoder.", "conv1", "bn1", x, 3, bw, 7, 2, 3, 1, 1);
+    }
+    x = simple(m, L_MAXPOOL, x, bw);
+    /* mmseg's ResLayer with contract_dilation (dilations 1,1,2,4, strides
+     * 1,2,1,1 for -D8) gives each layer's first block half the layer's
+     * dilation: the same rule as torchvision's replace_stride_with_dilation */
+    resnet_state st = {bw, 1, bottleneck, o->names == SG_NAMES_MMSEG};
+    x = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0);
+    x = make_layer(m, &st, 2, x, 2 * bw, blocks[1], 2, 0);
+    int l3 = make_layer(m, &st, 3, x, 4 * bw, blocks[2], 2, dil3);
+    int l4 = make_layer(m, &st, 4, l3, 8 * bw, blocks[3], 2, dil4);
+    int c4 = st.inplanes, c3 = c4 / 2;
+
+    int y;
+    int mm = o->names == SG_NAMES_MMSEG;
+    if (o->arch == SG_ARCH_FCN)
+        y = mm ? mm_fcn_head(m, "decoder", l4, c4, 8 * bw, 2, 1, o->head_dropout)
+               : tv_fcn_head(m, "decoder", l4, c4, o->head_dropout);
+    else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
     m->t_out = resize_to(m, y, 0, o->num_classes);
 
     m->t_aux = -1;
     if (o->aux_head) {
-        int ai = c3 / 4;
-        int a = conv_bn(m, "aux_head.", "0", "1", l3, c3, ai, 3, 1, 1, 1, 1);
-        a = dropout(m, a, o->aux_dropout, ai);
-        a = conv(m, "aux_head.4", a, ai, o->num_classes, 1, 1, 0, 1, 1);
+        /* torchvision FCNHead(c3); mmseg FCNHead(num_convs 1, channels 256 =
+         * c3 / 4, no concat) */
+        int a = mm ? mm_fcn_head(m, "aux_head", l3, c3, c3 / 4, 1, 0, o->aux_dropout)
+                   : tv_fcn_head(m, "aux_head", l3, c3, o->aux_dropout);
         m->t_aux = resize_to(m, a, 0, o->num_classes);
     }
+}
+
+void sg_model_registry_size(const sg_model_opts *o, int *tensors, size_t *f32, size_t *i64) {
+    sg_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.o = *o;
+    build(&tmp);
+    *tensors = tmp.n_params;
+    *f32 = *i64 = 0;
+    for (int i = 0; i < tmp.n_params; i++) {
+        if (tmp.params[i].kind == SG_PK_NUM_BATCHES) (*i64)++;
+        else *f32 += tmp.params[i].count;
+    }
+    free(tmp.params);
+    free(tmp.t);
+    free(tmp.l);
 }
 
 /* Assigns offsets into the three allocations and allocates them. */
@@ -417,6 +618,7 @@ void sg_model_destroy(sg_model *m) {
     free(m->nbt);
     free(m->params);
     free(m->t);
+    for (int i = 0; i < m->n_l; i++) free(m->l[i].chmask);
     free(m->l);
     free(m->grad_order);
     free(m);
@@ -458,6 +660,16 @@ size_t sg_model_head_offset(const sg_model *m) { return m->head_offset; }
 
 /* ---------------- init ---------------- */
 
+/* N(0, std^2) by Box-Muller from the counter RNG: element j from draws j, j+1 */
+static void init_normal(float *dst, size_t count, uint64_t key, double std) {
+    for (size_t j = 0; j < count; j += 2) {
+        double u1 = sg_rng_uniform_d(key, j), u2 = sg_rng_uniform_d(key, j + 1);
+        double r = sqrt(-2.0 * log(1.0 - u1)), a = 2.0 * M_PI * u2;
+        dst[j] = (float)(std * r * cos(a));
+        if (j + 1 < count) dst[j + 1] = (float)(std * r * sin(a));
+    }
+}
+
 void sg_model_init(sg_model *m, uint64_t seed) {
     const sg_ops *ops = m->be->ops;
     float *hw = malloc((m->n_weights ? m->n_weights : 1) * sizeof(float));
@@ -468,26 +680,27 @@ void sg_model_init(sg_model *m, uint64_t seed) {
         uint64_t key = sg_rng_key(seed, (uint64_t)i, 0, 0, SG_RNG_INIT);
         switch (p->kind) {
         case SG_PK_CONV_WEIGHT:
-            if (!p->is_head) {
+        case SG_PK_CONV_BIAS: {
+            /* mmseg's heads: ConvModule kaiming (mmcv kaiming_init, fan_out),
+             * conv_seg normal_init(std 0.01), bias 0 (decode_head.py) */
+            int mm = m->o.names == SG_NAMES_MMSEG && p->is_head;
+            int conv_seg = mm && strstr(p->name, ".conv_seg.") != NULL;
+            if (p->kind == SG_PK_CONV_WEIGHT && (!p->is_head || (mm && !conv_seg))) {
                 /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
                 double fan_out = (double)p->shape[0] * p->shape[2] * p->shape[3];
-                double std = sqrt(2.0 / fan_out);
-                for (size_t j = 0; j < p->count; j += 2) {
-                    double u1 = sg_rng_uniform_d(key, j), u2 = sg_rng_uniform_d(key, j + 1);
-                    double r = sqrt(-2.0 * log(1.0 - u1)), a = 2.0 * M_PI * u2;
-                    hw[p->offset + j] = (float)(std * r * cos(a));
-                    if (j + 1 < p->count) hw[p->offset + j + 1] = (float)(std * r * sin(a));
-                }
-                break;
+                init_normal(hw + p->offset, p->count, key, sqrt(2.0 / fan_out));
+            } else if (conv_seg) {
+                if (p->kind == SG_PK_CONV_WEIGHT) init_normal(hw + p->offset, p->count, key, 0.01);
+                else
+                    for (size_t j = 0; j < p->count; j++) hw[p->offset + j] = 0.0f;
+            } else {
+                /* PyTorch Conv2d default, U(-1/sqrt(fan_in), +) */
+                const sg_param *w = p->kind == SG_PK_CONV_BIAS ? &m->params[i - 1] : p;
+                double fan_in = (double)w->shape[1] * w->shape[2] * w->shape[3];
+                double bound = 1.0 / sqrt(fan_in);
+                for (size_t j = 0; j < p->count; j++)
+                    hw[p->offset + j] = (float)((2.0 * sg_rng_uniform_d(key, j) - 1.0) * bound);
             }
-            /* PyTorch Conv2d default, U(-1/sqrt(fan_in), +) */
-            __attribute__((fallthrough));
-        case SG_PK_CONV_BIAS: {
-            const sg_param *w = p->kind == SG_PK_CONV_BIAS ? &m->params[i - 1] : p;
-            double fan_in = (double)w->shape[1] * w->shape[2] * w->shape[3];
-            double bound = 1.0 / sqrt(fan_in);
-            for (size_t j = 0; j < p->count; j++)
-                hw[p->offset + j] = (float)((2.0 * sg_rng_uniform_d(key, j) - 1.0) * bound);
             break;
         }
         case SG_PK_BN_WEIGHT:

@@ -4,7 +4,8 @@
  * model_build.c in forward order. Tensor 0 is the input. Shapes depend on
  * the input size and are filled by sg_model_plan (model_plan.c); the runner
  * (model_run.c) walks the list forward, and in reverse for backward.
- * Shared by model_build.c, model_plan.c, model_run.c only.
+ * Shared by model_build.c, model_plan.c, model_run.c (and model_io.c for
+ * sg_model_registry_size) only.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
 #define SG_MODEL_MODEL_INTERNAL_H
@@ -19,7 +20,12 @@ enum {
     L_AVGPOOL,  /* global average pool -> 1x1 */
     L_RESIZE,   /* bilinear to the size of tensor `ref` */
     L_CONCAT,   /* channel concat of in[0..n_in) */
-    L_DROPOUT
+    L_DROPOUT,
+    /* channel dropout (PyTorch's Dropout2d, mmseg's heads): whole [h, w]
+     * planes kept (scaled by 1/(1-p)) or zeroed; the plane mask is drawn on
+     * the host (sg_rng_uniform(key, n*c + c) >= p keeps) and applied with
+     * the scale/zero/axpy ops, so every backend gets the same mask */
+    L_DROPOUT2D
 };
 
 #define SG_MAX_IN 12 /* concat of 2 + SG_MODEL_MAX_RATES branches */
@@ -68,6 +74,9 @@ typedef struct sg_layer {
     int drop_id;
     size_t mask_off;
     uint8_t *mask;
+    /* dropout2d: host plane mask [n*c] of the last training forward */
+    uint8_t *chmask;
+    size_t chmask_cap;
 } sg_layer;
 
 struct sg_model {
@@ -109,6 +118,11 @@ struct sg_model {
     int *grad_order; /* trainable params in backward order */
     int n_grad_order;
 };
+
+/* model_build.c: what a model of (valid) options o holds, from the graph
+ * built on the host only (no device memory); model_io.c's
+ * sg_model_expected_size. */
+void sg_model_registry_size(const sg_model_opts *o, int *tensors, size_t *f32, size_t *i64);
 
 /* model_plan.c */
 void sg_model_update_grad_flags(sg_model *m);

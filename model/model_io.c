@@ -7,14 +7,20 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "model/model_internal.h"
 
 #define LOG_LIMIT 10 /* individual key messages per category */
 
+/* file prefix -> segtrain prefix: torchvision's three, then mmseg's heads
+ * (its backbone. is torchvision's) */
 static const char *renames[][2] = {
-    {"backbone.", "encoder."},
-    {"classifier.", "decoder."},
-    {"aux_classifier.", "aux_head."},
+    {"backbone.", "encoder."},        {"classifier.", "decoder."},
+    {"aux_classifier.", "aux_head."}, {"decode_head.", "decoder."},
+    {"auxiliary_head.", "aux_head."},
 };
+#define N_RENAMES 5
+static const char *mmseg_out[][2] = {
+    {"backbone.", "encoder."}, {"decode_head.", "decoder."}, {"auxiliary_head.", "aux_head."}};
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
@@ -22,7 +28,7 @@ sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap) 
     const char *s = file_name;
     if (starts(s, "module.")) s += 7; /* DDP-wrapped state dicts */
     const char *pre = "";
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_RENAMES; i++)
         if (starts(s, renames[i][0])) {
             s += strlen(renames[i][0]);
             pre = renames[i][1];
@@ -30,19 +36,29 @@ sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap) 
         }
     /* A plain torchvision ResNet (ImageNet classification weights) has the
      * backbone's names without a prefix. */
-    if (!*pre && (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer"))) pre = "encoder.";
+    if (!*pre &&
+        (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer") || starts(s, "stem.")))
+        pre = "encoder.";
     int n = snprintf(out, cap, "%s%s", pre, s);
     return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
 }
 
-sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap) {
+static sg_status rename_out(const char *name, const char *(*tab)[2], char *out, size_t cap) {
     for (int i = 0; i < 3; i++)
-        if (starts(name, renames[i][1])) {
-            int n = snprintf(out, cap, "%s%s", renames[i][0], name + strlen(renames[i][1]));
+        if (starts(name, tab[i][1])) {
+            int n = snprintf(out, cap, "%s%s", tab[i][0], name + strlen(tab[i][1]));
             return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
         }
     int n = snprintf(out, cap, "%s", name);
     return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
+}
+
+sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap) {
+    return rename_out(name, renames, out, cap);
+}
+
+sg_status sg_model_anchor_name(const char *name, sg_names names, char *out, size_t cap) {
+    return rename_out(name, names == SG_NAMES_MMSEG ? mmseg_out : renames, out, cap);
 }
 
 static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
@@ -52,68 +68,10 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* ---------------- expected size (mirrors model_build.c's build) ---------------- */
-static void size_conv(sg_model_size *z, size_t cin, size_t k, size_t r, int bias) {
-    z->tensors += 1 + (bias != 0);
-    z->f32 += k * cin * r * r + (bias ? k : 0);
-}
-
-static void size_bn(sg_model_size *z, size_t c) {
-    z->tensors += 5; /* weight, bias, running_mean, running_var, num_batches_tracked */
-    z->f32 += 4 * c;
-    z->i64 += 1;
-}
-
-static void size_conv_bn(sg_model_size *z, size_t cin, size_t k, size_t r) {
-    size_conv(z, cin, k, r, 0);
-    size_bn(z, k);
-}
-
+/* ---------------- expected size ---------------- */
 void sg_model_expected_size(const sg_model_opts *o, sg_model_size *z) {
-    static const int backbone_blocks[4][4] = {
-        {2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
     memset(z, 0, sizeof *z);
-    size_t bw = (size_t)o->base_width;
-    int bottleneck = o->backbone >= SG_RESNET50, exp = bottleneck ? 4 : 1;
-    int custom = o->blocks[0] || o->blocks[1] || o->blocks[2] || o->blocks[3];
-    size_conv_bn(z, 3, bw, 7); /* encoder.conv1 / bn1 */
-    size_t inplanes = bw;
-    for (int li = 0; li < 4; li++) {
-        int blocks = custom ? (o->blocks[li] ? o->blocks[li] : 1)
-                            : backbone_blocks[o->backbone][li];
-        size_t planes = bw << li;
-        /* layer1 has stride 1; layers 3 (output stride 8) and 4 are dilated
-         * instead of strided; only the stride decides, with the channels,
-         * whether block 0 has a downsample */
-        int stride = li == 0 ? 1 : 2;
-        int dilated = li == 3 || (li == 2 && o->output_stride == 8);
-        if (dilated) stride = 1;
-        for (int b = 0; b < blocks; b++) {
-            if (bottleneck) {
-                size_conv_bn(z, inplanes, planes, 1);
-                size_conv_bn(z, planes, planes, 3);
-                size_conv_bn(z, planes, planes * 4, 1);
-            } else {
-                size_conv_bn(z, inplanes, planes, 3);
-                size_conv_bn(z, planes, planes, 3);
-            }
-            if (b == 0 && (stride != 1 || inplanes != planes * (size_t)exp))
-                size_conv_bn(z, inplanes, planes * (size_t)exp, 1);
-            inplanes = planes * (size_t)exp;
-        }
-    }
-    size_t c4 = inplanes, c3 = c4 / 2, inner = 4 * bw, C = (size_t)o->num_classes;
-    size_t nb = (size_t)o->n_aspp_rates + 2;
-    size_conv_bn(z, c4, inner, 1);                                           /* ASPP 1x1 */
-    for (int i = 0; i < o->n_aspp_rates; i++) size_conv_bn(z, c4, inner, 3); /* rates */
-    size_conv_bn(z, c4, inner, 1);                                           /* pooling */
-    size_conv_bn(z, nb * inner, inner, 1);                                   /* project */
-    size_conv_bn(z, inner, inner, 3);                                        /* decoder.1 */
-    size_conv(z, inner, C, 1, 1);                                            /* decoder.4 */
-    if (o->aux_head) {
-        size_conv_bn(z, c3, c3 / 4, 3);
-        size_conv(z, c3 / 4, C, 1, 1);
-    }
+    sg_model_registry_size(o, &z->tensors, &z->f32, &z->i64);
 }
 
 /* 1 if the file tensor fits registry entry p. */
@@ -216,7 +174,7 @@ sg_status sg_model_load(sg_model *m, const char *path, int strict, sg_load_repor
 }
 
 sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
-                                 int torchvision_names) {
+                                 int anchor_names) {
     sg_backend *be = sg_model_backend(m);
     size_t nw = sg_model_param_count(m, 0), nb = sg_model_buffer_count(m);
     float *hw = malloc((nw ? nw : 1) * sizeof(float)), *hb = malloc((nb ? nb : 1) * sizeof(float));
@@ -227,8 +185,8 @@ sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefi
     for (int i = 0; i < sg_model_num_params(m) && rc == SG_OK; i++) {
         const sg_param *p = sg_model_param(m, i);
         char tv[128], name[300];
-        if (torchvision_names) sg_model_torchvision_name(p->name, tv, sizeof tv);
-        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", torchvision_names ? tv : p->name);
+        if (anchor_names) sg_model_anchor_name(p->name, sg_model_get_opts(m)->names, tv, sizeof tv);
+        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", anchor_names ? tv : p->name);
         int64_t shape[4] = {p->shape[0], p->shape[1], p->shape[2], p->shape[3]};
         if (p->kind == SG_PK_NUM_BATCHES)
             rc = sg_st_writer_add(w, name, SG_ST_I64, 0, shape, p->i64);
@@ -241,13 +199,14 @@ sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefi
     return rc;
 }
 
-sg_status sg_model_save(sg_model *m, const char *path, int torchvision_names) {
+sg_status sg_model_save(sg_model *m, const char *path, int anchor_names) {
     sg_st_writer *w = sg_st_writer_create();
     const sg_model_opts *o = sg_model_get_opts(m);
     char buf[64];
     sg_st_writer_meta(w, "format", "pt");
     sg_st_writer_meta(w, "producer", "segtrain");
-    sg_st_writer_meta(w, "names", torchvision_names ? "torchvision" : "segtrain");
+    sg_st_writer_meta(w, "names", anchor_names ? sg_names_name(o->names) : "segtrain");
+    sg_st_writer_meta(w, "arch", sg_arch_name(o->arch));
     sg_st_writer_meta(w, "backbone", sg_backbone_name(o->backbone));
     snprintf(buf, sizeof buf, "%d", o->num_classes);
     sg_st_writer_meta(w, "num_classes", buf);
@@ -255,7 +214,7 @@ sg_status sg_model_save(sg_model *m, const char *path, int torchvision_names) {
     sg_st_writer_meta(w, "output_stride", buf);
     snprintf(buf, sizeof buf, "%d", o->base_width);
     sg_st_writer_meta(w, "base_width", buf);
-    sg_status rc = sg_model_add_to_writer(m, w, NULL, torchvision_names);
+    sg_status rc = sg_model_add_to_writer(m, w, NULL, anchor_names);
     if (rc == SG_OK) rc = sg_st_writer_write(w, path);
     sg_st_writer_destroy(w);
     if (rc != 0) SG_ERROR("saving the model to %s failed (see above)", path);

@@ -1,9 +1,10 @@
 /* model/model_io.h - model weights <-> safetensors.
  *
  * Loads registry tensors by name from a safetensors file (pretrained
- * weights, checkpoints), accepting both segtrain names (encoder./decoder./
- * aux_head.) and torchvision names (backbone./classifier./aux_classifier.,
- * optionally under "module." as DDP saves them), and saves the registry in
+ * weights, checkpoints), accepting segtrain names (encoder./decoder./
+ * aux_head.), torchvision names (backbone./classifier./aux_classifier.) and
+ * mmseg names (backbone./decode_head./auxiliary_head.), optionally under
+ * "module." as DDP saves them, and saves the registry in
  * state-dict order (num_batches_tracked as I64) with segtrain or torchvision
  * names. The model writes its tensors into a caller's sg_st_writer so the
  * trainer can put optimizer state in the same checkpoint file.
@@ -36,6 +37,10 @@ typedef struct sg_load_report {
 sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap);
 /* segtrain name -> torchvision name (encoder. -> backbone., ...). Same contract. */
 sg_status sg_model_torchvision_name(const char *name, char *out, size_t cap);
+/* segtrain name -> the name of the model's anchor system: torchvision's as
+ * above, or mmseg's (encoder. -> backbone., decoder. -> decode_head.,
+ * aux_head. -> auxiliary_head.). Same contract. */
+sg_status sg_model_anchor_name(const char *name, sg_names names, char *out, size_t cap);
 
 /* Loads every registry entry found in the open file under its name (after
  * sg_model_canonical_name; `prefix`, if not NULL/"", is stripped from file
@@ -66,14 +71,15 @@ void sg_model_expected_size(const sg_model_opts *o, sg_model_size *out);
  * next training step increments must not overflow int64). */
 #define SG_MAX_NUM_BATCHES_TRACKED (INT64_C(1) << 62)
 
-/* Adds every registry entry to w in state-dict order, named prefix + name
- * (segtrain) or prefix + torchvision name. Downloads from the device.
+/* Adds every registry entry to w in registry order, named prefix + name
+ * (segtrain) or, anchor_names, prefix + the name in the model's model.names
+ * system (sg_model_anchor_name). Downloads from the device.
  * Returns SG_OK, or SG_ERR_RUNTIME after logging the tensor. */
 sg_status sg_model_add_to_writer(sg_model *m, sg_st_writer *w, const char *prefix,
-                                 int torchvision_names);
-/* Saves the registry to `path` (metadata: format=segtrain, backbone,
- * num_classes, ...). Returns SG_OK, or SG_ERR_RUNTIME after logging. */
-sg_status sg_model_save(sg_model *m, const char *path, int torchvision_names);
+                                 int anchor_names);
+/* Saves the registry to `path` (metadata: format=segtrain, names, arch,
+ * backbone, num_classes, ...). Returns SG_OK, or SG_ERR_RUNTIME after logging. */
+sg_status sg_model_save(sg_model *m, const char *path, int anchor_names);
 
 #ifdef __cplusplus
 }

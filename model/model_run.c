@@ -7,6 +7,7 @@
  * read or write a bf16-stored tensor (sg_tensor.dt, model_plan.c) call the
  * *_dt ops; the others call the float32 ops exactly as before.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -77,6 +78,47 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
     bn_apply(m, l);
 }
 
+/* Dropout2d: runs of consecutive planes with the same mask value, applied
+ * with the plain memory/elementwise ops (one call per run). dst = alpha *
+ * src on kept planes, 0 on dropped ones; accumulate: dst += alpha * src on
+ * kept planes only. */
+static void apply_plane_mask(sg_model *m, const sg_layer *l, const float *src, float *dst,
+                             size_t planes, size_t hw, int accumulate) {
+    sg_backend *be = m->be;
+    float alpha = 1.0f / (1.0f - l->p);
+    for (size_t a = 0; a < planes;) {
+        size_t b = a + 1;
+        while (b < planes && l->chmask[b] == l->chmask[a]) b++;
+        size_t off = a * hw, cnt = (b - a) * hw;
+        if (l->chmask[a]) {
+            if (accumulate) be->ops->axpy(be, alpha, src + off, dst + off, cnt);
+            else be->ops->scale(be, src + off, dst + off, alpha, cnt);
+        } else if (!accumulate) {
+            be->ops->zero(be, dst + off, cnt * sizeof(float));
+        }
+        a = b;
+    }
+}
+
+static void dropout2d_forward(sg_model *m, sg_layer *l, int train, uint64_t dropout_key) {
+    const sg_tensor *xt = &m->t[l->in[0]];
+    sg_tensor *yt = &m->t[l->out];
+    if (!train) {
+        m->be->ops->copy(m->be, yt->val, xt->val, yt->count * sizeof(float));
+        return;
+    }
+    size_t planes = (size_t)m->n * (size_t)yt->c, hw = (size_t)yt->h * yt->w;
+    if (l->chmask_cap < planes) {
+        free(l->chmask);
+        l->chmask = malloc(planes);
+        SG_CHECK(l->chmask, "out of host memory for a dropout2d mask of %zu planes", planes);
+        l->chmask_cap = planes;
+    }
+    uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
+    for (size_t i = 0; i < planes; i++) l->chmask[i] = sg_rng_uniform(key, i) >= l->p;
+    apply_plane_mask(m, l, xt->val, yt->val, planes, hw, 0);
+}
+
 void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
     SG_CHECK(m->planned, "sg_model_forward: the model is not planned; call sg_model_plan first "
                          "(again after sg_model_set_hooks)");
@@ -125,6 +167,7 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
                 ops->copy(be, yt->val, xt->val, yt->count * sizeof(float));
             }
             break;
+        case L_DROPOUT2D: dropout2d_forward(m, l, train, dropout_key); break;
         }
     }
     m->fwd_train = train;
@@ -266,6 +309,11 @@ void sg_model_backward(sg_model *m, int accumulate) {
         case L_DROPOUT:
             if (xt->req_grad)
                 ops->dropout_bwd(be, yt->grad, l->mask, xt->grad, yt->count, l->p, l->acc_in[0]);
+            break;
+        case L_DROPOUT2D:
+            if (xt->req_grad)
+                apply_plane_mask(m, l, yt->grad, xt->grad, (size_t)n * yt->c, (size_t)yt->h * yt->w,
+                                 l->acc_in[0]);
             break;
         }
     }

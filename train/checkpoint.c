@@ -184,6 +184,8 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
         }
         free(yaml);
         rc |= sg_ckpt_meta(&b, "backbone", cfg->model.backbone) != SG_OK;
+        rc |= sg_ckpt_meta(&b, "arch", cfg->model.arch) != SG_OK;
+        rc |= sg_ckpt_meta(&b, "names", cfg->model.names) != SG_OK;
         meta_i64(&b, "num_classes", cfg->model.num_classes, &rc);
     }
     if (rc == 0) rc = sg_ckpt_commit(&b, path) != SG_OK;
