@@ -44,9 +44,10 @@ from torchvision.models._utils import IntermediateLayerGetter
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet, conv3x3
 from torchvision.models.segmentation import deeplabv3_resnet50
 from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabHead, DeepLabV3
-from torchvision.models.segmentation.fcn import FCNHead
+from torchvision.models.segmentation.fcn import FCN, FCNHead
 
-RENAME = [("backbone.", "encoder."), ("classifier.", "decoder."), ("aux_classifier.", "aux_head.")]
+RENAME = [("backbone.", "encoder."), ("classifier.", "decoder."), ("aux_classifier.", "aux_head."),
+          ("decode_head.", "decoder."), ("auxiliary_head.", "aux_head.")]
 
 
 def segtrain_name(name):
@@ -113,7 +114,232 @@ class NarrowDeepLabHead(DeepLabHead):
         )
 
 
+# ---------------------------------------------------------------------------
+# mmsegmentation, transcribed. mmseg is not installable here (it needs
+# mmcv/mmengine builds); these classes repeat its modules with the same
+# attribute names, so their state_dict keys are mmseg's EncoderDecoder's:
+#   mmcv.cnn.ConvModule(conv, norm, act) with norm_cfg BN: attributes conv,
+#     bn (build_norm_layer's abbreviation for BN and SyncBN), activate (ReLU);
+#     bias=False because a norm follows (bias='auto'); order conv -> bn -> act.
+#   mmseg/models/backbones/resnet.py (commit 03b0197): BasicBlock.__init__
+#     (conv1 3x3 stride, padding=dilation, dilation; conv2 3x3 padding=1, NOT
+#     dilated), Bottleneck.__init__ with style='pytorch' (conv1 1x1, conv2
+#     3x3 stride, padding=dilation, dilation, conv3 1x1; norms bn1..bn3; then
+#     downsample), ResNet._make_stem_layer with deep_stem (stem = conv3x3 s2
+#     stem/2, BN, ReLU, conv3x3 stem/2, BN, ReLU, conv3x3 stem, BN, ReLU),
+#     maxpool 3x3 s2 p1; ResNetV1c = ResNet(deep_stem=True, avg_down=False).
+#   mmseg/models/utils/res_layer.py: ResLayer (downsample = conv1x1 stride +
+#     BN when stride != 1 or inplanes != planes*expansion; the first block's
+#     dilation is dilation // 2 with contract_dilation and dilation > 1).
+#   configs/_base_/models/deeplabv3_r50-d8.py: strides (1,2,1,1), dilations
+#     (1,1,2,4), contract_dilation=True; ASPPHead(in_index 3, channels 512,
+#     dilations (1,12,24,36), dropout 0.1); auxiliary FCNHead(in_index 2,
+#     channels 256, num_convs 1, concat_input False, dropout 0.1, weight 0.4).
+#   mmseg/models/decode_heads/decode_head.py: BaseDecodeHead creates conv_seg
+#     (1x1, bias) and dropout (Dropout2d) first; cls_seg = conv_seg(dropout(x)).
+#   mmseg/models/decode_heads/aspp_head.py: ASPPModule (1x1 for dilation 1,
+#     else 3x3 padding=dilation), ASPPHead.image_pool = [AdaptiveAvgPool2d(1),
+#     ConvModule 1x1], forward = cat([resize(image_pool(x)), *aspp(x)]) ->
+#     bottleneck ConvModule 3x3 padding 1 -> cls_seg.
+#   mmseg/models/decode_heads/fcn_head.py: convs (num_convs ConvModules,
+#     padding k//2), conv_cat(cat([x, convs(x)])) with concat_input, cls_seg.
+#   EncoderDecoder.encode_decode: resize to the input, bilinear,
+#     align_corners=False.
+# ---------------------------------------------------------------------------
+class ConvModule(nn.Module):
+    def __init__(self, cin, cout, k, stride=1, padding=0, dilation=1):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=padding, dilation=dilation,
+                              bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.activate = nn.ReLU()
+
+    def forward(self, x):
+        return self.activate(self.bn(self.conv(x)))
+
+
+class MMBasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride=stride, padding=dilation,
+                               dilation=dilation, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU()
+        self.downsample = downsample
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + identity)
+
+
+class MMBottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=dilation,
+                               dilation=dilation, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.relu = nn.ReLU()
+        self.downsample = downsample
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + identity)
+
+
+def mm_res_layer(block, inplanes, planes, num_blocks, stride, dilation):
+    downsample = None
+    if stride != 1 or inplanes != planes * block.expansion:
+        downsample = nn.Sequential(
+            nn.Conv2d(inplanes, planes * block.expansion, 1, stride=stride, bias=False),
+            nn.BatchNorm2d(planes * block.expansion))
+    first = dilation // 2 if dilation > 1 else dilation  # contract_dilation=True
+    layers = [block(inplanes, planes, stride, first, downsample)]
+    for _ in range(1, num_blocks):
+        layers.append(block(planes * block.expansion, planes, 1, dilation))
+    return nn.Sequential(*layers)
+
+
+class MMResNet(nn.Module):
+    """mmseg ResNet (deep_stem: ResNetV1c), stem/base channels = width."""
+
+    def __init__(self, block, layers, width, deep_stem, output_stride):
+        super().__init__()
+        if deep_stem:
+            h = max(width // 2, 1)
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, h, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(h), nn.ReLU(),
+                nn.Conv2d(h, h, 3, padding=1, bias=False), nn.BatchNorm2d(h), nn.ReLU(),
+                nn.Conv2d(h, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        else:
+            self.conv1 = nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU()
+        self.deep_stem = deep_stem
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        strides, dilations = ((1, 2, 1, 1), (1, 1, 2, 4)) if output_stride == 8 else \
+            ((1, 2, 2, 1), (1, 1, 1, 2))
+        inplanes = width
+        for i in range(4):
+            planes = width * 2 ** i
+            self.add_module("layer%d" % (i + 1), mm_res_layer(block, inplanes, planes, layers[i],
+                                                               strides[i], dilations[i]))
+            inplanes = planes * block.expansion
+
+    def forward(self, x):
+        x = self.stem(x) if self.deep_stem else self.relu(self.bn1(self.conv1(x)))
+        x = self.maxpool(x)
+        outs = []
+        for i in range(4):
+            x = getattr(self, "layer%d" % (i + 1))(x)
+            outs.append(x)
+        return outs
+
+
+class MMDecodeHead(nn.Module):
+    def __init__(self, channels, num_classes, dropout):
+        super().__init__()
+        self.conv_seg = nn.Conv2d(channels, num_classes, 1)
+        self.dropout = nn.Dropout2d(dropout) if dropout > 0 else None
+
+    def cls_seg(self, x):
+        return self.conv_seg(self.dropout(x) if self.dropout is not None else x)
+
+
+class MMASPPHead(MMDecodeHead):
+    def __init__(self, in_channels, channels, dilations, num_classes, dropout=0.0):
+        super().__init__(channels, num_classes, dropout)
+        self.image_pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), ConvModule(in_channels, channels, 1))
+        self.aspp_modules = nn.ModuleList([
+            ConvModule(in_channels, channels, 1 if d == 1 else 3, dilation=d,
+                       padding=0 if d == 1 else d) for d in dilations])
+        self.bottleneck = ConvModule((len(dilations) + 1) * channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        outs = [F.interpolate(self.image_pool(x), size=x.shape[2:], mode="bilinear",
+                              align_corners=False)]
+        outs += [m(x) for m in self.aspp_modules]
+        return self.cls_seg(self.bottleneck(torch.cat(outs, dim=1)))
+
+
+class MMFCNHead(MMDecodeHead):
+    def __init__(self, in_channels, channels, num_classes, num_convs=2, concat_input=True,
+                 dropout=0.0):
+        super().__init__(channels, num_classes, dropout)
+        convs = [ConvModule(in_channels, channels, 3, padding=1)]
+        convs += [ConvModule(channels, channels, 3, padding=1) for _ in range(num_convs - 1)]
+        self.convs = nn.Sequential(*convs)
+        self.concat_input = concat_input
+        if concat_input:
+            self.conv_cat = ConvModule(in_channels + channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        out = self.convs(x)
+        if self.concat_input:
+            out = self.conv_cat(torch.cat([x, out], dim=1))
+        return self.cls_seg(out)
+
+
+class MMEncoderDecoder(nn.Module):
+    """mmseg EncoderDecoder: backbone, decode_head (in_index 3), auxiliary_head
+    (in_index 2); returns {"out", "aux"} resized to the input like
+    torchvision's models, for the same harness."""
+
+    def __init__(self, backbone, decode_head, auxiliary_head):
+        super().__init__()
+        self.backbone = backbone
+        self.decode_head = decode_head
+        if auxiliary_head is not None:
+            self.auxiliary_head = auxiliary_head
+        self.has_aux = auxiliary_head is not None
+
+    def forward(self, x):
+        feats = self.backbone(x)
+        size = x.shape[2:]
+        res = {"out": F.interpolate(self.decode_head(feats[3]), size=size, mode="bilinear",
+                                    align_corners=False)}
+        if self.has_aux:
+            res["aux"] = F.interpolate(self.auxiliary_head(feats[2]), size=size, mode="bilinear",
+                                       align_corners=False)
+        return res
+
+
+def build_mmseg(cfg):
+    bb = cfg["backbone"]
+    bottleneck = bb not in ("resnet18", "resnet34")
+    block = MMBottleneck if bottleneck else MMBasicBlock
+    w = cfg["base_width"]
+    exp = 4 if bottleneck else 1
+    backbone = MMResNet(block, cfg["blocks"], w, bb.endswith("v1c"), cfg["output_stride"])
+    c4, c3, C = 8 * w * exp, 4 * w * exp, cfg["num_classes"]
+    if cfg.get("arch", "deeplabv3") == "fcn":
+        head = MMFCNHead(c4, 8 * w, C, num_convs=2, concat_input=True)
+    else:
+        head = MMASPPHead(c4, 8 * w, [1] + list(cfg["aspp_rates"]), C)
+    aux = MMFCNHead(c3, c3 // 4, C, num_convs=1, concat_input=False) if cfg["aux_head"] else None
+    return MMEncoderDecoder(backbone, head, aux)
+
+
 def build(cfg):
+    """The network of cfg: torchvision's classes (names torchvision, the
+    default) or the mmseg transcription (names mmseg); arch deeplabv3 or fcn.
+    Dropout is 0 (deterministic training-mode outputs)."""
+    if cfg.get("names", "torchvision") == "mmseg":
+        return build_mmseg(cfg)
     bottleneck = cfg["backbone"] in ("resnet50", "resnet101")
     block = Bottleneck if bottleneck else DilatedBasicBlock
     w = cfg["base_width"]
@@ -124,6 +350,15 @@ def build(cfg):
     if cfg["aux_head"]:
         ret["layer3"] = "aux"
     backbone = IntermediateLayerGetter(resnet, return_layers=ret)
+    if cfg.get("arch", "deeplabv3") == "fcn":
+        # torchvision fcn_resnet50/101 (segmentation/fcn.py _fcn_resnet)
+        head = FCNHead(8 * w * exp, cfg["num_classes"])
+        head[3].p = 0.0
+        aux = None
+        if cfg["aux_head"]:
+            aux = FCNHead(4 * w * exp, cfg["num_classes"])
+            aux[3].p = 0.0
+        return FCN(backbone, head, aux)
     head = NarrowDeepLabHead(8 * w * exp, cfg["num_classes"], cfg["aspp_rates"], 4 * w)
     head[0].project[3].p = 0.0  # dropout off so training-mode outputs are deterministic
     aux = None
@@ -171,14 +406,17 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
-def make_fixture(outdir, name, cfg, seed, evalbn=False):
+def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False):
+    """raw_names: param/ entries keep the anchor's own state-dict names
+    (mmseg's backbone./decode_head./auxiliary_head.), so the C test loads
+    them through segtrain's renaming; grads and stats use segtrain names."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
     model = build(cfg)
     randomize_bn(model, gen)
     tensors = []
     for k, v in model.state_dict().items():
-        tensors.append(("param/" + segtrain_name(k), v.clone()))
+        tensors.append(("param/" + (k if raw_names else segtrain_name(k)), v.clone()))
     n, h, w = 2, cfg["h"], cfg["w"]
     x = torch.randn(n, 3, h, w, generator=gen)
     c = cfg["num_classes"]
@@ -324,6 +562,21 @@ def main():
         "backbone": "resnet101", "blocks": [1, 1, 3, 2], "base_width": 2, "output_stride": 16,
         "aspp_rates": [12, 24, 36], "num_classes": 3, "aux_head": 1, "aux_weight": 0.4,
         "h": 24, "w": 24}, seed=3)
+    # torchvision fcn_resnet50's tree (FCNHead on layer4, aux FCNHead on layer3)
+    make_fixture(outdir, "golden_fcn_r50_os8_aux.safetensors", {
+        "backbone": "resnet50", "arch": "fcn", "names": "torchvision", "blocks": [1, 1, 2, 2],
+        "base_width": 3, "output_stride": 8, "aspp_rates": [12, 24, 36], "num_classes": 4,
+        "aux_head": 1, "aux_weight": 0.4, "h": 27, "w": 31}, seed=14)
+    # mmseg DeepLabV3 R-50-D8: ResNetV1c + ASPPHead + auxiliary FCNHead (mmseg names)
+    make_fixture(outdir, "golden_mmseg_r50v1c_os8_aux.safetensors", {
+        "backbone": "resnet50v1c", "arch": "deeplabv3", "names": "mmseg", "blocks": [1, 1, 2, 2],
+        "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5], "num_classes": 5,
+        "aux_head": 1, "aux_weight": 0.4, "h": 25, "w": 33}, seed=15, raw_names=True)
+    # mmseg FCN R-18-D8 (its BasicBlock dilates conv1 only), OS 16, no aux
+    make_fixture(outdir, "golden_mmseg_fcn_r18_os16.safetensors", {
+        "backbone": "resnet18", "arch": "fcn", "names": "mmseg", "blocks": [1, 1, 2, 2],
+        "base_width": 4, "output_stride": 16, "aspp_rates": [12, 24, 36], "num_classes": 3,
+        "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 26}, seed=6, raw_names=True)
     write_keys(outdir)
 
 

@@ -59,7 +59,8 @@ static inline float *mt_download(sg_backend *be, const float *dev, size_t count)
 }
 
 /* Model options from a fixture's metadata (backbone, blocks, base_width,
- * output_stride, aspp_rates, num_classes, aux_head, as scripts/make_golden.py
+ * output_stride, aspp_rates, num_classes, aux_head, optional arch and names,
+ * as scripts/make_golden.py
  * and scripts/make_pth_fixtures.py write them) over the backbone's
  * defaults; 0, or -1 after naming the key that is missing or malformed. */
 static inline int mt_opts_from_meta(const sg_st_file *f, sg_model_opts *o) {
@@ -69,6 +70,16 @@ static inline int mt_opts_from_meta(const sg_st_file *f, sg_model_opts *o) {
         return -1;
     }
     sg_model_opts_default(o, bb);
+    /* optional (fixtures before model.arch / model.names existed lack them) */
+    const char *arch = sg_st_meta(f, "arch"), *names = sg_st_meta(f, "names");
+    if (arch && sg_arch_parse(arch, &o->arch) != 0) {
+        fprintf(stderr, "fixture %s: metadata arch '%s' unknown\n", sg_st_path(f), arch);
+        return -1;
+    }
+    if (names && sg_names_parse(names, &o->names) != 0) {
+        fprintf(stderr, "fixture %s: metadata names '%s' unknown\n", sg_st_path(f), names);
+        return -1;
+    }
     static const char *const ints[] = {"base_width", "output_stride", "num_classes", "aux_head"};
     int *dst[] = {&o->base_width, &o->output_stride, &o->num_classes, &o->aux_head};
     for (int i = 0; i < 4; i++) {

@@ -1,7 +1,8 @@
 /* tests/model/test_golden.c - the model against PyTorch/torchvision golden values.
  *
- * For each fixture of scripts/make_golden.py (torchvision's own classes, run
- * in float64): load the weights, run one training forward (batch-stat BN,
+ * For each fixture of scripts/make_golden.py (torchvision's own classes, or
+ * its transcription of mmseg's ResNetV1c/ASPPHead/FCNHead, run in float64):
+ * load the weights, run one training forward (batch-stat BN,
  * dropout 0), compare logits, loss (CE + aux_weight * CE, ignore 255), every
  * parameter gradient, the post-step running stats and num_batches_tracked,
  * then an eval forward with the updated stats; then a second step with
@@ -80,7 +81,7 @@ static void run_fixture(const char *file) {
     sg_backend *be = mt_backend();
     sg_model_opts o;
     CHECK(mt_opts_from_meta(f, &o) == 0);
-    o.aspp_dropout = o.aux_dropout = 0; /* the golden sets p = 0 */
+    o.aspp_dropout = o.aux_dropout = o.head_dropout = 0; /* the golden sets p = 0 */
     float aux_w = (float)atof(sg_st_meta(f, "aux_weight"));
     int h = meta_int(f, "h"), w = meta_int(f, "w"), n = 2, C = o.num_classes;
     size_t hw = (size_t)h * w;
@@ -236,11 +237,24 @@ static void test_bottleneck_os16_aux(void) {
     run_fixture("golden_bottleneck_os16_aux.safetensors");
 }
 
+/* torchvision's fcn_resnet50 tree */
+static void test_fcn_r50_os8_aux(void) { run_fixture("golden_fcn_r50_os8_aux.safetensors"); }
+/* mmseg's DeepLabV3 R-50-D8 (ResNetV1c, ASPPHead, aux FCNHead), loaded from
+ * mmseg's state-dict names */
+static void test_mmseg_r50v1c_os8_aux(void) {
+    run_fixture("golden_mmseg_r50v1c_os8_aux.safetensors");
+}
+/* mmseg's FCN (2 convs + conv_cat) on its ResNet-18 (conv2 undilated), OS 16 */
+static void test_mmseg_fcn_r18_os16(void) { run_fixture("golden_mmseg_fcn_r18_os16.safetensors"); }
+
 int main(int argc, char **argv) {
     if (argc > 1) mt_fixtures = argv[1];
     TEST_RUN(test_bottleneck_os8_aux);
     TEST_RUN(test_basic_os8);
     TEST_RUN(test_bottleneck_os16_aux);
+    TEST_RUN(test_fcn_r50_os8_aux);
+    TEST_RUN(test_mmseg_r50v1c_os8_aux);
+    TEST_RUN(test_mmseg_fcn_r18_os16);
     fprintf(stderr, "worst relative errors: logits %.3g, gradients %.3g, running stats %.3g\n",
             worst_logit, worst_grad, worst_stat);
     return TEST_EXIT();
