@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""scripts/check_export.py - check a `segtrain export --names torchvision` file
-against PyTorch: torchvision's DeepLabV3 must load it with strict=True and give
-the same logits as segtrain on one image.
+"""scripts/check_export.py - check a `segtrain export --names torchvision|mmseg`
+file against PyTorch: torchvision's DeepLabV3 / FCN (model.names torchvision)
+or scripts/make_golden.py's transcription of mmseg's EncoderDecoder (model.names
+mmseg: ResNetV1c, ASPPHead, FCNHead) must load it with strict=True and give the
+same logits as segtrain on one image.
 
 Run with Debian's python (torch 1.13, torchvision 0.14, numpy, PIL, yaml):
 
@@ -35,7 +37,7 @@ except ImportError as e:  # pragma: no cover - environment without torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 BLOCKS = {"resnet18": [2, 2, 2, 2], "resnet34": [3, 4, 6, 3], "resnet50": [3, 4, 6, 3],
-          "resnet101": [3, 4, 23, 3]}
+          "resnet101": [3, 4, 23, 3], "resnet50v1c": [3, 4, 6, 3], "resnet101v1c": [3, 4, 23, 3]}
 
 
 def read_safetensors(path):
@@ -57,19 +59,23 @@ def read_safetensors(path):
 
 def build_model(m):
     rates = list(m.get("aspp_rates", [12, 24, 36]))
+    arch, names = m.get("arch", "deeplabv3"), m.get("names", "torchvision")
     full = (m.get("base_width", 64) == 64 and m["backbone"] in ("resnet50", "resnet101")
-            and m.get("output_stride", 8) == 8 and rates == [12, 24, 36])
+            and m.get("output_stride", 8) == 8 and rates == [12, 24, 36]
+            and names == "torchvision")
     if full:
         from torchvision.models import segmentation
-        fn = getattr(segmentation, "deeplabv3_" + m["backbone"])
+        fn = getattr(segmentation, arch + "_" + m["backbone"])
         return fn(weights=None, weights_backbone=None, num_classes=m["num_classes"],
                   aux_loss=bool(m.get("aux_head", True))), "torchvision.models.segmentation." + fn.__name__
     import make_golden
-    cfg = {"backbone": m["backbone"], "blocks": BLOCKS[m["backbone"]],
+    cfg = {"backbone": m["backbone"], "arch": arch, "names": names,
+           "blocks": BLOCKS[m["backbone"]],
            "base_width": m.get("base_width", 64), "output_stride": m.get("output_stride", 8),
            "aspp_rates": rates, "num_classes": m["num_classes"],
            "aux_head": int(bool(m.get("aux_head", True)))}
-    return make_golden.build(cfg), "torchvision classes narrowed to base_width %d" % cfg["base_width"]
+    how = ("torchvision classes" if names == "torchvision" else "the mmseg transcription")
+    return make_golden.build(cfg), "%s %s narrowed to base_width %d" % (how, arch, cfg["base_width"])
 
 
 def main():
