@@ -2,9 +2,11 @@
  * checkpoint (torch.save: zip or legacy format; a state_dict, or a training
  * checkpoint holding one under "model" / "state_dict") to safetensors,
  * natively (io/pth.h: no Python, no code from the file is ever run).
- * Tensor names stay as in the file (torchvision's), so model.pretrained
- * takes the output directly: e.g. torchvision's ImageNet resnet50 file gives
- * the encoder's weights. Floating tensors become F32, integer ones I64.
+ * Tensor names stay as in the file (torchvision's or mmseg's), so
+ * model.pretrained takes the output directly: e.g. torchvision's ImageNet
+ * resnet50 file gives the encoder's weights; an mmseg checkpoint (mmcv's
+ * {meta, state_dict, optimizer}) gives its state_dict (backbone.,
+ * decode_head., auxiliary_head.; model.names: mmseg). Floating tensors become F32, integer ones I64.
  * Exit 0, 1 (the file cannot be read or is refused, or writing failed), 2
  * (usage). */
 #include <stdio.h>
@@ -30,11 +32,13 @@ static void report_names(const sg_pth *p) {
         else if (!strncmp(name, "aux_head.", 9)) aux++;
         else if (other++ == 0) snprintf(example, sizeof example, "%s", n);
     }
-    SG_INFO("convert: as model.pretrained maps the names: %d backbone, %d classifier, %d "
-            "aux_classifier tensors, %d other",
+    SG_INFO("convert: as model.pretrained maps the names: %d backbone, %d decode head "
+            "(classifier. / decode_head.), %d auxiliary head (aux_classifier. / auxiliary_head.) "
+            "tensors, %d other",
             enc, dec, aux, other);
     if (other)
-        SG_INFO("convert: %d tensor(s) are not part of DeepLabV3 and loading ignores them, e.g. "
+        SG_INFO("convert: %d tensor(s) are not part of the segmentation model and loading "
+                "ignores them, e.g. "
                 "%s%s",
                 other, example,
                 strncmp(example, "fc.", 3) ? "" : " (an ImageNet classifier's head: expected)");
@@ -50,9 +54,10 @@ int sg_cmd_convert(int argc, char **argv) {
         printf("\nReads a PyTorch checkpoint (torch.save, zip or legacy format) without Python\n"
                "and writes its state_dict as safetensors under the same names, for\n"
                "model.pretrained. Accepts a state_dict or a dict holding one under 'model'\n"
-               "or 'state_dict'; refuses anything that is not plain tensors (pickled\n"
-               "objects or code), naming what it found. Floating tensors are written as F32,\n"
-               "integer and bool ones as I64.\n");
+               "or 'state_dict' (mmseg/mmcv checkpoints: meta and optimizer are skipped);\n"
+               "torchvision and mmseg names both load (model.names). Refuses anything\n"
+               "that is not plain tensors (pickled objects or code), naming what it\n"
+               "found. Floating tensors are written as F32, integer and bool ones as I64.\n");
         return 0;
     }
     sg_log_set_level(cli.log_level);

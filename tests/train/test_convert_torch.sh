@@ -13,7 +13,11 @@
 #     gives the same logits;
 #  4. torchvision's ImageNet classifier resnet50 (random init), saved in the
 #     legacy (pre-1.6) format: convert reads it and model.pretrained fills
-#     the 318 backbone tensors from it (fc.* ignored).
+#     the 318 backbone tensors from it (fc.* ignored);
+#  5. an mmseg checkpoint ({meta, state_dict, optimizer}, mmseg's names) of
+#     its DeepLabV3 on ResNetV1c (scripts/make_golden.py's transcription,
+#     base width 8): convert takes the state_dict, strict model.pretrained and
+#     predict give the transcription's eval logits within 1e-5 relative.
 # First, without torch: a full-width resnet50 trained without model.pretrained
 # warns that the published figures assume ImageNet weights (one with weights,
 # below, does not).
@@ -114,4 +118,61 @@ if grep -q "starts from random initialisation" "$tmp/train50.log"; then
     echo "FAIL: random-init warning with model.pretrained set"
     exit 1
 fi
+# 5. mmseg: the checkpoint layout mmcv's save_checkpoint writes
+"$PY" - "$tmp" "$img" "$SRC/scripts" <<'EOF'
+import sys
+import numpy as np
+import torch
+from PIL import Image
+
+tmp, img = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+import make_golden
+
+cfg = {"backbone": "resnet50v1c", "arch": "deeplabv3", "names": "mmseg",
+       "blocks": [3, 4, 6, 3], "base_width": 8, "output_stride": 8,
+       "aspp_rates": [12, 24, 36], "num_classes": 19, "aux_head": 1}
+torch.manual_seed(5)
+m = make_golden.build(cfg)
+make_golden.randomize_bn(m, torch.Generator().manual_seed(6))
+sd = m.state_dict()
+meta = {"mmseg_version": "0.30.0", "config": "model = dict(type='EncoderDecoder')",
+        "CLASSES": ("road", "sidewalk"), "PALETTE": [[128, 64, 128], [244, 35, 232]],
+        "epoch": 1, "iter": 80000, "time": "Thu Jan  1 00:00:00 2026"}
+optim = {"state": {}, "param_groups": [{"lr": 0.01, "momentum": 0.9, "params": [0, 1]}]}
+torch.save({"meta": meta, "state_dict": sd, "optimizer": optim}, tmp + "/mm.pth")
+x = np.asarray(Image.open(img).convert("RGB"), dtype=np.float64) / 255.0
+x = (x - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+x = torch.from_numpy(x.transpose(2, 0, 1).copy())[None]
+with torch.no_grad():
+    out = m.double().eval()(x)["out"][0].numpy()
+np.save(tmp + "/mmref.npy", out)
+print("mmseg transcription: %d state_dict tensors, logits %s" % (len(sd), out.shape))
+EOF
+"$SEGTRAIN" convert "$tmp/mm.pth" "$tmp/mm.safetensors" 2>"$tmp/mmconvert.log"
+cat "$tmp/mmconvert.log"
+grep -q "under 'state_dict'" "$tmp/mmconvert.log" || { echo "FAIL: state_dict wrapper"; exit 1; }
+mmsets="--set model.backbone=resnet50v1c --set model.names=mmseg --set model.base_width=8"
+# shellcheck disable=SC2086
+"$SEGTRAIN" train --quiet $sets $mmsets --set run_dir="$tmp/mmrun" \
+    --set model.pretrained="$tmp/mm.safetensors" --set model.pretrained_strict=true \
+    --set train.iters=1 --set train.lr=0 --set train.momentum=0 --set train.weight_decay=0 \
+    --set train.freeze_bn_stats=true --set train.checkpoint_every=0
+"$SEGTRAIN" predict --quiet --checkpoint "$tmp/mmrun/checkpoints/iter_00000001.safetensors" \
+    --input "$img" --output "$tmp/mma.png" --save-logits "$tmp/mma.npy"
+"$SEGTRAIN" predict --quiet --config "$tmp/mmrun/config.yaml" --checkpoint "$tmp/mm.safetensors" \
+    --input "$img" --output "$tmp/mmb.png" --save-logits "$tmp/mmb.npy"
+"$PY" - "$tmp" <<'EOF'
+import sys
+import numpy as np
+tmp = sys.argv[1]
+ref = np.load(tmp + "/mmref.npy")
+ok = True
+for name in ("mma", "mmb"):
+    got = np.load(tmp + "/%s.npy" % name)
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-6) if got.shape == ref.shape else 1e9
+    print("mmseg %s: logits %s max relative error %.3g (tolerance 1e-5)" % (name, got.shape, err))
+    ok &= err <= 1e-5
+sys.exit(0 if ok else 1)
+EOF
 echo "convert check passed"
