@@ -284,46 +284,73 @@ static void test_untrusted_header(void) {
 static void test_expected_size(void) {
     sg_backend *be = mt_backend();
     int cases = 0;
-    for (int b = 0; b < 4; b++)
-        for (int os = 8; os <= 16; os += 8)
-            for (int aux = 0; aux < 2; aux++)
-                for (int nr = 1; nr <= 4; nr += 3)
-                    for (int bw = 2; bw <= 3; bw++) {
-                        sg_model_opts o;
-                        sg_model_opts_default(&o, (sg_backbone)b);
-                        o.output_stride = os;
-                        o.aux_head = aux;
-                        o.n_aspp_rates = nr;
-                        for (int i = 0; i < nr; i++) o.aspp_rates[i] = 2 + i;
-                        o.base_width = bw;
-                        o.num_classes = 3 + b;
-                        sg_model *m = sg_model_create(be, &o);
-                        CHECK(m != NULL);
-                        sg_model_size z;
-                        sg_model_expected_size(&o, &z);
-                        size_t i64 = 0;
-                        for (int i = 0; i < sg_model_num_params(m); i++)
-                            i64 += sg_model_param(m, i)->dtype == SG_DT_I64;
-                        CHECK_MSG(z.tensors == sg_model_num_params(m) &&
-                                      z.f32 ==
-                                          sg_model_param_count(m, 0) + sg_model_buffer_count(m) &&
-                                      z.i64 == i64,
-                                  "%s os %d aux %d rates %d width %d: expected %d tensors %zu f32 "
-                                  "%zu i64, built %d, %zu, %zu",
-                                  sg_backbone_name(o.backbone), os, aux, nr, bw, z.tensors, z.f32,
-                                  z.i64, sg_model_num_params(m),
-                                  sg_model_param_count(m, 0) + sg_model_buffer_count(m), i64);
-                        sg_model_destroy(m);
-                        cases++;
-                    }
-    CHECK_EQ_INT(cases, 64);
-    /* torchvision's deeplabv3_resnet50 state dict: 370 keys */
-    sg_model_opts o;
-    sg_model_opts_default(&o, SG_RESNET50);
-    o.num_classes = 19;
-    sg_model_size z;
-    sg_model_expected_size(&o, &z);
-    CHECK_EQ_INT(z.tensors, 370);
+    for (int b = 0; b < SG_N_BACKBONES; b++)
+        for (int arch = 0; arch < 2; arch++)
+            for (int names = b >= SG_RESNET50V1C; names < 2; names++)
+                for (int os = 8; os <= 16; os += 8)
+                    for (int aux = 0; aux < 2; aux++)
+                        for (int nr = 1; nr <= 4; nr += 3)
+                            for (int bw = 2; bw <= 3; bw++) {
+                                sg_model_opts o;
+                                sg_model_opts_default(&o, (sg_backbone)b);
+                                o.arch = (sg_arch)arch;
+                                o.names = (sg_names)names;
+                                o.output_stride = os;
+                                o.aux_head = aux;
+                                o.n_aspp_rates = nr;
+                                for (int i = 0; i < nr; i++) o.aspp_rates[i] = 2 + i;
+                                o.base_width = bw;
+                                o.num_classes = 3 + b;
+                                sg_model *m = sg_model_create(be, &o);
+                                CHECK(m != NULL);
+                                sg_model_size z;
+                                sg_model_expected_size(&o, &z);
+                                size_t i64 = 0;
+                                for (int i = 0; i < sg_model_num_params(m); i++)
+                                    i64 += sg_model_param(m, i)->dtype == SG_DT_I64;
+                                CHECK_MSG(
+                                    z.tensors == sg_model_num_params(m) &&
+                                        z.f32 ==
+                                            sg_model_param_count(m, 0) + sg_model_buffer_count(m) &&
+                                        z.i64 == i64,
+                                    "%s %s %s os %d aux %d rates %d width %d: expected %d tensors "
+                                    "%zu f32 %zu i64, built %d, %zu, %zu",
+                                    sg_backbone_name(o.backbone), sg_arch_name(o.arch),
+                                    sg_names_name(o.names), os, aux, nr, bw, z.tensors, z.f32,
+                                    z.i64, sg_model_num_params(m),
+                                    sg_model_param_count(m, 0) + sg_model_buffer_count(m), i64);
+                                sg_model_destroy(m);
+                                cases++;
+                            }
+    CHECK_EQ_INT(cases, 4 * 2 * 2 * 16 + 2 * 2 * 16);
+    /* the anchors' state dicts at full width, 19 classes, aux head (keys and
+     * float elements counted with torch 1.13 / torchvision 0.14: torchvision's
+     * builders, make_golden.py's mmseg transcription) */
+    static const struct {
+        sg_backbone b;
+        sg_arch arch;
+        sg_names names;
+        int keys;
+        size_t f32;
+    } anchors[] = {
+        {SG_RESNET50, SG_ARCH_DEEPLABV3, SG_NAMES_TORCHVISION, 370, 42060262},
+        {SG_RESNET50, SG_ARCH_FCN, SG_NAMES_TORCHVISION, 334, 35375334},
+        {SG_RESNET50V1C, SG_ARCH_DEEPLABV3, SG_NAMES_MMSEG, 376, 68172934},
+        {SG_RESNET101V1C, SG_ARCH_DEEPLABV3, SG_NAMES_MMSEG, 682, 87217286},
+    };
+    for (size_t i = 0; i < sizeof anchors / sizeof anchors[0]; i++) {
+        sg_model_opts o;
+        sg_model_opts_default(&o, anchors[i].b);
+        o.arch = anchors[i].arch;
+        o.names = anchors[i].names;
+        o.num_classes = 19;
+        sg_model_size z;
+        sg_model_expected_size(&o, &z);
+        CHECK_MSG(z.tensors == anchors[i].keys && z.f32 == anchors[i].f32,
+                  "%s %s %s: %d keys %zu floats, the anchor has %d, %zu",
+                  sg_backbone_name(o.backbone), sg_arch_name(o.arch), sg_names_name(o.names),
+                  z.tensors, z.f32, anchors[i].keys, anchors[i].f32);
+    }
 }
 
 static void test_model_round_trip(void) {
