@@ -27,9 +27,25 @@ import sys
 import time
 
 
-def build_model(backbone, num_classes, aux, output_stride):
+def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
+                names="torchvision"):
     from torchvision.models import resnet
-    from torchvision.models.segmentation import deeplabv3
+    from torchvision.models.segmentation import deeplabv3, fcn
+
+    if names == "mmseg":
+        # mmseg's DeepLabV3 / FCN (ResNetV1c or ResNet, ASPPHead / FCNHead,
+        # dropout 0.1): scripts/make_golden.py's transcription at full width
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import make_golden
+        blocks = {"resnet50": [3, 4, 6, 3], "resnet101": [3, 4, 23, 3],
+                  "resnet50v1c": [3, 4, 6, 3], "resnet101v1c": [3, 4, 23, 3]}.get(backbone)
+        if blocks is None:
+            sys.exit(f"bench_torch.py: backbone {backbone}: resnet50/101(v1c) only")
+        return make_golden.build({"backbone": backbone, "arch": arch, "names": "mmseg",
+                                  "blocks": blocks, "base_width": 64,
+                                  "output_stride": output_stride, "aspp_rates": [12, 24, 36],
+                                  "num_classes": num_classes, "aux_head": int(aux),
+                                  "head_dropout": 0.1, "aux_dropout": 0.1})
 
     if output_stride == 8:
         rswd = [False, True, True]
@@ -40,12 +56,17 @@ def build_model(backbone, num_classes, aux, output_stride):
         sys.exit(f"bench_torch.py: backbone {backbone}: torchvision's DeepLabV3 builders "
                  "support resnet50 and resnet101 (BasicBlock has no dilation)")
     bb = ctor(weights=None, replace_stride_with_dilation=rswd)
+    if arch == "fcn":
+        return fcn._fcn_resnet(bb, num_classes, aux)
     return deeplabv3._deeplabv3_resnet(bb, num_classes, aux)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backbone", default="resnet50")
+    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn"])
+    ap.add_argument("--names", default="torchvision", choices=["torchvision", "mmseg"],
+                    help="torchvision's models, or the mmseg transcription (make_golden.py)")
     ap.add_argument("--output-stride", type=int, default=8, choices=[8, 16])
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--crop", type=int, nargs=2, default=[256, 256], metavar=("H", "W"))
@@ -75,7 +96,8 @@ def main():
         torch.backends.cudnn.allow_tf32 = a.tf32 == "on"
     torch.manual_seed(0)
     dev = torch.device(a.device)
-    model = build_model(a.backbone, a.classes, not a.no_aux, a.output_stride).to(dev)
+    model = build_model(a.backbone, a.classes, not a.no_aux, a.output_stride, a.arch,
+                        a.names).to(dev)
     if a.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
@@ -118,6 +140,8 @@ def main():
     res = {
         "framework": f"pytorch {torch.__version__}",
         "backbone": a.backbone,
+        "arch": a.arch,
+        "names": a.names,
         "batch": a.batch,
         "crop": [h, w],
         "threads": torch.get_num_threads(),

@@ -326,11 +326,13 @@ def build_mmseg(cfg):
     exp = 4 if bottleneck else 1
     backbone = MMResNet(block, cfg["blocks"], w, bb.endswith("v1c"), cfg["output_stride"])
     c4, c3, C = 8 * w * exp, 4 * w * exp, cfg["num_classes"]
+    hd, ad = cfg.get("head_dropout", 0.0), cfg.get("aux_dropout", 0.0)  # goldens: 0
     if cfg.get("arch", "deeplabv3") == "fcn":
-        head = MMFCNHead(c4, 8 * w, C, num_convs=2, concat_input=True)
+        head = MMFCNHead(c4, 8 * w, C, num_convs=2, concat_input=True, dropout=hd)
     else:
-        head = MMASPPHead(c4, 8 * w, [1] + list(cfg["aspp_rates"]), C)
-    aux = MMFCNHead(c3, c3 // 4, C, num_convs=1, concat_input=False) if cfg["aux_head"] else None
+        head = MMASPPHead(c4, 8 * w, [1] + list(cfg["aspp_rates"]), C, dropout=hd)
+    aux = MMFCNHead(c3, c3 // 4, C, num_convs=1, concat_input=False,
+                    dropout=ad) if cfg["aux_head"] else None
     return MMEncoderDecoder(backbone, head, aux)
 
 
