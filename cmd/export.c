@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "cmd/export_onnx.h"
 #include "core/cli.h"
 #include "core/log.h"
 #include "io/safetensors.h"
@@ -66,6 +67,7 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
 }
 
 int sg_cmd_export(int argc, char **argv) {
+    if (sg_export_wants_onnx(argc, argv)) return sg_cmd_export_onnx(argc, argv);
     const char *ck = NULL, *out = NULL, *names = "segtrain";
     int ema = 0;
     sg_cli_opt opts[] = {
