@@ -124,11 +124,13 @@ static sg_status add_metadata(sg_onnx *g, const sg_config *cfg, const req *r) {
     if (st == SG_OK) st = meta(g, "std", &t);
     put(&t, "%d", C);
     if (st == SG_OK) st = meta(g, "num_classes", &t);
-    put(&t, "%s", r->o.normalize_u8 ? "uint8 NHWC RGB 0..255 (normalised in the graph)"
-                                    : "float32 NCHW RGB, (x/255 - mean)/std");
+    put(&t, "%s",
+        r->o.normalize_u8 ? "uint8 NHWC RGB 0..255 (normalised in the graph)"
+                          : "float32 NCHW RGB, (x/255 - mean)/std");
     if (st == SG_OK) st = meta(g, "input", &t);
-    put(&t, "%s", r->o.argmax ? "labels: int64 [N,H,W] class index (argmax)"
-                              : "logits: float32 [N,C,H,W] at input resolution");
+    put(&t, "%s",
+        r->o.argmax ? "labels: int64 [N,H,W] class index (argmax)"
+                    : "logits: float32 [N,C,H,W] at input resolution");
     if (st == SG_OK) st = meta(g, "output", &t);
     put(&t,
         "{\"data.crop_size\":[%d,%d],\"eval.crop_size\":[%d,%d],\"eval.stride\":[%d,%d],"
@@ -136,7 +138,8 @@ static sg_status add_metadata(sg_onnx *g, const sg_config *cfg, const req *r) {
         cfg->data.crop_size[0], cfg->data.crop_size[1], cfg->eval.crop_size[0],
         cfg->eval.crop_size[1], cfg->eval.stride[0], cfg->eval.stride[1],
         cfg->eval.flip ? "true" : "false");
-    for (int i = 0; i < cfg->eval.n_scales; i++) put(&t, "%s%.9g", i ? "," : "", cfg->eval.scales[i]);
+    for (int i = 0; i < cfg->eval.n_scales; i++)
+        put(&t, "%s%.9g", i ? "," : "", cfg->eval.scales[i]);
     put(&t, "]}");
     if (st == SG_OK) st = meta(g, "eval_settings", &t);
     put(&t, "deeplabv3_%s", cfg->model.backbone);
@@ -188,7 +191,7 @@ static int run_export(const sg_cli *cli, req *r) {
             return 2;
         }
     }
-    cfg.eval.use_ema = r->ema; /* the trained weights unless --ema */
+    cfg.eval.use_ema = r->ema;                      /* the trained weights unless --ema */
     snprintf(cfg.device, sizeof cfg.device, "cpu"); /* export needs no GPU */
     for (int i = 0; i < 3; i++) {
         r->o.mean[i] = (float)cfg.data.mean[i];
@@ -208,7 +211,8 @@ static int run_export(const sg_cli *cli, req *r) {
             SG_INFO("exported %s (deeplabv3_%s, %d classes, opset %d, BN %s, input %s%s, %s) to "
                     "%s%s%s",
                     r->ck, cfg.model.backbone, cfg.model.num_classes, r->o.opset,
-                    r->o.fold_bn ? "folded" : "kept", r->o.normalize_u8 ? "uint8 NHWC" : "float NCHW",
+                    r->o.fold_bn ? "folded" : "kept",
+                    r->o.normalize_u8 ? "uint8 NHWC" : "float NCHW",
                     r->o.height ? "" : " dynamic H/W", r->o.argmax ? "labels" : "logits", r->out,
                     ext ? " with external data in " : "", ext ? r->out : "");
             if (ext) SG_INFO("external data: %s.data (keep it beside %s)", r->out, r->out);
@@ -233,8 +237,8 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 int sg_cmd_export_onnx(int argc, char **argv) {
-    const char *ck = NULL, *out = NULL, *fmt = NULL, *opset = "17", *size = NULL,
-               *batch = "1", *names = "segtrain";
+    const char *ck = NULL, *out = NULL, *fmt = NULL, *opset = "17", *size = NULL, *batch = "1",
+               *names = "segtrain";
     int ema = 0, dyn = 0, argmax = 0, norm = 0, no_fold = 0, fp16 = 0, external = 0;
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint (or exported safetensors) to export", &ck, NULL},
@@ -245,10 +249,10 @@ int sg_cmd_export_onnx(int argc, char **argv) {
         {"--size", "HxW", "fixed input size (default: data.crop_size)", &size, NULL},
         {"--dynamic-hw", NULL, "symbolic input height and width", NULL, &dyn},
         {"--batch", "N|dynamic", "batch size (default 1)", &batch, NULL},
-        {"--with-argmax", NULL, "output the label map (int64 [N,H,W]) instead of the logits",
-         NULL, &argmax},
-        {"--include-normalize", NULL, "input uint8 NHWC RGB pixels, normalised in the graph",
-         NULL, &norm},
+        {"--with-argmax", NULL, "output the label map (int64 [N,H,W]) instead of the logits", NULL,
+         &argmax},
+        {"--include-normalize", NULL, "input uint8 NHWC RGB pixels, normalised in the graph", NULL,
+         &norm},
         {"--no-fold-bn", NULL, "keep BatchNormalization nodes (default: folded into the convs)",
          NULL, &no_fold},
         {"--names", "segtrain|torchvision", "initializer names (default segtrain)", &names, NULL},
@@ -303,8 +307,8 @@ int sg_cmd_export_onnx(int argc, char **argv) {
         snprintf(hs, sizeof hs, "%.*s", (int)(x - size), size);
         snprintf(ws, sizeof ws, "%s", x + 1);
         if (parse_int(hs, 1, 65536, &r.o.height) != 0 || parse_int(ws, 1, 65536, &r.o.width) != 0)
-            return sg_exit_code(sg_cli_usage_error(
-                &cli, "--size '%s': height and width must be 1..65536", size));
+            return sg_exit_code(
+                sg_cli_usage_error(&cli, "--size '%s': height and width must be 1..65536", size));
     }
     if (r.o.opset < SG_ONNX_MIN_OPSET || r.o.opset > SG_ONNX_MAX_OPSET)
         return sg_exit_code(sg_cli_usage_error(

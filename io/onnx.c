@@ -179,8 +179,7 @@ static sg_status check_shape(const char *what, const char *name, int ndim, const
     }
     for (int i = 0; i < ndim; i++)
         if (dims[i] < 0 && (!params || !params[i] || !params[i][0])) {
-            SG_ERROR("onnx: %s %s: dimension %d is neither fixed (>= 0) nor named", what, name,
-                     i);
+            SG_ERROR("onnx: %s %s: dimension %d is neither fixed (>= 0) nor named", what, name, i);
             return SG_ERR_CONFIG;
         }
     return SG_OK;
@@ -201,13 +200,13 @@ static sg_status add_vinfo(vinfo **arr, int *n, const char *what, const char *na
     return SG_OK;
 }
 
-sg_status sg_onnx_input(sg_onnx *g, const char *name, int elem_type, int ndim,
-                        const int64_t *dims, const char *const *dim_params) {
+sg_status sg_onnx_input(sg_onnx *g, const char *name, int elem_type, int ndim, const int64_t *dims,
+                        const char *const *dim_params) {
     return add_vinfo(&g->in, &g->n_in, "input", name, elem_type, ndim, dims, dim_params);
 }
 
-sg_status sg_onnx_output(sg_onnx *g, const char *name, int elem_type, int ndim,
-                         const int64_t *dims, const char *const *dim_params) {
+sg_status sg_onnx_output(sg_onnx *g, const char *name, int elem_type, int ndim, const int64_t *dims,
+                         const char *const *dim_params) {
     return add_vinfo(&g->out, &g->n_out, "output", name, elem_type, ndim, dims, dim_params);
 }
 
@@ -241,8 +240,8 @@ sg_status sg_onnx_init_i64(sg_onnx *g, const char *name, int ndim, const int64_t
 }
 
 sg_onnx_node *sg_onnx_add_node(sg_onnx *g, const char *op_type, const char *name,
-                           const char *const *inputs, int n_in, const char *const *outputs,
-                           int n_out) {
+                               const char *const *inputs, int n_in, const char *const *outputs,
+                               int n_out) {
     sg_onnx_node *n = grow(&g->nodes, &g->n_nodes, sizeof *g->nodes);
     n->op = sdup(op_type);
     n->name = sdup(name);
@@ -518,14 +517,14 @@ static sg_status check_graph(const sg_onnx *g) {
     SG_CHECK(def != NULL, "out of host memory");
     int nd = 0;
     sg_status st = SG_OK;
-#define DEFINE(nm, what)                                                                           \
-    do {                                                                                           \
-        for (int k_ = 0; k_ < nd && st == SG_OK; k_++)                                             \
-            if (strcmp(def[k_], (nm)) == 0) {                                                      \
-                SG_ERROR("onnx: value '%s' is defined twice (%s)", (nm), (what));                  \
-                st = SG_ERR_CONFIG;                                                                \
-            }                                                                                      \
-        def[nd++] = (nm);                                                                          \
+#define DEFINE(nm, what)                                                          \
+    do {                                                                          \
+        for (int k_ = 0; k_ < nd && st == SG_OK; k_++)                            \
+            if (strcmp(def[k_], (nm)) == 0) {                                     \
+                SG_ERROR("onnx: value '%s' is defined twice (%s)", (nm), (what)); \
+                st = SG_ERR_CONFIG;                                               \
+            }                                                                     \
+        def[nd++] = (nm);                                                         \
     } while (0)
     for (int i = 0; i < g->n_in && st == SG_OK; i++) DEFINE(g->in[i].name, "graph input");
     for (int i = 0; i < g->n_inits && st == SG_OK; i++) DEFINE(g->inits[i].name, "initializer");

@@ -58,10 +58,10 @@ int sg_onnx_ir_version(int opset);
 /* Graph inputs and outputs: elem_type one of SG_ONNX_*, dims[i] >= 0 fixed or
  * -1 with the symbolic name dim_params[i] (dim_params may be NULL when every
  * dimension is fixed). */
-sg_status sg_onnx_input(sg_onnx *g, const char *name, int elem_type, int ndim,
-                        const int64_t *dims, const char *const *dim_params);
-sg_status sg_onnx_output(sg_onnx *g, const char *name, int elem_type, int ndim,
-                         const int64_t *dims, const char *const *dim_params);
+sg_status sg_onnx_input(sg_onnx *g, const char *name, int elem_type, int ndim, const int64_t *dims,
+                        const char *const *dim_params);
+sg_status sg_onnx_output(sg_onnx *g, const char *name, int elem_type, int ndim, const int64_t *dims,
+                         const char *const *dim_params);
 
 /* Initializers, data copied now. */
 sg_status sg_onnx_init_f32(sg_onnx *g, const char *name, int ndim, const int64_t *dims,
@@ -73,8 +73,8 @@ sg_status sg_onnx_init_i64(sg_onnx *g, const char *name, int ndim, const int64_t
  * copied. Attributes follow with the sg_onnx_attr_* calls on the node
  * returned (valid until the next sg_onnx_add_node call). */
 sg_onnx_node *sg_onnx_add_node(sg_onnx *g, const char *op_type, const char *name,
-                           const char *const *inputs, int n_in, const char *const *outputs,
-                           int n_out);
+                               const char *const *inputs, int n_in, const char *const *outputs,
+                               int n_out);
 void sg_onnx_attr_int(sg_onnx_node *n, const char *name, int64_t v);
 void sg_onnx_attr_float(sg_onnx_node *n, const char *name, float v);
 void sg_onnx_attr_string(sg_onnx_node *n, const char *name, const char *v);

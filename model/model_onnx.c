@@ -21,9 +21,9 @@ typedef struct ex {
     sg_model *m;
     const sg_onnx_export_opts *o;
     sg_onnx *g;
-    float *hw, *hb;  /* host copies of the weights and the running statistics */
-    int *n_readers;  /* per tensor: needed layers reading it */
-    int *shape_done; /* per tensor: its "<name>_hw" [H, W] value exists */
+    float *hw, *hb;   /* host copies of the weights and the running statistics */
+    int *n_readers;   /* per tensor: needed layers reading it */
+    int *shape_done;  /* per tensor: its "<name>_hw" [H, W] value exists */
     char (*name)[32]; /* per tensor: the ONNX value holding it */
     int n_nodes;
 } ex;
@@ -49,8 +49,7 @@ static sg_status init_name(const ex *e, int pi, const char *leaf, char *out, siz
     return SG_OK;
 }
 
-static sg_onnx_node *node(ex *e, const char *op, const char *const *in, int n_in,
-                          const char *out) {
+static sg_onnx_node *node(ex *e, const char *op, const char *const *in, int n_in, const char *out) {
     char nm[48];
     snprintf(nm, sizeof nm, "%s_%d", op, e->n_nodes++);
     return sg_onnx_add_node(e->g, op, nm, in, n_in, &out, 1);
@@ -318,8 +317,8 @@ static sg_status check_opts(const sg_model *m, const sg_onnx_export_opts *o, con
                  o->height, o->width, o->batch);
         return SG_ERR_CONFIG;
     }
-    if (o->height > 0 && sg_model_plan_bytes(m, o->batch > 0 ? o->batch : 1, o->height, o->width,
-                                             0) == 0) {
+    if (o->height > 0 &&
+        sg_model_plan_bytes(m, o->batch > 0 ? o->batch : 1, o->height, o->width, 0) == 0) {
         SG_ERROR("export onnx: the network cannot take a %dx%d input (see above); export a "
                  "larger fixed size or --dynamic-hw",
                  o->height, o->width);
