@@ -12,6 +12,7 @@
  */
 #include "cmd/export_onnx.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "data/dataset.h"
@@ -197,6 +199,17 @@ static int run_export(const sg_cli *cli, req *r) {
         r->o.mean[i] = (float)cfg.data.mean[i];
         r->o.std[i] = (float)cfg.data.std[i];
     }
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", r->out);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        if (sg_mkdirs(parent) != 0) {
+            SG_ERROR("export: cannot create the directory %s of --out: %s", parent,
+                     strerror(errno));
+            return 1;
+        }
+    }
     sg_backend *be = sg_open_backend(&cfg, NULL);
     if (!be) return 1;
     sg_model *m = sg_model_from_checkpoint(be, &cfg, r->ck);
@@ -257,7 +270,8 @@ int sg_cmd_export_onnx(int argc, char **argv) {
          NULL, &no_fold},
         {"--names", "segtrain|torchvision", "initializer names (default segtrain)", &names, NULL},
         {"--external-data", NULL, "weights in FILE.data (automatic above 2 GB)", NULL, &external},
-        {"--fp16", NULL, "refused: float16 graphs are not exported (see --help)", NULL, &fp16},
+        {"--fp16", NULL, "refused: no float16 graphs (let the runtime reduce precision)", NULL,
+         &fp16},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     const char *usage = "segtrain export --checkpoint CK --format onnx --out FILE.onnx [--ema] "
