@@ -123,6 +123,18 @@ for path in sys.argv[1:]:
 assert md["output"].startswith("labels") and md["input"].startswith("uint8"), md
 EOF
 
+# --ema exported other weights than the trained ones (same graph, same names)
+"$OPY" - "$tmp/r50-ema.onnx" "$tmp/r50-fold17.onnx" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+a, b = ({t.name: numpy_helper.to_array(t) for t in onnx.load(p).graph.initializer}
+        for p in sys.argv[1:])
+assert sorted(a) == sorted(b), "EMA and trained exports name different initializers"
+differ = sum(not np.array_equal(a[k], b[k]) for k in a)
+assert differ > 0, "the EMA export holds the trained weights"
+print("EMA export differs from the trained one in %d of %d initializers" % (differ, len(a)))
+EOF
+
 # torchvision-named export vs PyTorch's own torch.onnx.export of the same weights
 if "$OPY" -c 'import torch, torchvision, yaml' 2>/dev/null; then
     "$SEGTRAIN" export --quiet --checkpoint "$ck" --out "$tmp/tv.safetensors" --names torchvision
