@@ -84,6 +84,7 @@ static sg_status meta(sg_onnx *g, const char *k, txt *t) {
 typedef struct req {
     const char *ck, *out;
     int ema, external;
+    int use_crop; /* fixed size = the checkpoint's data.crop_size */
     sg_onnx_export_opts o;
 } req;
 
@@ -192,6 +193,10 @@ static int run_export(const sg_cli *cli, req *r) {
                      r->ck);
             return 2;
         }
+    }
+    if (r->use_crop) {
+        r->o.height = cfg.data.crop_size[0];
+        r->o.width = cfg.data.crop_size[1];
     }
     cfg.eval.use_ema = r->ema;                      /* the trained weights unless --ema */
     snprintf(cfg.device, sizeof cfg.device, "cpu"); /* export needs no GPU */
@@ -332,13 +337,6 @@ int sg_cmd_export_onnx(int argc, char **argv) {
                   "bilinear resize with align_corners=False (torchvision's) cannot be expressed"
                 : "not supported by this exporter",
             SG_ONNX_MIN_OPSET, SG_ONNX_MAX_OPSET));
-    if (!size && !dyn) {
-        /* the training crop, from the checkpoint's configuration */
-        sg_config cfg;
-        st = sg_config_for_checkpoint(&cli, ck, &cfg);
-        if (st != SG_OK) return sg_exit_code(st);
-        r.o.height = cfg.data.crop_size[0];
-        r.o.width = cfg.data.crop_size[1];
-    }
+    r.use_crop = !size && !dyn;
     return run_export(&cli, &r);
 }

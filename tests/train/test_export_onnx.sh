@@ -123,6 +123,17 @@ for path in sys.argv[1:]:
 assert md["output"].startswith("labels") and md["input"].startswith("uint8"), md
 EOF
 
+# without --size or --dynamic-hw: the training crop (data.crop_size 32x32), batch 1
+"$SEGTRAIN" export --quiet --checkpoint "$ck" --format onnx --out "$tmp/r50-crop.onnx"
+"$OPY" - "$tmp/r50-crop.onnx" <<'EOF'
+import sys, onnx
+g = onnx.load(sys.argv[1]).graph
+dims = [[d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
+        for v in (g.input[0], g.output[0])]
+assert dims == [[1, 3, 32, 32], [1, 19, 32, 32]], dims
+print("default size: input/output", dims)
+EOF
+
 # --ema exported other weights than the trained ones (same graph, same names)
 "$OPY" - "$tmp/r50-ema.onnx" "$tmp/r50-fold17.onnx" <<'EOF'
 import sys, numpy as np, onnx
