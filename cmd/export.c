@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "cmd/export_onnx.h"
 #include "core/cli.h"
 #include "core/log.h"
 #include "io/safetensors.h"
@@ -66,7 +67,8 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
 }
 
 int sg_cmd_export(int argc, char **argv) {
-    const char *ck = NULL, *out = NULL, *names = "segtrain";
+    if (sg_export_wants_onnx(argc, argv)) return sg_cmd_export_onnx(argc, argv);
+    const char *ck = NULL, *out = NULL, *names = "segtrain", *format = "safetensors";
     int ema = 0;
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
@@ -74,6 +76,10 @@ int sg_cmd_export(int argc, char **argv) {
         {"--names", "segtrain|torchvision", "tensor names (default segtrain)", &names, NULL},
         {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's", NULL,
          &ema},
+        {"--format", "safetensors|onnx",
+         "safetensors weights (default) or the ONNX graph: "
+         "segtrain export --format onnx --help",
+         &format, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
@@ -91,6 +97,9 @@ int sg_cmd_export(int argc, char **argv) {
     if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0)
         return sg_exit_code(
             sg_cli_usage_error(&cli, "--names must be segtrain or torchvision, not '%s'", names));
+    if (strcmp(format, "safetensors") != 0)
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "--format must be safetensors or onnx, not '%s'", format));
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     return export_checkpoint(ck, out, strcmp(names, "torchvision") == 0, ema);
