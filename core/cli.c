@@ -153,10 +153,16 @@ sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
 
 sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_config_rule *rules) {
     sg_config_defaults(cfg);
-    if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK)
+    /* every mistake of the file and of the --set options in one run; the
+     * cross-key rules only once every value loaded (a value that failed
+     * would be checked at its default) */
+    int failed = cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK;
+    for (int i = 0; i < cli->n_sets; i++) failed |= sg_config_set(cfg, cli->sets[i]) != SG_OK;
+    if (failed) {
+        SG_ERROR("the configuration%s%s did not load (nothing was written): fix the errors above",
+                 cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
         return SG_ERR_CONFIG;
-    for (int i = 0; i < cli->n_sets; i++)
-        if (sg_config_set(cfg, cli->sets[i]) != SG_OK) return SG_ERR_CONFIG;
+    }
     if (sg_config_validate_with(cfg, rules) != SG_OK) {
         SG_ERROR("the configuration%s%s is not valid (nothing was written)",
                  cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");

@@ -30,6 +30,9 @@ extern "C" {
 #define SG_CONFIG_MAX_BYTES (1u << 20) /* 1 MiB of YAML text */
 #define SG_CONFIG_MAX_DEPTH 64         /* nested mappings/lists */
 #define SG_CONFIG_MAX_NODES 65536      /* scalars + mappings + lists + aliases */
+/* Errors reported in one pass: loading tries every key of a file (and every
+ * --set), validation every rule, and each stops after this many. */
+#define SG_CONFIG_MAX_ERRORS 20
 
 /* Inheritance: a file's top-level `base: FILE` (relative to that file's
  * directory) is loaded first, then the file's own keys override it key by key
