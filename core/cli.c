@@ -2,6 +2,7 @@
  * configuration they name, and preparing the run directory. */
 #include "core/cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -305,4 +306,29 @@ void sg_run_lock_release(sg_run_lock *lk) {
     if (!lk || lk->fd < 0) return;
     close(lk->fd); /* drops the flock */
     lk->fd = -1;
+}
+
+int sg_cli_discard_unused_run_dir(const char *run_dir) {
+    char path[SG_STR + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    if (stat(path, &st) == 0) return 0; /* the run began: keep everything */
+    snprintf(path, sizeof path, "%s/logs", run_dir);
+    DIR *d = opendir(path);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            int rank = 0, used = 0;
+            if (sscanf(e->d_name, "rank%d.log%n", &rank, &used) == 1 &&
+                used == (int)strlen(e->d_name)) {
+                snprintf(path, sizeof path, "%s/logs/%s", run_dir, e->d_name);
+                unlink(path);
+            }
+        }
+        closedir(d);
+        snprintf(path, sizeof path, "%s/logs", run_dir);
+        rmdir(path);
+    }
+    snprintf(path, sizeof path, "%s/segtrain.lock", run_dir);
+    unlink(path);
+    return rmdir(run_dir) == 0;
 }
