@@ -246,7 +246,7 @@ void sg_config_write_origins(const sg_config *cfg, FILE *out);
 const char *sg_config_origin_text(const sg_config *cfg, const char *key, char *buf, size_t n);
 
 /* Prints the schema: every key, type, default, range, doc. markdown != 0
- * prints a Markdown table (the README's reference). */
+ * prints a Markdown table (the reference in docs/CONFIG.md). */
 void sg_config_print_schema(FILE *out, int markdown);
 
 /* The keys starting with `prefix` ("model.") whose values differ between a

@@ -3,7 +3,7 @@
  * The table itself lives in config_schema.c (one row per key of sg_config).
  * This header lets the loader (config.c), the origin record
  * (config_origin.c), the writer (config_out.c), the CLI, the tests and the
- * README generator walk it: names, types, defaults, ranges, docs. Nothing
+ * reference generator (docs/CONFIG.md) walk it: names, types, defaults, ranges, docs. Nothing
  * here changes a configuration, and config_schema.c calls nothing of the
  * files that use it.
  */
