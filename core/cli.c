@@ -308,7 +308,24 @@ void sg_run_lock_release(sg_run_lock *lk) {
     lk->fd = -1;
 }
 
-int sg_cli_discard_unused_run_dir(const char *run_dir) {
+void sg_cli_missing_top(const char *run_dir, char *top, size_t n) {
+    struct stat st;
+    char path[SG_STR];
+    snprintf(top, n, "%s", "");
+    snprintf(path, sizeof path, "%s", run_dir);
+    while (path[0] && stat(path, &st) != 0) {
+        snprintf(top, n, "%s", path);
+        char *slash = strrchr(path, '/');
+        while (slash && slash > path && slash[1] == 0) { /* "a/b/" */
+            *slash = 0;
+            slash = strrchr(path, '/');
+        }
+        if (!slash || slash == path) break;
+        *slash = 0;
+    }
+}
+
+int sg_cli_discard_unused_run_dir(const char *run_dir, const char *top) {
     char path[SG_STR + 64];
     struct stat st;
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
@@ -330,5 +347,13 @@ int sg_cli_discard_unused_run_dir(const char *run_dir) {
     }
     snprintf(path, sizeof path, "%s/segtrain.lock", run_dir);
     unlink(path);
-    return rmdir(run_dir) == 0;
+    if (rmdir(run_dir) != 0) return 0;
+    /* the parents this start created, while empty */
+    size_t tl = strlen(top);
+    snprintf(path, sizeof path, "%s", run_dir);
+    for (char *slash; tl && strlen(path) > tl && (slash = strrchr(path, '/'));) {
+        *slash = 0;
+        if (strlen(path) < tl || rmdir(path) != 0) break;
+    }
+    return 1;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/train/test_first_hour.sh SEGTRAIN SRCDIR - the small traps of a
 # newcomer's first hour, as a user meets them:
-#  - a start that fails (data.root missing) leaves no run_dir behind;
+#  - a start that fails (data.root missing) leaves no run_dir behind, nor
+#    the parents it created;
 #  - `format: voc` with no data.label_map trains (label_map auto = none);
 #  - a resume with nothing left to do writes no TensorBoard file;
 #  - eval of a checkpoint whose stored data.root is relative, from another
@@ -26,12 +27,12 @@ cd "$tmp"
 set +e
 # shellcheck disable=SC2086
 "$SEGTRAIN" train --config "$SRC/configs/demo.yaml" $tiny --set data.root=nowhere \
-    --set run_dir=runs/failed >/dev/null 2>fail.err
+    --set run_dir=runs/deep/failed >/dev/null 2>fail.err
 rc=$?
 set -e
 [ $rc -ne 0 ] || fail "training without data exited 0"
 grep -qF "data.root 'nowhere'" fail.err || fail "no data.root error: $(cat fail.err)"
-[ ! -e runs/failed ] || fail "a failed start left $(find runs/failed)"
+[ ! -e runs ] || fail "a failed start left $(find runs)"
 # a run_dir that existed before stays
 mkdir -p runs/mine
 set +e
