@@ -5,16 +5,35 @@
  * load_state_dict(safetensors.torch.load_file(FILE), strict=True) accepts
  * it. --ema exports the EMA weights (ema.<name>) instead, under the plain
  * names: the same state dict, with the averaged values. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/commands.h"
 #include "cmd/export_onnx.h"
 #include "core/cli.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
+
+/* torchvision builds DeepLabV3 on ResNet-50 and -101 at base width 64 only
+ * (deeplabv3_resnet50/101): other checkpoints get torchvision's names but
+ * no torchvision constructor makes a model that loads them. Said, not
+ * refused: the names still help a hand-built model. */
+static void torchvision_fit(const sg_st_file *f, const char *ck) {
+    const char *bb = sg_st_meta(f, "backbone");
+    const sg_st_tensor *c1 = sg_st_find(f, "encoder.conv1.weight");
+    long width = c1 && c1->ndim == 4 ? (long)c1->shape[0] : -1;
+    int r50_101 = bb && (!strcmp(bb, "resnet50") || !strcmp(bb, "resnet101"));
+    if (r50_101 && width == 64) return;
+    SG_WARN("export --names torchvision: %s is a %s with base width %ld; torchvision has "
+            "deeplabv3_resnet50 and deeplabv3_resnet101 at base width 64 only, so no "
+            "torchvision constructor builds a model that loads this file strictly (the names "
+            "are torchvision's all the same)",
+            ck, bb ? bb : "model of unrecorded backbone", width);
+}
 
 static int export_checkpoint(const char *ck, const char *out, int torchvision, int ema) {
     char why[512];
@@ -30,6 +49,7 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
         sg_st_close(f);
         return 1;
     }
+    if (torchvision) torchvision_fit(f, ck);
     sg_st_writer *w = sg_st_writer_create();
     SG_CHECK(w != NULL, "out of host memory");
     sg_status rc = SG_OK;
@@ -54,6 +74,11 @@ static int export_checkpoint(const char *ck, const char *out, int torchvision, i
     if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
     if (rc == 0) rc = sg_st_writer_meta(w, "names", torchvision ? "torchvision" : "segtrain");
     if (rc == 0) rc = sg_st_writer_meta(w, "weights", ema ? "ema" : "trained");
+    char dir[4096];
+    if (rc == 0 && sg_mkdirs_parent(out, dir, sizeof dir) != 0) {
+        SG_ERROR("export: cannot create the directory %s for --out: %s", dir, strerror(errno));
+        rc = SG_ERR_RUNTIME;
+    }
     if (rc == 0) rc = sg_st_writer_write(w, out);
     sg_st_writer_destroy(w);
     sg_st_close(f);

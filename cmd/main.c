@@ -14,6 +14,7 @@
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/threads.h"
+#include "core/util.h"
 #include "data/formats.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
@@ -159,5 +160,16 @@ int main(int argc, char **argv) {
         return sg_cmd_train(argc, argv);
     }
     if (a[0] == '-') return usage_error("unknown option '%s'", a);
+    const char *close = NULL;
+    int best = 3; /* at most 2 edits away ("trian", "evl") */
+    for (int i = 0; i < N_COMMANDS; i++) {
+        int d = sg_edit_distance(a, g_commands[i].name);
+        if (d < best) best = d, close = g_commands[i].name;
+    }
+    if (close && (int)strlen(a) > best) { /* not a one- or two-letter guess */
+        char msg[160];
+        snprintf(msg, sizeof msg, "unknown subcommand '%%s' (did you mean %s?)", close);
+        return usage_error(msg, a);
+    }
     return usage_error("unknown subcommand '%s'", a);
 }
