@@ -14,7 +14,7 @@
  *  - not_retried: a configuration error (exit 2) is not retried, nor are
  *    workers that do not run `train` (a restart would redo their work).
  * With `torchrun`: the same kill-three-times run under Debian's torchrun
- * (`python3 -m torch.distributed.run --max-restarts 3 --no-python segtrain
+ * (`python3 -m torch.distributed.run --max_restarts 3 --no_python segtrain
  * train --resume auto ...`), bit-identical too; exits 77 without torch.
  *
  * Each case prints what it measured (time from the kill to the restart and
@@ -331,18 +331,24 @@ static int torch_ok(void) {
 }
 
 static void test_torchrun_heal3(void) {
-    char rund[600], cfg[600], port[32];
+    char rund[600], cfg[600], port[32], logdir[600];
+    /* Debian's torch 1.13 on Python 3.11 cannot parse its own default
+     * --redirects/--tee of 0 (an enum change); 1 (stdout) works */
+    snprintf(logdir, sizeof logdir, "--log_dir=%s/torchrun_logs", g_dir);
     snprintf(rund, sizeof rund, "run_dir=%s/torchrun", g_dir);
     snprintf(cfg, sizeof cfg, "%s/base.yaml", g_dir);
-    snprintf(port, sizeof port, "--master-port=%d", th_free_port());
+    snprintf(port, sizeof port, "--master_port=%d", th_free_port());
     char *argv[] = {"/usr/bin/python3",
                     "-m",
                     "torch.distributed.run",
-                    "--nproc-per-node=2",
-                    "--max-restarts=3",
-                    "--monitor-interval=0.2",
+                    "--nproc_per_node=2",
+                    "--max_restarts=3",
+                    "--monitor_interval=0.2",
+                    "--redirects=1",
+                    "--tee=1",
+                    logdir,
                     port,
-                    "--no-python",
+                    "--no_python",
                     (char *)g_bin,
                     "train",
                     "--resume",
