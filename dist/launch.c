@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "core/util.h"
 #include "dist/job_token.h"
+#include "dist/launch_agent.h"
 #include "dist/launch_report.h"
 #include "dist/store.h"
 
@@ -47,6 +48,8 @@ typedef struct launch_opts {
     int max_restarts;             /* --max-restarts K: restarts of the group after a failure */
     double backoff_s;             /* --restart-backoff-s S: pause before each restart */
     int round;                    /* the current attempt: 0, then 1..max_restarts */
+    int agent_port;               /* --agent-port: the launchers' rendezvous (several nodes) */
+    double node_timeout_s;        /* --node-timeout-s: a node must (re)join within it */
     char token[SG_TOKEN_MAX + 1]; /* "" when the workers derive theirs */
     int report_fd;                /* write end of the culprit pipe (children) */
 } launch_opts;
@@ -63,10 +66,23 @@ static void on_signal(int sig) {
     errno = e;
 }
 
-static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes",           "--node-rank",
-                                         "--master-addr",    "--master-port",      "--kill-grace-s",
-                                         "--max-restarts",   "--restart-backoff-s"};
-enum { O_NPROC, O_NNODES, O_NODE_RANK, O_ADDR, O_PORT, O_GRACE, O_RESTARTS, O_BACKOFF, O_COUNT };
+static const char *launch_opt_names[] = {
+    "--nproc-per-node", "--nnodes",        "--node-rank",    "--master-addr",
+    "--master-port",    "--kill-grace-s",  "--max-restarts", "--restart-backoff-s",
+    "--agent-port",     "--node-timeout-s"};
+enum {
+    O_NPROC,
+    O_NNODES,
+    O_NODE_RANK,
+    O_ADDR,
+    O_PORT,
+    O_GRACE,
+    O_RESTARTS,
+    O_BACKOFF,
+    O_AGENT_PORT,
+    O_NODE_TIMEOUT,
+    O_COUNT
+};
 
 /* If argv[*i] is launcher option k, stores its value and advances *i past it.
  * Returns 1 if matched, 0 if not, -1 when the value is missing. */
@@ -114,6 +130,8 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
     o->nnodes = 1;
     o->grace_s = 30;
     o->backoff_s = 1;
+    o->agent_port = -1;
+    o->node_timeout_s = 300;
     o->port = -1;
     const char *env_addr = getenv("MASTER_ADDR");
     snprintf(o->addr, sizeof o->addr, "%s", env_addr && *env_addr ? env_addr : "127.0.0.1");
@@ -155,6 +173,15 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 o->backoff_s = b;
                 break;
             }
+            case O_AGENT_PORT:
+                rc = parse_int(launch_opt_names[k], v, 0, 65535, &o->agent_port);
+                break;
+            case O_NODE_TIMEOUT: {
+                int t;
+                rc = parse_int(launch_opt_names[k], v, 1, 86400, &t);
+                o->node_timeout_s = t;
+                break;
+            }
             default:
                 if (!*v || strlen(v) >= sizeof o->addr) {
                     SG_ERROR("launcher: --master-addr '%s' is empty or too long", v);
@@ -185,6 +212,13 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 return 2;
             }
         }
+    }
+    if (o->agent_port < 0) o->agent_port = o->port < 65535 ? o->port + 1 : o->port - 1;
+    if (o->nnodes > 1 && o->agent_port > 0 && o->agent_port == o->port) {
+        SG_ERROR("launcher: --agent-port %d is the --master-port: the launchers' rendezvous and "
+                 "the workers' store need two ports",
+                 o->agent_port);
+        return 2;
     }
     return 0;
 }
@@ -392,9 +426,11 @@ typedef struct round_result {
     char cause[768];  /* "worker rank R ... (exit status N); see ..." */
     int forwarded;    /* a signal to the launcher forwarded to the workers */
     int config_error; /* the failed worker exited 2: a restart cannot fix it */
+    int remote;       /* stopped because the attempt failed on another node */
 } round_result;
 
-static int run_round(launch_opts *o_in, const char *exe, char **rest, round_result *out) {
+static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *agent,
+                     round_result *out) {
     launch_opts o = *o_in;
     memset(out, 0, sizeof *out);
     report_reader rr = {.fd = -1};
@@ -453,15 +489,36 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, round_resu
 
     int failed = -1, failed_status = 0, forwarded = 0, result = 0;
     double kill_at = -1, drain_until = -1;
+    /* several nodes: a failure elsewhere wakes the loop (dist/launch_agent.h) */
+    int wake[2] = {-1, -1}, remote = 0, remote_exit = 0;
+    if (agent && pipe2(wake, O_CLOEXEC | O_NONBLOCK) == 0 &&
+        sg_agent_watch(agent, o.round, wake[1]) != SG_OK) {
+        close(wake[0]), close(wake[1]);
+        wake[0] = wake[1] = -1;
+    }
     if (n_started < o.nproc) { /* could not start everyone: stop the rest */
         failed = n_started;
         failed_status = 1 << 8;
         signal_all(w, n_started, SIGTERM);
         kill_at = sg_now_s() + o.grace_s;
     }
-    struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
+    struct pollfd *pfd = calloc((size_t)(2 * n_started + 2), sizeof *pfd);
     SG_CHECK(pfd, "out of memory");
     for (;;) {
+        if (agent && !remote && failed < 0 && !forwarded) {
+            int ex = 1;
+            int f = sg_agent_poll(agent, out->cause, sizeof out->cause, &ex);
+            if (f) {
+                remote = f;
+                remote_exit = ex ? ex : 1;
+                SG_ERROR("launcher: %s%s; stopping this node's workers (SIGTERM, SIGCONT, "
+                         "SIGKILL after %.0f s)",
+                         f > 0 ? "the job failed on another node: " : "", out->cause, o.grace_s);
+                signal_all(w, n_started, SIGTERM);
+                signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
+                kill_at = sg_now_s() + o.grace_s;
+            }
+        }
         read_reports(&rr, w,
                      n_started); /* before reaping: a failed worker's report is in the pipe */
         /* reap */
@@ -473,7 +530,7 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, round_resu
             if (r == w[i].pid) {
                 w[i].alive = 0;
                 w[i].status = st;
-                if (st != 0 && failed < 0 && !forwarded) {
+                if (st != 0 && failed < 0 && !forwarded && !remote) {
                     char how[128], found[96] = "";
                     describe(st, how, sizeof how);
                     failed = i;
@@ -505,6 +562,7 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, round_resu
         }
         int np = 0;
         pfd[np++] = (struct pollfd){.fd = g_sigpipe[0], .events = POLLIN};
+        if (wake[0] >= 0) pfd[np++] = (struct pollfd){.fd = wake[0], .events = POLLIN};
         for (int i = 0; i < n_started; i++)
             for (int k = 0; k < 2; k++)
                 if (w[i].fd[k] >= 0)
@@ -528,6 +586,10 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, round_resu
                 if (!forwarded) forwarded = sig;
                 if (kill_at < 0) kill_at = sg_now_s() + o.grace_s;
             }
+        }
+        if (wake[0] >= 0) { /* drained; sg_agent_poll reads the finding */
+            char b[16];
+            while (read(wake[0], b, sizeof b) > 0) {}
         }
         for (int i = 0; i < n_started; i++)
             for (int k = 0; k < 2; k++) {
@@ -567,7 +629,12 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, round_resu
                             f->culprit < 0;
     } else if (forwarded) {
         result = 128 + forwarded;
+    } else if (remote) {
+        result = remote_exit; /* out->cause names the node and its failure */
+        out->remote = 1;
     }
+    if (agent) sg_agent_unwatch(agent);
+    if (wake[0] >= 0) close(wake[0]), close(wake[1]);
     out->forwarded = forwarded;
     free(pfd);
     free(w);
@@ -623,20 +690,61 @@ int sg_launch(int argc, char **argv, const char *exe) {
     sigemptyset(&sa.sa_mask);
     for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &sa, &old[i]);
 
+    /* several nodes: the launchers' own rendezvous, in node 0's launcher */
+    sg_agent *agent = NULL;
+    if (o.nnodes > 1 && o.agent_port > 0) {
+        agent =
+            sg_agent_create(o.addr, o.agent_port, o.node_rank, o.nnodes, o.token, o.node_timeout_s);
+        if (!agent) {
+            for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &old[i], NULL);
+            close(g_sigpipe[0]);
+            close(g_sigpipe[1]);
+            g_sigpipe[0] = g_sigpipe[1] = -1;
+            free(rest);
+            return 1;
+        }
+    }
     int result = 0;
     for (o.round = 0;; o.round++) {
+        if (agent && sg_agent_join(agent, o.round, o.max_restarts) != SG_OK) {
+            result = result ? result : 1;
+            break;
+        }
         round_result rr;
-        result = run_round(&o, exe, rest, &rr);
+        result = run_round(&o, exe, rest, agent, &rr);
+        int no_restart = rr.forwarded || rr.config_error;
+        if (agent) { /* every node's outcome: all restart, or all end */
+            int any = 0, any_nr = 0, first_exit = result;
+            char first[768];
+            if (sg_agent_outcome(agent, o.round, o.round < o.max_restarts, result, no_restart,
+                                 rr.cause, &any, &any_nr, first, sizeof first,
+                                 &first_exit) != SG_OK) {
+                if (result == 0) result = 1;
+                SG_ERROR("launcher: failed: %s",
+                         rr.cause[0] ? rr.cause : "the other nodes could not be reached");
+                break;
+            }
+            if (any && result == 0) {
+                result = first_exit ? first_exit : 1;
+                snprintf(rr.cause, sizeof rr.cause, "%s", first);
+                rr.remote = 1;
+            }
+            no_restart = any_nr;
+            if (any_nr && !rr.forwarded && !rr.config_error) rr.config_error = 1;
+        }
         if (result == 0) break;
         if (rr.forwarded) {
             SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", rr.forwarded,
                      strsignal(rr.forwarded), result);
             break; /* the user's Ctrl-C / SIGTERM is never retried */
         }
-        if (rr.config_error && o.round < o.max_restarts) {
+        if (no_restart && o.round < o.max_restarts) {
             SG_ERROR("launcher: failed: %s", rr.cause);
-            SG_ERROR("launcher: not restarting: exit status 2 is a configuration or usage error, "
-                     "which a restart cannot fix");
+            SG_ERROR("launcher: not restarting: %s",
+                     rr.remote ? "the failure on the other node cannot be fixed by a restart "
+                                 "(a signal from the user, or a configuration error)"
+                               : "exit status 2 is a configuration or usage error, which a "
+                                 "restart cannot fix");
             break;
         }
         if (o.round >= o.max_restarts) {
@@ -660,6 +768,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
         SG_INFO("launcher: restarting the workers (restart %d of %d, --resume auto)", o.round + 1,
                 o.max_restarts);
     }
+    sg_agent_destroy(agent);
     for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &old[i], NULL);
     close(g_sigpipe[0]);
     close(g_sigpipe[1]);

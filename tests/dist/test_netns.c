@@ -18,7 +18,13 @@
  *  - link_gone: node 1's link goes down for good (dist.timeout_s 10, grace
  *    3 s): both launchers exit non-zero within dist.timeout_s + grace (plus
  *    a margin), each naming the other side, and no process is left in either
- *    namespace.
+ *    namespace;
+ *  - sigstop_node: node 1's worker is stopped (SIGSTOP): both launchers
+ *    end within dist.timeout_s + grace, node 1's through the launchers'
+ *    rendezvous (dist/launch_agent.h), its stopped worker with it;
+ *  - link_restart: the link goes down until the attempt fails, then comes
+ *    back: with --max-restarts both nodes restart together and the final
+ *    weights equal the uninterrupted run's.
  * Each case prints what it measured (time to detect), the figures of
  * docs/FAILURES.md. */
 #include <fcntl.h>
@@ -175,22 +181,30 @@ static sg_status wait_both(pid_t p0, pid_t p1, double t0, double bound_s, int st
     return rc;
 }
 
-/* The loss fields of every step line of run's metrics.jsonl, one line each
- * (the timings and the run id left out), malloc'd. */
+/* The loss fields of run's metrics.jsonl, one line per iteration in order
+ * (the timings and the run id left out; an iteration done again after a
+ * restart counts once, its last time), malloc'd. */
 static char *losses(const char *run) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s/metrics.jsonl", g_dir, run);
     FILE *f = fopen(p, "r");
     if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *out = calloc(1, cap), line[4096];
-    while (out && fgets(line, sizeof line, f)) {
+    enum { MAXIT = 64 };
+    static char per[MAXIT][256];
+    memset(per, 0, sizeof per);
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *it = strstr(line, "\"iter\":");
         const char *a = strstr(line, "\"loss\":"), *b = a ? strstr(a, ",\"lr\":") : NULL;
-        if (!a || !b) continue;
-        int n = snprintf(out + len, cap - len, "%.*s\n", (int)(b - a), a);
-        if (n > 0 && (size_t)n < cap - len) len += (size_t)n;
+        int i = it ? atoi(it + 7) : -1;
+        if (!a || !b || i < 0 || i >= MAXIT) continue;
+        snprintf(per[i], sizeof per[i], "%.*s", (int)(b - a), a);
     }
     fclose(f);
+    char *out = calloc(1, MAXIT * 260);
+    size_t len = 0;
+    for (int i = 0; out && i < MAXIT; i++)
+        if (per[i][0]) len += (size_t)sprintf(out + len, "%d %s\n", i, per[i]);
     return out;
 }
 
@@ -211,7 +225,8 @@ static int g_port = 29611;
 static void test_reference(void) { CHECK_EQ_INT(th_train_run(g_bin, g_dir, "ref", 2, ""), 0); }
 
 static void test_two_nodes(void) {
-    int port = g_port++;
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
     double t0 = th_now();
     pid_t p0 = start_node("two", 0, port, NULL), p1 = start_node("two", 1, port, NULL);
     int st[2];
@@ -226,7 +241,8 @@ static void test_two_nodes(void) {
 }
 
 static void test_stranger(void) {
-    int port = g_port++;
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
     double t0 = th_now();
     pid_t p0 = start_node("stranger", 0, port, NULL), p1 = start_node("stranger", 1, port, NULL);
     /* the stranger: every listening TCP port of node 0, garbage and
@@ -277,7 +293,8 @@ static int stepping(const char *run, int min_iter) {
 }
 
 static void test_link_blip(void) {
-    int port = g_port++;
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
     double t0 = th_now();
     pid_t p0 = start_node("blip", 0, port, NULL), p1 = start_node("blip", 1, port, NULL);
     while (!stepping("blip", 3) && th_now() - t0 < 60) usleep(10 * 1000);
@@ -297,7 +314,8 @@ static void test_link_blip(void) {
 }
 
 static void test_link_gone(void) {
-    int port = g_port++;
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
     double t0 = th_now();
     const char *sets = "--set dist.timeout_s=10";
     pid_t p0 = start_node("gone", 0, port, sets), p1 = start_node("gone", 1, port, sets);
@@ -307,8 +325,9 @@ static void test_link_gone(void) {
     double td = th_now();
     int st[2];
     double took[2];
-    CHECK(wait_both(p0, p1, td, 120, st, took) == SG_OK);
-    th_sh("ip -n %s link set %s up", g_ns[1], g_if[1]);
+    sg_status waited = wait_both(p0, p1, td, 120, st, took);
+    th_sh("ip -n %s link set %s up", g_ns[1], g_if[1]); /* before any CHECK can return */
+    CHECK(waited == SG_OK);
     for (int i = 0; i < 2; i++) {
         char *log = node_log("gone", i);
         fprintf(stderr, "  link gone: node %d's launcher exited %.1f s after (wait status %d)\n", i,
@@ -328,6 +347,96 @@ static void test_link_gone(void) {
         out[n] = 0;
         CHECK_MSG(n == 0, "processes left in node %d's namespace: %s", i, out);
     }
+}
+
+/* The pid of the process with RANK=rank inside namespace ns, or -1. */
+static pid_t pid_in_ns(const char *ns, int rank) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ip netns pids %s", ns);
+    FILE *p = popen(cmd, "r");
+    pid_t found = -1;
+    int pid;
+    while (p && fscanf(p, "%d", &pid) == 1)
+        if (found < 0 && th_env_rank(pid) == rank) found = pid;
+    if (p) pclose(p);
+    return found;
+}
+
+static int ns_empty(int node) {
+    char cmd[128], out[256];
+    snprintf(cmd, sizeof cmd, "ip netns pids %s", g_ns[node]);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    if (p) pclose(p);
+    return n == 0;
+}
+
+/* Node 1's worker is stopped (SIGSTOP): node 0's rank finds it hung within
+ * dist.timeout_s and ends; node 1's launcher learns it through the
+ * launchers' rendezvous and ends its stopped worker (SIGTERM, SIGCONT,
+ * SIGKILL), instead of waiting for it forever. */
+static void test_sigstop_node(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    const char *sets = "--set dist.timeout_s=10 --node-timeout-s 20";
+    pid_t p0 = start_node("stopped", 0, port, sets), p1 = start_node("stopped", 1, port, sets);
+    while (!stepping("stopped", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("stopped", 3));
+    pid_t w = pid_in_ns(g_ns[1], 1);
+    CHECK(w > 0);
+    kill(w, SIGSTOP);
+    double ts = th_now();
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, ts, 120, st, took) == SG_OK);
+    for (int i = 0; i < 2; i++) {
+        char *log = node_log("stopped", i);
+        fprintf(stderr, "  SIGSTOP: node %d's launcher exited %.1f s after (wait status %d)\n", i,
+                took[i], st[i]);
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) != 0, "node %d: wait status %d:\n%s", i,
+                  st[i], log);
+        CHECK_MSG(took[i] >= 0 && took[i] < 10 + 3 + 15, "node %d took %.1f s", i, took[i]);
+        CHECK_MSG(ns_empty(i), "processes left in node %d's namespace", i);
+    }
+    CHECK_STR_CONTAINS(node_log("stopped", 0), "rank 1");
+    CHECK_STR_CONTAINS(node_log("stopped", 1), "the job failed on another node");
+    kill(w, SIGKILL); /* gone already; never left stopped */
+}
+
+/* The link goes down long enough for the job to fail (dist.timeout_s 10),
+ * then comes back: with --max-restarts the launchers restart together from
+ * the last checkpoint, and the final weights equal the uninterrupted run's. */
+static void test_link_restart(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    const char *sets = "--set dist.timeout_s=10 --max-restarts 2 --restart-backoff-s 1 "
+                       "--node-timeout-s 90";
+    pid_t p0 = start_node("relink", 0, port, sets), p1 = start_node("relink", 1, port, sets);
+    while (!stepping("relink", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("relink", 3));
+    th_sh("ip -n %s link set %s down", g_ns[1], g_if[1]);
+    double td = th_now();
+    /* down until node 0's worker found the fault and ended, then back */
+    while (!strstr(node_log("relink", 0), "launcher: worker rank 0 (pid") && th_now() - td < 60)
+        usleep(50 * 1000);
+    double detect = th_now() - td;
+    th_sh("ip -n %s link set %s up", g_ns[1], g_if[1]);
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, td, 240, st, took) == SG_OK);
+    fprintf(stderr,
+            "  link down: node 0's worker ended %.1f s after; job done %.1f s after the "
+            "link went down\n",
+            detect, took[0]);
+    for (int i = 0; i < 2; i++) {
+        char *log = node_log("relink", i);
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], log);
+        CHECK_STR_CONTAINS(log, "launcher: restarting the workers (restart 1 of 2");
+    }
+    check_same_as_ref("relink");
 }
 
 int main(int argc, char **argv) {
@@ -362,6 +471,8 @@ int main(int argc, char **argv) {
     TEST_RUN(test_stranger);
     TEST_RUN(test_link_blip);
     TEST_RUN(test_link_gone);
+    TEST_RUN(test_sigstop_node);
+    TEST_RUN(test_link_restart);
     teardown_netns();
     int rc = TEST_EXIT();
     if (!rc) th_sh("rm -rf %s", g_dir);
