@@ -324,6 +324,28 @@ static void test_not_retried(void) {
     CHECK_STR_CONTAINS(log, "these workers do not run `train`, so they are not restarted");
 }
 
+static void test_usage(void) {
+    int rc = th_sh("%s --nproc-per-node 2 --max-restarts -1 train --config %s > %s/usage.log 2>&1",
+                   g_bin, g_cfg, g_dir);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"),
+                       "--max-restarts '-1' is not an integer in [0, 1000]");
+    rc = th_sh("%s --nproc-per-node 2 --restart-backoff-s=x train --config %s > %s/usage.log 2>&1",
+               g_bin, g_cfg, g_dir);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"),
+                       "--restart-backoff-s 'x' is not an integer in [0, 3600]");
+    /* a launcher option alone routes to the launcher, which needs N */
+    rc = th_sh("%s --max-restarts 2 train --config %s > %s/usage.log 2>&1", g_bin, g_cfg, g_dir);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"), "--nproc-per-node N is required");
+    rc = th_sh("%s --nproc-per-node 1 --nnodes 2 --master-port 29700 --agent-port 29700 train "
+               "--config %s > %s/usage.log 2>&1",
+               g_bin, g_cfg, g_dir);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"), "--agent-port 29700 is the --master-port");
+}
+
 /* torchrun's --max-restarts with segtrain workers: the same kills, the same
  * final weights. */
 static int torch_ok(void) {
@@ -405,6 +427,7 @@ int main(int argc, char **argv) {
         TEST_RUN(test_give_up);
         TEST_RUN(test_user_signal);
         TEST_RUN(test_not_retried);
+        TEST_RUN(test_usage);
     }
     cleanup_live();
     int rc = TEST_EXIT();
