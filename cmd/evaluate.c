@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/commands.h"
 #include "core/cli.h"
@@ -65,6 +66,23 @@ int sg_cmd_eval(int argc, char **argv) {
     const char *sp = split ? split : cfg.data.val_split;
     if (!sp[0]) {
         SG_ERROR("no split to evaluate: set data.val_split or pass --split");
+        return 2;
+    }
+    /* paths in a configuration are relative to the working directory; a
+     * checkpoint's stored data.root is the training run's, which may not
+     * hold here: say which key to pass before anything starts */
+    struct stat root_st;
+    if (stat(cfg.data.root, &root_st) != 0 || !S_ISDIR(root_st.st_mode)) {
+        char cwd[PATH_MAX];
+        int rel = cfg.data.root[0] != '/';
+        SG_ERROR("eval: data.root '%s'%s is not a directory%s%s%s: pass --set data.root=DIR (the "
+                 "dataset's directory)%s",
+                 cfg.data.root,
+                 cli.config_path ? "" : " (from the checkpoint's stored configuration)",
+                 rel ? " relative to the working directory " : "",
+                 rel ? (getcwd(cwd, sizeof cwd) ? cwd : "(unknown)") : "",
+                 rel ? ", where relative paths are resolved" : "",
+                 cli.config_path || !rel ? "" : ", or run eval from the directory training ran in");
         return 2;
     }
     /* a malformed launch environment is the user's setup: exit 2 */

@@ -6,17 +6,39 @@
  * fcn_*(...).load_state_dict(safetensors.torch.load_file(FILE), strict=True)
  * accepts it, or mmseg's (backbone./decode_head./auxiliary_head.), the
  * state_dict of mmseg's EncoderDecoder. Asking for the other system's names
- * is refused: the head modules differ, not only their names. --ema exports the EMA weights (ema.<name>) instead, under the plain
- * names: the same state dict, with the averaged values. */
+ * is refused: the head modules differ, not only their names. --ema exports
+ * the EMA weights (ema.<name>) instead, under the plain names: the same state
+ * dict, with the averaged values. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "cmd/export_onnx.h"
 #include "core/cli.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
+
+/* torchvision builds DeepLabV3 and FCN on ResNet-50 and -101 at base width
+ * 64 only (deeplabv3_resnet50/101, fcn_resnet50/101): other checkpoints get
+ * torchvision's names but no torchvision constructor makes a model that
+ * loads them. Said, not refused: the names still help a hand-built model. */
+static void torchvision_fit(const sg_st_file *f, const char *ck) {
+    const char *bb = sg_st_meta(f, "backbone");
+    const char *arch = sg_st_meta(f, "arch") ? sg_st_meta(f, "arch") : "deeplabv3";
+    const sg_st_tensor *c1 = sg_st_find(f, "encoder.conv1.weight");
+    long width = c1 && c1->ndim == 4 ? (long)c1->shape[0] : -1;
+    int r50_101 = bb && (!strcmp(bb, "resnet50") || !strcmp(bb, "resnet101"));
+    if (r50_101 && width == 64) return;
+    SG_WARN("export --names torchvision: %s is a %s %s with base width %ld; torchvision has "
+            "%s_resnet50 and %s_resnet101 at base width 64 only, so no torchvision constructor "
+            "builds a model that loads this file strictly (the names are torchvision's all the "
+            "same)",
+            ck, arch, bb ? bb : "model of unrecorded backbone", width, arch, arch);
+}
 
 /* names: "segtrain", "torchvision" or "mmseg" (checked by the caller) */
 static int export_checkpoint(const char *ck, const char *out, const char *names, int ema) {
@@ -50,6 +72,7 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
         sg_st_close(f);
         return 1;
     }
+    if (!strcmp(names, "torchvision")) torchvision_fit(f, ck);
     sg_st_writer *w = sg_st_writer_create();
     SG_CHECK(w != NULL, "out of host memory");
     sg_status rc = SG_OK;
@@ -74,6 +97,11 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
     if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
     if (rc == 0) rc = sg_st_writer_meta(w, "names", names);
     if (rc == 0) rc = sg_st_writer_meta(w, "weights", ema ? "ema" : "trained");
+    char dir[4096];
+    if (rc == 0 && sg_mkdirs_parent(out, dir, sizeof dir) != 0) {
+        SG_ERROR("export: cannot create the directory %s for --out: %s", dir, strerror(errno));
+        rc = SG_ERR_RUNTIME;
+    }
     if (rc == 0) rc = sg_st_writer_write(w, out);
     sg_st_writer_destroy(w);
     sg_st_close(f);
@@ -86,7 +114,8 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
 }
 
 int sg_cmd_export(int argc, char **argv) {
-    const char *ck = NULL, *out = NULL, *names = "segtrain";
+    if (sg_export_wants_onnx(argc, argv)) return sg_cmd_export_onnx(argc, argv);
+    const char *ck = NULL, *out = NULL, *names = "segtrain", *format = "safetensors";
     int ema = 0;
     sg_cli_opt opts[] = {
         {"--checkpoint", "FILE", "checkpoint to export", &ck, NULL},
@@ -96,6 +125,10 @@ int sg_cmd_export(int argc, char **argv) {
          NULL},
         {"--ema", NULL, "export the EMA weights (ema.*, train.ema_decay > 0) as the model's", NULL,
          &ema},
+        {"--format", "safetensors|onnx",
+         "safetensors weights (default) or the ONNX graph: "
+         "segtrain export --format onnx --help",
+         &format, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     sg_status st = sg_cli_parse(&cli, argc, argv,
@@ -114,6 +147,9 @@ int sg_cmd_export(int argc, char **argv) {
         strcmp(names, "mmseg") != 0)
         return sg_exit_code(sg_cli_usage_error(
             &cli, "--names must be segtrain, torchvision or mmseg, not '%s'", names));
+    if (strcmp(format, "safetensors") != 0)
+        return sg_exit_code(
+            sg_cli_usage_error(&cli, "--format must be safetensors or onnx, not '%s'", format));
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
     return export_checkpoint(ck, out, names, ema);

@@ -14,6 +14,7 @@
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/threads.h"
+#include "core/util.h"
 #include "data/formats.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
@@ -55,14 +56,18 @@ static const struct {
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
 
-static const char *g_launch_opts[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
-                                      "--master-addr",    "--master-port", "--kill-grace-s"};
+static const char *g_launch_opts[] = {
+    "--nproc-per-node", "--nnodes",        "--node-rank",    "--master-addr",
+    "--master-port",    "--kill-grace-s",  "--max-restarts", "--restart-backoff-s",
+    "--agent-port",     "--node-timeout-s"};
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: segtrain [SUBCOMMAND] [--config FILE] [--set KEY=VALUE]... [options]\n"
             "       segtrain --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-            "--master-port P] [--kill-grace-s S] [SUBCOMMAND] ...\n"
+            "--master-port P] [--kill-grace-s S]\n"
+            "                [--max-restarts K [--restart-backoff-s S] [--node-timeout-s S] "
+            "[--agent-port P]] [SUBCOMMAND] ...\n"
             "       segtrain --help | --version | --help-config [--markdown]\n\nsubcommands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-9s %s\n", g_commands[i].name, g_commands[i].help);
@@ -159,5 +164,16 @@ int main(int argc, char **argv) {
         return sg_cmd_train(argc, argv);
     }
     if (a[0] == '-') return usage_error("unknown option '%s'", a);
+    const char *close = NULL;
+    int best = 3; /* at most 2 edits away ("trian", "evl") */
+    for (int i = 0; i < N_COMMANDS; i++) {
+        int d = sg_edit_distance(a, g_commands[i].name);
+        if (d < best) best = d, close = g_commands[i].name;
+    }
+    if (close && (int)strlen(a) > best) { /* not a one- or two-letter guess */
+        char msg[160];
+        snprintf(msg, sizeof msg, "unknown subcommand '%%s' (did you mean %s?)", close);
+        return usage_error(msg, a);
+    }
     return usage_error("unknown subcommand '%s'", a);
 }

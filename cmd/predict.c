@@ -100,11 +100,7 @@ static void out_name(char *dst, size_t cap, const char *dir, const char *rel, co
 
 static int mkparents(const char *path) {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    char *slash = strrchr(tmp, '/');
-    if (!slash || slash == tmp) return 0;
-    *slash = '\0';
-    if (sg_mkdirs(tmp) != 0) {
+    if (sg_mkdirs_parent(path, tmp, sizeof tmp) != 0) {
         SG_ERROR("predict: cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }

@@ -32,6 +32,9 @@ int sg_cmd_train(int argc, char **argv) {
     /* one job per run_dir: global rank 0 holds the lock for the whole run
      * (core/cli.h); a second job stops here, before writing anything */
     sg_run_lock lock = {-1};
+    char new_top[SG_STR];
+    sg_cli_missing_top(cfg.run_dir, new_top, sizeof new_top);
+    int new_dir = env.rank == 0 && new_top[0];
     if (env.rank == 0) {
         st = sg_run_lock_acquire(&lock, cfg.run_dir, "segtrain train");
         if (st != SG_OK) return sg_exit_code(st);
@@ -44,6 +47,10 @@ int sg_cmd_train(int argc, char **argv) {
     }
     int stop_signal = 0;
     st = sg_train_run(&cfg, resume, NULL, &stop_signal);
+    /* a start that failed before the run wrote anything leaves no empty
+     * run_dir (with only a lock file and this log) behind */
+    if (st != SG_OK && new_dir && sg_cli_discard_unused_run_dir(cfg.run_dir, new_top))
+        fprintf(stderr, "segtrain train: removed %s again: the run did not start\n", cfg.run_dir);
     sg_run_lock_release(&lock);
     /* interrupted: checkpoint written, the shell's convention 128 + signal */
     if (st == SG_OK && stop_signal) return 128 + stop_signal;

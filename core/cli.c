@@ -2,6 +2,7 @@
  * configuration they name, and preparing the run directory. */
 #include "core/cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -153,10 +154,16 @@ sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg) {
 
 sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_config_rule *rules) {
     sg_config_defaults(cfg);
-    if (cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK)
+    /* every mistake of the file and of the --set options in one run; the
+     * cross-key rules only once every value loaded (a value that failed
+     * would be checked at its default) */
+    int failed = cli->config_path && sg_config_load_file(cfg, cli->config_path) != SG_OK;
+    for (int i = 0; i < cli->n_sets; i++) failed |= sg_config_set(cfg, cli->sets[i]) != SG_OK;
+    if (failed) {
+        SG_ERROR("the configuration%s%s did not load (nothing was written): fix the errors above",
+                 cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
         return SG_ERR_CONFIG;
-    for (int i = 0; i < cli->n_sets; i++)
-        if (sg_config_set(cfg, cli->sets[i]) != SG_OK) return SG_ERR_CONFIG;
+    }
     if (sg_config_validate_with(cfg, rules) != SG_OK) {
         SG_ERROR("the configuration%s%s is not valid (nothing was written)",
                  cli->config_path ? " from " : "", cli->config_path ? cli->config_path : "");
@@ -299,4 +306,54 @@ void sg_run_lock_release(sg_run_lock *lk) {
     if (!lk || lk->fd < 0) return;
     close(lk->fd); /* drops the flock */
     lk->fd = -1;
+}
+
+void sg_cli_missing_top(const char *run_dir, char *top, size_t n) {
+    struct stat st;
+    char path[SG_STR];
+    snprintf(top, n, "%s", "");
+    snprintf(path, sizeof path, "%s", run_dir);
+    while (path[0] && stat(path, &st) != 0) {
+        snprintf(top, n, "%s", path);
+        char *slash = strrchr(path, '/');
+        while (slash && slash > path && slash[1] == 0) { /* "a/b/" */
+            *slash = 0;
+            slash = strrchr(path, '/');
+        }
+        if (!slash || slash == path) break;
+        *slash = 0;
+    }
+}
+
+int sg_cli_discard_unused_run_dir(const char *run_dir, const char *top) {
+    char path[SG_STR + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    if (stat(path, &st) == 0) return 0; /* the run began: keep everything */
+    snprintf(path, sizeof path, "%s/logs", run_dir);
+    DIR *d = opendir(path);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            int rank = 0, used = 0;
+            if (sscanf(e->d_name, "rank%d.log%n", &rank, &used) == 1 &&
+                used == (int)strlen(e->d_name)) {
+                snprintf(path, sizeof path, "%s/logs/%s", run_dir, e->d_name);
+                unlink(path);
+            }
+        }
+        closedir(d);
+        snprintf(path, sizeof path, "%s/logs", run_dir);
+        rmdir(path);
+    }
+    snprintf(path, sizeof path, "%s/segtrain.lock", run_dir);
+    unlink(path);
+    if (rmdir(run_dir) != 0) return 0;
+    /* the parents this start created, while empty */
+    size_t tl = strlen(top);
+    snprintf(path, sizeof path, "%s", run_dir);
+    for (char *slash; tl && strlen(path) > tl && (slash = strrchr(path, '/'));) {
+        *slash = 0;
+        if (strlen(path) < tl || rmdir(path) != 0) break;
+    }
+    return 1;
 }

@@ -143,6 +143,18 @@ sg_status sg_run_lock_acquire(sg_run_lock *lk, const char *run_dir, const char *
 /* Releases it (NULL-safe, idempotent). The file stays: removing it would let
  * a third process lock a new file while a second still waits on the old. */
 void sg_run_lock_release(sg_run_lock *lk);
+/* The shallowest directory of path `run_dir` that does not exist yet
+ * ("runs/a/b" with only "runs" there: "runs/a") into top[n]; "" when
+ * run_dir exists. What sg_cli_discard_unused_run_dir may remove again. */
+void sg_cli_missing_top(const char *run_dir, char *top, size_t n);
+/* After a start that failed before the run wrote anything (no
+ * <run_dir>/config.yaml yet), by the process that created run_dir and holds
+ * its lock: removes what opening it made - logs/rank<N>.log, logs/, the lock
+ * file - and run_dir itself, then its parents up to `top` (from
+ * sg_cli_missing_top before the start) while they are empty, so a failed
+ * start leaves no empty directories behind. Anything else stays (and so do
+ * the directories holding it). Returns 1 when run_dir was removed. */
+int sg_cli_discard_unused_run_dir(const char *run_dir, const char *top);
 
 #ifdef __cplusplus
 }

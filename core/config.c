@@ -72,9 +72,10 @@ static int parse_double(const char *s, double *out) {
     return 0;
 }
 
+/* YAML 1.1's booleans, in any case: true/false, yes/no, on/off, y/n. */
 static int parse_bool(const char *s, int *out) {
-    static const char *yes[] = {"true", "yes", "on"}, *no[] = {"false", "no", "off"};
-    for (int i = 0; i < 3; i++) {
+    static const char *yes[] = {"true", "yes", "on", "y"}, *no[] = {"false", "no", "off", "n"};
+    for (int i = 0; i < 4; i++) {
         if (!strcasecmp(s, yes[i])) return *out = 1, 0;
         if (!strcasecmp(s, no[i])) return *out = 0, 0;
     }
@@ -145,6 +146,15 @@ static sg_status set_scalar(const sg_config_key *k, const yaml_node_t *n, void *
         if (len >= k->str_size)
             return cfg_error(src, m, k->name, "is too long%s (%zu characters, at most %zu)", what,
                              len, k->str_size - 1);
+        /* an enum with true and false among its values (auto|true|false)
+         * takes every YAML boolean spelling (True, yes, off, ...) for them */
+        int b;
+        if (k->type == SG_KT_ENUM && plain && !sg_config_allowed_match(k->allowed, v) &&
+            sg_config_allowed_match(k->allowed, "true") &&
+            sg_config_allowed_match(k->allowed, "false") && parse_bool(v, &b) == 0) {
+            v = b ? "true" : "false";
+            len = strlen(v);
+        }
         if (k->type == SG_KT_ENUM && !sg_config_allowed_match(k->allowed, v)) {
             sg_config_allowed_text(k->allowed, txt, sizeof txt);
             return cfg_error(src, m, k->name, "'%s' is not allowed: use one of %s", v, txt);
@@ -239,66 +249,103 @@ static sg_status set_from_node(sg_config *cfg, const sg_config_key *k, yaml_docu
 /* ---------------------------------------------------------------- documents */
 
 static sg_status unknown_key(const char *src, const yaml_mark_t *m, const char *full) {
+    const char *f = sg_config_foreign_hint(full);
+    if (f) return cfg_error(src, m, NULL, "unknown key '%s' (in segtrain: %s)", full, f);
     const char *s = sg_config_suggest(full);
     if (s) return cfg_error(src, m, NULL, "unknown key '%s' (did you mean %s?)", full, s);
     return cfg_error(src, m, NULL, "unknown key '%s' (segtrain --help-config lists every key)",
                      full);
 }
 
+/* Counts one reported error of a file or text (*nerr). Returns 1 while more
+ * may be reported; at SG_CONFIG_MAX_ERRORS it says that it stops there and
+ * returns 0, so a file of garbage yields a bounded report. */
+static int more_errors(int *nerr, const char *src) {
+    if (++*nerr < SG_CONFIG_MAX_ERRORS) return 1;
+    SG_ERROR("config error: %s: %d errors; stopping here (fix these and run again)", src, *nerr);
+    return 0;
+}
+
 /* base_ok: 1 in a file (its `base:` was loaded before this runs), 0 in a
- * text (sg_config_load_string), where `base:` is refused. */
+ * text (sg_config_load_string), where `base:` is refused. Every entry is
+ * tried: an error is reported and counted in *nerr (bounded, more_errors),
+ * and loading goes on with the next entry, so one run lists every mistake
+ * of the file. Returns SG_ERR_CONFIG when any was found. */
 static sg_status load_mapping(sg_config *cfg, yaml_document_t *doc, yaml_node_t *map,
-                              const char *prefix, const char *src, int base_ok) {
+                              const char *prefix, const char *src, int base_ok, int *nerr) {
     yaml_node_pair_t *p0 = map->data.mapping.pairs.start, *pend = map->data.mapping.pairs.top;
+    int before = *nerr;
+#define FAILED()                                           \
+    do {                                                   \
+        if (!more_errors(nerr, src)) return SG_ERR_CONFIG; \
+        goto next;                                         \
+    } while (0)
     for (yaml_node_pair_t *p = p0; p < pend; p++) {
         yaml_node_t *kn = yaml_document_get_node(doc, p->key);
         yaml_node_t *vn = yaml_document_get_node(doc, p->value);
-        if (!kn || !vn) return cfg_error(src, &map->start_mark, NULL, "broken mapping entry");
-        if (kn->type != YAML_SCALAR_NODE)
-            return cfg_error(src, &kn->start_mark, NULL, "a key must be a plain name, got %s",
-                             node_kind(kn));
+        if (!kn || !vn) {
+            cfg_error(src, &map->start_mark, NULL, "broken mapping entry");
+            FAILED();
+        }
+        if (kn->type != YAML_SCALAR_NODE) {
+            cfg_error(src, &kn->start_mark, NULL, "a key must be a plain name, got %s",
+                      node_kind(kn));
+            FAILED();
+        }
         const char *name = (const char *)kn->data.scalar.value;
         char full[512];
         snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", name);
         for (yaml_node_pair_t *q = p0; q < p; q++) {
             yaml_node_t *qk = yaml_document_get_node(doc, q->key);
             if (qk && qk->type == YAML_SCALAR_NODE &&
-                !strcmp((const char *)qk->data.scalar.value, name))
-                return cfg_error(src, &kn->start_mark, full,
-                                 "duplicate key (first given at line %zu): keep one of them",
-                                 qk->start_mark.line + 1);
+                !strcmp((const char *)qk->data.scalar.value, name)) {
+                cfg_error(src, &kn->start_mark, full,
+                          "duplicate key (first given at line %zu): keep one of them",
+                          qk->start_mark.line + 1);
+                FAILED();
+            }
         }
         if (!strcmp(name, "base")) {
-            if (*prefix)
-                return cfg_error(src, &kn->start_mark, full,
-                                 "base: belongs at the top level of a "
-                                 "configuration file (it names the file this one derives from)");
-            if (!base_ok)
-                return cfg_error(
-                    src, &kn->start_mark, "base",
-                    "a configuration given as text (a checkpoint's stored configuration, "
-                    "a string) cannot name a base file: base: works only in files "
-                    "loaded with --config; merge the base into this text");
+            if (*prefix) {
+                cfg_error(src, &kn->start_mark, full,
+                          "base: belongs at the top level of a "
+                          "configuration file (it names the file this one derives from)");
+                FAILED();
+            }
+            if (!base_ok) {
+                cfg_error(src, &kn->start_mark, "base",
+                          "a configuration given as text (a checkpoint's stored configuration, "
+                          "a string) cannot name a base file: base: works only in files "
+                          "loaded with --config; merge the base into this text");
+                FAILED();
+            }
             continue; /* loaded before this mapping (load_chain_file) */
         }
         const sg_config_key *k = sg_config_find_key(full);
         if (k) {
-            if (set_from_node(cfg, k, doc, vn, src) != 0) return SG_ERR_CONFIG;
+            if (set_from_node(cfg, k, doc, vn, src) != 0) FAILED();
             sg_config_origin_note(cfg, k, src, (int)kn->start_mark.line + 1);
         } else if (sg_config_is_section(full)) {
             if (vn->type == YAML_SCALAR_NODE && is_null_scalar(vn))
                 continue; /* "train:" with nothing */
-            if (vn->type != YAML_MAPPING_NODE)
-                return cfg_error(
+            if (vn->type != YAML_MAPPING_NODE) {
+                cfg_error(
                     src, &vn->start_mark, full,
                     "is a section: expects a mapping of its keys (e.g. %s:\\n  key: value), got %s",
                     full, node_kind(vn));
-            if (load_mapping(cfg, doc, vn, full, src, base_ok) != 0) return SG_ERR_CONFIG;
+                FAILED();
+            }
+            if (load_mapping(cfg, doc, vn, full, src, base_ok, nerr) != 0 &&
+                *nerr >= SG_CONFIG_MAX_ERRORS)
+                return SG_ERR_CONFIG;
         } else {
-            return unknown_key(src, &kn->start_mark, full);
+            unknown_key(src, &kn->start_mark, full);
+            FAILED();
         }
+    next:;
     }
-    return SG_OK;
+#undef FAILED
+    return *nerr > before ? SG_ERR_CONFIG : SG_OK;
 }
 
 static sg_status yaml_syntax_error(const yaml_parser_t *parser, const char *src) {
@@ -400,7 +447,10 @@ static sg_status parse_yaml(const char *text, size_t len, const char *src, yaml_
 static sg_status load_root(sg_config *cfg, yaml_document_t *doc, const char *src, int base_ok) {
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root || (root->type == YAML_SCALAR_NODE && is_null_scalar(root))) return SG_OK;
-    if (root->type == YAML_MAPPING_NODE) return load_mapping(cfg, doc, root, "", src, base_ok);
+    if (root->type == YAML_MAPPING_NODE) {
+        int nerr = 0;
+        return load_mapping(cfg, doc, root, "", src, base_ok, &nerr);
+    }
     return cfg_error(src, &root->start_mark, NULL,
                      "the top level must be a mapping of keys and sections (run_dir:, model:, "
                      "train:, ...), got %s",
@@ -585,7 +635,10 @@ static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *
                 }
             }
         }
-        if (rc == SG_OK) rc = load_root(cfg, &doc, shown, 1);
+        /* this file's own keys even when its base failed: their mistakes
+         * are reported in the same run */
+        sg_status own = load_root(cfg, &doc, shown, 1);
+        if (rc == SG_OK) rc = own;
         yaml_document_delete(&doc);
     }
     ch->n--;
@@ -690,130 +743,133 @@ sg_status sg_config_reject(const sg_config *c, const char *key, const char *fmt,
 }
 
 /* Inside sg_config_validate `c` is the configuration: verr("key", ...) keeps
- * its short form while the message names where the key was set. */
-#define verr(...) sg_config_reject(c, __VA_ARGS__)
+ * its short form while the message names where the key was set. Every rule
+ * is checked and each broken one reported (at most SG_CONFIG_MAX_ERRORS),
+ * so one run lists all of a file's mistakes; nerr counts them. */
+#define verr(...) ((void)(++nerr <= SG_CONFIG_MAX_ERRORS && sg_config_reject(c, __VA_ARGS__)))
 
 sg_status sg_config_validate(const sg_config *c) { return sg_config_validate_with(c, NULL); }
 
 sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rules) {
+    int nerr = 0;
     const sg_train_cfg *t = &c->train;
     /* paths under run_dir (checkpoints/iter_N.safetensors.tmp, logs/...) are
      * built in SG_STR-sized buffers: leave room for the longest suffix */
     if (strlen(c->run_dir) > SG_STR - 96)
-        return verr("run_dir",
-                    "is %zu characters long; at most %d are allowed so that the "
-                    "checkpoint and log paths under it fit",
-                    strlen(c->run_dir), SG_STR - 96);
+        verr("run_dir",
+             "is %zu characters long; at most %d are allowed so that the "
+             "checkpoint and log paths under it fit",
+             strlen(c->run_dir), SG_STR - 96);
     if ((t->iters > 0) == (t->epochs > 0))
-        return verr("train.iters",
-                    "exactly one of train.iters (%d) and train.epochs (%d) must be > 0: "
-                    "set the other to 0",
-                    t->iters, t->epochs);
+        verr("train.iters",
+             "exactly one of train.iters (%d) and train.epochs (%d) must be > 0: "
+             "set the other to 0",
+             t->iters, t->epochs);
     if (t->iters > 0 && t->warmup_iters > t->iters)
-        return verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters,
-                    t->iters);
+        verr("train.warmup_iters", "%d is more than train.iters (%d)", t->warmup_iters, t->iters);
     if (t->iters > 0 && t->warmup_iters >= t->iters && strcmp(t->warmup, "none") != 0 &&
         strcmp(t->warmup_mode, "sequential") == 0)
-        return verr("train.warmup_iters",
-                    "%d warmup steps leave no step of train.iters (%d) for "
-                    "the schedule under train.warmup_mode sequential",
-                    t->warmup_iters, t->iters);
-    if (t->min_lr > t->lr)
-        return verr("train.min_lr", "%g is above train.lr (%g)", t->min_lr, t->lr);
+        verr("train.warmup_iters",
+             "%d warmup steps leave no step of train.iters (%d) for "
+             "the schedule under train.warmup_mode sequential",
+             t->warmup_iters, t->iters);
+    if (t->min_lr > t->lr) verr("train.min_lr", "%g is above train.lr (%g)", t->min_lr, t->lr);
     if (t->ema_decay >= 1)
-        return verr("train.ema_decay", "%g: must be below 1 (0 = EMA off; e.g. 0.999)",
-                    t->ema_decay);
+        verr("train.ema_decay", "%g: must be below 1 (0 = EMA off; e.g. 0.999)", t->ema_decay);
     if (!strcmp(t->lr_schedule, "step") && t->n_lr_steps == 0)
-        return verr("train.lr_steps", "is empty but train.lr_schedule is step: give the "
-                                      "milestones in optimizer steps, e.g. [30000, 60000]");
+        verr("train.lr_steps", "is empty but train.lr_schedule is step: give the "
+                               "milestones in optimizer steps, e.g. [30000, 60000]");
     for (int i = 1; i < t->n_lr_steps; i++)
         if (t->lr_steps[i] <= t->lr_steps[i - 1])
-            return verr("train.lr_steps",
-                        "entry %d (%d) is not above the one before it (%d): "
-                        "give increasing milestones",
-                        i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
+            verr("train.lr_steps",
+                 "entry %d (%d) is not above the one before it (%d): "
+                 "give increasing milestones",
+                 i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
     if (t->nesterov && (t->momentum <= 0 || t->dampening != 0))
-        return verr("train.nesterov",
-                    "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
+        verr("train.nesterov", "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
     const sg_model_cfg *m = &c->model;
     const sg_data_cfg *d = &c->data;
     if (d->ignore_index < m->num_classes)
-        return verr("data.ignore_index", "%d is a class index (model.num_classes is %d): use 255",
-                    d->ignore_index, m->num_classes);
+        verr("data.ignore_index", "%d is a class index (model.num_classes is %d): use 255",
+             d->ignore_index, m->num_classes);
     if (d->n_class_names != 0 && d->n_class_names != m->num_classes)
-        return verr("data.class_names",
-                    "has %d names but model.num_classes is %d: give one per class "
-                    "or none",
-                    d->n_class_names, m->num_classes);
+        verr("data.class_names",
+             "has %d names but model.num_classes is %d: give one per class "
+             "or none",
+             d->n_class_names, m->num_classes);
     if (d->n_palette != 0 && d->n_palette != 3 * m->num_classes)
-        return verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
-                    d->n_palette, 3 * m->num_classes);
+        verr("data.palette", "has %d values but needs 3 (r,g,b) per class = %d, or none",
+             d->n_palette, 3 * m->num_classes);
     /* the layers' rules (data/formats.c: data.format, data.label_map,
      * data.reduce_zero_label), here where the data section is checked */
     for (const sg_config_rule *r = rules; r && r->check; r++)
-        if (r->check(c) != SG_OK) return SG_ERR_CONFIG;
+        if (r->check(c) != SG_OK) nerr++;
     if (t->n_class_weights != 0) {
         if (t->n_class_weights != m->num_classes)
-            return verr("train.class_weights",
-                        "has %d weights but model.num_classes is %d: give "
-                        "one per class, or [] for plain cross-entropy",
-                        t->n_class_weights, m->num_classes);
+            verr("train.class_weights",
+                 "has %d weights but model.num_classes is %d: give "
+                 "one per class, or [] for plain cross-entropy",
+                 t->n_class_weights, m->num_classes);
         double wsum = 0;
+        int bad = 0;
         for (int i = 0; i < t->n_class_weights; i++) {
-            if (!isfinite(t->class_weights[i]) || t->class_weights[i] < 0)
-                return verr("train.class_weights",
-                            "entry %d (class %d) is %g: weights must be "
-                            "finite and >= 0",
-                            i + 1, i, t->class_weights[i]);
+            if (!isfinite(t->class_weights[i]) || t->class_weights[i] < 0) {
+                bad = 1;
+                verr("train.class_weights",
+                     "entry %d (class %d) is %g: weights must be "
+                     "finite and >= 0",
+                     i + 1, i, t->class_weights[i]);
+            }
             wsum += t->class_weights[i];
         }
-        if (wsum <= 0)
-            return verr("train.class_weights", "are all 0: no pixel would count; give some class "
-                                               "a positive weight, or [] for plain cross-entropy");
+        if (wsum <= 0 && !bad)
+            verr("train.class_weights", "are all 0: no pixel would count; give some class "
+                                        "a positive weight, or [] for plain cross-entropy");
     }
     if (t->ohem_thresh >= 1)
-        return verr("train.ohem_thresh",
-                    "%g: must be below 1 (a probability threshold; 0 = "
-                    "OHEM off)",
-                    t->ohem_thresh);
-    if (!strcmp(d->label_map, "cityscapes") && m->num_classes != 19)
-        return verr("data.label_map",
-                    "cityscapes maps to 19 classes but model.num_classes is %d: set "
-                    "data.label_map: none or model.num_classes: 19",
-                    m->num_classes);
+        verr("train.ohem_thresh",
+             "%g: must be below 1 (a probability threshold; 0 = "
+             "OHEM off)",
+             t->ohem_thresh);
+    /* auto is cityscapes for data.format cityscapes (data/formats.c's row) */
+    int lm_auto = !strcmp(d->label_map, "auto");
+    if ((!strcmp(d->label_map, "cityscapes") || (lm_auto && !strcmp(d->format, "cityscapes"))) &&
+        m->num_classes != 19)
+        verr("data.label_map",
+             "cityscapes maps to 19 classes%s but model.num_classes is %d: set "
+             "data.label_map: none or model.num_classes: 19",
+             lm_auto ? " (auto: the map of data.format cityscapes)" : "", m->num_classes);
     for (int i = 0; i < 2; i++)
         if (d->crop_size[i] < m->output_stride)
-            return verr("data.crop_size",
-                        "%d is smaller than model.output_stride (%d): the feature map "
-                        "would be empty",
-                        d->crop_size[i], m->output_stride);
+            verr("data.crop_size",
+                 "%d is smaller than model.output_stride (%d): the feature map "
+                 "would be empty",
+                 d->crop_size[i], m->output_stride);
     if (d->scale_range[0] > d->scale_range[1])
-        return verr("data.scale_range", "min %g is above max %g", d->scale_range[0],
-                    d->scale_range[1]);
-    if (!d->root[0]) return verr("data.root", "is empty: give the dataset directory");
+        verr("data.scale_range", "min %g is above max %g", d->scale_range[0], d->scale_range[1]);
+    if (!d->root[0]) verr("data.root", "is empty: give the dataset directory");
     if (!d->train_split[0] || !d->val_split[0])
-        return verr(!d->train_split[0] ? "data.train_split" : "data.val_split", "is empty");
+        verr(!d->train_split[0] ? "data.train_split" : "data.val_split", "is empty");
     const sg_eval_cfg *e = &c->eval;
     if ((e->crop_size[0] == 0) != (e->crop_size[1] == 0))
-        return verr("eval.crop_size", "give both height and width, or 0, 0 for whole images");
+        verr("eval.crop_size", "give both height and width, or 0, 0 for whole images");
     if ((e->stride[0] == 0) != (e->stride[1] == 0))
-        return verr("eval.stride", "give both values, or 0, 0 for the crop size");
+        verr("eval.stride", "give both values, or 0, 0 for the crop size");
     if (e->stride[0] && !e->crop_size[0])
-        return verr("eval.stride",
-                    "is set but eval.crop_size is 0, 0 (whole images): set a crop size");
+        verr("eval.stride", "is set but eval.crop_size is 0, 0 (whole images): set a crop size");
     for (int i = 0; i < 2; i++) {
         if (e->crop_size[i] && e->crop_size[i] < m->output_stride)
-            return verr("eval.crop_size", "%d is smaller than model.output_stride (%d)",
-                        e->crop_size[i], m->output_stride);
+            verr("eval.crop_size", "%d is smaller than model.output_stride (%d)", e->crop_size[i],
+                 m->output_stride);
         if (e->stride[i] > e->crop_size[i])
-            return verr("eval.stride", "%d is larger than the crop (%d): windows would skip pixels",
-                        e->stride[i], e->crop_size[i]);
+            verr("eval.stride", "%d is larger than the crop (%d): windows would skip pixels",
+                 e->stride[i], e->crop_size[i]);
     }
-    if (!c->run_dir[0]) return verr("run_dir", "is empty: give a directory (e.g. runs/NAME)");
+    if (!c->run_dir[0]) verr("run_dir", "is empty: give a directory (e.g. runs/NAME)");
     if (c->dist.first_bucket_mb > c->dist.bucket_mb)
-        return verr("dist.first_bucket_mb", "%g is larger than dist.bucket_mb (%g)",
-                    c->dist.first_bucket_mb, c->dist.bucket_mb);
+        verr("dist.first_bucket_mb", "%g is larger than dist.bucket_mb (%g)",
+             c->dist.first_bucket_mb, c->dist.bucket_mb);
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
-        return verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
-    return SG_OK;
+        verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
+    return nerr ? SG_ERR_CONFIG : SG_OK;
 }

@@ -30,6 +30,9 @@ extern "C" {
 #define SG_CONFIG_MAX_BYTES (1u << 20) /* 1 MiB of YAML text */
 #define SG_CONFIG_MAX_DEPTH 64         /* nested mappings/lists */
 #define SG_CONFIG_MAX_NODES 65536      /* scalars + mappings + lists + aliases */
+/* Errors reported in one pass: loading tries every key of a file (and every
+ * --set), validation every rule, and each stops after this many. */
+#define SG_CONFIG_MAX_ERRORS 20
 
 /* Inheritance: a file's top-level `base: FILE` (relative to that file's
  * directory) is loaded first, then the file's own keys override it key by key
@@ -246,7 +249,7 @@ void sg_config_write_origins(const sg_config *cfg, FILE *out);
 const char *sg_config_origin_text(const sg_config *cfg, const char *key, char *buf, size_t n);
 
 /* Prints the schema: every key, type, default, range, doc. markdown != 0
- * prints a Markdown table (the README's reference). */
+ * prints a Markdown table (the reference in docs/CONFIG.md). */
 void sg_config_print_schema(FILE *out, int markdown);
 
 /* The keys starting with `prefix` ("model.") whose values differ between a

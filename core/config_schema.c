@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
+
 #define F(field) offsetof(sg_config, field)
 #define FSIZE(field) sizeof(((sg_config *)0)->field)
 #define NOLO (-1e300)
@@ -119,10 +121,12 @@ static const sg_config_key g_keys[] = {
            "(VOCdevkit/VOC2012), or ADE20K (ADEChallengeData2016)"),
     K_STR("data.root", data.root, "data/cityscapes", "dataset root directory"),
     K_STR("data.train_split", data.train_split, "train",
-          "training split (cityscapes: split name; list: list file, relative to root)"),
+          "training split: a split name (cityscapes train, voc train+aug, ade20k training), for "
+          "list a list file relative to root"),
     K_STR("data.val_split", data.val_split, "val", "validation split (as train_split)"),
-    K_ENUM("data.label_map", data.label_map, "cityscapes", "cityscapes|none",
-           "label mapping: Cityscapes labelIds -> 19 trainIds, or labels used as stored"),
+    K_ENUM("data.label_map", data.label_map, "auto", "auto|cityscapes|none",
+           "label mapping: Cityscapes labelIds -> 19 trainIds, or labels used as stored; auto = "
+           "cityscapes for data.format cityscapes, none otherwise"),
     K_INTS_FIXED("data.crop_size", data.crop_size, "[512, 1024]", 1, 16384,
                  "training crop height, width (padded with ignore when the image is smaller)"),
     K_FLOATS_FIXED("data.scale_range", data.scale_range, "[0.5, 2.0]", 0.01, 100,
@@ -304,23 +308,6 @@ int sg_config_is_section(const char *name) {
 
 /* ---------------------------------------------------------------- suggestions */
 
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127) return 1000;
-    int prev[128], cur[128];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof(int) * (lb + 1));
-    }
-    return prev[lb];
-}
-
 static const char *leaf(const char *name) {
     const char *d = strrchr(name, '.');
     return d ? d + 1 : name;
@@ -330,9 +317,9 @@ const char *sg_config_suggest(const char *name) {
     const char *best = NULL;
     int best_d = 1 << 30;
     for (int i = 0; i < N_KEYS; i++) {
-        int d = edit_distance(name, g_keys[i].name);
+        int d = sg_edit_distance(name, g_keys[i].name);
         /* the right key in the wrong section ("lr" at top level) is close too */
-        int dl = edit_distance(leaf(name), leaf(g_keys[i].name));
+        int dl = sg_edit_distance(leaf(name), leaf(g_keys[i].name));
         if (dl == 0 && d > 1) d = 1;
         /* a truncated name ("data.crop") */
         size_t ln = strlen(name);
@@ -342,12 +329,56 @@ const char *sg_config_suggest(const char *name) {
     /* section names too ("modle:" -> model) */
     static const char *sections[] = {"model", "data", "train", "eval", "dist", "cudnn"};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
-        int d = edit_distance(name, sections[i]);
+        int d = sg_edit_distance(name, sections[i]);
         if (d < best_d) best_d = d, best = sections[i];
     }
     int len = (int)strlen(name);
     int limit = len / 3 > 2 ? len / 3 : 2;
     return best_d <= limit ? best : NULL;
+}
+
+/* mmsegmentation's config names (and a few of torchvision's reference
+ * script's arguments), by their last part: they are not typos, so the edit
+ * distance alone would point elsewhere ("split" -> data.hflip). */
+static const struct {
+    const char *leaf, *hint;
+} g_foreign[] = {
+    {"type", "data.format (cityscapes, voc, ade20k or list) picks the dataset; the model is "
+             "always DeepLabV3 (model.backbone picks the ResNet)"},
+    {"dataset_type", "data.format (cityscapes, voc, ade20k or list)"},
+    {"data_root", "data.root"},
+    {"split", "data.train_split and data.val_split (a split name, or for data.format list a "
+              "list file)"},
+    {"img_dir", "data.train_split and data.val_split: data.format knows where the images of a "
+                "split are"},
+    {"ann_dir", "data.train_split and data.val_split: data.format knows where the masks of a "
+                "split are"},
+    {"optimizer", "train.lr, train.momentum, train.weight_decay (SGD)"},
+    {"optimizer_config", "train.accum_steps"},
+    {"lr_config", "train.lr_schedule, train.poly_power, train.min_lr, train.warmup*"},
+    {"param_scheduler", "train.lr_schedule, train.warmup, train.warmup_iters"},
+    {"runner", "train.iters (or train.epochs)"},
+    {"train_cfg", "train.iters (or train.epochs), train.eval_every"},
+    {"max_iters", "train.iters"},
+    {"max_epochs", "train.epochs"},
+    {"evaluation", "train.eval_every"},
+    {"checkpoint_config", "train.checkpoint_every, train.keep_checkpoints"},
+    {"work_dir", "run_dir"},
+    {"load_from", "model.pretrained"},
+    {"resume_from", "the command line option --resume PATH|auto"},
+    {"samples_per_gpu", "train.batch_size (images per rank)"},
+    {"workers_per_gpu", "data.workers"},
+    {"norm_cfg", "model.sync_bn"},
+    {"pipeline", "data.crop_size, data.scale_range, data.hflip"},
+    {"img_scale", "data.scale_range (relative to the image) and data.crop_size"},
+    {"img_norm_cfg", "data.mean and data.std (on [0,1] pixels)"},
+};
+
+const char *sg_config_foreign_hint(const char *name) {
+    const char *l = leaf(name);
+    for (size_t i = 0; i < sizeof g_foreign / sizeof g_foreign[0]; i++)
+        if (!strcmp(l, g_foreign[i].leaf)) return g_foreign[i].hint;
+    return NULL;
 }
 
 int sg_config_allowed_match(const char *allowed, const char *v) {

@@ -3,7 +3,7 @@
  * The table itself lives in config_schema.c (one row per key of sg_config).
  * This header lets the loader (config.c), the origin record
  * (config_origin.c), the writer (config_out.c), the CLI, the tests and the
- * README generator walk it: names, types, defaults, ranges, docs. Nothing
+ * reference generator (docs/CONFIG.md) walk it: names, types, defaults, ranges, docs. Nothing
  * here changes a configuration, and config_schema.c calls nothing of the
  * files that use it.
  */
@@ -61,6 +61,11 @@ int sg_config_allowed_match(const char *allowed, const char *v);
 void sg_config_type_name(const sg_config_key *k, char *buf, size_t n);
 /* The closest key to `name` by edit distance, or NULL if nothing is close. */
 const char *sg_config_suggest(const char *name);
+/* What segtrain calls a key that users of mmsegmentation (or torchvision's
+ * reference scripts) type under their own name: "data_root" -> "data.root
+ * ...". Matched on the last part of `name` (data.split, split); NULL when
+ * `name` is not such a key. The text names the segtrain key(s) to use. */
+const char *sg_config_foreign_hint(const char *name);
 /* An enum's allowed values "a|b|c" as "a, b, c" (for messages and listings). */
 void sg_config_allowed_text(const char *allowed, char *buf, size_t n);
 

@@ -2,6 +2,7 @@
 #include "core/fsutil.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -28,4 +29,18 @@ int sg_mkdirs(const char *path) {
         return -1;
     }
     return 0;
+}
+
+int sg_mkdirs_parent(const char *file, char *dir, size_t n) {
+    if (!n) return errno = EINVAL, -1;
+    size_t len = strlen(file);
+    if (len >= n) {
+        snprintf(dir, n, "%s", file);
+        return errno = ENAMETOOLONG, -1;
+    }
+    memcpy(dir, file, len + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = '\0';
+    return sg_mkdirs(dir);
 }

@@ -1,5 +1,5 @@
 /* core/util.h - small helpers every layer uses: a monotonic clock, FNV-1a
- * hashing, strict integer parsing. One copy each, so they cannot drift.
+ * hashing, strict integer parsing, the edit distance of suggestions. One copy each, so they cannot drift.
  */
 #ifndef SG_CORE_UTIL_H
 #define SG_CORE_UTIL_H
@@ -32,5 +32,10 @@ uint64_t sg_fnv1a_words(uint64_t h, const void *data, size_t n);
  * reports it with its own context: option name, file, key). */
 int sg_parse_long(const char *s, long lo, long hi, long *out);
 int sg_parse_int(const char *s, int lo, int hi, int *out);
+
+/* Edit distance of a and b counting an insertion, a deletion, a substitution
+ * or a swap of two neighbours as 1 ("trian" -> "train" is 1), for "did you
+ * mean" suggestions. Strings longer than 127 bytes are 1000 apart. */
+int sg_edit_distance(const char *a, const char *b);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
@@ -111,9 +112,13 @@ sg_dataset *sg_dataset_open_format(const sg_format *f, const sg_data_cfg *cfg, c
         return NULL;
     }
     if (!cfg->root[0] || !sg_ds_is_dir(cfg->root)) {
-        SG_ERROR("data.root '%s' %s: set data.root to the dataset directory (or make a "
+        char where[1100] = "", cwd[1024];
+        if (cfg->root[0] && cfg->root[0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(where, sizeof where, " (relative to the working directory %s)", cwd);
+        SG_ERROR("data.root '%s' %s%s: set data.root to the dataset directory (or make a "
                  "synthetic one with `segtrain synth --out DIR`)",
-                 cfg->root, cfg->root[0] ? "does not exist or is not a directory" : "is empty");
+                 cfg->root, cfg->root[0] ? "does not exist or is not a directory" : "is empty",
+                 where);
         return NULL;
     }
     sg_dataset *ds = calloc(1, sizeof *ds);

@@ -26,16 +26,7 @@ static const sg_format k_formats[] = {
      0,
      sg_synth_write_cityscapes,
      {"train", "val"}},
-    {"list",
-     sg_ds_open_list,
-     0,
-     NULL,
-     NULL,
-     SG_LABELS_AS_LISTED,
-     "cityscapes",
-     0,
-     NULL,
-     {NULL, NULL}},
+    {"list", sg_ds_open_list, 0, NULL, NULL, SG_LABELS_AS_LISTED, "none", 0, NULL, {NULL, NULL}},
     /* "train+aug": synth puts half its training images in aug.txt (SBD's role) */
     {"voc",
      sg_ds_open_voc,
@@ -128,9 +119,12 @@ sg_status sg_format_resolve_row(const sg_format *f, const sg_data_cfg *d, sg_for
                                 sg_format_problem *problem) {
     memset(use, 0, sizeof *use);
     use->format = f;
-    use->use_map = !strcmp(d->label_map, "cityscapes");
-    if (!use->use_map && strcmp(d->label_map, "none") != 0)
-        return broken(problem, "data.label_map", "'%s': expected cityscapes or none", d->label_map);
+    /* empty = auto: a zeroed sg_data_cfg (tests, tools) gets the row's map */
+    const char *lm = d->label_map;
+    int lm_auto = !lm[0] || !strcmp(lm, "auto");
+    use->use_map = lm_auto ? !strcmp(f->label_map, "cityscapes") : !strcmp(lm, "cityscapes");
+    if (!lm_auto && !use->use_map && strcmp(lm, "none") != 0)
+        return broken(problem, "data.label_map", "'%s': expected auto, cityscapes or none", lm);
     /* masks of class indices: a Cityscapes labelId map (this key's default)
      * would scramble them */
     if (use->use_map && f->labels == SG_LABELS_CLASS_INDICES)
@@ -167,13 +161,35 @@ sg_status sg_format_resolve(const sg_data_cfg *d, sg_format_use *use, sg_format_
     return sg_format_resolve_row(f, d, use, problem);
 }
 
+/* A split of a format whose splits are names (not list files) given as a
+ * path or a file name ("ImageSets/Segmentation/train.txt"): refused here,
+ * at validation, rather than when the index is built. */
+static sg_status split_check(const sg_config *cfg, const sg_format *f, const char *key,
+                             const char *split) {
+    if (f->open_index == sg_ds_open_list) return SG_OK; /* list: a file, relative to root */
+    size_t n = strlen(split);
+    if (!strchr(split, '/') && !(n > 4 && !strcmp(split + n - 4, ".txt"))) return SG_OK;
+    return sg_config_reject(cfg, key,
+                            "'%s' is a path, but data.format %s takes a split name (e.g. %s, %s): "
+                            "the format knows where a split's files are under data.root",
+                            split, f->name, f->synth_splits[0] ? f->synth_splits[0] : "train",
+                            f->synth_splits[1] ? f->synth_splits[1] : "val");
+}
+
 /* The rules as a configuration rule: the same check, reported by core so
- * that the message names the key's file and line (or --set, or default). */
+ * that the message names the key's file and line (or --set, or default);
+ * then what only the row knows about the splits. */
 static sg_status config_check(const sg_config *cfg) {
     sg_format_use use;
     sg_format_problem p;
-    if (sg_format_resolve(&cfg->data, &use, &p) == SG_OK) return SG_OK;
-    return sg_config_reject(cfg, p.key, "%s", p.why);
+    if (sg_format_resolve(&cfg->data, &use, &p) != SG_OK)
+        return sg_config_reject(cfg, p.key, "%s", p.why);
+    sg_status rc = SG_OK;
+    if (split_check(cfg, use.format, "data.train_split", cfg->data.train_split) != SG_OK)
+        rc = SG_ERR_CONFIG;
+    if (split_check(cfg, use.format, "data.val_split", cfg->data.val_split) != SG_OK)
+        rc = SG_ERR_CONFIG;
+    return rc;
 }
 
 const sg_config_rule sg_format_config_rules[] = {

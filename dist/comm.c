@@ -58,6 +58,7 @@ int sg_comm_rank(const sg_comm *c) { return c->env.rank; }
 int sg_comm_world(const sg_comm *c) { return c->env.world; }
 int sg_comm_local_rank(const sg_comm *c) { return c->env.local_rank; }
 int sg_comm_local_world(const sg_comm *c) { return c->env.local_world; }
+int sg_comm_restart_count(const sg_comm *c) { return c->env.restart_count; }
 const char *sg_comm_backend_name(const sg_comm *c) { return c->tr ? c->tr->name : "single"; }
 sg_backend *sg_comm_device_backend(const sg_comm *c) { return c->be; }
 int sg_comm_timeout_s(const sg_comm *c) { return c->timeout_s; }

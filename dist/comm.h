@@ -54,6 +54,9 @@ typedef struct sg_dist_env {
                                       static rendezvous, whose agent holds
                                       MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE) */
     char source[32];             /* "torchrun", "mpi", "slurm", "none" */
+    int restart_count;           /* TORCHELASTIC_RESTART_COUNT: how many times
+                                      the launcher (segtrain's --max-restarts or
+                                      torchrun's) restarted the group; 0 unset */
 } sg_dist_env;
 
 /* Reads the environment. Returns SG_OK (world 1 with source "none" when no
@@ -86,6 +89,8 @@ int sg_comm_rank(const sg_comm *c);
 int sg_comm_world(const sg_comm *c);
 int sg_comm_local_rank(const sg_comm *c);
 int sg_comm_local_world(const sg_comm *c);
+/* TORCHELASTIC_RESTART_COUNT of the launch environment (0 when unset). */
+int sg_comm_restart_count(const sg_comm *c);
 /* "single", "gloo" or "nccl". */
 const char *sg_comm_backend_name(const sg_comm *c);
 sg_backend *sg_comm_device_backend(const sg_comm *c);

@@ -113,6 +113,7 @@ sg_status sg_dist_env_read(sg_dist_env *e) {
         }
         e->master_port = port;
     }
+    if (env_int("TORCHELASTIC_RESTART_COUNT", &e->restart_count) < 0) return SG_ERR_CONFIG;
     /* torchrun's static rendezvous: its agent hosts a TCPStore of its own on
      * MASTER_PORT, so segtrain's store takes the next port (the same rule on
      * every rank) */

@@ -1,12 +1,16 @@
 // dist/gloo_shim.cc - the only C++ in segtrain: Gloo (Debian's libgloo-dev)
 // behind the C transport interface of dist/transport.h. Gloo's rendezvous
-// runs over segtrain's TCP store (StoreAdapter below); transport is TCP
-// (loopback when MASTER_ADDR is local, GLOO_SOCKET_IFNAME when set). One Gloo
+// runs over segtrain's TCP store (StoreAdapter below); transport is TCP on
+// the address the store and the mesh use (dist/net_addr.h: the MASTER_ADDR
+// interface; loopback when MASTER_ADDR is), or on GLOO_SOCKET_IFNAME's
+// interface when that is set. Never the hostname's address, which Debian
+// maps to 127.0.1.1 and some hosts to 127.0.0.1. One Gloo
 // context per channel, so the training loop and the DDP comm thread never
 // interleave collectives on one context. Gloo throws on errors and
 // timeouts; every call here catches and returns SG_ERR_RUNTIME with the
 // message in err (the transport contract of dist/transport.h). Exceptions
 // never cross into C: the extern "C" functions catch everything.
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +25,14 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <memory>
+#include <netinet/in.h>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 extern "C" {
 #include "core/log.h"
+#include "dist/net_addr.h"
 #include "dist/store.h"
 #include "dist/transport.h"
 }
@@ -202,10 +208,6 @@ void g_destroy(sg_transport *t) {
     delete t;
 }
 
-bool is_local(const char *addr) {
-    return !addr || !*addr || strncmp(addr, "127.", 4) == 0 || strcmp(addr, "localhost") == 0;
-}
-
 } // namespace
 
 extern "C" int sg_transport_gloo_compiled(void) { return 1; }
@@ -220,11 +222,23 @@ extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int
         const char *ifname = getenv("GLOO_SOCKET_IFNAME");
         if (ifname && *ifname) {
             attr.iface = ifname;
-        } else if (is_local(getenv("MASTER_ADDR"))) {
-            attr.hostname = "127.0.0.1";
         } else {
-            char host[256] = "";
-            gethostname(host, sizeof host - 1);
+            const char *master = getenv("MASTER_ADDR");
+            if (!master || !*master) master = "127.0.0.1";
+            struct in_addr ia;
+            char err[256];
+            if (sg_net_listen_addr(master, &ia, nullptr, 0, err, sizeof err) != SG_OK) {
+                SG_ERROR("rank %d: cannot choose an address for Gloo: %s", rank, err);
+                delete g;
+                return nullptr;
+            }
+            char host[256] = "127.0.0.1";
+            if (ia.s_addr != htonl(INADDR_ANY)) inet_ntop(AF_INET, &ia, host, sizeof host);
+            else { // MASTER_ADDR=0.0.0.0: every interface listens; Gloo needs one to name
+                char name[256] = "";
+                if (gethostname(name, sizeof name - 1) == 0 && *name)
+                    snprintf(host, sizeof host, "%s", name);
+            }
             attr.hostname = host;
         }
         g->dev = gloo::transport::tcp::CreateDevice(attr);

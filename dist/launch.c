@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "core/util.h"
 #include "dist/job_token.h"
+#include "dist/launch_agent.h"
 #include "dist/launch_report.h"
 #include "dist/store.h"
 
@@ -44,11 +45,18 @@ typedef struct launch_opts {
     int nproc, nnodes, node_rank, port;
     char addr[256];
     double grace_s;
+    int max_restarts;             /* --max-restarts K: restarts of the group after a failure */
+    double backoff_s;             /* --restart-backoff-s S: pause before each restart */
+    int round;                    /* the current attempt: 0, then 1..max_restarts */
+    int agent_port;               /* --agent-port: the launchers' rendezvous (several nodes) */
+    double node_timeout_s;        /* --node-timeout-s: a node must (re)join within it */
     char token[SG_TOKEN_MAX + 1]; /* "" when the workers derive theirs */
     int report_fd;                /* write end of the culprit pipe (children) */
 } launch_opts;
 
 static int g_sigpipe[2] = {-1, -1};
+static const int g_sigs[4] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+static char g_host[256] = "?"; /* this node's name, for the restart log lines */
 
 static void on_signal(int sig) {
     int e = errno;
@@ -58,9 +66,23 @@ static void on_signal(int sig) {
     errno = e;
 }
 
-static const char *launch_opt_names[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
-                                         "--master-addr",    "--master-port", "--kill-grace-s"};
-enum { O_NPROC, O_NNODES, O_NODE_RANK, O_ADDR, O_PORT, O_GRACE, O_COUNT };
+static const char *launch_opt_names[] = {
+    "--nproc-per-node", "--nnodes",        "--node-rank",    "--master-addr",
+    "--master-port",    "--kill-grace-s",  "--max-restarts", "--restart-backoff-s",
+    "--agent-port",     "--node-timeout-s"};
+enum {
+    O_NPROC,
+    O_NNODES,
+    O_NODE_RANK,
+    O_ADDR,
+    O_PORT,
+    O_GRACE,
+    O_RESTARTS,
+    O_BACKOFF,
+    O_AGENT_PORT,
+    O_NODE_TIMEOUT,
+    O_COUNT
+};
 
 /* If argv[*i] is launcher option k, stores its value and advances *i past it.
  * Returns 1 if matched, 0 if not, -1 when the value is missing. */
@@ -107,6 +129,9 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
     memset(o, 0, sizeof *o);
     o->nnodes = 1;
     o->grace_s = 30;
+    o->backoff_s = 1;
+    o->agent_port = -1;
+    o->node_timeout_s = 300;
     o->port = -1;
     const char *env_addr = getenv("MASTER_ADDR");
     snprintf(o->addr, sizeof o->addr, "%s", env_addr && *env_addr ? env_addr : "127.0.0.1");
@@ -139,6 +164,24 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 o->grace_s = g;
                 break;
             }
+            case O_RESTARTS:
+                rc = parse_int(launch_opt_names[k], v, 0, 1000, &o->max_restarts);
+                break;
+            case O_BACKOFF: {
+                int b;
+                rc = parse_int(launch_opt_names[k], v, 0, 3600, &b);
+                o->backoff_s = b;
+                break;
+            }
+            case O_AGENT_PORT:
+                rc = parse_int(launch_opt_names[k], v, 0, 65535, &o->agent_port);
+                break;
+            case O_NODE_TIMEOUT: {
+                int t;
+                rc = parse_int(launch_opt_names[k], v, 1, 86400, &t);
+                o->node_timeout_s = t;
+                break;
+            }
             default:
                 if (!*v || strlen(v) >= sizeof o->addr) {
                     SG_ERROR("launcher: --master-addr '%s' is empty or too long", v);
@@ -169,6 +212,13 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 return 2;
             }
         }
+    }
+    if (o->agent_port < 0) o->agent_port = o->port < 65535 ? o->port + 1 : o->port - 1;
+    if (o->nnodes > 1 && o->agent_port > 0 && o->agent_port == o->port) {
+        SG_ERROR("launcher: --agent-port %d is the --master-port: the launchers' rendezvous and "
+                 "the workers' store need two ports",
+                 o->agent_port);
+        return 2;
     }
     return 0;
 }
@@ -214,8 +264,8 @@ static void exec_worker(const launch_opts *o, const worker *w, int out_w, int er
     } else {
         unsetenv(SG_LAUNCH_REPORT_ENV);
     }
-    setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
-    setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
+    setenv_int("TORCHELASTIC_RESTART_COUNT", o->round);
+    setenv_int("TORCHELASTIC_MAX_RESTARTS", o->max_restarts);
     setenv("TORCHELASTIC_RUN_ID", "segtrain", 1);
     if (!getenv("OMP_NUM_THREADS")) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -320,41 +370,69 @@ static void signal_all(worker *w, int n, int sig) {
         if (w[i].alive && kill(-w[i].pid, sig) != 0) kill(w[i].pid, sig);
 }
 
-int sg_launch(int argc, char **argv, const char *exe) {
-    launch_opts o;
-    char **rest = calloc((size_t)argc + 2, sizeof *rest);
-    SG_CHECK(rest, "out of memory");
-    int n_rest = 0;
-    int rc = parse(argc, argv, &o, rest + 1, &n_rest);
-    if (rc) {
-        free(rest);
-        return rc;
+/* The workers' arguments for a restart: `--resume auto` (the newest valid
+ * checkpoint of the run directory, or a fresh start when there is none)
+ * in place of any --resume given, added after the `train` command when
+ * there was none. rest has room for two more entries (sg_launch allocates
+ * it so). SG_OK, or SG_ERR_CONFIG when the workers do not run `train` (a
+ * restart would redo the work from the start: refused, logged). */
+static sg_status resume_auto(char **rest) {
+    int n = 0, train_at = -1;
+    while (rest[n]) n++;
+    for (int i = 1; i < n; i++) {
+        if (strcmp(rest[i], "--resume") == 0 && i + 1 < n) {
+            rest[i + 1] = "auto";
+            return SG_OK;
+        }
+        if (strncmp(rest[i], "--resume=", 9) == 0) {
+            rest[i] = "--resume=auto";
+            return SG_OK;
+        }
+        if (train_at < 0 && strcmp(rest[i], "train") == 0) train_at = i;
     }
-    rest[0] = (char *)exe;
+    if (train_at < 0) {
+        SG_ERROR("launcher: --max-restarts restarts `segtrain train` from its last checkpoint "
+                 "(--resume auto); these workers do not run `train`, so they are not restarted");
+        return SG_ERR_CONFIG;
+    }
+    memmove(rest + train_at + 3, rest + train_at + 1, (size_t)(n - train_at) * sizeof *rest);
+    rest[train_at + 1] = "--resume";
+    rest[train_at + 2] = "auto";
+    return SG_OK;
+}
 
-    /* the job token: the user's (several nodes must share one), else a
-     * random one per job on one node; several nodes without one: the
-     * workers derive it (dist/job_token.h) */
-    const char *user_token = getenv(SG_TOKEN_ENV);
-    if (user_token && *user_token) {
-        if (strlen(user_token) > SG_TOKEN_MAX) {
-            SG_ERROR("launcher: %s is longer than %d characters", SG_TOKEN_ENV, SG_TOKEN_MAX);
-            free(rest);
-            return 2;
-        }
-        snprintf(o.token, sizeof o.token, "%s", user_token);
-    } else if (o.nnodes == 1) {
-        if (sg_job_token_generate(o.token) != SG_OK) {
-            free(rest);
-            return 1;
-        }
-    } else {
-        SG_WARN(
-            "launcher: %d nodes and no %s: the workers derive the job token from the config and "
-            "MASTER_ADDR:PORT, which separates jobs but is not a secret; for a secret one, export the same "
-            "random %s on every node (e.g. `export %s=$(openssl rand -hex 32)`)",
-            o.nnodes, SG_TOKEN_ENV, SG_TOKEN_ENV, SG_TOKEN_ENV);
+/* Waits s seconds before a restart; a signal to the launcher (other than
+ * SIGCHLD) ends the wait: returns it, else 0. */
+static int backoff(double s) {
+    double until = sg_now_s() + s;
+    for (;;) {
+        double left = until - sg_now_s();
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = g_sigpipe[0], .events = POLLIN};
+        int pr = poll(&p, 1, (int)(left * 1000) + 1);
+        if (pr <= 0) continue;
+        unsigned char buf[64];
+        ssize_t n = read(g_sigpipe[0], buf, sizeof buf);
+        for (ssize_t k = 0; k < n; k++)
+            if (buf[k] != SIGCHLD) return buf[k];
     }
+}
+
+/* One attempt: starts the node's workers, relays their output and reports,
+ * forwards signals, stops them all once one fails, and reaps every one.
+ * Returns the round's exit status (0: every worker succeeded); out gets the
+ * cause of a failure and the signal forwarded, if any. */
+typedef struct round_result {
+    char cause[768];  /* "worker rank R ... (exit status N); see ..." */
+    int forwarded;    /* a signal to the launcher forwarded to the workers */
+    int config_error; /* the failed worker exited 2: a restart cannot fix it */
+    int remote;       /* stopped because the attempt failed on another node */
+} round_result;
+
+static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *agent,
+                     round_result *out) {
+    launch_opts o = *o_in;
+    memset(out, 0, sizeof *out);
     report_reader rr = {.fd = -1};
     int rep_pipe[2] = {-1, -1};
     if (pipe2(rep_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -364,22 +442,9 @@ int sg_launch(int argc, char **argv, const char *exe) {
         o.report_fd = -1; /* the summary then names the worker that failed first */
     }
 
-    if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK)) {
-        SG_ERROR("launcher: pipe failed: %s", strerror(errno));
-        if (rr.fd >= 0) close(rr.fd), close(o.report_fd);
-        free(rest);
-        return 1;
-    }
-    struct sigaction sa, old[4];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, &old[i]);
-
-    SG_INFO("launcher: starting %d workers (node %d of %d, world %d), rendezvous at %s:%d", o.nproc,
-            o.node_rank, o.nnodes, o.nproc * o.nnodes, o.addr, o.port);
+    SG_INFO("launcher: starting %d workers (node %d of %d, world %d), rendezvous at %s:%d%s",
+            o.nproc, o.node_rank, o.nnodes, o.nproc * o.nnodes, o.addr, o.port,
+            o.round ? " (restarted)" : "");
     worker *w = calloc((size_t)o.nproc, sizeof *w);
     SG_CHECK(w, "out of memory");
     pid_t self = getpid();
@@ -397,7 +462,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         sigset_t block, prev;
         sigemptyset(&block);
-        for (int k = 0; k < 4; k++) sigaddset(&block, sigs[k]);
+        for (int k = 0; k < 4; k++) sigaddset(&block, g_sigs[k]);
         sigprocmask(SIG_BLOCK, &block, &prev);
         pid_t pid = fork();
         if (pid != 0) sigprocmask(SIG_SETMASK, &prev, NULL);
@@ -424,15 +489,36 @@ int sg_launch(int argc, char **argv, const char *exe) {
 
     int failed = -1, failed_status = 0, forwarded = 0, result = 0;
     double kill_at = -1, drain_until = -1;
+    /* several nodes: a failure elsewhere wakes the loop (dist/launch_agent.h) */
+    int wake[2] = {-1, -1}, remote = 0, remote_exit = 0;
+    if (agent && pipe2(wake, O_CLOEXEC | O_NONBLOCK) == 0 &&
+        sg_agent_watch(agent, o.round, wake[1]) != SG_OK) {
+        close(wake[0]), close(wake[1]);
+        wake[0] = wake[1] = -1;
+    }
     if (n_started < o.nproc) { /* could not start everyone: stop the rest */
         failed = n_started;
         failed_status = 1 << 8;
         signal_all(w, n_started, SIGTERM);
         kill_at = sg_now_s() + o.grace_s;
     }
-    struct pollfd *pfd = calloc((size_t)(2 * n_started + 1), sizeof *pfd);
+    struct pollfd *pfd = calloc((size_t)(2 * n_started + 2), sizeof *pfd);
     SG_CHECK(pfd, "out of memory");
     for (;;) {
+        if (agent && !remote && failed < 0 && !forwarded) {
+            int ex = 1;
+            int f = sg_agent_poll(agent, out->cause, sizeof out->cause, &ex);
+            if (f) {
+                remote = f;
+                remote_exit = ex ? ex : 1;
+                SG_ERROR("launcher: %s%s; stopping this node's workers (SIGTERM, SIGCONT, "
+                         "SIGKILL after %.0f s)",
+                         f > 0 ? "the job failed on another node: " : "", out->cause, o.grace_s);
+                signal_all(w, n_started, SIGTERM);
+                signal_all(w, n_started, SIGCONT); /* a stopped worker can then act on it */
+                kill_at = sg_now_s() + o.grace_s;
+            }
+        }
         read_reports(&rr, w,
                      n_started); /* before reaping: a failed worker's report is in the pipe */
         /* reap */
@@ -444,7 +530,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
             if (r == w[i].pid) {
                 w[i].alive = 0;
                 w[i].status = st;
-                if (st != 0 && failed < 0 && !forwarded) {
+                if (st != 0 && failed < 0 && !forwarded && !remote) {
                     char how[128], found[96] = "";
                     describe(st, how, sizeof how);
                     failed = i;
@@ -476,6 +562,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         int np = 0;
         pfd[np++] = (struct pollfd){.fd = g_sigpipe[0], .events = POLLIN};
+        if (wake[0] >= 0) pfd[np++] = (struct pollfd){.fd = wake[0], .events = POLLIN};
         for (int i = 0; i < n_started; i++)
             for (int k = 0; k < 2; k++)
                 if (w[i].fd[k] >= 0)
@@ -499,6 +586,10 @@ int sg_launch(int argc, char **argv, const char *exe) {
                 if (!forwarded) forwarded = sig;
                 if (kill_at < 0) kill_at = sg_now_s() + o.grace_s;
             }
+        }
+        if (wake[0] >= 0) { /* drained; sg_agent_poll reads the finding */
+            char b[16];
+            while (read(wake[0], b, sizeof b) > 0) {}
         }
         for (int i = 0; i < n_started; i++)
             for (int k = 0; k < 2; k++) {
@@ -525,25 +616,163 @@ int sg_launch(int argc, char **argv, const char *exe) {
         const worker *f = failed < n_started ? &w[failed] : NULL;
         if (f && f->culprit >= 0 && f->culprit != f->rank)
             /* the worker that exited first only noticed: name the one it found */
-            SG_ERROR(
-                "launcher: failed: worker rank %d %s (found by worker rank %d, which then %s; exit "
-                "status %d); see rank %d's log and the output above",
-                f->culprit, sg_launch_report_phrase(f->culprit_state), f->rank, how, result,
-                f->culprit);
+            snprintf(out->cause, sizeof out->cause,
+                     "worker rank %d %s (found by worker rank %d, which then %s; exit "
+                     "status %d); see rank %d's log and the output above",
+                     f->culprit, sg_launch_report_phrase(f->culprit_state), f->rank, how, result,
+                     f->culprit);
         else
-            SG_ERROR("launcher: failed: worker rank %d %s (exit status %d); see its output above",
+            snprintf(out->cause, sizeof out->cause,
+                     "worker rank %d %s (exit status %d); see its output above",
                      f ? f->rank : failed, how, result);
+        out->config_error = f && WIFEXITED(failed_status) && WEXITSTATUS(failed_status) == 2 &&
+                            f->culprit < 0;
     } else if (forwarded) {
         result = 128 + forwarded;
-        SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", forwarded,
-                 strsignal(forwarded), result);
+    } else if (remote) {
+        result = remote_exit; /* out->cause names the node and its failure */
+        out->remote = 1;
     }
-    for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
+    if (agent) sg_agent_unwatch(agent);
+    if (wake[0] >= 0) close(wake[0]), close(wake[1]);
+    out->forwarded = forwarded;
+    free(pfd);
+    free(w);
+    return result;
+}
+
+int sg_launch(int argc, char **argv, const char *exe) {
+    launch_opts o;
+    char **rest = calloc((size_t)argc + 4, sizeof *rest); /* + --resume auto */
+    SG_CHECK(rest, "out of memory");
+    int n_rest = 0;
+    int rc = parse(argc, argv, &o, rest + 1, &n_rest);
+    if (rc) {
+        free(rest);
+        return rc;
+    }
+    rest[0] = (char *)exe;
+    if (gethostname(g_host, sizeof g_host - 1) != 0) snprintf(g_host, sizeof g_host, "?");
+
+    /* the job token: the user's (several nodes must share one), else a
+     * random one per job on one node; several nodes without one: the
+     * workers derive it (dist/job_token.h) */
+    const char *user_token = getenv(SG_TOKEN_ENV);
+    if (user_token && *user_token) {
+        if (strlen(user_token) > SG_TOKEN_MAX) {
+            SG_ERROR("launcher: %s is longer than %d characters", SG_TOKEN_ENV, SG_TOKEN_MAX);
+            free(rest);
+            return 2;
+        }
+        snprintf(o.token, sizeof o.token, "%s", user_token);
+    } else if (o.nnodes == 1) {
+        if (sg_job_token_generate(o.token) != SG_OK) {
+            free(rest);
+            return 1;
+        }
+    } else {
+        SG_WARN(
+            "launcher: %d nodes and no %s: the workers derive the job token from the config and "
+            "MASTER_ADDR:PORT, which separates jobs but is not a secret; for a secret one, export the same "
+            "random %s on every node (e.g. `export %s=$(openssl rand -hex 32)`)",
+            o.nnodes, SG_TOKEN_ENV, SG_TOKEN_ENV, SG_TOKEN_ENV);
+    }
+
+    if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK)) {
+        SG_ERROR("launcher: pipe failed: %s", strerror(errno));
+        free(rest);
+        return 1;
+    }
+    struct sigaction sa, old[4];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &sa, &old[i]);
+
+    /* several nodes: the launchers' own rendezvous, in node 0's launcher */
+    sg_agent *agent = NULL;
+    if (o.nnodes > 1 && o.agent_port > 0) {
+        agent =
+            sg_agent_create(o.addr, o.agent_port, o.node_rank, o.nnodes, o.token, o.node_timeout_s);
+        if (!agent) {
+            for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &old[i], NULL);
+            close(g_sigpipe[0]);
+            close(g_sigpipe[1]);
+            g_sigpipe[0] = g_sigpipe[1] = -1;
+            free(rest);
+            return 1;
+        }
+    }
+    int result = 0;
+    for (o.round = 0;; o.round++) {
+        if (agent && sg_agent_join(agent, o.round, o.max_restarts) != SG_OK) {
+            result = result ? result : 1;
+            break;
+        }
+        round_result rr;
+        result = run_round(&o, exe, rest, agent, &rr);
+        int no_restart = rr.forwarded || rr.config_error;
+        if (agent) { /* every node's outcome: all restart, or all end */
+            int any = 0, any_nr = 0, first_exit = result;
+            char first[768];
+            if (sg_agent_outcome(agent, o.round, o.round < o.max_restarts, result, no_restart,
+                                 rr.cause, &any, &any_nr, first, sizeof first,
+                                 &first_exit) != SG_OK) {
+                if (result == 0) result = 1;
+                SG_ERROR("launcher: failed: %s",
+                         rr.cause[0] ? rr.cause : "the other nodes could not be reached");
+                break;
+            }
+            if (any && result == 0) {
+                result = first_exit ? first_exit : 1;
+                snprintf(rr.cause, sizeof rr.cause, "%s", first);
+                rr.remote = 1;
+            }
+            no_restart = any_nr;
+            if (any_nr && !rr.forwarded && !rr.config_error) rr.config_error = 1;
+        }
+        if (result == 0) break;
+        if (rr.forwarded) {
+            SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", rr.forwarded,
+                     strsignal(rr.forwarded), result);
+            break; /* the user's Ctrl-C / SIGTERM is never retried */
+        }
+        if (no_restart && o.round < o.max_restarts) {
+            SG_ERROR("launcher: failed: %s", rr.cause);
+            SG_ERROR("launcher: not restarting: %s",
+                     rr.remote ? "the failure on the other node cannot be fixed by a restart "
+                                 "(a signal from the user, or a configuration error)"
+                               : "exit status 2 is a configuration or usage error, which a "
+                                 "restart cannot fix");
+            break;
+        }
+        if (o.round >= o.max_restarts) {
+            SG_ERROR("launcher: failed: %s", rr.cause);
+            if (o.max_restarts > 0)
+                SG_ERROR("launcher: giving up after %d restart(s) (--max-restarts %d): the "
+                         "failure above is the last one",
+                         o.round, o.max_restarts);
+            break;
+        }
+        SG_WARN("launcher: restart %d of %d on host %s: %s", o.round + 1, o.max_restarts, g_host,
+                rr.cause);
+        if (resume_auto(rest) != SG_OK) break;
+        int sig = backoff(o.backoff_s);
+        if (sig) {
+            result = 128 + sig;
+            SG_ERROR("launcher: stopped by signal %d (%s) before restarting; exit status %d", sig,
+                     strsignal(sig), result);
+            break;
+        }
+        SG_INFO("launcher: restarting the workers (restart %d of %d, --resume auto)", o.round + 1,
+                o.max_restarts);
+    }
+    sg_agent_destroy(agent);
+    for (int i = 0; i < 4; i++) sigaction(g_sigs[i], &old[i], NULL);
     close(g_sigpipe[0]);
     close(g_sigpipe[1]);
     g_sigpipe[0] = g_sigpipe[1] = -1;
-    free(pfd);
-    free(w);
     free(rest);
     return result;
 }

@@ -24,8 +24,23 @@
  * Options (anywhere in argv, "--opt V" or "--opt=V"): --nproc-per-node N,
  * --nnodes M (1), --node-rank R (0), --master-addr A (MASTER_ADDR or
  * 127.0.0.1), --master-port P (MASTER_PORT; single node: a free port;
- * several nodes: 29500), --kill-grace-s S (30, as torchrun). The other
- * arguments are passed to each worker unchanged.
+ * several nodes: 29500), --kill-grace-s S (30, as torchrun),
+ * --max-restarts K (0), --restart-backoff-s S (1), --agent-port P
+ * (several nodes: --master-port + 1; 0: none), --node-timeout-s S (300).
+ * The other arguments are passed to each worker unchanged.
+ *
+ * Restarts (--max-restarts K): after a failed attempt (a worker's non-zero
+ * exit or signal, a hang the workers found through dist.timeout_s) the
+ * group is started again, at most K times, with `--resume auto` in the
+ * workers' arguments (replacing a --resume given; added after `train`),
+ * TORCHELASTIC_RESTART_COUNT = the attempt and TORCHELASTIC_MAX_RESTARTS =
+ * K; each restart is logged with its cause and host. Never restarted: a
+ * signal to the launcher, a worker's exit status 2 (configuration or usage
+ * error), workers that do not run `train`. The exit status is the last
+ * failure's. Several nodes meet in the launchers' rendezvous
+ * (dist/launch_agent.h): they start each attempt together, stop their
+ * workers as soon as the attempt failed on another node, and restart or end
+ * together.
  */
 #ifndef SG_DIST_LAUNCH_H
 #define SG_DIST_LAUNCH_H

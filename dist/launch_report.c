@@ -58,7 +58,7 @@ sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *c
     buf[len] = 0;
     char tail;
     if (sscanf(buf, "culprit %d %d %d%c", self, culprit, state, &tail) != 3) return SG_ERR_RUNTIME;
-    if (*self < 0 || *culprit < 0 || *state < SG_RANK_DEAD || *state > SG_RANK_UNREACHABLE)
+    if (*self < 0 || *culprit < 0 || *state < SG_RANK_DEAD || *state > SG_LAUNCH_RANK_FAILED)
         return SG_ERR_RUNTIME;
     return SG_OK;
 }
@@ -67,6 +67,7 @@ const char *sg_launch_report_phrase(int state) {
     switch (state) {
     case SG_RANK_DEAD: return "exited or was killed";
     case SG_RANK_HUNG: return "is stopped or hung";
+    case SG_LAUNCH_RANK_FAILED: return "failed on its own error";
     default: return "(hosting the rendezvous store) was not reachable";
     }
 }

@@ -6,7 +6,9 @@
  * The launcher opens a pipe and hands its write end to every worker:
  * SEGTRAIN_LAUNCH_REPORT="<fd>:<launcher pid>". A worker whose parent is
  * that pid writes one line per finding, "culprit <self> <rank> <state>\n"
- * (state: SG_RANK_* of dist/store.h), atomically (shorter than PIPE_BUF)
+ * (state: SG_RANK_* of dist/store.h, or SG_LAUNCH_RANK_FAILED: that rank
+ * told the others it failed on its own error, e.g. rank 0's checkpoint write
+ * on a full disk), atomically (shorter than PIPE_BUF)
  * and without blocking. Anywhere else (torchrun, mpirun, a variable
  * inherited by a grandchild) it does nothing.
  */
@@ -18,6 +20,9 @@
 #include "core/status.h"
 
 #define SG_LAUNCH_REPORT_ENV "SEGTRAIN_LAUNCH_REPORT"
+/* A state beyond dist/store.h's SG_RANK_*: the rank reported its own failure
+ * to the others (they stop because of it, not because of a fault of theirs). */
+#define SG_LAUNCH_RANK_FAILED 4
 
 /* Worker: checks the variable once (parent pid, a pipe) and marks the
  * descriptor close-on-exec so nothing this process starts inherits it.
@@ -25,7 +30,7 @@
  * has no launcher to tell (not an error: nothing is logged). */
 int sg_launch_report_open(void);
 /* Worker: rank self found rank culprit in state (SG_RANK_DEAD, _HUNG,
- * _UNREACHABLE). No-op without a launcher. */
+ * _UNREACHABLE, SG_LAUNCH_RANK_FAILED). No-op without a launcher. */
 void sg_launch_report_culprit(int self, int culprit, int state);
 
 /* Launcher: parses one line (without its newline), a pure function (fuzzed

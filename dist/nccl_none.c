@@ -11,7 +11,7 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     (void)world;
     (void)timeout_s;
     SG_ERROR("rank %d: dist.backend=nccl, but this binary was built without CUDA/NCCL: "
-             "rebuild with the CUDA toolkit (see README) or use dist.backend=gloo",
+             "rebuild with the CUDA toolkit (docs/DEVELOPING.md) or use dist.backend=gloo",
              rank);
     return NULL;
 }

@@ -90,6 +90,9 @@ int sg_store_rank(const sg_store *s);
 int sg_store_world(const sg_store *s);
 double sg_store_timeout(const sg_store *s);
 void sg_store_set_timeout(sg_store *s, double timeout_s);
+/* quiet != 0: failed requests are not logged (the caller reports them in
+ * its own words, e.g. the launchers' rendezvous, dist/launch_agent.h). */
+void sg_store_set_quiet(sg_store *s, int quiet);
 
 /* The requests: each returns an sg_store_rc (see the top). */
 sg_store_rc sg_store_set(sg_store *s, const char *key, const void *val, size_t len);

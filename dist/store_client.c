@@ -368,6 +368,7 @@ int sg_store_rank(const sg_store *s) { return s->rank; }
 int sg_store_world(const sg_store *s) { return s->world; }
 double sg_store_timeout(const sg_store *s) { return s->timeout_s; }
 void sg_store_set_timeout(sg_store *s, double t) { s->timeout_s = t; }
+void sg_store_set_quiet(sg_store *s, int quiet) { s->quiet = quiet; }
 
 sg_store_rc sg_store_set(sg_store *s, const char *key, const void *val, size_t len) {
     if (len > SG_STORE_MAX_VAL) {

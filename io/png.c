@@ -11,6 +11,10 @@
 #include "core/log.h"
 #include "io/image_err.h"
 
+/* Without a pixel budget (max_pixels <= 0, direct callers only) a side over
+ * this is refused: no real dataset image is that wide. */
+#define PNG_SIDE_MAX 65536
+
 void sg_img_free(sg_img *img) {
     if (!img) return;
     free(img->data);
@@ -132,8 +136,11 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     if (mem) png_set_read_fn(s->png, s, mem_read);
     else png_init_io(s->png, s->f);
     png_set_sig_bytes(s->png, 8);
-    /* Refuse absurd dimensions from a corrupt header before allocating. */
-    png_set_user_limits(s->png, 1 << 16, 1 << 16);
+    /* Dimensions are bounded below, by the pixel budget (data.max_image_pixels)
+     * with its own message; libpng's user limits (1e6 a side by default,
+     * 65536 here before) would refuse a wide header as "Invalid IHDR data"
+     * first. PNG's own maximum stays: 2^31 - 1 a side. */
+    png_set_user_limits(s->png, 0x7fffffff, 0x7fffffff);
     png_read_info(s->png, s->info);
 
     png_uint_32 w = png_get_image_width(s->png, s->info);
@@ -149,6 +156,14 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
     /* The pixel budget, before anything proportional to the image is
      * allocated: a 200 KB file can declare 65535 x 65535 pixels. */
     if (sg_img_check_pixels(path, "PNG", h, w, max_pixels, err, errlen) != SG_OK) {
+        read_cleanup(s);
+        return SG_ERR_RUNTIME;
+    }
+    if (max_pixels <= 0 && (h > PNG_SIDE_MAX || w > PNG_SIDE_MAX)) { /* no budget given */
+        sg_report(err, errlen,
+                  "%s: the PNG is %ux%u (HxW), over %d pixels a side, and no pixel limit was "
+                  "given: a corrupt or hostile header (pass a limit, data.max_image_pixels)",
+                  path, (unsigned)h, (unsigned)w, PNG_SIDE_MAX);
         read_cleanup(s);
         return SG_ERR_RUNTIME;
     }

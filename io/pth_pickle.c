@@ -525,11 +525,13 @@ static pk_value *memo_get(pk_ctx *c, uint64_t idx, size_t at) {
     return c->memo[idx];
 }
 
-static pk_value *make_tuple(pk_ctx *c, pk_value **items, size_t n) {
+/* A tuple of the n stack values from index first (by index: with n == 0 the
+ * stack may still be unallocated, and NULL + 0 is undefined). */
+static pk_value *make_tuple(pk_ctx *c, size_t first, size_t n) {
     pk_value *t = new_value(c, PK_TUPLE);
     if (!t) return NULL;
     for (size_t i = 0; i < n; i++)
-        if (add_item(c, t, items[i]) != 0) return NULL;
+        if (add_item(c, t, c->stack[first + i]) != 0) return NULL;
     return t;
 }
 
@@ -688,7 +690,7 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
             break;
         case 't': /* TUPLE */
             if (pop_mark(c, at, &first, &n)) return NULL;
-            if (push(c, make_tuple(c, c->stack + first, n))) return NULL;
+            if (push(c, make_tuple(c, first, n))) return NULL;
             break;
         case 0x85:
         case 0x86:
@@ -698,7 +700,7 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
             if (c->sp < floor + k)
                 return pk_fail(c, "TUPLE%zu at byte %zu: stack underflow", k, at);
             c->sp -= k;
-            if (push(c, make_tuple(c, c->stack + c->sp, k))) return NULL;
+            if (push(c, make_tuple(c, c->sp, k))) return NULL;
             break;
         }
         case 'a': /* APPEND */

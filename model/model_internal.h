@@ -4,8 +4,10 @@
  * model_build.c in forward order. Tensor 0 is the input. Shapes depend on
  * the input size and are filled by sg_model_plan (model_plan.c); the runner
  * (model_run.c) walks the list forward, and in reverse for backward.
- * Shared by model_build.c, model_plan.c, model_run.c (and model_io.c for
- * sg_model_registry_size) only.
+ * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
+ * walks the list to write the ONNX graph) and model_io.c (for
+ * sg_model_registry_size) only; tests/model/test_onnx_export.c plants an
+ * unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
 #define SG_MODEL_MODEL_INTERNAL_H

@@ -145,6 +145,33 @@ static inline void th_kill_child(pid_t pid) {
     }
 }
 
+/* The pids of a process's children (from /proc), at most cap; how many. */
+static inline int th_children(pid_t parent, pid_t *out, int cap) {
+    char p[128];
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    FILE *f = fopen(p, "r");
+    int n = 0, pid;
+    while (f && n < cap && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
+    if (f) fclose(f);
+    return n;
+}
+
+/* The RANK variable of a running process's environment, or -1. */
+static inline int th_env_rank(pid_t pid) {
+    char p[128], buf[65536];
+    snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i < n;) {
+        if (!strncmp(buf + i, "RANK=", 5)) return atoi(buf + i + 5);
+        i += strlen(buf + i) + 1;
+    }
+    return -1;
+}
+
 /* Runs a printf-formatted command line with /bin/sh, echoing it to stderr;
  * returns its exit status (128 + signal when killed). */
 static int th_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));

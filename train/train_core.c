@@ -3,8 +3,11 @@
  * device slots. The step itself is in train/train_step.c. */
 #include "train/train_core.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "model/model_io.h"
@@ -70,16 +73,33 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
         (!strcmp(cfg->model.backbone, "resnet50") || !strcmp(cfg->model.backbone, "resnet101")))
         SG_WARN("model.pretrained is empty: this %s run starts from random initialisation, not "
                 "ImageNet weights; the published mIoU figures (configs/*.yaml) assume them: get "
-                "torchvision's %s file, `segtrain convert` it and set model.pretrained (README, "
-                "\"ImageNet weights\")",
+                "torchvision's %s file, `segtrain convert` it and set model.pretrained "
+                "(docs/DATASETS.md, \"ImageNet weights\")",
                 cfg->model.backbone, cfg->model.backbone);
-    if (load_pretrained_weights && cfg->model.pretrained[0] &&
-        load_pretrained(c->m, cfg) != SG_OK) {
-        /* the file is the user's choice: a configuration error */
-        SG_ERROR("model.pretrained: loading %s failed (see above); set "
-                 "model.pretrained_strict: false to skip mismatching keys",
-                 cfg->model.pretrained);
-        return SG_ERR_CONFIG;
+    if (load_pretrained_weights && cfg->model.pretrained[0]) {
+        /* the file is the user's choice: a configuration error; a missing
+         * file is not a strictness question */
+        struct stat st;
+        if (stat(cfg->model.pretrained, &st) != 0) {
+            char cwd[1024];
+            SG_ERROR("model.pretrained: %s: %s (a relative path is relative to the working "
+                     "directory, %s): give the file's path, or model.pretrained: \"\" to start "
+                     "from random initialisation",
+                     cfg->model.pretrained, strerror(errno),
+                     getcwd(cwd, sizeof cwd) ? cwd : "unknown");
+            return SG_ERR_CONFIG;
+        }
+        if (load_pretrained(c->m, cfg) != SG_OK) {
+            if (cfg->model.pretrained_strict)
+                SG_ERROR("model.pretrained: loading %s failed (see above); set "
+                         "model.pretrained_strict: false to skip mismatching keys",
+                         cfg->model.pretrained);
+            else
+                SG_ERROR("model.pretrained: loading %s failed (see above): is it a safetensors "
+                         "file? (`segtrain convert` writes one from a PyTorch .pth)",
+                         cfg->model.pretrained);
+            return SG_ERR_CONFIG;
+        }
     }
     /* freezing is configuration, applied before anything trains (it also
      * changes the work: no weight gradients) */

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "data/sampler.h"
+#include "dist/launch_report.h"
 #include "io/json.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -74,6 +75,7 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
         sg_tb_scalar(T->tb, it, "train/lr", lr);
         sg_tb_scalar(T->tb, it, "train/img_per_s", img_s);
         sg_tb_scalar(T->tb, it, "train/data_wait_s", wait);
+        sg_tb_scalar(T->tb, it, "train/restart", (double)sg_comm_restart_count(T->c.comm));
         sg_tb_flush(T->tb);
         sg_json j = {0};
         sg_json_begin(&j);
@@ -89,6 +91,8 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
         sg_json_int(&j, "mem_bytes", (long long)bi.mem_in_use);
         sg_json_int(&j, "mem_peak_bytes", (long long)bi.mem_peak);
         sg_json_str(&j, "run_id", T->st.run_id);
+        /* how many times the launcher restarted the job so far (--max-restarts) */
+        sg_json_int(&j, "restart", (long long)sg_comm_restart_count(T->c.comm));
         sg_json_end(&j);
         sg_jsonl_append(T->metrics_path, &j);
         sg_json_free(&j);
@@ -279,7 +283,11 @@ static sg_status write_checkpoint(trainer *T, int best) {
     }
     if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return SG_ERR_RUNTIME;
     if (rc != 0) {
-        if (T->c.rank != 0) SG_ERROR("rank 0 failed to write checkpoint %s", path);
+        if (T->c.rank != 0) {
+            SG_ERROR("rank 0 failed to write checkpoint %s (see rank 0's log)", path);
+            /* under segtrain's launcher: its summary names rank 0, not us */
+            sg_launch_report_culprit(T->c.rank, 0, SG_LAUNCH_RANK_FAILED);
+        }
         return SG_ERR_RUNTIME;
     }
     if (!best) T->last_ckpt_iter = T->st.iter;

@@ -250,6 +250,21 @@ static sg_status load_resume(trainer *T, const char *path) {
     return SG_OK;
 }
 
+/* Opens the run's TensorBoard event file on rank 0 (train.tensorboard); the
+ * outcome is agreed on so no rank trains alone. SG_OK or SG_ERR_RUNTIME. */
+static sg_status tb_start(trainer *T) {
+    int64_t tb_failed = 0;
+    if (T->c.rank == 0 && T->cfg->train.tensorboard && !T->tb) {
+        char dir[SG_STR + 8];
+        snprintf(dir, sizeof dir, "%s/tb", T->cfg->run_dir);
+        T->tb = sg_tb_open(dir, T->st.iter);
+        tb_failed = T->tb == NULL;
+        if (T->tb) SG_INFO("TensorBoard: %s (tensorboard --logdir %s)", sg_tb_path(T->tb), dir);
+    }
+    if (sg_comm_allreduce_i64(T->c.comm, &tb_failed, 1) != 0 || tb_failed) return SG_ERR_RUNTIME;
+    return SG_OK;
+}
+
 /* Every rank resolves --resume itself (auto: the newest valid file it sees).
  * A run_dir that is not shared between nodes, or a file another rank cannot
  * see, would start ranks at different iterations: DDP broadcasts rank 0's
@@ -379,17 +394,10 @@ static sg_status setup(trainer *T, const char *resume) {
                                : "per micro-batch (loss_norm local)");
     }
 
-    /* TensorBoard: rank 0, a new event file per (re)start; the outcome is
-     * agreed on so no rank trains alone */
-    int64_t tb_failed = 0;
-    if (c->rank == 0 && cfg->train.tensorboard) {
-        char dir[SG_STR + 8];
-        snprintf(dir, sizeof dir, "%s/tb", cfg->run_dir);
-        T->tb = sg_tb_open(dir, T->st.iter);
-        tb_failed = T->tb == NULL;
-        if (T->tb) SG_INFO("TensorBoard: %s (tensorboard --logdir %s)", sg_tb_path(T->tb), dir);
-    }
-    if (sg_comm_allreduce_i64(c->comm, &tb_failed, 1) != 0 || tb_failed) return SG_ERR_RUNTIME;
+    /* TensorBoard: a new event file per (re)start, except for a resume with
+     * no step left (run_loop opens one if an evaluation is still due) */
+    if (!(T->resumed && T->st.iter >= T->st.total_steps) && tb_start(T) != SG_OK)
+        return SG_ERR_RUNTIME;
 
     sg_stage(T->stages, "starting the data loaders");
     T->loader = sg_train_core_loader(c, T->train_ds);
@@ -583,7 +591,7 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
             SG_INFO("resume: the evaluation due at iteration %lld did not run before the "
                     "interruption; running it now",
                     (long long)T->st.iter);
-        if (sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
+        if (tb_start(T) != SG_OK || sg_tr_evaluate_and_keep_best(T) != SG_OK) return SG_ERR_RUNTIME;
         /* a finished run's last checkpoint carries the best mIoU */
         if (T->st.iter == T->st.total_steps && sg_tr_write_checkpoint(T, 0) != SG_OK)
             return SG_ERR_RUNTIME;

@@ -2,7 +2,8 @@
 # tests/config/test_cli_binary.sh SEGTRAIN SOURCE_ROOT
 # The built program's routing and exit codes: --help/--version 0, usage
 # errors 2, bad configurations 2 with nothing written, the shipped configs
-# valid, --help-config complete, README's configuration reference current.
+# valid, --help-config complete, docs/CONFIG.md's configuration reference
+# current, a mistyped subcommand's suggestion.
 set -u
 bin=$1
 src=$2
@@ -153,19 +154,24 @@ printf 'seed: 1\nbase: c1.yaml\n' >"$tmp/inh/exp/c3.yaml"
 run inhcycle 2 "$bin" config --config "$tmp/inh/exp/c1.yaml"
 has inhcycle err "c3.yaml:2:7: key 'base': cycle: $tmp/inh/exp/c1.yaml -> $tmp/inh/exp/c2.yaml -> $tmp/inh/exp/c3.yaml -> $tmp/inh/exp/c1.yaml"
 
-# README's configuration reference is what --help-config --markdown prints
+# docs/CONFIG.md's configuration reference is what --help-config --markdown prints
 run md 0 "$bin" --help-config --markdown
 begin='<!-- BEGIN CONFIG REFERENCE'
 end='<!-- END CONFIG REFERENCE'
-if [ -f "$src/README.md" ] && grep -q "$begin" "$src/README.md"; then
-    sed -n "/$begin/,/$end/p" "$src/README.md" | sed '1d;$d' >"$tmp/readme-ref.md"
-    if ! diff -q "$tmp/md.out" "$tmp/readme-ref.md" >/dev/null; then
-        fail "README.md's configuration reference is stale: run scripts/update-readme-config"
-        diff "$tmp/md.out" "$tmp/readme-ref.md" | head -10 >&2
+ref=$src/docs/CONFIG.md
+if [ -f "$ref" ] && grep -q "$begin" "$ref"; then
+    sed -n "/$begin/,/$end/p" "$ref" | sed '1d;$d' >"$tmp/doc-ref.md"
+    if ! diff -q "$tmp/md.out" "$tmp/doc-ref.md" >/dev/null; then
+        fail "docs/CONFIG.md's configuration reference is stale: run scripts/update-readme-config"
+        diff "$tmp/md.out" "$tmp/doc-ref.md" | head -10 >&2
     fi
 else
-    fail "README.md has no '$begin' section"
+    fail "docs/CONFIG.md has no '$begin' section"
 fi
+
+# a mistyped subcommand gets the closest one
+run trian 2 "$bin" trian --config x.yaml
+has trian err "unknown subcommand 'trian' (did you mean train?)"
 
 if [ "$fails" -gt 0 ]; then
     echo "$fails check(s) failed" >&2

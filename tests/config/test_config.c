@@ -64,7 +64,7 @@ static void test_defaults(void) {
     CHECK(!strcmp(c->data.format, "cityscapes"));
     CHECK(!strcmp(c->data.train_split, "train"));
     CHECK(!strcmp(c->data.val_split, "val"));
-    CHECK(!strcmp(c->data.label_map, "cityscapes"));
+    CHECK(!strcmp(c->data.label_map, "auto"));
     CHECK_EQ_INT(c->data.crop_size[0], 512);
     CHECK_EQ_INT(c->data.crop_size[1], 1024);
     CHECK_NEAR(c->data.scale_range[0], 0.5, 0);

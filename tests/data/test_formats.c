@@ -180,19 +180,39 @@ static void test_rules_in_validation(void) {
     sg_config *c = &g_cfg;
     sg_config_defaults(c);
     CHECK_EQ_INT(sg_config_set(c, "data.format=voc"), SG_OK);
-    /* core alone cannot know what voc's masks hold ... */
-    CHECK_EQ_INT(sg_config_validate(c), SG_OK);
-    /* ... the format rules can, and the message names the key's origin */
+    CHECK_EQ_INT(sg_config_set(c, "model.num_classes=21"), SG_OK);
+    /* the default label_map (auto) is the row's: none for voc */
+    CHECK_EQ_INT(sg_config_validate_with(c, sg_format_config_rules), SG_OK);
+    sg_format_use use;
+    sg_format_problem prob;
+    CHECK_EQ_INT(sg_format_resolve(&c->data, &use, &prob), SG_OK);
+    CHECK(!use.use_map);
+    CHECK_EQ_INT(sg_config_set(c, "data.format=cityscapes"), SG_OK);
+    CHECK_EQ_INT(sg_format_resolve(&c->data, &use, &prob), SG_OK);
+    CHECK(use.use_map);
+    CHECK_EQ_INT(sg_config_set(c, "data.format=list"), SG_OK);
+    CHECK_EQ_INT(sg_format_resolve(&c->data, &use, &prob), SG_OK);
+    CHECK(!use.use_map);
+    /* auto on cityscapes with another class count: core names the key */
+    CHECK_EQ_INT(sg_config_set(c, "data.format=cityscapes"), SG_OK);
     th_cap_begin();
     sg_status st = sg_config_validate_with(c, sg_format_config_rules);
     const char *out = th_cap_end();
     CHECK_EQ_INT(st, SG_ERR_CONFIG);
-    CHECK_STR_CONTAINS(out, "config error: key 'data.label_map' (default value): ");
-    CHECK_STR_CONTAINS(out, k_voc_rule);
+    CHECK_STR_CONTAINS(out, "key 'data.label_map' (default value): cityscapes maps to 19 classes "
+                            "(auto: the map of data.format cityscapes)");
+    CHECK_EQ_INT(sg_config_set(c, "data.format=voc"), SG_OK);
+    /* core alone cannot know what voc's masks hold ... */
+    CHECK_EQ_INT(sg_config_set(c, "model.num_classes=19"), SG_OK);
     CHECK_EQ_INT(sg_config_set(c, "data.label_map=cityscapes"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate(c), SG_OK);
+    /* ... the format rules can, and the message names the key's origin */
     th_cap_begin();
-    sg_config_validate_with(c, sg_format_config_rules);
-    CHECK_STR_CONTAINS(th_cap_end(), "config error: --set: key 'data.label_map': cityscapes maps");
+    st = sg_config_validate_with(c, sg_format_config_rules);
+    out = th_cap_end();
+    CHECK_EQ_INT(st, SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(out, "config error: --set: key 'data.label_map': cityscapes maps");
+    CHECK_STR_CONTAINS(out, k_voc_rule);
     /* from a file: FILE:LINE */
     const char *yaml = dt_path("voc.yaml");
     dt_write_text(yaml, "data:\n  format: voc\n  label_map: cityscapes\n");
@@ -226,6 +246,42 @@ static void test_rules_in_validation(void) {
     CHECK(strstr(out, "data.label_map") == NULL);
 }
 
+/* A split given as a path where the format takes a split name is refused at
+ * validation, naming the key and its line; a list format's split is a file. */
+static void test_split_as_path(void) {
+    sg_config *c = &g_cfg;
+    const char *yaml = dt_path("split.yaml");
+    dt_write_text(yaml, "model:\n  num_classes: 21\ndata:\n  format: voc\n"
+                        "  train_split: ImageSets/Segmentation/train.txt\n  val_split: val.txt\n");
+    sg_config_defaults(c);
+    CHECK_EQ_INT(sg_config_load_file(c, yaml), SG_OK);
+    th_cap_begin();
+    sg_status st = sg_config_validate_with(c, sg_format_config_rules);
+    const char *out = th_cap_end();
+    CHECK_EQ_INT(st, SG_ERR_CONFIG);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "%s:5: key 'data.train_split': 'ImageSets/Segmentation/train.txt' is a path, but "
+             "data.format voc takes a split name (e.g. train+aug, val)",
+             yaml);
+    CHECK_STR_CONTAINS(out, want);
+    CHECK_STR_CONTAINS(out, "key 'data.val_split': 'val.txt' is a path");
+    CHECK_EQ_INT(sg_config_set(c, "data.format=cityscapes"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(c, "model.num_classes=19"), SG_OK);
+    th_cap_begin();
+    CHECK_EQ_INT(sg_config_validate_with(c, sg_format_config_rules), SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(th_cap_end(), "data.format cityscapes takes a split name (e.g. train, val)");
+    /* list: the split is a list file relative to data.root */
+    CHECK_EQ_INT(sg_config_set(c, "data.format=list"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate_with(c, sg_format_config_rules), SG_OK);
+    /* names, joined names */
+    CHECK_EQ_INT(sg_config_set(c, "data.format=voc"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(c, "model.num_classes=21"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(c, "data.train_split=train+aug"), SG_OK);
+    CHECK_EQ_INT(sg_config_set(c, "data.val_split=val"), SG_OK);
+    CHECK_EQ_INT(sg_config_validate_with(c, sg_format_config_rules), SG_OK);
+}
+
 static void test_rules_in_dataset_open(void) {
     sg_data_cfg c = row_cfg(sg_format_find("voc"), dt_tmpdir());
     snprintf(c.label_map, sizeof c.label_map, "cityscapes");
@@ -254,15 +310,19 @@ static void test_commands_refuse_before_writing(void) {
     const char *run = dt_path("cmd_run");
     char set_run[1100];
     snprintf(set_run, sizeof set_run, "run_dir=%s", run);
-    const char *train[] = {"train", "--set", "data.format=voc", "--set", set_run, NULL};
+    const char *train[] = {
+        "train", "--set", "data.format=voc", "--set", "data.label_map=cityscapes", "--set",
+        set_run, NULL};
     th_cap_begin();
     int rc = th_run_cmd(sg_cmd_train, train, -1);
     const char *out = th_cap_end();
     CHECK_EQ_INT(rc, 2);
-    CHECK_STR_CONTAINS(out, "key 'data.label_map' (default value): cityscapes maps");
+    CHECK_STR_CONTAINS(out, "--set: key 'data.label_map': cityscapes maps");
     CHECK_STR_CONTAINS(out, "is not valid (nothing was written)");
     CHECK(!exists(run));
-    const char *bench[] = {"bench", "--set", "data.format=ade20k", "--set", set_run, NULL};
+    const char *bench[] = {
+        "bench", "--set", "data.format=ade20k", "--set", "data.label_map=cityscapes", "--set",
+        set_run, NULL};
     th_cap_begin();
     rc = th_run_cmd(sg_cmd_bench, bench, -1);
     CHECK_STR_CONTAINS(th_cap_end(), "data.format ade20k stores class indices");
@@ -270,13 +330,13 @@ static void test_commands_refuse_before_writing(void) {
     CHECK(!exists(run));
     /* eval / predict: the configuration for a checkpoint, from --config */
     const char *yaml = dt_path("ck.yaml");
-    dt_write_text(yaml, "data:\n  format: voc\n");
+    dt_write_text(yaml, "data:\n  format: voc\n  label_map: cityscapes\n");
     const char *argv[] = {"eval", "--config", yaml, NULL};
     sg_cli cli;
     CHECK_EQ_INT(sg_cli_parse(&cli, 3, (char **)argv, "u", NULL), SG_OK);
     th_cap_begin();
     sg_status st = sg_config_for_checkpoint(&cli, dt_path("none.safetensors"), &g_cfg);
-    CHECK_STR_CONTAINS(th_cap_end(), "key 'data.label_map' (default value): cityscapes maps");
+    CHECK_STR_CONTAINS(th_cap_end(), "ck.yaml:3: key 'data.label_map': cityscapes maps");
     CHECK_EQ_INT(st, SG_ERR_CONFIG);
 }
 
@@ -353,6 +413,7 @@ int main(void) {
     TEST_RUN(test_synth_layouts_follow_the_table);
     TEST_RUN(test_every_synth_row_round_trips);
     TEST_RUN(test_rules_in_validation);
+    TEST_RUN(test_split_as_path);
     TEST_RUN(test_rules_in_dataset_open);
     TEST_RUN(test_commands_refuse_before_writing);
     TEST_RUN(test_a_format_is_one_row);

@@ -287,17 +287,68 @@ static size_t put_chunk(uint8_t *out, const char *type, const uint8_t *data, uin
     return 12 + n;
 }
 
-/* The issue-13 probe: a small PNG whose header declares 65535 x 65535. */
-static size_t huge_png(uint8_t *out) {
+/* A small PNG whose header declares w x h (the issue-13 probe: 65535 x
+ * 65535); its IDAT is junk, never decoded. */
+static size_t huge_png_wh(uint8_t *out, uint32_t w, uint32_t h) {
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memcpy(out, sig, 8);
     size_t n = 8;
-    uint8_t ihdr[13] = {0, 0, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF, 8, 0 /* gray */, 0, 0, 0};
+    uint8_t ihdr[13] = {(uint8_t)(w >> 24),
+                        (uint8_t)(w >> 16),
+                        (uint8_t)(w >> 8),
+                        (uint8_t)w,
+                        (uint8_t)(h >> 24),
+                        (uint8_t)(h >> 16),
+                        (uint8_t)(h >> 8),
+                        (uint8_t)h,
+                        8,
+                        0 /* gray */,
+                        0,
+                        0,
+                        0};
     n += put_chunk(out + n, "IHDR", ihdr, 13);
     uint8_t idat[16] = {0x78, 0x9c, 0x63, 0, 0, 0, 1, 0, 1}; /* junk: never decoded */
     n += put_chunk(out + n, "IDAT", idat, sizeof idat);
     n += put_chunk(out + n, "IEND", NULL, 0);
     return n;
+}
+static size_t huge_png(uint8_t *out) { return huge_png_wh(out, 65535, 65535); }
+
+/* Over 65536 pixels a side (libpng's old user limit here): the pixel budget's
+ * message, not libpng's "Invalid IHDR data". */
+static void test_png_wide_sides(void) {
+    char err[SG_DATA_ERR_LEN];
+    sg_img im;
+    uint8_t probe[256];
+    static const uint32_t dims[][2] = {{70000, 70000}, {65537, 1}, {1, 200000}, {2000000, 40}};
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+        uint32_t w = dims[k][0], h = dims[k][1];
+        size_t n = huge_png_wh(probe, w, h);
+        const char *p = dt_path("wide.png");
+        write_all(p, probe, n);
+        int hh = 0, ww = 0;
+        CHECK(sg_image_read_size(p, &hh, &ww, err, sizeof err) == SG_OK);
+        CHECK(hh == (int)h && ww == (int)w);
+        char dimtxt[64];
+        snprintf(dimtxt, sizeof dimtxt, "%ux%u", h, w);
+        int64_t limit = (int64_t)w * h - 1; /* one pixel over */
+        for (int mask = 0; mask <= 1; mask++) {
+            CHECK(sg_png_read(p, mask, limit, &im, err, sizeof err) == SG_ERR_RUNTIME);
+            CHECK_STR_CONTAINS(err, dimtxt);
+            CHECK_STR_CONTAINS(err, "data.max_image_pixels");
+            CHECK(strstr(err, "IHDR") == NULL);
+            CHECK(im.data == NULL);
+        }
+        CHECK(sg_image_read_rgb(
+                  p, SG_IMAGE_MAX_PIXELS_DEFAULT < limit ? SG_IMAGE_MAX_PIXELS_DEFAULT : limit, &im,
+                  err, sizeof err) == SG_ERR_RUNTIME);
+        CHECK_STR_CONTAINS(err, "data.max_image_pixels");
+        CHECK(sg_png_decode(probe, n, "wide", 0, limit, &im, err, sizeof err) == SG_ERR_RUNTIME);
+        CHECK_STR_CONTAINS(err, "data.max_image_pixels");
+        /* no budget at all (a direct caller): still refused, by side */
+        CHECK(sg_png_decode(probe, n, "wide", 0, 0, &im, err, sizeof err) == SG_ERR_RUNTIME);
+        CHECK_STR_CONTAINS(err, "a side");
+    }
 }
 
 static void test_pixel_limits(void) {
@@ -449,6 +500,7 @@ int main(void) {
     TEST_RUN(test_format_by_content);
     TEST_RUN(test_corrupt_jpegs);
     TEST_RUN(test_pixel_limits);
+    TEST_RUN(test_png_wide_sides);
     TEST_RUN(test_trns);
     return TEST_EXIT();
 }

@@ -136,31 +136,6 @@ static void test_distributed_eval_exact(void) {
 }
 
 /* Worker pids of a launcher: its children (from /proc). */
-static int children(pid_t launcher, pid_t *out, int cap) {
-    char p[128];
-    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)launcher, (int)launcher);
-    FILE *f = fopen(p, "r");
-    int n = 0, pid;
-    while (f && n < cap && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
-    if (f) fclose(f);
-    return n;
-}
-
-static int env_rank(pid_t pid) {
-    char p[128], buf[65536];
-    snprintf(p, sizeof p, "/proc/%d/environ", (int)pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    for (size_t i = 0; i < n;) {
-        if (!strncmp(buf + i, "RANK=", 5)) return atoi(buf + i + 5);
-        i += strlen(buf + i) + 1;
-    }
-    return -1;
-}
-
 /* Starts a 2-rank training that runs until stopped; returns the launcher's
  * pid once the first checkpoint exists (-1 on timeout), and the workers. */
 /* Launchers started by start_long_run, killed at exit whatever a test did,
@@ -210,7 +185,7 @@ static pid_t start_long_run(const char *run, pid_t *kids, int *nk, const char *t
      * this polls, so any checkpoint file counts, not only iter 2's */
     int have = 0;
     while (!(have = has_checkpoint(ck)) && th_now() - t0 < 60) usleep(20 * 1000);
-    *nk = children(pid, kids, 8);
+    *nk = th_children(pid, kids, 8);
     if (!have) { /* never leave the run behind */
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
@@ -227,7 +202,7 @@ static void test_kill9_mid_training(void) {
     CHECK_EQ_INT(nk, 2);
     int killed = -1;
     for (int i = 0; i < nk; i++)
-        if (env_rank(kids[i]) == 1) {
+        if (th_env_rank(kids[i]) == 1) {
             kill(kids[i], SIGKILL);
             killed = kids[i];
         }
@@ -275,7 +250,7 @@ static void test_sigstop_mid_training(void) {
     CHECK_EQ_INT(nk, 2);
     int stopped = -1;
     for (int i = 0; i < nk; i++)
-        if (env_rank(kids[i]) == 1) {
+        if (th_env_rank(kids[i]) == 1) {
             kill(kids[i], SIGSTOP);
             stopped = kids[i];
         }
@@ -341,6 +316,27 @@ static void test_sigterm_while_joining(void) {
     CHECK_STR_CONTAINS(log, "rank 1: stopped by signal 15 while joining the job");
 }
 
+/* Rank 0's checkpoint write fails (a file size limit stands in for a full
+ * disk: EFBIG with SIGXFSZ ignored, as ENOSPC): rank 1 learns it through the
+ * shared outcome and exits first; the launcher's summary must still name
+ * rank 0, the rank whose own error it was, not rank 1. */
+static void test_disk_full_names_rank0(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "bash -c \"trap '' XFSZ; ulimit -f 1500; exec %s --nproc-per-node 2 --kill-grace-s 5 "
+             "train --config %s/base.yaml --set run_dir=%s/diskfull --set train.iters=4 "
+             "--set train.checkpoint_every=2\" > %s/diskfull.log 2>&1",
+             g_bin, g_dir, g_dir, g_dir);
+    int rc = th_sh("%s", cmd);
+    char *log = th_read_log(g_dir, "diskfull");
+    CHECK_MSG(rc == 1, "exit %d:\n%s", rc, log);
+    CHECK_STR_CONTAINS(log, "File too large");
+    /* whichever exits first: rank 0 itself, or rank 1 naming it */
+    CHECK_STR_CONTAINS(log, "launcher: failed: worker rank 0 ");
+    CHECK_MSG(strstr(log, "failed: worker rank 1 exited") == NULL,
+              "the summary blames rank 1 for rank 0's failed write:\n%s", log);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_ddp_train PATH-TO-segtrain\n");
@@ -359,6 +355,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_kill9_mid_training);
     TEST_RUN(test_sigstop_mid_training);
     TEST_RUN(test_sigterm_while_joining);
+    TEST_RUN(test_disk_full_names_rank0);
     kill_leftover_runs();
     int rc = TEST_EXIT();
     if (!rc) th_sh("rm -rf %s", g_dir);

@@ -233,9 +233,11 @@ static void test_env_contract(void) {
 }
 
 static void test_multinode_ranks(void) {
-    /* node 1 of 2 with 2 procs each: ranks 2 and 3, GROUP_RANK 1 */
-    const char *args[] = {"--nproc-per-node", "2",     "--nnodes", "2", "--node-rank", "1",
-                          "--master-port",    "29999", "env",      "x", NULL};
+    /* node 1 of 2 with 2 procs each: ranks 2 and 3, GROUP_RANK 1 (alone:
+     * without the launchers' rendezvous, which would wait for node 0) */
+    const char *args[] = {
+        "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "1", "--master-port", "29999",
+        "--agent-port",     "0", "env",      "x", NULL};
     char *out = NULL;
     CHECK_EQ_INT(dh_launch(args, &out, NULL), 0);
     CHECK_STR_CONTAINS(

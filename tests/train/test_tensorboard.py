@@ -11,7 +11,7 @@ its resume to 8 steps must give:
    step it starts from (0, then 6), every record's CRCs valid;
  - exactly the scalars of metrics.jsonl and eval/iter_<N>.json, at their
    iterations, with their values rounded to float32: train/loss, loss_main,
-   loss_aux, lr, img_per_s, data_wait_s; val/mIoU, mAcc, pixel_acc,
+   loss_aux, lr, img_per_s, data_wait_s, restart; val/mIoU, mAcc, pixel_acc,
    val/iou/<class>; leftover/mIoU - nothing more, nothing missing;
  - a flipped byte is reported as a CRC mismatch (the check can fail);
  - train.tensorboard: false writes no tb directory.
@@ -50,7 +50,8 @@ def f32(v):
 
 TRAIN_KEYS = [("loss", "train/loss"), ("loss_main", "train/loss_main"),
               ("loss_aux", "train/loss_aux"), ("lr", "train/lr"),
-              ("img_per_s", "train/img_per_s"), ("data_wait_s", "train/data_wait_s")]
+              ("img_per_s", "train/img_per_s"), ("data_wait_s", "train/data_wait_s"),
+              ("restart", "train/restart")]
 VAL_KEYS = [("val_miou", "val/mIoU"), ("val_macc", "val/mAcc"),
             ("val_pixel_acc", "val/pixel_acc")]
 
@@ -144,7 +145,7 @@ def main():
             fail("events not in metrics.jsonl / eval reports: %s" % extra[:5])
         tags = {t for t, _ in exp}
         for want in ["train/loss", "train/lr", "val/mIoU", "val/mAcc", "val/pixel_acc",
-                     "leftover/mIoU", "train/data_wait_s", "train/img_per_s"]:
+                     "leftover/mIoU", "train/data_wait_s", "train/img_per_s", "train/restart"]:
             if want not in tags:
                 fail("the run logged no %s" % want)
         if not any(t.startswith("val/iou/") for t in tags):

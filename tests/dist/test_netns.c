@@ -1,0 +1,481 @@
+/* tests/dist/test_netns.c - multi-host runs over a real network stack: two
+ * hosts as network namespaces joined by a veth pair (10.213.1.1 = node 0,
+ * 10.213.1.2 = node 1), one rank each, MASTER_ADDR = node 0's namespace
+ * address; a third namespace (10.213.2.2, routed through node 0) is a
+ * stranger host. The test makes and removes the namespaces itself (also on
+ * failure); without the right to (not root, no `ip netns`) it exits 77.
+ * Traffic goes only between these namespaces.
+ *
+ *  - two_nodes: the 2-node run equals the 1-node 2-process run (losses in
+ *    metrics.jsonl, every checkpoint tensor, bit for bit); Gloo listens on
+ *    the MASTER_ADDR interface, not the hostname's (127.0.1.1 / 127.0.0.1)
+ *    address, without GLOO_SOCKET_IFNAME;
+ *  - stranger: the stranger host connects to every listening port of node 0
+ *    (store, mesh, Gloo) over and over, sending garbage, while the job runs:
+ *    the same results;
+ *  - link_blip: node 1's link goes down for 3 s mid-training and comes back:
+ *    the job finishes with the same final weights;
+ *  - link_gone: node 1's link goes down for good (dist.timeout_s 10, grace
+ *    3 s): both launchers exit non-zero within dist.timeout_s + grace (plus
+ *    a margin), each naming the other side, and no process is left in either
+ *    namespace;
+ *  - sigstop_node: node 1's worker is stopped (SIGSTOP): both launchers
+ *    end within dist.timeout_s + grace, node 1's through the launchers'
+ *    rendezvous (dist/launch_agent.h), its stopped worker with it;
+ *  - link_restart: the link goes down until the attempt fails, then comes
+ *    back: with --max-restarts both nodes restart together and the final
+ *    weights equal the uninterrupted run's.
+ * Each case prints what it measured (time to detect), the figures of
+ * docs/FAILURES.md. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "tests/ckpt_diff.h"
+#include "tests/helpers.h"
+#include "testutil.h"
+
+static const char *g_bin;
+static char g_dir[256];
+static char g_ns[3][32]; /* node 0, node 1, stranger */
+static char g_if[4][16]; /* veth ends: node0-node1 pair, node0-stranger pair */
+static int g_made;       /* namespaces to remove at exit */
+
+static void teardown_netns(void) {
+    if (!g_made) return;
+    for (int i = 0; i < 3; i++) {
+        /* every process still inside, then the namespace (its veth ends go too) */
+        th_sh("ip netns pids %s 2>/dev/null | xargs -r kill -9 2>/dev/null; "
+              "ip netns del %s 2>/dev/null",
+              g_ns[i], g_ns[i]);
+    }
+    g_made = 0;
+}
+
+static void on_fatal(int sig) {
+    teardown_netns();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* 0 made; 77 not permitted here; 1 failed after being permitted. */
+static int setup_netns(void) {
+    int id = (int)getpid() % 100000;
+    for (int i = 0; i < 3; i++) snprintf(g_ns[i], sizeof g_ns[i], "sgt%d_%c", id, "abc"[i]);
+    for (int i = 0; i < 4; i++) snprintf(g_if[i], sizeof g_if[i], "sg%d%c", id, "wxyz"[i]);
+    if (th_sh("ip netns add %s 2>/dev/null", g_ns[0]) != 0) return 77;
+    g_made = 1;
+    atexit(teardown_netns);
+    signal(SIGINT, on_fatal);
+    signal(SIGTERM, on_fatal);
+    signal(SIGABRT, on_fatal);
+    const char *a = g_ns[0], *b = g_ns[1], *c = g_ns[2];
+    if (th_sh("ip netns add %s && ip netns add %s", b, c) ||
+        th_sh("ip link add %s type veth peer name %s && ip link set %s netns %s && ip link set %s "
+              "netns %s",
+              g_if[0], g_if[1], g_if[0], a, g_if[1], b) ||
+        th_sh("ip link add %s type veth peer name %s && ip link set %s netns %s && ip link set %s "
+              "netns %s",
+              g_if[2], g_if[3], g_if[2], a, g_if[3], c) ||
+        th_sh("ip -n %s link set lo up && ip -n %s link set lo up && ip -n %s link set lo up", a, b,
+              c) ||
+        th_sh("ip -n %s addr add 10.213.1.1/24 dev %s && ip -n %s link set %s up", a, g_if[0], a,
+              g_if[0]) ||
+        th_sh("ip -n %s addr add 10.213.1.2/24 dev %s && ip -n %s link set %s up", b, g_if[1], b,
+              g_if[1]) ||
+        th_sh("ip -n %s addr add 10.213.2.1/24 dev %s && ip -n %s link set %s up", a, g_if[2], a,
+              g_if[2]) ||
+        th_sh("ip -n %s addr add 10.213.2.2/24 dev %s && ip -n %s link set %s up && ip -n %s route "
+              "add 10.213.1.0/24 via 10.213.2.1",
+              c, g_if[3], c, g_if[3], c) ||
+        th_sh("ip netns exec %s ping -c 1 -W 2 10.213.1.1 >/dev/null 2>&1 || "
+              "ip netns exec %s bash -c 'exec 3<>/dev/tcp/10.213.1.1/9' 2>&1 | grep -q refused",
+              b, b))
+        return 1;
+    return 0;
+}
+
+static int setup_data(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/sg_netns_XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    if (th_sh("%s synth --out %s/data --train 8 --val 2 --size 40x40 --seed 5 >/dev/null 2>&1",
+              g_bin, g_dir))
+        return -1;
+    char path[512];
+    snprintf(path, sizeof path, "%s/base.yaml", g_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(
+        f,
+        "seed: 7\ndevice: cpu\nthreads: 1\n"
+        "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
+        "  num_classes: 19\n  aux_head: true\n"
+        "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
+        "  label_map: cityscapes\n  crop_size: [32, 32]\n  scale_range: [0.75, 1.25]\n  hflip: true\n"
+        "  workers: 1\n"
+        "train:\n  iters: 16\n  batch_size: 2\n  lr: 0.02\n  log_every: 1\n"
+        "  checkpoint_every: 4\n  keep_checkpoints: 5\n  eval_every: 0\n"
+        "dist:\n  timeout_s: 20\n",
+        g_dir);
+    fclose(f);
+    return 0;
+}
+
+/* Starts node `node`'s launcher inside its namespace (output to
+ * DIR/run.node<N>.log); its pid. extra: more launcher/train options. */
+static pid_t start_node(const char *run, int node, int port, const char *extra) {
+    char logp[600];
+    snprintf(logp, sizeof logp, "%s/%s.node%d.log", g_dir, run, node);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "exec ip netns exec %s env -u GLOO_SOCKET_IFNAME %s --nproc-per-node 1 --nnodes 2 "
+             "--node-rank %d --master-addr 10.213.1.1 --master-port %d --kill-grace-s 3 train "
+             "--config %s/base.yaml --set run_dir=%s/%s %s > %s 2>&1",
+             g_ns[node], g_bin, node, port, g_dir, g_dir, run, extra ? extra : "", logp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static char *node_log(const char *run, int node) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.node%d", run, node);
+    return th_read_log(g_dir, name);
+}
+
+/* Waits for both launchers (bound_s); their wait statuses and how long each
+ * took from t0. SG_OK, or SG_ERR_RUNTIME if one was still running (killed). */
+static sg_status wait_both(pid_t p0, pid_t p1, double t0, double bound_s, int st[2],
+                           double took[2]) {
+    pid_t p[2] = {p0, p1};
+    int done[2] = {0, 0};
+    sg_status rc = SG_OK;
+    while (!done[0] || !done[1]) {
+        for (int i = 0; i < 2; i++)
+            if (!done[i] && waitpid(p[i], &st[i], WNOHANG) == p[i]) {
+                done[i] = 1;
+                took[i] = th_now() - t0;
+            }
+        if (th_now() - t0 > bound_s) {
+            for (int i = 0; i < 2; i++)
+                if (!done[i]) {
+                    fprintf(stderr, "  node %d's launcher still runs after %.0f s: killed\n", i,
+                            bound_s);
+                    kill(p[i], SIGKILL);
+                    waitpid(p[i], &st[i], 0);
+                    done[i] = 1;
+                    took[i] = -1;
+                    rc = SG_ERR_RUNTIME;
+                }
+        }
+        usleep(20 * 1000);
+    }
+    return rc;
+}
+
+/* The loss fields of run's metrics.jsonl, one line per iteration in order
+ * (the timings and the run id left out; an iteration done again after a
+ * restart counts once, its last time), malloc'd. */
+static char *losses(const char *run) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", g_dir, run);
+    FILE *f = fopen(p, "r");
+    if (!f) return NULL;
+    enum { MAXIT = 64 };
+    static char per[MAXIT][256];
+    memset(per, 0, sizeof per);
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *it = strstr(line, "\"iter\":");
+        const char *a = strstr(line, "\"loss\":"), *b = a ? strstr(a, ",\"lr\":") : NULL;
+        int i = it ? atoi(it + 7) : -1;
+        if (!a || !b || i < 0 || i >= MAXIT) continue;
+        snprintf(per[i], sizeof per[i], "%.*s", (int)(b - a), a);
+    }
+    fclose(f);
+    char *out = calloc(1, MAXIT * 260);
+    size_t len = 0;
+    for (int i = 0; out && i < MAXIT; i++)
+        if (per[i][0]) len += (size_t)sprintf(out + len, "%d %s\n", i, per[i]);
+    return out;
+}
+
+/* The run equals the 1-node 2-process reference: losses and weights. */
+static void check_same_as_ref(const char *run) {
+    char *a = losses("ref"), *b = losses(run);
+    CHECK(a && b && a[0]);
+    CHECK_MSG(a && b && strcmp(a, b) == 0, "losses differ:\nref:\n%s\n%s:\n%s", a ? a : "", run,
+              b ? b : "");
+    free(a);
+    free(b);
+    double d = th_ckpt_diff(g_dir, "ref", run, "iter_00000016.safetensors");
+    CHECK_MSG(d == 0.0, "%s's final checkpoint differs from the 1-node run's by %.3g", run, d);
+}
+
+static int g_port = 29611;
+
+static void test_reference(void) { CHECK_EQ_INT(th_train_run(g_bin, g_dir, "ref", 2, ""), 0); }
+
+static void test_two_nodes(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    pid_t p0 = start_node("two", 0, port, NULL), p1 = start_node("two", 1, port, NULL);
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, t0, 180, st, took) == SG_OK);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], node_log("two", i));
+    fprintf(stderr, "  2 nodes: %.1f s\n", took[0]);
+    CHECK_STR_CONTAINS(node_log("two", 1), "10.213.1.1");
+    check_same_as_ref("two");
+}
+
+static void test_stranger(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    pid_t p0 = start_node("stranger", 0, port, NULL), p1 = start_node("stranger", 1, port, NULL);
+    /* the stranger: every listening TCP port of node 0, garbage and
+     * half-open connections, until the job ends (bounded: 400 rounds) */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "for i in $(seq 1 400); do "
+             "for p in $(ip netns exec %s ss -Htln 2>/dev/null | awk '{print $4}' | "
+             "sed -n 's/^10\\.213\\.1\\.1://p'); do "
+             "ip netns exec %s timeout 1 bash -c \"exec 3<>/dev/tcp/10.213.1.1/$p; "
+             "printf 'GET / HTTP/1.0\\r\\n\\r\\n\\x01\\x02garbage' >&3\" 2>/dev/null; done; "
+             "sleep 0.05; done",
+             g_ns[0], g_ns[2]);
+    pid_t s = fork();
+    if (s == 0) {
+        setpgid(0, 0);
+        execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, t0, 180, st, took) == SG_OK);
+    kill(-s, SIGKILL);
+    waitpid(s, NULL, 0);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], node_log("stranger", i));
+    char *log0 = node_log("stranger", 0);
+    CHECK_MSG(strstr(log0, "10.213.2.2") != NULL,
+              "node 0 never logged the stranger's connections:\n%s", log0);
+    check_same_as_ref("stranger");
+}
+
+/* The first step line of run's metrics.jsonl exists (the job is training). */
+static int stepping(const char *run, int min_iter) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", g_dir, run);
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    char line[4096];
+    int ok = 0;
+    while (!ok && fgets(line, sizeof line, f)) {
+        const char *it = strstr(line, "\"iter\":");
+        ok = it && atoi(it + 7) >= min_iter && strstr(line, "\"loss\":");
+    }
+    fclose(f);
+    return ok;
+}
+
+static void test_link_blip(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    pid_t p0 = start_node("blip", 0, port, NULL), p1 = start_node("blip", 1, port, NULL);
+    while (!stepping("blip", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("blip", 3));
+    double tb = th_now();
+    th_sh("ip -n %s link set %s down; sleep 3; ip -n %s link set %s up", g_ns[1], g_if[1], g_ns[1],
+          g_if[1]);
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, t0, 180, st, took) == SG_OK);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], node_log("blip", i));
+    fprintf(stderr, "  link down 3 s: job finished %.1f s after the blip began\n",
+            took[0] - (tb - t0));
+    check_same_as_ref("blip");
+}
+
+static void test_link_gone(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    const char *sets = "--set dist.timeout_s=10";
+    pid_t p0 = start_node("gone", 0, port, sets), p1 = start_node("gone", 1, port, sets);
+    while (!stepping("gone", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("gone", 3));
+    th_sh("ip -n %s link set %s down", g_ns[1], g_if[1]);
+    double td = th_now();
+    int st[2];
+    double took[2];
+    sg_status waited = wait_both(p0, p1, td, 120, st, took);
+    th_sh("ip -n %s link set %s up", g_ns[1], g_if[1]); /* before any CHECK can return */
+    CHECK(waited == SG_OK);
+    for (int i = 0; i < 2; i++) {
+        char *log = node_log("gone", i);
+        fprintf(stderr, "  link gone: node %d's launcher exited %.1f s after (wait status %d)\n", i,
+                took[i], st[i]);
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) != 0, "node %d: wait status %d:\n%s", i,
+                  st[i], log);
+        /* dist.timeout_s + the kill grace + start-up slack on a loaded machine */
+        CHECK_MSG(took[i] >= 0 && took[i] < 10 + 3 + 15, "node %d took %.1f s", i, took[i]);
+        CHECK_STR_CONTAINS(log, i == 0 ? "rank 1" : "rank 0");
+        char out[256] = "";
+        FILE *p = NULL;
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "ip netns pids %s", g_ns[i]);
+        p = popen(cmd, "r");
+        size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+        if (p) pclose(p);
+        out[n] = 0;
+        CHECK_MSG(n == 0, "processes left in node %d's namespace: %s", i, out);
+    }
+}
+
+/* The pid of the process with RANK=rank inside namespace ns, or -1. */
+static pid_t pid_in_ns(const char *ns, int rank) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ip netns pids %s", ns);
+    FILE *p = popen(cmd, "r");
+    pid_t found = -1;
+    int pid;
+    while (p && fscanf(p, "%d", &pid) == 1)
+        if (found < 0 && th_env_rank(pid) == rank) found = pid;
+    if (p) pclose(p);
+    return found;
+}
+
+static int ns_empty(int node) {
+    char cmd[128], out[256];
+    snprintf(cmd, sizeof cmd, "ip netns pids %s", g_ns[node]);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    if (p) pclose(p);
+    return n == 0;
+}
+
+/* Node 1's worker is stopped (SIGSTOP): node 0's rank finds it hung within
+ * dist.timeout_s and ends; node 1's launcher learns it through the
+ * launchers' rendezvous and ends its stopped worker (SIGTERM, SIGCONT,
+ * SIGKILL), instead of waiting for it forever. */
+static void test_sigstop_node(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    const char *sets = "--set dist.timeout_s=10 --node-timeout-s 20";
+    pid_t p0 = start_node("stopped", 0, port, sets), p1 = start_node("stopped", 1, port, sets);
+    while (!stepping("stopped", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("stopped", 3));
+    pid_t w = pid_in_ns(g_ns[1], 1);
+    CHECK(w > 0);
+    kill(w, SIGSTOP);
+    double ts = th_now();
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, ts, 120, st, took) == SG_OK);
+    for (int i = 0; i < 2; i++) {
+        char *log = node_log("stopped", i);
+        fprintf(stderr, "  SIGSTOP: node %d's launcher exited %.1f s after (wait status %d)\n", i,
+                took[i], st[i]);
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) != 0, "node %d: wait status %d:\n%s", i,
+                  st[i], log);
+        CHECK_MSG(took[i] >= 0 && took[i] < 10 + 3 + 15, "node %d took %.1f s", i, took[i]);
+        CHECK_MSG(ns_empty(i), "processes left in node %d's namespace", i);
+    }
+    CHECK_STR_CONTAINS(node_log("stopped", 0), "rank 1");
+    CHECK_STR_CONTAINS(node_log("stopped", 1), "the job failed on another node");
+    kill(w, SIGKILL); /* gone already; never left stopped */
+}
+
+/* The link goes down long enough for the job to fail (dist.timeout_s 10),
+ * then comes back: with --max-restarts the launchers restart together from
+ * the last checkpoint, and the final weights equal the uninterrupted run's. */
+static void test_link_restart(void) {
+    int port = g_port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    const char *sets = "--set dist.timeout_s=10 --max-restarts 2 --restart-backoff-s 1 "
+                       "--node-timeout-s 90";
+    pid_t p0 = start_node("relink", 0, port, sets), p1 = start_node("relink", 1, port, sets);
+    while (!stepping("relink", 3) && th_now() - t0 < 60) usleep(10 * 1000);
+    CHECK(stepping("relink", 3));
+    th_sh("ip -n %s link set %s down", g_ns[1], g_if[1]);
+    double td = th_now();
+    /* down until node 0's worker found the fault and ended, then back */
+    while (!strstr(node_log("relink", 0), "launcher: worker rank 0 (pid") && th_now() - td < 60)
+        usleep(50 * 1000);
+    double detect = th_now() - td;
+    th_sh("ip -n %s link set %s up", g_ns[1], g_if[1]);
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, td, 240, st, took) == SG_OK);
+    fprintf(stderr,
+            "  link down: node 0's worker ended %.1f s after; job done %.1f s after the "
+            "link went down\n",
+            detect, took[0]);
+    for (int i = 0; i < 2; i++) {
+        char *log = node_log("relink", i);
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], log);
+        CHECK_STR_CONTAINS(log, "launcher: restarting the workers (restart 1 of 2");
+    }
+    check_same_as_ref("relink");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_netns PATH-TO-segtrain\n");
+        return 2;
+    }
+    g_bin = argv[1];
+    sg_log_set_level(SG_LOG_WARN);
+    if (geteuid() != 0) {
+        fprintf(stderr, "SKIP: network namespaces need root\n");
+        return 77;
+    }
+    int ns = setup_netns();
+    if (ns == 77) {
+        fprintf(stderr, "SKIP: `ip netns add` is not permitted here\n");
+        return 77;
+    }
+    if (ns != 0) {
+        fprintf(stderr, "setting up the namespaces failed\n");
+        teardown_netns();
+        return 1;
+    }
+    if (setup_data()) {
+        fprintf(stderr, "fixture setup failed in %s\n", g_dir);
+        return 1;
+    }
+    /* several nodes share one job token (the launcher refuses to invent one) */
+    setenv("SEGTRAIN_JOB_TOKEN", "0123456789abcdef0123456789abcdef", 1);
+    TEST_RUN(test_reference);
+    TEST_RUN(test_two_nodes);
+    TEST_RUN(test_stranger);
+    TEST_RUN(test_link_blip);
+    TEST_RUN(test_link_gone);
+    TEST_RUN(test_sigstop_node);
+    TEST_RUN(test_link_restart);
+    teardown_netns();
+    int rc = TEST_EXIT();
+    if (!rc) th_sh("rm -rf %s", g_dir);
+    else fprintf(stderr, "kept %s for inspection\n", g_dir);
+    return rc;
+}
