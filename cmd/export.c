@@ -33,11 +33,11 @@ static void torchvision_fit(const sg_st_file *f, const char *ck) {
     long width = c1 && c1->ndim == 4 ? (long)c1->shape[0] : -1;
     int r50_101 = bb && (!strcmp(bb, "resnet50") || !strcmp(bb, "resnet101"));
     if (r50_101 && width == 64) return;
-    SG_WARN("export --names torchvision: %s is a %s %s with base width %ld; torchvision has "
-            "%s_resnet50 and %s_resnet101 at base width 64 only, so no torchvision constructor "
-            "builds a model that loads this file strictly (the names are torchvision's all the "
-            "same)",
-            ck, arch, bb ? bb : "model of unrecorded backbone", width, arch, arch);
+    SG_WARN("export --names torchvision: %s is a %s with base width %ld; torchvision has "
+            "%s_resnet50 and %s_resnet101 at base width 64 only (model.arch %s), so no "
+            "torchvision constructor builds a model that loads this file strictly (the names "
+            "are torchvision's all the same)",
+            ck, bb ? bb : "model of unrecorded backbone", width, arch, arch, arch);
 }
 
 /* names: "segtrain", "torchvision" or "mmseg" (checked by the caller) */

@@ -94,7 +94,7 @@ static const sg_config_key g_keys[] = {
     K_BOOL("model.aux_head", model.aux_head, "true",
            "FCN auxiliary head on layer3 (training loss only)"),
     K_FLOAT("model.aspp_dropout", model.aspp_dropout, "0.5", 0, 0.99,
-            "dropout after the ASPP projection"),
+            "dropout after the ASPP projection (torchvision's DeepLabHead)"),
     K_FLOAT("model.aux_dropout", model.aux_dropout, "0.1", 0, 0.99,
             "dropout in the auxiliary head"),
     K_FLOAT("model.head_dropout", model.head_dropout, "0.1", 0, 0.99,
