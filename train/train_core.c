@@ -76,6 +76,15 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
                 "torchvision's %s file, `segtrain convert` it and set model.pretrained "
                 "(docs/DATASETS.md, \"ImageNet weights\")",
                 cfg->model.backbone, cfg->model.backbone);
+    if (load_pretrained_weights && verbose && !cfg->model.pretrained[0] &&
+        cfg->model.base_width == 64 &&
+        (!strcmp(cfg->model.backbone, "resnet50v1c") ||
+         !strcmp(cfg->model.backbone, "resnet101v1c")))
+        SG_WARN("model.pretrained is empty: this %s run starts from random initialisation, not "
+                "ImageNet weights; mmseg's published mIoU figures assume them: get mmseg's "
+                "ImageNet ResNetV1c file (open-mmlab://%.*s_v1c), `segtrain convert` it and set "
+                "model.pretrained",
+                cfg->model.backbone, (int)strlen(cfg->model.backbone) - 3, cfg->model.backbone);
     if (load_pretrained_weights && cfg->model.pretrained[0]) {
         /* the file is the user's choice: a configuration error; a missing
          * file is not a strictness question */
