@@ -42,8 +42,8 @@ static float *rand_mem(size_t count, uint64_t seed) {
 /* conv_prepare builds the three primitives of a shape; afterwards the ops
  * create nothing and grow no workspace (the steady state of training). */
 static void test_conv_steady_state(void) {
-    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
-    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0};
+    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0, 0};
     CHECK(sg_conv_desc_init(&a) == 0 && sg_conv_desc_init(&b) == 0);
     int e0, e1, e2;
     size_t w0, w1, w2;
@@ -53,7 +53,7 @@ static void test_conv_steady_state(void) {
     sg_cpu_conv_stats(g_be, &e1, &w1);
     CHECK_EQ_INT(e1, e0 + 6);
     /* A sparse dilated conv (per-tap GEMMs under auto) too. */
-    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0};
+    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0, 0};
     CHECK(sg_conv_desc_init(&t) == 0);
     g_be->ops->conv_prepare(g_be, &t);
     sg_cpu_conv_stats(g_be, &e1, &w1);
@@ -85,7 +85,7 @@ static void test_conv_bad_desc(void) {
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
+        sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
         sg_conv_desc_init(&d);
         d.oh += 1;
         float *x = g_be->ops->alloc(g_be, 128 * 4), *w = g_be->ops->alloc(g_be, 54 * 4);
