@@ -77,7 +77,9 @@ static void test_conv_steady_state(void) {
 
 /* A wrong output size is a fatal error naming the geometry, exit status 1
  * (run in a child process, stderr captured). */
-static void test_conv_bad_desc(void) {
+/* Runs conv_fwd on d in a child process; returns its stderr (fatal error
+ * expected: exit status 1). */
+static void conv_fatal(sg_conv_desc d, char *buf, size_t cap) {
     int fds[2];
     CHECK(pipe(fds) == 0);
     pid_t pid = fork();
@@ -85,27 +87,48 @@ static void test_conv_bad_desc(void) {
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
-        sg_conv_desc_init(&d);
-        d.oh += 1;
-        float *x = g_be->ops->alloc(g_be, 128 * 4), *w = g_be->ops->alloc(g_be, 54 * 4);
-        float *y = g_be->ops->alloc(g_be, 256 * 4);
+        float *x = g_be->ops->alloc(g_be, 4096 * 4), *w = g_be->ops->alloc(g_be, 4096 * 4);
+        float *y = g_be->ops->alloc(g_be, 4096 * 4);
         g_be->ops->conv_fwd(g_be, &d, x, w, y);
         _exit(0); /* not reached */
     }
     close(fds[1]);
-    char buf[4096] = {0};
+    memset(buf, 0, cap);
     size_t len = 0;
     ssize_t r;
-    while (len < sizeof buf - 1 && (r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
+    while (len < cap - 1 && (r = read(fds[0], buf + len, cap - 1 - len)) > 0) len += (size_t)r;
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status));
     CHECK_EQ_INT(WEXITSTATUS(status), 1);
+}
+
+static void test_conv_bad_desc(void) {
+    char buf[4096];
+    sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    sg_conv_desc_init(&d);
+    d.oh += 1;
+    conv_fatal(d, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "does not match the geometry");
     CHECK_STR_CONTAINS(buf, "expected 8x8");
+    /* groups must divide both channel counts */
+    sg_conv_desc g = {1, 6, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 3};
+    CHECK(sg_conv_desc_init(&g) == 0);
+    CHECK(sg_conv_desc_check(&g) != 0);
+    conv_fatal(g, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "groups=3 must be 0, 1 or a positive divisor");
+    CHECK_STR_CONTAINS(buf, "c=6 and the output channels k=4");
+    g.groups = -2;
+    CHECK(sg_conv_desc_check(&g) != 0);
+    conv_fatal(g, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "groups=-2");
+    g.groups = 2;
+    CHECK(sg_conv_desc_check(&g) == 0);
+    CHECK_EQ_INT(sg_conv_weight_count(&g), 4 * 3 * 3 * 3);
+    g.groups = 0;
+    CHECK(sg_conv_desc_check(&g) == 0);
+    CHECK_EQ_INT(sg_conv_weight_count(&g), 4 * 6 * 3 * 3);
 }
 
 /* Host memory, read and written directly; the info and capabilities. */
