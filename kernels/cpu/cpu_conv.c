@@ -544,7 +544,7 @@ static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d0, i
                                 int xdt, int ydt) {
     /* groups 0 and 1 are one geometry: one entry */
     sg_conv_desc key = *d0;
-    key.groups = sg_conv_groups(d0);
+    if (key.groups == 0) key.groups = 1; /* anything invalid stays, to be refused */
     const sg_conv_desc *d = &key;
     int layout = choose_layout(cc, d, op, bf16);
     for (conv_entry *e = cc->head; e; e = e->next)

@@ -480,7 +480,7 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     sg_cuda *cu = sg_cu(be);
     /* groups 0 and 1 are one geometry: one entry */
     sg_conv_desc key = *d0;
-    key.groups = sg_conv_groups(d0);
+    if (key.groups == 0) key.groups = 1; /* anything invalid stays, to be refused */
     const sg_conv_desc *d = &key;
     for (int i = 0; i < cu->n_convs; i++)
         if (memcmp(&cu->convs[i].key, d, sizeof *d) == 0) return &cu->convs[i];

@@ -77,9 +77,10 @@ static void test_conv_steady_state(void) {
 
 /* A wrong output size is a fatal error naming the geometry, exit status 1
  * (run in a child process, stderr captured). */
-/* Runs conv_fwd on d in a child process; returns its stderr (fatal error
+/* Runs conv_fwd on d in a child process (on a new backend with conv layout
+ * `layout`, or NULL: the test's backend); returns its stderr (fatal error
  * expected: exit status 1). */
-static void conv_fatal(sg_conv_desc d, char *buf, size_t cap) {
+static void conv_fatal(sg_conv_desc d, const char *layout, char *buf, size_t cap) {
     int fds[2];
     CHECK(pipe(fds) == 0);
     pid_t pid = fork();
@@ -87,9 +88,16 @@ static void conv_fatal(sg_conv_desc d, char *buf, size_t cap) {
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        float *x = g_be->ops->alloc(g_be, 4096 * 4), *w = g_be->ops->alloc(g_be, 4096 * 4);
-        float *y = g_be->ops->alloc(g_be, 4096 * 4);
-        g_be->ops->conv_fwd(g_be, &d, x, w, y);
+        sg_backend *be = g_be;
+        if (layout) {
+            setenv("SG_CPU_CONV_LAYOUT", layout, 1);
+            sg_backend_opts o = {.threads = 1};
+            be = sg_backend_create("cpu", &o);
+            if (!be) _exit(3);
+        }
+        float *x = be->ops->alloc(be, 4096 * 4), *w = be->ops->alloc(be, 4096 * 4);
+        float *y = be->ops->alloc(be, 4096 * 4);
+        be->ops->conv_fwd(be, &d, x, w, y);
         _exit(0); /* not reached */
     }
     close(fds[1]);
@@ -109,20 +117,24 @@ static void test_conv_bad_desc(void) {
     sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
     sg_conv_desc_init(&d);
     d.oh += 1;
-    conv_fatal(d, buf, sizeof buf);
+    conv_fatal(d, NULL, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "does not match the geometry");
     CHECK_STR_CONTAINS(buf, "expected 8x8");
     /* groups must divide both channel counts */
     sg_conv_desc g = {1, 6, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 3};
     CHECK(sg_conv_desc_init(&g) == 0);
     CHECK(sg_conv_desc_check(&g) != 0);
-    conv_fatal(g, buf, sizeof buf);
-    CHECK_STR_CONTAINS(buf, "groups=3 must be 0, 1 or a positive divisor");
-    CHECK_STR_CONTAINS(buf, "c=6 and the output channels k=4");
-    g.groups = -2;
-    CHECK(sg_conv_desc_check(&g) != 0);
-    conv_fatal(g, buf, sizeof buf);
-    CHECK_STR_CONTAINS(buf, "groups=-2");
+    const char *layouts[] = {NULL, "plain", "blocked"};
+    for (int l = 0; l < 3; l++) {
+        g.groups = 3;
+        conv_fatal(g, layouts[l], buf, sizeof buf);
+        CHECK_STR_CONTAINS(buf, "groups=3 must be 0, 1 or a positive divisor");
+        CHECK_STR_CONTAINS(buf, "c=6 and the output channels k=4");
+        g.groups = -2;
+        CHECK(sg_conv_desc_check(&g) != 0);
+        conv_fatal(g, layouts[l], buf, sizeof buf);
+        CHECK_STR_CONTAINS(buf, "groups=-2");
+    }
     g.groups = 2;
     CHECK(sg_conv_desc_check(&g) == 0);
     CHECK_EQ_INT(sg_conv_weight_count(&g), 4 * 3 * 3 * 3);
