@@ -736,6 +736,8 @@ const tb_case tb_cases[] = {
      .tol = TOL_FD},
     {"grad_chan_scale", run_grad_chan_scale, .n = 2, .c = 3, .h = 4, .w = 5, .fd_h = 1e-2f,
      .tol = TOL_FD},
+    {"grad_se", run_grad_se, .n = 2, .c = 8, .h = 5, .w = 4, .c_dst = 4, .fd_h = 1e-3f,
+     .tol = TOL_FD, .note = "squeeze-excitation: avgpool, fc1, relu, fc2, hardsigmoid, scale"},
     {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .fd_h = 1e-3f, .tol = TOL_FD},
     {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .relu = 1, .fd_h = 1e-3f,
      .tol = TOL_FD},

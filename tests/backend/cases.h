@@ -105,6 +105,8 @@ void run_grad_hardswish(tb_ctx *t, const tb_case *c);
 void run_grad_hardsigmoid(tb_ctx *t, const tb_case *c);
 void run_grad_sigmoid(tb_ctx *t, const tb_case *c);
 void run_grad_chan_scale(tb_ctx *t, const tb_case *c);
+/* a squeeze-excitation block: n c h w, c_dst = squeeze channels */
+void run_grad_se(tb_ctx *t, const tb_case *c);
 
 /* run_pool.c */
 void run_maxpool_fwd(tb_ctx *t, const tb_case *c);

@@ -172,3 +172,94 @@ void run_grad_chan_scale(tb_ctx *t, const tb_case *c) {
     tb_check_fd(t, "x", x, s.x_d, cnt, tb_getf(t, dx_d, cnt), cs_loss, &s, c->fd_h);
     tb_check_fd(t, "s", sc, s.s_d, planes, tb_getf(t, ds_d, planes), cs_loss, &s, c->fd_h);
 }
+
+/* ---------------- a squeeze-excitation block (torchvision's MobileNetV3) ----
+ * y = x * hardsigmoid(fc2(relu(fc1(avgpool(x))))), fc = 1x1 conv + bias:
+ * the gate ops composed with pooling, convolutions and ReLU as the model
+ * will; x reaches y twice (scaled, and through the gate), so dx is
+ * chan_scale_bwd's part plus avgpool_bwd's, accumulated. Checked on x and
+ * on fc1's weights. */
+
+typedef struct se_st {
+    int n, c, cs, hw;
+    sg_conv_desc d1, d2;
+    float *x_d, *w1_d, *b1_d, *w2_d, *b2_d;
+    float *p_d, *z1_d, *a1_d, *z2_d, *s_d, *y_d, *r;
+} se_st;
+
+static void se_forward(tb_ctx *t, se_st *s) {
+    const sg_ops *o = t->be->ops;
+    o->avgpool_fwd(t->be, s->x_d, s->p_d, s->n, s->c, s->hw);
+    o->conv_fwd(t->be, &s->d1, s->p_d, s->w1_d, s->z1_d);
+    o->bias_fwd(t->be, s->z1_d, s->b1_d, s->n, s->cs, 1);
+    o->relu_fwd(t->be, s->z1_d, s->a1_d, (size_t)s->n * s->cs);
+    o->conv_fwd(t->be, &s->d2, s->a1_d, s->w2_d, s->z2_d);
+    o->bias_fwd(t->be, s->z2_d, s->b2_d, s->n, s->c, 1);
+    o->hardsigmoid_fwd(t->be, s->z2_d, s->s_d, (size_t)s->n * s->c);
+    o->chan_scale_fwd(t->be, s->x_d, s->s_d, s->y_d, s->n, s->c, s->hw);
+}
+
+static double se_loss(tb_ctx *t, void *p) {
+    se_st *s = p;
+    se_forward(t, s);
+    return tb_dot_dev(t, s->r, s->y_d, (size_t)s->n * s->c * s->hw);
+}
+
+void run_grad_se(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, avgpool_fwd) || !TB_HAS(t, avgpool_bwd) || !TB_HAS(t, conv_fwd) ||
+        !TB_HAS(t, conv_bwd_data) || !TB_HAS(t, conv_bwd_weight) || !TB_HAS(t, bias_fwd) ||
+        !TB_HAS(t, relu_fwd) || !TB_HAS(t, relu_bwd) || !TB_HAS(t, hardsigmoid_fwd) ||
+        !TB_HAS(t, hardsigmoid_bwd) || !TB_HAS(t, chan_scale_fwd) || !TB_HAS(t, chan_scale_bwd))
+        return;
+    const sg_ops *o = t->be->ops;
+    se_st s = {.n = c->n, .c = c->c, .cs = c->c_dst, .hw = c->h * c->w};
+    s.d1 = (sg_conv_desc){.n = s.n,
+                          .c = s.c,
+                          .h = 1,
+                          .w = 1,
+                          .k = s.cs,
+                          .r = 1,
+                          .s = 1,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .dil_h = 1,
+                          .dil_w = 1};
+    s.d2 = s.d1;
+    s.d2.c = s.cs, s.d2.k = s.c;
+    if (!tb_expect(t, sg_conv_desc_init(&s.d1) == 0 && sg_conv_desc_init(&s.d2) == 0,
+                   "empty output (table error)"))
+        return;
+    size_t cnt = (size_t)s.n * s.c * s.hw, nc = (size_t)s.n * s.c, ns = (size_t)s.n * s.cs;
+    size_t nw = (size_t)s.c * s.cs;
+    float *x = tb_rand(t, cnt, -1, 1), *w1 = tb_rand(t, nw, -1, 1), *w2 = tb_rand(t, nw, -1, 1);
+    float *b1 = tb_rand(t, s.cs, -0.5f, 0.5f), *b2 = tb_rand(t, s.c, -0.5f, 0.5f);
+    s.r = tb_rand(t, cnt, -1, 1);
+    s.x_d = tb_devf(t, x, cnt), s.w1_d = tb_devf(t, w1, nw), s.w2_d = tb_devf(t, w2, nw);
+    s.b1_d = tb_devf(t, b1, s.cs), s.b2_d = tb_devf(t, b2, s.c);
+    s.p_d = tb_devf(t, NULL, nc), s.z1_d = tb_devf(t, NULL, ns), s.a1_d = tb_devf(t, NULL, ns);
+    s.z2_d = tb_devf(t, NULL, nc), s.s_d = tb_devf(t, NULL, nc), s.y_d = tb_devf(t, NULL, cnt);
+    se_forward(t, &s);
+    /* the gate's pre-activations must stay clear of every kink (relu at 0,
+     * hardsigmoid at -3 and 3) for the central differences */
+    float *z1 = tb_getf(t, s.z1_d, ns), *z2 = tb_getf(t, s.z2_d, nc);
+    for (size_t i = 0; i < ns; i++)
+        if (!tb_expect(t, fabsf(z1[i]) > 1e-2f, "fc1 output %zu = %g near ReLU's kink", i, z1[i]))
+            return;
+    for (size_t i = 0; i < nc; i++)
+        if (!tb_expect(t, fabsf(fabsf(z2[i]) - 3) > 1e-2f, "fc2 output %zu = %g near a kink", i,
+                       z2[i]))
+            return;
+    float *r_d = tb_devf(t, s.r, cnt), *dx_d = tb_devf(t, NULL, cnt), *ds_d = tb_devf(t, NULL, nc);
+    float *dz2_d = tb_devf(t, NULL, nc), *da1_d = tb_devf(t, NULL, ns);
+    float *dz1_d = tb_devf(t, NULL, ns), *dp_d = tb_devf(t, NULL, nc);
+    float *dw1_d = tb_devf(t, NULL, nw);
+    o->chan_scale_bwd(t->be, r_d, s.x_d, s.s_d, dx_d, ds_d, s.n, s.c, s.hw, 0, 0);
+    o->hardsigmoid_bwd(t->be, ds_d, s.z2_d, dz2_d, nc, 0);
+    o->conv_bwd_data(t->be, &s.d2, dz2_d, s.w2_d, da1_d, 0);
+    o->relu_bwd(t->be, da1_d, s.a1_d, dz1_d, ns, 0);
+    o->conv_bwd_weight(t->be, &s.d1, s.p_d, dz1_d, dw1_d, 0);
+    o->conv_bwd_data(t->be, &s.d1, dz1_d, s.w1_d, dp_d, 0);
+    o->avgpool_bwd(t->be, dp_d, dx_d, s.n, s.c, s.hw, 1);
+    tb_check_fd(t, "x", x, s.x_d, cnt, tb_getf(t, dx_d, cnt), se_loss, &s, c->fd_h);
+    tb_check_fd(t, "fc1 weights", w1, s.w1_d, nw, tb_getf(t, dw1_d, nw), se_loss, &s, c->fd_h);
+}
