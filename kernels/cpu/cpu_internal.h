@@ -26,7 +26,7 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cpu_elem.c
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
- *   gate      hardswish_* hardsigmoid_* sigmoid_*         cpu_gate.c
+ *   gate      hardswish_* hardsigmoid_* sigmoid_*        cpu_gate.c
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cpu_loss.c

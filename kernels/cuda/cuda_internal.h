@@ -32,7 +32,7 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cuda_elem.cu
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
- *   gate      hardswish_* hardsigmoid_* sigmoid_*         cuda_gate.cu
+ *   gate      hardswish_* hardsigmoid_* sigmoid_*        cuda_gate.cu
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cuda_pool.cu
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cuda_loss.cu
