@@ -20,7 +20,8 @@
  * accumulate = 1: the result goes to a scratch buffer that is then added.
  *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
- * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c.
+ * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
+ * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
  *
  * bf16 (SG_PRECISION_BF16, see backend.h for what it computes): two paths
  * with the same definition, chosen once per backend and logged.
@@ -656,10 +657,22 @@ static sg_cpu_conv_cache *conv_cache(sg_backend *be) {
     return c->conv;
 }
 
-/* A float32 convolution: the per-tap GEMM path or a float32 oneDNN entry. */
+/* Auto mode runs the backward passes of dilated depthwise convs directly
+ * (cpu_conv_dw.c: oneDNN's are GEMM-based there). */
+static int use_dw(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    if (cc->layout_mode != LAYOUT_AUTO || op == OP_FWD) return 0;
+    validate_desc(d);
+    return sg_conv_dw_applicable(d);
+}
+
+/* A float32 convolution: the per-tap GEMM path, the direct depthwise
+ * backward, or a float32 oneDNN entry. */
 static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
                      const float *in1, float *out, int accumulate) {
-    if (use_taps(cc, d)) {
+    if (use_dw(cc, d, op)) {
+        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(d, in0, in1, out, accumulate);
+        else sg_conv_dw_bwd_weight(d, in0, in1, out, accumulate);
+    } else if (use_taps(cc, d)) {
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, in0, in1, out);
         else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, d, in0, in1, out, accumulate);
         else sg_conv_taps_bwd_weight(&cc->taps, d, in0, in1, out, accumulate);
@@ -744,6 +757,7 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
         if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) && get_entry(cc, d, op, 1)->prim)
             continue;
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
+        if (use_dw(cc, d, op)) continue; /* needs no buffers */
         if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
         else get_entry(cc, d, op, 0);
     }
