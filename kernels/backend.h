@@ -42,8 +42,14 @@ extern "C" {
 typedef struct sg_backend sg_backend;
 struct sg_backend_info;
 
-/* Convolution geometry. x: [n, c, h, w], weight: [k, c, r, s], y: [n, k, oh, ow].
- * oh = (h + 2*pad_h - dil_h*(r-1) - 1)/stride_h + 1 (sg_conv_out computes it). */
+/* Convolution geometry. x: [n, c, h, w], weight: [k, c/groups, r, s] (PyTorch's
+ * layout: out, in/groups, kh, kw), y: [n, k, oh, ow].
+ * oh = (h + 2*pad_h - dil_h*(r-1) - 1)/stride_h + 1 (sg_conv_desc_init computes it).
+ * groups: 0 or 1 = an ordinary convolution; g > 1 splits the input and output
+ * channels into g groups, output channel o reading only the input channels of
+ * its group o / (k/g) (torch.nn.Conv2d's groups; depthwise: g == c == k). g
+ * must divide c and k (sg_conv_desc_check); a backend refuses anything else
+ * as a fatal error naming the geometry. */
 typedef struct sg_conv_desc {
     int n, c, h, w; /* input */
     int k, r, s;    /* output channels, kernel height, kernel width */
@@ -51,7 +57,23 @@ typedef struct sg_conv_desc {
     int pad_h, pad_w;
     int dil_h, dil_w;
     int oh, ow; /* output spatial size (fill with sg_conv_desc_init) */
+    int groups; /* 0 or 1: ungrouped; last, so zero-initialised descriptors stay ungrouped */
 } sg_conv_desc;
+
+/* The effective group count (1 for groups 0 or 1). */
+static inline int sg_conv_groups(const sg_conv_desc *d) { return d->groups > 1 ? d->groups : 1; }
+
+/* Elements of the weight tensor: k * (c/groups) * r * s. */
+static inline size_t sg_conv_weight_count(const sg_conv_desc *d) {
+    return (size_t)d->k * (size_t)(d->c / sg_conv_groups(d)) * (size_t)d->r * (size_t)d->s;
+}
+
+/* 0 if groups is 0, 1, or a positive divisor of both c and k; else -1. */
+static inline int sg_conv_desc_check(const sg_conv_desc *d) {
+    int g = sg_conv_groups(d);
+    if (d->groups < 0 || d->c <= 0 || d->k <= 0) return -1;
+    return (d->c % g == 0 && d->k % g == 0) ? 0 : -1;
+}
 
 /* Fills oh/ow from the rest; returns 0, or -1 if the output would be empty.
  * Inline (not in backend.c) so a backend's conv code can validate a
@@ -139,6 +161,39 @@ typedef struct sg_ops {
     void (*scale)(sg_backend *be, const float *x, float *y, float alpha, size_t count);
     /* y += alpha * x */
     void (*axpy)(sg_backend *be, float alpha, const float *x, float *y, size_t count);
+
+    /* ---- gates: MobileNetV3 / LR-ASPP activations and channel gating ----
+     * PyTorch's definitions and gradients (torch 1.13 CPU kernels,
+     * kernels/formulas/gate.h has the per-element arithmetic both backends
+     * share):
+     *   hardsigmoid(x) = min(max(x + 3, 0), 6) / 6
+     *     gradient dy / 6 where -3 < x < 3, else 0 (0 at both kinks);
+     *   hardswish(x) = x * min(max(x + 3, 0), 6) / 6
+     *     gradient 0 for x < -3, dy * (x / 3 + 0.5) for -3 <= x <= 3 (so
+     *     -0.5 dy at x = -3 and 1.5 dy at x = 3), dy for x > 3;
+     *   sigmoid(x) = 1 / (1 + exp(-x)), gradient dy * (1 - y) * y.
+     * Forward: y may == x. Backward: dx may == dy. The hard ones take the
+     * forward's input x, sigmoid its output y. */
+    void (*hardswish_fwd)(sg_backend *be, const float *x, float *y, size_t count);
+    void (*hardswish_bwd)(sg_backend *be, const float *dy, const float *x, float *dx, size_t count,
+                          int accumulate);
+    void (*hardsigmoid_fwd)(sg_backend *be, const float *x, float *y, size_t count);
+    void (*hardsigmoid_bwd)(sg_backend *be, const float *dy, const float *x, float *dx,
+                            size_t count, int accumulate);
+    void (*sigmoid_fwd)(sg_backend *be, const float *x, float *y, size_t count);
+    void (*sigmoid_bwd)(sg_backend *be, const float *dy, const float *y, float *dx, size_t count,
+                        int accumulate);
+    /* Channel scaling (squeeze-excitation, the LR-ASPP gate):
+     * y[i,ch,p] = x[i,ch,p] * s[i*c + ch] for the hw elements p of each plane;
+     * s is [n, c] (an [n,c,1,1] tensor). y may == x. */
+    void (*chan_scale_fwd)(sg_backend *be, const float *x, const float *s, float *y, int n, int c,
+                           int hw);
+    /* dx[i,ch,p] (+)= dy[i,ch,p] * s[i*c + ch] (acc_dx) and ds[i*c + ch] (+)=
+     * sum over p of dy[i,ch,p] * x[i,ch,p] (acc_ds; summed in double, in a fixed order: the
+     * same bits on every run). dx or ds may be NULL (not computed); neither
+     * may alias dy, x or s. */
+    void (*chan_scale_bwd)(sg_backend *be, const float *dy, const float *x, const float *s,
+                           float *dx, float *ds, int n, int c, int hw, int acc_dx, int acc_ds);
 
     /* ---- pooling, resize, concat ---- */
     /* max-pool 3x3 stride 2 pad 1; idx (int32, y's size) records the argmax
@@ -327,6 +382,8 @@ typedef struct sg_ops {
     X(bn_stats) X(bn_finalize) X(bn_eval_params) X(bn_fwd) X(bn_bwd_reduce)              \
     X(bn_bwd_elem) X(bn_param_grads)                                                     \
     X(relu_fwd) X(relu_bwd) X(add) X(scale) X(axpy)                                      \
+    X(hardswish_fwd) X(hardswish_bwd) X(hardsigmoid_fwd) X(hardsigmoid_bwd)              \
+    X(sigmoid_fwd) X(sigmoid_bwd) X(chan_scale_fwd) X(chan_scale_bwd)                    \
     X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) X(resize_fwd)            \
     X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
     X(dropout_fwd) X(dropout_bwd)                                                        \

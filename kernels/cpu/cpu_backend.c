@@ -121,6 +121,7 @@ static void fill_ops(void) {
     sg_cpu_fill_conv_bias_ops(o);
     sg_cpu_fill_bn_ops(o);
     sg_cpu_fill_elem_ops(o);
+    sg_cpu_fill_gate_ops(o);
     sg_cpu_fill_pool_ops(o);
     sg_cpu_fill_loss_ops(o);
     sg_cpu_fill_tta_ops(o);

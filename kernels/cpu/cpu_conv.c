@@ -1,5 +1,7 @@
 /* kernels/cpu/cpu_conv.c - convolutions through oneDNN's C API (2.6):
  * forward, backward-data, backward-weights, any stride/padding/dilation
+ * and groups (grouped / depthwise: oneDNN's goihw weights, PyTorch's
+ * [k, c/g, r, s] in memory; the per-tap GEMM path is ungrouped only)
  * (the conv group of tests/backend/run_conv.c but for the bias,
  * cpu_conv_bias.c; kernels/cuda/cuda_conv.cu on the GPU).
  *
@@ -18,7 +20,8 @@
  * accumulate = 1: the result goes to a scratch buffer that is then added.
  *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
- * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c.
+ * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
+ * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
  *
  * bf16 (SG_PRECISION_BF16, see backend.h for what it computes): two paths
  * with the same definition, chosen once per backend and logged.
@@ -327,6 +330,21 @@ static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, dnnl_da
     DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));
 }
 
+/* The weights of d with a kr x ks kernel: oihw [k, c, kr, ks] ungrouped;
+ * grouped, oneDNN's goihw [g, k/g, c/g, kr, ks], which is PyTorch's
+ * [k, c/g, kr, ks] in memory. any: the primitive picks the layout. */
+static void weight_md(dnnl_memory_desc_t *md, const sg_conv_desc *d, int kr, int ks,
+                      dnnl_data_type_t dt, int any) {
+    int g = sg_conv_groups(d);
+    if (g == 1) {
+        plain_md(md, d->k, d->c, kr, ks, dt, any ? dnnl_format_tag_any : dnnl_oihw);
+        return;
+    }
+    dnnl_dims_t dims = {g, d->k / g, d->c / g, kr, ks};
+    DNNL_CHECK(
+        dnnl_memory_desc_init_by_tag(md, 5, dims, dt, any ? dnnl_format_tag_any : dnnl_goihw));
+}
+
 /* Builds one argument: user memory in plain layout, and if the primitive
  * chose another layout, a memory for it plus the reorder between them. */
 static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, int is_output,
@@ -362,6 +380,11 @@ static void validate_desc(const sg_conv_desc *d) {
                  "pad=%d,%d dil=%d,%d oh=%d ow=%d (fill oh/ow with sg_conv_desc_init)",
                  d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h,
                  d->pad_w, d->dil_h, d->dil_w, d->oh, d->ow);
+    if (sg_conv_desc_check(d) != 0)
+        SG_FATAL("conv: groups=%d must be 0, 1 or a positive divisor of both the input channels "
+                 "c=%d and the output channels k=%d (n=%d h=%d w=%d r=%d s=%d); fix the layer's "
+                 "groups",
+                 d->groups, d->c, d->k, d->n, d->h, d->w, d->r, d->s);
     sg_conv_desc chk = *d;
     if (sg_conv_desc_init(&chk) != 0 || chk.oh != d->oh || chk.ow != d->ow)
         SG_FATAL("conv: output size %dx%d does not match the geometry (expected %dx%d for "
@@ -429,11 +452,11 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
 
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
     plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
-    plain_md(&w_md, d->k, d->c, kr, ks, dnnl_f32, dnnl_oihw);
+    weight_md(&w_md, d, kr, ks, dnnl_f32, 0);
     plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
     int any = layout == LAYOUT_BLOCKED;
     plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
-    plain_md(&wa, d->k, d->c, kr, ks, pdt, any ? dnnl_format_tag_any : dnnl_oihw);
+    weight_md(&wa, d, kr, ks, pdt, any);
     plain_md(&ya, d->n, d->k, d->oh, d->ow, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
 
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
@@ -493,7 +516,8 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     }
     /* Accumulation goes through a plain-layout scratch of the output's size. */
     if (op != OP_FWD) ws_reserve(&cc->acc, e->a[2].user_count * sizeof(float));
-    if (e->trimmed) ws_reserve(&cc->wtrim, (size_t)d->k * d->c * kr * ks * sizeof(float));
+    if (e->trimmed)
+        ws_reserve(&cc->wtrim, (size_t)d->k * (d->c / sg_conv_groups(d)) * kr * ks * sizeof(float));
 
     const dnnl_memory_desc_t *smd =
         dnnl_primitive_desc_query_md(e->pd, dnnl_query_scratchpad_md, 0);
@@ -505,10 +529,10 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     if (bf16 && op != OP_BWD_WEIGHT) e->wtag = weight_tag(cc, e);
     const char *impl = NULL;
     DNNL_CHECK(dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &impl));
-    SG_DEBUG("conv cache: %s%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d -> %s (%s layout, "
+    SG_DEBUG("conv cache: %s%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d g%d -> %s (%s layout, "
              "kernel %dx%d after trimming, scratchpad %zu B)",
              op_names[op], bf16 ? " bf16" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s,
-             d->stride_h, d->pad_h, d->dil_h, impl ? impl : "?",
+             d->stride_h, d->pad_h, d->dil_h, sg_conv_groups(d), impl ? impl : "?",
              layout == LAYOUT_BLOCKED ? "blocked" : "plain", kr, ks, e->scratch_bytes);
     e->next = cc->head;
     cc->head = e;
@@ -517,8 +541,12 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
 
 /* bf16 = 1: a native bf16 entry (the plain layout's reorder is then a plain
  * conversion). */
-static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
+static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d0, int op, int bf16,
                                 int xdt, int ydt) {
+    /* groups 0 and 1 are one geometry: one entry */
+    sg_conv_desc key = *d0;
+    if (key.groups == 0) key.groups = 1; /* anything invalid stays, to be refused */
+    const sg_conv_desc *d = &key;
     int layout = choose_layout(cc, d, op, bf16);
     for (conv_entry *e = cc->head; e; e = e->next)
         if (e->op == op && e->layout == layout && e->bf16 == bf16 && e->xdt == xdt &&
@@ -536,10 +564,10 @@ static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from,
     DNNL_CHECK(dnnl_primitive_execute(p, cc->stream, 2, args));
 }
 
-/* Copies the live taps of w [k,c,r,s] into t [k,c,r2,s2]. */
+/* Copies the live taps of w [k,c/g,r,s] into t [k,c/g,r2,s2]. */
 static void gather_taps(const conv_entry *e, const float *w, float *t) {
     const sg_conv_desc *d = &e->d;
-    long planes = (long)d->k * d->c;
+    long planes = (long)d->k * (d->c / sg_conv_groups(d));
 #pragma omp parallel for schedule(static) if ((size_t)planes * d->r * d->s >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++)
         for (int i = 0; i < e->r2; i++)
@@ -552,7 +580,7 @@ static void gather_taps(const conv_entry *e, const float *w, float *t) {
  * their value when accumulating). */
 static void scatter_taps(const conv_entry *e, const float *t, float *dw, int accumulate) {
     const sg_conv_desc *d = &e->d;
-    long planes = (long)d->k * d->c;
+    long planes = (long)d->k * (d->c / sg_conv_groups(d));
 #pragma omp parallel for schedule(static) if ((size_t)planes * d->r * d->s >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
         float *o = dw + (size_t)pl * d->r * d->s;
@@ -575,7 +603,7 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, con
     int refill = 1;
     if (wc && e->bf16 && e->op != OP_BWD_WEIGHT && e->a[1].reorder) {
         const sg_conv_desc *d = &e->d;
-        size_t nw = (size_t)d->k * d->c * d->r * d->s;
+        size_t nw = sg_conv_weight_count(d);
         wcopy = sg_wcache_get(wc, in1, nw * sizeof(float), e->wtag, e->a[1].prim_bytes, &refill);
     }
     int scatter = 0;
@@ -611,11 +639,12 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, con
     else if (accumulate) sg_cpu_add_into(out, cc->acc.p, e->a[2].user_count);
 }
 
-/* Auto mode sends sparse dilated convs (ASPP) to the per-tap GEMM path. */
+/* Auto mode sends sparse dilated convs (ASPP) to the per-tap GEMM path
+ * (ungrouped only: grouped and depthwise convs run on oneDNN). */
 static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
     if (cc->layout_mode != LAYOUT_AUTO) return 0;
     validate_desc(d); /* the oneDNN path validates when it builds an entry */
-    return sg_conv_taps_applicable(d);
+    return sg_conv_groups(d) == 1 && sg_conv_taps_applicable(d);
 }
 
 /* The conv cache of be, with OpenMP set to be's thread count: oneDNN sizes
@@ -628,10 +657,22 @@ static sg_cpu_conv_cache *conv_cache(sg_backend *be) {
     return c->conv;
 }
 
-/* A float32 convolution: the per-tap GEMM path or a float32 oneDNN entry. */
+/* Auto mode runs the backward passes of dilated depthwise convs directly
+ * (cpu_conv_dw.c: oneDNN's are GEMM-based there). */
+static int use_dw(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    if (cc->layout_mode != LAYOUT_AUTO || op == OP_FWD) return 0;
+    validate_desc(d);
+    return sg_conv_dw_applicable(d);
+}
+
+/* A float32 convolution: the per-tap GEMM path, the direct depthwise
+ * backward, or a float32 oneDNN entry. */
 static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
                      const float *in1, float *out, int accumulate) {
-    if (use_taps(cc, d)) {
+    if (use_dw(cc, d, op)) {
+        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(d, in0, in1, out, accumulate);
+        else sg_conv_dw_bwd_weight(d, in0, in1, out, accumulate);
+    } else if (use_taps(cc, d)) {
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, in0, in1, out);
         else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, d, in0, in1, out, accumulate);
         else sg_conv_taps_bwd_weight(&cc->taps, d, in0, in1, out, accumulate);
@@ -643,7 +684,7 @@ static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const
 /* Element counts of an op's inputs and output: fwd x, w -> y; bwd_data
  * dy, w -> dx; bwd_weight x, dy -> dw. */
 static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, size_t *nout) {
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = sg_conv_weight_count(d);
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     if (op == OP_FWD) *n0 = nx, *n1 = nw, *nout = ny;
     else if (op == OP_BWD_DATA) *n0 = ny, *n1 = nw, *nout = nx;
@@ -716,6 +757,7 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
         if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) && get_entry(cc, d, op, 1)->prim)
             continue;
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
+        if (use_dw(cc, d, op)) continue; /* needs no buffers */
         if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
         else get_entry(cc, d, op, 0);
     }

@@ -1,6 +1,7 @@
 /* kernels/cpu/cpu_conv_internal.h - private to the CPU convolution files
  * (cpu_conv.c: oneDNN primitives and their cache; cpu_conv_taps.c: the
- * per-tap GEMM path for sparse dilated convolutions): the oneDNN check
+ * per-tap GEMM path for sparse dilated convolutions; cpu_conv_dw.c: the
+ * backward passes of dilated depthwise convolutions): the oneDNN check
  * macro and the growable shared buffers.
  */
 #ifndef SG_KERNELS_CPU_CONV_INTERNAL_H
@@ -59,5 +60,15 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const flo
 void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
                              const float *dy, float *dw, int accumulate);
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws);
+
+/* cpu_conv_dw.c: 1 if d is a dilated depthwise conv (groups == c, k a
+ * multiple of c, a dilation above 1), whose backward passes oneDNN runs as
+ * a slow GEMM-based convolution; the direct backward passes (plain nchw,
+ * weights [k, 1, r, s]). */
+int sg_conv_dw_applicable(const sg_conv_desc *d);
+void sg_conv_dw_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
+                         int accumulate);
+void sg_conv_dw_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
+                           int accumulate);
 
 #endif

@@ -26,6 +26,8 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cpu_elem.c
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
+ *   gate      hardswish_* hardsigmoid_* sigmoid_*        cpu_gate.c
+ *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cpu_loss.c
  *             kth_smallest argmax confusion
@@ -120,6 +122,7 @@ void sg_cpu_fill_conv_ops(sg_ops *ops);      /* cpu_conv.c */
 void sg_cpu_fill_conv_bias_ops(sg_ops *ops); /* cpu_conv_bias.c */
 void sg_cpu_fill_bn_ops(sg_ops *ops);        /* cpu_bn.c */
 void sg_cpu_fill_elem_ops(sg_ops *ops);      /* cpu_elem.c */
+void sg_cpu_fill_gate_ops(sg_ops *ops);      /* cpu_gate.c */
 void sg_cpu_fill_pool_ops(sg_ops *ops);      /* cpu_pool.c */
 void sg_cpu_fill_loss_ops(sg_ops *ops);      /* cpu_loss.c */
 void sg_cpu_fill_tta_ops(sg_ops *ops);       /* cpu_tta.c */

@@ -106,6 +106,7 @@ static void fill_ops(sg_ops *o) {
     sg_cuda_fill_conv_bias_ops(o);
     sg_cuda_fill_bn_ops(o);
     sg_cuda_fill_elem_ops(o);
+    sg_cuda_fill_gate_ops(o);
     sg_cuda_fill_pool_ops(o);
     sg_cuda_fill_loss_ops(o);
     sg_cuda_fill_tta_ops(o);

@@ -1,4 +1,6 @@
-/* kernels/cuda/cuda_conv.cu - convolutions through cuDNN 9 (legacy API):
+/* kernels/cuda/cuda_conv.cu - convolutions through cuDNN 9 (legacy API),
+ * grouped and depthwise ones too (cudnnSetConvolutionGroupCount; filters
+ * [k, c/groups, r, s], PyTorch's layout):
  * the conv group of tests/backend/run_conv.c but for the bias
  * (cuda_conv_bias.cu); kernels/cpu/cpu_conv.c on the CPU.
  *
@@ -474,8 +476,12 @@ static size_t max3(size_t a, size_t b, size_t c) {
     return m > c ? m : c;
 }
 
-static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
+static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     sg_cuda *cu = sg_cu(be);
+    /* groups 0 and 1 are one geometry: one entry */
+    sg_conv_desc key = *d0;
+    if (key.groups == 0) key.groups = 1; /* anything invalid stays, to be refused */
+    const sg_conv_desc *d = &key;
     for (int i = 0; i < cu->n_convs; i++)
         if (memcmp(&cu->convs[i].key, d, sizeof *d) == 0) return &cu->convs[i];
 
@@ -486,6 +492,11 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
              "stride=%d,%d pad=%d,%d dil=%d,%d",
              d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h, d->pad_w,
              d->dil_h, d->dil_w);
+    SG_CHECK(sg_conv_desc_check(d0) == 0,
+             "CUDA backend: convolution groups=%d must be 0, 1 or a positive divisor of both the "
+             "input channels c=%d and the output channels k=%d; fix the layer's groups",
+             d0->groups, d->c, d->k);
+    int g = d->groups, cg = d->c / g;
     if (cu->n_convs == cu->cap_convs) {
         int cap = cu->cap_convs ? cu->cap_convs * 2 : 32;
         sg_cuda_conv *nc = (sg_cuda_conv *)realloc(cu->convs, (size_t)cap * sizeof *nc);
@@ -503,15 +514,16 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y_desc));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w_desc));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv_desc));
-    /* dimensions are always given as n, c, h, w (k, c, r, s); the format
-     * says how they are laid out in memory */
+    /* dimensions are always given as n, c, h, w (k, c/groups, r, s); the
+     * format says how they are laid out in memory */
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x_desc, fmt, dt, d->n, d->c, d->h, d->w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w_desc, dt, fmt, d->k, d->c, d->r, d->s));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w_desc, dt, fmt, d->k, cg, d->r, d->s));
     /* compute (accumulation) type float for both: bf16 data with float
      * compute is cuDNN's bf16 configuration */
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(e->conv_desc, d->pad_h, d->pad_w, d->stride_h,
                                                 d->stride_w, d->dil_h, d->dil_w,
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    if (g > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(e->conv_desc, g));
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
     int on, oc, ooh, oow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv_desc, e->x_desc, e->w_desc, &on, &oc,
@@ -531,7 +543,7 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
                      "the cuDNN convolution workspace");
     if (bf16) {
         /* slot 0: x or dy, slot 1: w or dy, slot 2: the result (y, dx or dw) */
-        size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+        size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = sg_conv_weight_count(d);
         size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
         size_t need[3] = {(nx > ny ? nx : ny) * 2, (nw > ny ? nw : ny) * 2, max3(nx, nw, ny) * 2};
         for (int i = 0; i < 3; i++)
@@ -539,29 +551,29 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d) {
                              "the bf16 convolution buffers (train.precision bf16)");
     }
     cu->n_convs++;
-    SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d: algos fwd %d bwd-data %d "
+    SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d g%d: algos fwd %d bwd-data %d "
              "bwd-filter %d, math %d/%d/%d, workspace %zu/%zu/%zu bytes",
              bf16 ? " (bf16 NHWC)" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h,
-             d->pad_h, d->dil_h, (int)e->fwd_algo, (int)e->bwd_data_algo, (int)e->bwd_filter_algo,
-             (int)e->fwd_math, (int)e->bwd_data_math, (int)e->bwd_filter_math, e->fwd_ws,
-             e->bwd_data_ws, e->bwd_filter_ws);
+             d->pad_h, d->dil_h, g, (int)e->fwd_algo, (int)e->bwd_data_algo,
+             (int)e->bwd_filter_algo, (int)e->fwd_math, (int)e->bwd_data_math,
+             (int)e->bwd_filter_math, e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws);
     return e;
 }
 
 /* ---------------- the ops ---------------- */
 
-/* The bf16 KRSC copy of weights w (what both the forward and the
- * backward-data convolution take), converted only when w changed since the
+/* The bf16 KRSC copy of weights w (C = c/groups; what both the forward and
+ * the backward-data convolution take), converted only when w changed since the
  * last conversion (kernels/weight_cache.h: every op writing memory, and
  * ops->mem_written, mark it stale). The conversion is issued on the compute
  * stream before the convolution that reads it. */
 static const void *weights_bf16(sg_backend *be, const sg_conv_desc *d, const float *w) {
     sg_cuda *cu = sg_cu(be);
-    size_t nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nw = sg_conv_weight_count(d);
     int refill = 1;
     void *copy =
         sg_wcache_get(cu->wcache, w, nw * sizeof(float), 1, nw * sizeof(uint16_t), &refill);
-    if (refill) to_nhwc_bf16(be, w, copy, d->k, d->c, d->r * d->s);
+    if (refill) to_nhwc_bf16(be, w, copy, d->k, d->c / sg_conv_groups(d), d->r * d->s);
     return copy;
 }
 
@@ -627,8 +639,8 @@ static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
                                                e->conv_desc, e->bwd_filter_algo, cu->workspace,
                                                e->bwd_filter_ws, &zero, e->w_desc, b[2]));
-    /* dw: [k][r*s][c] (KRSC) -> [k][c][r*s] */
-    from_nhwc_bf16(be, b[2], dw, d->k, d->c, d->r * d->s, accumulate);
+    /* dw: [k][r*s][c/g] (KRSC) -> [k][c/g][r*s] */
+    from_nhwc_bf16(be, b[2], dw, d->k, d->c / sg_conv_groups(d), d->r * d->s, accumulate);
 }
 
 /* ---------------- bf16 activation storage ---------------- */
@@ -663,7 +675,7 @@ int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
                                                e->conv_desc, e->bwd_filter_algo, cu->workspace,
                                                e->bwd_filter_ws, &zero, e->w_desc, b[2]));
-    from_nhwc_bf16(be, b[2], (float *)out, d->k, d->c, d->r * d->s, accumulate);
+    from_nhwc_bf16(be, b[2], (float *)out, d->k, d->c / sg_conv_groups(d), d->r * d->s, accumulate);
     return 1;
 }
 

@@ -32,6 +32,8 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cuda_elem.cu
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
+ *   gate      hardswish_* hardsigmoid_* sigmoid_*        cuda_gate.cu
+ *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cuda_pool.cu
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cuda_loss.cu
  *             kth_smallest argmax confusion
@@ -266,6 +268,7 @@ void sg_cuda_fill_conv_ops(sg_ops *ops);      /* cuda_conv.cu */
 void sg_cuda_fill_conv_bias_ops(sg_ops *ops); /* cuda_conv_bias.cu */
 void sg_cuda_fill_bn_ops(sg_ops *ops);        /* cuda_bn.cu */
 void sg_cuda_fill_elem_ops(sg_ops *ops);      /* cuda_elem.cu */
+void sg_cuda_fill_gate_ops(sg_ops *ops);      /* cuda_gate.cu */
 void sg_cuda_fill_pool_ops(sg_ops *ops);      /* cuda_pool.cu */
 void sg_cuda_fill_loss_ops(sg_ops *ops);      /* cuda_loss.cu */
 void sg_cuda_fill_tta_ops(sg_ops *ops);       /* cuda_tta.cu */

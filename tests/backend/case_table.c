@@ -53,18 +53,34 @@
         CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),     \
         CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__), \
         CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
+/* The same five cases for a grouped convolution (groups G; depthwise: G = C = K). */
+#define CONV_G_CASE(OP, RUN, ACC, G, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE) \
+    {                                                                                         \
+        OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0, G}, .acc = ACC,  \
+                 .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA,                 \
+                 .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,      \
+                 .note = NOTE                                                                 \
+    }
+#define CONV_G(...)                                                          \
+    CONV_G_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                   \
+        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),     \
+        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),     \
+        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__), \
+        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
 /* square kernel, same stride/pad/dilation on both axes */
 #define CONV_SQ(N, C, H, W, K, R, ST, PAD, DIL, PREP, NOTE) \
     CONV(N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, PREP, NOTE)
 /* The loss is linear in x, w and the bias, so a central difference is exact
  * for any step: a large one keeps the forward's float rounding (cuDNN's
  * Winograd / FFT algorithms) out of the quotient. */
-#define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                     \
-    {                                                                                       \
-        "grad_conv", run_grad_conv,                                                         \
-            .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .fd_h = 0.25f, \
-            .tol = TOL_FD, .all_configs = 1, .note = NOTE                                   \
+#define GRAD_CONV_G(G, N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                   \
+    {                                                                                          \
+        "grad_conv", run_grad_conv,                                                            \
+            .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0, G}, .fd_h = 0.25f, \
+            .tol = TOL_FD, .all_configs = 1, .note = NOTE                                      \
     }
+#define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE) \
+    GRAD_CONV_G(0, N, C, H, W, K, R, ST, PAD, DIL, NOTE)
 
 /* Batch-norm shapes: n, c, h, w and the input range. The offset ones have
  * a variance small next to the mean (numerical stability). */
@@ -78,21 +94,23 @@
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
 
-/* bf16 activation storage: one conv geometry (square kernel) with x / y
- * storage -> forward and backward-weight (accumulate 0 and 1) cases. */
-#define CONV_DT_CASE(OP, RUN, ACC, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)            \
-    {                                                                                         \
-        OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0}, .acc = ACC, \
-                 .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16,                \
-                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE                    \
+/* bf16 activation storage: one conv geometry (square kernel, groups G) with
+ * x / y storage -> forward and backward-weight (accumulate 0 and 1) cases. */
+#define CONV_DT_CASE_G(OP, RUN, ACC, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)          \
+    {                                                                                            \
+        OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0, G}, .acc = ACC, \
+                 .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16,                   \
+                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE                       \
     }
-#define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                                  \
-    CONV_DT_CASE("conv_fwd_dt", run_conv_fwd_dt, 0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT,    \
-                 NOTE),                                                                          \
-        CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, N, C, H, W, K, R, ST, PAD, \
-                     DIL, XDT, SG_ACT_F32, NOTE),                                                \
-        CONV_DT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, N, C, H, W, K, R, ST, PAD, \
-                     DIL, XDT, SG_ACT_F32, NOTE)
+#define CONV_DT_G(G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                               \
+    CONV_DT_CASE_G("conv_fwd_dt", run_conv_fwd_dt, 0, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, \
+                   NOTE),                                                                          \
+        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, G, N, C, H, W, K, R, ST,   \
+                       PAD, DIL, XDT, SG_ACT_F32, NOTE),                                           \
+        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, G, N, C, H, W, K, R, ST,   \
+                       PAD, DIL, XDT, SG_ACT_F32, NOTE)
+#define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE) \
+    CONV_DT_G(0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)
 /* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
 #define TOL_BF16_STORE 4e-3
 
@@ -112,12 +130,71 @@
                                         .hi = HI, .tol = 1e-6, .note = NOTE                     \
     }
 
+/* Gate ops: random x in [-5, 5) (both kinks of the hard ones inside), a
+ * large threaded case, in place, quarters (x exactly at -3 and 3: the
+ * kink conventions against the reference) and torch's values. */
+#define TOL_GATE 1e-6
+#define GATE_FWD(OP, RUN, TORCH, WTOL)                                                    \
+    {OP, RUN, .count = 70001, .lo = -5, .hi = 5, .tol = TOL_GATE},                        \
+        {OP,      RUN,          .count = 1000003, .lo = -5,                               \
+         .hi = 5, .inplace = 1, .tol = TOL_GATE,  .note = "threaded, y == x"},            \
+        {OP,       RUN,     .count = 4099,   .fill = TB_FILL_TIES,                        \
+         .lo = -5, .hi = 5, .tol = TOL_GATE, .note = "quarters: x exactly at the kinks"}, \
+    {                                                                                     \
+        OP, RUN, .count = 7, .in = gate_x, .want = TORCH, .nwant = 7, .want_tol = WTOL,   \
+                 .tol = TOL_GATE, .note = "torch's values at and around the kinks"        \
+    }
+#define GATE_BWD(OP, RUN, TORCH, WTOL)                                                       \
+    {OP, RUN, .count = 70001, .lo = -5, .hi = 5, .tol = TOL_GATE},                           \
+        {OP, RUN, .count = 70001, .lo = -5, .hi = 5, .acc = 1, .tol = TOL_GATE},             \
+        {OP,      RUN,      .count = 1000003, .lo = -5,                                      \
+         .hi = 5, .acc = 1, .tol = TOL_GATE,  .note = "threaded"},                           \
+        {OP,      RUN,          .count = 70001,  .lo = -5,                                   \
+         .hi = 5, .inplace = 1, .tol = TOL_GATE, .note = "dx == dy"},                        \
+        {OP,                                                                                 \
+         RUN,                                                                                \
+         .count = 4099,                                                                      \
+         .fill = TB_FILL_TIES,                                                               \
+         .lo = -5,                                                                           \
+         .hi = 5,                                                                            \
+         .acc = 1,                                                                           \
+         .tol = TOL_GATE,                                                                    \
+         .note = "quarters: x exactly at the kinks"},                                        \
+    {                                                                                        \
+        OP, RUN, .count = 7, .in = gate_x, .in2 = gate_ones, .want = TORCH, .nwant = 7,      \
+                 .want_tol = WTOL, .tol = TOL_GATE, .note = "torch's gradients at the kinks" \
+    }
+
 #define SGD(LR, MOM, DAMP, WD, NEST, FIRST, STEPS) .sgd = {LR, MOM, DAMP, WD, NEST, FIRST, STEPS}
 
 /* ---- known values ---- */
 static const float conv_hand_x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 static const float ones9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const double conv_hand_y[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
+/* depthwise, 2 channels: x = (1..9, 1..9), weights (ones, 2 * ones): each
+ * channel its own kernel, so channel 1 is twice channel 0 (the weight
+ * layout [k, c/g, r, s] = [2, 1, 3, 3]) */
+static const float dw_hand_x[18] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const float dw_hand_w[18] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+static const double dw_hand_y[18] = {12, 21, 16, 27, 45, 33, 24, 39, 28,
+                                     24, 42, 32, 54, 90, 66, 48, 78, 56};
+/* gates: x at and around the kinks, dy = 1; torch 1.13's values
+ * (F.hardswish / F.hardsigmoid / torch.sigmoid and their autograd) */
+static const float gate_x[7] = {-4, -3, -2.5f, 0, 2.5f, 3, 4};
+static const float gate_ones[7] = {1, 1, 1, 1, 1, 1, 1};
+static const double hswish_torch[7] = {-0.0, -0.0, -0.2083333283662796, 0, 2.2916667461395264,
+                                       3,    4};
+static const double hswish_grad_torch[7] = {0,   -0.5, -0.3333333134651184, 0.5, 1.3333332538604736,
+                                            1.5, 1};
+static const double hsig_torch[7] = {0, 0, 0.0833333358168602, 0.5, 0.9166666865348816, 1, 1};
+static const double hsig_grad_torch[7] = {
+    0, 0, 0.1666666716337204, 0.1666666716337204, 0.1666666716337204, 0, 0};
+static const double sig_torch[7] = {
+    0.01798621006309986, 0.04742587357759476, 0.07585817575454712, 0.5,
+    0.9241418242454529,  0.9525741338729858,  0.9820137619972229};
+static const double sig_grad_torch[7] = {
+    0.01766270585358143, 0.045176658779382706, 0.0701037123799324,  0.25,
+    0.0701037123799324,  0.04517665505409241,  0.017662733793258667};
 /* PyTorch 1.13: F.interpolate(arange(6).reshape(1,1,2,3), size=(3,5),
  * mode='bilinear', align_corners=False) */
 static const float arange6[6] = {0, 1, 2, 3, 4, 5};
@@ -212,6 +289,10 @@ const tb_case tb_cases[] = {
      .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
      .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
      .note = "dilation 6 on 5x5: dead taps trimmed (the copy holds the live ones)"},
+    {"mem_written", run_weights_written,
+     .conv = {2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 16}, .prepare = 1, .tol = TOL_CONV,
+     .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32,
+     .all_configs = 1, .note = "depthwise 3x3: the grouped weights' copies"},
 
     /* ---------------- convolution ---------------- */
     CONV_SQ(1, 3, 7, 9, 5, 3, 1, 1, 1, 0, "odd sizes"),
@@ -270,6 +351,31 @@ const tb_case tb_cases[] = {
      .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
      .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
      .note = "hand: kernel of ones sums the in-image 3x3 neighbourhood (exact in bf16 too)"},
+    /* grouped and depthwise (MobileNetV3, DeepLabV3+'s separable convs):
+     * CONV_G(groups, n, c, h, w, k, r, s, stride, pad, dil per axis, prep) */
+    CONV_G(1, 1, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 0, "groups 1: the ungrouped conv"),
+    CONV_G(8, 2, 8, 10, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, "depthwise 3x3 (plain layout)"),
+    CONV_G(16, 2, 16, 11, 12, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0, "depthwise 3x3 stride 2"),
+    CONV_G(32, 2, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, "depthwise, 32 channels (blocked)"),
+    CONV_G(16, 1, 16, 13, 11, 16, 5, 5, 1, 1, 4, 4, 2, 2, 0, "depthwise 5x5 dilation 2"),
+    CONV_G(16, 1, 16, 9, 9, 16, 3, 3, 1, 1, 12, 12, 12, 12, 1,
+           "depthwise ASPP rate 12 on 9x9: dead taps trimmed"),
+    CONV_G(16, 2, 16, 13, 11, 16, 3, 3, 1, 1, 6, 6, 6, 6, 0,
+           "depthwise rate 6: sparse, yet not the per-tap path"),
+    CONV_G(4, 2, 4, 7, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0, "depthwise, channel multiplier 2"),
+    CONV_G(4, 2, 4, 9, 10, 8, 3, 3, 2, 1, 2, 2, 2, 3, 1,
+           "depthwise x2, dilated, per-axis stride (the CPU's direct backward)"),
+    CONV_G(24, 3, 24, 11, 9, 24, 5, 5, 1, 1, 4, 4, 2, 2, 0,
+           "depthwise 5x5 dilation 2, 24 channels (MobileNetV3's dilated stage)"),
+    CONV_G(2, 3, 6, 9, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, "2 groups, stride 2"),
+    CONV_G(4, 2, 32, 6, 6, 32, 1, 1, 1, 1, 0, 0, 1, 1, 0, "4 groups, 1x1"),
+    CONV_G(3, 2, 9, 8, 13, 6, 3, 5, 1, 2, 1, 2, 2, 1, 1,
+           "3 groups, non-square kernel, per-axis stride / pad / dilation"),
+    {"conv_fwd", run_conv_fwd, .conv = {1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2},
+     .in = dw_hand_x, .in2 = dw_hand_w, .want = dw_hand_y, .nwant = 18, .want_tol = 1e-5,
+     .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
+     .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
+     .note = "hand: depthwise, channel 1's kernel is twice channel 0's"},
     {"bias_fwd", run_bias_fwd, .n = 3, .c = 5, .h = 7, .w = 1, .tol = EXACT},
     {"bias_fwd", run_bias_fwd, .n = 5, .c = 3, .h = 3001, .w = 1, .tol = EXACT,
      .note = "a channel split over several blocks"},
@@ -361,6 +467,9 @@ const tb_case tb_cases[] = {
     CONV_DT(1, 16, 12, 10, 17, 1, 2, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "1x1 stride 2 (blocked)"),
     CONV_DT(2, 5, 13, 13, 4, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16, "dilated (ASPP, taps path)"),
     CONV_DT(1, 3, 17, 15, 16, 7, 2, 3, 1, SG_ACT_F32, SG_ACT_BF16, "the stem"),
+    CONV_DT_G(16, 2, 16, 9, 11, 16, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
+              "depthwise: bn+relu -> dwconv -> bn"),
+    CONV_DT_G(2, 1, 8, 10, 9, 6, 3, 2, 1, 1, SG_ACT_BF16, SG_ACT_F32, "2 groups, stride 2"),
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_B, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_F, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
@@ -436,6 +545,36 @@ const tb_case tb_cases[] = {
     {"dropout_bwd", run_dropout_bwd, .count = 100001, .p = 0.0f, .key = 0x5eed0003, .tol = EXACT},
     {"dropout_bwd", run_dropout_bwd, .count = 100001, .p = 1.0f, .key = 0x5eed0004, .acc = 1,
      .tol = EXACT},
+
+    /* ---------------- gates (MobileNetV3, LR-ASPP) ---------------- */
+    /* float formulas against the double reference: an ulp or two; sigmoid:
+     * expf (libm or CUDA's, within 2 ulp) */
+    GATE_FWD("hardswish_fwd", run_hardswish_fwd, hswish_torch, 0),
+    GATE_BWD("hardswish_bwd", run_hardswish_bwd, hswish_grad_torch, 0),
+    GATE_FWD("hardsigmoid_fwd", run_hardsigmoid_fwd, hsig_torch, 0),
+    GATE_BWD("hardsigmoid_bwd", run_hardsigmoid_bwd, hsig_grad_torch, 0),
+    GATE_FWD("sigmoid_fwd", run_sigmoid_fwd, sig_torch, 1e-7),
+    GATE_BWD("sigmoid_bwd", run_sigmoid_bwd, sig_grad_torch, 1e-7),
+    {"chan_scale_fwd", run_chan_scale_fwd, .n = 2, .c = 3, .h = 7, .w = 5, .tol = EXACT},
+    {"chan_scale_fwd", run_chan_scale_fwd, .n = 2, .c = 3, .h = 7, .w = 5, .inplace = 1,
+     .tol = EXACT},
+    {"chan_scale_fwd", run_chan_scale_fwd, .n = 4, .c = 16, .h = 34, .w = 31, .tol = EXACT,
+     .note = "threaded"},
+    {"chan_scale_fwd", run_chan_scale_fwd, .n = 3, .c = 5, .h = 1, .w = 1, .tol = EXACT,
+     .note = "1x1 planes"},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .tol = 1e-6},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .acc = 1, .tol = 1e-6},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .acc2 = 1, .tol = 1e-6},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .acc = 1, .acc2 = 1,
+     .tol = 1e-6},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .skip = 1, .acc2 = 1,
+     .tol = 1e-6, .note = "ds only"},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 2, .c = 3, .h = 7, .w = 5, .skip = 2, .acc = 1,
+     .tol = 1e-6, .note = "dx only"},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 4, .c = 16, .h = 34, .w = 31, .acc = 1, .tol = 1e-6,
+     .note = "threaded, long planes"},
+    {"chan_scale_bwd", run_chan_scale_bwd, .n = 3, .c = 5, .h = 1, .w = 1, .tol = 1e-6,
+     .note = "1x1 planes"},
 
     /* ---------------- pooling, resize, concat ---------------- */
     /* all negative: the -inf padding must never win (zero padding would) */
@@ -591,6 +730,18 @@ const tb_case tb_cases[] = {
     GRAD_CONV(1, 16, 5, 4, 16, 3, 1, 1, 1, "blocked layout under auto"),
     GRAD_CONV(3, 2, 5, 7, 3, 1, 2, 0, 1, "1x1 stride 2, batch 3"),
     GRAD_CONV(1, 64, 5, 6, 16, 3, 1, 3, 3, "sparse dilated: per-tap GEMMs"),
+    GRAD_CONV_G(16, 1, 16, 7, 6, 16, 3, 2, 2, 2, "depthwise, stride 2, dilation 2"),
+    GRAD_CONV_G(2, 2, 6, 5, 7, 4, 3, 1, 1, 1, "2 groups"),
+    {"grad_hardswish", run_grad_hardswish, .count = 97, .lo = -5, .hi = 5, .fd_h = 1e-3f,
+     .tol = TOL_FD},
+    {"grad_hardsigmoid", run_grad_hardsigmoid, .count = 97, .lo = -5, .hi = 5, .fd_h = 1e-3f,
+     .tol = TOL_FD},
+    {"grad_sigmoid", run_grad_sigmoid, .count = 97, .lo = -6, .hi = 6, .fd_h = 1e-3f,
+     .tol = TOL_FD},
+    {"grad_chan_scale", run_grad_chan_scale, .n = 2, .c = 3, .h = 4, .w = 5, .fd_h = 1e-2f,
+     .tol = TOL_FD},
+    {"grad_se", run_grad_se, .n = 2, .c = 8, .h = 5, .w = 4, .c_dst = 4, .fd_h = 1e-3f,
+     .tol = TOL_FD, .note = "squeeze-excitation: avgpool, fc1, relu, fc2, hardsigmoid, scale"},
     {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .fd_h = 1e-3f, .tol = TOL_FD},
     {"grad_bn", run_grad_bn, .n = 2, .c = 3, .h = 10, .w = 1, .relu = 1, .fd_h = 1e-3f,
      .tol = TOL_FD},

@@ -9,7 +9,7 @@
  * accumulate = 1 must keep them and accumulate = 0 must not.
  *
  * The fields each runner reads, besides tol (t->tol):
- *   conv_*: conv, acc, prepare; in (x or dy), in2 (w), want (y of conv_fwd)
+ *   conv_*: conv (groups too), acc, prepare; in (x or dy), in2 (w), want (y of conv_fwd)
  *   bias_*, bn_*, avgpool_*: n c h w (hw = h*w), acc, relu, inplace, lo hi
  *   bn_finalize: c, parts, counts, eps, momentum, running
  *     (run_bn_chan_merge: counts = images per part of one batch, h w lo hi)
@@ -89,6 +89,24 @@ void run_dropout_fwd(tb_ctx *t, const tb_case *c);
 void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
+
+/* run_gate.c: hardswish, hardsigmoid, sigmoid (count, lo hi, acc, inplace,
+ * in = x, in2 = dy, want), channel scaling (n c h w, acc = dx's, acc2 = ds's,
+ * skip, inplace), and their finite-difference checks (grad_*: fd_h) */
+void run_hardswish_fwd(tb_ctx *t, const tb_case *c);
+void run_hardswish_bwd(tb_ctx *t, const tb_case *c);
+void run_hardsigmoid_fwd(tb_ctx *t, const tb_case *c);
+void run_hardsigmoid_bwd(tb_ctx *t, const tb_case *c);
+void run_sigmoid_fwd(tb_ctx *t, const tb_case *c);
+void run_sigmoid_bwd(tb_ctx *t, const tb_case *c);
+void run_chan_scale_fwd(tb_ctx *t, const tb_case *c);
+void run_chan_scale_bwd(tb_ctx *t, const tb_case *c);
+void run_grad_hardswish(tb_ctx *t, const tb_case *c);
+void run_grad_hardsigmoid(tb_ctx *t, const tb_case *c);
+void run_grad_sigmoid(tb_ctx *t, const tb_case *c);
+void run_grad_chan_scale(tb_ctx *t, const tb_case *c);
+/* a squeeze-excitation block: n c h w, c_dst = squeeze channels */
+void run_grad_se(tb_ctx *t, const tb_case *c);
 
 /* run_pool.c */
 void run_maxpool_fwd(tb_ctx *t, const tb_case *c);

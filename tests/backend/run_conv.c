@@ -15,7 +15,7 @@ static int geometry(tb_ctx *t, const tb_case *c, sg_conv_desc *d, size_t *nx, si
     if (!tb_expect(t, sg_conv_desc_init(d) == 0, "the geometry has an empty output (table error)"))
         return 0;
     *nx = (size_t)d->n * d->c * d->h * d->w;
-    *nw = (size_t)d->k * d->c * d->r * d->s;
+    *nw = tb_conv_nw(d);
     *ny = (size_t)d->n * d->k * d->oh * d->ow;
     if (c->prepare && TB_HAS(t, conv_prepare)) t->be->ops->conv_prepare(t->be, d);
     return 1;

@@ -39,7 +39,7 @@ void run_grad_conv(tb_ctx *t, const tb_case *c) {
     conv_st s = {c->conv, NULL, NULL, NULL, NULL, NULL, 0};
     if (!tb_expect(t, sg_conv_desc_init(&s.d) == 0, "empty output (table error)")) return;
     sg_conv_desc *d = &s.d;
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = tb_conv_nw(d);
     s.ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *x = tb_rand(t, nx, -1, 1), *w = tb_rand(t, nw, -1, 1), *b = tb_rand(t, d->k, -1, 1);
     s.r = tb_rand(t, s.ny, -1, 1);

@@ -59,7 +59,7 @@ void run_weights_written(tb_ctx *t, const tb_case *c) {
     wrig g = {.t = t, .d = c->conv};
     if (!tb_expect(t, sg_conv_desc_init(&g.d) == 0, "empty output (table error)")) return;
     g.nx = (size_t)g.d.n * g.d.c * g.d.h * g.d.w;
-    g.nw = (size_t)g.d.k * g.d.c * g.d.r * g.d.s;
+    g.nw = tb_conv_nw(&g.d);
     g.ny = (size_t)g.d.n * g.d.k * g.d.oh * g.d.ow;
     size_t wb = g.nw * sizeof(float);
     if (c->prepare && TB_HAS(t, conv_prepare)) o->conv_prepare(t->be, &g.d);

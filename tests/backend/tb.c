@@ -77,6 +77,11 @@ int tb_end(tb_ctx *t) {
     return t->failures == 0;
 }
 
+size_t tb_conv_nw(const sg_conv_desc *d) {
+    int g = d->groups > 1 ? d->groups : 1;
+    return (size_t)d->k * (size_t)(d->c / g) * (size_t)d->r * (size_t)d->s;
+}
+
 /* ---------------- describing a case ---------------- */
 
 static void add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -97,12 +102,15 @@ void tb_describe(const tb_case *c, char *buf, size_t size) {
         add(buf, size, " n%d c%d %dx%d k%d %dx%d stride %d,%d pad %d,%d dil %d,%d", d->n, d->c,
             d->h, d->w, d->k, d->r, d->s, d->stride_h, d->stride_w, d->pad_h, d->pad_w, d->dil_h,
             d->dil_w);
+    if (d->groups) add(buf, size, " groups %d", d->groups);
     if (c->n) add(buf, size, " n%d c%d %dx%d", c->n, c->c, c->h, c->w);
     else if (c->c) add(buf, size, " c%d", c->c);
     if (c->oh) add(buf, size, " -> %dx%d", c->oh, c->ow);
     if (c->c_dst) add(buf, size, " into c%d at %d", c->c_dst, c->c_off);
     if (c->count) add(buf, size, " count %zu", c->count);
     if (c->acc) add(buf, size, " acc");
+    if (c->acc2) add(buf, size, " acc2");
+    if (c->skip) add(buf, size, " %s NULL", c->skip == 1 ? "dx" : "ds");
     if (c->relu) add(buf, size, " relu");
     if (c->x_dt == SG_ACT_BF16) add(buf, size, " x:bf16");
     if (c->y_dt == SG_ACT_BF16) add(buf, size, " y:bf16");

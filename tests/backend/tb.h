@@ -56,6 +56,8 @@ struct tb_case {
     int c_dst, c_off;      /* concat: channels of the destination, offset of the source */
     size_t count;          /* elementwise ops: number of elements */
     int acc;               /* accumulate = 1 */
+    int acc2;              /* a second output's accumulate (chan_scale_bwd: ds) */
+    int skip;              /* chan_scale_bwd: 1 = dx NULL, 2 = ds NULL */
     int relu;              /* fused ReLU = 1 */
     int inplace;           /* 1: the output aliases the first input, 2: the second */
     int prepare;           /* conv: call conv_prepare before the op */
@@ -110,6 +112,8 @@ struct tb_ctx {
 };
 
 /* ---- the harness (tb.c) ---- */
+/* Weights of a conv geometry: k * (c/groups) * r * s (groups 0 or 1: k*c*r*s). */
+size_t tb_conv_nw(const sg_conv_desc *d);
 void tb_begin(tb_ctx *t, sg_backend *be, const char *config, int det, const tb_case *c);
 /* Frees the run's buffers; returns 1 if the case passed. */
 int tb_end(tb_ctx *t);

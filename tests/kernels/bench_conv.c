@@ -10,7 +10,8 @@
  * primitives where the processor has them) or bf16-emu (the exact emulation,
  * SG_CPU_BF16=emulated); both with the auto layout for the float32 parts.
  *
- * SG_BENCH_SHAPE="n,c,h,w,k,r,stride,pad,dil" times that one shape instead.
+ * SG_BENCH_SHAPE="n,c,h,w,k,r,stride,pad,dil[,groups]" times that one shape
+ * instead (groups: a grouped / depthwise convolution).
  *
  * Prints, per shape and layout, the median ms of fwd, bwd_data, bwd_weight
  * (after one warm-up call that builds the primitives) and GFLOP/s overall.
@@ -110,12 +111,16 @@ int main(int argc, char **argv) {
     double sum[8] = {0};
     size_t nshapes = sizeof shapes / sizeof shapes[0];
     const char *one = getenv("SG_BENCH_SHAPE");
+    int groups = 0;
     if (one && *one) {
-        if (sscanf(one, "%d,%d,%d,%d,%d,%d,%d,%d,%d", &shapes[0].n, &shapes[0].c, &shapes[0].h,
-                   &shapes[0].w, &shapes[0].k, &shapes[0].r, &shapes[0].stride, &shapes[0].pad,
-                   &shapes[0].dil) != 9) {
-            fprintf(stderr,
-                    "bench_conv: SG_BENCH_SHAPE='%s': expected n,c,h,w,k,r,stride,pad,dil\n", one);
+        int got = sscanf(one, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d", &shapes[0].n, &shapes[0].c,
+                         &shapes[0].h, &shapes[0].w, &shapes[0].k, &shapes[0].r, &shapes[0].stride,
+                         &shapes[0].pad, &shapes[0].dil, &groups);
+        if (got != 9 && got != 10) {
+            fprintf(
+                stderr,
+                "bench_conv: SG_BENCH_SHAPE='%s': expected n,c,h,w,k,r,stride,pad,dil[,groups]\n",
+                one);
             return 2;
         }
         shapes[0].name = one;
@@ -137,9 +142,11 @@ int main(int argc, char **argv) {
                           shapes[s].dil,
                           shapes[s].dil,
                           0,
-                          0};
-        if (sg_conv_desc_init(&d) != 0) return 1;
-        double flop = 2.0 * d.n * d.k * d.oh * d.ow * (double)d.c * d.r * d.s;
+                          0,
+                          groups};
+        if (sg_conv_desc_init(&d) != 0 || sg_conv_desc_check(&d) != 0) return 1;
+        double flop =
+            2.0 * d.n * d.k * d.oh * d.ow * (double)(d.c / sg_conv_groups(&d)) * d.r * d.s;
         for (int l = 0; l < nl && l < 8; l++) {
             int bf16 = strncmp(layouts[l], "bf16", 4) == 0;
             setenv("SG_CPU_CONV_LAYOUT", bf16 ? "auto" : layouts[l], 1);
@@ -149,7 +156,7 @@ int main(int argc, char **argv) {
             sg_backend_opts bo = {.precision = bf16 ? SG_PRECISION_BF16 : SG_PRECISION_FP32};
             sg_backend *be = sg_backend_create("cpu", &bo);
             if (!be) return 1;
-            size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = (size_t)d.k * d.c * d.r * d.s;
+            size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = sg_conv_weight_count(&d);
             size_t ny = (size_t)d.n * d.k * d.oh * d.ow;
             float *x = be->ops->alloc(be, nx * 4), *w = be->ops->alloc(be, nw * 4);
             float *y = be->ops->alloc(be, ny * 4);

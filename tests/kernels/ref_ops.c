@@ -20,36 +20,47 @@ static inline int in_coord(int o, int tap, int stride, int pad, int dil, int siz
     return (v >= 0 && v < size) ? v : -1;
 }
 
+/* Groups (sg_conv_desc.groups): output channel k reads the cg = c/g input
+ * channels of its group k / (k_count/g); w is [k, cg, r, s]. */
+static inline int ref_groups(const sg_conv_desc *d) { return d->groups > 1 ? d->groups : 1; }
+
 void ref_conv_fwd(const sg_conv_desc *d, const float *x, const float *w, float *y) {
+    int g = ref_groups(d), cg = d->c / g, kg = d->k / g;
     for (int b = 0; b < d->n; b++)
         for (int k = 0; k < d->k; k++)
             for (int oy = 0; oy < d->oh; oy++)
                 for (int ox = 0; ox < d->ow; ox++) {
                     double acc = 0;
-                    for (int c = 0; c < d->c; c++)
+                    int c0 = (k / kg) * cg;
+                    for (int cl = 0; cl < cg; cl++)
                         for (int i = 0; i < d->r; i++) {
                             int iy = in_coord(oy, i, d->stride_h, d->pad_h, d->dil_h, d->h);
                             if (iy < 0) continue;
                             for (int j = 0; j < d->s; j++) {
                                 int ix = in_coord(ox, j, d->stride_w, d->pad_w, d->dil_w, d->w);
                                 if (ix < 0) continue;
-                                acc += (double)x[(((size_t)b * d->c + c) * d->h + iy) * d->w + ix] *
-                                       w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
+                                acc +=
+                                    (double)
+                                        x[(((size_t)b * d->c + c0 + cl) * d->h + iy) * d->w + ix] *
+                                    w[(((size_t)k * cg + cl) * d->r + i) * d->s + j];
                             }
                         }
                     y[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox] = (float)acc;
                 }
 }
 
-/* dx[b,c,iy,ix] = sum over (k, i, j, oy, ox) that read (iy, ix) of dy * w.
- * Written as a gather over output positions so each dx is one double sum. */
+/* dx[b,c,iy,ix] = sum over (k of c's group, i, j, oy, ox) that read (iy, ix)
+ * of dy * w. Written as a gather over output positions so each dx is one
+ * double sum. */
 void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
                        int accumulate) {
+    int g = ref_groups(d), cg = d->c / g, kg = d->k / g;
     for (int b = 0; b < d->n; b++)
         for (int c = 0; c < d->c; c++)
             for (int iy = 0; iy < d->h; iy++)
                 for (int ix = 0; ix < d->w; ix++) {
                     double acc = 0;
+                    int k0 = (c / cg) * kg, cl = c % cg;
                     for (int i = 0; i < d->r; i++) {
                         int ty = iy + d->pad_h - i * d->dil_h;
                         if (ty < 0 || ty % d->stride_h) continue;
@@ -60,10 +71,10 @@ void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, f
                             if (tx < 0 || tx % d->stride_w) continue;
                             int ox = tx / d->stride_w;
                             if (ox >= d->ow) continue;
-                            for (int k = 0; k < d->k; k++)
+                            for (int k = k0; k < k0 + kg; k++)
                                 acc +=
                                     (double)dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox] *
-                                    w[(((size_t)k * d->c + c) * d->r + i) * d->s + j];
+                                    w[(((size_t)k * cg + cl) * d->r + i) * d->s + j];
                         }
                     }
                     size_t o = (((size_t)b * d->c + c) * d->h + iy) * d->w + ix;
@@ -73,11 +84,13 @@ void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, f
 
 void ref_conv_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
                          int accumulate) {
+    int g = ref_groups(d), cg = d->c / g, kg = d->k / g;
     for (int k = 0; k < d->k; k++)
-        for (int c = 0; c < d->c; c++)
+        for (int cl = 0; cl < cg; cl++)
             for (int i = 0; i < d->r; i++)
                 for (int j = 0; j < d->s; j++) {
                     double acc = 0;
+                    int c = (k / kg) * cg + cl;
                     for (int b = 0; b < d->n; b++)
                         for (int oy = 0; oy < d->oh; oy++) {
                             int iy = in_coord(oy, i, d->stride_h, d->pad_h, d->dil_h, d->h);
@@ -89,7 +102,7 @@ void ref_conv_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy,
                                        dy[(((size_t)b * d->k + k) * d->oh + oy) * d->ow + ox];
                             }
                         }
-                    size_t o = (((size_t)k * d->c + c) * d->r + i) * d->s + j;
+                    size_t o = (((size_t)k * cg + cl) * d->r + i) * d->s + j;
                     dw[o] = put(dw[o], acc, accumulate);
                 }
 }
@@ -479,6 +492,67 @@ double ref_sumsq(const float *x, size_t count) {
     return s;
 }
 
+/* ---------------- gates ---------------- */
+
+void ref_hardswish_fwd(const float *x, float *y, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        double v = x[i];
+        y[i] = (float)(v <= -3 ? 0.0 : v >= 3 ? v : v * (v + 3) / 6);
+    }
+}
+
+/* torch: 0 below -3, x/3 + 1/2 on [-3, 3] (both kinks included), 1 above */
+void ref_hardswish_bwd(const float *dy, const float *x, float *dx, size_t count, int accumulate) {
+    for (size_t i = 0; i < count; i++) {
+        double v = x[i], g = v < -3 ? 0.0 : v <= 3 ? (double)dy[i] * (v / 3 + 0.5) : dy[i];
+        dx[i] = put(dx[i], g, accumulate);
+    }
+}
+
+void ref_hardsigmoid_fwd(const float *x, float *y, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        double v = x[i];
+        y[i] = (float)(v <= -3 ? 0.0 : v >= 3 ? 1.0 : (v + 3) / 6);
+    }
+}
+
+/* torch: 1/6 strictly inside (-3, 3), 0 elsewhere (0 at the kinks) */
+void ref_hardsigmoid_bwd(const float *dy, const float *x, float *dx, size_t count, int accumulate) {
+    for (size_t i = 0; i < count; i++) {
+        double v = x[i], g = (v > -3 && v < 3) ? (double)dy[i] / 6 : 0.0;
+        dx[i] = put(dx[i], g, accumulate);
+    }
+}
+
+void ref_sigmoid_fwd(const float *x, float *y, size_t count) {
+    for (size_t i = 0; i < count; i++) y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+}
+
+void ref_sigmoid_bwd(const float *dy, const float *y, float *dx, size_t count, int accumulate) {
+    for (size_t i = 0; i < count; i++) {
+        double v = y[i];
+        dx[i] = put(dx[i], (double)dy[i] * v * (1 - v), accumulate);
+    }
+}
+
+void ref_chan_scale_fwd(const float *x, const float *s, float *y, int n, int c, int hw) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++)
+        for (int p = 0; p < hw; p++) y[pl * hw + p] = (float)((double)x[pl * hw + p] * s[pl]);
+}
+
+void ref_chan_scale_bwd(const float *dy, const float *x, const float *s, float *dx, float *ds,
+                        int n, int c, int hw, int acc_dx, int acc_ds) {
+    for (size_t pl = 0; pl < (size_t)n * c; pl++) {
+        double acc = 0;
+        for (int p = 0; p < hw; p++) {
+            size_t o = pl * hw + p;
+            acc += (double)dy[o] * x[o];
+            if (dx) dx[o] = put(dx[o], (double)dy[o] * s[pl], acc_dx);
+        }
+        if (ds) ds[pl] = put(ds[pl], acc, acc_ds);
+    }
+}
+
 /* ---------------- bfloat16 ---------------- */
 
 float ref_bf16_round(float x) {
@@ -516,7 +590,8 @@ static void finish_bf16(float *out, const float *res, size_t n, int accumulate) 
 }
 
 void ref_conv_fwd_bf16(const sg_conv_desc *d, const float *x, const float *w, float *y) {
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w,
+           nw = (size_t)d->k * (d->c / ref_groups(d)) * d->r * d->s;
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *res = calloc(ny, sizeof *res);
     if (!res) abort();
@@ -527,7 +602,8 @@ void ref_conv_fwd_bf16(const sg_conv_desc *d, const float *x, const float *w, fl
 
 void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
                             int accumulate) {
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w,
+           nw = (size_t)d->k * (d->c / ref_groups(d)) * d->r * d->s;
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *dyr = rounded_copy(dy, ny), *wr = rounded_copy(w, nw), *res = calloc(nx, sizeof *res);
     if (!res) abort();
@@ -538,7 +614,8 @@ void ref_conv_bwd_data_bf16(const sg_conv_desc *d, const float *dy, const float 
 
 void ref_conv_bwd_weight_bf16(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
                               int accumulate) {
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w,
+           nw = (size_t)d->k * (d->c / ref_groups(d)) * d->r * d->s;
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *xr = rounded_copy(x, nx), *dyr = rounded_copy(dy, ny), *res = calloc(nw, sizeof *res);
     if (!res) abort();

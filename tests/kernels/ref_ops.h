@@ -22,8 +22,9 @@
 extern "C" {
 #endif
 
-/* ---- convolution: x [n,c,h,w], w [k,c,r,s], y [n,k,oh,ow]; d filled by
- * sg_conv_desc_init. Zero padding. ---- */
+/* ---- convolution: x [n,c,h,w], w [k,c/groups,r,s], y [n,k,oh,ow]; d filled
+ * by sg_conv_desc_init. Zero padding. d->groups 0 or 1: ungrouped; g > 1:
+ * output channel o reads the input channels of group o / (k/g). ---- */
 void ref_conv_fwd(const sg_conv_desc *d, const float *x, const float *w, float *y);
 void ref_conv_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
                        int accumulate);
@@ -56,6 +57,19 @@ void ref_bn_param_grads(const float *red, const float *invstd, float *dgamma, fl
 void ref_relu_fwd(const float *x, float *y, size_t count);
 void ref_relu_bwd(const float *dy, const float *y, float *dx, size_t count, int accumulate);
 void ref_add(const float *a, const float *b, float *y, size_t count, int relu);
+/* ---- gates (backend.h: PyTorch's definitions, written here from them in
+ * double, independently of kernels/formulas/gate.h) ---- */
+void ref_hardswish_fwd(const float *x, float *y, size_t count);
+void ref_hardswish_bwd(const float *dy, const float *x, float *dx, size_t count, int accumulate);
+void ref_hardsigmoid_fwd(const float *x, float *y, size_t count);
+void ref_hardsigmoid_bwd(const float *dy, const float *x, float *dx, size_t count, int accumulate);
+void ref_sigmoid_fwd(const float *x, float *y, size_t count);
+void ref_sigmoid_bwd(const float *dy, const float *y, float *dx, size_t count, int accumulate);
+/* y[i,ch,p] = x[i,ch,p] * s[i*c + ch]; backward: dx (+)= dy * s, ds (+)= sum_p dy * x
+ * (either may be NULL) */
+void ref_chan_scale_fwd(const float *x, const float *s, float *y, int n, int c, int hw);
+void ref_chan_scale_bwd(const float *dy, const float *x, const float *s, float *dx, float *ds,
+                        int n, int c, int hw, int acc_dx, int acc_ds);
 void ref_scale(const float *x, float *y, float alpha, size_t count);
 void ref_axpy(float alpha, const float *x, float *y, size_t count);
 

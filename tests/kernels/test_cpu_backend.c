@@ -42,8 +42,8 @@ static float *rand_mem(size_t count, uint64_t seed) {
 /* conv_prepare builds the three primitives of a shape; afterwards the ops
  * create nothing and grow no workspace (the steady state of training). */
 static void test_conv_steady_state(void) {
-    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
-    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0};
+    sg_conv_desc a = {2, 32, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    sg_conv_desc b = {2, 32, 9, 7, 48, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0, 0};
     CHECK(sg_conv_desc_init(&a) == 0 && sg_conv_desc_init(&b) == 0);
     int e0, e1, e2;
     size_t w0, w1, w2;
@@ -53,7 +53,7 @@ static void test_conv_steady_state(void) {
     sg_cpu_conv_stats(g_be, &e1, &w1);
     CHECK_EQ_INT(e1, e0 + 6);
     /* A sparse dilated conv (per-tap GEMMs under auto) too. */
-    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0};
+    sg_conv_desc t = {1, 64, 9, 9, 16, 3, 3, 1, 1, 7, 7, 7, 7, 0, 0, 0};
     CHECK(sg_conv_desc_init(&t) == 0);
     g_be->ops->conv_prepare(g_be, &t);
     sg_cpu_conv_stats(g_be, &e1, &w1);
@@ -77,7 +77,10 @@ static void test_conv_steady_state(void) {
 
 /* A wrong output size is a fatal error naming the geometry, exit status 1
  * (run in a child process, stderr captured). */
-static void test_conv_bad_desc(void) {
+/* Runs conv_fwd on d in a child process (on a new backend with conv layout
+ * `layout`, or NULL: the test's backend); returns its stderr (fatal error
+ * expected: exit status 1). */
+static void conv_fatal(sg_conv_desc d, const char *layout, char *buf, size_t cap) {
     int fds[2];
     CHECK(pipe(fds) == 0);
     pid_t pid = fork();
@@ -85,27 +88,59 @@ static void test_conv_bad_desc(void) {
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0};
-        sg_conv_desc_init(&d);
-        d.oh += 1;
-        float *x = g_be->ops->alloc(g_be, 128 * 4), *w = g_be->ops->alloc(g_be, 54 * 4);
-        float *y = g_be->ops->alloc(g_be, 256 * 4);
-        g_be->ops->conv_fwd(g_be, &d, x, w, y);
+        sg_backend *be = g_be;
+        if (layout) {
+            setenv("SG_CPU_CONV_LAYOUT", layout, 1);
+            sg_backend_opts o = {.threads = 1};
+            be = sg_backend_create("cpu", &o);
+            if (!be) _exit(3);
+        }
+        float *x = be->ops->alloc(be, 4096 * 4), *w = be->ops->alloc(be, 4096 * 4);
+        float *y = be->ops->alloc(be, 4096 * 4);
+        be->ops->conv_fwd(be, &d, x, w, y);
         _exit(0); /* not reached */
     }
     close(fds[1]);
-    char buf[4096] = {0};
+    memset(buf, 0, cap);
     size_t len = 0;
     ssize_t r;
-    while (len < sizeof buf - 1 && (r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
+    while (len < cap - 1 && (r = read(fds[0], buf + len, cap - 1 - len)) > 0) len += (size_t)r;
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status));
     CHECK_EQ_INT(WEXITSTATUS(status), 1);
+}
+
+static void test_conv_bad_desc(void) {
+    char buf[4096];
+    sg_conv_desc d = {1, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    sg_conv_desc_init(&d);
+    d.oh += 1;
+    conv_fatal(d, NULL, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "does not match the geometry");
     CHECK_STR_CONTAINS(buf, "expected 8x8");
+    /* groups must divide both channel counts */
+    sg_conv_desc g = {1, 6, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 3};
+    CHECK(sg_conv_desc_init(&g) == 0);
+    CHECK(sg_conv_desc_check(&g) != 0);
+    const char *layouts[] = {NULL, "plain", "blocked"};
+    for (int l = 0; l < 3; l++) {
+        g.groups = 3;
+        conv_fatal(g, layouts[l], buf, sizeof buf);
+        CHECK_STR_CONTAINS(buf, "groups=3 must be 0, 1 or a positive divisor");
+        CHECK_STR_CONTAINS(buf, "c=6 and the output channels k=4");
+        g.groups = -2;
+        CHECK(sg_conv_desc_check(&g) != 0);
+        conv_fatal(g, layouts[l], buf, sizeof buf);
+        CHECK_STR_CONTAINS(buf, "groups=-2");
+    }
+    g.groups = 2;
+    CHECK(sg_conv_desc_check(&g) == 0);
+    CHECK_EQ_INT(sg_conv_weight_count(&g), 4 * 3 * 3 * 3);
+    g.groups = 0;
+    CHECK(sg_conv_desc_check(&g) == 0);
+    CHECK_EQ_INT(sg_conv_weight_count(&g), 4 * 6 * 3 * 3);
 }
 
 /* Host memory, read and written directly; the info and capabilities. */

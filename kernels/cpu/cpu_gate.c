@@ -1,0 +1,114 @@
+/* kernels/cpu/cpu_gate.c - the gate group on the CPU (the ops of
+ * tests/backend/run_gate.c; kernels/cuda/cuda_gate.cu on the GPU): the
+ * MobileNetV3 / LR-ASPP activations hardswish, hardsigmoid and sigmoid with
+ * their gradients (per-element formulas shared with CUDA:
+ * kernels/formulas/gate.h), and channel scaling y = x * s[n,c] (squeeze-
+ * excitation) with its gradients to x and s.
+ * OpenMP over elements (over planes for channel scaling: each plane's ds is
+ * one double sum in a fixed order, so the same bits whatever the threads).
+ */
+#include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/gate.h"
+
+#define PAR_IF(count) if ((count) >= SG_CPU_PAR_MIN)
+
+static void hardswish_fwd(sg_backend *be, const float *x, float *y, size_t count) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) y[i] = sg_hardswish(x[i]);
+}
+
+static void hardsigmoid_fwd(sg_backend *be, const float *x, float *y, size_t count) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) y[i] = sg_hardsigmoid(x[i]);
+}
+
+static void sigmoid_fwd(sg_backend *be, const float *x, float *y, size_t count) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) y[i] = sg_sigmoid(x[i]);
+}
+
+/* The backward ops: dx (+)= grad(dy, v), v = x (hard ones) or y (sigmoid). */
+static void hardswish_bwd(sg_backend *be, const float *dy, const float *x, float *dx, size_t count,
+                          int accumulate) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) {
+        float g = sg_hardswish_grad(dy[i], x[i]);
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
+}
+
+static void hardsigmoid_bwd(sg_backend *be, const float *dy, const float *x, float *dx,
+                            size_t count, int accumulate) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) {
+        float g = sg_hardsigmoid_grad(dy[i], x[i]);
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
+}
+
+static void sigmoid_bwd(sg_backend *be, const float *dy, const float *y, float *dx, size_t count,
+                        int accumulate) {
+    (void)be;
+#pragma omp parallel for simd schedule(static) PAR_IF(count)
+    for (size_t i = 0; i < count; i++) {
+        float g = sg_sigmoid_grad(dy[i], y[i]);
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
+}
+
+static void chan_scale_fwd(sg_backend *be, const float *x, const float *s, float *y, int n, int c,
+                           int hw) {
+    (void)be;
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
+    for (long pl = 0; pl < planes; pl++) {
+        float v = s[pl];
+        const float *xp = x + (size_t)pl * hw;
+        float *yp = y + (size_t)pl * hw;
+#pragma omp simd
+        for (int q = 0; q < hw; q++) yp[q] = xp[q] * v;
+    }
+}
+
+static void chan_scale_bwd(sg_backend *be, const float *dy, const float *x, const float *s,
+                           float *dx, float *ds, int n, int c, int hw, int acc_dx, int acc_ds) {
+    (void)be;
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
+    for (long pl = 0; pl < planes; pl++) {
+        const float *g = dy + (size_t)pl * hw;
+        if (ds) {
+            const float *xp = x + (size_t)pl * hw;
+            double acc = 0;
+            for (int q = 0; q < hw; q++) acc += (double)g[q] * xp[q];
+            ds[pl] = acc_ds ? (float)(ds[pl] + acc) : (float)acc;
+        }
+        if (dx) {
+            float v = s[pl];
+            float *d = dx + (size_t)pl * hw;
+            if (acc_dx) {
+#pragma omp simd
+                for (int q = 0; q < hw; q++) d[q] += g[q] * v;
+            } else {
+#pragma omp simd
+                for (int q = 0; q < hw; q++) d[q] = g[q] * v;
+            }
+        }
+    }
+}
+
+void sg_cpu_fill_gate_ops(sg_ops *ops) {
+    ops->hardswish_fwd = hardswish_fwd;
+    ops->hardswish_bwd = hardswish_bwd;
+    ops->hardsigmoid_fwd = hardsigmoid_fwd;
+    ops->hardsigmoid_bwd = hardsigmoid_bwd;
+    ops->sigmoid_fwd = sigmoid_fwd;
+    ops->sigmoid_bwd = sigmoid_bwd;
+    ops->chan_scale_fwd = chan_scale_fwd;
+    ops->chan_scale_bwd = chan_scale_bwd;
+}
