@@ -141,6 +141,14 @@ static sg_status read_png(const char *path, const uint8_t *mem, size_t mem_len, 
      * 65536 here before) would refuse a wide header as "Invalid IHDR data"
      * first. PNG's own maximum stays: 2^31 - 1 a side. */
     png_set_user_limits(s->png, 0x7fffffff, 0x7fffffff);
+    /* libpng buffers a text, ICC, sPLT, eXIf, pCAL or sCAL chunk whole, at
+     * the length its header claims, before reading it: a 98-byte file with
+     * an iTXt header of 1.9 GB allocated 1.9 GB (libpng 1.6.39 checks no
+     * limit there). segtrain uses none of them, so they are skipped unread
+     * (libpng discards a skipped chunk in small pieces). */
+    static const png_byte skipped[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf\0pCAL\0sCAL";
+    png_set_keep_unknown_chunks(s->png, PNG_HANDLE_CHUNK_NEVER, skipped, 8);
+    png_set_chunk_malloc_max(s->png, SG_PNG_CHUNK_MAX);
     png_read_info(s->png, s->info);
 
     png_uint_32 w = png_get_image_width(s->png, s->info);

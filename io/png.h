@@ -41,6 +41,9 @@ extern "C" {
 /* The default pixel budget of one decoded image (data.max_image_pixels):
  * 2^26 = 64 Mpixel, 32 times a 2048x1024 Cityscapes frame (192 MiB as RGB). */
 #define SG_IMAGE_MAX_PIXELS_DEFAULT (INT64_C(1) << 26)
+/* The largest ancillary chunk (text, ICC profile) a PNG read buffers, in
+ * bytes; a larger one is skipped with a warning. */
+#define SG_PNG_CHUNK_MAX (8u << 20)
 
 /* An 8-bit image: c = 3 (RGB, HWC contiguous) or c = 1 (mask). data is malloc'd. */
 typedef struct sg_img {
