@@ -81,7 +81,8 @@ static int setup_netns(void) {
     int id = (int)getpid() % 100000;
     for (int i = 0; i < 3; i++) snprintf(g_ns[i], sizeof g_ns[i], "sgt%d_%c", id, "abc"[i]);
     for (int i = 0; i < 4; i++) snprintf(g_if[i], sizeof g_if[i], "sg%d%c", id, "wxyz"[i]);
-    for (int i = 0; i < 2; i++) snprintf(g_tun[i], sizeof g_tun[i], "sg%dr%d", id, i);
+    for (int i = 0; i < 2; i++) /* "sg99999r1" at most: within IFNAMSIZ */
+        snprintf(g_tun[i], sizeof g_tun[i], "sg%ur%c", (unsigned)id % 100000u, "01"[i]);
     if (th_sh("ip netns add %s 2>/dev/null", g_ns[0]) != 0) return 77;
     g_made = 1;
     atexit(teardown_netns);
