@@ -127,6 +127,19 @@ static int read_all(int fd, void *p, size_t n, double timeout_s) {
     return 0;
 }
 
+/* Counts a TCP connection request (an IPv4 TCP segment with SYN and
+ * without ACK) and its destination port. */
+static void note_syn(const unsigned char *p, size_t n, int d, nr_stats *st) {
+    if (n < 20 || p[0] >> 4 != 4 || p[9] != 6) return;
+    size_t ihl = (size_t)(p[0] & 15) * 4;
+    if (ihl < 20 || n < ihl + 14 || (p[ihl + 13] & 0x12) != 0x02) return;
+    st->syns[d]++;
+    uint16_t port = (uint16_t)(p[ihl + 2] << 8 | p[ihl + 3]);
+    for (int i = 0; i < st->n_ports[d]; i++)
+        if (st->ports[d][i] == port) return;
+    if (st->n_ports[d] < NR_PORTS) st->ports[d][st->n_ports[d]++] = port;
+}
+
 /* The relay's loop; returns when told to stop (ctl readable or closed) or
  * past t_end (then *expired = 1). */
 static void relay_loop(const int tun[2], int ctl, const nr_opts *o, queue q[2], nr_stats *st,
@@ -178,6 +191,7 @@ static void relay_loop(const int tun[2], int ctl, const nr_opts *o, queue q[2], 
                 if (n <= 0) break;
                 st->packets[d]++;
                 st->bytes[d] += (uint64_t)n;
+                note_syn(buf, (size_t)n, d, st);
                 if (o->loss[d] > 0 && uniform(&rng) < o->loss[d]) {
                     st->lost[d]++;
                     continue;
@@ -263,7 +277,7 @@ int nr_start(nr_relay *r, const char *ns_a, const char *dev_a, const char *ns_b,
     r->stat_fd = out[0];
     ready_msg rm;
     if (read_all(r->stat_fd, &rm, sizeof rm, 10) != 0) {
-        snprintf(err, errlen, "the relay process did not report within 10 s");
+        snprintf(err, errlen, "the relay process ended, or did not report within 10 s");
         nr_stats st;
         nr_stop(r, &st);
         return -1;

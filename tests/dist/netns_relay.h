@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum { NR_QUEUE = 4096 };
+enum { NR_QUEUE = 4096, NR_PORTS = 32 };
 
 /* Everything per direction is indexed [0] from the first device's
  * namespace to the second's, [1] back. */
@@ -35,14 +35,17 @@ typedef struct {
 } nr_opts;
 
 typedef struct {
-    uint64_t packets[2];   /* read from a TUN device */
-    uint64_t bytes[2];     /* their IP bytes */
-    uint64_t lost[2];      /* dropped by the loss draw */
-    uint64_t overflow[2];  /* dropped because the queue was full */
-    uint64_t delivered[2]; /* written to the other TUN device */
-    uint64_t write_err[2]; /* a write to the other device failed */
-    int last_errno[2];     /* of the last failed write */
-    double max_late_ms;    /* the latest a packet left after its due time */
+    uint64_t packets[2];         /* read from a TUN device */
+    uint64_t bytes[2];           /* their IP bytes */
+    uint64_t lost[2];            /* dropped by the loss draw */
+    uint64_t overflow[2];        /* dropped because the queue was full */
+    uint64_t delivered[2];       /* written to the other TUN device */
+    uint64_t write_err[2];       /* a write to the other device failed */
+    int last_errno[2];           /* of the last failed write */
+    uint64_t syns[2];            /* TCP connection requests (SYN without ACK) */
+    int n_ports[2];              /* the distinct ports they asked for, */
+    uint16_t ports[2][NR_PORTS]; /* the first NR_PORTS of them */
+    double max_late_ms;          /* the latest a packet left after its due time */
 } nr_stats;
 
 typedef struct {

@@ -539,9 +539,11 @@ static int impair_off(int mode, nr_stats *st) {
     return mode == IMPAIR_RELAY ? nr_stop(&g_relay, st) : 0;
 }
 
-/* The job over the impaired link: finishes, with the reference's results. */
-static void impaired_job(double *took_s) {
+/* The job over the impaired link: finishes, with the reference's results;
+ * *port_out: its MASTER_PORT. */
+static void impaired_job(double *took_s, int *port_out) {
     int port = g_port;
+    *port_out = port;
     g_port += 2; /* the workers' store and the launchers' rendezvous */
     double t0 = th_now();
     pid_t p0 = start_node("impaired", 0, port, NULL), p1 = start_node("impaired", 1, port, NULL);
@@ -562,8 +564,9 @@ static void test_impaired(void) {
     CHECK_MSG(mode != IMPAIR_NONE, "the link could not be impaired (see above)");
     double rtt = probe_rtt_ms();
     double took = -1;
+    int port = -1;
     /* 50 ms at least: else the impairment is not on the path */
-    if (rtt >= 50) impaired_job(&took);
+    if (rtt >= 50) impaired_job(&took, &port);
     long long tx1 = veth_count(1, "tx_packets");
     nr_stats st;
     int reported = impair_off(mode, &st);
@@ -586,6 +589,13 @@ static void test_impaired(void) {
                 st.packets[d] ? 100.0 * (double)st.lost[d] / (double)st.packets[d] : 0,
                 (unsigned long long)st.overflow[d], (unsigned long long)st.delivered[d],
                 (unsigned long long)st.write_err[d]);
+    for (int d = 0; d < 2; d++) {
+        char list[NR_PORTS * 8] = "";
+        for (int i = 0, len = 0; i < st.n_ports[d]; i++)
+            len += snprintf(list + len, sizeof list - (size_t)len, " %u", st.ports[d][i]);
+        fprintf(stderr, "  relay %s: %llu connections opened, to ports%s\n", dir[d],
+                (unsigned long long)st.syns[d], st.n_ports[d] ? list : " (none)");
+    }
     fprintf(stderr,
             "  relay: a packet left at most %.1f ms after its due time; node 1's veth "
             "sent %lld packets meanwhile\n",
@@ -600,6 +610,17 @@ static void test_impaired(void) {
     }
     CHECK_MSG(st.lost[0] == 0 && st.lost[1] > 0, "lost %llu packets %s, %llu %s",
               (unsigned long long)st.lost[0], dir[0], (unsigned long long)st.lost[1], dir[1]);
+    /* node 1 reached the workers' store (MASTER_PORT), the launchers'
+     * rendezvous (MASTER_PORT + 1) and the ports node 0 published (mesh,
+     * Gloo) through the relay */
+    int store = 0, agent = 0;
+    for (int i = 0; i < st.n_ports[1]; i++) {
+        store |= st.ports[1][i] == port;
+        agent |= st.ports[1][i] == port + 1;
+    }
+    CHECK_MSG(store && agent && st.n_ports[1] >= 3,
+              "node 1's connections through the relay: store %d, rendezvous %d, %d ports", store,
+              agent, st.n_ports[1]);
     /* the relay was the only path: the veth carried next to nothing (the
      * neighbour and IPv6 chatter of an idle link) */
     CHECK_MSG(tx0 >= 0 && tx1 >= 0 && tx1 - tx0 < 100,
