@@ -24,7 +24,18 @@
  *    rendezvous (dist/launch_agent.h), its stopped worker with it;
  *  - link_restart: the link goes down until the attempt fails, then comes
  *    back: with --max-restarts both nodes restart together and the final
- *    weights equal the uninterrupted run's.
+ *    weights equal the uninterrupted run's;
+ *  - impaired (`test_netns BIN impaired`, its own meson test): node 1's
+ *    end of the link delays every packet it sends by 50 ms and drops 2% of
+ *    them (`tc qdisc add dev <node 1's veth> root netem delay 50ms loss
+ *    2%`): netem where the kernel has sch_netem, otherwise the user-space
+ *    relay of tests/dist/netns_relay.h, through TUN devices that carry
+ *    every packet between the two hosts (store, launchers' rendezvous,
+ *    mesh, Gloo: whatever the port), the same impairment on node 1's
+ *    packets. The job finishes with the unimpaired run's losses and
+ *    weights, bit for bit. The loss is real packet loss: the kernels' TCP
+ *    retransmits, so the programs never lose a byte, they only wait. The
+ *    case says which impairment it used.
  * Each case prints what it measured (time to detect), the figures of
  * docs/FAILURES.md. */
 #include <fcntl.h>
@@ -37,14 +48,16 @@
 
 #include "core/log.h"
 #include "tests/ckpt_diff.h"
+#include "tests/dist/netns_relay.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 
 static const char *g_bin;
 static char g_dir[256];
-static char g_ns[3][32]; /* node 0, node 1, stranger */
-static char g_if[4][16]; /* veth ends: node0-node1 pair, node0-stranger pair */
-static int g_made;       /* namespaces to remove at exit */
+static char g_ns[3][32];  /* node 0, node 1, stranger */
+static char g_if[4][16];  /* veth ends: node0-node1 pair, node0-stranger pair */
+static char g_tun[2][16]; /* the relay's TUN devices: in node 0, in node 1 */
+static int g_made;        /* namespaces to remove at exit */
 
 static void teardown_netns(void) {
     if (!g_made) return;
@@ -68,6 +81,8 @@ static int setup_netns(void) {
     int id = (int)getpid() % 100000;
     for (int i = 0; i < 3; i++) snprintf(g_ns[i], sizeof g_ns[i], "sgt%d_%c", id, "abc"[i]);
     for (int i = 0; i < 4; i++) snprintf(g_if[i], sizeof g_if[i], "sg%d%c", id, "wxyz"[i]);
+    for (int i = 0; i < 2; i++) /* "sg99999r1" at most: within IFNAMSIZ */
+        snprintf(g_tun[i], sizeof g_tun[i], "sg%ur%c", (unsigned)id % 100000u, "01"[i]);
     if (th_sh("ip netns add %s 2>/dev/null", g_ns[0]) != 0) return 77;
     g_made = 1;
     atexit(teardown_netns);
@@ -224,6 +239,8 @@ static int g_port = 29611;
 
 static void test_reference(void) { CHECK_EQ_INT(th_train_run(g_bin, g_dir, "ref", 2, ""), 0); }
 
+static double g_two_s = -1; /* the unimpaired 2-node run's time */
+
 static void test_two_nodes(void) {
     int port = g_port;
     g_port += 2; /* the workers' store and the launchers' rendezvous */
@@ -236,6 +253,7 @@ static void test_two_nodes(void) {
         CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
                   st[i], node_log("two", i));
     fprintf(stderr, "  2 nodes: %.1f s\n", took[0]);
+    g_two_s = took[0];
     CHECK_STR_CONTAINS(node_log("two", 1), "10.213.1.1");
     check_same_as_ref("two");
 }
@@ -439,12 +457,183 @@ static void test_link_restart(void) {
     check_same_as_ref("relink");
 }
 
+/* ---- the impaired link: node 1's packets delayed 50 ms, 2% lost ---- */
+
+enum { IMPAIR_NONE, IMPAIR_NETEM, IMPAIR_RELAY };
+static nr_relay g_relay;
+
+/* A counter of node's veth end (statistics/tx_packets, ...), or -1. */
+static long long veth_count(int node, const char *what) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ip netns exec %s cat /sys/class/net/%s/statistics/%s", g_ns[node],
+             g_if[node], what);
+    FILE *p = popen(cmd, "r");
+    long long v = -1;
+    if (p) {
+        if (fscanf(p, "%lld", &v) != 1) v = -1;
+        pclose(p);
+    }
+    return v;
+}
+
+/* Milliseconds for node 1 to learn that node 0's port 9 is closed (SYN,
+ * then RST: one round trip, plus starting a shell), or -1. */
+static double probe_rtt_ms(void) {
+    double t = th_now();
+    int rc = th_sh(
+        "ip netns exec %s bash -c 'exec 3<>/dev/tcp/10.213.1.1/9' 2>&1 | grep -q refused", g_ns[1]);
+    return rc == 0 ? (th_now() - t) * 1000 : -1;
+}
+
+/* Turns the impairment on: netem on node 1's veth end where the kernel
+ * has it, else the relay with its routes. IMPAIR_NETEM or IMPAIR_RELAY; or
+ * IMPAIR_NONE, the reason printed, with nothing left on. */
+static int impair_on(void) {
+    if (th_sh("ip netns exec %s tc qdisc add dev %s root netem delay 50ms loss 2%% 2>&1", g_ns[1],
+              g_if[1]) == 0) {
+        fprintf(stderr, "  impairment: tc netem on node 1's end of the link (its packets delayed "
+                        "50 ms, 2%% lost)\n");
+        return IMPAIR_NETEM;
+    }
+    /* direction [1] is node 1 -> node 0: node 1's outgoing packets */
+    nr_opts o = {.delay_ms = {0, 50}, .loss = {0, 0.02}, .seed = 0x5e67a1, .max_s = 300};
+    char err[256];
+    if (nr_start(&g_relay, g_ns[0], g_tun[0], g_ns[1], g_tun[1], &o, err, sizeof err) != 0) {
+        fprintf(stderr, "  the relay did not start: %s\n", err);
+        return IMPAIR_NONE;
+    }
+    /* no IPv6 on the devices: no chatter of their own (written to a device
+     * not up yet, it would count as a failed write); then /32 routes, more
+     * specific than the veth's /24: the relay is the path between the two
+     * hosts' addresses, both ways, every port */
+    if (th_sh("ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 && "
+              "ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=1",
+              g_ns[0], g_tun[0], g_ns[1], g_tun[1]) ||
+        th_sh("ip -n %s link set %s up && ip -n %s route add 10.213.1.2/32 dev %s src 10.213.1.1",
+              g_ns[0], g_tun[0], g_ns[0], g_tun[0]) ||
+        th_sh("ip -n %s link set %s up && ip -n %s route add 10.213.1.1/32 dev %s src 10.213.1.2",
+              g_ns[1], g_tun[1], g_ns[1], g_tun[1]) ||
+        th_sh("ip -n %s route get 10.213.1.2 | grep -q 'dev %s'", g_ns[0], g_tun[0]) ||
+        th_sh("ip -n %s route get 10.213.1.1 | grep -q 'dev %s'", g_ns[1], g_tun[1])) {
+        nr_stats st;
+        nr_stop(&g_relay, &st);
+        fprintf(stderr, "  the routes through the relay could not be set\n");
+        return IMPAIR_NONE;
+    }
+    fprintf(stderr,
+            "  impairment: user-space relay through TUN devices %s (node 0) and %s (node 1), "
+            "because this kernel refused `tc qdisc add ... netem` (no sch_netem); node 1's "
+            "packets delayed 50 ms, 2%% lost\n",
+            g_tun[0], g_tun[1]);
+    return IMPAIR_RELAY;
+}
+
+/* Turns it off again (the relay's devices and routes go with it); for the
+ * relay, its counters into *st. 0, or -1 when the relay did not report. */
+static int impair_off(int mode, nr_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (mode == IMPAIR_NETEM) {
+        th_sh("ip netns exec %s tc qdisc del dev %s root", g_ns[1], g_if[1]);
+        return 0;
+    }
+    return mode == IMPAIR_RELAY ? nr_stop(&g_relay, st) : 0;
+}
+
+/* The job over the impaired link: finishes, with the reference's results;
+ * *port_out: its MASTER_PORT. */
+static void impaired_job(double *took_s, int *port_out) {
+    int port = g_port;
+    *port_out = port;
+    g_port += 2; /* the workers' store and the launchers' rendezvous */
+    double t0 = th_now();
+    pid_t p0 = start_node("impaired", 0, port, NULL), p1 = start_node("impaired", 1, port, NULL);
+    int st[2];
+    double took[2];
+    CHECK(wait_both(p0, p1, t0, 240, st, took) == SG_OK);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "node %d: wait status %d:\n%s", i,
+                  st[i], node_log("impaired", i));
+    *took_s = took[0] > took[1] ? took[0] : took[1];
+    check_same_as_ref("impaired");
+}
+
+static void test_impaired(void) {
+    double rtt0 = probe_rtt_ms();
+    long long tx0 = veth_count(1, "tx_packets");
+    int mode = impair_on();
+    CHECK_MSG(mode != IMPAIR_NONE, "the link could not be impaired (see above)");
+    double rtt = probe_rtt_ms();
+    double took = -1;
+    int port = -1;
+    /* 50 ms at least: else the impairment is not on the path */
+    if (rtt >= 50) impaired_job(&took, &port);
+    long long tx1 = veth_count(1, "tx_packets");
+    nr_stats st;
+    int reported = impair_off(mode, &st);
+    fprintf(stderr,
+            "  round trip (SYN to RST, with a shell's start): %.0f ms unimpaired, %.0f ms "
+            "impaired\n",
+            rtt0, rtt);
+    CHECK_MSG(rtt >= 50, "a round trip over the impaired link took %.0f ms, under 50 ms", rtt);
+    if (took >= 0)
+        fprintf(stderr, "  impaired: the job took %.1f s (unimpaired 2 nodes: %.1f s, x%.1f)\n",
+                took, g_two_s, g_two_s > 0 ? took / g_two_s : 0);
+    if (mode != IMPAIR_RELAY) return;
+    static const char *dir[2] = {"node 0 -> node 1", "node 1 -> node 0"};
+    for (int d = 0; d < 2; d++)
+        fprintf(stderr,
+                "  relay %s: %llu packets (%llu bytes), %llu lost (%.2f%%), %llu over the "
+                "queue, %llu delivered, %llu failed writes\n",
+                dir[d], (unsigned long long)st.packets[d], (unsigned long long)st.bytes[d],
+                (unsigned long long)st.lost[d],
+                st.packets[d] ? 100.0 * (double)st.lost[d] / (double)st.packets[d] : 0,
+                (unsigned long long)st.overflow[d], (unsigned long long)st.delivered[d],
+                (unsigned long long)st.write_err[d]);
+    for (int d = 0; d < 2; d++) {
+        char list[NR_PORTS * 8] = "";
+        for (int i = 0, len = 0; i < st.n_ports[d]; i++)
+            len += snprintf(list + len, sizeof list - (size_t)len, " %u", st.ports[d][i]);
+        fprintf(stderr, "  relay %s: %llu connections opened, to ports%s\n", dir[d],
+                (unsigned long long)st.syns[d], st.n_ports[d] ? list : " (none)");
+    }
+    fprintf(stderr,
+            "  relay: a packet left at most %.1f ms after its due time; node 1's veth "
+            "sent %lld packets meanwhile\n",
+            st.max_late_ms, tx1 - tx0);
+    CHECK_MSG(reported == 0, "the relay did not report its counters (it ran past 300 s?)");
+    /* the relay carried the job both ways, and lost node 1's packets only */
+    for (int d = 0; d < 2; d++) {
+        CHECK_MSG(st.packets[d] > 1000, "the relay saw only %llu packets %s",
+                  (unsigned long long)st.packets[d], dir[d]);
+        CHECK_MSG(st.write_err[d] == 0, "%llu writes %s failed, the last: %s",
+                  (unsigned long long)st.write_err[d], dir[d], strerror(st.last_errno[d]));
+    }
+    CHECK_MSG(st.lost[0] == 0 && st.lost[1] > 0, "lost %llu packets %s, %llu %s",
+              (unsigned long long)st.lost[0], dir[0], (unsigned long long)st.lost[1], dir[1]);
+    /* node 1 reached the workers' store (MASTER_PORT), the launchers'
+     * rendezvous (MASTER_PORT + 1) and the ports node 0 published (mesh,
+     * Gloo) through the relay */
+    int store = 0, agent = 0;
+    for (int i = 0; i < st.n_ports[1]; i++) {
+        store |= st.ports[1][i] == port;
+        agent |= st.ports[1][i] == port + 1;
+    }
+    CHECK_MSG(store && agent && st.n_ports[1] >= 3,
+              "node 1's connections through the relay: store %d, rendezvous %d, %d ports", store,
+              agent, st.n_ports[1]);
+    /* the relay was the only path: the veth carried next to nothing (the
+     * neighbour and IPv6 chatter of an idle link) */
+    CHECK_MSG(tx0 >= 0 && tx1 >= 0 && tx1 - tx0 < 100,
+              "node 1's veth sent %lld packets while the relay carried the job", tx1 - tx0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_netns PATH-TO-segtrain\n");
+        fprintf(stderr, "usage: test_netns PATH-TO-segtrain [impaired]\n");
         return 2;
     }
     g_bin = argv[1];
+    int impaired = argc > 2 && strcmp(argv[2], "impaired") == 0;
     sg_log_set_level(SG_LOG_WARN);
     if (geteuid() != 0) {
         fprintf(stderr, "SKIP: network namespaces need root\n");
@@ -468,11 +657,15 @@ int main(int argc, char **argv) {
     setenv("SEGTRAIN_JOB_TOKEN", "0123456789abcdef0123456789abcdef", 1);
     TEST_RUN(test_reference);
     TEST_RUN(test_two_nodes);
-    TEST_RUN(test_stranger);
-    TEST_RUN(test_link_blip);
-    TEST_RUN(test_link_gone);
-    TEST_RUN(test_sigstop_node);
-    TEST_RUN(test_link_restart);
+    if (impaired) {
+        TEST_RUN(test_impaired);
+    } else {
+        TEST_RUN(test_stranger);
+        TEST_RUN(test_link_blip);
+        TEST_RUN(test_link_gone);
+        TEST_RUN(test_sigstop_node);
+        TEST_RUN(test_link_restart);
+    }
     teardown_netns();
     int rc = TEST_EXIT();
     if (!rc) th_sh("rm -rf %s", g_dir);
