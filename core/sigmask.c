@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/log.h"
 
@@ -29,8 +30,10 @@ void sg_sigmask_restore(const sigset_t *old) {
 }
 
 /* The calling thread's alternate stack, once it has one of ours: never
- * freed (a handler may run on it until the process ends; reachable from
- * here, so not a leak). */
+ * unmapped by us (a handler may run on it until the thread ends). Mapped,
+ * not malloc'd: a runtime that tears down a thread's alternate stack at its
+ * exit (ASan unmaps whatever stack is installed then) must not unmap part
+ * of the heap. */
 static _Thread_local void *t_altstack;
 
 /* Makes sure the calling thread has an alternate signal stack of at least
@@ -43,9 +46,14 @@ static sg_status ensure_altstack(void) {
     }
     if (!(cur.ss_flags & SS_DISABLE) && cur.ss_size >= SG_ALTSTACK_BYTES) return SG_OK;
     if (!t_altstack) {
-        t_altstack = malloc(SG_ALTSTACK_BYTES);
-        SG_CHECK(t_altstack, "out of memory for a %u-byte alternate signal stack",
-                 SG_ALTSTACK_BYTES);
+        void *p = mmap(NULL, SG_ALTSTACK_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED) {
+            SG_ERROR("cannot map a %u-byte alternate signal stack: %s", SG_ALTSTACK_BYTES,
+                     strerror(errno));
+            return SG_ERR_RUNTIME;
+        }
+        t_altstack = p;
     }
     stack_t ss = {.ss_sp = t_altstack, .ss_size = SG_ALTSTACK_BYTES, .ss_flags = 0};
     if (sigaltstack(&ss, NULL) != 0) {
