@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "data/transforms.h"
 #include "io/image.h"
@@ -222,19 +223,14 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
 
     /* Workers get every asynchronous signal blocked: SIGINT / SIGTERM reach
      * the main thread, which shuts down through sg_loader_destroy. */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
+    sigset_t old;
+    sg_sigmask_block_all(&old); /* core/sigmask.h */
     l->threads = calloc((size_t)(o->workers > 0 ? o->workers : 1), sizeof(pthread_t));
     SG_CHECK(l->threads != NULL, "out of memory");
     for (int i = 0; i < o->workers; i++) {
         int rc = pthread_create(&l->threads[i], NULL, worker_main, l);
         if (rc != 0) {
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            sg_sigmask_restore(&old);
             SG_ERROR("data loader: cannot start worker thread %d of %d: %s (lower data.workers)",
                      i + 1, o->workers, strerror(rc));
             sg_loader_destroy(l);
@@ -242,7 +238,7 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
         }
         l->nthreads++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    sg_sigmask_restore(&old);
     return l;
 }
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "dist/comm_internal.h"
 #include "dist/ddp_internal.h"
@@ -20,9 +21,6 @@
  * rank issues the same sequence of all-reduces on the gradient channel. */
 static void *comm_main(void *arg) {
     sg_ddp *d = arg;
-    sigset_t all; /* signals go to the training thread (its stop flag), not here */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     d->be->ops->bind_thread(d->be); /* its staging ops run on this thread */
     pthread_mutex_lock(&d->mu);
     for (;;) {
@@ -217,7 +215,13 @@ sg_ddp *sg_ddp_create_raw(sg_comm *comm, float *const *grads, const size_t *coun
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     if (d->world > 1) {
-        if (pthread_create(&d->thread, NULL, comm_main, d)) {
+        /* born with every signal blocked (core/sigmask.h): signals go to
+         * the training thread (its stop flag), not here */
+        sigset_t old;
+        sg_sigmask_block_all(&old);
+        int e = pthread_create(&d->thread, NULL, comm_main, d);
+        sg_sigmask_restore(&old);
+        if (e) {
             SG_ERROR("DDP: cannot start the comm thread (pthread_create failed)");
             sg_ddp_destroy(d);
             return NULL;

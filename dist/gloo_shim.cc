@@ -32,6 +32,7 @@
 
 extern "C" {
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "dist/net_addr.h"
 #include "dist/store.h"
 #include "dist/transport.h"
@@ -217,6 +218,15 @@ extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int
     auto *g = new GlooImpl();
     g->world = world;
     g->timeout = std::chrono::milliseconds((long long)(timeout_s * 1000));
+    // Gloo's device starts its event-loop thread (and connecting may start
+    // more): they inherit a mask with every signal blocked, so SIGTERM and
+    // SIGINT reach the training thread's stop flag (core/sigmask.h).
+    sigset_t old_mask;
+    sg_sigmask_block_all(&old_mask);
+    struct restore_mask {
+        sigset_t *m;
+        ~restore_mask() { sg_sigmask_restore(m); }
+    } restore{&old_mask};
     try {
         gloo::transport::tcp::attr attr;
         const char *ifname = getenv("GLOO_SOCKET_IFNAME");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "dist/job_token.h"
 #include "dist/store.h"
@@ -145,9 +146,6 @@ static int read_cause(sg_store *s, int round, int nnodes, int skip, char *cause,
 
 static void *watch_main(void *arg) {
     sg_agent *a = arg;
-    sigset_t all; /* signals are the launcher loop's */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     char key[96];
     snprintf(key, sizeof key, "a%d/failed", a->round);
     double last_ok = sg_now_s();
@@ -194,7 +192,11 @@ sg_status sg_agent_watch(sg_agent *a, int round, int wake_fd) {
     a->found = 0;
     /* the watch's requests are bounded by the node timeout, never longer */
     sg_store_set_timeout(a->watch, a->node_timeout_s < 5 ? a->node_timeout_s : 5);
-    if (pthread_create(&a->thread, NULL, watch_main, a)) {
+    sigset_t old; /* born with every signal blocked: signals are the launcher loop's */
+    sg_sigmask_block_all(&old);
+    int e = pthread_create(&a->thread, NULL, watch_main, a);
+    sg_sigmask_restore(&old);
+    if (e) {
         SG_ERROR("launcher: cannot start the thread that watches the other nodes");
         return SG_ERR_RUNTIME;
     }

@@ -34,7 +34,39 @@ struct sg_mesh {
     double timeout_s;
     int *fd;      /* per peer; -1 for self */
     uint32_t seq; /* collectives so far (every rank counts the same) */
+    /* test seam (SG_TEST_MESH_KILL, see mesh.h): this rank SIGKILLs itself
+     * at the kill_nth collective of kill_bytes per rank (0: of any size);
+     * kill_nth 0: never */
+    long kill_bytes, kill_nth, kill_seen;
 };
+
+/* Reads SG_TEST_MESH_KILL=RANK:BYTES:NTH into m. SG_OK (unset, or set for
+ * another rank), or SG_ERR_CONFIG after logging a malformed value. */
+static sg_status read_kill_seam(sg_mesh *m) {
+    const char *v = getenv("SG_TEST_MESH_KILL");
+    if (!v || !*v) return SG_OK;
+    char buf[64];
+    long f[3];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL, *tok = strtok_r(buf, ":", &save);
+    int n = 0;
+    for (; tok && n < 3; tok = strtok_r(NULL, ":", &save), n++)
+        if (sg_parse_long(tok, n == 2 ? 1 : 0, n == 0 ? 1 << 20 : 1L << 30, &f[n])) break;
+    if (n != 3 || tok || strlen(v) >= sizeof buf) {
+        SG_ERROR("rank %d: SG_TEST_MESH_KILL='%s' is not RANK:BYTES:NTH (a test seam: the rank "
+                 "kills itself at its NTH mesh collective of BYTES bytes per rank, 0: any size); "
+                 "unset it",
+                 m->rank, v);
+        return SG_ERR_CONFIG;
+    }
+    if (f[0] != m->rank) return SG_OK;
+    m->kill_bytes = f[1];
+    m->kill_nth = f[2];
+    SG_WARN("rank %d: SG_TEST_MESH_KILL is set: this rank kills itself (SIGKILL) at its mesh "
+            "collective %ld of %ld bytes (a test seam)",
+            m->rank, m->kill_nth, m->kill_bytes);
+    return SG_OK;
+}
 
 static void tune(int fd) {
     int one = 1, buf = 1 << 20;
@@ -225,6 +257,10 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
     m->fd = malloc((size_t)world * sizeof *m->fd);
     SG_CHECK(m->fd, "out of memory");
     for (int q = 0; q < world; q++) m->fd[q] = -1;
+    if (read_kill_seam(m) != SG_OK) {
+        sg_mesh_destroy(m);
+        return NULL;
+    }
     double deadline = sg_now_s() + timeout_s;
     size_t token_len = token ? strlen(token) : 0;
     if (token_len == 0 || token_len > SG_TOKEN_MAX) {
@@ -363,6 +399,9 @@ typedef struct peer_io {
 
 static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf,
                           size_t bytes, char *err, size_t errlen) {
+    if (m->kill_nth && (!m->kill_bytes || (long)bytes == m->kill_bytes) &&
+        ++m->kill_seen == m->kill_nth)
+        raise(SIGKILL); /* the test seam: die as `kill -9` would, mid-step */
     sg_mesh_msg_hdr h = sg_mesh_make_header(m->seq, (uint32_t)bytes);
     m->seq++;
     size_t total = sizeof h + bytes;

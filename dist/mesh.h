@@ -18,6 +18,12 @@
  * connection without the token, with garbage, or claiming a rank that is
  * already connected is refused and logged (naming its address) while the
  * real ranks connect.
+ *
+ * Test seam: SG_TEST_MESH_KILL=RANK:BYTES:NTH makes rank RANK kill itself
+ * (SIGKILL) as it starts its NTH collective of BYTES bytes per rank (BYTES
+ * 0: of any size), so a test ends a rank at an exact point of a step (a
+ * SyncBN all-gather, tests/dist/test_kill_syncbn.c); a malformed value
+ * fails sg_mesh_create.
  */
 #ifndef SG_DIST_MESH_H
 #define SG_DIST_MESH_H

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "dist/store.h"
 #include "dist/store_proto.h"
@@ -456,9 +457,6 @@ sg_store_rc sg_store_leave(sg_store *s) {
 
 static void *hb_main(void *arg) {
     sg_store *s = arg;
-    sigset_t all; /* signals go to the training thread (its stop flag), not here */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     char key[64];
     snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", s->rank);
     pthread_mutex_lock(&s->hb_mu);
@@ -492,7 +490,13 @@ sg_status sg_store_heartbeat_start(sg_store *s) {
     if (!s->hb_store) return SG_ERR_RUNTIME; /* logged by sg_store_clone */
     s->hb_store->quiet = 1;
     s->hb_stop = 0;
-    if (pthread_create(&s->hb_thread, NULL, hb_main, s)) {
+    /* born with every signal blocked (core/sigmask.h): signals go to the
+     * training thread (its stop flag), not here */
+    sigset_t old;
+    sg_sigmask_block_all(&old);
+    int e = pthread_create(&s->hb_thread, NULL, hb_main, s);
+    sg_sigmask_restore(&old);
+    if (e) {
         SG_ERROR("rank %d: pthread_create for the heartbeat thread failed", s->rank);
         sg_store_destroy(s->hb_store);
         s->hb_store = NULL;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "dist/net_addr.h"
 #include "dist/store_proto.h"
@@ -598,7 +599,13 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
         free(s);
         return NULL;
     }
+    /* born with every signal blocked (core/sigmask.h): a process-directed
+     * signal goes to the thread that handles it (rank 0's training thread,
+     * the launcher's loop), never to the store's thread */
+    sigset_t old;
+    sg_sigmask_block_all(&old);
     int e = pthread_create(&s->thread, NULL, server_main, s);
+    sg_sigmask_restore(&old);
     if (e != 0) {
         SG_ERROR("rank 0: cannot start the rendezvous store's thread: pthread_create failed: %s "
                  "(too many threads or processes? check ulimit -u)",

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 
 #define TTY_FIRST_S 1.0
@@ -125,7 +126,13 @@ sg_stage_watch *sg_stage_watch_start(void) {
     SG_CHECK(w != NULL, "out of host memory");
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->th, NULL, stage_main, w) != 0) {
+    /* born with every signal blocked (core/sigmask.h): signals go to the
+     * training thread (its stop flag), not here */
+    sigset_t old;
+    sg_sigmask_block_all(&old);
+    int e = pthread_create(&w->th, NULL, stage_main, w);
+    sg_sigmask_restore(&old);
+    if (e != 0) {
         /* only the announcements are lost */
         SG_WARN("setup: cannot start the thread that reports slow setup stages");
         pthread_mutex_destroy(&w->mu);

@@ -15,6 +15,7 @@
 
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -716,16 +717,22 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
      * ignored SIGHUP (nohup) stays ignored; SIGINT and SIGTERM are always
      * caught (a script's background job starts with SIGINT ignored, and
      * `kill -INT` must still stop it cleanly). */
+    /* On an alternate stack (core/sigmask.h): a signal that interrupts a
+     * oneDNN GEMM kernel must not write its frame where that kernel points
+     * the stack pointer (a heap buffer). Every other thread blocks these. */
     const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
-    struct sigaction sa, old[3];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; i++) sigaddset(&sa.sa_mask, sigs[i]);
+    struct sigaction old[3];
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int i = 0; i < 3; i++) sigaddset(&mask, sigs[i]);
     for (int i = 0; i < 3; i++) {
         sigaction(sigs[i], NULL, &old[i]);
-        if (sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+        if ((sigs[i] != SIGHUP || old[i].sa_handler != SIG_IGN) &&
+            sg_sigaction_onstack(sigs[i], on_signal, &mask, NULL) != SG_OK) {
+            for (int k = 0; k < i; k++) sigaction(sigs[k], &old[k], NULL);
+            if (stop_signal) *stop_signal = 0;
+            return SG_ERR_RUNTIME; /* logged */
+        }
     }
     T.stages = sg_stage_watch_start(); /* names slow setup stages */
     sg_status rc = setup(&T, resume);

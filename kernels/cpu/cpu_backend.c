@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/weight_cache.h"
@@ -163,6 +164,16 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
         snprintf(why, sizeof why, "threads: %d", threads);
     }
     omp_set_num_threads(threads);
+    /* libgomp starts its team's threads at the first parallel region that
+     * needs them and keeps them; they inherit the starting thread's signal
+     * mask. Start them here with every signal blocked (core/sigmask.h), so
+     * a process-directed SIGTERM reaches the training thread, not a
+     * worker in the middle of a oneDNN kernel. */
+    sigset_t old_mask;
+    sg_sigmask_block_all(&old_mask);
+#pragma omp parallel
+    { (void)0; }
+    sg_sigmask_restore(&old_mask);
     static int logged = 0;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED)) {
         char pol[200];
