@@ -4,7 +4,8 @@
  *  - heal3: a 2-rank training on the launcher with --max-restarts 3; a
  *    random worker is killed (SIGKILL) a few steps into each attempt, three
  *    times; the job finishes, its final checkpoint is bit-identical to an
- *    uninterrupted run's, metrics.jsonl counts the restarts ("restart": 3 on
+ *    uninterrupted run's, one run id in every attempt's metrics.jsonl lines,
+ *    metrics.jsonl counts the restarts ("restart": 3 on
  *    the last steps) and the log names each cause;
  *  - give_up: the same with --max-restarts 2: the third failure ends the
  *    job with that worker's exit status (137), named in the summary, and no
@@ -91,6 +92,29 @@ static int steps_of_attempt(const char *run, int restart, long *first, long *las
     }
     fclose(f);
     return n;
+}
+
+/* Step lines of run's metrics.jsonl, and how many of them carry a run id
+ * other than the first line's (a restart must keep the run's identity). */
+static int run_id_changes(const char *run, int *lines) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", g_dir, run);
+    *lines = 0;
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    char line[4096], first[64] = "";
+    int changes = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *r = strstr(line, "\"run_id\":\"");
+        if (!r || !strstr(line, "\"restart\":")) continue;
+        char id[64];
+        if (sscanf(r + 10, "%63[0-9a-f]", id) != 1) continue;
+        if (!first[0]) snprintf(first, sizeof first, "%s", id);
+        else if (strcmp(id, first) != 0) changes++;
+        (*lines)++;
+    }
+    fclose(f);
+    return changes;
 }
 
 /* The pid of the running worker with RANK=rank among the job's processes
@@ -238,6 +262,9 @@ static void test_heal3(void) {
     long first, last;
     CHECK(steps_of_attempt("heal3", 3, &first, &last) > 0);
     CHECK_EQ_INT((int)last, ITERS);
+    int id_lines = 0;
+    CHECK_EQ_INT(run_id_changes("heal3", &id_lines), 0); /* one run id across the 4 attempts */
+    CHECK(id_lines >= ITERS / 2);
     double d = th_ckpt_diff(g_dir, "ref", "heal3", "iter_000000" ITERS_S ".safetensors");
     CHECK_MSG(d == 0.0,
               "the healed run's final checkpoint differs from the uninterrupted "
