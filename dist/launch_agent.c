@@ -280,6 +280,18 @@ sg_status sg_agent_outcome(sg_agent *a, int round, int may_restart, int exit_sta
         }
         *failed = 1;
     }
+    /* node 0 hosts the store: it stays until every node has read the
+     * outcome, else a node still polling for the last report finds the
+     * store gone and ends a finished job as failed */
+    snprintf(key, sizeof key, "a%d/read", round);
+    if (sg_store_add(a->st, key, 1, &n) != SG_STORE_OK) return SG_ERR_RUNTIME;
+    if (a->node == 0) {
+        deadline = sg_now_s() + (a->node_timeout_s < 10.0 ? a->node_timeout_s : 10.0);
+        while (n < a->nnodes && sg_now_s() < deadline) {
+            sleep_s(0.05);
+            if (sg_store_add(a->st, key, 0, &n) != SG_STORE_OK) break;
+        }
+    }
     return SG_OK;
 }
 
