@@ -20,20 +20,6 @@
 #include "kernels/formulas/sgd.h"
 #include "kernels/rng.h"
 
-#define EW_THREADS 256
-
-#define GRID_STRIDE(i, total)                                                   \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
-         i += (size_t)gridDim.x * blockDim.x)
-
-#define LAUNCH(kernel, count, ...)                                                      \
-    do {                                                                                \
-        if ((count) == 0) return;                                                       \
-        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>( \
-            __VA_ARGS__);                                                               \
-        CU_LAUNCH_CHECK(#kernel);                                                       \
-    } while (0)
-
 __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
     GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }

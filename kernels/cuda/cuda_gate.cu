@@ -12,20 +12,6 @@
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/gate.h"
 
-#define EW_THREADS 256
-
-#define GRID_STRIDE(i, total)                                                   \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
-         i += (size_t)gridDim.x * blockDim.x)
-
-#define LAUNCH(kernel, count, ...)                                                      \
-    do {                                                                                \
-        if ((count) == 0) return;                                                       \
-        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>( \
-            __VA_ARGS__);                                                               \
-        CU_LAUNCH_CHECK(#kernel);                                                       \
-    } while (0)
-
 /* A forward y = F(x) and a backward dx (+)= G(dy, v), v = x or y. */
 #define GATE_OPS(name, F, G)                                                                     \
     __global__ void k_##name##_fwd(const float *x, float *y, size_t n) {                         \

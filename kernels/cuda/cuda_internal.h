@@ -198,6 +198,20 @@ static inline unsigned sg_cu_blocks(size_t count, int threads) {
     return (unsigned)b;
 }
 
+/* Elementwise kernels: EW_THREADS per block, a grid-stride loop over
+ * `total` elements, and LAUNCH on the backend's stream (a no-op for 0). */
+#define EW_THREADS 256
+#define GRID_STRIDE(i, total)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
+         i += (size_t)gridDim.x * blockDim.x)
+#define LAUNCH(kernel, count, ...)                                                      \
+    do {                                                                                \
+        if ((count) == 0) return;                                                       \
+        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>( \
+            __VA_ARGS__);                                                               \
+        CU_LAUNCH_CHECK(#kernel);                                                       \
+    } while (0)
+
 /* Per-plane launches (ops whose value depends on the channel): grid.y walks
  * the n*c planes, grid.x the hw elements of a plane, so kernels need no
  * 64-bit division per element. Threads per block shrink for small planes. */

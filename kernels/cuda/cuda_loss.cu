@@ -20,12 +20,7 @@
 #include "kernels/formulas/cross_entropy.h"
 #include "kernels/formulas/radix_select.h"
 
-#define EW_THREADS 256
 #define SMEM_BINS 4096
-
-#define GRID_STRIDE(i, total)                                                   \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
-         i += (size_t)gridDim.x * blockDim.x)
 
 /* ce_fwd_bwd and ce_weighted: pixel p counts with weight w_p (backend.h);
  * w_p == 1 for every valid pixel is the plain loss bit for bit. */

@@ -14,10 +14,6 @@
 
 #define TTA_THREADS 256
 
-#define GRID_STRIDE(i, total)                                                   \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
-         i += (size_t)gridDim.x * blockDim.x)
-
 __global__ void k_flip_w(const float *x, float *y, int w, size_t total) {
     GRID_STRIDE(i, total) {
         size_t row = i / (size_t)w;
