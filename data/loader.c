@@ -237,6 +237,11 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
             return NULL;
         }
         l->nthreads++;
+        /* "sg-load-N" in top -H, gdb and /proc/<pid>/task/<tid>/comm; a name
+         * is a convenience, so a failure (a name too long) is not an error. */
+        char name[16];
+        snprintf(name, sizeof name, "sg-load-%u", (unsigned)i % 1000u);
+        (void)pthread_setname_np(l->threads[i], name);
     }
     sg_sigmask_restore(&old);
     return l;

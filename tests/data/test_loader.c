@@ -283,8 +283,24 @@ static void test_worker_error_reaches_caller(void) {
     sg_dataset_close(ds);
 }
 
+/* Reads the tids of this process's threads (at most cap) into tids; *n
+ * receives how many (-1: /proc/self/task cannot be read). */
+static void list_tasks(long *tids, int cap, int *n) {
+    *n = -1;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    *n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && *n < cap)
+        if (de->d_name[0] != '.') tids[(*n)++] = atol(de->d_name);
+    closedir(d);
+}
+
 /* Workers block SIGINT / SIGTERM (read from /proc: each thread's SigBlk), so
- * signals reach the main thread, which shuts the loader down. */
+ * signals reach the main thread, which shuts the loader down. Only threads
+ * that are new since before sg_loader_create and named sg-load-* count: a
+ * worker of an earlier case, joined, stays listed in /proc until the kernel
+ * reaps it, and sanitizers run threads of their own. */
 static void test_workers_block_signals(void) {
     sg_data_cfg c = cs_cfg(synth_root);
     sg_dataset *ds = sg_dataset_open(&c, "train", 19);
@@ -292,33 +308,44 @@ static void test_workers_block_signals(void) {
     sg_loader_opts o;
     sg_loader_opts_from_config(&o, &c, 1, 2, 0);
     o.workers = 3;
+    long before[256], after[256];
+    int nb, na;
+    list_tasks(before, 256, &nb);
+    CHECK(nb > 0);
     sg_loader *l = sg_loader_create(ds, &o);
     CHECK(l != NULL);
-    char path[128];
-    snprintf(path, sizeof path, "/proc/self/task");
-    DIR *d = opendir(path);
-    CHECK(d != NULL);
-    int workers = 0, main_blocks = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        char st[300], line[256];
-        snprintf(st, sizeof st, "/proc/self/task/%s/status", de->d_name);
+    list_tasks(after, 256, &na);
+    CHECK(na > 0);
+    int workers = 0, named = 0, main_blocks = -1;
+    for (int k = 0; k < na; k++) {
+        int old = 0;
+        for (int m = 0; m < nb; m++) old |= before[m] == after[k];
+        char st[300], line[256], comm[64] = "";
+        int is_main = after[k] == (long)getpid();
+        if (old && !is_main) continue;
+        snprintf(st, sizeof st, "/proc/self/task/%ld/comm", after[k]);
         FILE *f = fopen(st, "r");
+        if (!f) continue;
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+        if (!is_main && strncmp(comm, "sg-load-", 8) != 0) continue;
+        snprintf(st, sizeof st, "/proc/self/task/%ld/status", after[k]);
+        f = fopen(st, "r");
         if (!f) continue;
         unsigned long long blk = 0;
         while (fgets(line, sizeof line, f))
             if (!strncmp(line, "SigBlk:", 7)) blk = strtoull(line + 7, NULL, 16);
         fclose(f);
         int blocks = ((blk >> (SIGINT - 1)) & 1) && ((blk >> (SIGTERM - 1)) & 1);
-        if (atoi(de->d_name) == getpid()) main_blocks = blocks;
-        else workers += blocks;
+        if (is_main) {
+            main_blocks = blocks;
+        } else {
+            named++;
+            workers += blocks;
+        }
     }
-    closedir(d);
-#ifdef __SANITIZE_THREAD__
-    workers--; /* ThreadSanitizer's own background thread blocks every signal too */
-#endif
     CHECK_EQ_INT(main_blocks, 0); /* the caller's mask is restored */
+    CHECK_EQ_INT(named, 3);       /* the three workers, by name */
     CHECK_EQ_INT(workers, 3);
     sg_loader_destroy(l);
     sg_dataset_close(ds);
