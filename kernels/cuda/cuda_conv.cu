@@ -471,6 +471,48 @@ static void log_choice(const sg_cuda *cu, const sg_cuda_conv *e) {
              math_name(e->bwd_filter_math), e->bwd_filter_ws);
 }
 
+/* The plan cache's record of e's three choices. */
+static void plan_of(const sg_cuda_conv *e, sg_conv_plan *pl) {
+    pl->algo[SG_CONV_DIR_FWD] = (int32_t)e->fwd_algo;
+    pl->algo[SG_CONV_DIR_BWD_DATA] = (int32_t)e->bwd_data_algo;
+    pl->algo[SG_CONV_DIR_BWD_FILTER] = (int32_t)e->bwd_filter_algo;
+    pl->math[SG_CONV_DIR_FWD] = (int32_t)e->fwd_math;
+    pl->math[SG_CONV_DIR_BWD_DATA] = (int32_t)e->bwd_data_math;
+    pl->math[SG_CONV_DIR_BWD_FILTER] = (int32_t)e->bwd_filter_math;
+    pl->workspace[SG_CONV_DIR_FWD] = e->fwd_ws;
+    pl->workspace[SG_CONV_DIR_BWD_DATA] = e->bwd_data_ws;
+    pl->workspace[SG_CONV_DIR_BWD_FILTER] = e->bwd_filter_ws;
+}
+
+/* Takes a cached plan for e: each direction's algorithm must exist, be
+ * accepted by cuDNN with its math type on this geometry (the workspace
+ * query's status), fit the workspace limit, and be deterministic when that
+ * is asked for; and no math type that converts float32 to half. Returns 1
+ * with e's algorithms, math types and workspaces set, else 0 (e's choices
+ * are then left to the search). */
+static int apply_plan(sg_cuda *cu, sg_cuda_conv *e, const sg_conv_plan *pl, size_t limit) {
+    size_t ws[3];
+    for (int dir = 0; dir < 3; dir++) {
+        int a = pl->algo[dir], m = pl->math[dir];
+        if (a < 0 || a >= dir_count[dir]) return 0;
+        if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_FMA_MATH) return 0;
+        if ((cudnnMathType_t)m != run_math(cu, (cudnnMathType_t)m)) return 0;
+        if (cu->deterministic && !algo_deterministic(dir, a)) return 0;
+        CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, (cudnnMathType_t)m));
+        if (probe_ws(cu, e, dir, a, &ws[dir]) != CUDNN_STATUS_SUCCESS || ws[dir] > limit) return 0;
+    }
+    e->fwd_algo = (cudnnConvolutionFwdAlgo_t)pl->algo[SG_CONV_DIR_FWD];
+    e->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)pl->algo[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)pl->algo[SG_CONV_DIR_BWD_FILTER];
+    e->fwd_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_FWD];
+    e->bwd_data_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_BWD_FILTER];
+    e->fwd_ws = ws[SG_CONV_DIR_FWD];
+    e->bwd_data_ws = ws[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_ws = ws[SG_CONV_DIR_BWD_FILTER];
+    return 1;
+}
+
 static size_t max3(size_t a, size_t b, size_t c) {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
@@ -534,9 +576,29 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
              d->oh, d->ow, ooh, oow);
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y_desc, fmt, dt, d->n, d->k, d->oh, d->ow));
     size_t limit = workspace_limit();
-    choose_fwd(cu, e, limit);
-    choose_bwd_data(cu, e, limit);
-    choose_bwd_filter(cu, e, limit);
+    /* chosen once per geometry and mode: from the plan cache (memory or its
+     * file) when cuDNN still accepts that choice here, else searched and
+     * added (kernels/conv_plans.h) */
+    sg_conv_plan_key pk =
+        sg_conv_plan_key_make(d, cu->precision, cu->tf32, cu->deterministic, cu->benchmark);
+    sg_conv_plan pl;
+    int cached = sg_conv_plans_lookup(cu->plans, &pk, &pl);
+    if (cached && !apply_plan(cu, e, &pl, limit)) {
+        SG_WARN("cuDNN convolution plan cache: the cached algorithms for n=%d c=%d h=%d w=%d "
+                "k=%d r=%d s=%d are not usable here (workspace over %zu MiB or refused); "
+                "choosing again",
+                d->n, d->c, d->h, d->w, d->k, d->r, d->s, limit >> 20);
+        sg_conv_plans_remove(cu->plans, &pk);
+        cached = 0;
+    }
+    if (!cached) {
+        choose_fwd(cu, e, limit);
+        choose_bwd_data(cu, e, limit);
+        choose_bwd_filter(cu, e, limit);
+        plan_of(e, &pl);
+        if (sg_conv_plans_insert(cu->plans, &pk, &pl) == SG_OK && cu->plan_file[0])
+            (void)sg_conv_plans_save(cu->plans, cu->plan_file); /* warns on failure */
+    }
     log_choice(cu, e);
     sg_cuda_raw_grow(cu, &cu->workspace, &cu->workspace_bytes,
                      max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws),
