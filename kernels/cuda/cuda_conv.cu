@@ -11,6 +11,11 @@
  *     a warning, if the timing itself cannot get device memory);
  *   - otherwise: cuDNN's heuristics (cudnnGet*_v7, best first);
  *   - cudnn_deterministic: only algorithms cuDNN reports as deterministic.
+ * A choice is kept per geometry and mode (precision, TF32, deterministic,
+ * measured) in the plan cache (kernels/conv_plans.h), which the backend
+ * loads from and saves to cudnn.plan_cache's file: a geometry found there
+ * skips the search once cuDNN accepts its algorithms here again (the
+ * workspace query), so a resumed or repeated run does not time anything.
  * The shared workspace grows to the largest chosen algorithm's need when a
  * geometry is first seen (conv_prepare or first use), never in steady state.
  *
@@ -342,8 +347,9 @@ static void fallback_algo(sg_cuda *cu, sg_cuda_conv *e, int dir, size_t limit, i
 
 /* Each choose_* sets the descriptor's math type to the requested one for the
  * search, then to the chosen algorithm's for its workspace size (which
- * depends on it); the call sites set it again before running. */
-static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+ * depends on it); the call sites set it again before running. Returns 1
+ * when the choice was measured (cudnnFind*), 0 when it is the heuristics'. */
+static int choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -375,9 +381,10 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc, e->fwd_algo, &e->fwd_ws));
+    return measured;
 }
 
-static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+static int choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -410,9 +417,10 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, e->w_desc, e->y_desc,
                                                              e->conv_desc, e->x_desc,
                                                              e->bwd_data_algo, &e->bwd_data_ws));
+    return measured;
 }
 
-static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+static int choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -445,6 +453,7 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, e->bwd_filter_algo,
         &e->bwd_filter_ws));
+    return measured;
 }
 
 static const char *math_name(cudnnMathType_t m) {
@@ -592,11 +601,14 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
         cached = 0;
     }
     if (!cached) {
-        choose_fwd(cu, e, limit);
-        choose_bwd_data(cu, e, limit);
-        choose_bwd_filter(cu, e, limit);
+        int measured = choose_fwd(cu, e, limit);
+        measured &= choose_bwd_data(cu, e, limit);
+        measured &= choose_bwd_filter(cu, e, limit);
         plan_of(e, &pl);
-        if (sg_conv_plans_insert(cu->plans, &pk, &pl) == SG_OK && cu->plan_file[0])
+        /* a benchmark whose timing ran out of memory fell back to the
+         * heuristics: not kept as a measured plan, so a later run measures */
+        if ((measured || !cu->benchmark) && sg_conv_plans_insert(cu->plans, &pk, &pl) == SG_OK &&
+            cu->plan_file[0])
             (void)sg_conv_plans_save(cu->plans, cu->plan_file); /* warns on failure */
     }
     log_choice(cu, e);
