@@ -422,6 +422,10 @@ typedef struct sg_backend_info {
      * tensor cores allowed". */
     char precision[8];
     char conv_math[160];
+    /* The convolution plan cache (kernels/conv_plans.h; CUDA, else 0):
+     * geometries whose algorithms came from the cache (memory or file) or
+     * were chosen anew, and the entries read from the file at start-up. */
+    long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
 } sg_backend_info;
 
 struct sg_backend {
@@ -455,12 +459,14 @@ static inline int sg_backend_has(const sg_backend *be, unsigned caps) {
 
 /* Backend options: plain values, same layout in every build. */
 typedef struct sg_backend_opts {
-    int threads;             /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
-    int cudnn_benchmark;     /* CUDA: measure conv algorithms once per shape */
-    int cudnn_deterministic; /* CUDA: deterministic algorithms only */
-    int precision;           /* SG_PRECISION_* of the convolutions (0 = fp32) */
-    int allow_tf32;          /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
+    int threads;                /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
+    int cudnn_benchmark;        /* CUDA: measure conv algorithms once per shape */
+    int cudnn_deterministic;    /* CUDA: deterministic algorithms only */
+    int precision;              /* SG_PRECISION_* of the convolutions (0 = fp32) */
+    int allow_tf32;             /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
                                  plain fp32, as the CPU; the config's default is on) */
+    const char *conv_plan_file; /* CUDA: the convolution plan cache's file
+                                   (kernels/conv_plans.h); NULL or "" = memory only */
 } sg_backend_opts;
 
 /* Precision of the convolutions (sg_backend_opts.precision). Everything else
