@@ -118,7 +118,8 @@ typedef struct sg_ops {
 
     /* ---- batch norm, split the way SyncBN needs it ----
      * stats: [2*c] = per-channel mean, then M2 = sum((x-mean)^2) over n*hw values
-     * (computed stably: two-pass or Welford, double accumulation). */
+     * (computed stably in double, reading x once: per-block moments merged
+     * with Chan's formula, kernels/formulas/bn.h). */
     void (*bn_stats)(sg_backend *be, const float *x, int n, int c, int hw, float *stats);
     /* Merge `parts` partial stats (parts_stats: [parts][2*c] on the device,
      * counts: host array of each part's n*hw; a part with count 0 is skipped)
@@ -370,7 +371,8 @@ typedef struct sg_ops {
      * BN of a bottleneck). x as in the *_dt ops (x_dt: SG_ACT_F32 or
      * SG_ACT_BF16); every other tensor is float32. Per element the same
      * arithmetic as the unfused chain (bn_fwd, then add with relu; relu_bwd,
-     * then bn_bwd_reduce), so the results are its bits.
+     * then bn_bwd_reduce), so y and dres are its bits (red: the same sums,
+     * which a backend may group differently).
      * Memory passes per element (NCHW): bn_stats reads x once (both
      * backends: the mean and M2 of cache-sized blocks merged with Chan's
      * formula); bn_add_relu_fwd reads x and res and writes y once;
