@@ -16,8 +16,9 @@
  *    (reduce 3 + 1 for the identity's gradient, elementwise 2 + 1); the
  *    unfused chain's 4 + 2 and 8 + 3: the step's totals differ by exactly
  *    these, so a pass added back fails;
- *  - the logits and running statistics are the unfused step's bits (the
- *    same per-element arithmetic), the gradients within 1e-5 of each
+ *  - the logits, the running statistics and the logits of an eval forward
+ *    in an inference plan are the unfused step's bits (the same
+ *    per-element arithmetic), the gradients within 1e-5 of each
  *    tensor's max (the backward reduce groups its sums differently on the
  *    CPU).
  */
@@ -26,20 +27,9 @@
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
 
-enum {
-    C_STATS,
-    C_FWD,
-    C_ADD,
-    C_RELU_BWD,
-    C_REDUCE,
-    C_ELEM,
-    C_ADD_RELU_FWD,
-    C_REDUCE_RES,
-    C_N
-};
-static const char *cname[C_N] = {"bn_stats",    "bn_fwd",         "add",
-                                 "relu_bwd",    "bn_bwd_reduce",  "bn_bwd_elem",
-                                 "bn_add_relu", "bn_reduce_res"};
+enum { C_STATS, C_FWD, C_ADD, C_RELU_BWD, C_REDUCE, C_ELEM, C_ADD_RELU_FWD, C_REDUCE_RES, C_N };
+static const char *cname[C_N] = {"bn_stats",      "bn_fwd",      "add",         "relu_bwd",
+                                 "bn_bwd_reduce", "bn_bwd_elem", "bn_add_relu", "bn_reduce_res"};
 
 typedef struct counts {
     long calls[C_N];
@@ -109,9 +99,9 @@ static void w_elem(sg_backend *be, const float *dy, const float *x, const float 
                       accumulate);
 }
 static void w_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                      const float *mean, const float *invstd, const float *gamma,
-                      const float *beta, const float *red, double count, float *dx, int n, int c,
-                      int hw, int relu, int accumulate) {
+                      const float *mean, const float *invstd, const float *gamma, const float *beta,
+                      const float *red, double count, float *dx, int n, int c, int hw, int relu,
+                      int accumulate) {
     add_pass(C_ELEM, ne(n, c, hw), 2 + (relu && y) + accumulate, 1);
     real->bn_bwd_elem_dt(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx, n, c, hw,
                          relu, accumulate);
@@ -150,7 +140,7 @@ static void wrap(sg_backend *be) {
 
 typedef struct step {
     counts fwd, bwd;
-    float *out, *grads, *bufs;
+    float *out, *grads, *bufs, *eval_out;
     size_t n_out, n_grads, n_bufs;
 } step;
 
@@ -186,10 +176,10 @@ static void run_step(sg_backend *be, sg_backbone bb, int fuse, step *out) {
     memset(&cnt, 0, sizeof cnt);
     double loss;
     int64_t valid;
-    be->ops->ce_fwd_bwd(be, sg_model_out(m), dlab, N, CLASSES, (int)hw, 255,
-                        1.0f / (float)(N * hw), sg_model_dout(m), &loss, &valid);
-    be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, N, CLASSES, (int)hw, 255,
-                        0.5f / (float)(N * hw), sg_model_daux(m), &loss, &valid);
+    be->ops->ce_fwd_bwd(be, sg_model_out(m), dlab, N, CLASSES, (int)hw, 255, 1.0f / (float)(N * hw),
+                        sg_model_dout(m), &loss, &valid);
+    be->ops->ce_fwd_bwd(be, sg_model_aux(m), dlab, N, CLASSES, (int)hw, 255, 0.5f / (float)(N * hw),
+                        sg_model_daux(m), &loss, &valid);
     sg_model_backward(m, 0);
     be->ops->sync(be);
     s.bwd = cnt;
@@ -199,6 +189,12 @@ static void run_step(sg_backend *be, sg_backbone bb, int fuse, step *out) {
     s.grads = mt_download(be, sg_model_grads(m), s.n_grads);
     s.n_bufs = sg_model_buffer_count(m);
     s.bufs = mt_download(be, sg_model_buffers(m), s.n_bufs);
+    /* eval with the updated running stats, in an inference plan (whose
+     * arena reuses memory by liveness: a fused BN's input lives to its join) */
+    CHECK_EQ_INT(sg_model_plan_infer(m, N, H, W), 0);
+    be->ops->upload(be, sg_model_input(m), x, nin * sizeof(float));
+    sg_model_forward(m, 0, 0);
+    s.eval_out = mt_download(be, sg_model_out(m), s.n_out);
     be->ops->free(be, dlab);
     free(x);
     free(lab);
@@ -267,6 +263,7 @@ static void check_backbone(sg_backbone bb, long joins) {
     CHECK(u.n_out == f.n_out && u.n_grads == f.n_grads && u.n_bufs == f.n_bufs);
     CHECK(memcmp(u.out, f.out, u.n_out * sizeof(float)) == 0);
     CHECK(memcmp(u.bufs, f.bufs, u.n_bufs * sizeof(float)) == 0);
+    CHECK(memcmp(u.eval_out, f.eval_out, u.n_out * sizeof(float)) == 0);
     double gmax = max_abs(u.grads, u.n_grads), worst = 0;
     for (size_t i = 0; i < u.n_grads; i++)
         worst = fmax(worst, fabs((double)u.grads[i] - f.grads[i]) / (gmax > 0 ? gmax : 1));
@@ -274,7 +271,8 @@ static void check_backbone(sg_backbone bb, long joins) {
             gmax);
     CHECK(gmax > 0);
     CHECK(worst <= 1e-5);
-    free(u.out), free(u.grads), free(u.bufs), free(f.out), free(f.grads), free(f.bufs);
+    free(u.out), free(u.grads), free(u.bufs), free(u.eval_out);
+    free(f.out), free(f.grads), free(f.bufs), free(f.eval_out);
 }
 
 /* bottlenecks: four joins (one block per stage), each with a downsample */
