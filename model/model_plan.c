@@ -408,8 +408,14 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         sg_tensor *ti = &t[i];
         ti->val_off = ti->grad_off = SIZE_MAX;
         int final = i == m->t_out || i == m->t_aux;
+        /* a fused BN's output is never stored (its join writes relu(BN(x) +
+         * identity) directly), nor its gradient: no memory */
+        int unused = ti->producer >= 0 && l[ti->producer].type == L_BN && l[ti->producer].join >= 0;
         item *v = &it[ni++];
-        v->bytes = align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
+        v->bytes =
+            unused
+                ? 0
+                : align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
         v->dst = &ti->val_off;
         if (train && keep[i]) {
             v->start = 0;
@@ -424,7 +430,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         }
         if (train && i != 0) {
             item *g = &it[ni++];
-            g->bytes = align_up(ti->count * sizeof(float));
+            g->bytes = unused ? 0 : align_up(ti->count * sizeof(float));
             g->dst = &ti->grad_off;
             g->start = final ? 0 : 2 * L - 1 - ti->last_consumer;
             g->end = 2 * L - 1 - ti->producer;
