@@ -13,6 +13,14 @@
 #include "core/log.h"
 #include "kernels/rng.h"
 #include "model/model_internal.h"
+#include "model/model_profile.h"
+
+/* Profiling (model_profile.h; off: one pointer test per layer): the time
+ * since the previous mark goes to layer l's pass. */
+#define PROF_MARK(m, l, pass)                                \
+    do {                                                     \
+        if ((m)->prof) sg_model_prof_mark((m), (l), (pass)); \
+    } while (0)
 
 /* y = BN(x) (+ReLU) with l's mean/invstd; the *_dt op when x or y is
  * stored in bf16 (model_plan.c). */
@@ -69,6 +77,7 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
+            PROF_MARK(m, l, SG_PROF_FWD_STATS);
             bn_apply(m, l);
             return;
         }
@@ -127,6 +136,7 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;
+    if (m->prof) sg_model_prof_start(m);
     for (int li = 0; li < m->n_l; li++) {
         sg_layer *l = &m->l[li];
         const sg_tensor *xt = &m->t[l->in[0]];
@@ -169,6 +179,7 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             break;
         case L_DROPOUT2D: dropout2d_forward(m, l, train, dropout_key); break;
         }
+        PROF_MARK(m, l, SG_PROF_FWD);
     }
     m->fwd_train = train;
 }
@@ -223,6 +234,7 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
         if (gamma->trainable) ready(m, l->bn_p[0]);
         if (beta->trainable) ready(m, l->bn_p[1]);
     }
+    if (train_params || (need_dx && l->batch_stats_used)) PROF_MARK(m, l, SG_PROF_BWD_REDUCE);
     if (!need_dx) return;
     if (l->batch_stats_used) {
         const float *red = m->red;
@@ -246,6 +258,7 @@ void sg_model_backward(sg_model *m, int accumulate) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;
+    if (m->prof) sg_model_prof_start(m);
     for (int li = m->n_l - 1; li >= 0; li--) {
         sg_layer *l = &m->l[li];
         const sg_tensor *yt = &m->t[l->out];
@@ -267,8 +280,12 @@ void sg_model_backward(sg_model *m, int accumulate) {
                               accumulate);
                 ready(m, l->b_param);
             }
-            if (xt->req_grad)
+            if (w->trainable || (l->b_param >= 0 && m->params[l->b_param].trainable))
+                PROF_MARK(m, l, SG_PROF_BWD_WEIGHT);
+            if (xt->req_grad) {
                 ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
+                PROF_MARK(m, l, SG_PROF_BWD_DATA);
+            }
             break;
         }
         case L_BN: bn_backward(m, l, accumulate); break;
@@ -316,5 +333,6 @@ void sg_model_backward(sg_model *m, int accumulate) {
                                  l->acc_in[0]);
             break;
         }
+        if (l->type != L_CONV) PROF_MARK(m, l, SG_PROF_BWD); /* convs marked their passes */
     }
 }
