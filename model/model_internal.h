@@ -6,8 +6,8 @@
  * (model_run.c) walks the list forward, and in reverse for backward.
  * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
  * walks the list to write the ONNX graph), model_io.c (for
- * sg_model_registry_size) and model_profile.c (per-layer timing) only; tests/model/test_onnx_export.c plants an
- * unknown layer type through it.
+ * sg_model_registry_size) and model_profile.c (per-layer timing) only;
+ * tests/model/test_onnx_export.c plants an unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
 #define SG_MODEL_MODEL_INTERNAL_H

@@ -5,7 +5,8 @@
  * batch statistics in training (SyncBN through the hooks when set) and
  * running statistics in eval or when their stats are frozen. Layers that
  * read or write a bf16-stored tensor (sg_tensor.dt, model_plan.c) call the
- * *_dt ops; the others call the float32 ops exactly as before.
+ * *_dt ops; the others call the float32 ops exactly as before. With
+ * profiling on (model_profile.h) each layer's passes are marked (PROF_MARK).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -324,6 +324,12 @@ def main():
     if a.compile:
         if not hasattr(torch, "compile"):
             sys.exit(f"bench_torch.py: --compile needs PyTorch 2.x (this is {torch.__version__})")
+        if a.profile:
+            try:  # name the compiled C++ kernels in the profile ("compiled fused")
+                import torch._inductor.config as inductor_config
+                inductor_config.cpp.enable_kernel_profile = True
+            except (ImportError, AttributeError):
+                pass
         model = torch.compile(model)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)
