@@ -30,6 +30,65 @@ static sg_status parse_int(const sg_cli *cli, const char *opt, const char *s, in
     return SG_OK;
 }
 
+/* One profile row as a JSON object (cls_key: "class" or "pass"). */
+static void prof_row_json(sg_json *rj, const sg_bench_prof_row *x, double step_ms,
+                          const char *cls_key) {
+    sg_json_begin(rj);
+    sg_json_str(rj, cls_key, x->cls);
+    if (x->geom[0]) sg_json_str(rj, "geometry", x->geom);
+    sg_json_num(rj, "ms", x->ms);
+    sg_json_num(rj, "pct", step_ms > 0 ? 100.0 * x->ms / step_ms : 0.0);
+    sg_json_num(rj, "cpu_ms", x->cpu_ms);
+    sg_json_num(rj, "calls", x->calls);
+    if (x->gflop > 0) {
+        sg_json_num(rj, "gflop", x->gflop);
+        sg_json_num(rj, "gflop_s", x->ms > 0 ? x->gflop / (x->ms / 1e3) : 0.0);
+    }
+    sg_json_end(rj);
+}
+
+/* [rows...] as JSON text into j (a growing buffer), for sg_json_raw. */
+static char *prof_rows_json(const sg_bench_prof_row *v, int n, double step_ms,
+                            const char *cls_key) {
+    size_t cap = 64, len = 1;
+    char *out = malloc(cap);
+    SG_CHECK(out != NULL, "out of host memory");
+    out[0] = '[';
+    for (int i = 0; i < n; i++) {
+        sg_json rj = {0};
+        prof_row_json(&rj, &v[i], step_ms, cls_key);
+        size_t add = strlen(rj.buf) + 1;
+        if (len + add + 2 > cap) {
+            while (len + add + 2 > cap) cap *= 2;
+            char *t = realloc(out, cap);
+            SG_CHECK(t != NULL, "out of host memory");
+            out = t;
+        }
+        if (i) out[len++] = ',';
+        memcpy(out + len, rj.buf, add - 1);
+        len += add - 1;
+        sg_json_free(&rj);
+    }
+    out[len++] = ']';
+    out[len] = '\0';
+    return out;
+}
+
+static void write_profile_json(const sg_bench_profile *p, sg_json *j) {
+    sg_json_obj_begin(j, "profile");
+    sg_json_str(j, "timing", "backend synchronised at every layer mark; mean per timed step");
+    sg_json_num(j, "step_ms", p->step_ms);
+    sg_json_num(j, "layers_ms", p->layers_ms);
+    sg_json_str(j, "layer_kinds", p->kinds);
+    char *t = prof_rows_json(p->cls, p->n_cls, p->step_ms, "class");
+    sg_json_raw(j, "classes", t);
+    free(t);
+    t = prof_rows_json(p->conv, p->n_conv, p->step_ms, "pass");
+    sg_json_raw(j, "convs", t);
+    free(t);
+    sg_json_obj_end(j);
+}
+
 static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r,
                        sg_json *j) {
     int n = r->iters;
@@ -103,7 +162,40 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_int(j, "conv_plan_hits", r->conv_plan_hits);
     sg_json_int(j, "conv_plan_misses", r->conv_plan_misses);
     sg_json_int(j, "conv_plan_loaded", r->conv_plan_loaded);
+    if (o->profile) write_profile_json(&r->prof, j);
     sg_json_end(j);
+}
+
+/* The --profile table (scripts/bench_torch.py --profile prints the same). */
+static void print_profile(const sg_bench_result *r) {
+    const sg_bench_profile *p = &r->prof;
+    double step = p->step_ms > 0 ? p->step_ms : 1.0;
+    printf("  profile     ms per step, mean of %d timed steps, backend synchronised at every "
+           "layer (ReLU fused into bn and add_relu)\n",
+           r->iters);
+    printf("    %-28s %9s %7s %9s %8s %8s\n", "op class", "ms/step", "% step", "cpu ms", "calls",
+           "GFLOP/s");
+    double sum = 0;
+    for (int i = 0; i < p->n_cls; i++) {
+        const sg_bench_prof_row *x = &p->cls[i];
+        sum += x->ms;
+        printf("    %-28s %9.1f %6.1f%% %9.1f %8.1f", x->cls, x->ms, 100.0 * x->ms / step,
+               x->cpu_ms, x->calls);
+        if (x->gflop > 0 && x->ms > 0) printf(" %8.1f", x->gflop / (x->ms / 1e3));
+        printf("\n");
+    }
+    printf("    %-28s %9.1f %6.1f%%   (step %.1f ms; layers %.1f ms)\n", "sum", sum,
+           100.0 * sum / step, p->step_ms, p->layers_ms);
+    printf("  convolutions by pass and shape (KHxKW stride dilation CIN->COUT input HxW, batch "
+           "%d)\n",
+           r->batch);
+    printf("    %-10s %-30s %9s %7s %8s %8s\n", "pass", "geometry", "ms/step", "% step", "calls",
+           "GFLOP/s");
+    for (int i = 0; i < p->n_conv; i++) {
+        const sg_bench_prof_row *x = &p->conv[i];
+        printf("    %-10s %-30s %9.1f %6.1f%% %8.1f %8.1f\n", x->cls, x->geom, x->ms,
+               100.0 * x->ms / step, x->calls, x->ms > 0 ? x->gflop / (x->ms / 1e3) : 0.0);
+    }
 }
 
 static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r) {
@@ -156,12 +248,13 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
         printf("  conv plans  %ld geometries from the cache, %ld searched (%ld read from the "
                "file)\n",
                r->conv_plan_hits, r->conv_plan_misses, r->conv_plan_loaded);
+    if (o->profile) print_profile(r);
     fflush(stdout);
 }
 
 int sg_cmd_bench(int argc, char **argv) {
     const char *iters_s = NULL, *warmup_s = NULL, *json = NULL, *peak_s = NULL;
-    int with_data = 0, no_split = 0;
+    int with_data = 0, no_split = 0, profile = 0;
     sg_cli_opt opts[] = {{"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
                          {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
                          {"--with-data", NULL,
@@ -172,6 +265,10 @@ int sg_cmd_bench(int argc, char **argv) {
                          {"--no-split", NULL,
                           "time whole steps only (no backend sync at phase boundaries)", NULL,
                           &no_split},
+                         {"--profile", NULL,
+                          "time every layer (backend synchronised around each) and print the "
+                          "step by op class and the convolutions by pass and shape",
+                          NULL, &profile},
                          {"--peak-gflops", "X",
                           "the device's peak GFLOP/s (default: measured with a conv; "
                           "0 skips the measurement)",
@@ -181,12 +278,17 @@ int sg_cmd_bench(int argc, char **argv) {
     sg_config cfg;
     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
                                      "segtrain bench --config FILE [--iters N] [--warmup W] "
-                                     "[--set KEY=VALUE ...] [--with-data] [--json FILE]",
+                                     "[--set KEY=VALUE ...] [--with-data] [--profile] "
+                                     "[--json FILE]",
                                      opts, sg_format_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
-    sg_bench_opts o = {10, 2, with_data, !no_split, 0.0};
+    if (profile && no_split)
+        return sg_exit_code(sg_cli_usage_error(
+            &cli, "--profile synchronises the backend around every layer; it cannot run with "
+                  "--no-split (drop one of them)"));
+    sg_bench_opts o = {10, 2, with_data, !no_split, 0.0, profile};
     if (iters_s && (st = parse_int(&cli, "--iters", iters_s, 1, &o.iters)) != SG_OK)
         return sg_exit_code(st);
     if (warmup_s && (st = parse_int(&cli, "--warmup", warmup_s, 0, &o.warmup)) != SG_OK)

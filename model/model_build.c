@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "kernels/rng.h"
 #include "model/model_internal.h"
+#include "model/model_profile.h"
 
 static const char *backbone_names[SG_N_BACKBONES] = {"resnet18",  "resnet34",    "resnet50",
                                                      "resnet101", "resnet50v1c", "resnet101v1c"};
@@ -621,6 +622,7 @@ void sg_model_destroy(sg_model *m) {
     for (int i = 0; i < m->n_l; i++) free(m->l[i].chmask);
     free(m->l);
     free(m->grad_order);
+    sg_model_profile(m, 0);
     free(m);
 }
 

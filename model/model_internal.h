@@ -5,9 +5,9 @@
  * the input size and are filled by sg_model_plan (model_plan.c); the runner
  * (model_run.c) walks the list forward, and in reverse for backward.
  * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
- * walks the list to write the ONNX graph) and model_io.c (for
- * sg_model_registry_size) only; tests/model/test_onnx_export.c plants an
- * unknown layer type through it.
+ * walks the list to write the ONNX graph), model_io.c (for
+ * sg_model_registry_size) and model_profile.c (per-layer timing) only;
+ * tests/model/test_onnx_export.c plants an unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
 #define SG_MODEL_MODEL_INTERNAL_H
@@ -125,12 +125,18 @@ struct sg_model {
     int fwd_train;   /* mode of the last forward, -1 none */
     int *grad_order; /* trainable params in backward order */
     int n_grad_order;
+    struct sg_model_prof *prof; /* per-layer timing (model_profile.c); NULL = off */
 };
 
 /* model_build.c: what a model of (valid) options o holds, from the graph
  * built on the host only (no device memory); model_io.c's
  * sg_model_expected_size. */
 void sg_model_registry_size(const sg_model_opts *o, int *tensors, size_t *f32, size_t *i64);
+
+/* model_profile.c: with m->prof set, the runner's marks (the backend
+ * synchronised, the time since the previous mark to layer l's pass) */
+void sg_model_prof_start(sg_model *m);
+void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
 
 /* model_plan.c */
 void sg_model_update_grad_flags(sg_model *m);

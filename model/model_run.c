@@ -9,7 +9,9 @@
  * with its residual join (sg_layer.join, model_plan.c) takes its
  * statistics at its own place and is applied at the join, in one pass with
  * the add and the ReLU; backward runs its whole backward at the join, the
- * identity's gradient written by the same reduce pass.
+ * identity's gradient written by the same reduce pass. With profiling on
+ * (model_profile.h) each layer's passes are marked (PROF_MARK); a fused
+ * BN's apply and backward are timed with its join.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,14 @@
 #include "core/log.h"
 #include "kernels/rng.h"
 #include "model/model_internal.h"
+#include "model/model_profile.h"
+
+/* Profiling (model_profile.h; off: one pointer test per layer): the time
+ * since the previous mark goes to layer l's pass. */
+#define PROF_MARK(m, l, pass)                                \
+    do {                                                     \
+        if ((m)->prof) sg_model_prof_mark((m), (l), (pass)); \
+    } while (0)
 
 /* y = BN(x) (+ReLU) with l's mean/invstd; the *_dt op when x or y is
  * stored in bf16 (model_plan.c). */
@@ -73,6 +83,7 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
+            PROF_MARK(m, l, SG_PROF_FWD_STATS);
             if (l->join < 0) bn_apply(m, l);
             return;
         }
@@ -146,6 +157,7 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;
+    if (m->prof) sg_model_prof_start(m);
     for (int li = 0; li < m->n_l; li++) {
         sg_layer *l = &m->l[li];
         const sg_tensor *xt = &m->t[l->in[0]];
@@ -191,6 +203,7 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             break;
         case L_DROPOUT2D: dropout2d_forward(m, l, train, dropout_key); break;
         }
+        PROF_MARK(m, l, SG_PROF_FWD);
     }
     m->fwd_train = train;
 }
@@ -275,6 +288,7 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
         if (gamma->trainable) ready(m, l->bn_p[0]);
         if (beta->trainable) ready(m, l->bn_p[1]);
     }
+    if (train_params || (need_dx && l->batch_stats_used)) PROF_MARK(m, l, SG_PROF_BWD_REDUCE);
     if (!need_dx) return;
     if (l->batch_stats_used) {
         const float *red = m->red;
@@ -298,6 +312,7 @@ void sg_model_backward(sg_model *m, int accumulate) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;
+    if (m->prof) sg_model_prof_start(m);
     for (int li = m->n_l - 1; li >= 0; li--) {
         sg_layer *l = &m->l[li];
         const sg_tensor *yt = &m->t[l->out];
@@ -319,8 +334,12 @@ void sg_model_backward(sg_model *m, int accumulate) {
                               accumulate);
                 ready(m, l->b_param);
             }
-            if (xt->req_grad)
+            if (w->trainable || (l->b_param >= 0 && m->params[l->b_param].trainable))
+                PROF_MARK(m, l, SG_PROF_BWD_WEIGHT);
+            if (xt->req_grad) {
                 ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
+                PROF_MARK(m, l, SG_PROF_BWD_DATA);
+            }
             break;
         }
         case L_BN:
@@ -374,5 +393,6 @@ void sg_model_backward(sg_model *m, int accumulate) {
                                  l->acc_in[0]);
             break;
         }
+        if (l->type != L_CONV) PROF_MARK(m, l, SG_PROF_BWD); /* convs marked their passes */
     }
 }

@@ -20,6 +20,11 @@
  * on the CPU, whose ops are synchronous; on the GPU it removes some
  * overlap, so split = 0 times whole steps with one sync at the step end).
  *
+ * With profile = 1 (needs split) the model times every layer as well
+ * (model/model_profile.h: the backend synchronised at each mark) and the
+ * result holds the step by op class and the convolutions by pass and shape
+ * (sg_bench_profile, bench_profile.c); the losses are unchanged.
+ *
  * It also measures the device's peak FLOP/s with the backend's own conv op on
  * a compute-bound 3x3 convolution (see sg_bench_conv_peak), unless a peak is
  * stated; in the configured train.precision (bf16: the bf16 kernels' peak),
@@ -43,7 +48,38 @@ typedef struct sg_bench_opts {
     int with_data;      /* 1: the configured loader, 0: synthetic batches */
     int split;          /* 1: per-phase timing (sync at phase boundaries) */
     double peak_gflops; /* > 0: stated peak per device; 0: measure; < 0: skip */
+    int profile;        /* 1: per-layer timing, the step by op class (needs split) */
 } sg_bench_opts;
+
+/* --profile: one row of the step's breakdown, per step (the mean over the
+ * timed steps). */
+typedef struct sg_bench_prof_row {
+    char cls[40];      /* op class: "<layer kind> <pass>" ("conv fwd", "conv bwd data",
+                          "conv bwd weight", "bn fwd stats", "bn fwd", "bn bwd reduce",
+                          "bn bwd", "add_relu fwd", "resize bwd", ...; ReLU is fused
+                          into bn and add_relu), or a step phase outside the model:
+                          "loss", "optimizer", "ddp", "data", and "other" (forward and
+                          backward time outside every layer: the syncs and clocks) */
+    char geom[64];     /* conv rows: "KHxKW sS dD CIN->COUT HxW" (input size; " gG"
+                          when grouped); "" in class rows */
+    double ms, cpu_ms; /* wall and process CPU (all threads) ms per step */
+    double calls;      /* per step */
+    double gflop;      /* conv rows and classes: 2 x multiply-adds per step (each of
+                          fwd, bwd data, bwd weight counts as one forward); else 0 */
+} sg_bench_prof_row;
+
+/* The step by op class, and the convolutions by pass and shape. With the
+ * backend synchronised at every mark the rows add up to the step: classes
+ * sum to the step's phases, and the step less its phases is in neither. */
+typedef struct sg_bench_profile {
+    sg_bench_prof_row *cls; /* op classes, slowest first */
+    int n_cls;
+    sg_bench_prof_row *conv; /* one row per (pass, geometry), slowest first */
+    int n_conv;
+    double step_ms;   /* the mean timed step */
+    double layers_ms; /* the model's layers (forward + backward) */
+    char kinds[160];  /* the model's layer kinds, space-separated */
+} sg_bench_profile;
 
 typedef struct sg_bench_result {
     int rank, world, threads;
@@ -80,6 +116,7 @@ typedef struct sg_bench_result {
     double syncbn_calls_per_step, syncbn_queued_per_step, poll_sleeps_per_step;
     double flushes_per_step;
     long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
+    sg_bench_profile prof; /* --profile only (else zero) */
 } sg_bench_result;
 
 /* Runs the benchmark. Returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG
@@ -91,6 +128,11 @@ void sg_bench_result_free(sg_bench_result *r);
  * (c = k = 256, 64x64 spatial, batch 1 on the CPU and 16 on a GPU): the best
  * of repetitions filling ~0.3 s. Writes a description of the shape to src. */
 double sg_bench_conv_peak(sg_backend *be, char *src, size_t src_cap);
+
+/* bench_profile.c: r->prof from the model's per-layer totals (profiling on,
+ * reset after warmup) over r->iters steps and r's phase times. */
+void sg_bench_profile_collect(const sg_model *m, sg_bench_result *r);
+void sg_bench_profile_free(sg_bench_profile *p);
 
 /* Summary helpers over n values (n >= 1; v is not modified). */
 double sg_bench_median(const double *v, int n);

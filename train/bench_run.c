@@ -3,7 +3,9 @@
  * The job and the step are the trainer's own (train/train_core.h:
  * sg_train_core_setup, sg_train_step); this file adds only what is the
  * benchmark's: synthetic batches or --with-data fetching, the phase clock
- * (sg_train_step's phase hook), per-step statistics and the result. */
+ * (sg_train_step's phase hook), per-step statistics and the result; with
+ * --profile the model's per-layer timing over the timed steps
+ * (bench_profile.c turns it into the breakdown). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include "dist/comm.h"
 #include "kernels/rng.h"
 #include "model/model.h"
+#include "model/model_profile.h"
 #include "train/bench.h"
 #include "train/train_core.h"
 
@@ -243,6 +246,7 @@ static sg_status measure(bench *b, sg_bench_result *r) {
         SG_CHECK(r->phase_s[p] && r->phase_cpu_s[p], "out of host memory");
     }
     int64_t iter = 0;
+    if (o->profile) sg_model_profile(b->c.m, 1); /* per-layer timing (model_profile.h) */
     for (int i = 0; i < o->warmup; i++) {
         double loss;
         if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
@@ -252,6 +256,7 @@ static sg_status measure(bench *b, sg_bench_result *r) {
     }
     sg_comm_stats cs0, cs1;
     sg_comm_get_stats(b->c.comm, &cs0);
+    if (o->profile) sg_model_profile_reset(b->c.m); /* the timed steps only */
     for (int i = 0; i < o->iters; i++) {
         double loss, t0 = sg_now_s(), c0 = cpu_now_s(), f0 = minflt_now();
         if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
@@ -279,6 +284,10 @@ static sg_status measure(bench *b, sg_bench_result *r) {
     r->syncbn_queued_per_step = (double)(cs1.syncbn_queued - cs0.syncbn_queued) / steps;
     r->poll_sleeps_per_step = (double)(cs1.poll_sleeps - cs0.poll_sleeps) / steps;
     r->flushes_per_step = (double)(cs1.flushes - cs0.flushes) / steps;
+    if (o->profile) {
+        sg_bench_profile_collect(b->c.m, r);
+        sg_model_profile(b->c.m, 0);
+    }
     if (!isfinite(r->loss_last))
         SG_WARN("bench: the loss became non-finite (%g); the timings stand, but the weights "
                 "diverged (train.lr %g)",
@@ -288,6 +297,11 @@ static sg_status measure(bench *b, sg_bench_result *r) {
 
 sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r) {
     memset(r, 0, sizeof *r);
+    if (o->profile && !o->split) {
+        SG_ERROR("bench: --profile times every layer with the backend synchronised; it cannot "
+                 "run with --no-split (drop one of them)");
+        return SG_ERR_CONFIG;
+    }
     bench b;
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
@@ -341,4 +355,5 @@ void sg_bench_result_free(sg_bench_result *r) {
         free(r->phase_cpu_s[p]);
         r->phase_s[p] = r->phase_cpu_s[p] = NULL;
     }
+    sg_bench_profile_free(&r->prof);
 }

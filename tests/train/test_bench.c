@@ -12,6 +12,12 @@
  *   cli       - the binary (argv[2]) writes --json with every documented field
  *               present and positive, including the measured peak; usage and
  *               I/O errors exit 2 / 1
+ *   profile   - --profile: the layers' rows take the forward and backward
+ *               phases but for the marks' own overhead, the rows add up to
+ *               the step's phases, every layer kind of the model has
+ *               forward and backward rows, the conv rows add up to the conv
+ *               classes and their forward GFLOP to the model's FLOPs, and
+ *               the losses are the unprofiled run's bit for bit
  *   dist      - under the launcher with 2 CPU ranks (Gloo): rank 0 writes the
  *               JSON with world 2 and img/s counting both ranks' images
  */
@@ -74,7 +80,7 @@ static void test_same_step(void) {
     CHECK_EQ_INT(sg_train_run(&cfg, NULL, &dbg, NULL), 0);
     CHECK_EQ_INT(dbg.iters_done, 2);
 
-    sg_bench_opts o = {2, 0, 1, 1, -1.0};
+    sg_bench_opts o = {2, 0, 1, 1, -1.0, 0};
     sg_bench_result r;
     CHECK_EQ_INT(sg_bench_run(&cfg, &o, &r), 0);
     fprintf(stderr, "  train losses %.17g %.17g, bench %.17g %.17g\n", trained[0], trained[1],
@@ -93,7 +99,7 @@ static void test_synthetic(void) {
     CHECK(fx_setup("bench_synth", 1, 0, 8, 8, 19) == 0);
     sg_config cfg;
     CHECK(fx_config(&cfg, "b", NULL, 0) == 0);
-    sg_bench_opts o = {2, 1, 0, 1, -1.0};
+    sg_bench_opts o = {2, 1, 0, 1, -1.0, 0};
     sg_bench_result a, b;
     CHECK_EQ_INT(sg_bench_run(&cfg, &o, &a), 0);
     o.split = 0; /* whole-step timing: same work, so the same losses */
@@ -106,6 +112,88 @@ static void test_synthetic(void) {
     CHECK_MSG(l0 > 0.95 * expect && l0 < 1.3 * expect, "first loss %g, ~%g expected", l0, expect);
     CHECK(l0 == m0 && l1 == m1);
     CHECK(l1 != l0);
+    fx_cleanup(0);
+}
+
+static const sg_bench_prof_row *prof_class(const sg_bench_profile *p, const char *cls) {
+    for (int i = 0; i < p->n_cls; i++)
+        if (strcmp(p->cls[i].cls, cls) == 0) return &p->cls[i];
+    return NULL;
+}
+
+static void test_profile(void) {
+    CHECK(fx_setup("bench_prof", 1, 0, 8, 8, 19) == 0);
+    sg_config cfg;
+    CHECK(fx_config(&cfg, "p", NULL, 0) == 0);
+    sg_bench_opts o = {3, 1, 0, 1, -1.0, 1};
+    sg_bench_result a, b;
+    CHECK_EQ_INT(sg_bench_run(&cfg, &o, &a), 0);
+    o.profile = 0;
+    CHECK_EQ_INT(sg_bench_run(&cfg, &o, &b), 0);
+    check_result_consistent(&a, 3);
+    CHECK(b.prof.n_cls == 0 && b.prof.cls == NULL);
+    CHECK_MSG(a.loss_first == b.loss_first && a.loss_last == b.loss_last,
+              "profiling changed the losses: %.17g %.17g vs %.17g %.17g", a.loss_first, a.loss_last,
+              b.loss_first, b.loss_last);
+    const sg_bench_profile *p = &a.prof;
+    fprintf(stderr, "  kinds: %s; step %.3f ms, layers %.3f ms, %d classes, %d conv rows\n",
+            p->kinds, p->step_ms, p->layers_ms, p->n_cls, p->n_conv);
+    /* DeepLabV3 on resnet18 with the aux head has all of these, and only these */
+    const char *kinds[] = {"conv",    "bn",     "maxpool", "add_relu",
+                           "avgpool", "resize", "concat",  "dropout"};
+    int nk = (int)(sizeof kinds / sizeof *kinds), nseen = 1;
+    for (const char *c = p->kinds; *c; c++) nseen += *c == ' ';
+    CHECK_MSG(nseen == nk, "layer kinds '%s', expected %d", p->kinds, nk);
+    for (int i = 0; i < nk; i++) {
+        char f[64], bw[64];
+        snprintf(f, sizeof f, "%s fwd", kinds[i]);
+        snprintf(bw, sizeof bw, "%s %s", kinds[i],
+                 strcmp(kinds[i], "conv") == 0 ? "bwd data"
+                 : strcmp(kinds[i], "bn") == 0 ? "bwd reduce"
+                                               : "bwd");
+        const sg_bench_prof_row *rf = prof_class(p, f), *rb = prof_class(p, bw);
+        CHECK_MSG(rf && rf->calls >= 1 && rf->ms > 0, "no forward row '%s'", f);
+        CHECK_MSG(rb && rb->calls >= 1 && rb->ms >= 0, "no backward row '%s'", bw);
+    }
+    const char *more[] = {"conv bwd weight", "bn fwd stats", "bn bwd", "loss",
+                          "optimizer",       "ddp",          "data",   "other"};
+    for (int i = 0; i < (int)(sizeof more / sizeof *more); i++)
+        CHECK_MSG(prof_class(p, more[i]) != NULL, "no row '%s'", more[i]);
+    /* the rows add up to the step's phases, the phases to at most the step */
+    double rows = 0, phases = 0;
+    for (int i = 0; i < p->n_cls; i++) rows += p->cls[i].ms;
+    for (int ph = 0; ph < SG_PH_N; ph++) phases += 1e3 * sg_bench_mean(a.phase_s[ph], a.iters);
+    CHECK_NEAR(rows, phases, 1e-9 * phases);
+    CHECK(phases <= p->step_ms * (1 + 1e-9));
+    /* the layers take forward + backward but for the marks' overhead */
+    double fb = 1e3 * (sg_bench_mean(a.phase_s[SG_PH_FWD], a.iters) +
+                       sg_bench_mean(a.phase_s[SG_PH_BWD], a.iters));
+    const sg_bench_prof_row *other = prof_class(p, "other");
+    CHECK_MSG(p->layers_ms > 0 && other->ms > -1e-6 && other->ms <= 0.25 * fb + 2.0,
+              "layers %.3f ms of forward + backward %.3f ms (other %.3f)", p->layers_ms, fb,
+              other->ms);
+    /* conv rows by shape add up to the conv classes; forward GFLOP = the model's */
+    const char *passes[] = {"fwd", "bwd data", "bwd weight"};
+    for (int k = 0; k < 3; k++) {
+        double ms = 0, calls = 0, gflop = 0;
+        for (int i = 0; i < p->n_conv; i++)
+            if (strcmp(p->conv[i].cls, passes[k]) == 0) {
+                CHECK(p->conv[i].geom[0] != '\0' && p->conv[i].gflop > 0);
+                ms += p->conv[i].ms;
+                calls += p->conv[i].calls;
+                gflop += p->conv[i].gflop;
+            }
+        char name[32];
+        snprintf(name, sizeof name, "conv %s", passes[k]);
+        const sg_bench_prof_row *c = prof_class(p, name);
+        CHECK(c != NULL);
+        CHECK_NEAR(ms, c->ms, 1e-9 * c->ms + 1e-12);
+        CHECK_NEAR(calls, c->calls, 1e-9);
+        if (k == 0) CHECK_NEAR(gflop, a.flops_fwd_image * a.batch / 1e9, 1e-9 * gflop);
+    }
+    sg_bench_result_free(&a);
+    sg_bench_result_free(&b);
+    CHECK(a.prof.cls == NULL);
     fx_cleanup(0);
 }
 
@@ -181,6 +269,28 @@ static void test_cli(void) {
              "--json '%s/no/such/dir/b.json' >/dev/null 2>&1",
              g_segtrain, yaml, fx_root);
     CHECK_EQ_INT(run(cmd), 1);
+    /* --profile: the table, and the breakdown in --json; not with --no-split */
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --config '%s' --iters 1 --warmup 0 --peak-gflops 0 --profile "
+             "--json '%s' --quiet > '%s/prof.txt'",
+             g_segtrain, yaml, json, fx_root);
+    CHECK_EQ_INT(run(cmd), 0);
+    js = th_read_file(json);
+    char txt[700];
+    snprintf(txt, sizeof txt, "%s/prof.txt", fx_root);
+    char *out = th_read_file(txt);
+    CHECK(js && out);
+    int prof_ok = strstr(js, "\"profile\":{") && strstr(js, "\"classes\":[{\"class\":") &&
+                  strstr(js, "\"convs\":[{\"pass\":") && strstr(js, "\"geometry\":") &&
+                  th_json_num(js, "layers_ms") > 0;
+    int table_ok = strstr(out, "op class") && strstr(out, "conv fwd") &&
+                   strstr(out, "convolutions by pass and shape");
+    free(js);
+    free(out);
+    CHECK(prof_ok && table_ok);
+    snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --profile --no-split 2>/dev/null",
+             g_segtrain, yaml);
+    CHECK_EQ_INT(run(cmd), 2);
     fx_cleanup(0);
 }
 
@@ -227,7 +337,8 @@ static void test_dist(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_bench same_step|synthetic|cli|dist [SEGTRAIN_BINARY]\n");
+        fprintf(stderr,
+                "usage: test_bench same_step|synthetic|profile|cli|dist [SEGTRAIN_BINARY]\n");
         return 2;
     }
     sg_log_set_level(SG_LOG_WARN);
@@ -235,6 +346,8 @@ int main(int argc, char **argv) {
         TEST_RUN(test_same_step);
     } else if (strcmp(argv[1], "synthetic") == 0) {
         TEST_RUN(test_synthetic);
+    } else if (strcmp(argv[1], "profile") == 0) {
+        TEST_RUN(test_profile);
     } else if (strcmp(argv[1], "cli") == 0 || strcmp(argv[1], "dist") == 0) {
         if (argc < 3) {
             fprintf(stderr, "test_bench %s: pass the segtrain binary\n", argv[1]);
