@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "kernels/rng.h"
+#include "model/model_graph.h"
 #include "model/model_internal.h"
 
 static const char *backbone_names[SG_N_BACKBONES] = {"resnet18",  "resnet34",    "resnet50",
@@ -91,11 +92,25 @@ static sg_status validate_combination(const sg_model_opts *o) {
         SG_ERROR("model.names %d unknown (torchvision|mmseg)", (int)o->names);
         return SG_ERR_CONFIG;
     }
-    if (o->arch == SG_ARCH_DEEPLABV3PLUS || o->arch == SG_ARCH_LRASPP) {
-        SG_ERROR("model.arch = %s is not built yet (it needs depthwise-separable convolutions%s); "
-                 "use deeplabv3 or fcn",
-                 sg_arch_name(o->arch),
-                 o->arch == SG_ARCH_LRASPP ? ", hardswish/hardsigmoid and MobileNetV3" : "");
+    if (o->arch == SG_ARCH_LRASPP) {
+        SG_ERROR("model.arch = %s is not built yet (it needs hardswish/hardsigmoid and "
+                 "MobileNetV3); use deeplabv3, deeplabv3plus or fcn",
+                 sg_arch_name(o->arch));
+        return SG_ERR_CONFIG;
+    }
+    if (o->arch == SG_ARCH_DEEPLABV3PLUS && o->names != SG_NAMES_MMSEG) {
+        SG_ERROR("model.arch = deeplabv3plus with model.names = %s: torchvision defines no "
+                 "DeepLabV3+; set model.names: mmseg (mmseg's DepthwiseSeparableASPPHead and "
+                 "state-dict names)",
+                 sg_names_name(o->names));
+        return SG_ERR_CONFIG;
+    }
+    if (o->arch == SG_ARCH_DEEPLABV3PLUS && !is_bottleneck(o->backbone)) {
+        SG_ERROR("model.arch = deeplabv3plus with model.backbone = %s: mmseg's DeepLabV3+ on "
+                 "ResNet-18/34 uses a narrower head (channels 128, c1 channels 12) that segtrain "
+                 "does not build; use resnet50v1c or resnet101v1c (mmseg's R-50/101-D8), or "
+                 "resnet50/resnet101",
+                 sg_backbone_name(o->backbone));
         return SG_ERR_CONFIG;
     }
     if (is_v1c(o->backbone) && o->names == SG_NAMES_TORCHVISION) {
@@ -262,9 +277,10 @@ static sg_layer *new_layer(sg_model *m, int type, const int *in, int n_in) {
     return l;
 }
 
-static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
-                int dil, int bias) {
-    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin, r, r);
+/* conv of `groups` groups (1: ordinary; weight [k, cin/groups, r, r]) */
+static int conv_g(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride,
+                  int pad, int dil, int bias, int groups) {
+    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin / groups, r, r);
     int b = bias ? add_param(m, prefix, "bias", SG_PK_CONV_BIAS, 1, k, 0, 0, 0) : -1;
     sg_layer *l = new_layer(m, L_CONV, &x, 1);
     l->w_param = w;
@@ -274,8 +290,14 @@ static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, i
     l->stride = stride;
     l->pad = pad;
     l->dil = dil;
+    l->groups = groups;
     m->t[l->out].c = k;
     return l->out;
+}
+
+static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
+                int dil, int bias) {
+    return conv_g(m, prefix, x, cin, k, r, stride, pad, dil, bias, 1);
 }
 
 static int bn(sg_model *m, const char *prefix, int x, int c, int relu) {
@@ -484,6 +506,25 @@ static int mm_fcn_head(sg_model *m, const char *prefix, int x, int cin, int ch, 
     return mm_cls_seg(m, prefix, y, ch, p);
 }
 
+/* ---------------- shared with the head builders (model_graph.h) ---------------- */
+
+int sg_mg_conv_bn(sg_model *m, const char *pre, const char *cname, const char *bname, int x,
+                  int cin, int k, int r, int pad, int dil, int groups, int relu) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s%s", pre, cname);
+    snprintf(b, sizeof b, "%s%s", pre, bname);
+    return bn(m, b, conv_g(m, a, x, cin, k, r, 1, pad, dil, 0, groups), k, relu);
+}
+int sg_mg_conv_module(sg_model *m, const char *pre, int x, int cin, int k, int r, int dil) {
+    return conv_module(m, pre, x, cin, k, r, dil);
+}
+int sg_mg_avgpool(sg_model *m, int x, int c) { return simple(m, L_AVGPOOL, x, c); }
+int sg_mg_resize_to(sg_model *m, int x, int ref, int c) { return resize_to(m, x, ref, c); }
+int sg_mg_concat(sg_model *m, const int *in, int n_in, int c) { return concat(m, in, n_in, c); }
+int sg_mg_mm_cls_seg(sg_model *m, const char *prefix, int x, int c, float p) {
+    return mm_cls_seg(m, prefix, x, c, p);
+}
+
 static void build(sg_model *m) {
     const sg_model_opts *o = &m->o;
     int bw = o->base_width;
@@ -512,8 +553,8 @@ static void build(sg_model *m) {
      * 1,2,1,1 for -D8) gives each layer's first block half the layer's
      * dilation: the same rule as torchvision's replace_stride_with_dilation */
     resnet_state st = {bw, 1, bottleneck, o->names == SG_NAMES_MMSEG};
-    x = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0);
-    x = make_layer(m, &st, 2, x, 2 * bw, blocks[1], 2, 0);
+    int l1 = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0), c1 = st.inplanes;
+    x = make_layer(m, &st, 2, l1, 2 * bw, blocks[1], 2, 0);
     int l3 = make_layer(m, &st, 3, x, 4 * bw, blocks[2], 2, dil3);
     int l4 = make_layer(m, &st, 4, l3, 8 * bw, blocks[3], 2, dil4);
     int c4 = st.inplanes, c3 = c4 / 2;
@@ -523,6 +564,7 @@ static void build(sg_model *m) {
     if (o->arch == SG_ARCH_FCN)
         y = mm ? mm_fcn_head(m, "decoder", l4, c4, 8 * bw, 2, 1, o->head_dropout)
                : tv_fcn_head(m, "decoder", l4, c4, o->head_dropout);
+    else if (o->arch == SG_ARCH_DEEPLABV3PLUS) y = sg_mg_sepaspp_head(m, l1, c1, l4, c4);
     else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
     m->t_out = resize_to(m, y, 0, o->num_classes);
 

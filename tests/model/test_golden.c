@@ -1,7 +1,8 @@
 /* tests/model/test_golden.c - the model against PyTorch/torchvision golden values.
  *
  * For each fixture of scripts/make_golden.py (torchvision's own classes, or
- * its transcription of mmseg's ResNetV1c/ASPPHead/FCNHead, run in float64):
+ * its transcription of mmseg's ResNetV1c/ASPPHead/DepthwiseSeparableASPPHead/
+ * FCNHead, run in float64):
  * load the weights, run one training forward (batch-stat BN,
  * dropout 0), compare logits, loss (CE + aux_weight * CE, ignore 255), every
  * parameter gradient, the post-step running stats and num_batches_tracked,
@@ -244,6 +245,11 @@ static void test_fcn_r50_os8_aux(void) { run_fixture("golden_fcn_r50_os8_aux.saf
 static void test_mmseg_r50v1c_os8_aux(void) {
     run_fixture("golden_mmseg_r50v1c_os8_aux.safetensors");
 }
+/* mmseg's DeepLabV3+ R-50-D8 (DepthwiseSeparableASPPHead: depthwise-separable
+ * ASPP and decoder, layer1 projection), loaded from mmseg's names */
+static void test_mmseg_dlv3plus_r50v1c_os8_aux(void) {
+    run_fixture("golden_mmseg_dlv3plus_r50v1c_os8_aux.safetensors");
+}
 /* mmseg's FCN (2 convs + conv_cat) on its ResNet-18 (conv2 undilated), OS 16 */
 static void test_mmseg_fcn_r18_os16(void) { run_fixture("golden_mmseg_fcn_r18_os16.safetensors"); }
 
@@ -255,6 +261,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_fcn_r50_os8_aux);
     TEST_RUN(test_mmseg_r50v1c_os8_aux);
     TEST_RUN(test_mmseg_fcn_r18_os16);
+    TEST_RUN(test_mmseg_dlv3plus_r50v1c_os8_aux);
     fprintf(stderr, "worst relative errors: logits %.3g, gradients %.3g, running stats %.3g\n",
             worst_logit, worst_grad, worst_stat);
     return TEST_EXIT();
