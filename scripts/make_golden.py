@@ -32,6 +32,7 @@ No safetensors package is needed: the format is written by hand.
 writes instead a full-size torchvision deeplabv3_resnet50 (torchvision names)
 and an input with its eval logits into DIR, for tests/model/check_torchvision.
 """
+import copy
 import json
 import os
 import struct
@@ -463,7 +464,7 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
-def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False):
+def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=False):
     """raw_names: param/ entries keep the anchor's own state-dict names
     (mmseg's backbone./decode_head./auxiliary_head.), so the C test loads
     them through segtrain's renaming; grads and stats use segtrain names."""
@@ -537,6 +538,8 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False):
     meta["blocks"] = ",".join(str(b) for b in cfg["blocks"])
     meta["aspp_rates"] = ",".join(str(r) for r in cfg["aspp_rates"])
     meta["torch"] = torch.__version__
+    if macs:  # multiply-accumulates of every conv at h x w, batch 1 (groups counted)
+        meta["conv_macs"] = conv_macs(copy.deepcopy(model).float(), h, w)
     path = os.path.join(outdir, name)
     write_safetensors(path, tensors, meta)
     print("%s: %d tensors, %d bytes, loss %.6f, closest ReLU input to 0: %.2g x max" % (
@@ -639,7 +642,7 @@ def main():
         "backbone": "resnet50v1c", "arch": "deeplabv3plus", "names": "mmseg",
         "blocks": [1, 1, 2, 2], "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5],
         "num_classes": 5, "aux_head": 1, "aux_weight": 0.4, "h": 21, "w": 25}, seed=32,
-        raw_names=True)
+        raw_names=True, macs=True)
     write_keys(outdir)
 
 

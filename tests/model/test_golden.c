@@ -93,6 +93,10 @@ static void run_fixture(const char *file) {
     CHECK_EQ_INT(sg_model_load_file(m, f, "param/", 1, &rep), 0);
     CHECK_EQ_INT(rep.loaded, sg_model_num_params(m));
     CHECK_EQ_INT(sg_model_plan(m, n, h, w), 0);
+    if (sg_st_meta(f, "conv_macs")) { /* PyTorch's count of every conv's MACs, groups counted */
+        double macs = sg_model_macs(m, h, w), want = atof(sg_st_meta(f, "conv_macs"));
+        CHECK_MSG(macs == want, "%s: %.0f conv MACs, PyTorch %.0f", file, macs, want);
+    }
 
     CHECK_EQ_INT(need(f, "input")->count, (size_t)n * 3 * hw);
     upload_input(be, f, m);
