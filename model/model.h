@@ -113,6 +113,11 @@ const char *sg_names_name(sg_names n);
 /* Fills opts from the config's model section. Returns SG_OK, or
  * SG_ERR_CONFIG after logging which model.* key is invalid and why. */
 sg_status sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cfg);
+/* The model's configuration rule (core/config.h's sg_config_rule): refuses
+ * an unknown model.backbone/arch/names and an (arch, backbone, names)
+ * combination that is not built, with the message model creation logs,
+ * through sg_config_reject (it names the key and where it was set). */
+sg_status sg_model_config_check(const struct sg_config *cfg);
 
 typedef enum {
     SG_PK_CONV_WEIGHT = 0,

@@ -81,46 +81,88 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
     o->names = is_v1c(backbone) ? SG_NAMES_MMSEG : SG_NAMES_TORCHVISION;
 }
 
-/* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
- * combination (or it is not built yet). */
-static sg_status validate_combination(const sg_model_opts *o) {
+/* NULL if the (arch, backbone, names) of o is built; else why not, written
+ * to buf, and *key = the config key to change. */
+static const char *combination_problem(const sg_model_opts *o, const char **key, char *buf,
+                                       size_t cap) {
+    *key = "model.arch";
     if ((int)o->arch < 0 || (int)o->arch >= SG_N_ARCHS) {
-        SG_ERROR("model.arch %d unknown (deeplabv3|fcn|deeplabv3plus|lraspp)", (int)o->arch);
-        return SG_ERR_CONFIG;
+        snprintf(buf, cap, "model.arch %d unknown (deeplabv3|fcn|deeplabv3plus|lraspp)",
+                 (int)o->arch);
+        return buf;
     }
     if ((int)o->names < 0 || (int)o->names > 1) {
-        SG_ERROR("model.names %d unknown (torchvision|mmseg)", (int)o->names);
-        return SG_ERR_CONFIG;
+        *key = "model.names";
+        snprintf(buf, cap, "model.names %d unknown (torchvision|mmseg)", (int)o->names);
+        return buf;
     }
     if (o->arch == SG_ARCH_LRASPP) {
-        SG_ERROR("model.arch = %s is not built yet (it needs hardswish/hardsigmoid and "
+        snprintf(buf, cap,
+                 "model.arch = %s is not built yet (it needs hardswish/hardsigmoid and "
                  "MobileNetV3); use deeplabv3, deeplabv3plus or fcn",
                  sg_arch_name(o->arch));
-        return SG_ERR_CONFIG;
+        return buf;
     }
     if (o->arch == SG_ARCH_DEEPLABV3PLUS && o->names != SG_NAMES_MMSEG) {
-        SG_ERROR("model.arch = deeplabv3plus with model.names = %s: torchvision defines no "
+        *key = "model.names";
+        snprintf(buf, cap,
+                 "model.arch = deeplabv3plus with model.names = %s: torchvision defines no "
                  "DeepLabV3+; set model.names: mmseg (mmseg's DepthwiseSeparableASPPHead and "
                  "state-dict names)",
                  sg_names_name(o->names));
-        return SG_ERR_CONFIG;
+        return buf;
     }
     if (o->arch == SG_ARCH_DEEPLABV3PLUS && !is_bottleneck(o->backbone)) {
-        SG_ERROR("model.arch = deeplabv3plus with model.backbone = %s: mmseg's DeepLabV3+ on "
+        *key = "model.backbone";
+        snprintf(buf, cap,
+                 "model.arch = deeplabv3plus with model.backbone = %s: mmseg's DeepLabV3+ on "
                  "ResNet-18/34 uses a narrower head (channels 128, c1 channels 12) that segtrain "
                  "does not build; use resnet50v1c or resnet101v1c (mmseg's R-50/101-D8), or "
                  "resnet50/resnet101",
                  sg_backbone_name(o->backbone));
-        return SG_ERR_CONFIG;
+        return buf;
     }
     if (is_v1c(o->backbone) && o->names == SG_NAMES_TORCHVISION) {
-        SG_ERROR("model.backbone = %s with model.names = torchvision: ResNetV1c is "
+        *key = "model.names";
+        snprintf(buf, cap,
+                 "model.backbone = %s with model.names = torchvision: ResNetV1c is "
                  "mmsegmentation's backbone and torchvision defines no head on it; set "
                  "model.names: mmseg (mmseg's ASPPHead / FCNHead and state-dict names)",
                  sg_backbone_name(o->backbone));
-        return SG_ERR_CONFIG;
+        return buf;
     }
-    return SG_OK;
+    return NULL;
+}
+
+/* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
+ * combination (or it is not built yet). */
+static sg_status validate_combination(const sg_model_opts *o) {
+    char buf[512];
+    const char *key, *why = combination_problem(o, &key, buf, sizeof buf);
+    if (!why) return SG_OK;
+    SG_ERROR("%s", why);
+    return SG_ERR_CONFIG;
+}
+
+sg_status sg_model_config_check(const sg_config *cfg) {
+    const sg_model_cfg *mc = &cfg->model;
+    sg_backbone b;
+    sg_model_opts o;
+    if (sg_backbone_parse(mc->backbone, &b) != SG_OK)
+        return sg_config_reject(cfg, "model.backbone",
+                                "'%s': expected resnet18, resnet34, resnet50, resnet101, "
+                                "resnet50v1c or resnet101v1c",
+                                mc->backbone);
+    sg_model_opts_default(&o, b);
+    if (sg_arch_parse(mc->arch, &o.arch) != SG_OK)
+        return sg_config_reject(cfg, "model.arch",
+                                "'%s': expected deeplabv3, fcn, deeplabv3plus or lraspp", mc->arch);
+    if (sg_names_parse(mc->names, &o.names) != SG_OK)
+        return sg_config_reject(cfg, "model.names", "'%s': expected torchvision or mmseg",
+                                mc->names);
+    char buf[512];
+    const char *key, *why = combination_problem(&o, &key, buf, sizeof buf);
+    return why ? sg_config_reject(cfg, key, "%s", why) : SG_OK;
 }
 
 /* SG_OK, or SG_ERR_CONFIG after logging the option. */
