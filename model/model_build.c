@@ -1,4 +1,5 @@
-/* model/model_build.c - builds DeepLabV3's layer graph and parameter registry.
+/* model/model_build.c - builds DeepLabV3's layer graph and parameter registry
+ * (the DeepLabV3+ head in head_sepaspp.c, through model_graph.h).
  *
  * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
  * deeplabv3.py, fcn.py) so registry names and order equal torchvision's

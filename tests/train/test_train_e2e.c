@@ -26,6 +26,10 @@
  *               Dropout2d on) resumed bit-exactly (archs_ranks: on 2 ranks
  *               with SyncBN); mmseg's FCN on ResNet-18; a checkpoint holds the mmseg names
  *               under segtrain's prefixes and its model.names
+ *   archs_plus - mmseg's DeepLabV3+ on ResNetV1c: the demo's mIoU band
+ *               (archs_plus_ranks: on 2 ranks with SyncBN); bf16, EMA, OHEM,
+ *               class weights, TTA in sliding windows, resumed bit-exactly;
+ *               predict; export --names mmseg (--ema); refused combinations
  *   freeze    - train.freeze keeps the frozen parameters bit-identical; with
  *               freeze_bn_stats the frozen BN layers keep their running stats
  *               while the other BN layers update theirs
@@ -822,12 +826,15 @@ static double plus_demo(const char *run, int world) {
     return sg_train_run(&c, NULL, &d, NULL) == 0 ? d.last_val_miou : NAN;
 }
 
-/* the DeepLabV3+ run options of test_archs_plus: bf16, EMA, multi-scale +
- * flip evaluation in sliding windows, Dropout2d on */
+/* the DeepLabV3+ run options of test_archs_plus: bf16, EMA, OHEM, class
+ * weights, multi-scale + flip evaluation in sliding windows, Dropout2d on */
 static const char *plus_sets[] = {
-    "model.arch=deeplabv3plus", "model.backbone=resnet50v1c", "model.names=mmseg",
-    "train.precision=bf16",     "train.ema_decay=0.9",        "eval.scales=[0.75,1.0]",
-    "eval.flip=true",           "eval.crop_size=[48,48]",     "eval.stride=[32,32]"};
+    "model.arch=deeplabv3plus", "model.backbone=resnet50v1c",
+    "model.names=mmseg",        "train.ohem_thresh=0.7",
+    "train.ohem_min_kept=200",  "train.class_weights=[1.0,0.5,2.0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+    "train.precision=bf16",     "train.ema_decay=0.9",
+    "eval.scales=[0.75,1.0]",   "eval.flip=true",
+    "eval.crop_size=[48,48]",   "eval.stride=[32,32]"};
 #define N_PLUS_SETS ((int)(sizeof plus_sets / sizeof *plus_sets))
 
 static void test_archs_plus(void) {
