@@ -863,6 +863,40 @@ static void test_archs_plus(void) {
     double e = ckpt_max_rel(pa, pb, &n);
     CHECK_MSG(e == 0.0, "deeplabv3plus resumed: final weights differ (max rel %g)", e);
     CHECK(n > 100);
+    /* bf16 activation storage (model_plan.c: the depthwise and pointwise
+     * convs' outputs read by BN alone, BN+ReLU outputs read by convs alone)
+     * changes nothing but memory: bit-identical to float32 activations
+     * (the test aid SG_BF16_STORAGE=0) */
+    const char *bf[] = {"model.arch=deeplabv3plus", "model.backbone=resnet50v1c",
+                        "model.names=mmseg", "train.precision=bf16", "train.iters=3"};
+    setenv("SG_BF16_STORAGE", "0", 1);
+    arch_run("plus_bf16_f32act", bf, 5, 0, NULL, &rc);
+    unsetenv("SG_BF16_STORAGE");
+    CHECK_EQ_INT(rc, 0);
+    arch_run("plus_bf16_store", bf, 5, 0, NULL, &rc);
+    CHECK_EQ_INT(rc, 0);
+    {
+        sg_config c0, c1;
+        CHECK(fx_config(&c0, "plus_bf16_f32act", bf, 5) == 0);
+        CHECK(fx_config(&c1, "plus_bf16_store", bf, 5) == 0);
+        char p0[1200], p1[1200];
+        final_ckpt(&c0, p0, sizeof p0);
+        final_ckpt(&c1, p1, sizeof p1);
+        e = ckpt_max_rel(p0, p1, &n);
+        CHECK_MSG(e == 0.0, "deeplabv3plus bf16 storage: final weights differ (max rel %g)", e);
+        sg_backend *be = sg_backend_create(
+            "cpu", &(sg_backend_opts){.threads = 1, .precision = SG_PRECISION_BF16});
+        CHECK(be != NULL);
+        sg_model_opts mo;
+        CHECK(sg_model_opts_from_config(&mo, &c1) == 0);
+        sg_model *m = sg_model_create(be, &mo);
+        CHECK(m != NULL);
+        size_t saving = sg_model_plan_bf16_saving(m, 2, 48, 48, 1);
+        fprintf(stderr, "deeplabv3plus bf16 storage saves %zu bytes at [2,3,48,48]\n", saving);
+        CHECK(saving > 0);
+        sg_model_destroy(m);
+        sg_backend_destroy(be);
+    }
     /* predict; export with mmseg's names (and the EMA weights): the
      * DepthwiseSeparableASPPHead's tensors, depthwise weights [c, 1, 3, 3] */
     char img[1200], png[1200], out[1200];
