@@ -643,6 +643,14 @@ def main():
         "blocks": [1, 1, 2, 2], "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5],
         "num_classes": 5, "aux_head": 1, "aux_weight": 0.4, "h": 21, "w": 25}, seed=32,
         raw_names=True, macs=True)
+    # mmseg DeepLabV3+ on its plain ResNet-50 (7x7 stem), OS 16 (the decoder
+    # upsamples x4 to layer1's stride 4), a dilation-1 rate (a 1x1
+    # ConvModule branch, as mmseg builds it), no aux, BN-on-running-stats grads
+    make_fixture(outdir, "golden_mmseg_dlv3plus_r50_os16.safetensors", {
+        "backbone": "resnet50", "arch": "deeplabv3plus", "names": "mmseg",
+        "blocks": [1, 1, 2, 1], "base_width": 4, "output_stride": 16, "aspp_rates": [1, 3],
+        "num_classes": 4, "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 23}, seed=52,
+        evalbn=True, raw_names=True, macs=True)
     write_keys(outdir)
 
 
