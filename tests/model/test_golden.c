@@ -21,8 +21,8 @@
  * The image-pool branch of mmseg's heads normalises, in training, two values
  * per channel (batch 2, a 1x1 map): BN then outputs +-1 whatever its input,
  * so the gradient of decoder.image_pool.1.conv.weight is exactly 0 and both
- * sides hold rounding noise, which the 1e-3 floor measures (float32 noise of
- * up to 3.4e-3 x the floor at one seed of the OS-16 DeepLabV3+ fixture;
+ * sides hold rounding noise, which the 1e-3 floor measures (3.4e-3, over
+ * the tolerance, at one seed tried for the OS-16 DeepLabV3+ fixture; at most
  * 3.2e-4 at the committed seeds).
  */
 #include "model/model_io.h"
