@@ -27,36 +27,37 @@
 
 /* mmcv DepthwiseSeparableConvModule: <pre>depthwise_conv.{conv,bn},
  * <pre>pointwise_conv.{conv,bn} */
-static int dsconv(sg_model *m, const char *pre, int x, int cin, int cout, int dil) {
+static int dsconv(const sg_mg_builder *g, const char *pre, int x, int cin, int cout, int dil) {
     char dw[128], pw[128];
     snprintf(dw, sizeof dw, "%sdepthwise_conv.", pre);
     snprintf(pw, sizeof pw, "%spointwise_conv.", pre);
-    x = sg_mg_conv_bn(m, dw, "conv", "bn", x, cin, cin, 3, dil, dil, cin, 1);
-    return sg_mg_conv_bn(m, pw, "conv", "bn", x, cin, cout, 1, 0, 1, 1, 1);
+    x = g->conv_bn(g->m, dw, "conv", "bn", x, cin, cin, 3, dil, dil, cin, 1);
+    return g->conv_bn(g->m, pw, "conv", "bn", x, cin, cout, 1, 0, 1, 1, 1);
 }
 
-int sg_mg_sepaspp_head(sg_model *m, int l1, int c1, int l4, int c4) {
-    const sg_model_opts *o = sg_model_get_opts(m);
+int sg_mg_sepaspp_head(const sg_mg_builder *g, int l1, int c1, int l4, int c4) {
+    const sg_model_opts *o = g->o;
+    sg_model *m = g->m;
     int ch = 8 * o->base_width, nb = o->n_aspp_rates + 2;
     int c1ch = 3 * o->base_width / 4 > 0 ? 3 * o->base_width / 4 : 1;
     int br[SG_MODEL_MAX_RATES + 2];
-    int p = sg_mg_avgpool(m, l4, c4);
-    p = sg_mg_conv_module(m, "decoder.image_pool.1.", p, c4, ch, 1, 1);
-    br[0] = sg_mg_resize_to(m, p, l4, ch);
-    br[1] = sg_mg_conv_module(m, "decoder.aspp_modules.0.", l4, c4, ch, 1, 1);
+    int p = g->avgpool(m, l4, c4);
+    p = g->conv_module(m, "decoder.image_pool.1.", p, c4, ch, 1, 1);
+    br[0] = g->resize_to(m, p, l4, ch);
+    br[1] = g->conv_module(m, "decoder.aspp_modules.0.", l4, c4, ch, 1, 1);
     for (int i = 0; i < o->n_aspp_rates; i++) {
         char pre[96];
         int d = o->aspp_rates[i];
         snprintf(pre, sizeof pre, "decoder.aspp_modules.%d.", i + 1);
-        br[i + 2] = d == 1 ? sg_mg_conv_module(m, pre, l4, c4, ch, 1, 1)
-                           : dsconv(m, pre, l4, c4, ch, d);
+        br[i + 2] = d == 1 ? g->conv_module(m, pre, l4, c4, ch, 1, 1)
+                           : dsconv(g, pre, l4, c4, ch, d);
     }
-    int y = sg_mg_concat(m, br, nb, nb * ch);
-    y = dsconv(m, "decoder.bottleneck.", y, nb * ch, ch, 1);
-    int c1o = sg_mg_conv_module(m, "decoder.c1_bottleneck.", l1, c1, c1ch, 1, 1);
-    int cat[2] = {sg_mg_resize_to(m, y, c1o, ch), c1o};
-    y = sg_mg_concat(m, cat, 2, ch + c1ch);
-    y = dsconv(m, "decoder.sep_bottleneck.0.", y, ch + c1ch, ch, 1);
-    y = dsconv(m, "decoder.sep_bottleneck.1.", y, ch, ch, 1);
-    return sg_mg_mm_cls_seg(m, "decoder", y, ch, o->head_dropout);
+    int y = g->concat(m, br, nb, nb * ch);
+    y = dsconv(g, "decoder.bottleneck.", y, nb * ch, ch, 1);
+    int c1o = g->conv_module(m, "decoder.c1_bottleneck.", l1, c1, c1ch, 1, 1);
+    int cat[2] = {g->resize_to(m, y, c1o, ch), c1o};
+    y = g->concat(m, cat, 2, ch + c1ch);
+    y = dsconv(g, "decoder.sep_bottleneck.0.", y, ch + c1ch, ch, 1);
+    y = dsconv(g, "decoder.sep_bottleneck.1.", y, ch, ch, 1);
+    return g->mm_cls_seg(m, "decoder", y, ch, o->head_dropout);
 }

@@ -549,23 +549,21 @@ static int mm_fcn_head(sg_model *m, const char *prefix, int x, int cin, int ch, 
     return mm_cls_seg(m, prefix, y, ch, p);
 }
 
-/* ---------------- shared with the head builders (model_graph.h) ---------------- */
+/* ---------------- the head builders' table (model_graph.h) ---------------- */
 
-int sg_mg_conv_bn(sg_model *m, const char *pre, const char *cname, const char *bname, int x,
-                  int cin, int k, int r, int pad, int dil, int groups, int relu) {
+static int mg_conv_bn(sg_model *m, const char *pre, const char *cname, const char *bname, int x,
+                      int cin, int k, int r, int pad, int dil, int groups, int relu) {
     char a[160], b[160];
     snprintf(a, sizeof a, "%s%s", pre, cname);
     snprintf(b, sizeof b, "%s%s", pre, bname);
     return bn(m, b, conv_g(m, a, x, cin, k, r, 1, pad, dil, 0, groups), k, relu);
 }
-int sg_mg_conv_module(sg_model *m, const char *pre, int x, int cin, int k, int r, int dil) {
-    return conv_module(m, pre, x, cin, k, r, dil);
-}
-int sg_mg_avgpool(sg_model *m, int x, int c) { return simple(m, L_AVGPOOL, x, c); }
-int sg_mg_resize_to(sg_model *m, int x, int ref, int c) { return resize_to(m, x, ref, c); }
-int sg_mg_concat(sg_model *m, const int *in, int n_in, int c) { return concat(m, in, n_in, c); }
-int sg_mg_mm_cls_seg(sg_model *m, const char *prefix, int x, int c, float p) {
-    return mm_cls_seg(m, prefix, x, c, p);
+static int mg_avgpool(sg_model *m, int x, int c) { return simple(m, L_AVGPOOL, x, c); }
+
+static sg_mg_builder graph_builder(sg_model *m) {
+    sg_mg_builder g = {m,          &m->o,     mg_conv_bn, conv_module,
+                       mg_avgpool, resize_to, concat,     mm_cls_seg};
+    return g;
 }
 
 static void build(sg_model *m) {
@@ -607,8 +605,10 @@ static void build(sg_model *m) {
     if (o->arch == SG_ARCH_FCN)
         y = mm ? mm_fcn_head(m, "decoder", l4, c4, 8 * bw, 2, 1, o->head_dropout)
                : tv_fcn_head(m, "decoder", l4, c4, o->head_dropout);
-    else if (o->arch == SG_ARCH_DEEPLABV3PLUS) y = sg_mg_sepaspp_head(m, l1, c1, l4, c4);
-    else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
+    else if (o->arch == SG_ARCH_DEEPLABV3PLUS) {
+        sg_mg_builder g = graph_builder(m);
+        y = sg_mg_sepaspp_head(&g, l1, c1, l4, c4);
+    } else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
     m->t_out = resize_to(m, y, 0, o->num_classes);
 
     m->t_aux = -1;
