@@ -19,8 +19,8 @@
 #include "core/cli.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "data/formats.h"
 #include "io/json.h"
+#include "train/config_rules.h"
 #include "train/metrics.h"
 
 /* SG_OK, or SG_ERR_CONFIG after a usage error. */
@@ -280,7 +280,7 @@ int sg_cmd_bench(int argc, char **argv) {
                                      "segtrain bench --config FILE [--iters N] [--warmup W] "
                                      "[--set KEY=VALUE ...] [--with-data] [--profile] "
                                      "[--json FILE]",
-                                     opts, sg_format_config_rules);
+                                     opts, sg_train_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

@@ -15,9 +15,9 @@
 #include "core/config.h"
 #include "core/threads.h"
 #include "core/util.h"
-#include "data/formats.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
+#include "train/config_rules.h"
 
 #ifndef SG_HAVE_CPU
 #define SG_HAVE_CPU 1
@@ -30,7 +30,7 @@ static int cmd_config(int argc, char **argv) {
     static sg_config cfg;
     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
                                      "segtrain config [--config FILE] [--set KEY=VALUE]...", NULL,
-                                     sg_format_config_rules);
+                                     sg_train_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

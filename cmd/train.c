@@ -6,8 +6,8 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
-#include "data/formats.h"
 #include "dist/comm.h"
+#include "train/config_rules.h"
 #include "train/trainer.h"
 
 int sg_cmd_train(int argc, char **argv) {
@@ -22,7 +22,7 @@ int sg_cmd_train(int argc, char **argv) {
     sg_status st =
         sg_cli_begin_with(&cli, &cfg, argc, argv,
                           "segtrain train --config FILE [--set KEY=VALUE ...] [--resume PATH|auto]",
-                          opts, sg_format_config_rules);
+                          opts, sg_train_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));

@@ -78,10 +78,13 @@ static const sg_config_key g_keys[] = {
         "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
 
     K_ENUM("model.arch", model.arch, "deeplabv3", "deeplabv3|fcn|deeplabv3plus|lraspp",
-           "decode head: DeepLabV3 (ASPP) or FCN; deeplabv3plus and lraspp are not built yet"),
+           "decode head: DeepLabV3 (ASPP), FCN, or DeepLabV3+ (mmseg's "
+           "DepthwiseSeparableASPPHead: model.names mmseg, a ResNet-50/101 backbone); lraspp is "
+           "not built yet"),
     K_ENUM("model.names", model.names, "torchvision", "torchvision|mmseg",
            "whose heads and state-dict names: torchvision's DeepLabHead/FCNHead or "
-           "mmsegmentation's ASPPHead/FCNHead (ConvModule names; required for the v1c backbones)"),
+           "mmsegmentation's ASPPHead/FCNHead/DepthwiseSeparableASPPHead (ConvModule names; "
+           "required for the v1c backbones and deeplabv3plus)"),
     K_ENUM("model.backbone", model.backbone, "resnet50",
            "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c",
            "ResNet encoder: torchvision's layout, or mmseg's ResNetV1c (deep 3x3 stem)"),

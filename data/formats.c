@@ -179,7 +179,7 @@ static sg_status split_check(const sg_config *cfg, const sg_format *f, const cha
 /* The rules as a configuration rule: the same check, reported by core so
  * that the message names the key's file and line (or --set, or default);
  * then what only the row knows about the splits. */
-static sg_status config_check(const sg_config *cfg) {
+sg_status sg_format_config_check(const sg_config *cfg) {
     sg_format_use use;
     sg_format_problem p;
     if (sg_format_resolve(&cfg->data, &use, &p) != SG_OK)
@@ -193,6 +193,6 @@ static sg_status config_check(const sg_config *cfg) {
 }
 
 const sg_config_rule sg_format_config_rules[] = {
-    {"data/formats.c: the dataset format rules", config_check},
+    {"data/formats.c: the dataset format rules", sg_format_config_check},
     {NULL, NULL},
 };

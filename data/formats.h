@@ -104,6 +104,9 @@ sg_status sg_format_resolve_row(const sg_format *f, const sg_data_cfg *d, sg_for
  * as core's own validation errors are ("config error: FILE:LINE: key
  * 'data.label_map': ..."). Ended by a row with check NULL. */
 extern const sg_config_rule sg_format_config_rules[];
+/* The one check of that table, for tables that combine it with the rules
+ * of higher layers (train/config_rules.h). */
+sg_status sg_format_config_check(const sg_config *cfg);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,9 @@
  *
  * Builds torchvision's deeplabv3_resnet{18,34,50,101} / fcn_resnet{50,101}
  * module trees exactly (torchvision 0.14 models/segmentation/deeplabv3.py,
- * fcn.py, resnet.py), or mmsegmentation's DeepLabV3 / FCN (ASPPHead,
- * FCNHead, ResNetV1c; model.names mmseg), and
+ * fcn.py, resnet.py), or mmsegmentation's DeepLabV3 / FCN / DeepLabV3+
+ * (ASPPHead, FCNHead, DepthwiseSeparableASPPHead, ResNetV1c; model.names
+ * mmseg), and
  * runs its forward and backward through kernels/backend.h only, so the same
  * code runs on every backend.
  *
@@ -60,8 +61,10 @@ typedef enum {
 } sg_backbone;
 #define SG_N_BACKBONES 6
 
-/* model.arch: the decode head. deeplabv3plus and lraspp are named (config,
- * refused with a message) until their ops exist. */
+/* model.arch: the decode head. deeplabv3plus: mmseg's
+ * DepthwiseSeparableASPPHead (model/head_sepaspp.c; names mmseg, a
+ * bottleneck ResNet only); lraspp is named (config, refused with a message)
+ * until it is built. */
 typedef enum {
     SG_ARCH_DEEPLABV3 = 0,
     SG_ARCH_FCN = 1,
@@ -113,6 +116,11 @@ const char *sg_names_name(sg_names n);
 /* Fills opts from the config's model section. Returns SG_OK, or
  * SG_ERR_CONFIG after logging which model.* key is invalid and why. */
 sg_status sg_model_opts_from_config(sg_model_opts *o, const struct sg_config *cfg);
+/* The model's configuration rule (core/config.h's sg_config_rule): refuses
+ * an unknown model.backbone/arch/names and an (arch, backbone, names)
+ * combination that is not built, with the message model creation logs,
+ * through sg_config_reject (it names the key and where it was set). */
+sg_status sg_model_config_check(const struct sg_config *cfg);
 
 typedef enum {
     SG_PK_CONV_WEIGHT = 0,

@@ -1,4 +1,5 @@
-/* model/model_build.c - builds DeepLabV3's layer graph and parameter registry.
+/* model/model_build.c - builds DeepLabV3's layer graph and parameter registry
+ * (the DeepLabV3+ head in head_sepaspp.c, through model_graph.h).
  *
  * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
  * deeplabv3.py, fcn.py) so registry names and order equal torchvision's
@@ -13,6 +14,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "kernels/rng.h"
+#include "model/model_graph.h"
 #include "model/model_internal.h"
 #include "model/model_profile.h"
 
@@ -81,32 +83,88 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
     o->names = is_v1c(backbone) ? SG_NAMES_MMSEG : SG_NAMES_TORCHVISION;
 }
 
-/* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
- * combination (or it is not built yet). */
-static sg_status validate_combination(const sg_model_opts *o) {
+/* NULL if the (arch, backbone, names) of o is built; else why not, written
+ * to buf, and *key = the config key to change. */
+static const char *combination_problem(const sg_model_opts *o, const char **key, char *buf,
+                                       size_t cap) {
+    *key = "model.arch";
     if ((int)o->arch < 0 || (int)o->arch >= SG_N_ARCHS) {
-        SG_ERROR("model.arch %d unknown (deeplabv3|fcn|deeplabv3plus|lraspp)", (int)o->arch);
-        return SG_ERR_CONFIG;
+        snprintf(buf, cap, "model.arch %d unknown (deeplabv3|fcn|deeplabv3plus|lraspp)",
+                 (int)o->arch);
+        return buf;
     }
     if ((int)o->names < 0 || (int)o->names > 1) {
-        SG_ERROR("model.names %d unknown (torchvision|mmseg)", (int)o->names);
-        return SG_ERR_CONFIG;
+        *key = "model.names";
+        snprintf(buf, cap, "model.names %d unknown (torchvision|mmseg)", (int)o->names);
+        return buf;
     }
-    if (o->arch == SG_ARCH_DEEPLABV3PLUS || o->arch == SG_ARCH_LRASPP) {
-        SG_ERROR("model.arch = %s is not built yet (it needs depthwise-separable convolutions%s); "
-                 "use deeplabv3 or fcn",
-                 sg_arch_name(o->arch),
-                 o->arch == SG_ARCH_LRASPP ? ", hardswish/hardsigmoid and MobileNetV3" : "");
-        return SG_ERR_CONFIG;
+    if (o->arch == SG_ARCH_LRASPP) {
+        snprintf(buf, cap,
+                 "model.arch = %s is not built yet (it needs hardswish/hardsigmoid and "
+                 "MobileNetV3); use deeplabv3, deeplabv3plus or fcn",
+                 sg_arch_name(o->arch));
+        return buf;
+    }
+    if (o->arch == SG_ARCH_DEEPLABV3PLUS && o->names != SG_NAMES_MMSEG) {
+        *key = "model.names";
+        snprintf(buf, cap,
+                 "model.arch = deeplabv3plus with model.names = %s: torchvision defines no "
+                 "DeepLabV3+; set model.names: mmseg (mmseg's DepthwiseSeparableASPPHead and "
+                 "state-dict names)",
+                 sg_names_name(o->names));
+        return buf;
+    }
+    if (o->arch == SG_ARCH_DEEPLABV3PLUS && !is_bottleneck(o->backbone)) {
+        *key = "model.backbone";
+        snprintf(buf, cap,
+                 "model.arch = deeplabv3plus with model.backbone = %s: mmseg's DeepLabV3+ on "
+                 "ResNet-18/34 uses a narrower head (channels 128, c1 channels 12) that segtrain "
+                 "does not build; use resnet50v1c or resnet101v1c (mmseg's R-50/101-D8), or "
+                 "resnet50/resnet101",
+                 sg_backbone_name(o->backbone));
+        return buf;
     }
     if (is_v1c(o->backbone) && o->names == SG_NAMES_TORCHVISION) {
-        SG_ERROR("model.backbone = %s with model.names = torchvision: ResNetV1c is "
+        *key = "model.names";
+        snprintf(buf, cap,
+                 "model.backbone = %s with model.names = torchvision: ResNetV1c is "
                  "mmsegmentation's backbone and torchvision defines no head on it; set "
                  "model.names: mmseg (mmseg's ASPPHead / FCNHead and state-dict names)",
                  sg_backbone_name(o->backbone));
-        return SG_ERR_CONFIG;
+        return buf;
     }
-    return SG_OK;
+    return NULL;
+}
+
+/* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
+ * combination (or it is not built yet). */
+static sg_status validate_combination(const sg_model_opts *o) {
+    char buf[512];
+    const char *key, *why = combination_problem(o, &key, buf, sizeof buf);
+    if (!why) return SG_OK;
+    SG_ERROR("%s", why);
+    return SG_ERR_CONFIG;
+}
+
+sg_status sg_model_config_check(const sg_config *cfg) {
+    const sg_model_cfg *mc = &cfg->model;
+    sg_backbone b;
+    sg_model_opts o;
+    if (sg_backbone_parse(mc->backbone, &b) != SG_OK)
+        return sg_config_reject(cfg, "model.backbone",
+                                "'%s': expected resnet18, resnet34, resnet50, resnet101, "
+                                "resnet50v1c or resnet101v1c",
+                                mc->backbone);
+    sg_model_opts_default(&o, b);
+    if (sg_arch_parse(mc->arch, &o.arch) != SG_OK)
+        return sg_config_reject(cfg, "model.arch",
+                                "'%s': expected deeplabv3, fcn, deeplabv3plus or lraspp", mc->arch);
+    if (sg_names_parse(mc->names, &o.names) != SG_OK)
+        return sg_config_reject(cfg, "model.names", "'%s': expected torchvision or mmseg",
+                                mc->names);
+    char buf[512];
+    const char *key, *why = combination_problem(&o, &key, buf, sizeof buf);
+    return why ? sg_config_reject(cfg, key, "%s", why) : SG_OK;
 }
 
 /* SG_OK, or SG_ERR_CONFIG after logging the option. */
@@ -263,9 +321,10 @@ static sg_layer *new_layer(sg_model *m, int type, const int *in, int n_in) {
     return l;
 }
 
-static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
-                int dil, int bias) {
-    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin, r, r);
+/* conv of `groups` groups (1: ordinary; weight [k, cin/groups, r, r]) */
+static int conv_g(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride,
+                  int pad, int dil, int bias, int groups) {
+    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin / groups, r, r);
     int b = bias ? add_param(m, prefix, "bias", SG_PK_CONV_BIAS, 1, k, 0, 0, 0) : -1;
     sg_layer *l = new_layer(m, L_CONV, &x, 1);
     l->w_param = w;
@@ -275,8 +334,14 @@ static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, i
     l->stride = stride;
     l->pad = pad;
     l->dil = dil;
+    l->groups = groups;
     m->t[l->out].c = k;
     return l->out;
+}
+
+static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
+                int dil, int bias) {
+    return conv_g(m, prefix, x, cin, k, r, stride, pad, dil, bias, 1);
 }
 
 static int bn(sg_model *m, const char *prefix, int x, int c, int relu) {
@@ -485,6 +550,23 @@ static int mm_fcn_head(sg_model *m, const char *prefix, int x, int cin, int ch, 
     return mm_cls_seg(m, prefix, y, ch, p);
 }
 
+/* ---------------- the head builders' table (model_graph.h) ---------------- */
+
+static int mg_conv_bn(sg_model *m, const char *pre, const char *cname, const char *bname, int x,
+                      int cin, int k, int r, int pad, int dil, int groups, int relu) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s%s", pre, cname);
+    snprintf(b, sizeof b, "%s%s", pre, bname);
+    return bn(m, b, conv_g(m, a, x, cin, k, r, 1, pad, dil, 0, groups), k, relu);
+}
+static int mg_avgpool(sg_model *m, int x, int c) { return simple(m, L_AVGPOOL, x, c); }
+
+static sg_mg_builder graph_builder(sg_model *m) {
+    sg_mg_builder g = {m,          &m->o,     mg_conv_bn, conv_module,
+                       mg_avgpool, resize_to, concat,     mm_cls_seg};
+    return g;
+}
+
 static void build(sg_model *m) {
     const sg_model_opts *o = &m->o;
     int bw = o->base_width;
@@ -513,8 +595,8 @@ static void build(sg_model *m) {
      * 1,2,1,1 for -D8) gives each layer's first block half the layer's
      * dilation: the same rule as torchvision's replace_stride_with_dilation */
     resnet_state st = {bw, 1, bottleneck, o->names == SG_NAMES_MMSEG};
-    x = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0);
-    x = make_layer(m, &st, 2, x, 2 * bw, blocks[1], 2, 0);
+    int l1 = make_layer(m, &st, 1, x, bw, blocks[0], 1, 0), c1 = st.inplanes;
+    x = make_layer(m, &st, 2, l1, 2 * bw, blocks[1], 2, 0);
     int l3 = make_layer(m, &st, 3, x, 4 * bw, blocks[2], 2, dil3);
     int l4 = make_layer(m, &st, 4, l3, 8 * bw, blocks[3], 2, dil4);
     int c4 = st.inplanes, c3 = c4 / 2;
@@ -524,7 +606,10 @@ static void build(sg_model *m) {
     if (o->arch == SG_ARCH_FCN)
         y = mm ? mm_fcn_head(m, "decoder", l4, c4, 8 * bw, 2, 1, o->head_dropout)
                : tv_fcn_head(m, "decoder", l4, c4, o->head_dropout);
-    else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
+    else if (o->arch == SG_ARCH_DEEPLABV3PLUS) {
+        sg_mg_builder g = graph_builder(m);
+        y = sg_mg_sepaspp_head(&g, l1, c1, l4, c4);
+    } else y = mm ? mm_aspp_head(m, l4, c4) : tv_deeplab_head(m, l4, c4);
     m->t_out = resize_to(m, y, 0, o->num_classes);
 
     m->t_aux = -1;

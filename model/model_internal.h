@@ -57,6 +57,7 @@ typedef struct sg_layer {
     /* conv */
     int w_param, b_param; /* registry indices, b_param -1 if no bias */
     int k, r, stride, pad, dil;
+    int groups; /* 0 or 1 ungrouped; c = k = groups: depthwise (sg_conv_desc.groups) */
     sg_conv_desc desc;
     /* bn: registry indices of weight, bias, running_mean, running_var, nbt */
     int bn_p[5];

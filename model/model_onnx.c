@@ -114,7 +114,7 @@ static sg_status emit_conv(ex *e, const sg_layer *L, int bn_li, const char *out)
     sg_onnx_attr_ints(n, "strides", s, 2);
     sg_onnx_attr_ints(n, "pads", p, 4);
     sg_onnx_attr_ints(n, "dilations", d, 2);
-    sg_onnx_attr_int(n, "group", 1);
+    sg_onnx_attr_int(n, "group", L->groups > 1 ? L->groups : 1);
     return SG_OK;
 }
 

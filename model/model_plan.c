@@ -55,6 +55,7 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
             d->stride_h = d->stride_w = L->stride;
             d->pad_h = d->pad_w = L->pad;
             d->dil_h = d->dil_w = L->dil;
+            d->groups = L->groups;
             if (sg_conv_desc_init(d) != 0) {
                 SG_ERROR("model: input %dx%d is too small: conv %s gets %dx%d; use a larger crop",
                          h, w, m->params[L->w_param].name, x->h, x->w);
@@ -102,7 +103,8 @@ double sg_model_macs(const sg_model *m, int h, int w) {
         for (int li = 0; li < m->n_l; li++)
             if (l[li].type == L_CONV) {
                 const sg_conv_desc *d = &l[li].desc;
-                macs += (double)d->k * d->c * d->r * d->s * d->oh * d->ow;
+                /* a grouped conv's output reads c/groups input channels */
+                macs += (double)sg_conv_weight_count(d) * d->oh * d->ow;
             }
     free(t);
     free(l);

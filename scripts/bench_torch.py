@@ -49,8 +49,9 @@ def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
     from torchvision.models.segmentation import deeplabv3, fcn
 
     if names == "mmseg":
-        # mmseg's DeepLabV3 / FCN (ResNetV1c or ResNet, ASPPHead / FCNHead,
-        # dropout 0.1): scripts/make_golden.py's transcription at full width
+        # mmseg's DeepLabV3 / FCN / DeepLabV3+ (ResNetV1c or ResNet, ASPPHead /
+        # FCNHead / DepthwiseSeparableASPPHead, dropout 0.1):
+        # scripts/make_golden.py's transcription at full width
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import make_golden
         blocks = {"resnet50": [3, 4, 6, 3], "resnet101": [3, 4, 23, 3],
@@ -63,6 +64,8 @@ def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
                                   "num_classes": num_classes, "aux_head": int(aux),
                                   "head_dropout": 0.1, "aux_dropout": 0.1})
 
+    if arch == "deeplabv3plus":
+        sys.exit("bench_torch.py: --arch deeplabv3plus is mmseg's (--names mmseg)")
     if output_stride == 8:
         rswd = [False, True, True]
     else:
@@ -274,7 +277,8 @@ def print_profile(p, iters, batch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backbone", default="resnet50")
-    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn"])
+    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn", "deeplabv3plus"],
+                    help="deeplabv3plus: mmseg's DepthwiseSeparableASPPHead (--names mmseg)")
     ap.add_argument("--names", default="torchvision", choices=["torchvision", "mmseg"],
                     help="torchvision's models, or the mmseg transcription (make_golden.py)")
     ap.add_argument("--output-stride", type=int, default=8, choices=[8, 16])

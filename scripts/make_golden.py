@@ -32,6 +32,7 @@ No safetensors package is needed: the format is written by hand.
 writes instead a full-size torchvision deeplabv3_resnet50 (torchvision names)
 and an input with its eval logits into DIR, for tests/model/check_torchvision.
 """
+import copy
 import json
 import os
 import struct
@@ -145,12 +146,25 @@ class NarrowDeepLabHead(DeepLabHead):
 #     padding k//2), conv_cat(cat([x, convs(x)])) with concat_input, cls_seg.
 #   EncoderDecoder.encode_decode: resize to the input, bilinear,
 #     align_corners=False.
+#   mmcv/cnn/bricks/depthwise_separable_conv_module.py:
+#     DepthwiseSeparableConvModule = depthwise_conv ConvModule(cin, cin, k,
+#     padding, dilation, groups=cin) -> pointwise_conv ConvModule(cin, cout,
+#     1), both with the module's norm and ReLU (dw/pw cfgs 'default').
+#   mmseg/models/decode_heads/sep_aspp_head.py: DepthwiseSeparableASPPModule
+#     (ASPPModule with every dilation > 1 branch a DepthwiseSeparableConvModule
+#     3x3 padding=dilation), DepthwiseSeparableASPPHead (ASPPHead's image_pool;
+#     bottleneck = DSConv 3x3 pad 1; c1_bottleneck = ConvModule(c1_in, c1, 1)
+#     on inputs[0] (layer1); forward = bottleneck(cat(resize(image_pool(x)),
+#     *aspp(x))) resized to c1's size, cat([out, c1]), sep_bottleneck (two
+#     DSConv 3x3 pad 1), cls_seg); configs/_base_/models/deeplabv3plus_r50-d8.py
+#     (channels 512, c1_in_channels 256, c1_channels 48, dilations
+#     (1,12,24,36)): here channels 8 * width, c1_channels 3 * width // 4.
 # ---------------------------------------------------------------------------
 class ConvModule(nn.Module):
-    def __init__(self, cin, cout, k, stride=1, padding=0, dilation=1):
+    def __init__(self, cin, cout, k, stride=1, padding=0, dilation=1, groups=1):
         super().__init__()
         self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=padding, dilation=dilation,
-                              bias=False)
+                              groups=groups, bias=False)
         self.bn = nn.BatchNorm2d(cout)
         self.activate = nn.ReLU()
 
@@ -276,6 +290,45 @@ class MMASPPHead(MMDecodeHead):
         return self.cls_seg(self.bottleneck(torch.cat(outs, dim=1)))
 
 
+class DepthwiseSeparableConvModule(nn.Module):
+    def __init__(self, cin, cout, k, padding=0, dilation=1):
+        super().__init__()
+        self.depthwise_conv = ConvModule(cin, cin, k, padding=padding, dilation=dilation,
+                                         groups=cin)
+        self.pointwise_conv = ConvModule(cin, cout, 1)
+
+    def forward(self, x):
+        return self.pointwise_conv(self.depthwise_conv(x))
+
+
+class MMSepASPPHead(MMDecodeHead):
+    def __init__(self, in_channels, channels, dilations, c1_in_channels, c1_channels, num_classes,
+                 dropout=0.0):
+        super().__init__(channels, num_classes, dropout)
+        self.image_pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), ConvModule(in_channels, channels, 1))
+        self.aspp_modules = nn.ModuleList([
+            ConvModule(in_channels, channels, 1) if d == 1 else
+            DepthwiseSeparableConvModule(in_channels, channels, 3, dilation=d, padding=d)
+            for d in dilations])
+        self.bottleneck = DepthwiseSeparableConvModule((len(dilations) + 1) * channels, channels,
+                                                       3, padding=1)
+        self.c1_bottleneck = ConvModule(c1_in_channels, c1_channels, 1)
+        self.sep_bottleneck = nn.Sequential(
+            DepthwiseSeparableConvModule(channels + c1_channels, channels, 3, padding=1),
+            DepthwiseSeparableConvModule(channels, channels, 3, padding=1))
+
+    def forward(self, inputs):
+        x = inputs[3]
+        outs = [F.interpolate(self.image_pool(x), size=x.shape[2:], mode="bilinear",
+                              align_corners=False)]
+        outs += [m(x) for m in self.aspp_modules]
+        out = self.bottleneck(torch.cat(outs, dim=1))
+        c1 = self.c1_bottleneck(inputs[0])
+        out = F.interpolate(out, size=c1.shape[2:], mode="bilinear", align_corners=False)
+        out = self.sep_bottleneck(torch.cat([out, c1], dim=1))
+        return self.cls_seg(out)
+
+
 class MMFCNHead(MMDecodeHead):
     def __init__(self, in_channels, channels, num_classes, num_convs=2, concat_input=True,
                  dropout=0.0):
@@ -310,8 +363,8 @@ class MMEncoderDecoder(nn.Module):
     def forward(self, x):
         feats = self.backbone(x)
         size = x.shape[2:]
-        res = {"out": F.interpolate(self.decode_head(feats[3]), size=size, mode="bilinear",
-                                    align_corners=False)}
+        dec = self.decode_head(feats if isinstance(self.decode_head, MMSepASPPHead) else feats[3])
+        res = {"out": F.interpolate(dec, size=size, mode="bilinear", align_corners=False)}
         if self.has_aux:
             res["aux"] = F.interpolate(self.auxiliary_head(feats[2]), size=size, mode="bilinear",
                                        align_corners=False)
@@ -329,6 +382,9 @@ def build_mmseg(cfg):
     hd, ad = cfg.get("head_dropout", 0.0), cfg.get("aux_dropout", 0.0)  # goldens: 0
     if cfg.get("arch", "deeplabv3") == "fcn":
         head = MMFCNHead(c4, 8 * w, C, num_convs=2, concat_input=True, dropout=hd)
+    elif cfg["arch"] == "deeplabv3plus":
+        head = MMSepASPPHead(c4, 8 * w, [1] + list(cfg["aspp_rates"]), w * exp,
+                             max(3 * w // 4, 1), C, dropout=hd)
     else:
         head = MMASPPHead(c4, 8 * w, [1] + list(cfg["aspp_rates"]), C, dropout=hd)
     aux = MMFCNHead(c3, c3 // 4, C, num_convs=1, concat_input=False,
@@ -408,7 +464,7 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
-def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False):
+def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=False):
     """raw_names: param/ entries keep the anchor's own state-dict names
     (mmseg's backbone./decode_head./auxiliary_head.), so the C test loads
     them through segtrain's renaming; grads and stats use segtrain names."""
@@ -482,6 +538,8 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False):
     meta["blocks"] = ",".join(str(b) for b in cfg["blocks"])
     meta["aspp_rates"] = ",".join(str(r) for r in cfg["aspp_rates"])
     meta["torch"] = torch.__version__
+    if macs:  # multiply-accumulates of every conv at h x w, batch 1 (groups counted)
+        meta["conv_macs"] = conv_macs(copy.deepcopy(model).float(), h, w)
     path = os.path.join(outdir, name)
     write_safetensors(path, tensors, meta)
     print("%s: %d tensors, %d bytes, loss %.6f, closest ReLU input to 0: %.2g x max" % (
@@ -579,6 +637,20 @@ def main():
         "backbone": "resnet18", "arch": "fcn", "names": "mmseg", "blocks": [1, 1, 2, 2],
         "base_width": 4, "output_stride": 16, "aspp_rates": [12, 24, 36], "num_classes": 3,
         "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 26}, seed=6, raw_names=True)
+    # mmseg DeepLabV3+ R-50-D8: ResNetV1c + DepthwiseSeparableASPPHead + aux FCNHead
+    make_fixture(outdir, "golden_mmseg_dlv3plus_r50v1c_os8_aux.safetensors", {
+        "backbone": "resnet50v1c", "arch": "deeplabv3plus", "names": "mmseg",
+        "blocks": [1, 1, 2, 2], "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5],
+        "num_classes": 5, "aux_head": 1, "aux_weight": 0.4, "h": 21, "w": 25}, seed=32,
+        raw_names=True, macs=True)
+    # mmseg DeepLabV3+ on its plain ResNet-50 (7x7 stem), OS 16 (the decoder
+    # upsamples x4 to layer1's stride 4), a dilation-1 rate (a 1x1
+    # ConvModule branch, as mmseg builds it), no aux, BN-on-running-stats grads
+    make_fixture(outdir, "golden_mmseg_dlv3plus_r50_os16.safetensors", {
+        "backbone": "resnet50", "arch": "deeplabv3plus", "names": "mmseg",
+        "blocks": [1, 1, 2, 1], "base_width": 4, "output_stride": 16, "aspp_rates": [1, 3],
+        "num_classes": 4, "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 23}, seed=52,
+        evalbn=True, raw_names=True, macs=True)
     write_keys(outdir)
 
 

@@ -4,15 +4,15 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "data/formats.h"
 #include "kernels/backend.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
+#include "train/config_rules.h"
 
-/* Both ways validate with the dataset format rules (data/formats.h), as the
+/* Both ways validate with the dataset format and model rules (config_rules.h), as the
  * commands that train do: a broken rule is refused before anything runs. */
 sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg) {
-    if (cli->config_path) return sg_cli_load_config_with(cli, cfg, sg_format_config_rules);
+    if (cli->config_path) return sg_cli_load_config_with(cli, cfg, sg_train_config_rules);
     sg_config_defaults(cfg);
     sg_st_file *f = sg_st_open(ck);
     if (!f) {
@@ -27,7 +27,7 @@ sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config 
     sg_status rc = sg_ckpt_read_config(f, cfg);
     sg_st_close(f);
     for (int i = 0; rc == SG_OK && i < cli->n_sets; i++) rc = sg_config_set(cfg, cli->sets[i]);
-    if (rc == SG_OK) rc = sg_config_validate_with(cfg, sg_format_config_rules);
+    if (rc == SG_OK) rc = sg_config_validate_with(cfg, sg_train_config_rules);
     return rc == SG_OK ? SG_OK : SG_ERR_CONFIG;
 }
 

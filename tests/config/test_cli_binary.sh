@@ -86,6 +86,18 @@ run missing 2 "$bin" config --config "$tmp/nope.yaml"
 has missing err "nope.yaml: cannot open"
 run badset 2 "$bin" config --set model.num_classes=999
 has badset err "key 'model.num_classes': 999 is out of range"
+# a (model.arch, model.backbone, model.names) that is not built: refused by
+# `segtrain config` and train's check with model creation's message, the
+# key named, nothing written
+run badcombo 2 "$bin" config --set model.arch=deeplabv3plus
+has badcombo err "key 'model.names' (default value): model.arch = deeplabv3plus with model.names = torchvision: torchvision defines no DeepLabV3+; set model.names: mmseg"
+printf 'run_dir: %s/run\nmodel:\n  arch: deeplabv3plus\n  names: mmseg\n  backbone: resnet18\n' "$tmp" >"$tmp/combo.yaml"
+run badcombo2 2 "$bin" train --config "$tmp/combo.yaml"
+has badcombo2 err "combo.yaml:5: key 'model.backbone': model.arch = deeplabv3plus with model.backbone = resnet18"
+[ -e "$tmp/run" ] && fail "train wrote $tmp/run for a combination that is not built"
+run badcombo3 2 "$bin" config --set model.backbone=resnet50v1c
+has badcombo3 err "ResNetV1c is mmsegmentation's backbone and torchvision defines no head on it; set model.names: mmseg"
+run goodcombo 0 "$bin" config --set model.arch=deeplabv3plus --set model.names=mmseg --set model.backbone=resnet101v1c
 
 # train through the common CLI (once train is implemented): --help and
 # --print-config exit 0 and write nothing

@@ -15,9 +15,11 @@
 #     legacy (pre-1.6) format: convert reads it and model.pretrained fills
 #     the 318 backbone tensors from it (fc.* ignored);
 #  5. an mmseg checkpoint ({meta, state_dict, optimizer}, mmseg's names) of
-#     its DeepLabV3 on ResNetV1c (scripts/make_golden.py's transcription,
-#     base width 8): convert takes the state_dict, strict model.pretrained and
-#     predict give the transcription's eval logits within 1e-5 relative.
+#     its DeepLabV3 and DeepLabV3+ on ResNetV1c (scripts/make_golden.py's
+#     transcription, base width 8): convert takes the state_dict, strict
+#     model.pretrained and predict give the transcription's eval logits
+#     within 1e-5 relative; the DeepLabV3+ exported with --names mmseg loads
+#     strictly into the transcription with the same logits.
 # First, without torch: a full-width resnet50 trained without model.pretrained
 # warns that the published figures assume ImageNet weights (one with weights,
 # below, does not).
@@ -118,18 +120,22 @@ if grep -q "starts from random initialisation" "$tmp/train50.log"; then
     echo "FAIL: random-init warning with model.pretrained set"
     exit 1
 fi
-# 5. mmseg: the checkpoint layout mmcv's save_checkpoint writes
-"$PY" - "$tmp" "$img" "$SRC/scripts" <<'EOF'
+# 5. mmseg: the checkpoint layout mmcv's save_checkpoint writes, for its
+# DeepLabV3 and DeepLabV3+ (DepthwiseSeparableASPPHead); the DeepLabV3+ run
+# is then exported with --names mmseg and loaded back by the transcription
+# (strict), which gives segtrain's logits: mmseg -> segtrain -> mmseg
+for arch in deeplabv3 deeplabv3plus; do
+    "$PY" - "$tmp" "$img" "$SRC/scripts" "$arch" <<'EOF'
 import sys
 import numpy as np
 import torch
 from PIL import Image
 
-tmp, img = sys.argv[1], sys.argv[2]
+tmp, img, arch = sys.argv[1], sys.argv[2], sys.argv[4]
 sys.path.insert(0, sys.argv[3])
 import make_golden
 
-cfg = {"backbone": "resnet50v1c", "arch": "deeplabv3", "names": "mmseg",
+cfg = {"backbone": "resnet50v1c", "arch": arch, "names": "mmseg",
        "blocks": [3, 4, 6, 3], "base_width": 8, "output_stride": 8,
        "aspp_rates": [12, 24, 36], "num_classes": 19, "aux_head": 1}
 torch.manual_seed(5)
@@ -147,22 +153,24 @@ x = torch.from_numpy(x.transpose(2, 0, 1).copy())[None]
 with torch.no_grad():
     out = m.double().eval()(x)["out"][0].numpy()
 np.save(tmp + "/mmref.npy", out)
-print("mmseg transcription: %d state_dict tensors, logits %s" % (len(sd), out.shape))
+print("mmseg %s transcription: %d state_dict tensors, logits %s" % (arch, len(sd), out.shape))
 EOF
-"$SEGTRAIN" convert "$tmp/mm.pth" "$tmp/mm.safetensors" 2>"$tmp/mmconvert.log"
-cat "$tmp/mmconvert.log"
-grep -q "under 'state_dict'" "$tmp/mmconvert.log" || { echo "FAIL: state_dict wrapper"; exit 1; }
-mmsets="--set model.backbone=resnet50v1c --set model.names=mmseg --set model.base_width=8"
-# shellcheck disable=SC2086
-"$SEGTRAIN" train --quiet $sets $mmsets --set run_dir="$tmp/mmrun" \
-    --set model.pretrained="$tmp/mm.safetensors" --set model.pretrained_strict=true \
-    --set train.iters=1 --set train.lr=0 --set train.momentum=0 --set train.weight_decay=0 \
-    --set train.freeze_bn_stats=true --set train.checkpoint_every=0
-"$SEGTRAIN" predict --quiet --checkpoint "$tmp/mmrun/checkpoints/iter_00000001.safetensors" \
-    --input "$img" --output "$tmp/mma.png" --save-logits "$tmp/mma.npy"
-"$SEGTRAIN" predict --quiet --config "$tmp/mmrun/config.yaml" --checkpoint "$tmp/mm.safetensors" \
-    --input "$img" --output "$tmp/mmb.png" --save-logits "$tmp/mmb.npy"
-"$PY" - "$tmp" <<'EOF'
+    "$SEGTRAIN" convert "$tmp/mm.pth" "$tmp/mm.safetensors" 2>"$tmp/mmconvert.log"
+    cat "$tmp/mmconvert.log"
+    grep -q "under 'state_dict'" "$tmp/mmconvert.log" || { echo "FAIL: state_dict wrapper"; exit 1; }
+    mmsets="--set model.backbone=resnet50v1c --set model.names=mmseg --set model.base_width=8
+            --set model.arch=$arch"
+    rm -rf "$tmp/mmrun"
+    # shellcheck disable=SC2086
+    "$SEGTRAIN" train --quiet $sets $mmsets --set run_dir="$tmp/mmrun" \
+        --set model.pretrained="$tmp/mm.safetensors" --set model.pretrained_strict=true \
+        --set train.iters=1 --set train.lr=0 --set train.momentum=0 --set train.weight_decay=0 \
+        --set train.freeze_bn_stats=true --set train.checkpoint_every=0
+    "$SEGTRAIN" predict --quiet --checkpoint "$tmp/mmrun/checkpoints/iter_00000001.safetensors" \
+        --input "$img" --output "$tmp/mma.png" --save-logits "$tmp/mma.npy"
+    "$SEGTRAIN" predict --quiet --config "$tmp/mmrun/config.yaml" --checkpoint "$tmp/mm.safetensors" \
+        --input "$img" --output "$tmp/mmb.png" --save-logits "$tmp/mmb.npy"
+    "$PY" - "$tmp" "$arch" <<'EOF'
 import sys
 import numpy as np
 tmp = sys.argv[1]
@@ -171,8 +179,15 @@ ok = True
 for name in ("mma", "mmb"):
     got = np.load(tmp + "/%s.npy" % name)
     err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-6) if got.shape == ref.shape else 1e9
-    print("mmseg %s: logits %s max relative error %.3g (tolerance 1e-5)" % (name, got.shape, err))
+    print("mmseg %s %s: logits %s max relative error %.3g (tolerance 1e-5)"
+          % (sys.argv[2], name, got.shape, err))
     ok &= err <= 1e-5
 sys.exit(0 if ok else 1)
 EOF
+done
+# the DeepLabV3+ back out with mmseg's names, strict in the transcription
+"$SEGTRAIN" export --quiet --checkpoint "$tmp/mmrun/checkpoints/iter_00000001.safetensors" \
+    --out "$tmp/mmback.safetensors" --names mmseg
+"$PY" "$SRC/scripts/check_export.py" --weights "$tmp/mmback.safetensors" \
+    --config "$tmp/mmrun/config.yaml" --image "$img" --logits "$tmp/mma.npy" --tol 1e-5
 echo "convert check passed"

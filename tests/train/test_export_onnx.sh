@@ -81,11 +81,13 @@ for arch in resnet18 resnet34 resnet101; do
     "$OPY" "$SRC/scripts/check_onnx.py" --images "$tmp/LA" --images "$tmp/LB" $models
 done
 
-# the other heads and backbones: torchvision's FCN, mmseg's DeepLabV3 and FCN on
-# ResNetV1c (their Dropout2d is the identity in the graph)
+# the other heads and backbones: torchvision's FCN, mmseg's DeepLabV3, FCN and
+# DeepLabV3+ (depthwise convs: Conv group = channels) on ResNetV1c (their
+# Dropout2d is the identity in the graph)
 for v in "fcn:--set model.arch=fcn" \
     "mmv1c:--set model.backbone=resnet50v1c --set model.names=mmseg" \
-    "mmfcn:--set model.backbone=resnet50v1c --set model.names=mmseg --set model.arch=fcn"; do
+    "mmfcn:--set model.backbone=resnet50v1c --set model.names=mmseg --set model.arch=fcn" \
+    "mmplus:--set model.backbone=resnet50v1c --set model.names=mmseg --set model.arch=deeplabv3plus"; do
     # shellcheck disable=SC2086
     check_arch "${v%%:*}" 1 $TINY_R50 ${v#*:}
     "$OPY" "$SRC/scripts/check_onnx.py" --images "$tmp/LA" --images "$tmp/LB" $models

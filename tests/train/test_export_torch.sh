@@ -4,7 +4,7 @@
 # (scripts/check_export.py), for a tiny resnet50 (base width 8, built from
 # torchvision's classes) and for torchvision's own deeplabv3_resnet50 and
 # fcn_resnet50 builders (full width, one step on 32x32 crops); then for a tiny
-# FCN (torchvision's tree) and mmseg's DeepLabV3 and FCN on ResNetV1c
+# FCN (torchvision's tree) and mmseg's DeepLabV3, FCN and DeepLabV3+ on ResNetV1c
 # (exported with --names mmseg, loaded by make_golden.py's transcription of
 # mmseg's EncoderDecoder), logits within 1e-5 relative. resnet18/34 are not checked here:
 # torchvision's BasicBlock has no dilation, so at output stride 8 they have no
@@ -41,6 +41,13 @@ NAMES=mmseg
 check mm_v1c 2 $TINY_R50 --set model.backbone=resnet50v1c --set model.names=mmseg
 check mm_fcn_v1c 2 $TINY_R50 --set model.backbone=resnet50v1c --set model.names=mmseg \
     --set model.arch=fcn
+# mmseg's DeepLabV3+ (DepthwiseSeparableASPPHead) on ResNetV1c-50/101 (the
+# R-50/101-D8 it publishes) and on its plain ResNet-50 (7x7 stem)
+check mm_plus_v1c 2 $TINY_R50 --set model.backbone=resnet50v1c --set model.names=mmseg \
+    --set model.arch=deeplabv3plus
+check mm_plus_v1c101 1 $TINY_R50 --set model.backbone=resnet101v1c --set model.names=mmseg \
+    --set model.arch=deeplabv3plus
+check mm_plus_r50 1 $TINY_R50 --set model.names=mmseg --set model.arch=deeplabv3plus
 # the other system's names are refused: mmseg's heads have no torchvision names
 if "$SEGTRAIN" export --quiet --checkpoint "$ck" --out "$tmp/x.safetensors" \
     --names torchvision 2>"$tmp/err"; then
