@@ -27,7 +27,18 @@ enum {
      * planes kept (scaled by 1/(1-p)) or zeroed; the plane mask is drawn on
      * the host (sg_rng_uniform(key, n*c + c) >= p keeps) and applied with
      * the scale/zero/axpy ops, so every backend gets the same mask */
-    L_DROPOUT2D
+    L_DROPOUT2D,
+    /* MobileNetV3 / LR-ASPP (model/backbone_mobilenetv3.c, head_lraspp.c):
+     * activations on in[0] (backward reads the input x for the hard ones,
+     * the output y for relu and sigmoid), a plain add, and channel scaling
+     * y = in[0] * in[1][n, c] (in[1] is [n, c, 1, 1]: squeeze-excitation's
+     * and LR-ASPP's gates). All read and write float32 (act_storage). */
+    L_ADD,
+    L_RELU,
+    L_HARDSWISH,
+    L_HARDSIGMOID,
+    L_SIGMOID,
+    L_CHAN_SCALE
 };
 
 #define SG_MAX_IN 12 /* concat of 2 + SG_MODEL_MAX_RATES branches */
@@ -57,10 +68,14 @@ typedef struct sg_layer {
     /* conv */
     int w_param, b_param; /* registry indices, b_param -1 if no bias */
     int k, r, stride, pad, dil;
+    int groups; /* 0/1 ungrouped; c = depthwise (copied into desc when planning) */
     sg_conv_desc desc;
     /* bn: registry indices of weight, bias, running_mean, running_var, nbt */
     int bn_p[5];
     int relu;
+    /* eps and momentum of this BN (the model's bn_eps/bn_momentum, or
+     * MobileNetV3's own 0.001 / 0.01 in its backbone) */
+    float bn_eps, bn_momentum;
     int frozen_stats;
     size_t mean_off, invstd_off; /* arena bytes, [c] each, live fwd->bwd */
     float *mean, *invstd;
@@ -125,6 +140,27 @@ struct sg_model {
  * built on the host only (no device memory); model_io.c's
  * sg_model_expected_size. */
 void sg_model_registry_size(const sg_model_opts *o, int *tensors, size_t *f32, size_t *i64);
+
+/* Graph builders of model_build.c for the builder files (backbone_*.c,
+ * head_*.c): each adds its parameters (registry names <prefix>.weight, ...)
+ * and one layer, sets the output's channels and returns the output tensor.
+ * sg_mb_bn's eps/momentum are the model's options. */
+int sg_mb_conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
+               int dil, int groups, int bias);
+int sg_mb_bn(sg_model *m, const char *prefix, int x, int c, int relu);
+/* a layer of `type` without parameters on in[0..n_in) with c output channels */
+int sg_mb_layer(sg_model *m, int type, const int *in, int n_in, int c);
+/* bilinear resize of x to the size of tensor ref */
+int sg_mb_resize(sg_model *m, int x, int ref, int c);
+
+/* model/backbone_mobilenetv3.c: torchvision's MobileNetV3-Large features
+ * (dilated) on the input tensor 0; *low = features[stage_indices[-4]] (the
+ * stride-8 stage), returns features[16] (stride 16); channels in *c_low,
+ * *c_high. */
+int sg_mnv3_large_build(sg_model *m, int *low, int *c_low, int *c_high);
+/* model/head_lraspp.c: torchvision's LRASPPHead (decoder.*) on low / high,
+ * inter channels wide; returns the logits at low's size. */
+int sg_lraspp_head(sg_model *m, int low, int c_low, int high, int c_high, int inter);
 
 /* model_plan.c */
 void sg_model_update_grad_flags(sg_model *m);

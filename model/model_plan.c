@@ -55,6 +55,7 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
             d->stride_h = d->stride_w = L->stride;
             d->pad_h = d->pad_w = L->pad;
             d->dil_h = d->dil_w = L->dil;
+            d->groups = L->groups;
             if (sg_conv_desc_init(d) != 0) {
                 SG_ERROR("model: input %dx%d is too small: conv %s gets %dx%d; use a larger crop",
                          h, w, m->params[L->w_param].name, x->h, x->w);
@@ -73,7 +74,16 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
             y->h = t[L->ref].h;
             y->w = t[L->ref].w;
             break;
+        case L_ADD:
+        case L_CHAN_SCALE:
         case L_ADD_RELU:
+            if (L->type == L_CHAN_SCALE) {
+                SG_CHECK(t[L->in[1]].h == 1 && t[L->in[1]].w == 1 && t[L->in[1]].c == x->c,
+                         "model: channel-scale gate is not [n, %d, 1, 1] (internal error)", x->c);
+                y->h = x->h;
+                y->w = x->w;
+                break;
+            }
             SG_CHECK(t[L->in[1]].h == x->h && t[L->in[1]].w == x->w && t[L->in[1]].c == x->c,
                      "model: residual shapes differ (internal error)");
             /* fall through */
@@ -102,7 +112,7 @@ double sg_model_macs(const sg_model *m, int h, int w) {
         for (int li = 0; li < m->n_l; li++)
             if (l[li].type == L_CONV) {
                 const sg_conv_desc *d = &l[li].desc;
-                macs += (double)d->k * d->c * d->r * d->s * d->oh * d->ow;
+                macs += (double)d->k * (d->c / sg_conv_groups(d)) * d->r * d->s * d->oh * d->ow;
             }
     free(t);
     free(l);
@@ -230,7 +240,8 @@ static size_t place(item *it, int n) {
  *    to bf16 first, and the ReLU mask of the backward is recomputed from the
  *    BN input (bn_bwd_*_dt with y NULL) instead of read from it.
  * Everything else (the input, logits, residual adds and their inputs,
- * pooling, resize, concat, dropout, every gradient) stays float32. */
+ * pooling, resize, concat, dropout, the gate layers L_ADD..L_CHAN_SCALE and
+ * their inputs, every gradient) stays float32. */
 static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16) {
     for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32;
     if (!act_bf16 || m->n_t <= 0) return;
@@ -343,6 +354,11 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         const sg_layer *ly = &l[li];
         if (ly->type == L_CONV || ly->type == L_BN) keep[ly->in[0]] = 1;
         if ((ly->type == L_BN && ly->relu) || ly->type == L_ADD_RELU) keep[ly->out] = 1;
+        /* the gates: hardswish / hardsigmoid read x, relu / sigmoid y,
+         * channel scaling both inputs */
+        if (ly->type == L_HARDSWISH || ly->type == L_HARDSIGMOID) keep[ly->in[0]] = 1;
+        if (ly->type == L_RELU || ly->type == L_SIGMOID) keep[ly->out] = 1;
+        if (ly->type == L_CHAN_SCALE) keep[ly->in[0]] = keep[ly->in[1]] = 1;
     }
 
     /* activations and gradients by liveness: forward step li, backward
