@@ -48,6 +48,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/model_io.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
@@ -876,6 +877,19 @@ static void test_mnv3(void) {
     CHECK(sg_st_find(f, "decoder.low_classifier.bias") != NULL);
     CHECK(sg_st_meta(f, "backbone") && !strcmp(sg_st_meta(f, "backbone"), "mobilenet_v3_large"));
     sg_st_close(f);
+    /* the shipped recipe builds torchvision's deeplabv3_mobilenet_v3_large(21, aux):
+     * its 360 state-dict keys */
+    sg_config rc_cfg;
+    sg_config_defaults(&rc_cfg);
+    CHECK(sg_config_load_file(&rc_cfg, SG_SOURCE_ROOT "/configs/coco-voc-deeplabv3-mnv3.yaml") ==
+          0);
+    CHECK(sg_config_validate(&rc_cfg) == 0);
+    sg_model_opts mo;
+    CHECK_EQ_INT(sg_model_opts_from_config(&mo, &rc_cfg), 0);
+    sg_model_size z;
+    sg_model_expected_size(&mo, &z);
+    CHECK_EQ_INT(z.tensors, 360);
+    CHECK_EQ_INT(rc_cfg.train.epochs, 30);
     /* what torchvision does not define is refused, naming the key to set */
     const char *fcn[] = {"model.backbone=mobilenet_v3_large", "model.output_stride=16",
                          "model.arch=fcn"};
