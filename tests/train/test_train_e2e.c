@@ -851,6 +851,33 @@ static void test_mnv3(void) {
     CHECK_EQ_INT(rc, 0);
     CHECK_MSG(miou >= 0 && miou <= 1, "lraspp mnv3: val mIoU %g", miou);
     mnv3_learned("lraspp_mobilenet_v3_large (bf16)", l);
+    /* bf16 activation storage (model_plan.c act_storage) stores some of its
+     * tensors in bf16 and changes no bit: the same run with float32
+     * activations (SG_BF16_STORAGE=0) */
+    {
+        sg_backend_opts bo = {.threads = 1, .precision = SG_PRECISION_BF16};
+        sg_backend *be = sg_backend_create("cpu", &bo);
+        CHECK(be != NULL);
+        sg_config lc;
+        CHECK(fx_config(&lc, "mnv3_plan", mnv3_lr, 9) == 0);
+        sg_model_opts lo;
+        CHECK_EQ_INT(sg_model_opts_from_config(&lo, &lc), 0);
+        sg_model *m = sg_model_create(be, &lo);
+        CHECK(m != NULL);
+        size_t saved = sg_model_plan_bf16_saving(m, 2, 48, 48, 1);
+        fprintf(stderr, "lraspp bf16 storage saves %zu of %zu B\n", saved,
+                sg_model_plan_bytes(m, 2, 48, 48, 1));
+        CHECK(saved > 0);
+        sg_model_destroy(m);
+        sg_backend_destroy(be);
+        double l32[MNV3_ITERS];
+        setenv("SG_BF16_STORAGE", "0", 1);
+        mnv3_run("mnv3_lr_f32act", mnv3_lr, 9, 0, NULL, l32, &rc);
+        unsetenv("SG_BF16_STORAGE");
+        CHECK_EQ_INT(rc, 0);
+        CHECK_MSG(memcmp(l, l32, sizeof l) == 0,
+                  "lraspp bf16: losses differ with and without bf16 activation storage");
+    }
     /* interrupted at 5 and resumed: bit-identical */
     mnv3_run("mnv3_lr_resumed", mnv3_lr, 9, 5, NULL, l, &rc);
     CHECK_EQ_INT(rc, 0);
