@@ -2,7 +2,9 @@
  *
  * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
  * deeplabv3.py, fcn.py) so registry names and order equal torchvision's
- * state_dict after the prefix rename. Also: option parsing/validation,
+ * state_dict after the prefix rename. The MobileNetV3-Large backbone and the
+ * LR-ASPP head are built in backbone_mobilenetv3.c and head_lraspp.c on the
+ * sg_mb_* builders below (model_internal.h). Also: option parsing/validation,
  * registry accessors, initialisation and freezing.
  */
 #include <math.h>

@@ -7,7 +7,10 @@ Run with Debian's python (torch 1.13, torchvision 0.14):
 
 Builds small DeepLabV3 networks from torchvision's OWN classes (ResNet._make_layer
 with BasicBlock/Bottleneck, IntermediateLayerGetter, ASPP, FCNHead, DeepLabV3),
-narrowed by a base width, and records in one safetensors file per network:
+narrowed by a base width, torchvision's deeplabv3_mobilenet_v3_large /
+lraspp_mobilenet_v3_large from its own mobilenet_v3_large(width_mult, dilated=True)
+and segmentation builders (heads narrowed by the base width), and this
+script's transcription of mmseg's models, and records in one safetensors file per network:
 
   param/<name>   every state-dict entry before the step (segtrain names)
   input          [2,3,H,W] float32;   target [2,H,W] labels as float32 (some 255 = ignore)

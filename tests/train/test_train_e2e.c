@@ -31,7 +31,8 @@
  *               synthetic data (the loss falls), lraspp in bf16 with EMA and
  *               flip TTA, and resumes bit-exactly; the combinations
  *               torchvision does not define are refused with the key to set
- *               (mnv3_ranks: deeplabv3 on 2 ranks with SyncBN)
+ *               (mnv3_ranks: deeplabv3 on 2 ranks with SyncBN, OHEM, class
+ *               weights and sliding-window evaluation)
  *   freeze    - train.freeze keeps the frozen parameters bit-identical; with
  *               freeze_bn_stats the frozen BN layers keep their running stats
  *               while the other BN layers update theirs
@@ -936,9 +937,18 @@ static void test_mnv3(void) {
 /* in a process of its own: the ranks are forked before any training here */
 static void test_mnv3_ranks(void) {
     sg_config c2;
-    const char *s2[12] = {"train.iters=2", "train.checkpoint_every=0", "train.eval_every=2",
-                          "data.crop_size=[48,48]", "model.sync_bn=true"};
-    int n = 5;
+    /* with OHEM, class weights and sliding-window evaluation */
+    const char *s2[16] = {"train.iters=2",
+                          "train.checkpoint_every=0",
+                          "train.eval_every=2",
+                          "data.crop_size=[48,48]",
+                          "model.sync_bn=true",
+                          "train.ohem_thresh=0.7",
+                          "train.ohem_min_kept=200",
+                          "train.class_weights=[1.0,0.5,2.0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+                          "eval.crop_size=[48,48]",
+                          "eval.stride=[32,32]"};
+    int n = 10;
     for (int i = 0; i < 6; i++) s2[n++] = mnv3_dl[i];
     CHECK(fx_config(&c2, "mnv3_2ranks", s2, n) == 0);
     CHECK_EQ_INT(fx_train_ranks(&c2, 2, 0, NULL, 0), 0);
