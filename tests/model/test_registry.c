@@ -172,6 +172,22 @@ static void test_mobilenet(void) {
     CHECK(sg_model_find(m, "aux_head.0.weight")->shape[1] == 40); /* on features[4] */
     free(w);
     sg_model_destroy(m);
+    /* conv multiply-adds at 520x520, 21 classes (grouped convs count c/groups
+     * inputs): torchvision's published 10.45 / 2.09 GFLOPS, counted with
+     * forward hooks on torch 1.13 / torchvision 0.14 (make_golden.py
+     * conv_macs) */
+    for (int k = 0; k < 2; k++) {
+        sg_model_opts q;
+        sg_model_opts_default(&q, SG_MOBILENET_V3_LARGE);
+        q.arch = k ? SG_ARCH_LRASPP : SG_ARCH_DEEPLABV3;
+        q.aux_head = !k;
+        sg_model *mm = sg_model_create(be, &q);
+        CHECK(mm != NULL);
+        double macs = sg_model_macs(mm, 520, 520);
+        CHECK_MSG((long long)macs == (k ? 2086219688LL : 10452447938LL), "%s: %.0f MACs",
+                  sg_arch_name(q.arch), macs);
+        sg_model_destroy(mm);
+    }
     /* refused: a blocks override, width_mult out of range, fcn */
     sg_model_opts b = o;
     b.blocks[0] = 1;
