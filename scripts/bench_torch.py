@@ -4,7 +4,8 @@
 Runs DeepLabV3 training steps (forward, CE(out) + aux_weight * CE(aux) with
 ignore_index 255, backward, SGD step) on synthetic batches held in memory, like
 `segtrain bench` does, and prints img/s and the median step time. For resnet50
-and resnet101 it uses torchvision's own deeplabv3_resnet50/101 builders.
+and resnet101 it uses torchvision's own deeplabv3_resnet50/101 builders, for
+mobilenet_v3_large its deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large.
 
 Run with a Python that has torch and torchvision (here: Debian's /usr/bin/python3,
 torch 1.13, or a newer PyTorch in a venv). --dtype bf16 runs the step under
@@ -47,6 +48,18 @@ def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
                                   "num_classes": num_classes, "aux_head": int(aux),
                                   "head_dropout": 0.1, "aux_dropout": 0.1})
 
+    if backbone == "mobilenet_v3_large":
+        # torchvision's own deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+        fn = {"deeplabv3": deeplabv3.deeplabv3_mobilenet_v3_large}.get(arch)
+        if arch == "lraspp":
+            from torchvision.models.segmentation import lraspp
+            return lraspp.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                    num_classes=num_classes)
+        if fn is None or output_stride != 16:
+            sys.exit(f"bench_torch.py: mobilenet_v3_large: torchvision has deeplabv3 and "
+                     "lraspp at output stride 16")
+        return fn(weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux)
+
     if output_stride == 8:
         rswd = [False, True, True]
     else:
@@ -64,7 +77,7 @@ def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backbone", default="resnet50")
-    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn"])
+    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn", "lraspp"])
     ap.add_argument("--names", default="torchvision", choices=["torchvision", "mmseg"],
                     help="torchvision's models, or the mmseg transcription (make_golden.py)")
     ap.add_argument("--output-stride", type=int, default=8, choices=[8, 16])

@@ -14,7 +14,9 @@
 #     torchvision builder with strict=True and gives segtrain's logits within
 #     1e-5 (scripts/check_export.py): the round trip torchvision -> segtrain ->
 #     export -> PyTorch.
-# Then a narrowed pair (width_mult 0.25, base width 8) trained 2 steps
+# torchvision's ImageNet mobilenet_v3_large fills the encoder through
+# model.pretrained (its features.*). Then a narrowed pair (width_mult 0.25,
+# base width 8) trained 2 steps
 # exports to scripts/make_golden.py's narrowed torchvision builders the same
 # way. Exits 77 (skipped) where Debian's /usr/bin/python3 has no torch.
 set -eu
@@ -90,6 +92,40 @@ for v in "dl:--set model.arch=deeplabv3 --set model.aux_head=true" \
     "$PY" "$SRC/scripts/check_export.py" --weights "$tmp/${name}_tv.safetensors" \
         --config "$tmp/run_$name/config.yaml" --image "$img" --logits "$tmp/$name.npy" --tol 1e-5
 done
+
+# torchvision's ImageNet classifier mobilenet_v3_large (random init): its
+# features.* fill the encoder (classifier.* Linear layers fit no head), and a
+# full-width run without model.pretrained warns
+"$PY" - "$tmp" <<'EOF'
+import sys
+import torch
+from torchvision.models import mobilenet_v3_large
+sd = mobilenet_v3_large(weights=None).state_dict()
+torch.save(sd, sys.argv[1] + "/cls.pth")
+n = sum(k.startswith("features.") for k in sd)
+open(sys.argv[1] + "/cls_n", "w").write(str(n))
+print("mobilenet_v3_large: %d tensors, %d under features." % (len(sd), n))
+EOF
+"$SEGTRAIN" convert "$tmp/cls.pth" "$tmp/cls.safetensors"
+# not tiny_train: its --quiet would hide the load report
+plain_train() { # run, then --set overrides
+    r=$1
+    shift
+    # shellcheck disable=SC2086
+    "$SEGTRAIN" train --set run_dir="$tmp/$r" --set data.root="$tmp/data" \
+        --set data.format=cityscapes --set train.iters=1 --set train.batch_size=2 \
+        --set train.checkpoint_every=0 --set data.workers=0 --set threads=2 $MNV3 "$@"
+}
+plain_train run_cls --set model.pretrained="$tmp/cls.safetensors" 2>"$tmp/cls.log"
+grep "loaded $(cat "$tmp/cls_n") of 360 model tensors" "$tmp/cls.log" || { cat "$tmp/cls.log"; exit 1; }
+if grep -q "starts from random initialisation" "$tmp/cls.log"; then
+    echo "FAIL: random-init warning with model.pretrained set"
+    exit 1
+fi
+plain_train run_scratch 2>"$tmp/scratch.log"
+grep -q "this mobilenet_v3_large run starts from random initialisation" "$tmp/scratch.log" ||
+    { echo "FAIL: no warning for mobilenet_v3_large from scratch"; cat "$tmp/scratch.log"; exit 1; }
+echo "ImageNet classifier weights: ok"
 
 # narrowed: trained weights (BN statistics updated) through make_golden.py's builders
 for v in "tdl:--set model.arch=deeplabv3 --set model.aux_head=true" \
