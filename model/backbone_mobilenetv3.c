@@ -46,39 +46,41 @@ static const bneck large_conf[15] = {
 
 /* conv (no bias) + BN(eps 0.001, momentum 0.01) + activation (hs: Hardswish,
  * relu: ReLU fused into the BN, neither: none) as Conv2dNormActivation */
-static int cna(sg_model *m, const char *pre, int x, int cin, int cout, int k, int stride, int dil,
-               int groups, int relu, int hs) {
+static int cna(const sg_graph_builder *g, const char *pre, int x, int cin, int cout, int k,
+               int stride, int dil, int groups, int relu, int hs) {
+    sg_model *m = g->m;
     char a[160], b[160];
     snprintf(a, sizeof a, "%s0", pre);
     snprintf(b, sizeof b, "%s1", pre);
-    int y = sg_mb_conv(m, a, x, cin, cout, k, stride, (k - 1) / 2 * dil, dil, groups, 0);
-    y = sg_mb_bn(m, b, y, cout, relu);
+    int y = g->conv(m, a, x, cin, cout, k, stride, (k - 1) / 2 * dil, dil, groups, 0);
+    y = g->bn(m, b, y, cout, relu);
     sg_layer *l = &m->l[m->t[y].producer];
     l->bn_eps = 0.001f;
     l->bn_momentum = 0.01f;
-    if (hs) y = sg_mb_layer(m, L_HARDSWISH, &y, 1, cout);
+    if (hs) y = g->layer(m, L_HARDSWISH, &y, 1, cout);
     return y;
 }
 
 /* SqueezeExcitation(c, sq, scale_activation=Hardsigmoid) on x */
-static int squeeze_excite(sg_model *m, const char *pre, int x, int c, int sq) {
+static int squeeze_excite(const sg_graph_builder *g, const char *pre, int x, int c, int sq) {
+    sg_model *m = g->m;
     char a[160], b[160];
     snprintf(a, sizeof a, "%sfc1", pre);
     snprintf(b, sizeof b, "%sfc2", pre);
-    int s = sg_mb_layer(m, L_AVGPOOL, &x, 1, c);
-    s = sg_mb_conv(m, a, s, c, sq, 1, 1, 0, 1, 1, 1);
-    s = sg_mb_layer(m, L_RELU, &s, 1, sq);
-    s = sg_mb_conv(m, b, s, sq, c, 1, 1, 0, 1, 1, 1);
-    s = sg_mb_layer(m, L_HARDSIGMOID, &s, 1, c);
+    int s = g->layer(m, L_AVGPOOL, &x, 1, c);
+    s = g->conv(m, a, s, c, sq, 1, 1, 0, 1, 1, 1);
+    s = g->layer(m, L_RELU, &s, 1, sq);
+    s = g->conv(m, b, s, sq, c, 1, 1, 0, 1, 1, 1);
+    s = g->layer(m, L_HARDSIGMOID, &s, 1, c);
     int in[2] = {x, s};
-    return sg_mb_layer(m, L_CHAN_SCALE, in, 2, c);
+    return g->layer(m, L_CHAN_SCALE, in, 2, c);
 }
 
-int sg_mnv3_large_build(sg_model *m, int *low, int *c_low, int *c_high) {
-    double wm = m->o.width_mult;
+int sg_mnv3_large_build(const sg_graph_builder *g, int *low, int *c_low, int *c_high) {
+    double wm = g->m->o.width_mult;
     int x = 0;
     int cin = make_divisible(large_conf[0].in * wm);
-    x = cna(m, "encoder.0.", x, 3, cin, 3, 2, 1, 1, 0, 1);
+    x = cna(g, "encoder.0.", x, 3, cin, 3, 2, 1, 1, 0, 1);
     /* stage_indices = [0] + strided blocks + [16]; low = stage_indices[-4] */
     int stage[8], n_stage = 0, outs[17], chans[17];
     stage[n_stage++] = 0;
@@ -93,20 +95,20 @@ int sg_mnv3_large_build(sg_model *m, int *low, int *c_low, int *c_high) {
         int j = 0, y = x;
         if (exp != in_c) {
             snprintf(pre, sizeof pre, "encoder.%d.block.%d.", fi, j++);
-            y = cna(m, pre, y, in_c, exp, 1, 1, 1, 1, !b->hs, b->hs);
+            y = cna(g, pre, y, in_c, exp, 1, 1, 1, 1, !b->hs, b->hs);
         }
         snprintf(pre, sizeof pre, "encoder.%d.block.%d.", fi, j++);
         int stride = b->dil > 1 ? 1 : b->stride;
-        y = cna(m, pre, y, exp, exp, b->k, stride, b->dil, exp, !b->hs, b->hs);
+        y = cna(g, pre, y, exp, exp, b->k, stride, b->dil, exp, !b->hs, b->hs);
         if (b->se) {
             snprintf(pre, sizeof pre, "encoder.%d.block.%d.", fi, j++);
-            y = squeeze_excite(m, pre, y, exp, make_divisible((double)(exp / 4)));
+            y = squeeze_excite(g, pre, y, exp, make_divisible((double)(exp / 4)));
         }
         snprintf(pre, sizeof pre, "encoder.%d.block.%d.", fi, j++);
-        y = cna(m, pre, y, exp, out_c, 1, 1, 1, 1, 0, 0);
+        y = cna(g, pre, y, exp, out_c, 1, 1, 1, 1, 0, 0);
         if (b->stride == 1 && in_c == out_c) {
             int in[2] = {y, x};
-            y = sg_mb_layer(m, L_ADD, in, 2, out_c);
+            y = g->layer(g->m, L_ADD, in, 2, out_c);
         }
         if (b->stride > 1) stage[n_stage++] = fi;
         x = y;
@@ -115,7 +117,7 @@ int sg_mnv3_large_build(sg_model *m, int *low, int *c_low, int *c_high) {
         chans[fi] = cin;
     }
     int last = 6 * cin;
-    x = cna(m, "encoder.16.", x, cin, last, 1, 1, 1, 1, 0, 1);
+    x = cna(g, "encoder.16.", x, cin, last, 1, 1, 1, 1, 0, 1);
     stage[n_stage++] = 16;
     outs[16] = x;
     chans[16] = last;

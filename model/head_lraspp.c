@@ -12,18 +12,19 @@
  */
 #include "model/model_internal.h"
 
-int sg_lraspp_head(sg_model *m, int low, int c_low, int high, int c_high, int inter) {
+int sg_lraspp_head(const sg_graph_builder *g, int low, int c_low, int high, int c_high, int inter) {
+    sg_model *m = g->m;
     int nc = m->o.num_classes;
-    int x = sg_mb_conv(m, "decoder.cbr.0", high, c_high, inter, 1, 1, 0, 1, 1, 0);
-    x = sg_mb_bn(m, "decoder.cbr.1", x, inter, 1);
-    int s = sg_mb_layer(m, L_AVGPOOL, &high, 1, c_high);
-    s = sg_mb_conv(m, "decoder.scale.1", s, c_high, inter, 1, 1, 0, 1, 1, 0);
-    s = sg_mb_layer(m, L_SIGMOID, &s, 1, inter);
+    int x = g->conv(m, "decoder.cbr.0", high, c_high, inter, 1, 1, 0, 1, 1, 0);
+    x = g->bn(m, "decoder.cbr.1", x, inter, 1);
+    int s = g->layer(m, L_AVGPOOL, &high, 1, c_high);
+    s = g->conv(m, "decoder.scale.1", s, c_high, inter, 1, 1, 0, 1, 1, 0);
+    s = g->layer(m, L_SIGMOID, &s, 1, inter);
     int in[2] = {x, s};
-    x = sg_mb_layer(m, L_CHAN_SCALE, in, 2, inter);
-    x = sg_mb_resize(m, x, low, inter);
-    int a = sg_mb_conv(m, "decoder.low_classifier", low, c_low, nc, 1, 1, 0, 1, 1, 1);
-    int b = sg_mb_conv(m, "decoder.high_classifier", x, inter, nc, 1, 1, 0, 1, 1, 1);
+    x = g->layer(m, L_CHAN_SCALE, in, 2, inter);
+    x = g->resize(m, x, low, inter);
+    int a = g->conv(m, "decoder.low_classifier", low, c_low, nc, 1, 1, 0, 1, 1, 1);
+    int b = g->conv(m, "decoder.high_classifier", x, inter, nc, 1, 1, 0, 1, 1, 1);
     int sum[2] = {a, b};
-    return sg_mb_layer(m, L_ADD, sum, 2, nc);
+    return g->layer(m, L_ADD, sum, 2, nc);
 }

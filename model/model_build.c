@@ -3,8 +3,8 @@
  * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
  * deeplabv3.py, fcn.py) so registry names and order equal torchvision's
  * state_dict after the prefix rename. The MobileNetV3-Large backbone and the
- * LR-ASPP head are built in backbone_mobilenetv3.c and head_lraspp.c on the
- * sg_mb_* builders below (model_internal.h). Also: option parsing/validation,
+ * LR-ASPP head are built in backbone_mobilenetv3.c and head_lraspp.c through
+ * the builders handed to them (sg_graph_builder, model_internal.h). Also: option parsing/validation,
  * registry accessors, initialisation and freezing.
  */
 #include <math.h>
@@ -444,19 +444,11 @@ static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, 
     return x;
 }
 
-int sg_mb_conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
-               int dil, int groups, int bias) {
-    return conv_g(m, prefix, x, cin, k, r, stride, pad, dil, groups, bias);
-}
-int sg_mb_bn(sg_model *m, const char *prefix, int x, int c, int relu) {
-    return bn(m, prefix, x, c, relu);
-}
-int sg_mb_layer(sg_model *m, int type, const int *in, int n_in, int c) {
+static int layer_n(sg_model *m, int type, const int *in, int n_in, int c) {
     sg_layer *l = new_layer(m, type, in, n_in);
     m->t[l->out].c = c;
     return l->out;
 }
-int sg_mb_resize(sg_model *m, int x, int ref, int c) { return resize_to(m, x, ref, c); }
 
 static int dropout2d(sg_model *m, int x, float p, int c) {
     if (p == 0.0f) return x;
@@ -577,11 +569,12 @@ static void build_mobilenet(sg_model *m) {
     const sg_model_opts *o = &m->o;
     int x = new_tensor(m); /* 0: input */
     m->t[x].c = 3;
+    const sg_graph_builder g = {m, conv_g, bn, layer_n, resize_to};
     int low, c_low, c_high;
-    int high = sg_mnv3_large_build(m, &low, &c_low, &c_high);
+    int high = sg_mnv3_large_build(&g, &low, &c_low, &c_high);
     m->t_aux = -1;
     if (o->arch == SG_ARCH_LRASPP) {
-        int y = sg_lraspp_head(m, low, c_low, high, c_high, 2 * o->base_width);
+        int y = sg_lraspp_head(&g, low, c_low, high, c_high, 2 * o->base_width);
         m->t_out = resize_to(m, y, 0, o->num_classes);
         return;
     }

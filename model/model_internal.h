@@ -141,26 +141,30 @@ struct sg_model {
  * sg_model_expected_size. */
 void sg_model_registry_size(const sg_model_opts *o, int *tensors, size_t *f32, size_t *i64);
 
-/* Graph builders of model_build.c for the builder files (backbone_*.c,
- * head_*.c): each adds its parameters (registry names <prefix>.weight, ...)
- * and one layer, sets the output's channels and returns the output tensor.
- * sg_mb_bn's eps/momentum are the model's options. */
-int sg_mb_conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
-               int dil, int groups, int bias);
-int sg_mb_bn(sg_model *m, const char *prefix, int x, int c, int relu);
-/* a layer of `type` without parameters on in[0..n_in) with c output channels */
-int sg_mb_layer(sg_model *m, int type, const int *in, int n_in, int c);
-/* bilinear resize of x to the size of tensor ref */
-int sg_mb_resize(sg_model *m, int x, int ref, int c);
+/* The graph builders of model_build.c, handed to the builder files
+ * (backbone_*.c, head_*.c) so that calls go one way (model_build.c calls
+ * them; they call back through these pointers only). Each adds its
+ * parameters (registry names <prefix>.weight, ...) and one layer, sets the
+ * output's channels and returns the output tensor. bn's eps/momentum are the
+ * model's options; layer adds a parameterless layer of `type` on
+ * in[0..n_in); resize is bilinear to the size of tensor ref. */
+typedef struct sg_graph_builder {
+    sg_model *m;
+    int (*conv)(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
+                int dil, int groups, int bias);
+    int (*bn)(sg_model *m, const char *prefix, int x, int c, int relu);
+    int (*layer)(sg_model *m, int type, const int *in, int n_in, int c);
+    int (*resize)(sg_model *m, int x, int ref, int c);
+} sg_graph_builder;
 
 /* model/backbone_mobilenetv3.c: torchvision's MobileNetV3-Large features
  * (dilated) on the input tensor 0; *low = features[stage_indices[-4]] (the
  * stride-8 stage), returns features[16] (stride 16); channels in *c_low,
  * *c_high. */
-int sg_mnv3_large_build(sg_model *m, int *low, int *c_low, int *c_high);
+int sg_mnv3_large_build(const sg_graph_builder *g, int *low, int *c_low, int *c_high);
 /* model/head_lraspp.c: torchvision's LRASPPHead (decoder.*) on low / high,
  * inter channels wide; returns the logits at low's size. */
-int sg_lraspp_head(sg_model *m, int low, int c_low, int high, int c_high, int inter);
+int sg_lraspp_head(const sg_graph_builder *g, int low, int c_low, int high, int c_high, int inter);
 
 /* model_plan.c */
 void sg_model_update_grad_flags(sg_model *m);
