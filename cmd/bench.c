@@ -94,6 +94,15 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_int(j, "params", (long long)r->params);
     sg_json_num(j, "loss_first", r->loss_first);
     sg_json_num(j, "loss_last", r->loss_last);
+    sg_json_num(j, "syncbn_ms_per_step", r->syncbn_ms_per_step);
+    sg_json_num(j, "syncbn_step_share", r->syncbn_share);
+    sg_json_num(j, "syncbn_collectives_per_step", r->syncbn_calls_per_step);
+    sg_json_num(j, "syncbn_enqueued_per_step", r->syncbn_queued_per_step);
+    sg_json_num(j, "poll_sleeps_per_step", r->poll_sleeps_per_step);
+    sg_json_num(j, "comm_flushes_per_step", r->flushes_per_step);
+    sg_json_int(j, "conv_plan_hits", r->conv_plan_hits);
+    sg_json_int(j, "conv_plan_misses", r->conv_plan_misses);
+    sg_json_int(j, "conv_plan_loaded", r->conv_plan_loaded);
     sg_json_end(j);
 }
 
@@ -138,6 +147,15 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
            "(activations %.0f MiB)\n",
            r->peak_rss_mib, r->device_peak_mib, r->activation_mib);
     printf("  loss        %.4f (first timed step) -> %.4f (last)\n", r->loss_first, r->loss_last);
+    if (r->world > 1)
+        printf("  syncbn      %.2f ms per step (%.1f%% of the step), %.0f collectives per step, "
+               "%.0f enqueued; %.1f poll sleeps per step\n",
+               r->syncbn_ms_per_step, 100.0 * r->syncbn_share, r->syncbn_calls_per_step,
+               r->syncbn_queued_per_step, r->poll_sleeps_per_step);
+    if (r->conv_plan_hits + r->conv_plan_misses > 0)
+        printf("  conv plans  %ld geometries from the cache, %ld searched (%ld read from the "
+               "file)\n",
+               r->conv_plan_hits, r->conv_plan_misses, r->conv_plan_loaded);
     fflush(stdout);
 }
 

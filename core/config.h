@@ -162,9 +162,10 @@ typedef struct sg_dist_cfg {
 } sg_dist_cfg;
 
 typedef struct sg_cudnn_cfg {
-    int benchmark;     /* bool */
-    int deterministic; /* bool */
-    int allow_tf32;    /* bool: TF32 tensor cores for fp32 convolutions */
+    int benchmark;           /* bool */
+    int deterministic;       /* bool */
+    int allow_tf32;          /* bool: TF32 tensor cores for fp32 convolutions */
+    char plan_cache[SG_STR]; /* plan cache file: auto (in run_dir), empty: memory only */
 } sg_cudnn_cfg;
 
 typedef struct sg_config {

@@ -270,6 +270,10 @@ static const sg_config_key g_keys[] = {
     K_BOOL("cudnn.allow_tf32", cudnn.allow_tf32, "true",
            "fp32 convolutions may use TF32 tensor cores on GPUs that have them (PyTorch's "
            "cuDNN default); false = plain fp32"),
+    K_STR("cudnn.plan_cache", cudnn.plan_cache, "auto",
+          "file keeping the chosen convolution algorithms per geometry, GPU and cuDNN version, so "
+          "a resumed or repeated run does not search again: auto = <run_dir>/cudnn_plans.bin, "
+          "\"\" = in memory only"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
 _Static_assert(

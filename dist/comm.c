@@ -47,6 +47,13 @@ struct sg_comm {
     /* device scratch for callers (SyncBN packing), by slot */
     void *scratch[2];
     size_t scratch_bytes[2];
+    /* SyncBN counters, the enqueued collectives not yet flushed on
+     * SG_CH_MAIN, and every rank's batch size (sg_comm_set_batch_sizes) */
+    double syncbn_s;
+    long syncbn_calls, syncbn_queued, flushes;
+    int pending_main;
+    int64_t *batch_n;
+    int has_batch;
 };
 
 static const char *op_names[] = {"all-reduce", "broadcast", "all-gather", "barrier"};
@@ -194,6 +201,24 @@ static sg_status mesh_collective(sg_comm *c, int op, void *in, void *out, size_t
     return SG_OK;
 }
 
+/* Waits for the collectives enqueued on SG_CH_MAIN (and checks that they
+ * succeeded). SG_OK, or SG_ERR_RUNTIME after logging (broken). */
+static sg_status flush_main(sg_comm *c) {
+    if (!c->pending_main) return SG_OK;
+    c->pending_main = 0;
+    char err[512] = "";
+    double t0 = sg_now_s();
+    sg_status rc = c->tr->flush(c->tr, err, sizeof err);
+    c->wait_s += sg_now_s() - t0;
+    c->flushes++;
+    if (rc != SG_OK) {
+        c->broken = 1;
+        report_failure(c, "SyncBN collective (enqueued on the compute stream)", err, 0);
+        return SG_ERR_RUNTIME;
+    }
+    return SG_OK;
+}
+
 /* One collective on channel ch. in/out: buffers (out == in for in-place ops),
  * is_device: whether they are backend memory. n_in bytes per rank for
  * all-gather, total bytes otherwise. SG_OK, or SG_ERR_RUNTIME after
@@ -208,6 +233,9 @@ static sg_status collective(sg_comm *c, int ch, int op, void *in, void *out, siz
         }
         return SG_OK;
     }
+    /* a blocking call on the training channel first waits for what was
+     * only enqueued there, so its failures surface here at the latest */
+    if (ch == SG_CH_MAIN && flush_main(c) != SG_OK) return SG_ERR_RUNTIME;
     double t0 = sg_now_s();
     char err[512] = "";
     sg_status rc;
@@ -287,6 +315,74 @@ sg_status sg_comm_broadcast_host(sg_comm *c, void *host, size_t bytes, int root)
 sg_status sg_comm_allgather_f32(sg_comm *c, const float *dev_in, float *dev_out, size_t n) {
     return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)dev_in, dev_out, 0, 0, n * 4, 0, 1);
 }
+int sg_comm_can_enqueue(const sg_comm *c) {
+    return c->tr && c->tr->allgather_enqueue && c->tr->allreduce_enqueue && c->tr->flush &&
+           native(c, 1);
+}
+
+/* An enqueued collective on SG_CH_MAIN (sg_comm_can_enqueue). */
+static sg_status enqueue(sg_comm *c, int op, const float *in, float *out, size_t n) {
+    if (check_usable(c, op_names[op]) != SG_OK) return SG_ERR_RUNTIME;
+    char err[512] = "";
+    sg_status rc = op == OP_ALLREDUCE
+                       ? c->tr->allreduce_enqueue(c->tr, out, n, SG_CDT_F32, err, sizeof err)
+                       : c->tr->allgather_enqueue(c->tr, in, out, n * 4, err, sizeof err);
+    if (rc != SG_OK) {
+        c->broken = 1;
+        char what[96];
+        snprintf(what, sizeof what, "%s of %zu bytes (enqueued)", op_names[op], n * 4);
+        report_failure(c, what, err, 0);
+        return SG_ERR_RUNTIME;
+    }
+    c->pending_main = 1;
+    c->syncbn_queued++;
+    size_t out_bytes = op == OP_ALLGATHER ? n * 4 * (size_t)c->env.world : n * 4;
+    c->be->ops->mem_written(c->be, out, out_bytes);
+    return SG_OK;
+}
+
+sg_status sg_comm_syncbn_allreduce(sg_comm *c, float *dev, size_t count) {
+    double t0 = sg_now_s();
+    sg_status rc = sg_comm_can_enqueue(c) ? enqueue(c, OP_ALLREDUCE, dev, dev, count)
+                                          : sg_comm_allreduce_f32(c, dev, count);
+    c->syncbn_calls++;
+    c->syncbn_s += sg_now_s() - t0;
+    return rc;
+}
+
+sg_status sg_comm_syncbn_allgather(sg_comm *c, const float *dev_in, float *dev_out, size_t n,
+                                   int enqueue_ok) {
+    double t0 = sg_now_s();
+    sg_status rc = enqueue_ok && sg_comm_can_enqueue(c)
+                       ? enqueue(c, OP_ALLGATHER, dev_in, dev_out, n)
+                       : sg_comm_allgather_f32(c, dev_in, dev_out, n);
+    c->syncbn_calls++;
+    c->syncbn_s += sg_now_s() - t0;
+    return rc;
+}
+
+void sg_comm_set_batch_sizes(sg_comm *c, const int64_t *n) {
+    c->has_batch = n != NULL;
+    if (!n) return;
+    if (!c->batch_n) {
+        c->batch_n = malloc((size_t)c->env.world * sizeof *c->batch_n);
+        SG_CHECK(c->batch_n, "out of host memory");
+    }
+    memcpy(c->batch_n, n, (size_t)c->env.world * sizeof *n);
+}
+
+const int64_t *sg_comm_batch_sizes(const sg_comm *c) { return c->has_batch ? c->batch_n : NULL; }
+
+void sg_comm_get_stats(const sg_comm *c, sg_comm_stats *s) {
+    memset(s, 0, sizeof *s);
+    s->wait_s = c->wait_s;
+    s->syncbn_s = c->syncbn_s;
+    s->syncbn_calls = c->syncbn_calls;
+    s->syncbn_queued = c->syncbn_queued;
+    s->flushes = c->flushes;
+    s->poll_sleeps = c->tr && c->tr->poll_sleeps ? c->tr->poll_sleeps(c->tr, SG_CH_MAIN) : 0;
+}
+
 sg_status sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t bytes_per_rank) {
     return collective(c, SG_CH_MAIN, OP_ALLGATHER, (void *)in, out, 0, 0, bytes_per_rank, 0, 0);
 }
@@ -448,8 +544,10 @@ fail:
 
 void sg_comm_destroy(sg_comm *c) {
     if (!c) return;
+    if (!c->broken) (void)flush_main(c); /* logged on failure */
     sg_mesh_destroy(c->mesh);
     free(c->mesh_buf);
+    free(c->batch_n);
     if (c->tr) c->tr->destroy(c->tr);
     for (int i = 0; i < 2; i++)
         if (c->scratch[i]) c->be->ops->free(c->be, c->scratch[i]);

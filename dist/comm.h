@@ -128,6 +128,27 @@ sg_status sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash);
  * channel; the DDP channel's wait time is sg_ddp_wait_seconds). */
 double sg_comm_wait_seconds(const sg_comm *c);
 
+/* Counters of the training thread's collectives (bench JSON, tests). */
+typedef struct sg_comm_stats {
+    double wait_s;      /* as sg_comm_wait_seconds */
+    double syncbn_s;    /* seconds inside the SyncBN hooks (dist/ddp.h) */
+    long syncbn_calls;  /* SyncBN collectives (forward gathers + backward sums) */
+    long syncbn_queued; /* of those, enqueued on the compute stream without a
+                            host wait (NCCL); the rest blocked (mesh, Gloo) */
+    long poll_sleeps;   /* sleeps in a poll loop while waiting for a
+                            collective, training thread (0 on mesh and Gloo:
+                            their waits block in poll(2) or a condition) */
+    long flushes;       /* waits for enqueued collectives (once per step) */
+} sg_comm_stats;
+void sg_comm_get_stats(const sg_comm *c, sg_comm_stats *s);
+
+/* Every rank's micro-batch size (images) for the coming training forward,
+ * n[world], or NULL to forget it. With it, SyncBN on a device transport
+ * (NCCL) knows every rank's value count without reading it back from the
+ * device, so its collectives are only enqueued (sg_train_step sets it from
+ * the step's counts all-reduce, which carries each rank's sizes). Copied. */
+void sg_comm_set_batch_sizes(sg_comm *c, const int64_t *n);
+
 #ifdef __cplusplus
 }
 #endif

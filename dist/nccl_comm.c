@@ -13,12 +13,14 @@
  * Owns the communicators, the events and a scratch word for barriers. */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/log.h"
+#include "core/sigmask.h"
 #include "core/util.h"
 #include "dist/nccl_state.h"
 #include "dist/transport.h"
@@ -30,6 +32,16 @@ typedef struct nccl_impl {
     cudaEvent_t done[SG_CH_COUNT];
     float *scratch; /* barrier word */
     int device, rank, world;
+    /* SG_CH_MAIN's enqueued collectives (SyncBN) and their watchdog: mu is
+     * held around every NCCL call on SG_CH_MAIN and by the watchdog, which
+     * alone may abort that communicator from another thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;     /* a collective enqueued, not yet seen complete */
+    double deadline; /* ... by then */
+    int stop;
+    pthread_t dog;
+    int dog_running;
 } nccl_impl;
 
 #define CUDA_OK(call, err, len)                                                     \
@@ -104,8 +116,8 @@ static sg_status after(nccl_impl *n, int ch, ncclResult_t r, const char *what, c
     return sg_ncs_wait(&n->st, ch, SG_NCS_DONE, n->done[ch], what, err, len);
 }
 
-static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype,
-                              char *err, size_t len) {
+static sg_status nc_allreduce_raw(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                                  char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     ncclDataType_t ty = dtype == SG_CDT_F32   ? ncclFloat32
@@ -117,8 +129,8 @@ static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, 
         "all-reduce", err, len);
 }
 
-static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
-                              size_t len) {
+static sg_status nc_broadcast_raw(sg_transport *t, int ch, void *buf, size_t bytes, int root,
+                                  char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(
@@ -127,8 +139,8 @@ static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, 
         "broadcast", err, len);
 }
 
-static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
-                              char *err, size_t len) {
+static sg_status nc_allgather_raw(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                                  char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(
@@ -136,7 +148,7 @@ static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out
         "all-gather", err, len);
 }
 
-static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
+static sg_status nc_barrier_raw(sg_transport *t, int ch, char *err, size_t len) {
     nccl_impl *n = t->impl;
     if (begin(n, ch, err, len) != SG_OK) return SG_ERR_RUNTIME;
     return after(n, ch,
@@ -145,15 +157,188 @@ static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
                  "barrier", err, len);
 }
 
+/* The blocking collectives: SG_CH_MAIN's under mu (the watchdog's abort). */
+static void lock_ch(nccl_impl *n, int ch) {
+    if (ch == SG_CH_MAIN) pthread_mutex_lock(&n->mu);
+}
+static void unlock_ch(nccl_impl *n, int ch) {
+    if (ch == SG_CH_MAIN) pthread_mutex_unlock(&n->mu);
+}
+static sg_status nc_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                              char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    lock_ch(n, ch);
+    sg_status rc = nc_allreduce_raw(t, ch, buf, count, dtype, err, len);
+    unlock_ch(n, ch);
+    return rc;
+}
+static sg_status nc_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
+                              size_t len) {
+    nccl_impl *n = t->impl;
+    lock_ch(n, ch);
+    sg_status rc = nc_broadcast_raw(t, ch, buf, bytes, root, err, len);
+    unlock_ch(n, ch);
+    return rc;
+}
+static sg_status nc_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                              char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    lock_ch(n, ch);
+    sg_status rc = nc_allgather_raw(t, ch, in, out, bytes, err, len);
+    unlock_ch(n, ch);
+    return rc;
+}
+static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    lock_ch(n, ch);
+    sg_status rc = nc_barrier_raw(t, ch, err, len);
+    unlock_ch(n, ch);
+    return rc;
+}
+
+/* ---- SyncBN's collectives, enqueued on the compute stream (SG_CH_MAIN) ----
+ * Issued, an event recorded after them, and handed to the watchdog; the
+ * host does not wait. flush waits for the last one (the communicator calls
+ * it before its next blocking collective on the channel). */
+
+static sg_status enqueued(nccl_impl *n, ncclResult_t r, const char *what, char *err, size_t len) {
+    char why[256] = "";
+    sg_ncs_poll issued = poll_of(r, n->st.comm[SG_CH_MAIN], why, sizeof why);
+    if (issued == SG_NCS_ERROR) {
+        snprintf(err, len, "NCCL %s: %s", what, why);
+        sg_ncs_fail(&n->st, SG_CH_MAIN);
+        return SG_ERR_RUNTIME;
+    }
+    if (sg_ncs_wait_issued(&n->st, SG_CH_MAIN, issued, what, err, len) != SG_OK)
+        return SG_ERR_RUNTIME;
+    cudaError_t e = cudaEventRecord(n->done[SG_CH_MAIN], n->stream[SG_CH_MAIN]);
+    if (e != cudaSuccess) {
+        snprintf(err, len, "cudaEventRecord after NCCL %s failed: %s", what, cudaGetErrorString(e));
+        sg_ncs_fail(&n->st, SG_CH_MAIN);
+        return SG_ERR_RUNTIME;
+    }
+    n->pending = 1;
+    n->deadline = sg_now_s() + n->st.timeout_s;
+    pthread_cond_signal(&n->cv);
+    return SG_OK;
+}
+
+static sg_status nc_allreduce_enqueue(sg_transport *t, void *buf, size_t count, int dtype,
+                                      char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    pthread_mutex_lock(&n->mu);
+    sg_status rc = begin(n, SG_CH_MAIN, err, len);
+    if (rc == SG_OK) {
+        ncclDataType_t ty = dtype == SG_CDT_F32 ? ncclFloat32 : ncclFloat64;
+        rc = enqueued(n,
+                      ncclAllReduce(buf, buf, count, ty, ncclSum,
+                                    (ncclComm_t)n->st.comm[SG_CH_MAIN], n->stream[SG_CH_MAIN]),
+                      "all-reduce (enqueued)", err, len);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+static sg_status nc_allgather_enqueue(sg_transport *t, const void *in, void *out, size_t bytes,
+                                      char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    pthread_mutex_lock(&n->mu);
+    sg_status rc = begin(n, SG_CH_MAIN, err, len);
+    if (rc == SG_OK)
+        rc = enqueued(n,
+                      ncclAllGather(in, out, bytes, ncclUint8, (ncclComm_t)n->st.comm[SG_CH_MAIN],
+                                    n->stream[SG_CH_MAIN]),
+                      "all-gather (enqueued)", err, len);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+static sg_status nc_flush(sg_transport *t, char *err, size_t len) {
+    nccl_impl *n = t->impl;
+    pthread_mutex_lock(&n->mu);
+    sg_status rc = begin(n, SG_CH_MAIN, err, len);
+    if (rc == SG_OK)
+        rc = sg_ncs_wait(&n->st, SG_CH_MAIN, SG_NCS_DONE, n->done[SG_CH_MAIN],
+                         "SyncBN collectives (enqueued)", err, len);
+    n->pending = 0;
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+static long nc_poll_sleeps(sg_transport *t, int ch) {
+    nccl_impl *n = t->impl;
+    return atomic_load(&n->st.sleeps[ch]);
+}
+
+/* The watchdog: while a collective enqueued on SG_CH_MAIN has not
+ * completed, checks it every millisecond (its own thread's sleep: the
+ * training thread goes on issuing work); past dist.timeout_s, or on an
+ * asynchronous NCCL or CUDA error, aborts that communicator, which ends the
+ * blocked kernels, so the training thread's next wait on the stream fails
+ * instead of hanging. */
+static void *watchdog(void *arg) {
+    nccl_impl *n = arg;
+    if (cudaSetDevice(n->device) != cudaSuccess) (void)cudaGetLastError();
+    pthread_mutex_lock(&n->mu);
+    while (!n->stop) {
+        if (!n->pending || !n->st.comm[SG_CH_MAIN] || atomic_load(&n->st.failed)) {
+            n->pending = n->pending && n->st.comm[SG_CH_MAIN] && !atomic_load(&n->st.failed);
+            if (!n->pending) pthread_cond_wait(&n->cv, &n->mu);
+            continue;
+        }
+        char why[256] = "";
+        sg_ncs_poll q = api_event_query(n->done[SG_CH_MAIN], why, sizeof why);
+        if (q == SG_NCS_DONE) {
+            n->pending = 0;
+            continue;
+        }
+        if (q == SG_NCS_PENDING)
+            q = api_async_error(n->st.comm[SG_CH_MAIN], why, sizeof why) == SG_NCS_ERROR
+                    ? SG_NCS_ERROR
+                    : SG_NCS_PENDING;
+        if (q == SG_NCS_ERROR || sg_now_s() > n->deadline) {
+            SG_ERROR("rank %d: NCCL: a SyncBN collective enqueued on the compute stream %s%s; "
+                     "aborting the communicator so that the step fails instead of hanging (see "
+                     "the other ranks' logs for the rank that died or hung)",
+                     n->rank,
+                     q == SG_NCS_ERROR ? "failed: " : "did not complete within dist.timeout_s",
+                     q == SG_NCS_ERROR ? why : "");
+            sg_ncs_fail(&n->st, SG_CH_MAIN);
+            n->pending = 0;
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return NULL;
+}
+
 static void nc_destroy(sg_transport *t) {
     nccl_impl *n = t->impl;
     cudaSetDevice(n->device);
+    if (n->dog_running) {
+        pthread_mutex_lock(&n->mu);
+        n->stop = 1;
+        pthread_cond_signal(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+        pthread_join(n->dog, NULL);
+        n->dog_running = 0;
+    }
     /* every communicator released once (dist/nccl_state.h), then the events
      * the collectives recorded */
     sg_ncs_shutdown(&n->st);
     for (int ch = 0; ch < SG_CH_COUNT; ch++)
         if (n->done[ch]) cudaEventDestroy(n->done[ch]);
     if (n->scratch) cudaFree(n->scratch);
+    pthread_cond_destroy(&n->cv);
+    pthread_mutex_destroy(&n->mu);
     free(n);
     free(t);
 }
@@ -179,6 +364,9 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     n->st.api = &real_api;
     n->st.timeout_s = timeout_s;
     atomic_init(&n->st.failed, 0);
+    for (int ch = 0; ch < SG_CH_COUNT; ch++) atomic_init(&n->st.sleeps[ch], 0);
+    SG_CHECK(pthread_mutex_init(&n->mu, NULL) == 0 && pthread_cond_init(&n->cv, NULL) == 0,
+             "NCCL setup: pthread mutex/condition init failed");
     t->name = "nccl";
     t->device_memory = 1;
     t->impl = n;
@@ -187,6 +375,10 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     t->allgather = nc_allgather;
     t->barrier = nc_barrier;
     t->destroy = nc_destroy;
+    t->allreduce_enqueue = nc_allreduce_enqueue;
+    t->allgather_enqueue = nc_allgather_enqueue;
+    t->flush = nc_flush;
+    t->poll_sleeps = nc_poll_sleeps;
     char err[512] = "";
     if (cudaSetDevice(n->device) != cudaSuccess ||
         cudaMalloc((void **)&n->scratch, sizeof(float)) != cudaSuccess) {
@@ -260,5 +452,18 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             return NULL;
         }
     }
+    /* born with the stop signals blocked, as every helper thread */
+    sigset_t old;
+    sg_sigmask_block_all(&old);
+    int prc = pthread_create(&n->dog, NULL, watchdog, n);
+    sg_sigmask_restore(&old);
+    if (prc != 0) {
+        SG_ERROR("rank %d: NCCL setup: cannot start the SyncBN watchdog thread (pthread_create "
+                 "returned %d)",
+                 rank, prc);
+        init_fail(t);
+        return NULL;
+    }
+    n->dog_running = 1;
     return t;
 }

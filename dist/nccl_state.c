@@ -2,6 +2,7 @@
  * (dist/nccl_state.h): waits, failure, shutdown, on a table of calls. */
 #include "dist/nccl_state.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -64,9 +65,25 @@ sg_status sg_ncs_wait(sg_nccl_state *s, int ch, sg_ncs_poll issued, void *event,
                      s->timeout_s);
             return fail_with(s, ch, err, len, "NCCL %s %s", what, why);
         }
+        atomic_fetch_add(&s->sleeps[ch], 1);
         struct timespec ts = {0, 200 * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+sg_status sg_ncs_wait_issued(sg_nccl_state *s, int ch, sg_ncs_poll issued, const char *what,
+                             char *err, size_t len) {
+    sg_ncs_poll st = issued;
+    char why[256] = "";
+    double until = sg_now_s() + 0.002;
+    while (st == SG_NCS_PENDING && sg_now_s() < until) {
+        if (!s->comm[ch] || atomic_load(&s->failed)) break; /* sg_ncs_wait reports it */
+        sched_yield();
+        st = s->api->async_error(s->comm[ch], why, sizeof why);
+    }
+    if (st == SG_NCS_ERROR) return fail_with(s, ch, err, len, "NCCL %s failed: %s", what, why);
+    if (st == SG_NCS_DONE && s->comm[ch] && !atomic_load(&s->failed)) return SG_OK;
+    return sg_ncs_wait(s, ch, st, NULL, what, err, len);
 }
 
 void sg_ncs_shutdown(sg_nccl_state *s) {

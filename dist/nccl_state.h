@@ -43,6 +43,8 @@ typedef struct sg_nccl_state {
     void *comm[SG_CH_COUNT]; /* NULL: never created, or released */
     double timeout_s;        /* per wait */
     atomic_int failed;       /* 1 once any channel failed */
+    /* times each channel's waits slept between polls (sg_comm_stats) */
+    atomic_long sleeps[SG_CH_COUNT];
 } sg_nccl_state;
 
 /* Before a call on channel ch: SG_OK, or SG_ERR_RUNTIME with the reason in
@@ -57,6 +59,14 @@ sg_status sg_ncs_begin(sg_nccl_state *s, int ch, char *err, size_t len);
  * reason in err (prefixed by `what`) after sg_ncs_fail. */
 sg_status sg_ncs_wait(sg_nccl_state *s, int ch, sg_ncs_poll issued, void *event, const char *what,
                       char *err, size_t len);
+
+/* After issuing a collective on a non-blocking communicator: while the
+ * enqueue is still in progress (issued PENDING), polls without sleeping
+ * (yielding the CPU) for up to ~2 ms, the usual case; longer, as
+ * sg_ncs_wait without an event. SG_OK once issued, or SG_ERR_RUNTIME with
+ * the reason in err after sg_ncs_fail. */
+sg_status sg_ncs_wait_issued(sg_nccl_state *s, int ch, sg_ncs_poll issued, const char *what,
+                             char *err, size_t len);
 
 /* Marks the transport failed and aborts channel ch's communicator (only
  * that one: the other channel's thread aborts its own). */

@@ -37,6 +37,20 @@ struct sg_transport {
                            char *err, size_t errlen);
     sg_status (*barrier)(sg_transport *t, int ch, char *err, size_t errlen);
     void (*destroy)(sg_transport *t);
+    /* Optional (NULL: not offered). Enqueue-only all-reduce / all-gather on
+     * SG_CH_MAIN, ordered on the backend's compute stream: SG_OK once the
+     * collective is issued, without waiting for it (NCCL; the result is
+     * read by later compute-stream ops). Its completion and failures are
+     * checked by flush, which the communicator calls before its next
+     * blocking collective on the channel (and a watchdog meanwhile). */
+    sg_status (*allreduce_enqueue)(sg_transport *t, void *buf, size_t count, int dtype, char *err,
+                                   size_t errlen);
+    sg_status (*allgather_enqueue)(sg_transport *t, const void *in, void *out, size_t bytes,
+                                   char *err, size_t errlen);
+    sg_status (*flush)(sg_transport *t, char *err, size_t errlen);
+    /* Optional: times the calling thread slept in a poll loop waiting on
+     * channel ch so far (NULL: the transport's waits never sleep-poll). */
+    long (*poll_sleeps)(sg_transport *t, int ch);
 };
 
 size_t sg_dtype_size(int dtype);

@@ -118,7 +118,8 @@ typedef struct sg_ops {
 
     /* ---- batch norm, split the way SyncBN needs it ----
      * stats: [2*c] = per-channel mean, then M2 = sum((x-mean)^2) over n*hw values
-     * (computed stably: two-pass or Welford, double accumulation). */
+     * (computed stably in double, reading x once: per-block moments merged
+     * with Chan's formula, kernels/formulas/bn.h). */
     void (*bn_stats)(sg_backend *be, const float *x, int n, int c, int hw, float *stats);
     /* Merge `parts` partial stats (parts_stats: [parts][2*c] on the device,
      * counts: host array of each part's n*hw; a part with count 0 is skipped)
@@ -364,6 +365,30 @@ typedef struct sg_ops {
                            const float *mean, const float *invstd, const float *gamma,
                            const float *beta, const float *red, double count, float *dx, int n,
                            int c, int hw, int relu, int accumulate);
+
+    /* ---- batch norm fused with a residual join (model/model_run.c uses
+     * them where a BN without ReLU feeds only relu(. + identity), the last
+     * BN of a bottleneck). x as in the *_dt ops (x_dt: SG_ACT_F32 or
+     * SG_ACT_BF16); every other tensor is float32. Per element the same
+     * arithmetic as the unfused chain (bn_fwd, then add with relu; relu_bwd,
+     * then bn_bwd_reduce), so y and dres are its bits (red: the same sums,
+     * which a backend may group differently).
+     * Memory passes per element (NCHW): bn_stats reads x once (both
+     * backends: the mean and M2 of cache-sized blocks merged with Chan's
+     * formula); bn_add_relu_fwd reads x and res and writes y once;
+     * bn_bwd_reduce_res reads dy, y, x and writes dres once. */
+    /* y = max(0, (x-mean)*invstd*gamma + beta + res). y may == res. */
+    void (*bn_add_relu_fwd)(sg_backend *be, const void *x, int x_dt, const float *mean,
+                            const float *invstd, const float *gamma, const float *beta,
+                            const float *res, float *y, int n, int c, int hw);
+    /* With g = dy masked by y > 0 (y = bn_add_relu_fwd's output): red as in
+     * bn_bwd_reduce, [2*c] = sum(g), sum(g*(x-mean)); and, when dres is not
+     * NULL, dres (+)= g (the identity's gradient; accumulate as usual).
+     * With accumulate 0, dres then holds g itself, so dx follows from
+     * bn_bwd_elem(dres, ..., relu 0) without reading dy and y again. */
+    void (*bn_bwd_reduce_res)(sg_backend *be, const float *dy, const void *x, int x_dt,
+                              const float *y, const float *mean, float *red, float *dres, int n,
+                              int c, int hw, int accumulate);
 } sg_ops;
 
 /* Every op of sg_ops, in declaration order (an X-macro: X(name) per op).
@@ -395,7 +420,8 @@ typedef struct sg_ops {
     X(bind_thread)                                                                       \
     X(mem_written)                                                                       \
     X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
-    X(bn_bwd_elem_dt)
+    X(bn_bwd_elem_dt)                                                                      \
+    X(bn_add_relu_fwd) X(bn_bwd_reduce_res)
 /* clang-format on */
 
 /* How an activation is stored (the *_dt ops above). */
@@ -422,6 +448,10 @@ typedef struct sg_backend_info {
      * tensor cores allowed". */
     char precision[8];
     char conv_math[160];
+    /* The convolution plan cache (kernels/conv_plans.h; CUDA, else 0):
+     * geometries whose algorithms came from the cache (memory or file) or
+     * were chosen anew, and the entries read from the file at start-up. */
+    long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
 } sg_backend_info;
 
 struct sg_backend {
@@ -455,12 +485,14 @@ static inline int sg_backend_has(const sg_backend *be, unsigned caps) {
 
 /* Backend options: plain values, same layout in every build. */
 typedef struct sg_backend_opts {
-    int threads;             /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
-    int cudnn_benchmark;     /* CUDA: measure conv algorithms once per shape */
-    int cudnn_deterministic; /* CUDA: deterministic algorithms only */
-    int precision;           /* SG_PRECISION_* of the convolutions (0 = fp32) */
-    int allow_tf32;          /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
+    int threads;                /* CPU: 0 = all cores (OMP_NUM_THREADS if set) */
+    int cudnn_benchmark;        /* CUDA: measure conv algorithms once per shape */
+    int cudnn_deterministic;    /* CUDA: deterministic algorithms only */
+    int precision;              /* SG_PRECISION_* of the convolutions (0 = fp32) */
+    int allow_tf32;             /* CUDA, fp32: TF32 tensor cores for convolutions (0 = off:
                                  plain fp32, as the CPU; the config's default is on) */
+    const char *conv_plan_file; /* CUDA: the convolution plan cache's file
+                                   (kernels/conv_plans.h); NULL or "" = memory only */
 } sg_backend_opts;
 
 /* Precision of the convolutions (sg_backend_opts.precision). Everything else

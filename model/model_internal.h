@@ -81,6 +81,12 @@ typedef struct sg_layer {
     float *mean, *invstd;
     int batch_stats_used; /* the last forward used batch statistics */
     double count_global;  /* values per channel in the last batch-stat forward */
+    /* BN fused with the residual join (sg_model_update_grad_flags): on a BN
+     * without ReLU whose output only a L_ADD_RELU reads, join = that
+     * layer's index, and on the L_ADD_RELU, fused_bn = the BN's; -1 when
+     * not fused. The join's forward runs the BN's normalize with the add
+     * (bn_add_relu_fwd), its backward the whole BN backward (model_run.c). */
+    int join, fused_bn;
     /* maxpool */
     size_t idx_off;
     int32_t *idx;

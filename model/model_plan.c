@@ -129,7 +129,65 @@ static int layer_has_trainable(const sg_model *m, const sg_layer *l) {
     return 0;
 }
 
+/* Whether BN layers are fused with their residual join (the test aid
+ * SG_BN_FUSE=0 turns it off, to compare with the unfused chain; =1, the
+ * default: on). */
+static int bn_fuse_enabled(void) {
+    const char *env = getenv("SG_BN_FUSE");
+    if (!env) return 1;
+    SG_CHECK(strcmp(env, "0") == 0 || strcmp(env, "1") == 0,
+             "environment SG_BN_FUSE='%s': expected 0 (batch norm and the residual add in "
+             "separate passes: a test aid) or 1 (fused, the default); unset it",
+             env);
+    return env[0] == '1';
+}
+
+/* Marks each BN without ReLU whose output is read by one L_ADD_RELU alone
+ * (and is not a model output) as fused into it (sg_layer.join/fused_bn);
+ * of a join whose two inputs both qualify, the first input's BN. */
+static void plan_bn_fusion(sg_model *m) {
+    for (int li = 0; li < m->n_l; li++) m->l[li].join = m->l[li].fused_bn = -1;
+    if (!bn_fuse_enabled() || m->n_t <= 0) return;
+    int *readers = calloc((size_t)m->n_t, sizeof(int));
+    SG_CHECK(readers, "out of host memory");
+    for (int li = 0; li < m->n_l; li++)
+        for (int i = 0; i < m->l[li].n_in; i++) readers[m->l[li].in[i]]++;
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *a = &m->l[li];
+        if (a->type != L_ADD_RELU || a->n_in != 2 || a->in[0] == a->in[1]) continue;
+        for (int k = 0; k < 2 && a->fused_bn < 0; k++) {
+            int ti = a->in[k], pi = m->t[ti].producer;
+            if (pi < 0 || ti == m->t_out || ti == m->t_aux || readers[ti] != 1) continue;
+            sg_layer *b = &m->l[pi];
+            if (b->type != L_BN || b->relu || b->join >= 0) continue;
+            b->join = li;
+            a->fused_bn = pi;
+        }
+    }
+    free(readers);
+}
+
+/* acc_in of l's inputs (the first writer in backward order overwrites) and
+ * l's trainable parameters appended to grad_order. */
+static void grad_flags_of(sg_model *m, sg_layer *l, char *init) {
+    for (int i = 0; i < l->n_in; i++) {
+        int ti = l->in[i];
+        if (!m->t[ti].req_grad) continue;
+        l->acc_in[i] = init[ti];
+        init[ti] = 1;
+    }
+    if (l->type == L_CONV) {
+        if (m->params[l->w_param].trainable) m->grad_order[m->n_grad_order++] = l->w_param;
+        if (l->b_param >= 0 && m->params[l->b_param].trainable)
+            m->grad_order[m->n_grad_order++] = l->b_param;
+    } else if (l->type == L_BN) {
+        for (int k = 0; k < 2; k++)
+            if (m->params[l->bn_p[k]].trainable) m->grad_order[m->n_grad_order++] = l->bn_p[k];
+    }
+}
+
 void sg_model_update_grad_flags(sg_model *m) {
+    plan_bn_fusion(m);
     for (int i = 0; i < m->n_t; i++) m->t[i].req_grad = 0;
     for (int li = 0; li < m->n_l; li++) {
         sg_layer *l = &m->l[li];
@@ -144,22 +202,14 @@ void sg_model_update_grad_flags(sg_model *m) {
     m->n_grad_order = 0;
     init[m->t_out] = 1;
     if (m->t_aux >= 0) init[m->t_aux] = 1;
+    /* in the order backward runs: a fused BN's backward at its join */
     for (int li = m->n_l - 1; li >= 0; li--) {
         sg_layer *l = &m->l[li];
-        if (!m->t[l->out].req_grad) continue;
-        for (int i = 0; i < l->n_in; i++) {
-            int ti = l->in[i];
-            if (!m->t[ti].req_grad) continue;
-            l->acc_in[i] = init[ti];
-            init[ti] = 1;
-        }
-        if (l->type == L_CONV) {
-            if (m->params[l->w_param].trainable) m->grad_order[m->n_grad_order++] = l->w_param;
-            if (l->b_param >= 0 && m->params[l->b_param].trainable)
-                m->grad_order[m->n_grad_order++] = l->b_param;
-        } else if (l->type == L_BN) {
-            for (int k = 0; k < 2; k++)
-                if (m->params[l->bn_p[k]].trainable) m->grad_order[m->n_grad_order++] = l->bn_p[k];
+        if (l->join >= 0 || !m->t[l->out].req_grad) continue;
+        grad_flags_of(m, l, init);
+        if (l->fused_bn >= 0) {
+            sg_layer *b = &m->l[l->fused_bn];
+            if (m->t[b->out].req_grad) grad_flags_of(m, b, init);
         }
     }
     free(init);
@@ -306,6 +356,10 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
     for (int i = 0; i < m->n_t; i++) t[i].last_consumer = -1;
     for (int li = 0; li < L; li++)
         for (int i = 0; i < l[li].n_in; i++) t[l[li].in[i]].last_consumer = li;
+    /* a fused BN reads its input at its join (bn_add_relu_fwd) */
+    for (int li = 0; li < L; li++)
+        if (l[li].type == L_BN && l[li].join > t[l[li].in[0]].last_consumer)
+            t[l[li].in[0]].last_consumer = l[li].join;
     act_storage(m, t, l, act_bf16);
 
     /* persistent region: per-layer state live from forward to backward */
@@ -370,8 +424,14 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         sg_tensor *ti = &t[i];
         ti->val_off = ti->grad_off = SIZE_MAX;
         int final = i == m->t_out || i == m->t_aux;
+        /* a fused BN's output is never stored (its join writes relu(BN(x) +
+         * identity) directly), nor its gradient: no memory */
+        int unused = ti->producer >= 0 && l[ti->producer].type == L_BN && l[ti->producer].join >= 0;
         item *v = &it[ni++];
-        v->bytes = align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
+        v->bytes =
+            unused
+                ? 0
+                : align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
         v->dst = &ti->val_off;
         if (train && keep[i]) {
             v->start = 0;
@@ -386,7 +446,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         }
         if (train && i != 0) {
             item *g = &it[ni++];
-            g->bytes = align_up(ti->count * sizeof(float));
+            g->bytes = unused ? 0 : align_up(ti->count * sizeof(float));
             g->dst = &ti->grad_off;
             g->start = final ? 0 : 2 * L - 1 - ti->last_consumer;
             g->end = 2 * L - 1 - ti->producer;

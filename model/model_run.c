@@ -5,7 +5,11 @@
  * batch statistics in training (SyncBN through the hooks when set) and
  * running statistics in eval or when their stats are frozen. Layers that
  * read or write a bf16-stored tensor (sg_tensor.dt, model_plan.c) call the
- * *_dt ops; the others call the float32 ops exactly as before.
+ * *_dt ops; the others call the float32 ops exactly as before. A BN fused
+ * with its residual join (sg_layer.join, model_plan.c) takes its
+ * statistics at its own place and is applied at the join, in one pass with
+ * the add and the ReLU; backward runs its whole backward at the join, the
+ * identity's gradient written by the same reduce pass.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -69,13 +73,28 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
-            bn_apply(m, l);
+            if (l->join < 0) bn_apply(m, l);
             return;
         }
     }
     ops->bn_eval_params(be, rm->data, rv->data, c, l->bn_eps, l->mean, l->invstd);
     l->batch_stats_used = 0;
-    bn_apply(m, l);
+    if (l->join < 0) bn_apply(m, l);
+}
+
+/* The join a of a fused BN: y = relu(BN(x) + identity) in one pass, with
+ * the statistics the BN layer took. */
+static void join_forward(sg_model *m, const sg_layer *a) {
+    sg_backend *be = m->be;
+    const sg_layer *b = &m->l[a->fused_bn];
+    const sg_tensor *xt = &m->t[b->in[0]];
+    const sg_tensor *rt = &m->t[a->in[a->in[0] == b->out ? 1 : 0]];
+    sg_tensor *yt = &m->t[a->out];
+    SG_CHECK(rt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32,
+             "model: a residual join with a bf16-stored input or output (internal error)");
+    be->ops->bn_add_relu_fwd(be, xt->val, xt->dt, b->mean, b->invstd, m->params[b->bn_p[0]].data,
+                             m->params[b->bn_p[1]].data, rt->val, yt->val, m->n, yt->c,
+                             yt->h * yt->w);
 }
 
 /* Dropout2d: runs of consecutive planes with the same mask value, applied
@@ -145,7 +164,10 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
         case L_MAXPOOL:
             ops->maxpool_fwd(be, xt->val, yt->val, l->idx, n, xt->c, xt->h, xt->w, yt->h, yt->w);
             break;
-        case L_ADD_RELU: ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1); break;
+        case L_ADD_RELU:
+            if (l->fused_bn >= 0) join_forward(m, l);
+            else ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1);
+            break;
         case L_AVGPOOL: ops->avgpool_fwd(be, xt->val, yt->val, n, xt->c, xt->h * xt->w); break;
         case L_RESIZE:
             ops->resize_fwd(be, xt->val, yt->val, n, xt->c, xt->h, xt->w, yt->h, yt->w);
@@ -185,23 +207,28 @@ static void ready(sg_model *m, int param) {
     if (m->has_hooks && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, param);
 }
 
-/* BN's dx from red and count; the *_dt op when x or y is stored in bf16. */
-static void bn_dx(sg_model *m, const sg_layer *l, const float *red, double count) {
+/* BN's dx from red and count: g masked by y > 0 when relu (y NULL: the
+ * mask recomputed from x, a bf16-stored BN+ReLU output); the *_dt op when
+ * x or y is stored in bf16. */
+static void bn_dx(sg_model *m, const sg_layer *l, const float *g, const float *y, int relu,
+                  const float *red, double count) {
     sg_backend *be = m->be;
     const sg_tensor *xt = &m->t[l->in[0]];
     const sg_tensor *yt = &m->t[l->out];
     int n = m->n, c = yt->c, hw = yt->h * yt->w;
     const float *gamma = m->params[l->bn_p[0]].data, *beta = m->params[l->bn_p[1]].data;
-    if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
-        be->ops->bn_bwd_elem(be, yt->grad, xt->val, yt->val, l->mean, l->invstd, gamma, red, count,
-                             xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+    if (xt->dt == SG_ACT_F32 && (y || !relu))
+        be->ops->bn_bwd_elem(be, g, xt->val, y ? y : xt->val, l->mean, l->invstd, gamma, red, count,
+                             xt->grad, n, c, hw, relu, l->acc_in[0]);
     else
-        be->ops->bn_bwd_elem_dt(be, yt->grad, xt->val, xt->dt,
-                                yt->dt == SG_ACT_F32 ? yt->val : NULL, l->mean, l->invstd, gamma,
-                                beta, red, count, xt->grad, n, c, hw, l->relu, l->acc_in[0]);
+        be->ops->bn_bwd_elem_dt(be, g, xt->val, xt->dt, y, l->mean, l->invstd, gamma, beta, red,
+                                count, xt->grad, n, c, hw, relu, l->acc_in[0]);
 }
 
-static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
+/* BN layer l's backward; a != NULL: l is fused into the join a, whose
+ * output's gradient and mask it reads, and whose identity input's gradient
+ * (when it needs one) the reduce pass writes too. */
+static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumulate) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     const sg_tensor *xt = &m->t[l->in[0]];
@@ -210,14 +237,39 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
     sg_param *gamma = &m->params[l->bn_p[0]], *beta = &m->params[l->bn_p[1]];
     int train_params = gamma->trainable || beta->trainable;
     int need_dx = xt->req_grad;
-    /* red (local) is needed for the parameter gradients and, with batch
-     * statistics, for dx. */
-    /* bf16 storage: the *_dt ops; a bf16 output's ReLU mask is recomputed
-     * from x (y NULL) */
-    int dt = xt->dt != SG_ACT_F32 || yt->dt != SG_ACT_F32;
-    const float *y = yt->dt == SG_ACT_F32 ? yt->val : NULL;
-    if (train_params || (need_dx && l->batch_stats_used)) {
-        if (!dt)
+    int need_red = train_params || (need_dx && l->batch_stats_used);
+    /* where dx's g comes from: the BN output's gradient (its ReLU mask from
+     * y, or recomputed from x when y is stored in bf16: y NULL) or, fused,
+     * the join's output gradient masked by the join's output, or the
+     * identity's gradient when the reduce stored g there */
+    const float *g = yt->grad, *y = yt->dt == SG_ACT_F32 ? yt->val : NULL;
+    int relu = l->relu;
+    if (a) {
+        const sg_tensor *jt = &m->t[a->out];
+        int ri = a->in[0] == l->out ? 1 : 0;
+        const sg_tensor *rt = &m->t[a->in[ri]];
+        float *dres = rt->req_grad ? rt->grad : NULL;
+        int acc_r = a->acc_in[ri];
+        g = jt->grad;
+        y = jt->val;
+        relu = 1;
+        if (!yt->req_grad) { /* nothing upstream of the BN learns */
+            if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
+            return;
+        }
+        if (need_red)
+            ops->bn_bwd_reduce_res(be, jt->grad, xt->val, xt->dt, jt->val, l->mean, m->red, dres, n,
+                                   c, hw, acc_r);
+        else if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
+        if (dres && !acc_r) { /* dres holds g itself */
+            g = dres;
+            y = NULL;
+            relu = 0;
+        }
+    } else if (need_red) {
+        /* red (local) is needed for the parameter gradients and, with
+         * batch statistics, for dx; bf16 storage: the *_dt op */
+        if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
             ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
         else
             ops->bn_bwd_reduce_dt(be, yt->grad, xt->val, xt->dt, y, l->mean, l->invstd, gamma->data,
@@ -240,10 +292,10 @@ static void bn_backward(sg_model *m, sg_layer *l, int accumulate) {
             m->hooks.bn_allreduce(m->hooks.ctx, m->redg, 2 * c);
             red = m->redg;
         }
-        bn_dx(m, l, red, l->count_global);
+        bn_dx(m, l, g, y, relu, red, l->count_global);
     } else {
         /* running statistics are constants: dx = g * invstd * gamma */
-        bn_dx(m, l, m->zero_red, 1.0);
+        bn_dx(m, l, g, y, relu, m->zero_red, 1.0);
     }
 }
 
@@ -279,7 +331,9 @@ void sg_model_backward(sg_model *m, int accumulate) {
                 ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
             break;
         }
-        case L_BN: bn_backward(m, l, accumulate); break;
+        case L_BN:
+            if (l->join < 0) bn_backward(m, l, NULL, accumulate);
+            break; /* else at its join */
         case L_MAXPOOL:
             if (!xt->req_grad) break;
             /* maxpool_bwd overwrites dx (no accumulate); its input has no
@@ -288,6 +342,10 @@ void sg_model_backward(sg_model *m, int accumulate) {
             ops->maxpool_bwd(be, yt->grad, l->idx, xt->grad, n, xt->c, xt->h, xt->w, yt->h, yt->w);
             break;
         case L_ADD_RELU:
+            if (l->fused_bn >= 0) {
+                bn_backward(m, &m->l[l->fused_bn], l, accumulate);
+                break;
+            }
             for (int i = 0; i < 2; i++) {
                 const sg_tensor *it = &m->t[l->in[i]];
                 if (it->req_grad)

@@ -71,6 +71,15 @@ typedef struct sg_bench_result {
     double device_peak_mib;       /* backend allocations high-water mark */
     double activation_mib;        /* the model's planned arena */
     size_t params;
+    /* The training thread's collectives over the timed steps (dist/comm.h
+     * sg_comm_stats), per step: SyncBN's time and collectives, how many of
+     * those were only enqueued (NCCL), sleeps in a poll loop, waits for
+     * enqueued collectives; and the convolution plan cache
+     * (kernels/conv_plans.h; CUDA, else 0) since the backend opened. */
+    double syncbn_ms_per_step, syncbn_share; /* share: SyncBN time / step time */
+    double syncbn_calls_per_step, syncbn_queued_per_step, poll_sleeps_per_step;
+    double flushes_per_step;
+    long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
 } sg_bench_result;
 
 /* Runs the benchmark. Returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG

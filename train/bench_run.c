@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "dist/comm.h"
 #include "kernels/rng.h"
 #include "model/model.h"
 #include "train/bench.h"
@@ -249,6 +250,8 @@ static sg_status measure(bench *b, sg_bench_result *r) {
             SG_INFO("bench: warmup step %d/%d: %.1f ms, loss %.4f", i + 1, o->warmup,
                     1e3 * (b->ph[0] + b->ph[1] + b->ph[2] + b->ph[3] + b->ph[4] + b->ph[5]), loss);
     }
+    sg_comm_stats cs0, cs1;
+    sg_comm_get_stats(b->c.comm, &cs0);
     for (int i = 0; i < o->iters; i++) {
         double loss, t0 = sg_now_s(), c0 = cpu_now_s(), f0 = minflt_now();
         if (step(b, iter++, &loss) != SG_OK) return SG_ERR_RUNTIME;
@@ -267,6 +270,15 @@ static sg_status measure(bench *b, sg_bench_result *r) {
                     i + 1, o->iters, 1e3 * r->step_s[i], 1e3 * b->ph[SG_PH_FWD],
                     1e3 * b->ph[SG_PH_LOSS], 1e3 * b->ph[SG_PH_BWD], 1e3 * b->ph[SG_PH_OPT], loss);
     }
+    sg_comm_get_stats(b->c.comm, &cs1);
+    double steps = o->iters, total = 0;
+    for (int i = 0; i < o->iters; i++) total += r->step_s[i];
+    r->syncbn_ms_per_step = 1e3 * (cs1.syncbn_s - cs0.syncbn_s) / steps;
+    r->syncbn_share = total > 0 ? (cs1.syncbn_s - cs0.syncbn_s) / total : 0;
+    r->syncbn_calls_per_step = (double)(cs1.syncbn_calls - cs0.syncbn_calls) / steps;
+    r->syncbn_queued_per_step = (double)(cs1.syncbn_queued - cs0.syncbn_queued) / steps;
+    r->poll_sleeps_per_step = (double)(cs1.poll_sleeps - cs0.poll_sleeps) / steps;
+    r->flushes_per_step = (double)(cs1.flushes - cs0.flushes) / steps;
     if (!isfinite(r->loss_last))
         SG_WARN("bench: the loss became non-finite (%g); the timings stand, but the weights "
                 "diverged (train.lr %g)",
@@ -302,6 +314,9 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->device_peak_mib = (double)bi.mem_peak / 1048576.0;
         r->activation_mib = (double)sg_model_activation_bytes(b.c.m) / 1048576.0;
         r->params = sg_model_param_count(b.c.m, 0);
+        r->conv_plan_hits = bi.conv_plan_hits;
+        r->conv_plan_misses = bi.conv_plan_misses;
+        r->conv_plan_loaded = bi.conv_plan_loaded;
         r->peak_rss_mib = peak_rss_mib(); /* before the peak measurement's buffers */
         if (o->peak_gflops > 0) {
             r->peak_gflops = o->peak_gflops;

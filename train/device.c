@@ -34,11 +34,17 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
     if (sg_device_for_rank(cfg->device, env->local_rank, env->local_world, dev, sizeof dev) !=
         SG_OK)
         return NULL;
+    /* the plan cache's file (CUDA; kernels/conv_plans.h) */
+    char plans[SG_STR + 32] = "";
+    if (strcmp(cfg->cudnn.plan_cache, "auto") == 0)
+        snprintf(plans, sizeof plans, "%s/cudnn_plans.bin", cfg->run_dir);
+    else snprintf(plans, sizeof plans, "%s", cfg->cudnn.plan_cache);
     sg_backend_opts bo = {.threads = cfg->threads,
                           .cudnn_benchmark = cfg->cudnn.benchmark,
                           .cudnn_deterministic = cfg->cudnn.deterministic,
                           .precision = sg_precision_of(cfg),
-                          .allow_tf32 = cfg->cudnn.allow_tf32};
+                          .allow_tf32 = cfg->cudnn.allow_tf32,
+                          .conv_plan_file = plans};
     sg_backend *be = sg_backend_create(dev, &bo);
     if (!be) return NULL;
     sg_backend_info bi;

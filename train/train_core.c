@@ -172,7 +172,11 @@ sg_status sg_train_core_attach(sg_train_core *c) {
         c->lab_host = malloc(px);
         SG_CHECK(c->lab_host != NULL, "out of host memory");
     }
-    c->counts = calloc((size_t)2 + (size_t)c->C * (1 + (size_t)c->K), sizeof *c->counts);
+    /* the step's counts, then room for them again followed by every rank's
+     * micro-batch sizes (train_step.c: one all-reduce carries both) */
+    c->counts = calloc((size_t)2 + (size_t)c->C * (1 + (size_t)c->K) + (size_t)2 + (size_t)c->C +
+                           (size_t)c->K * (size_t)c->world,
+                       sizeof *c->counts);
     SG_CHECK(c->counts != NULL, "out of host memory");
     /* after DDP: SyncBN's hooks decide how many values a BN layer pools.
      * A batch or crop the model cannot train on is the config's (logged). */

@@ -88,7 +88,9 @@ typedef struct sg_train_core {
     float *ohem_prob;        /* device [B x crop]: true-class probabilities */
     uint8_t *lab_host;       /* host [B x crop]: a micro-batch's labels, counted
                                      per class (class weights or OHEM on) */
-    int64_t *counts;         /* host [2 + C + K*C]: the step's counts */
+    int64_t *counts;         /* host [2 + C + K*C]: the step's counts, then
+                                [2 + C + K*world]: their all-reduce with every
+                                rank's micro-batch sizes (SyncBN) */
 } sg_train_core;
 
 /* Each returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG (logged; see

@@ -56,7 +56,23 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
             for (int i = 0; i < C; i++) cnt[2 + i] += mc[i];
         }
     }
-    if (sg_comm_allreduce_i64(c->comm, cnt, (size_t)ncnt) != 0) return SG_ERR_RUNTIME;
+    /* with SyncBN on several ranks the same all-reduce also tells every rank
+     * each rank's micro-batch sizes (slot k * world + rank), so that SyncBN
+     * on NCCL knows the value counts without reading the device
+     * (sg_comm_set_batch_sizes) */
+    int64_t *sizes = NULL;
+    if (c->world > 1 && cfg->model.sync_bn) {
+        int64_t *red = c->counts + 2 + (size_t)C * (1 + (size_t)c->K);
+        for (int i = 0; i < ncnt; i++) red[i] = cnt[i];
+        sizes = red + ncnt;
+        for (int i = 0; i < c->K * c->world; i++) sizes[i] = 0;
+        for (int k = 0; k < K && k < c->K; k++) sizes[(size_t)k * c->world + c->rank] = mb[k].n;
+        if (sg_comm_allreduce_i64(c->comm, red, (size_t)ncnt + (size_t)c->K * c->world) != 0)
+            return SG_ERR_RUNTIME;
+        for (int i = 0; i < ncnt; i++) cnt[i] = red[i];
+    } else if (sg_comm_allreduce_i64(c->comm, cnt, (size_t)ncnt) != 0) {
+        return SG_ERR_RUNTIME;
+    }
     double global_den = denominator(c, cnt[0], by_class ? cnt + 2 : NULL);
     phase_end(so, SG_PH_COMM);
     double main_sum = 0, aux_sum = 0;
@@ -73,6 +89,7 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         phase_end(so, SG_PH_DATA);
         uint64_t key = sg_rng_key((uint64_t)cfg->seed, (uint64_t)so->iter, (uint64_t)k,
                                   (uint64_t)c->rank, SG_RNG_DROPOUT);
+        if (sizes) sg_comm_set_batch_sizes(c->comm, k < c->K ? sizes + (size_t)k * c->world : NULL);
         sg_model_forward(c->m, 1, key);
         phase_end(so, SG_PH_FWD);
         /* DDP averages gradients over ranks: with the global norm every rank's
@@ -118,6 +135,7 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         sg_model_backward(c->m, k > 0);
         phase_end(so, SG_PH_BWD);
     }
+    if (sizes) sg_comm_set_batch_sizes(c->comm, NULL);
     if (sg_ddp_wait(c->ddp) != 0) return SG_ERR_RUNTIME;
     phase_end(so, SG_PH_COMM);
     sg_sgd_step(&c->opt, so->lr);

@@ -1,9 +1,11 @@
 /* kernels/cpu/cpu_bn.c - batch norm on the CPU (the bn group of
  * tests/backend/run_bn.c, and the BN *_dt ops of the act_bf16 group;
  * kernels/cuda/cuda_bn.cu on the GPU), split the way SyncBN needs it (see
- * backend.h): per-channel statistics (two-pass, double
- * accumulation), Chan's merge of partial statistics, normalize + affine
- * (+ fused ReLU), and the backward reduce / elementwise / parameter grads.
+ * backend.h): per-channel statistics (one pass over memory: the mean and
+ * M2 of each cache-sized block, two-pass inside the block in double, merged
+ * with Chan's formula), Chan's merge of partial statistics, normalize +
+ * affine (+ fused ReLU, + fused residual add and ReLU), and the backward
+ * reduce (+ the residual's gradient) / elementwise / parameter grads.
  * Threads split channels for reductions and (n, c) planes for elementwise
  * work; the per-plane loops are `omp simd` kernels, multiversioned for
  * AVX-512 / AVX2 (SG_CPU_CLONES). The arithmetic shared with the CUDA
@@ -38,17 +40,28 @@ SG_CPU_CLONES static double plane_m2(const float *p, int hw, double mean) {
     return m2;
 }
 
+/* Values per statistics block: 4 KiB of floats, so the block's second
+ * pass (M2 about the block's mean) reads L1, not memory. */
+#define STATS_BLOCK 1024
+
+/* Folds one plane into *acc: each block's count, mean and M2 (two-pass in
+ * cache, double) merged with Chan's formula (formulas/bn.h), in order. */
+static void plane_moments(const float *p, int hw, sg_bn_moments *acc) {
+    for (int q0 = 0; q0 < hw; q0 += STATS_BLOCK) {
+        int len = hw - q0 < STATS_BLOCK ? hw - q0 : STATS_BLOCK;
+        double mb = plane_sum(p + q0, len) / len;
+        sg_bn_merge(acc, (double)len, mb, plane_m2(p + q0, len, mb));
+    }
+}
+
 static void bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
     (void)be;
-    double cnt = (double)n * hw;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
-        double s = 0, m2 = 0;
-        for (int i = 0; i < n; i++) s += plane_sum(x + ((size_t)i * c + ch) * hw, hw);
-        double mean = s / cnt;
-        for (int i = 0; i < n; i++) m2 += plane_m2(x + ((size_t)i * c + ch) * hw, hw, mean);
-        stats[ch] = (float)mean;
-        stats[c + ch] = (float)m2;
+        sg_bn_moments acc = {0, 0, 0};
+        for (int i = 0; i < n; i++) plane_moments(x + ((size_t)i * c + ch) * hw, hw, &acc);
+        stats[ch] = (float)acc.mean;
+        stats[c + ch] = (float)acc.m2;
     }
 }
 
@@ -236,18 +249,14 @@ static void bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, i
         return;
     }
     float *bufs = plane_bufs(be, hw);
-    double cnt = (double)n * hw;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
         float *buf = bufs + (size_t)2 * omp_get_thread_num() * hw;
-        double s = 0, m2 = 0;
+        sg_bn_moments acc = {0, 0, 0};
         for (int i = 0; i < n; i++)
-            s += plane_sum(x_plane(x, x_dt, ((size_t)i * c + ch) * hw, hw, buf), hw);
-        double mean = s / cnt;
-        for (int i = 0; i < n; i++)
-            m2 += plane_m2(x_plane(x, x_dt, ((size_t)i * c + ch) * hw, hw, buf), hw, mean);
-        stats[ch] = (float)mean;
-        stats[c + ch] = (float)m2;
+            plane_moments(x_plane(x, x_dt, ((size_t)i * c + ch) * hw, hw, buf), hw, &acc);
+        stats[ch] = (float)acc.mean;
+        stats[c + ch] = (float)acc.m2;
     }
 }
 
@@ -336,6 +345,80 @@ static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x
     }
 }
 
+/* ---- fused with the residual join (backend.h) ---- */
+
+/* y = max(0, (x - m)*a + b + r) over one plane: bn_fwd's element, then
+ * add's (the same float operations, so the unfused chain's bits). */
+SG_CPU_CLONES static void plane_fwd_add(const float *xp, const float *rp, float *yp, int hw,
+                                        float m, float a, float b) {
+#pragma omp simd
+    for (int q = 0; q < hw; q++) yp[q] = sg_relu(sg_fadd(sg_bn_fwd_elem(xp[q], m, a, b), rp[q]));
+}
+
+static void bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
+                            const float *invstd, const float *gamma, const float *beta,
+                            const float *res, float *y, int n, int c, int hw) {
+    check_dt(x_dt, "bn_add_relu_fwd");
+    float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        int ch = (int)(pl % c);
+        size_t off = (size_t)pl * hw;
+        float *buf = bufs ? bufs + (size_t)2 * omp_get_thread_num() * hw : NULL;
+        float a = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
+        plane_fwd_add(x_plane(x, x_dt, off, hw, buf), res + off, y + off, hw, mean[ch], a,
+                      beta[ch]);
+    }
+}
+
+/* plane_reduce with relu (the same blocks and sums), and the masked g
+ * stored into (acc: added to) dr when dr is not NULL. */
+SG_CPU_CLONES static void plane_reduce_res(const float *g, const float *xp, const float *yp,
+                                           float *dr, int hw, double m, int acc, double *s_,
+                                           double *sx_) {
+    double s = 0, sx = 0;
+    float gm[256];
+    for (int q0 = 0; q0 < hw; q0 += 256) {
+        int len = hw - q0 < 256 ? hw - q0 : 256;
+#pragma omp simd
+        for (int j = 0; j < len; j++) gm[j] = sg_relu_mask(g[q0 + j], yp[q0 + j]);
+        if (dr && acc) {
+#pragma omp simd
+            for (int j = 0; j < len; j++) dr[q0 + j] += gm[j];
+        } else if (dr) {
+#pragma omp simd
+            for (int j = 0; j < len; j++) dr[q0 + j] = gm[j];
+        }
+#pragma omp simd reduction(+ : s, sx)
+        for (int j = 0; j < len; j++) {
+            s += gm[j];
+            sx += (double)gm[j] * ((double)xp[q0 + j] - m);
+        }
+    }
+    *s_ += s;
+    *sx_ += sx;
+}
+
+static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
+                              const float *y, const float *mean, float *red, float *dres, int n,
+                              int c, int hw, int accumulate) {
+    check_dt(x_dt, "bn_bwd_reduce_res");
+    float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
+#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
+    for (int ch = 0; ch < c; ch++) {
+        float *buf = bufs ? bufs + (size_t)2 * omp_get_thread_num() * hw : NULL;
+        double s = 0, sx = 0;
+        for (int i = 0; i < n; i++) {
+            size_t off = ((size_t)i * c + ch) * hw;
+            plane_reduce_res(dy + off, x_plane(x, x_dt, off, hw, buf), y + off,
+                             dres ? dres + off : NULL, hw, mean[ch], accumulate, &s, &sx);
+        }
+        red[ch] = (float)s;
+        red[c + ch] = (float)sx;
+    }
+}
+
 static void bn_param_grads(sg_backend *be, const float *red, const float *invstd, float *dgamma,
                            float *dbeta, int c, int accumulate) {
     (void)be;
@@ -358,4 +441,6 @@ void sg_cpu_fill_bn_ops(sg_ops *ops) {
     ops->bn_fwd_dt = bn_fwd_dt;
     ops->bn_bwd_reduce_dt = bn_bwd_reduce_dt;
     ops->bn_bwd_elem_dt = bn_bwd_elem_dt;
+    ops->bn_add_relu_fwd = bn_add_relu_fwd;
+    ops->bn_bwd_reduce_res = bn_bwd_reduce_res;
 }

@@ -57,6 +57,7 @@ static void cuda_destroy(sg_backend *be) {
     CU_CHECK(cudaSetDevice(cu->device));
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
     sg_cuda_conv_destroy(cu);
+    sg_conv_plans_destroy(cu->plans);
     sg_cuda_act_buf_free(cu);
     sg_wcache_destroy(cu->wcache);
     CUDNN_CHECK(cudnnDestroy(cu->cudnn));
@@ -80,6 +81,11 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     snprintf(info->precision, sizeof info->precision, "%s",
              cu->precision == SG_PRECISION_BF16 ? "bf16" : "fp32");
     snprintf(info->conv_math, sizeof info->conv_math, "%s", cu->conv_math);
+    sg_conv_plans_stats ps;
+    sg_conv_plans_get_stats(cu->plans, &ps);
+    info->conv_plan_hits = ps.hits;
+    info->conv_plan_misses = ps.misses;
+    info->conv_plan_loaded = ps.loaded;
     /* free / total of the device (other processes' use included); a failure
      * leaves them 0 = unknown rather than ending the run over a report */
     size_t free_b = 0, total_b = 0;
@@ -198,6 +204,18 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
             free(cu);
             free(be);
             return NULL;
+        }
+    }
+
+    /* keyed by the GPU's name and cuDNN's version: a file written on
+     * another GPU model or cuDNN is ignored with a warning */
+    cu->plans = sg_conv_plans_create(prop.name, (uint64_t)cudnnGetVersion());
+    if (opts && opts->conv_plan_file && *opts->conv_plan_file) {
+        snprintf(cu->plan_file, sizeof cu->plan_file, "%s", opts->conv_plan_file);
+        if (sg_conv_plans_load(cu->plans, cu->plan_file, NULL, 0) == SG_PLANS_LOADED) {
+            sg_conv_plans_stats ps;
+            sg_conv_plans_get_stats(cu->plans, &ps);
+            SG_INFO("cuDNN convolution plans: %ld read from %s", ps.loaded, cu->plan_file);
         }
     }
 

@@ -7,9 +7,17 @@
  * accumulate in double, and merge the per-block partials in a second small
  * kernel in a fixed order: no atomics, deterministic results
  * (cuda_chan_reduce.cuh, shared with the bias gradient).
- * bn_stats is two-pass within each block (block mean, then M2 about it) and
- * the blocks merge with Chan's formula; bn_finalize merges the parts (ranks)
- * with Chan's formula in double, as backend.h specifies.
+ * bn_stats reads x once: each thread sums its values' deviations from the
+ * first of them (shifted data, in double: no cancellation as long as that
+ * value lies within a few standard deviations of the mean, as a sample of
+ * the channel does), turns them into (count, mean, M2), and the threads,
+ * then the blocks, merge with Chan's formula in a fixed order; bn_finalize
+ * merges the parts (ranks) with Chan's formula in double, as backend.h
+ * specifies. The splits fill one whole wave of resident blocks
+ * (chan_splits_for).
+ * The residual join's fused ops (bn_add_relu_fwd, bn_bwd_reduce_res) are
+ * k_bn_fwd and k_bn_bwd_reduce_part with the add / the residual's gradient
+ * folded in: the same per-element operations as the unfused chain.
  * Elementwise ops run per plane (cuda_internal.h: grid.y = n*c planes).
  * The merge, the finalize and the per-element formulas are
  * kernels/formulas/bn.h, shared with the CPU backend: from the same partial
@@ -58,37 +66,56 @@ __device__ __forceinline__ float bn_out(const float *y, const X *x, size_t i, fl
 
 /* ---- statistics ---- */
 
-/* Each block: count, mean and M2 (two-pass about the block's own mean) of its slice. */
+/* (count, mean, M2) of v over the block, merged with Chan's formula in a
+ * fixed order (warp shuffles, then the warps in order); valid in thread 0.
+ * `sh` holds 3 * 32 doubles. */
+__device__ __forceinline__ sg_bn_moments block_moments(sg_bn_moments v, double *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        double nb = __shfl_down_sync(0xffffffffu, v.n, o);
+        double mb = __shfl_down_sync(0xffffffffu, v.mean, o);
+        double m2b = __shfl_down_sync(0xffffffffu, v.m2, o);
+        if (lane + o < 32) sg_bn_merge(&v, nb, mb, m2b);
+    }
+    if (lane == 0) sh[warp] = v.n, sh[32 + warp] = v.mean, sh[64 + warp] = v.m2;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int nwarps = (blockDim.x + 31) >> 5;
+        for (int w = 1; w < nwarps; w++) sg_bn_merge(&v, sh[w], sh[32 + w], sh[64 + w]);
+    }
+    return v;
+}
+
+/* Each block: count, mean and M2 of its slice, reading x once. Each thread
+ * accumulates (v - k) and (v - k)^2 about k, its first value (shifted
+ * data), in double; M2 = sum (v-k)^2 - (sum (v-k))^2 / count. */
 template <typename X>
 __global__ void k_bn_stats_part(const X *x, int n, int c, int hw, double *part) {
-    __shared__ double sh[32];
+    __shared__ double sh[96];
     int ch = blockIdx.y;
-    double s = 0;
-    {
-        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-        s += act_ld(x, i);
-        CHAN_SLICE_END
+    double k = 0, s1 = 0, s2 = 0, cnt = 0;
+    int first = 1;
+    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+    double v = (double)act_ld(x, i);
+    if (first) k = v, first = 0;
+    double d = v - k;
+    s1 += d;
+    s2 += d * d;
+    cnt += 1;
+    CHAN_SLICE_END
+    sg_bn_moments t = {0, 0, 0};
+    if (cnt > 0) {
+        t.n = cnt;
+        t.mean = k + s1 / cnt;
+        double m2 = s2 - s1 * s1 / cnt;
+        t.m2 = m2 > 0 ? m2 : 0.0;
     }
-    double cnt;
-    {
-        long long per_ = (long long)n * hw;
-        cnt = (double)(per_ * (blockIdx.x + 1) / gridDim.x - per_ * blockIdx.x / gridDim.x);
-    }
-    double mb = sg_block_sum_all(s, sh);
-    mb = cnt > 0 ? mb / cnt : 0.0;
-    double m2 = 0;
-    {
-        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-        double d = (double)act_ld(x, i) - mb;
-        m2 += d * d;
-        CHAN_SLICE_END
-    }
-    m2 = sg_block_sum(m2, sh);
+    t = block_moments(t, sh);
     if (threadIdx.x == 0) {
         double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
-        o[0] = cnt;
-        o[1] = mb;
-        o[2] = m2;
+        o[0] = t.n;
+        o[1] = t.n > 0 ? t.mean : 0.0;
+        o[2] = t.m2;
     }
 }
 
@@ -110,7 +137,9 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     sg_cuda *cu = sg_cu(be);
     SG_CHECK((size_t)n * hw > 0, "CUDA backend: bn_stats over zero values (n=%d hw=%d)", n, hw);
     if (c <= 0) return;
-    int splits = chan_splits(cu, c, (long long)n * hw);
+    static int occupancy[16];
+    int splits = chan_splits_for(cu, c, (long long)n * hw,
+                                 chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
     k_bn_stats_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
@@ -279,7 +308,9 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
                           const float *beta, float *red, int n, int c, int hw, int relu) {
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
-    int splits = chan_splits(cu, c, (long long)n * hw);
+    static int occupancy[16];
+    int splits = chan_splits_for(cu, c, (long long)n * hw,
+                                 chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
     k_bn_bwd_reduce_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
@@ -361,6 +392,96 @@ static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *
                     hw, relu, accumulate);
 }
 
+/* ---- fused with the residual join (backend.h) ---- */
+
+/* y = max(0, bn(x) + res): k_bn_fwd's element, then add's. y may == res. */
+template <typename X>
+__global__ void k_bn_add_relu_fwd(const X *x, const float *mean, const float *invstd,
+                                  const float *gamma, const float *beta, const float *res, float *y,
+                                  int c, int hw, size_t planes) {
+    SG_PLANE_LOOP(pl, planes) {
+        int ch = (int)(pl % c);
+        float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
+        size_t off = pl * hw;
+        SG_INPLANE_LOOP(j, hw) {
+            size_t i = off + j;
+            y[i] = sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), m, a, bt), res[i]));
+        }
+    }
+}
+
+template <typename X>
+static void bn_add_relu_fwd(sg_backend *be, const X *x, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, const float *res, float *y,
+                            int n, int c, int hw) {
+    size_t planes = (size_t)n * c;
+    if (!planes || hw <= 0) return;
+    int t = sg_cu_plane_threads(hw);
+    k_bn_add_relu_fwd<X><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, mean, invstd, gamma, beta, res, y, c, hw, planes);
+    CU_LAUNCH_CHECK("k_bn_add_relu_fwd");
+}
+
+static void sg_cuda_bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
+                                    const float *invstd, const float *gamma, const float *beta,
+                                    const float *res, float *y, int n, int c, int hw) {
+    if (sg_cuda_act_dt(x_dt, "bn_add_relu_fwd") == SG_ACT_BF16)
+        bn_add_relu_fwd(be, (const uint16_t *)x, mean, invstd, gamma, beta, res, y, n, c, hw);
+    else bn_add_relu_fwd(be, (const float *)x, mean, invstd, gamma, beta, res, y, n, c, hw);
+}
+
+/* k_bn_bwd_reduce_part with the mask from y (the join's output), and g
+ * stored into (accumulate: added to) dres when dres is not NULL. */
+template <typename X>
+__global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const float *y,
+                                         const float *mean, float *dres, int n, int c, int hw,
+                                         int accumulate, double *part) {
+    __shared__ double sh[32];
+    int ch = blockIdx.y;
+    double m = mean[ch];
+    double sg = 0, sgx = 0;
+    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+    float g = sg_relu_mask(dy[i], y[i]);
+    if (dres) dres[i] = accumulate ? sg_fadd(dres[i], g) : g;
+    sg += g;
+    sgx += (double)g * ((double)act_ld(x, i) - m);
+    CHAN_SLICE_END
+    sg = sg_block_sum(sg, sh);
+    sgx = sg_block_sum(sgx, sh);
+    if (threadIdx.x == 0) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = sg;
+        o[1] = sgx;
+    }
+}
+
+template <typename X>
+static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const X *x, const float *y,
+                              const float *mean, float *red, float *dres, int n, int c, int hw,
+                              int accumulate) {
+    sg_cuda *cu = sg_cu(be);
+    if (c <= 0) return;
+    static int occupancy[16];
+    int splits =
+        chan_splits_for(cu, c, (long long)n * hw,
+                        chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X>, occupancy, 16));
+    cudaStream_t st = sg_cu_stream(be);
+    k_bn_bwd_reduce_res_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
+        dy, x, y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
+    CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
+    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c, 0);
+    CU_LAUNCH_CHECK("k_chan_sum_merge (bn res)");
+}
+
+static void sg_cuda_bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
+                                      const float *y, const float *mean, float *red, float *dres,
+                                      int n, int c, int hw, int accumulate) {
+    SG_CHECK(y, "CUDA backend: bn_bwd_reduce_res needs y (the join's output)");
+    if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_res") == SG_ACT_BF16)
+        bn_bwd_reduce_res(be, dy, (const uint16_t *)x, y, mean, red, dres, n, c, hw, accumulate);
+    else bn_bwd_reduce_res(be, dy, (const float *)x, y, mean, red, dres, n, c, hw, accumulate);
+}
+
 __global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,
                                  int c, int accumulate) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
@@ -390,4 +511,6 @@ void sg_cuda_fill_bn_ops(sg_ops *o) {
     o->bn_fwd_dt = sg_cuda_bn_fwd_dt;
     o->bn_bwd_reduce_dt = sg_cuda_bn_bwd_reduce_dt;
     o->bn_bwd_elem_dt = sg_cuda_bn_bwd_elem_dt;
+    o->bn_add_relu_fwd = sg_cuda_bn_add_relu_fwd;
+    o->bn_bwd_reduce_res = sg_cuda_bn_bwd_reduce_res;
 }

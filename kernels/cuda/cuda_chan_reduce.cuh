@@ -21,17 +21,48 @@
 /* Threads per block of the per-channel slice kernels. */
 #define SG_CHAN_THREADS 512
 
-/* How many blocks share one channel: about 4 blocks per SM in all, at least
- * 4096 values per block, at most 64, and c * splits partial slots. */
-static inline int chan_splits(sg_cuda *cu, int c, long long per_channel) {
+/* How many blocks share one channel, for a kernel of which blocks_per_sm
+ * blocks of SG_CHAN_THREADS fit on one SM at once: as many as fit in one
+ * whole wave (c * splits <= sm_count * blocks_per_sm: rounding the split up
+ * instead left a second, nearly empty wave on the largest layers, e.g. 768
+ * blocks for 528 slots at 256 channels on 132 SMs), at least 4096 values per
+ * block, at most 64, and c * splits partial slots. Layers with more channels
+ * than one wave holds get one block per channel. */
+static inline int chan_splits_for(sg_cuda *cu, int c, long long per_channel, int blocks_per_sm) {
     SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS && c <= 65535,
              "CUDA backend: %d channels in a per-channel reduction (1..65535)", c);
-    long long want = (4LL * cu->sm_count + c - 1) / c;
+    long long wave = (long long)cu->sm_count * (blocks_per_sm < 1 ? 1 : blocks_per_sm);
+    long long want = wave / c;
     long long by_work = per_channel / 4096;
     if (want > by_work) want = by_work;
     if (want > 64) want = 64;
     if (want * c > SG_CUDA_CHAN_SLOTS) want = SG_CUDA_CHAN_SLOTS / c;
     return want < 1 ? 1 : (int)want;
+}
+
+/* The same for a kernel whose occupancy is not asked: 4 blocks per SM
+ * (2048 threads, the SM's limit on sm_80 and sm_90). */
+static inline int chan_splits(sg_cuda *cu, int c, long long per_channel) {
+    return chan_splits_for(cu, c, per_channel, 2048 / SG_CHAN_THREADS);
+}
+
+/* Resident blocks of SG_CHAN_THREADS per SM for `kernel` on cu's device
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor: registers and shared
+ * memory included), asked once per kernel and device and kept in *cache
+ * (one int per device, 0 = not asked yet; a lost race asks twice and
+ * stores the same value). */
+template <typename K>
+static int chan_blocks_per_sm(sg_cuda *cu, K kernel, int *cache, int cache_len) {
+    int d = cu->device;
+    if (d >= 0 && d < cache_len) {
+        int v = __atomic_load_n(&cache[d], __ATOMIC_RELAXED);
+        if (v > 0) return v;
+    }
+    int b = 0;
+    CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, SG_CHAN_THREADS, 0));
+    if (b < 1) b = 1;
+    if (d >= 0 && d < cache_len) __atomic_store_n(&cache[d], b, __ATOMIC_RELAXED);
+    return b;
 }
 
 /* This block's share [k0, k1) of the channel's n*hw values, visited row by

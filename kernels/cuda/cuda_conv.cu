@@ -11,6 +11,11 @@
  *     a warning, if the timing itself cannot get device memory);
  *   - otherwise: cuDNN's heuristics (cudnnGet*_v7, best first);
  *   - cudnn_deterministic: only algorithms cuDNN reports as deterministic.
+ * A choice is kept per geometry and mode (precision, TF32, deterministic,
+ * measured) in the plan cache (kernels/conv_plans.h), which the backend
+ * loads from and saves to cudnn.plan_cache's file: a geometry found there
+ * skips the search once cuDNN accepts its algorithms here again (the
+ * workspace query), so a resumed or repeated run does not time anything.
  * The shared workspace grows to the largest chosen algorithm's need when a
  * geometry is first seen (conv_prepare or first use), never in steady state.
  *
@@ -342,8 +347,9 @@ static void fallback_algo(sg_cuda *cu, sg_cuda_conv *e, int dir, size_t limit, i
 
 /* Each choose_* sets the descriptor's math type to the requested one for the
  * search, then to the chosen algorithm's for its workspace size (which
- * depends on it); the call sites set it again before running. */
-static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+ * depends on it); the call sites set it again before running. Returns 1
+ * when the choice was measured (cudnnFind*), 0 when it is the heuristics'. */
+static int choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -375,9 +381,10 @@ static void choose_fwd(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         cu->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc, e->fwd_algo, &e->fwd_ws));
+    return measured;
 }
 
-static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+static int choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -410,9 +417,10 @@ static void choose_bwd_data(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, e->w_desc, e->y_desc,
                                                              e->conv_desc, e->x_desc,
                                                              e->bwd_data_algo, &e->bwd_data_ws));
+    return measured;
 }
 
-static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
+static int choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int got = 0;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, requested_math(cu)));
@@ -445,6 +453,7 @@ static void choose_bwd_filter(sg_cuda *cu, sg_cuda_conv *e, size_t limit) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         cu->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, e->bwd_filter_algo,
         &e->bwd_filter_ws));
+    return measured;
 }
 
 static const char *math_name(cudnnMathType_t m) {
@@ -469,6 +478,48 @@ static void log_choice(const sg_cuda *cu, const sg_cuda_conv *e) {
              (int)e->fwd_algo, math_name(e->fwd_math), e->fwd_ws, (int)e->bwd_data_algo,
              math_name(e->bwd_data_math), e->bwd_data_ws, (int)e->bwd_filter_algo,
              math_name(e->bwd_filter_math), e->bwd_filter_ws);
+}
+
+/* The plan cache's record of e's three choices. */
+static void plan_of(const sg_cuda_conv *e, sg_conv_plan *pl) {
+    pl->algo[SG_CONV_DIR_FWD] = (int32_t)e->fwd_algo;
+    pl->algo[SG_CONV_DIR_BWD_DATA] = (int32_t)e->bwd_data_algo;
+    pl->algo[SG_CONV_DIR_BWD_FILTER] = (int32_t)e->bwd_filter_algo;
+    pl->math[SG_CONV_DIR_FWD] = (int32_t)e->fwd_math;
+    pl->math[SG_CONV_DIR_BWD_DATA] = (int32_t)e->bwd_data_math;
+    pl->math[SG_CONV_DIR_BWD_FILTER] = (int32_t)e->bwd_filter_math;
+    pl->workspace[SG_CONV_DIR_FWD] = e->fwd_ws;
+    pl->workspace[SG_CONV_DIR_BWD_DATA] = e->bwd_data_ws;
+    pl->workspace[SG_CONV_DIR_BWD_FILTER] = e->bwd_filter_ws;
+}
+
+/* Takes a cached plan for e: each direction's algorithm must exist, be
+ * accepted by cuDNN with its math type on this geometry (the workspace
+ * query's status), fit the workspace limit, and be deterministic when that
+ * is asked for; and no math type that converts float32 to half. Returns 1
+ * with e's algorithms, math types and workspaces set, else 0 (e's choices
+ * are then left to the search). */
+static int apply_plan(sg_cuda *cu, sg_cuda_conv *e, const sg_conv_plan *pl, size_t limit) {
+    size_t ws[3];
+    for (int dir = 0; dir < 3; dir++) {
+        int a = pl->algo[dir], m = pl->math[dir];
+        if (a < 0 || a >= dir_count[dir]) return 0;
+        if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_FMA_MATH) return 0;
+        if ((cudnnMathType_t)m != run_math(cu, (cudnnMathType_t)m)) return 0;
+        if (cu->deterministic && !algo_deterministic(dir, a)) return 0;
+        CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, (cudnnMathType_t)m));
+        if (probe_ws(cu, e, dir, a, &ws[dir]) != CUDNN_STATUS_SUCCESS || ws[dir] > limit) return 0;
+    }
+    e->fwd_algo = (cudnnConvolutionFwdAlgo_t)pl->algo[SG_CONV_DIR_FWD];
+    e->bwd_data_algo = (cudnnConvolutionBwdDataAlgo_t)pl->algo[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_algo = (cudnnConvolutionBwdFilterAlgo_t)pl->algo[SG_CONV_DIR_BWD_FILTER];
+    e->fwd_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_FWD];
+    e->bwd_data_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_math = (cudnnMathType_t)pl->math[SG_CONV_DIR_BWD_FILTER];
+    e->fwd_ws = ws[SG_CONV_DIR_FWD];
+    e->bwd_data_ws = ws[SG_CONV_DIR_BWD_DATA];
+    e->bwd_filter_ws = ws[SG_CONV_DIR_BWD_FILTER];
+    return 1;
 }
 
 static size_t max3(size_t a, size_t b, size_t c) {
@@ -534,9 +585,32 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
              d->oh, d->ow, ooh, oow);
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y_desc, fmt, dt, d->n, d->k, d->oh, d->ow));
     size_t limit = workspace_limit();
-    choose_fwd(cu, e, limit);
-    choose_bwd_data(cu, e, limit);
-    choose_bwd_filter(cu, e, limit);
+    /* chosen once per geometry and mode: from the plan cache (memory or its
+     * file) when cuDNN still accepts that choice here, else searched and
+     * added (kernels/conv_plans.h) */
+    sg_conv_plan_key pk =
+        sg_conv_plan_key_make(d, cu->precision, cu->tf32, cu->deterministic, cu->benchmark);
+    sg_conv_plan pl;
+    int cached = sg_conv_plans_lookup(cu->plans, &pk, &pl);
+    if (cached && !apply_plan(cu, e, &pl, limit)) {
+        SG_WARN("cuDNN convolution plan cache: the cached algorithms for n=%d c=%d h=%d w=%d "
+                "k=%d r=%d s=%d are not usable here (workspace over %zu MiB or refused); "
+                "choosing again",
+                d->n, d->c, d->h, d->w, d->k, d->r, d->s, limit >> 20);
+        sg_conv_plans_remove(cu->plans, &pk);
+        cached = 0;
+    }
+    if (!cached) {
+        int measured = choose_fwd(cu, e, limit);
+        measured &= choose_bwd_data(cu, e, limit);
+        measured &= choose_bwd_filter(cu, e, limit);
+        plan_of(e, &pl);
+        /* a benchmark whose timing ran out of memory fell back to the
+         * heuristics: not kept as a measured plan, so a later run measures */
+        if ((measured || !cu->benchmark) && sg_conv_plans_insert(cu->plans, &pk, &pl) == SG_OK &&
+            cu->plan_file[0])
+            (void)sg_conv_plans_save(cu->plans, cu->plan_file); /* warns on failure */
+    }
     log_choice(cu, e);
     sg_cuda_raw_grow(cu, &cu->workspace, &cu->workspace_bytes,
                      max3(e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws),

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/conv_plans.h"
 #include "kernels/cuda/cudnn_status.h"
 
 /* ---- error checking ---- */
@@ -148,6 +149,10 @@ typedef struct sg_cuda {
     cudaEvent_t upload_event;
     cudnnHandle_t cudnn; /* bound to the compute stream */
 
+    /* chosen algorithms by geometry and mode, in memory and in plan_file
+     * (kernels/conv_plans.h); plan_file "" = memory only */
+    sg_conv_plans *plans;
+    char plan_file[4096];
     /* convolution cache (linear: a network has a few dozen geometries) */
     sg_cuda_conv *convs;
     int n_convs, cap_convs;

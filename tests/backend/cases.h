@@ -14,6 +14,8 @@
  *   bn_finalize: c, parts, counts, eps, momentum, running
  *     (run_bn_chan_merge: counts = images per part of one batch, h w lo hi)
  *   bn_eval_params, bn_param_grads: c, eps, acc
+ *   bn_add_relu_fwd, bn_bwd_reduce_res: n c h w, x_dt, lo hi, inplace (fwd:
+ *     y == res; reduce: dres NULL), acc (reduce: into dres)
  *   relu_*, add, scale, axpy, sumsq: count, acc, relu, inplace, alpha, in, want
  *   dropout_*: count, p, key, acc
  *   sgd_step: count, sgd, in (param), in2 (gradients), want (param per step)
@@ -77,6 +79,8 @@ void run_bn_fwd(tb_ctx *t, const tb_case *c);
 void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c);
 void run_bn_bwd_elem(tb_ctx *t, const tb_case *c);
 void run_bn_param_grads(tb_ctx *t, const tb_case *c);
+void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c);
+void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c);
 
 /* run_elem.c */
 void run_relu_fwd(tb_ctx *t, const tb_case *c);
@@ -154,6 +158,7 @@ void run_weights_written(tb_ctx *t, const tb_case *c);
 /* run_grad.c: finite-difference checks of the backward ops */
 void run_grad_conv(tb_ctx *t, const tb_case *c);
 void run_grad_bn(tb_ctx *t, const tb_case *c);
+void run_grad_bn_res(tb_ctx *t, const tb_case *c);
 void run_grad_relu(tb_ctx *t, const tb_case *c);
 void run_grad_add_relu(tb_ctx *t, const tb_case *c);
 void run_grad_dropout(tb_ctx *t, const tb_case *c);

@@ -1,12 +1,14 @@
 /* tests/backend/run_bn.c - runners for batch norm split the way SyncBN needs
  * it (stats, Chan merge of partial stats with running-stat update, eval
  * params, forward with fused ReLU, the two backward passes and the parameter
- * gradients), against ref_ops. Inputs that come from an earlier op of the
+ * gradients; the residual join's fused forward and backward reduce),
+ * against ref_ops. Inputs that come from an earlier op of the
  * chain (mean/invstd, the forward output, the reduction) are the
  * reference's, uploaded, so each case tests one op.
  */
 #include <math.h>
 
+#include "kernels/formulas/bf16.h"
 #include "tests/backend/cases.h"
 #include "tests/kernels/ref_ops.h"
 
@@ -221,4 +223,106 @@ void run_bn_param_grads(tb_ctx *t, const tb_case *c) {
                                ch, c->acc);
     tb_close_dev(t, "dgamma", dg, dg_d, ch, t->tol);
     tb_close_dev(t, "dbeta", db, db_d, ch, t->tol);
+}
+
+/* ---- fused with the residual join ---- */
+
+/* Backend memory holding x as stored in dt (bf16 bits when dt is bf16:
+ * tb_bn_setup drew bf16 values then). */
+static void *bn_dev_x(tb_ctx *t, const tb_bn_data *b, int dt) {
+    if (dt == SG_ACT_F32) return tb_devf(t, b->x, b->cnt);
+    uint16_t *h = tb_hbytes(t, b->cnt * sizeof(uint16_t));
+    for (size_t i = 0; i < b->cnt; i++) h[i] = sg_bf16_bits(b->x[i]);
+    return tb_dev(t, h, b->cnt * sizeof(uint16_t));
+}
+
+/* The reference of y = relu(bn(x) + res): ref_bn_fwd, then ref_add. */
+static float *ref_join(tb_ctx *t, const tb_bn_data *b, const float *res) {
+    float *v = tb_hzeros(t, b->cnt), *y = tb_hzeros(t, b->cnt);
+    ref_bn_fwd(b->x, b->mean, b->invstd, b->gamma, b->beta, v, b->n, b->c, b->hw, 0);
+    ref_add(v, res, y, b->cnt, 1);
+    return y;
+}
+
+/* Against the reference; bit for bit against the backend's unfused chain
+ * (bn_fwd_dt without ReLU, then add with ReLU); y == res in place gives
+ * the same bits. */
+void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_add_relu_fwd)) return;
+    const sg_ops *o = t->be->ops;
+    tb_bn_data b = tb_bn_setup(t, c);
+    float *res = tb_rand(t, b.cnt, -1, 1), *want = ref_join(t, &b, res);
+    void *x_d = bn_dev_x(t, &b, c->x_dt);
+    float *mean_d = tb_devf(t, b.mean, b.c), *inv_d = tb_devf(t, b.invstd, b.c);
+    float *g_d = tb_devf(t, b.gamma, b.c), *be_d = tb_devf(t, b.beta, b.c);
+    float *res_d = tb_devf(t, res, b.cnt), *y_d = tb_devf(t, tb_rand(t, b.cnt, 5, 6), b.cnt);
+    o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, y_d, b.n, b.c, b.hw);
+    float *got = tb_getf(t, y_d, b.cnt);
+    tb_close(t, "y", want, got, b.cnt, t->tol);
+    size_t zeros = 0, negative = 0;
+    for (size_t i = 0; i < b.cnt; i++) zeros += got[i] == 0.0f, negative += got[i] < 0;
+    tb_expect(t, negative == 0, "relu: %zu negative outputs", negative);
+    tb_expect(t, zeros > 0 && zeros < b.cnt,
+              "relu should clip some but not all outputs here (%zu of %zu)", zeros, b.cnt);
+    if (TB_HAS(t, bn_fwd_dt) && TB_HAS(t, add)) {
+        float *v_d = tb_devf(t, NULL, b.cnt), *u_d = tb_devf(t, NULL, b.cnt);
+        o->bn_fwd_dt(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, v_d, SG_ACT_F32, b.n, b.c, b.hw,
+                     0);
+        o->add(t->be, v_d, res_d, u_d, b.cnt, 1);
+        tb_same_dev(t, "y vs the unfused bn_fwd + add", got, u_d, b.cnt * sizeof(float));
+    }
+    if (c->inplace) { /* y == res */
+        o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, res_d, b.n, b.c,
+                           b.hw);
+        tb_same_dev(t, "y in place (== res) vs out of place", got, res_d, b.cnt * sizeof(float));
+    }
+}
+
+/* red and dres (g = dy masked by the join's output y; dres NULL when
+ * c->inplace) against the reference; dres bit for bit the unfused
+ * relu_bwd's, red within tol of the unfused bn_bwd_reduce on it; and dx
+ * from bn_bwd_elem on dres without ReLU the bits of bn_bwd_elem on dy with
+ * the mask from y (the shortcut model_run.c takes). */
+void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_bwd_reduce_res)) return;
+    const sg_ops *o = t->be->ops;
+    tb_bn_data b = tb_bn_setup(t, c);
+    float *res = tb_rand(t, b.cnt, -1, 1), *y = ref_join(t, &b, res);
+    float *dy = tb_rand(t, b.cnt, -1, 1), *red = tb_hzeros(t, 2 * (size_t)b.c);
+    float *g = tb_hzeros(t, b.cnt), *dres0 = tb_rand(t, b.cnt, -1, 1);
+    float *dres = tb_hcopy(t, dres0, b.cnt);
+    ref_relu_bwd(dy, y, g, b.cnt, 0);
+    ref_bn_bwd_reduce(g, b.x, y, b.mean, red, b.n, b.c, b.hw, 0);
+    ref_relu_bwd(dy, y, dres, b.cnt, c->acc);
+    void *x_d = bn_dev_x(t, &b, c->x_dt);
+    float *dy_d = tb_devf(t, dy, b.cnt), *y_d = tb_devf(t, y, b.cnt);
+    float *mean_d = tb_devf(t, b.mean, b.c);
+    float *red_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
+    float *dres_d = c->inplace ? NULL : tb_devf(t, dres0, b.cnt);
+    o->bn_bwd_reduce_res(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, red_d, dres_d, b.n, b.c, b.hw,
+                         c->acc);
+    float *got_red = tb_getf(t, red_d, 2 * (size_t)b.c);
+    tb_close(t, "red", red, got_red, 2 * (size_t)b.c, t->tol);
+    if (dres_d) tb_close_dev(t, "dres", dres, dres_d, b.cnt, t->tol);
+    if (!TB_HAS(t, relu_bwd) || !TB_HAS(t, bn_bwd_reduce_dt) || !TB_HAS(t, bn_bwd_elem_dt)) return;
+    /* the unfused chain on the backend */
+    float *gu_d = tb_devf(t, NULL, b.cnt), *redu_d = tb_devf(t, NULL, 2 * b.c);
+    o->relu_bwd(t->be, dy_d, y_d, gu_d, b.cnt, 0);
+    o->bn_bwd_reduce_dt(t->be, gu_d, x_d, c->x_dt, y_d, mean_d, NULL, NULL, NULL, redu_d, b.n, b.c,
+                        b.hw, 0);
+    tb_close_dev(t, "red vs the unfused relu_bwd + bn_bwd_reduce", got_red, redu_d, 2 * (size_t)b.c,
+                 t->tol);
+    if (!dres_d || c->acc) return;
+    tb_same_dev(t, "dres vs the unfused relu_bwd", tb_getf(t, gu_d, b.cnt), dres_d,
+                b.cnt * sizeof(float));
+    float *inv_d = tb_devf(t, b.invstd, b.c), *gam_d = tb_devf(t, b.gamma, b.c);
+    float *beta_d = tb_devf(t, b.beta, b.c);
+    float *dx1_d = tb_devf(t, NULL, b.cnt), *dx2_d = tb_devf(t, NULL, b.cnt);
+    double count = (double)b.n * b.hw;
+    o->bn_bwd_elem_dt(t->be, dres_d, x_d, c->x_dt, NULL, mean_d, inv_d, gam_d, beta_d, red_d, count,
+                      dx1_d, b.n, b.c, b.hw, 0, 0);
+    o->bn_bwd_elem_dt(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, inv_d, gam_d, beta_d, red_d, count,
+                      dx2_d, b.n, b.c, b.hw, 1, 0);
+    tb_same_dev(t, "dx from dres (no relu) vs from dy masked by y", tb_getf(t, dx2_d, b.cnt), dx1_d,
+                b.cnt * sizeof(float));
 }

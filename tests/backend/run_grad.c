@@ -1,7 +1,8 @@
 /* tests/backend/run_grad.c - finite-difference gradient checks of every
  * differentiable op, on the backend: conv (data, weight) with bias, batch
  * norm in training mode (the whole chain through the batch statistics, with
- * and without fused ReLU: dx, dgamma, dbeta), ReLU, add+ReLU, dropout,
+ * and without fused ReLU: dx, dgamma, dbeta; fused with the residual join:
+ * also the identity's gradient), ReLU, add+ReLU, dropout,
  * max-pool, average pool, resize, concat and cross-entropy.
  *
  * For an op f and a fixed random r, L = sum(r * f(inputs)) is evaluated in
@@ -121,6 +122,73 @@ void run_grad_bn(tb_ctx *t, const tb_case *c) {
     tb_check_fd(t, "x", x, s.x_d, cnt, tb_getf(t, dx_d, cnt), bn_loss, &s, c->fd_h);
     tb_check_fd(t, "gamma", g, s.g_d, s.c, tb_getf(t, dg_d, s.c), bn_loss, &s, c->fd_h);
     tb_check_fd(t, "beta", b, s.b_d, s.c, tb_getf(t, db_d, s.c), bn_loss, &s, c->fd_h);
+}
+
+/* ---------------- batch norm fused with the residual join ----------------
+ * y = relu(bn(x) + res) through bn_stats, bn_finalize, bn_add_relu_fwd;
+ * backward as model_run.c runs it: bn_bwd_reduce_res (red, dres = g),
+ * bn_bwd_elem on dres without ReLU, bn_param_grads. */
+
+typedef struct bnres_st {
+    bn_st bn;
+    float *res_d;
+} bnres_st;
+
+static double bnres_loss(tb_ctx *t, void *p) {
+    bnres_st *s = p;
+    bn_st *b = &s->bn;
+    const sg_ops *o = t->be->ops;
+    int64_t count = (int64_t)b->n * b->hw;
+    o->bn_stats(t->be, b->x_d, b->n, b->c, b->hw, b->st_d);
+    o->bn_finalize(t->be, b->st_d, &count, 1, b->c, 1e-5f, 0.1f, b->mean_d, b->inv_d, NULL, NULL);
+    o->bn_add_relu_fwd(t->be, b->x_d, SG_ACT_F32, b->mean_d, b->inv_d, b->g_d, b->b_d, s->res_d,
+                       b->y_d, b->n, b->c, b->hw);
+    return tb_dot_dev(t, b->r, b->y_d, (size_t)b->n * b->c * b->hw);
+}
+
+void run_grad_bn_res(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_stats) || !TB_HAS(t, bn_finalize) || !TB_HAS(t, bn_add_relu_fwd) ||
+        !TB_HAS(t, bn_bwd_reduce_res) || !TB_HAS(t, bn_bwd_elem) || !TB_HAS(t, bn_param_grads))
+        return;
+    const sg_ops *o = t->be->ops;
+    bnres_st s = {{c->n, c->c, c->h * c->w, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+                  NULL};
+    bn_st *b = &s.bn;
+    size_t cnt = (size_t)b->n * b->c * b->hw;
+    float *g = tb_rand(t, b->c, 0.5f, 1.5f), *bt = tb_rand(t, b->c, -0.3f, 0.3f);
+    b->r = tb_rand(t, cnt, -1, 1);
+    float *x = tb_rand(t, cnt, -2, 2), *res = tb_hzeros(t, cnt);
+    /* res keeps bn(x) + res at least 0.03 from the kink (reference) */
+    {
+        float *st = tb_hzeros(t, 2 * (size_t)b->c), *mean = tb_hzeros(t, b->c);
+        float *inv = tb_hzeros(t, b->c), *v = tb_hzeros(t, cnt);
+        int64_t count = (int64_t)b->n * b->hw;
+        ref_bn_stats(x, b->n, b->c, b->hw, st);
+        ref_bn_finalize(st, &count, 1, b->c, 1e-5f, 0.1f, mean, inv, NULL, NULL);
+        ref_bn_fwd(x, mean, inv, g, bt, v, b->n, b->c, b->hw, 0);
+        float *u = tb_rand(t, cnt, -1, 1);
+        for (size_t i = 0; i < cnt; i++) {
+            float want = u[i] < 0 ? u[i] - 0.03f : u[i] + 0.03f; /* bn(x) + res */
+            res[i] = want - v[i];
+        }
+    }
+    b->x_d = tb_devf(t, x, cnt), b->g_d = tb_devf(t, g, b->c), b->b_d = tb_devf(t, bt, b->c);
+    b->y_d = tb_devf(t, NULL, cnt), b->st_d = tb_devf(t, NULL, 2 * b->c);
+    b->mean_d = tb_devf(t, NULL, b->c), b->inv_d = tb_devf(t, NULL, b->c);
+    s.res_d = tb_devf(t, res, cnt);
+    float *r_d = tb_devf(t, b->r, cnt), *red_d = tb_devf(t, NULL, 2 * b->c);
+    float *dx_d = tb_devf(t, NULL, cnt), *dres_d = tb_devf(t, NULL, cnt);
+    float *dg_d = tb_devf(t, NULL, b->c), *db_d = tb_devf(t, NULL, b->c);
+    bnres_loss(t, &s);
+    o->bn_bwd_reduce_res(t->be, r_d, b->x_d, SG_ACT_F32, b->y_d, b->mean_d, red_d, dres_d, b->n,
+                         b->c, b->hw, 0);
+    o->bn_bwd_elem(t->be, dres_d, b->x_d, b->x_d, b->mean_d, b->inv_d, b->g_d, red_d,
+                   (double)b->n * b->hw, dx_d, b->n, b->c, b->hw, 0, 0);
+    o->bn_param_grads(t->be, red_d, b->inv_d, dg_d, db_d, b->c, 0);
+    tb_check_fd(t, "x", x, b->x_d, cnt, tb_getf(t, dx_d, cnt), bnres_loss, &s, c->fd_h);
+    tb_check_fd(t, "res", res, s.res_d, cnt, tb_getf(t, dres_d, cnt), bnres_loss, &s, c->fd_h);
+    tb_check_fd(t, "gamma", g, b->g_d, b->c, tb_getf(t, dg_d, b->c), bnres_loss, &s, c->fd_h);
+    tb_check_fd(t, "beta", bt, b->b_d, b->c, tb_getf(t, db_d, b->c), bnres_loss, &s, c->fd_h);
 }
 
 /* ---------------- elementwise ---------------- */

@@ -268,10 +268,22 @@ static int w_model(int sync_bn) {
     double berr = tu_max_rel_err(sg_model_buffers(ref), sg_model_buffers(m), nb, 1e-6);
     printf("model sync_bn=%d rank %d: %d buckets, grad rel err %.3g, running-stat rel err %.3g\n",
            sync_bn, r, sg_ddp_num_buckets(d), gerr, berr);
+    sg_comm_stats cs;
+    sg_comm_get_stats(c, &cs);
+    printf("model sync_bn=%d rank %d: %ld SyncBN collectives in %.3f ms, %ld enqueued, %ld poll "
+           "sleeps\n",
+           sync_bn, r, cs.syncbn_calls, cs.syncbn_s * 1e3, cs.syncbn_queued, cs.poll_sleeps);
+    /* the mesh's waits block in poll(2): SyncBN never sleeps in a poll
+     * loop on the CPU; nothing is enqueued (no device transport) */
+    WCHECK(cs.poll_sleeps == 0, "%ld sleeps in a poll loop", cs.poll_sleeps);
+    WCHECK(cs.syncbn_queued == 0, "%ld collectives enqueued on the CPU", cs.syncbn_queued);
     if (sync_bn) {
+        WCHECK(cs.syncbn_calls > 0 && cs.syncbn_s > 0, "SyncBN not counted: %ld calls",
+               cs.syncbn_calls);
         WCHECK(gerr < 1e-4, "grads differ from the single-process union batch: %.3g", gerr);
         WCHECK(berr < 1e-4, "running stats differ: %.3g", berr);
     } else {
+        WCHECK(cs.syncbn_calls == 0, "%ld SyncBN collectives without SyncBN", cs.syncbn_calls);
         WCHECK(gerr > 1e-3, "without SyncBN grads should differ from the union batch: %.3g", gerr);
     }
     sg_ddp_destroy(d);

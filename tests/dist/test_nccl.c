@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "dist/comm.h"
+#include "dist/ddp.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 
@@ -48,6 +49,48 @@ static void test_collectives(void) {
     free(back);
 }
 
+/* SyncBN on NCCL with the batch sizes known: the forward gather and the
+ * backward sum are enqueued on the compute stream (counted as such, no
+ * sleep of the training thread), give the world-1 results (parts = the
+ * local stats, counts = n * plane), and the next blocking collective flushes
+ * them. Without the batch sizes the gather blocks as before. */
+static void test_syncbn_enqueued(void) {
+    const sg_ops *o = g_be->ops;
+    int c = 64;
+    float h[128], back[128];
+    for (int i = 0; i < 2 * c; i++) h[i] = 0.25f * (float)i - 3.0f;
+    float *stats = o->alloc(g_be, sizeof h), *parts = o->alloc(g_be, sizeof h);
+    o->upload(g_be, stats, h, sizeof h);
+    sg_comm_stats before, after;
+    sg_comm_get_stats(g_c, &before);
+    int64_t n[1] = {4}, counts[1] = {0};
+    sg_comm_set_batch_sizes(g_c, n);
+    sg_syncbn_gather(g_c, stats, 4 * 96, parts, counts, c);
+    CHECK_EQ_INT(counts[0], 4 * 96);
+    sg_syncbn_allreduce(g_c, stats, 2 * c);
+    sg_comm_set_batch_sizes(g_c, NULL);
+    sg_comm_get_stats(g_c, &after);
+    CHECK_EQ_INT(after.syncbn_queued - before.syncbn_queued, 2);
+    CHECK_EQ_INT(after.syncbn_calls - before.syncbn_calls, 2);
+    CHECK_EQ_INT(after.poll_sleeps, before.poll_sleeps); /* issuing never sleeps */
+    CHECK(sg_comm_barrier(g_c) == 0);                    /* flushes */
+    sg_comm_get_stats(g_c, &after);
+    CHECK_EQ_INT(after.flushes - before.flushes, 1);
+    o->download(g_be, back, parts, sizeof back);
+    CHECK(memcmp(h, back, sizeof h) == 0);
+    o->download(g_be, back, stats, sizeof back);
+    CHECK(memcmp(h, back, sizeof h) == 0);
+    /* no batch sizes: the blocking gather with the counts in the message */
+    counts[0] = 0;
+    sg_syncbn_gather(g_c, stats, 1000, parts, counts, c);
+    CHECK_EQ_INT(counts[0], 1000);
+    sg_comm_stats last;
+    sg_comm_get_stats(g_c, &last);
+    CHECK_EQ_INT(last.syncbn_queued, after.syncbn_queued);
+    o->free(g_be, stats);
+    o->free(g_be, parts);
+}
+
 int main(void) {
     if (!sg_backend_cuda_compiled() || sg_backend_cuda_device_count() < 1) {
         fprintf(stderr, "no CUDA device: skipped\n");
@@ -67,6 +110,7 @@ int main(void) {
     g_c = sg_comm_create(&cfg, g_be);
     if (!g_c) return 1;
     TEST_RUN(test_collectives);
+    TEST_RUN(test_syncbn_enqueued);
     sg_comm_destroy(g_c);
     sg_backend_destroy(g_be);
     return TEST_EXIT();

@@ -18,6 +18,7 @@ typedef struct stub_comm {
     int finalized, destroyed, aborted;
     int after_release; /* calls made after release: must stay 0 */
     int polls;
+    int done_after;             /* > 0: async_error answers DONE from this poll on */
     sg_ncs_poll state;          /* what async_error answers */
     sg_ncs_poll finalize_state; /* what finalize answers (then async_error) */
     pthread_t abort_thread;
@@ -39,6 +40,7 @@ static sg_ncs_poll st_async(void *comm, char *why, size_t len) {
     stub_comm *c = comm;
     touch(c);
     c->polls++;
+    if (c->done_after && c->polls >= c->done_after) return SG_NCS_DONE;
     if (c->state == SG_NCS_ERROR) snprintf(why, len, "stub: remote rank failed");
     return c->state;
 }
@@ -240,6 +242,70 @@ static void test_cross_thread_abort(void) {
     CHECK_EQ_INT(c0.after_release + c1.after_release, 0);
 }
 
+/* The sleep counter (sg_comm_stats.poll_sleeps on NCCL): a wait on an
+ * event that is not ready sleeps between polls and counts each sleep on its
+ * channel; a wait that finds the event done at once does not. */
+static void test_sleeps_counted(void) {
+    stub_comm c0 = {0}, c1 = {0};
+    sg_nccl_state s;
+    init_state(&s, &c0, &c1, 0.01);
+    char err[256];
+    stub_event done = {SG_NCS_DONE}, busy = {SG_NCS_PENDING};
+    CHECK(sg_ncs_wait(&s, SG_CH_MAIN, SG_NCS_DONE, &done, "all-gather", err, sizeof err) == SG_OK);
+    CHECK_EQ_INT(atomic_load(&s.sleeps[SG_CH_MAIN]), 0);
+    CHECK(sg_ncs_wait(&s, SG_CH_GRAD, SG_NCS_DONE, &busy, "all-reduce", err, sizeof err) ==
+          SG_ERR_RUNTIME);
+    CHECK(atomic_load(&s.sleeps[SG_CH_GRAD]) > 0);
+    CHECK_EQ_INT(atomic_load(&s.sleeps[SG_CH_MAIN]), 0);
+    sg_ncs_shutdown(&s);
+}
+
+/* An enqueue still in progress on a non-blocking communicator: completes
+ * within the yielding phase without a single sleep; an error is reported
+ * and fails the channel; one that stays in progress ends in sg_ncs_wait's
+ * timeout. */
+static void test_wait_issued(void) {
+    char err[256];
+    {
+        stub_comm c0 = {0}, c1 = {0};
+        c0.state = SG_NCS_PENDING;
+        c0.done_after = 3;
+        sg_nccl_state s;
+        init_state(&s, &c0, &c1, 1.0);
+        CHECK(sg_ncs_wait_issued(&s, SG_CH_MAIN, SG_NCS_PENDING, "all-gather", err, sizeof err) ==
+              SG_OK);
+        CHECK_EQ_INT(atomic_load(&s.sleeps[SG_CH_MAIN]), 0);
+        CHECK(sg_ncs_wait_issued(&s, SG_CH_MAIN, SG_NCS_DONE, "all-gather", err, sizeof err) ==
+              SG_OK);
+        CHECK_EQ_INT(atomic_load(&s.failed), 0);
+        sg_ncs_shutdown(&s);
+    }
+    {
+        stub_comm c0 = {0}, c1 = {0};
+        c0.state = SG_NCS_ERROR;
+        sg_nccl_state s;
+        init_state(&s, &c0, &c1, 1.0);
+        CHECK(sg_ncs_wait_issued(&s, SG_CH_MAIN, SG_NCS_PENDING, "all-gather", err, sizeof err) ==
+              SG_ERR_RUNTIME);
+        CHECK_STR_CONTAINS(err, "remote rank failed");
+        CHECK_EQ_INT(atomic_load(&s.failed), 1);
+        CHECK_EQ_INT(c0.aborted, 1);
+        sg_ncs_shutdown(&s);
+        CHECK_EQ_INT(c0.after_release, 0);
+    }
+    {
+        stub_comm c0 = {0}, c1 = {0};
+        c0.state = SG_NCS_PENDING;
+        sg_nccl_state s;
+        init_state(&s, &c0, &c1, 0.02);
+        CHECK(sg_ncs_wait_issued(&s, SG_CH_MAIN, SG_NCS_PENDING, "all-gather", err, sizeof err) ==
+              SG_ERR_RUNTIME);
+        CHECK_STR_CONTAINS(err, "did not complete");
+        CHECK(atomic_load(&s.sleeps[SG_CH_MAIN]) > 0);
+        sg_ncs_shutdown(&s);
+    }
+}
+
 int main(void) {
     TEST_RUN(test_clean_shutdown);
     TEST_RUN(test_finalize_pending);
@@ -247,5 +313,7 @@ int main(void) {
     TEST_RUN(test_null_comm);
     TEST_RUN(test_wait_errors);
     TEST_RUN(test_cross_thread_abort);
+    TEST_RUN(test_sleeps_counted);
+    TEST_RUN(test_wait_issued);
     return TEST_EXIT();
 }

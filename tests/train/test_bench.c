@@ -151,11 +151,17 @@ static void test_cli(void) {
     double ach = th_json_num(js, "achieved_gflops");
     int has_split = strstr(js, "\"data_ms_median\":") && strstr(js, "\"comm_ms_median\":") &&
                     strstr(js, "\"optimizer_ms_median\":") && strstr(js, "\"loss_ms_median\":");
+    /* one CPU rank: no SyncBN collective, no plan cache (CUDA only) */
+    int no_dist = th_json_num(js, "syncbn_collectives_per_step") == 0 &&
+                  th_json_num(js, "poll_sleeps_per_step") == 0 &&
+                  th_json_num(js, "conv_plan_hits") == 0 &&
+                  th_json_num(js, "conv_plan_misses") == 0;
     int has_shape = strstr(js, "\"crop\":[32,48]") && th_json_num(js, "batch") == 3 &&
                     th_json_num(js, "accum_steps") == 2 && th_json_num(js, "iters") == 3;
     free(js);
     CHECK_MSG(bad < 0, "field %s missing or not positive", positive[bad]);
     CHECK(has_split && has_shape);
+    CHECK(no_dist);
     /* img/s counts every image of the step: batch x accum / median step */
     CHECK_NEAR(imgs, 6.0 / (med / 1e3), 1e-6 * imgs);
     CHECK_NEAR(flops, 3.0 * 6.0 * fwd, 1e-9 * flops);
@@ -198,7 +204,20 @@ static void test_dist(void) {
     CHECK(js != NULL);
     double world = th_json_num(js, "world"), imgs = th_json_num(js, "img_per_s");
     double med = th_json_num(js, "step_ms_median"), comm = th_json_num(js, "comm_ms_median");
+    /* SyncBN (model.sync_bn's default) on 2 CPU ranks: timed and counted,
+     * blocking on the mesh (nothing enqueued), never a sleep in a poll loop */
+    double sb_ms = th_json_num(js, "syncbn_ms_per_step");
+    double sb_n = th_json_num(js, "syncbn_collectives_per_step");
+    double sb_q = th_json_num(js, "syncbn_enqueued_per_step");
+    double sleeps = th_json_num(js, "poll_sleeps_per_step");
+    double share = th_json_num(js, "syncbn_step_share");
     free(js);
+    fprintf(stderr,
+            "  SyncBN %.2f ms/step (%.1f%%), %.0f collectives, %.0f enqueued, %.1f sleeps\n", sb_ms,
+            100 * share, sb_n, sb_q, sleeps);
+    CHECK(sb_ms > 0 && sb_n > 0 && share > 0 && share < 1);
+    CHECK_EQ_INT((long long)sb_q, 0);
+    CHECK(sleeps == 0);
     CHECK_EQ_INT((long long)world, 2);
     /* 2 images per rank per step, 2 ranks */
     CHECK_NEAR(imgs, 4.0 / (med / 1e3), 1e-6 * imgs);
