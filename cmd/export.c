@@ -25,10 +25,30 @@
 /* torchvision builds DeepLabV3 and FCN on ResNet-50 and -101 at base width
  * 64 only (deeplabv3_resnet50/101, fcn_resnet50/101): other checkpoints get
  * torchvision's names but no torchvision constructor makes a model that
- * loads them. Said, not refused: the names still help a hand-built model. */
+ * loads them. Said, not refused: the names still help a hand-built model.
+ * MobileNetV3-Large: deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+ * at width_mult 1 (a 16-channel stem) with heads of 256 / 128 channels. */
+static int dim_is(const sg_st_file *f, const char *name, int d, long v) {
+    const sg_st_tensor *t = sg_st_find(f, name);
+    return t && t->ndim == 4 && (long)t->shape[d] == v;
+}
+
 static void torchvision_fit(const sg_st_file *f, const char *ck) {
     const char *bb = sg_st_meta(f, "backbone");
     const char *arch = sg_st_meta(f, "arch") ? sg_st_meta(f, "arch") : "deeplabv3";
+    if (bb && !strcmp(bb, "mobilenet_v3_large")) {
+        int lr = !strcmp(arch, "lraspp");
+        if (dim_is(f, "encoder.0.0.weight", 0, 16) &&
+            (lr ? dim_is(f, "decoder.cbr.0.weight", 0, 128)
+                : dim_is(f, "decoder.4.weight", 1, 256)))
+            return;
+        SG_WARN("export --names torchvision: %s is a narrowed mobilenet_v3_large (model.width_mult "
+                "or model.base_width other than 1.0 / 64); torchvision's %s_mobilenet_v3_large "
+                "builds the full width only, so it does not load this file strictly (the names "
+                "are torchvision's all the same)",
+                ck, arch);
+        return;
+    }
     const sg_st_tensor *c1 = sg_st_find(f, "encoder.conv1.weight");
     long width = c1 && c1->ndim == 4 ? (long)c1->shape[0] : -1;
     int r50_101 = bb && (!strcmp(bb, "resnet50") || !strcmp(bb, "resnet101"));

@@ -56,10 +56,10 @@ typedef struct sg_config_origin {
 } sg_config_origin;
 
 typedef struct sg_model_cfg {
-    char arch[SG_NAME];          /* deeplabv3|fcn (deeplabv3plus|lraspp: refused, not built) */
-    char names[SG_NAME];         /* torchvision|mmseg: whose heads and state-dict names */
-    char backbone[SG_NAME];      /* resnet18|34|50|101, resnet50v1c|resnet101v1c */
-    int output_stride;           /* 8|16 */
+    char arch[SG_NAME];     /* deeplabv3|fcn (deeplabv3plus|lraspp: refused, not built) */
+    char names[SG_NAME];    /* torchvision|mmseg: whose heads and state-dict names */
+    char backbone[SG_NAME]; /* resnet18|34|50|101, resnet50v1c|resnet101v1c, mobilenet_v3_large */
+    int output_stride;      /* 8|16 */
     int aspp_rates[SG_LIST_MAX]; /* default 12,24,36 */
     int n_aspp_rates;
     int num_classes;
@@ -68,6 +68,7 @@ typedef struct sg_model_cfg {
     double aux_dropout;
     double head_dropout; /* fcn and mmseg heads: before the classifier */
     int base_width;      /* 64 = torchvision; smaller shrinks every layer */
+    double width_mult;   /* mobilenet_v3_large: torchvision's width_mult (1.0) */
     int sync_bn;         /* bool: SyncBN across ranks (default on) */
     double bn_eps;
     double bn_momentum;

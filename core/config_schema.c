@@ -78,16 +78,17 @@ static const sg_config_key g_keys[] = {
         "CPU threads per process, 0 = the CPUs it may use (affinity mask, cgroup quota) divided among the node's ranks; OMP_NUM_THREADS overrides 0"),
 
     K_ENUM("model.arch", model.arch, "deeplabv3", "deeplabv3|fcn|deeplabv3plus|lraspp",
-           "decode head: DeepLabV3 (ASPP), FCN, or DeepLabV3+ (mmseg's "
-           "DepthwiseSeparableASPPHead: model.names mmseg, a ResNet-50/101 backbone); lraspp is "
-           "not built yet"),
+           "decode head: DeepLabV3 (ASPP), FCN, DeepLabV3+ (mmseg's "
+           "DepthwiseSeparableASPPHead: model.names mmseg, a ResNet-50/101 backbone) or LR-ASPP "
+           "(mobilenet_v3_large only)"),
     K_ENUM("model.names", model.names, "torchvision", "torchvision|mmseg",
            "whose heads and state-dict names: torchvision's DeepLabHead/FCNHead or "
            "mmsegmentation's ASPPHead/FCNHead/DepthwiseSeparableASPPHead (ConvModule names; "
            "required for the v1c backbones and deeplabv3plus)"),
     K_ENUM("model.backbone", model.backbone, "resnet50",
-           "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c",
-           "ResNet encoder: torchvision's layout, or mmseg's ResNetV1c (deep 3x3 stem)"),
+           "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c|mobilenet_v3_large",
+           "encoder: torchvision's ResNet, mmseg's ResNetV1c (deep 3x3 stem), or torchvision's "
+           "MobileNetV3-Large as its segmentation models dilate it (output_stride 16)"),
     K_CHOICE("model.output_stride", model.output_stride, "8", "8|16",
              "encoder output stride: 8 dilates layer3+layer4, 16 dilates layer4"),
     K_INTS("model.aspp_rates", model.aspp_rates, model.n_aspp_rates, 1, "[12, 24, 36]", 1, 1024,
@@ -104,6 +105,9 @@ static const sg_config_key g_keys[] = {
             "dropout before the classifier of the FCN head and of mmseg's heads (Dropout2d)"),
     K_INT("model.base_width", model.base_width, "64", 1, 1024,
           "encoder base width (64 = torchvision); smaller values shrink every layer"),
+    K_FLOAT("model.width_mult", model.width_mult, "1.0", 0.05, 4,
+            "mobilenet_v3_large: torchvision's width_mult (channels rounded to multiples of 8); "
+            "its heads follow model.base_width (DeepLabHead 4x, LR-ASPP 2x)"),
     K_BOOL("model.sync_bn", model.sync_bn, "true",
            "synchronise batch-norm statistics across ranks (SyncBN)"),
     K_FLOAT("model.bn_eps", model.bn_eps, "1e-05", 1e-12, 1, "batch-norm epsilon"),

@@ -2,9 +2,10 @@
  *
  * Builds torchvision's deeplabv3_resnet{18,34,50,101} / fcn_resnet{50,101}
  * module trees exactly (torchvision 0.14 models/segmentation/deeplabv3.py,
- * fcn.py, resnet.py), or mmsegmentation's DeepLabV3 / FCN / DeepLabV3+
- * (ASPPHead, FCNHead, DepthwiseSeparableASPPHead, ResNetV1c; model.names
- * mmseg), and
+ * fcn.py, resnet.py), deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+ * (mobilenetv3.py, lraspp.py), or mmsegmentation's DeepLabV3 / FCN /
+ * DeepLabV3+ (ASPPHead, FCNHead, DepthwiseSeparableASPPHead, ResNetV1c;
+ * model.names mmseg), and
  * runs its forward and backward through kernels/backend.h only, so the same
  * code runs on every backend.
  *
@@ -57,14 +58,18 @@ typedef enum {
     SG_RESNET50 = 2,
     SG_RESNET101 = 3,
     SG_RESNET50V1C = 4,
-    SG_RESNET101V1C = 5
+    SG_RESNET101V1C = 5,
+    /* torchvision's MobileNetV3-Large as its segmentation models build it
+     * (mobilenet_v3_large(dilated=True): the last stage dilated, output
+     * stride 16; width scaled by width_mult) */
+    SG_MOBILENET_V3_LARGE = 6
 } sg_backbone;
-#define SG_N_BACKBONES 6
+#define SG_N_BACKBONES 7
 
 /* model.arch: the decode head. deeplabv3plus: mmseg's
  * DepthwiseSeparableASPPHead (model/head_sepaspp.c; names mmseg, a
- * bottleneck ResNet only); lraspp is named (config, refused with a message)
- * until it is built. */
+ * bottleneck ResNet only); lraspp: torchvision's LR-ASPP head
+ * (model/head_lraspp.c), on mobilenet_v3_large only. */
 typedef enum {
     SG_ARCH_DEEPLABV3 = 0,
     SG_ARCH_FCN = 1,
@@ -98,13 +103,19 @@ typedef struct sg_model_opts {
     sg_arch arch;       /* default deeplabv3 */
     sg_names names;     /* default torchvision */
     float head_dropout; /* before the classifier of fcn and the mmseg heads (0.1) */
+    /* mobilenet_v3_large: torchvision's width_mult (1.0; channels rounded by
+     * its _make_divisible(c * width_mult, 8)); double, as Python computes
+     * it. The heads' widths follow base_width (DeepLabHead 4 * base_width,
+     * LR-ASPP inter 2 * base_width: 256 and 128 at 64). */
+    double width_mult;
 } sg_model_opts;
 
 /* torchvision defaults for `backbone` (deeplabv3, rates 12,24,36, OS 8,
  * width 64, 21 classes, aux head on, dropout 0.5/0.1/0.1, eps 1e-5, momentum
  * 0.1); names mmseg for the v1c backbones, torchvision otherwise. */
 void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone);
-/* Parses "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c".
+/* Parses "resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c|
+ * mobilenet_v3_large".
  * Returns SG_OK, or SG_ERR_CONFIG without logging (the caller names the key). */
 sg_status sg_backbone_parse(const char *s, sg_backbone *out);
 const char *sg_backbone_name(sg_backbone b);

@@ -3,7 +3,9 @@
  *
  * Mirrors torchvision 0.14's module tree (resnet.py, segmentation/
  * deeplabv3.py, fcn.py) so registry names and order equal torchvision's
- * state_dict after the prefix rename. Also: option parsing/validation,
+ * state_dict after the prefix rename. The MobileNetV3-Large backbone and the
+ * LR-ASPP head are built in backbone_mobilenetv3.c and head_lraspp.c through
+ * the builders handed to them (sg_graph_builder, model_internal.h). Also: option parsing/validation,
  * registry accessors, initialisation and freezing.
  */
 #include <math.h>
@@ -18,15 +20,17 @@
 #include "model/model_internal.h"
 #include "model/model_profile.h"
 
-static const char *backbone_names[SG_N_BACKBONES] = {"resnet18",  "resnet34",    "resnet50",
-                                                     "resnet101", "resnet50v1c", "resnet101v1c"};
-static const int backbone_blocks[SG_N_BACKBONES][4] = {{2, 2, 2, 2},  {3, 4, 6, 3}, {3, 4, 6, 3},
-                                                       {3, 4, 23, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}};
+static const char *backbone_names[SG_N_BACKBONES] = {
+    "resnet18",    "resnet34",     "resnet50",          "resnet101",
+    "resnet50v1c", "resnet101v1c", "mobilenet_v3_large"};
+static const int backbone_blocks[SG_N_BACKBONES][4] = {
+    {2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}, {0}};
 static const char *arch_names[SG_N_ARCHS] = {"deeplabv3", "fcn", "deeplabv3plus", "lraspp"};
 static const char *names_names[2] = {"torchvision", "mmseg"};
 
 static int is_v1c(sg_backbone b) { return b == SG_RESNET50V1C || b == SG_RESNET101V1C; }
 static int is_bottleneck(sg_backbone b) { return b != SG_RESNET18 && b != SG_RESNET34; }
+static int is_mobilenet(sg_backbone b) { return b == SG_MOBILENET_V3_LARGE; }
 
 const char *sg_backbone_name(sg_backbone b) {
     return ((int)b >= 0 && (int)b < SG_N_BACKBONES) ? backbone_names[b] : "?";
@@ -81,6 +85,41 @@ void sg_model_opts_default(sg_model_opts *o, sg_backbone backbone) {
     o->bn_momentum = 0.1f;
     o->arch = SG_ARCH_DEEPLABV3;
     o->names = is_v1c(backbone) ? SG_NAMES_MMSEG : SG_NAMES_TORCHVISION;
+    o->width_mult = 1.0;
+    if (is_mobilenet(backbone)) o->output_stride = 16; /* dilated=True: C4 at stride 16 */
+}
+
+/* torchvision's segmentation models on MobileNetV3-Large
+ * (segmentation/deeplabv3.py _deeplabv3_mobilenetv3, lraspp.py
+ * _lraspp_mobilenetv3): deeplabv3 (aux FCNHead optional) and lraspp (no aux,
+ * lraspp.py refuses aux_loss), output stride 16. The (arch, backbone,
+ * names) rules are combination_problem's; these are the other options. */
+static sg_status validate_mobilenet(const sg_model_opts *o) {
+    if (o->output_stride != 16) {
+        SG_ERROR("model.output_stride = %d with model.backbone = mobilenet_v3_large: torchvision "
+                 "dilates its last stage only (mobilenet_v3_large(dilated=True)), output stride "
+                 "16; set model.output_stride: 16",
+                 o->output_stride);
+        return SG_ERR_CONFIG;
+    }
+    if (o->arch == SG_ARCH_LRASPP && o->aux_head) {
+        SG_ERROR("model.arch = lraspp with model.aux_head = true: LR-ASPP has no auxiliary head "
+                 "(torchvision's lraspp_mobilenet_v3_large refuses aux_loss); set "
+                 "model.aux_head: false");
+        return SG_ERR_CONFIG;
+    }
+    if (!(o->width_mult >= 0.05 && o->width_mult <= 4)) {
+        SG_ERROR("model.width_mult = %g: expected 0.05..4 (1.0 = torchvision)", o->width_mult);
+        return SG_ERR_CONFIG;
+    }
+    for (int i = 0; i < 4; i++)
+        if (o->blocks[i]) {
+            SG_ERROR("model blocks[%d] = %d: block counts apply to the ResNet backbones only; "
+                     "mobilenet_v3_large has torchvision's fixed 15 blocks",
+                     i, o->blocks[i]);
+            return SG_ERR_CONFIG;
+        }
+    return SG_OK;
 }
 
 /* NULL if the (arch, backbone, names) of o is built; else why not, written
@@ -98,11 +137,30 @@ static const char *combination_problem(const sg_model_opts *o, const char **key,
         snprintf(buf, cap, "model.names %d unknown (torchvision|mmseg)", (int)o->names);
         return buf;
     }
-    if (o->arch == SG_ARCH_LRASPP) {
+    if (o->arch == SG_ARCH_LRASPP && !is_mobilenet(o->backbone)) {
+        *key = "model.backbone";
         snprintf(buf, cap,
-                 "model.arch = %s is not built yet (it needs hardswish/hardsigmoid and "
-                 "MobileNetV3); use deeplabv3, deeplabv3plus or fcn",
+                 "model.arch = lraspp with model.backbone = %s: torchvision defines LR-ASPP on "
+                 "mobilenet_v3_large only (lraspp_mobilenet_v3_large); set model.backbone: "
+                 "mobilenet_v3_large",
+                 sg_backbone_name(o->backbone));
+        return buf;
+    }
+    if (is_mobilenet(o->backbone) && o->arch != SG_ARCH_DEEPLABV3 && o->arch != SG_ARCH_LRASPP) {
+        snprintf(buf, cap,
+                 "model.arch = %s with model.backbone = mobilenet_v3_large: torchvision defines "
+                 "deeplabv3_mobilenet_v3_large and lraspp_mobilenet_v3_large only; set "
+                 "model.arch: deeplabv3 or lraspp",
                  sg_arch_name(o->arch));
+        return buf;
+    }
+    if (is_mobilenet(o->backbone) && o->names != SG_NAMES_TORCHVISION) {
+        *key = "model.names";
+        snprintf(buf, cap,
+                 "model.names = %s with model.backbone = mobilenet_v3_large: its models are "
+                 "torchvision's (mmsegmentation's MobileNetV3 is another tree); set "
+                 "model.names: torchvision",
+                 sg_names_name(o->names));
         return buf;
     }
     if (o->arch == SG_ARCH_DEEPLABV3PLUS && o->names != SG_NAMES_MMSEG) {
@@ -137,7 +195,7 @@ static const char *combination_problem(const sg_model_opts *o, const char **key,
 }
 
 /* SG_OK, or SG_ERR_CONFIG after logging why no anchor defines the
- * combination (or it is not built yet). */
+ * combination (or segtrain does not build it). */
 static sg_status validate_combination(const sg_model_opts *o) {
     char buf[512];
     const char *key, *why = combination_problem(o, &key, buf, sizeof buf);
@@ -153,7 +211,7 @@ sg_status sg_model_config_check(const sg_config *cfg) {
     if (sg_backbone_parse(mc->backbone, &b) != SG_OK)
         return sg_config_reject(cfg, "model.backbone",
                                 "'%s': expected resnet18, resnet34, resnet50, resnet101, "
-                                "resnet50v1c or resnet101v1c",
+                                "resnet50v1c, resnet101v1c or mobilenet_v3_large",
                                 mc->backbone);
     sg_model_opts_default(&o, b);
     if (sg_arch_parse(mc->arch, &o.arch) != SG_OK)
@@ -170,12 +228,13 @@ sg_status sg_model_config_check(const sg_config *cfg) {
 /* SG_OK, or SG_ERR_CONFIG after logging the option. */
 static sg_status validate_opts(const sg_model_opts *o) {
     if ((int)o->backbone < 0 || (int)o->backbone >= SG_N_BACKBONES) {
-        SG_ERROR("model: backbone %d unknown "
-                 "(resnet18|resnet34|resnet50|resnet101|resnet50v1c|resnet101v1c)",
+        SG_ERROR("model: backbone %d unknown (resnet18|resnet34|resnet50|resnet101|resnet50v1c|"
+                 "resnet101v1c|mobilenet_v3_large)",
                  (int)o->backbone);
         return SG_ERR_CONFIG;
     }
     if (validate_combination(o) != SG_OK) return SG_ERR_CONFIG;
+    if (is_mobilenet(o->backbone) && validate_mobilenet(o) != SG_OK) return SG_ERR_CONFIG;
     if (o->output_stride != 8 && o->output_stride != 16) {
         SG_ERROR("model.output_stride = %d: expected 8 or 16", o->output_stride);
         return SG_ERR_CONFIG;
@@ -225,7 +284,7 @@ sg_status sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     sg_backbone b;
     if (sg_backbone_parse(mc->backbone, &b) != SG_OK) {
         SG_ERROR("config model.backbone = '%s': expected resnet18, resnet34, resnet50, "
-                 "resnet101, resnet50v1c or resnet101v1c",
+                 "resnet101, resnet50v1c, resnet101v1c or mobilenet_v3_large",
                  mc->backbone);
         return SG_ERR_CONFIG;
     }
@@ -255,6 +314,7 @@ sg_status sg_model_opts_from_config(sg_model_opts *o, const sg_config *cfg) {
     o->base_width = mc->base_width;
     o->bn_eps = (float)mc->bn_eps;
     o->bn_momentum = (float)mc->bn_momentum;
+    o->width_mult = mc->width_mult;
     return validate_opts(o);
 }
 
@@ -321,10 +381,10 @@ static sg_layer *new_layer(sg_model *m, int type, const int *in, int n_in) {
     return l;
 }
 
-/* conv of `groups` groups (1: ordinary; weight [k, cin/groups, r, r]) */
 static int conv_g(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride,
-                  int pad, int dil, int bias, int groups) {
-    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin / groups, r, r);
+                  int pad, int dil, int groups, int bias) {
+    int g = groups > 1 ? groups : 1;
+    int w = add_param(m, prefix, "weight", SG_PK_CONV_WEIGHT, 4, k, cin / g, r, r);
     int b = bias ? add_param(m, prefix, "bias", SG_PK_CONV_BIAS, 1, k, 0, 0, 0) : -1;
     sg_layer *l = new_layer(m, L_CONV, &x, 1);
     l->w_param = w;
@@ -334,14 +394,14 @@ static int conv_g(sg_model *m, const char *prefix, int x, int cin, int k, int r,
     l->stride = stride;
     l->pad = pad;
     l->dil = dil;
-    l->groups = groups;
+    l->groups = g;
     m->t[l->out].c = k;
     return l->out;
 }
 
 static int conv(sg_model *m, const char *prefix, int x, int cin, int k, int r, int stride, int pad,
                 int dil, int bias) {
-    return conv_g(m, prefix, x, cin, k, r, stride, pad, dil, bias, 1);
+    return conv_g(m, prefix, x, cin, k, r, stride, pad, dil, 1, bias);
 }
 
 static int bn(sg_model *m, const char *prefix, int x, int c, int relu) {
@@ -353,6 +413,8 @@ static int bn(sg_model *m, const char *prefix, int x, int c, int relu) {
     sg_layer *l = new_layer(m, L_BN, &x, 1);
     for (int i = 0; i < 5; i++) l->bn_p[i] = p0 + i;
     l->relu = relu;
+    l->bn_eps = m->o.bn_eps;
+    l->bn_momentum = m->o.bn_momentum;
     m->t[l->out].c = c;
     m->n_bn++;
     return l->out;
@@ -436,6 +498,12 @@ static int make_layer(sg_model *m, resnet_state *st, int li, int x, int planes, 
         st->inplanes = planes * exp;
     }
     return x;
+}
+
+static int layer_n(sg_model *m, int type, const int *in, int n_in, int c) {
+    sg_layer *l = new_layer(m, type, in, n_in);
+    m->t[l->out].c = c;
+    return l->out;
 }
 
 static int dropout2d(sg_model *m, int x, float p, int c) {
@@ -557,18 +625,46 @@ static int mg_conv_bn(sg_model *m, const char *pre, const char *cname, const cha
     char a[160], b[160];
     snprintf(a, sizeof a, "%s%s", pre, cname);
     snprintf(b, sizeof b, "%s%s", pre, bname);
-    return bn(m, b, conv_g(m, a, x, cin, k, r, 1, pad, dil, 0, groups), k, relu);
+    return bn(m, b, conv_g(m, a, x, cin, k, r, 1, pad, dil, groups, 0), k, relu);
 }
 static int mg_avgpool(sg_model *m, int x, int c) { return simple(m, L_AVGPOOL, x, c); }
 
 static sg_mg_builder graph_builder(sg_model *m) {
-    sg_mg_builder g = {m,          &m->o,     mg_conv_bn, conv_module,
-                       mg_avgpool, resize_to, concat,     mm_cls_seg};
+    sg_mg_builder g = {m,           &m->o,      conv_g,    bn,     layer_n,   mg_conv_bn,
+                       conv_module, mg_avgpool, resize_to, concat, mm_cls_seg};
     return g;
+}
+
+/* torchvision's deeplabv3_mobilenet_v3_large (DeepLabHead on features[16],
+ * aux FCNHead on features[stage_indices[-4]]) and lraspp_mobilenet_v3_large
+ * (LRASPPHead on both). */
+static void build_mobilenet(sg_model *m) {
+    const sg_model_opts *o = &m->o;
+    int x = new_tensor(m); /* 0: input */
+    m->t[x].c = 3;
+    const sg_mg_builder g = graph_builder(m);
+    int low, c_low, c_high;
+    int high = sg_mnv3_large_build(&g, &low, &c_low, &c_high);
+    m->t_aux = -1;
+    if (o->arch == SG_ARCH_LRASPP) {
+        int y = sg_lraspp_head(&g, low, c_low, high, c_high, 2 * o->base_width);
+        m->t_out = resize_to(m, y, 0, o->num_classes);
+        return;
+    }
+    int y = tv_deeplab_head(m, high, c_high);
+    m->t_out = resize_to(m, y, 0, o->num_classes);
+    if (o->aux_head) {
+        int a = tv_fcn_head(m, "aux_head", low, c_low, o->aux_dropout);
+        m->t_aux = resize_to(m, a, 0, o->num_classes);
+    }
 }
 
 static void build(sg_model *m) {
     const sg_model_opts *o = &m->o;
+    if (is_mobilenet(o->backbone)) {
+        build_mobilenet(m);
+        return;
+    }
     int bw = o->base_width;
     int bottleneck = is_bottleneck(o->backbone);
     int blocks[4];
@@ -772,7 +868,11 @@ void sg_model_init(sg_model *m, uint64_t seed) {
              * conv_seg normal_init(std 0.01), bias 0 (decode_head.py) */
             int mm = m->o.names == SG_NAMES_MMSEG && p->is_head;
             int conv_seg = mm && strstr(p->name, ".conv_seg.") != NULL;
-            if (p->kind == SG_PK_CONV_WEIGHT && (!p->is_head || (mm && !conv_seg))) {
+            if (p->kind == SG_PK_CONV_BIAS && !p->is_head) {
+                /* encoder conv biases (MobileNetV3's squeeze-excitation
+                 * fc1/fc2): torchvision's MobileNetV3 init zeros them */
+                for (size_t j = 0; j < p->count; j++) hw[p->offset + j] = 0.0f;
+            } else if (p->kind == SG_PK_CONV_WEIGHT && (!p->is_head || (mm && !conv_seg))) {
                 /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
                 double fan_out = (double)p->shape[0] * p->shape[2] * p->shape[3];
                 init_normal(hw + p->offset, p->count, key, sqrt(2.0 / fan_out));

@@ -27,7 +27,18 @@ enum {
      * planes kept (scaled by 1/(1-p)) or zeroed; the plane mask is drawn on
      * the host (sg_rng_uniform(key, n*c + c) >= p keeps) and applied with
      * the scale/zero/axpy ops, so every backend gets the same mask */
-    L_DROPOUT2D
+    L_DROPOUT2D,
+    /* MobileNetV3 / LR-ASPP (model/backbone_mobilenetv3.c, head_lraspp.c):
+     * activations on in[0] (backward reads the input x for the hard ones,
+     * the output y for relu and sigmoid), a plain add, and channel scaling
+     * y = in[0] * in[1][n, c] (in[1] is [n, c, 1, 1]: squeeze-excitation's
+     * and LR-ASPP's gates). All read and write float32 (act_storage). */
+    L_ADD,
+    L_RELU,
+    L_HARDSWISH,
+    L_HARDSIGMOID,
+    L_SIGMOID,
+    L_CHAN_SCALE
 };
 
 #define SG_MAX_IN 12 /* concat of 2 + SG_MODEL_MAX_RATES branches */
@@ -62,6 +73,9 @@ typedef struct sg_layer {
     /* bn: registry indices of weight, bias, running_mean, running_var, nbt */
     int bn_p[5];
     int relu;
+    /* eps and momentum of this BN (the model's bn_eps/bn_momentum, or
+     * MobileNetV3's own 0.001 / 0.01 in its backbone) */
+    float bn_eps, bn_momentum;
     int frozen_stats;
     size_t mean_off, invstd_off; /* arena bytes, [c] each, live fwd->bwd */
     float *mean, *invstd;

@@ -39,6 +39,13 @@ sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap) 
     if (!*pre &&
         (starts(s, "conv1.") || starts(s, "bn1.") || starts(s, "layer") || starts(s, "stem.")))
         pre = "encoder.";
+    /* A plain torchvision MobileNetV3 (ImageNet classification weights) has
+     * its backbone under features. (its classifier.* Linear layers fit no
+     * segmentation head: reported as unexpected). */
+    if (!*pre && starts(s, "features.")) {
+        s += strlen("features.");
+        pre = "encoder.";
+    }
     int n = snprintf(out, cap, "%s%s", pre, s);
     return (n < 0 || (size_t)n >= cap) ? SG_ERR_RUNTIME : SG_OK;
 }

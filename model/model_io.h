@@ -31,7 +31,9 @@ typedef struct sg_load_report {
 } sg_load_report;
 
 /* Maps a file tensor name to a segtrain registry name: strips "module.",
- * renames backbone./classifier./aux_classifier. Writes into out (cap bytes);
+ * renames backbone./classifier./aux_classifier., puts a plain ImageNet
+ * ResNet's names and a MobileNetV3's features.* under encoder. Writes into
+ * out (cap bytes);
  * returns SG_OK, or SG_ERR_RUNTIME if it does not fit (not logged: the
  * caller names the file). */
 sg_status sg_model_canonical_name(const char *file_name, char *out, size_t cap);

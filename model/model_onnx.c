@@ -87,7 +87,7 @@ static sg_status emit_conv(ex *e, const sg_layer *L, int bn_li, const char *out)
         float *fw = malloc(wp->count * sizeof *fw), *fb = malloc((size_t)k * sizeof *fb);
         SG_CHECK(fw && fb, "out of host memory folding %s", wp->name);
         for (int c = 0; c < k && st == SG_OK; c++) {
-            double s = (double)gam[c] / sqrt((double)var[c] + (double)m->o.bn_eps);
+            double s = (double)gam[c] / sqrt((double)var[c] + (double)B->bn_eps);
             if (!isfinite(s) || !isfinite(mean[c]) || !isfinite(beta[c])) {
                 SG_ERROR("export onnx: batch norm %s channel %d has a non-finite scale or "
                          "statistic (weight %g, running_var %g, running_mean %g): the checkpoint "
@@ -131,7 +131,7 @@ static sg_status emit_bn(ex *e, const sg_layer *L, const char *out) {
     }
     const char *in[5] = {e->name[L->in[0]], nm[0], nm[1], nm[2], nm[3]};
     sg_onnx_node *n = node(e, "BatchNormalization", in, 5, out);
-    sg_onnx_attr_float(n, "epsilon", e->m->o.bn_eps);
+    sg_onnx_attr_float(n, "epsilon", L->bn_eps);
     return SG_OK;
 }
 
@@ -168,6 +168,16 @@ static sg_status emit_resize(ex *e, const sg_layer *L, const char *out) {
     sg_onnx_node *n = node(e, "Resize", in, 4, out);
     sg_onnx_attr_string(n, "mode", "linear");
     sg_onnx_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    return SG_OK;
+}
+
+/* PyTorch's hardsigmoid, relu6(x + 3) / 6, as ONNX HardSigmoid
+ * max(0, min(1, alpha * x + beta)) with alpha = 1/6, beta = 0.5. */
+static sg_status emit_hardsigmoid(ex *e, const char *x, const char *out) {
+    const char *in[1] = {x};
+    sg_onnx_node *n = node(e, "HardSigmoid", in, 1, out);
+    sg_onnx_attr_float(n, "alpha", 1.0f / 6.0f);
+    sg_onnx_attr_float(n, "beta", 0.5f);
     return SG_OK;
 }
 
@@ -226,6 +236,32 @@ static sg_status emit_layer(ex *e, int li, const int *fold_into) {
         for (int i = 0; i < L->n_in; i++) in[i] = e->name[L->in[i]];
         sg_onnx_attr_int(node(e, "Concat", in, L->n_in, out), "axis", 1);
         return SG_OK;
+    }
+    case L_ADD:
+    case L_CHAN_SCALE: { /* Mul broadcasts the [N, C, 1, 1] gate */
+        const char *in[2] = {e->name[L->in[0]], e->name[L->in[1]]};
+        node(e, L->type == L_ADD ? "Add" : "Mul", in, 2, out);
+        return SG_OK;
+    }
+    case L_RELU:
+    case L_SIGMOID: {
+        const char *in[1] = {e->name[L->in[0]]};
+        node(e, L->type == L_RELU ? "Relu" : "Sigmoid", in, 1, out);
+        return SG_OK;
+    }
+    case L_HARDSIGMOID: return emit_hardsigmoid(e, e->name[L->in[0]], out);
+    case L_HARDSWISH: {
+        const char *in[1] = {e->name[L->in[0]]};
+        if (e->o->opset >= 14) {
+            node(e, "HardSwish", in, 1, out);
+            return SG_OK;
+        }
+        /* HardSwish is opset 14: x * HardSigmoid(x) before it */
+        snprintf(pre, sizeof pre, "%s_hsig", out);
+        sg_status st = emit_hardsigmoid(e, in[0], pre);
+        const char *mul[2] = {in[0], pre};
+        if (st == SG_OK) node(e, "Mul", mul, 2, out);
+        return st;
     }
     case L_DROPOUT: /* identity in eval mode: the output is the input's value */
     case L_DROPOUT2D:

@@ -74,7 +74,16 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
             y->h = t[L->ref].h;
             y->w = t[L->ref].w;
             break;
+        case L_ADD:
+        case L_CHAN_SCALE:
         case L_ADD_RELU:
+            if (L->type == L_CHAN_SCALE) {
+                SG_CHECK(t[L->in[1]].h == 1 && t[L->in[1]].w == 1 && t[L->in[1]].c == x->c,
+                         "model: channel-scale gate is not [n, %d, 1, 1] (internal error)", x->c);
+                y->h = x->h;
+                y->w = x->w;
+                break;
+            }
             SG_CHECK(t[L->in[1]].h == x->h && t[L->in[1]].w == x->w && t[L->in[1]].c == x->c,
                      "model: residual shapes differ (internal error)");
             /* fall through */
@@ -282,7 +291,8 @@ static size_t place(item *it, int n) {
  *    to bf16 first, and the ReLU mask of the backward is recomputed from the
  *    BN input (bn_bwd_*_dt with y NULL) instead of read from it.
  * Everything else (the input, logits, residual adds and their inputs,
- * pooling, resize, concat, dropout, every gradient) stays float32. */
+ * pooling, resize, concat, dropout, the gate layers L_ADD..L_CHAN_SCALE and
+ * their inputs, every gradient) stays float32. */
 static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16) {
     for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32;
     if (!act_bf16 || m->n_t <= 0) return;
@@ -399,6 +409,11 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         const sg_layer *ly = &l[li];
         if (ly->type == L_CONV || ly->type == L_BN) keep[ly->in[0]] = 1;
         if ((ly->type == L_BN && ly->relu) || ly->type == L_ADD_RELU) keep[ly->out] = 1;
+        /* the gates: hardswish / hardsigmoid read x, relu / sigmoid y,
+         * channel scaling both inputs */
+        if (ly->type == L_HARDSWISH || ly->type == L_HARDSIGMOID) keep[ly->in[0]] = 1;
+        if (ly->type == L_RELU || ly->type == L_SIGMOID) keep[ly->out] = 1;
+        if (ly->type == L_CHAN_SCALE) keep[ly->in[0]] = keep[ly->in[1]] = 1;
     }
 
     /* activations and gradients by liveness: forward step li, backward

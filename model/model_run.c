@@ -78,8 +78,8 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
                  "%d]); sg_model_plan should have refused this shape (internal error)",
                  gamma->name, (long long)total, n, c, yt->h, yt->w);
         if (total > 1) {
-            ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, m->o.bn_eps,
-                             m->o.bn_momentum, l->mean, l->invstd, rm->data, rv->data);
+            ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, l->bn_eps,
+                             l->bn_momentum, l->mean, l->invstd, rm->data, rv->data);
             if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
             l->batch_stats_used = 1;
             l->count_global = (double)total;
@@ -88,7 +88,7 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
             return;
         }
     }
-    ops->bn_eval_params(be, rm->data, rv->data, c, m->o.bn_eps, l->mean, l->invstd);
+    ops->bn_eval_params(be, rm->data, rv->data, c, l->bn_eps, l->mean, l->invstd);
     l->batch_stats_used = 0;
     if (l->join < 0) bn_apply(m, l);
 }
@@ -202,6 +202,14 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             }
             break;
         case L_DROPOUT2D: dropout2d_forward(m, l, train, dropout_key); break;
+        case L_ADD: ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 0); break;
+        case L_RELU: ops->relu_fwd(be, xt->val, yt->val, yt->count); break;
+        case L_HARDSWISH: ops->hardswish_fwd(be, xt->val, yt->val, yt->count); break;
+        case L_HARDSIGMOID: ops->hardsigmoid_fwd(be, xt->val, yt->val, yt->count); break;
+        case L_SIGMOID: ops->sigmoid_fwd(be, xt->val, yt->val, yt->count); break;
+        case L_CHAN_SCALE:
+            ops->chan_scale_fwd(be, xt->val, m->t[l->in[1]].val, yt->val, n, yt->c, yt->h * yt->w);
+            break;
         }
         PROF_MARK(m, l, SG_PROF_FWD);
     }
@@ -392,6 +400,37 @@ void sg_model_backward(sg_model *m, int accumulate) {
                 apply_plane_mask(m, l, yt->grad, xt->grad, (size_t)n * yt->c, (size_t)yt->h * yt->w,
                                  l->acc_in[0]);
             break;
+        case L_ADD:
+            for (int i = 0; i < 2; i++) {
+                const sg_tensor *it = &m->t[l->in[i]];
+                if (!it->req_grad) continue;
+                if (l->acc_in[i]) ops->axpy(be, 1.0f, yt->grad, it->grad, yt->count);
+                else ops->copy(be, it->grad, yt->grad, yt->count * sizeof(float));
+            }
+            break;
+        case L_RELU:
+            if (xt->req_grad)
+                ops->relu_bwd(be, yt->grad, yt->val, xt->grad, yt->count, l->acc_in[0]);
+            break;
+        case L_HARDSWISH:
+            if (xt->req_grad)
+                ops->hardswish_bwd(be, yt->grad, xt->val, xt->grad, yt->count, l->acc_in[0]);
+            break;
+        case L_HARDSIGMOID:
+            if (xt->req_grad)
+                ops->hardsigmoid_bwd(be, yt->grad, xt->val, xt->grad, yt->count, l->acc_in[0]);
+            break;
+        case L_SIGMOID:
+            if (xt->req_grad)
+                ops->sigmoid_bwd(be, yt->grad, yt->val, xt->grad, yt->count, l->acc_in[0]);
+            break;
+        case L_CHAN_SCALE: {
+            const sg_tensor *st = &m->t[l->in[1]];
+            ops->chan_scale_bwd(be, yt->grad, xt->val, st->val, xt->req_grad ? xt->grad : NULL,
+                                st->req_grad ? st->grad : NULL, n, yt->c, yt->h * yt->w,
+                                l->acc_in[0], l->acc_in[1]);
+            break;
+        }
         }
         if (l->type != L_CONV) PROF_MARK(m, l, SG_PROF_BWD); /* convs marked their passes */
     }

@@ -4,7 +4,8 @@
 Runs DeepLabV3 training steps (forward, CE(out) + aux_weight * CE(aux) with
 ignore_index 255, backward, SGD step) on synthetic batches held in memory, like
 `segtrain bench` does, and prints img/s and the median step time. For resnet50
-and resnet101 it uses torchvision's own deeplabv3_resnet50/101 builders.
+and resnet101 it uses torchvision's own deeplabv3_resnet50/101 builders, for
+mobilenet_v3_large its deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large.
 
 Run with a Python that has torch and torchvision (here: Debian's /usr/bin/python3,
 torch 1.13, or a newer PyTorch in a venv). --dtype bf16 runs the step under
@@ -66,6 +67,18 @@ def build_model(backbone, num_classes, aux, output_stride, arch="deeplabv3",
 
     if arch == "deeplabv3plus":
         sys.exit("bench_torch.py: --arch deeplabv3plus is mmseg's (--names mmseg)")
+    if backbone == "mobilenet_v3_large":
+        # torchvision's own deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+        fn = {"deeplabv3": deeplabv3.deeplabv3_mobilenet_v3_large}.get(arch)
+        if arch == "lraspp":
+            from torchvision.models.segmentation import lraspp
+            return lraspp.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                    num_classes=num_classes)
+        if fn is None or output_stride != 16:
+            sys.exit(f"bench_torch.py: mobilenet_v3_large: torchvision has deeplabv3 and "
+                     "lraspp at output stride 16")
+        return fn(weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux)
+
     if output_stride == 8:
         rswd = [False, True, True]
     else:
@@ -277,8 +290,10 @@ def print_profile(p, iters, batch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backbone", default="resnet50")
-    ap.add_argument("--arch", default="deeplabv3", choices=["deeplabv3", "fcn", "deeplabv3plus"],
-                    help="deeplabv3plus: mmseg's DepthwiseSeparableASPPHead (--names mmseg)")
+    ap.add_argument("--arch", default="deeplabv3",
+                    choices=["deeplabv3", "fcn", "deeplabv3plus", "lraspp"],
+                    help="deeplabv3plus: mmseg's DepthwiseSeparableASPPHead (--names mmseg); "
+                    "lraspp: torchvision's, on mobilenet_v3_large")
     ap.add_argument("--names", default="torchvision", choices=["torchvision", "mmseg"],
                     help="torchvision's models, or the mmseg transcription (make_golden.py)")
     ap.add_argument("--output-stride", type=int, default=8, choices=[8, 16])

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """scripts/check_export.py - check a `segtrain export --names torchvision|mmseg`
-file against PyTorch: torchvision's DeepLabV3 / FCN (model.names torchvision)
+file against PyTorch: torchvision's DeepLabV3 / FCN / LR-ASPP on ResNet or
+MobileNetV3-Large (model.names torchvision)
 or scripts/make_golden.py's transcription of mmseg's EncoderDecoder (model.names
 mmseg: ResNetV1c, ASPPHead, FCNHead) must load it with strict=True and give the
 same logits as segtrain on one image.
@@ -57,9 +58,31 @@ def read_safetensors(path):
     return out
 
 
+def build_mobilenet(m, arch, rates):
+    """torchvision's deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+    at full width (width_mult 1.0, base_width 64, rates 12,24,36), else
+    make_golden.py's build_mobilenet (torchvision's own builders, heads
+    narrowed by the base width)."""
+    wm, bw = float(m.get("width_mult", 1.0)), m.get("base_width", 64)
+    aux = bool(m.get("aux_head", True))
+    if wm == 1.0 and bw == 64 and (arch == "lraspp" or rates == [12, 24, 36]):
+        from torchvision.models import segmentation
+        fn = getattr(segmentation, arch + "_mobilenet_v3_large")
+        kw = {"aux_loss": aux} if arch == "deeplabv3" else {}
+        return (fn(weights=None, weights_backbone=None, num_classes=m["num_classes"], **kw),
+                "torchvision.models.segmentation." + fn.__name__)
+    import make_golden
+    cfg = {"backbone": "mobilenet_v3_large", "arch": arch, "width_mult": wm, "base_width": bw,
+           "aspp_rates": rates, "num_classes": m["num_classes"], "aux_head": int(aux)}
+    return (make_golden.build(cfg), "torchvision's %s_mobilenet_v3_large at width_mult %g, "
+            "heads at base_width %d" % (arch, wm, bw))
+
+
 def build_model(m):
     rates = list(m.get("aspp_rates", [12, 24, 36]))
     arch, names = m.get("arch", "deeplabv3"), m.get("names", "torchvision")
+    if m["backbone"] == "mobilenet_v3_large":
+        return build_mobilenet(m, arch, rates)
     full = (m.get("base_width", 64) == 64 and m["backbone"] in ("resnet50", "resnet101")
             and m.get("output_stride", 8) == 8 and rates == [12, 24, 36]
             and names == "torchvision")

@@ -7,7 +7,10 @@ Run with Debian's python (torch 1.13, torchvision 0.14):
 
 Builds small DeepLabV3 networks from torchvision's OWN classes (ResNet._make_layer
 with BasicBlock/Bottleneck, IntermediateLayerGetter, ASPP, FCNHead, DeepLabV3),
-narrowed by a base width, and records in one safetensors file per network:
+narrowed by a base width, torchvision's deeplabv3_mobilenet_v3_large /
+lraspp_mobilenet_v3_large from its own mobilenet_v3_large(width_mult, dilated=True)
+and segmentation builders (heads narrowed by the base width), and this
+script's transcription of mmseg's models, and records in one safetensors file per network:
 
   param/<name>   every state-dict entry before the step (segtrain names)
   input          [2,3,H,W] float32;   target [2,H,W] labels as float32 (some 255 = ignore)
@@ -46,6 +49,9 @@ from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet, conv3x3
 from torchvision.models.segmentation import deeplabv3_resnet50
 from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabHead, DeepLabV3
 from torchvision.models.segmentation.fcn import FCN, FCNHead
+from torchvision.models.mobilenetv3 import mobilenet_v3_large
+from torchvision.models.segmentation.deeplabv3 import _deeplabv3_mobilenetv3
+from torchvision.models.segmentation.lraspp import LRASPPHead, _lraspp_mobilenetv3
 
 RENAME = [("backbone.", "encoder."), ("classifier.", "decoder."), ("aux_classifier.", "aux_head."),
           ("decode_head.", "decoder."), ("auxiliary_head.", "aux_head.")]
@@ -392,10 +398,35 @@ def build_mmseg(cfg):
     return MMEncoderDecoder(backbone, head, aux)
 
 
+def build_mobilenet(cfg):
+    """torchvision's deeplabv3_mobilenet_v3_large / lraspp_mobilenet_v3_large
+    built by its own functions (mobilenet_v3_large(width_mult, dilated=True),
+    _deeplabv3_mobilenetv3, _lraspp_mobilenetv3), the heads narrowed by the
+    base width: DeepLabHead 4 * base_width (torchvision's 256 at 64),
+    LRASPPHead inter 2 * base_width (its 128 at 64). Dropout 0."""
+    w, C = cfg["base_width"], cfg["num_classes"]
+    backbone = mobilenet_v3_large(weights=None, width_mult=cfg["width_mult"], dilated=True)
+    if cfg["arch"] == "lraspp":
+        model = _lraspp_mobilenetv3(backbone, C)
+        old = model.classifier
+        model.classifier = LRASPPHead(old.low_classifier.in_channels, old.cbr[0].in_channels, C,
+                                      2 * w)
+        return model
+    model = _deeplabv3_mobilenetv3(backbone, C, bool(cfg["aux_head"]))
+    c_high = model.classifier[0].convs[0][0].in_channels
+    model.classifier = NarrowDeepLabHead(c_high, C, cfg["aspp_rates"], 4 * w)
+    model.classifier[0].project[3].p = 0.0
+    if cfg["aux_head"]:
+        model.aux_classifier[3].p = 0.0
+    return model
+
+
 def build(cfg):
     """The network of cfg: torchvision's classes (names torchvision, the
     default) or the mmseg transcription (names mmseg); arch deeplabv3 or fcn.
     Dropout is 0 (deterministic training-mode outputs)."""
+    if cfg["backbone"] == "mobilenet_v3_large":
+        return build_mobilenet(cfg)
     if cfg.get("names", "torchvision") == "mmseg":
         return build_mmseg(cfg)
     bottleneck = cfg["backbone"] in ("resnet50", "resnet101")
@@ -494,8 +525,16 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=Fa
         v = inp[0].detach().abs()
         closest[0] = min(closest[0], (v[v > 0].min() / v.max()).item() if (v > 0).any() else 1.0)
 
+    def near_kink(mod, inp):
+        # hardswish / hardsigmoid: their gradients jump at x = -3 and 3
+        v = inp[0].detach()
+        d = torch.minimum((v - 3).abs(), (v + 3).abs())
+        closest[0] = min(closest[0], (d.min() / v.abs().max()).item())
+
     hooks = [mm.register_forward_pre_hook(near_zero) for mm in model.modules()
              if isinstance(mm, nn.ReLU)]
+    hooks += [mm.register_forward_pre_hook(near_kink) for mm in model.modules()
+              if isinstance(mm, (nn.Hardswish, nn.Hardsigmoid))]
     res = model(x.double())
     for hk in hooks:
         hk.remove()
@@ -535,7 +574,7 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=Fa
         for k, p in model.named_parameters():
             tensors.append(("evalbn_grad/" + segtrain_name(k), p.grad.float()))
     meta = dict(cfg)
-    meta["blocks"] = ",".join(str(b) for b in cfg["blocks"])
+    meta["blocks"] = ",".join(str(b) for b in cfg.get("blocks", [0, 0, 0, 0]))
     meta["aspp_rates"] = ",".join(str(r) for r in cfg["aspp_rates"])
     meta["torch"] = torch.__version__
     if macs:  # multiply-accumulates of every conv at h x w, batch 1 (groups counted)
@@ -651,6 +690,19 @@ def main():
         "blocks": [1, 1, 2, 1], "base_width": 4, "output_stride": 16, "aspp_rates": [1, 3],
         "num_classes": 4, "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 23}, seed=52,
         evalbn=True, raw_names=True, macs=True)
+    # torchvision's deeplabv3_mobilenet_v3_large (DeepLabHead on features[16],
+    # aux FCNHead on features[4]) at width_mult 0.1: mostly 8-channel blocks,
+    # so most residual joins are taken; BN-on-running-stats grads too
+    make_fixture(outdir, "golden_mnv3_deeplabv3_aux.safetensors", {
+        "backbone": "mobilenet_v3_large", "arch": "deeplabv3", "names": "torchvision",
+        "width_mult": 0.1, "base_width": 4, "output_stride": 16, "aspp_rates": [2, 3],
+        "num_classes": 4, "aux_head": 1, "aux_weight": 0.4, "h": 49, "w": 57}, seed=27,
+        evalbn=True)
+    # torchvision's lraspp_mobilenet_v3_large at width_mult 0.15 (inter 8)
+    make_fixture(outdir, "golden_mnv3_lraspp.safetensors", {
+        "backbone": "mobilenet_v3_large", "arch": "lraspp", "names": "torchvision",
+        "width_mult": 0.15, "base_width": 4, "output_stride": 16, "aspp_rates": [12, 24, 36],
+        "num_classes": 3, "aux_head": 0, "aux_weight": 0.0, "h": 45, "w": 39}, seed=28)
     write_keys(outdir)
 
 

@@ -85,6 +85,13 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
                 "ImageNet ResNetV1c file (open-mmlab://%.*s_v1c), `segtrain convert` it and set "
                 "model.pretrained",
                 cfg->model.backbone, (int)strlen(cfg->model.backbone) - 3, cfg->model.backbone);
+    if (load_pretrained_weights && verbose && !cfg->model.pretrained[0] &&
+        !strcmp(cfg->model.backbone, "mobilenet_v3_large") && cfg->model.width_mult == 1.0)
+        SG_WARN("model.pretrained is empty: this mobilenet_v3_large run starts from random "
+                "initialisation, not ImageNet weights; torchvision's published mIoU figures "
+                "assume them: get torchvision's mobilenet_v3_large ImageNet file "
+                "(MobileNet_V3_Large_Weights.IMAGENET1K_V1), `segtrain convert` it and set "
+                "model.pretrained (its features.* fill the encoder)");
     if (load_pretrained_weights && cfg->model.pretrained[0]) {
         /* the file is the user's choice: a configuration error; a missing
          * file is not a strictness question */

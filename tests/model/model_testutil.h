@@ -59,7 +59,8 @@ static inline float *mt_download(sg_backend *be, const float *dev, size_t count)
 }
 
 /* Model options from a fixture's metadata (backbone, blocks, base_width,
- * output_stride, aspp_rates, num_classes, aux_head, optional arch and names,
+ * output_stride, aspp_rates, num_classes, aux_head, optional arch, names and
+ * width_mult,
  * as scripts/make_golden.py
  * and scripts/make_pth_fixtures.py write them) over the backbone's
  * defaults; 0, or -1 after naming the key that is missing or malformed. */
@@ -106,6 +107,8 @@ static inline int mt_opts_from_meta(const sg_st_file *f, sg_model_opts *o) {
         return -1;
     }
     o->n_aspp_rates = got[1];
+    const char *wm = sg_st_meta(f, "width_mult"); /* mobilenet_v3_large fixtures */
+    if (wm) o->width_mult = strtod(wm, NULL);
     return 0;
 }
 

@@ -141,6 +141,71 @@ static void test_init(void) {
     sg_model_destroy(b);
 }
 
+/* MobileNetV3-Large's init is torchvision's (mobilenetv3.py lines 197-207):
+ * kaiming normal fan_out for every conv (the depthwise ones too: fan_out =
+ * out channels x taps), zero conv biases (squeeze-excitation fc1/fc2); the
+ * segmentation heads keep PyTorch's Conv2d default. Options torchvision does
+ * not define are refused. */
+static void test_mobilenet(void) {
+    sg_backend *be = mt_backend();
+    sg_model_opts o;
+    sg_model_opts_default(&o, SG_MOBILENET_V3_LARGE);
+    CHECK_EQ_INT(o.output_stride, 16);
+    o.num_classes = 3;
+    sg_model *m = sg_model_create(be, &o);
+    CHECK(m != NULL);
+    float *w = mt_download(be, sg_model_weights(m), sg_model_param_count(m, 0));
+    /* features[13]'s depthwise 5x5 conv [672, 1, 5, 5] */
+    sg_param *p = sg_model_find(m, "encoder.13.block.1.0.weight");
+    CHECK(p && p->shape[0] == 672 && p->shape[1] == 1 && p->shape[2] == 5);
+    double s2 = 0;
+    for (size_t i = 0; i < p->count; i++) s2 += (double)w[p->offset + i] * w[p->offset + i];
+    double sd = sqrt(s2 / p->count), want = sqrt(2.0 / (672 * 25));
+    CHECK_MSG(fabs(sd / want - 1) < 0.03, "std %g want %g", sd, want);
+    p = sg_model_find(m, "encoder.13.block.2.fc1.bias");
+    CHECK(p && p->shape[0] == 168);
+    for (size_t i = 0; i < p->count; i++) CHECK(w[p->offset + i] == 0.0f);
+    p = sg_model_find(m, "decoder.4.bias"); /* the classifier: PyTorch's default */
+    double mx = 0;
+    for (size_t i = 0; i < p->count; i++) mx = fmax(mx, fabs(w[p->offset + i]));
+    CHECK(mx > 0 && mx <= 1.0 / sqrt(256.0));
+    CHECK(sg_model_find(m, "aux_head.0.weight")->shape[1] == 40); /* on features[4] */
+    free(w);
+    sg_model_destroy(m);
+    /* conv multiply-adds at 520x520, 21 classes (grouped convs count c/groups
+     * inputs): torchvision's published 10.45 / 2.09 GFLOPS, counted with
+     * forward hooks on torch 1.13 / torchvision 0.14 (make_golden.py
+     * conv_macs) */
+    for (int k = 0; k < 2; k++) {
+        sg_model_opts q;
+        sg_model_opts_default(&q, SG_MOBILENET_V3_LARGE);
+        q.arch = k ? SG_ARCH_LRASPP : SG_ARCH_DEEPLABV3;
+        q.aux_head = !k;
+        sg_model *mm = sg_model_create(be, &q);
+        CHECK(mm != NULL);
+        double macs = sg_model_macs(mm, 520, 520);
+        CHECK_MSG((long long)macs == (k ? 2086219688LL : 10452447938LL), "%s: %.0f MACs",
+                  sg_arch_name(q.arch), macs);
+        sg_model_destroy(mm);
+    }
+    /* refused: a blocks override, width_mult out of range, fcn */
+    sg_model_opts b = o;
+    b.blocks[0] = 1;
+    th_cap_begin();
+    CHECK(sg_model_create(be, &b) == NULL);
+    CHECK_STR_CONTAINS(th_cap_end(), "block counts apply to the ResNet backbones only");
+    b = o;
+    b.width_mult = 0.01;
+    th_cap_begin();
+    CHECK(sg_model_create(be, &b) == NULL);
+    CHECK_STR_CONTAINS(th_cap_end(), "model.width_mult = 0.01: expected 0.05..4");
+    b = o;
+    b.arch = SG_ARCH_FCN;
+    th_cap_begin();
+    CHECK(sg_model_create(be, &b) == NULL);
+    CHECK_STR_CONTAINS(th_cap_end(), "set model.arch: deeplabv3 or lraspp");
+}
+
 static float *grads_of(sg_model *m) {
     return mt_download(sg_model_backend(m), sg_model_grads(m), sg_model_param_count(m, 0));
 }
@@ -506,6 +571,7 @@ int main(int argc, char **argv) {
     TEST_RUN(test_resnet50_keys);
     TEST_RUN(test_resnet101_and_small_counts);
     TEST_RUN(test_init);
+    TEST_RUN(test_mobilenet);
     TEST_RUN(test_opts_from_config);
     TEST_RUN(test_dropout_and_fd);
     TEST_RUN(test_freeze);

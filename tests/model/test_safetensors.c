@@ -284,7 +284,7 @@ static void test_untrusted_header(void) {
 static void test_expected_size(void) {
     sg_backend *be = mt_backend();
     int cases = 0;
-    for (int b = 0; b < SG_N_BACKBONES; b++)
+    for (int b = 0; b < SG_MOBILENET_V3_LARGE; b++)
         for (int arch = 0; arch < 2; arch++)
             for (int names = b >= SG_RESNET50V1C; names < 2; names++)
                 for (int os = 8; os <= 16; os += 8)
@@ -323,6 +323,31 @@ static void test_expected_size(void) {
                                 cases++;
                             }
     CHECK_EQ_INT(cases, 4 * 2 * 2 * 16 + 2 * 2 * 16);
+    /* mobilenet_v3_large: deeplabv3 with and without aux, lraspp; widths */
+    for (int k = 0; k < 3; k++)
+        for (int wi = 0; wi < 3; wi++)
+            for (int bw = 2; bw <= 3; bw++) {
+                static const double wm[3] = {0.1, 0.35, 0.75};
+                sg_model_opts o;
+                sg_model_opts_default(&o, SG_MOBILENET_V3_LARGE);
+                o.arch = k == 2 ? SG_ARCH_LRASPP : SG_ARCH_DEEPLABV3;
+                o.aux_head = k == 1;
+                o.width_mult = wm[wi];
+                o.base_width = bw;
+                o.n_aspp_rates = 1 + wi;
+                sg_model *m = sg_model_create(be, &o);
+                CHECK(m != NULL);
+                sg_model_size z;
+                sg_model_expected_size(&o, &z);
+                CHECK_MSG(z.tensors == sg_model_num_params(m) &&
+                              z.f32 == sg_model_param_count(m, 0) + sg_model_buffer_count(m),
+                          "mobilenet_v3_large %s aux %d width_mult %g: expected %d tensors %zu "
+                          "f32, built %d, %zu",
+                          sg_arch_name(o.arch), o.aux_head, o.width_mult, z.tensors, z.f32,
+                          sg_model_num_params(m),
+                          sg_model_param_count(m, 0) + sg_model_buffer_count(m));
+                sg_model_destroy(m);
+            }
     /* the anchors' state dicts at full width, 19 classes, aux head (keys and
      * float elements counted with torch 1.13 / torchvision 0.14: torchvision's
      * builders, make_golden.py's mmseg transcription) */
@@ -337,6 +362,10 @@ static void test_expected_size(void) {
         {SG_RESNET50, SG_ARCH_FCN, SG_NAMES_TORCHVISION, 334, 35375334},
         {SG_RESNET50V1C, SG_ARCH_DEEPLABV3, SG_NAMES_MMSEG, 376, 68172934},
         {SG_RESNET101V1C, SG_ARCH_DEEPLABV3, SG_NAMES_MMSEG, 682, 87217286},
+        /* deeplabv3_mobilenet_v3_large(num_classes=19, aux_loss=True),
+         * lraspp_mobilenet_v3_large(num_classes=19) */
+        {SG_MOBILENET_V3_LARGE, SG_ARCH_DEEPLABV3, SG_NAMES_TORCHVISION, 360, 11056796},
+        {SG_MOBILENET_V3_LARGE, SG_ARCH_LRASPP, SG_NAMES_TORCHVISION, 319, 3245854},
     };
     for (size_t i = 0; i < sizeof anchors / sizeof anchors[0]; i++) {
         sg_model_opts o;
@@ -344,6 +373,7 @@ static void test_expected_size(void) {
         o.arch = anchors[i].arch;
         o.names = anchors[i].names;
         o.num_classes = 19;
+        o.aux_head = anchors[i].arch != SG_ARCH_LRASPP;
         sg_model_size z;
         sg_model_expected_size(&o, &z);
         CHECK_MSG(z.tensors == anchors[i].keys && z.f32 == anchors[i].f32,

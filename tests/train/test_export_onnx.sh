@@ -7,7 +7,8 @@
 # (full_check) passes and ONNX Runtime's CPU provider reproduces `segtrain
 # predict --save-logits` within 1e-4 relative and the argmax on >= 99.99% of
 # the pixels, at batch 1 and 3 and at two image sizes (dynamic H/W), and at
-# a fixed size and batch. resnet50 also: uint8 NHWC input normalised in the
+# a fixed size and batch; torchvision's deeplabv3 / lraspp_mobilenet_v3_large
+# (narrowed) the same way. resnet50 also: uint8 NHWC input normalised in the
 # graph with the argmax label map as output (opset 21, external data), opset
 # 13, the EMA weights (--ema), and a torchvision-named export against
 # PyTorch's own torch.onnx.export of the same weights (within 1e-4). Refused
@@ -90,6 +91,19 @@ for v in "fcn:--set model.arch=fcn" \
     "mmplus:--set model.backbone=resnet50v1c --set model.names=mmseg --set model.arch=deeplabv3plus"; do
     # shellcheck disable=SC2086
     check_arch "${v%%:*}" 1 $TINY_R50 ${v#*:}
+    "$OPY" "$SRC/scripts/check_onnx.py" --images "$tmp/LA" --images "$tmp/LB" $models
+done
+
+# torchvision's MobileNetV3 models: grouped convs, HardSwish (opset 17; x *
+# HardSigmoid(x) at opset 11), squeeze-excitation and LR-ASPP's Sigmoid gate
+# (Mul), the LR-ASPP sum (Add); BN eps 0.001 in the backbone
+MNV3_ONNX="--set model.backbone=mobilenet_v3_large --set model.output_stride=16
+           --set model.width_mult=0.25 --set model.base_width=8 --set model.num_classes=19
+           --set data.crop_size=[32,32]"
+for v in "mnv3dl:--set model.arch=deeplabv3 --set model.aspp_rates=[2,3]" \
+    "mnv3lr:--set model.arch=lraspp --set model.aux_head=false --set train.head_lr_prefixes=[]"; do
+    # shellcheck disable=SC2086
+    check_arch "${v%%:*}" 2 $MNV3_ONNX ${v#*:}
     "$OPY" "$SRC/scripts/check_onnx.py" --images "$tmp/LA" --images "$tmp/LB" $models
 done
 

@@ -30,6 +30,13 @@
  *               (archs_plus_ranks: on 2 ranks with SyncBN); bf16, EMA, OHEM,
  *               class weights, TTA in sliding windows, resumed bit-exactly;
  *               predict; export --names mmseg (--ema); refused combinations
+ *   mnv3      - torchvision's deeplabv3_mobilenet_v3_large and
+ *               lraspp_mobilenet_v3_large (width_mult 0.25) learn on the
+ *               synthetic data (the loss falls), lraspp in bf16 with EMA and
+ *               flip TTA, and resumes bit-exactly; the combinations
+ *               torchvision does not define are refused with the key to set
+ *               (mnv3_ranks: deeplabv3 on 2 ranks with SyncBN, OHEM, class
+ *               weights and sliding-window evaluation)
  *   freeze    - train.freeze keeps the frozen parameters bit-identical; with
  *               freeze_bn_stats the frozen BN layers keep their running stats
  *               while the other BN layers update theirs
@@ -46,6 +53,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/model_io.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
@@ -752,12 +760,12 @@ static void test_archs(void) {
     const char *err = th_cap_end();
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
     CHECK_MSG(strstr(err, "model.names: mmseg") != NULL, "message: %s", err);
-    const char *plus[] = {"model.arch=lraspp"};
+    const char *lr[] = {"model.arch=lraspp"}; /* on the ResNet-18 of the base config */
     th_cap_begin();
-    arch_run("bad2", plus, 1, 0, NULL, &rc);
+    arch_run("bad2", lr, 1, 0, NULL, &rc);
     err = th_cap_end();
     CHECK_EQ_INT(rc, SG_ERR_CONFIG);
-    CHECK_MSG(strstr(err, "not built yet") != NULL, "message: %s", err);
+    CHECK_MSG(strstr(err, "set model.backbone: mobilenet_v3_large") != NULL, "message: %s", err);
 }
 
 /* in a process of its own: the ranks are forked before any training here */
@@ -958,6 +966,184 @@ static void test_archs_plus_ranks(void) {
     CHECK(miou >= DEMO_TEST_MIOU);
 }
 
+/* ---------------- MobileNetV3-Large ---------------- */
+#define MNV3_ITERS 16
+static const char *mnv3_dl[] = {"model.backbone=mobilenet_v3_large",
+                                "model.output_stride=16",
+                                "model.width_mult=0.25",
+                                "model.aspp_rates=[2,3]",
+                                "model.arch=deeplabv3",
+                                "model.aux_head=true"};
+static const char *mnv3_lr[] = {"model.backbone=mobilenet_v3_large",
+                                "model.output_stride=16",
+                                "model.width_mult=0.25",
+                                "model.arch=lraspp",
+                                "model.aux_head=false",
+                                "train.head_lr_prefixes=[]",
+                                "train.precision=bf16",
+                                "train.ema_decay=0.9",
+                                "eval.flip=true"};
+
+/* trains MNV3_ITERS steps of `model` (+ extra); losses[MNV3_ITERS] gets the
+ * step losses; returns the last validation mIoU, *rc the status */
+static double mnv3_run(const char *run, const char *const *model, int n_model, int stop_at,
+                       const char *resume, double *losses, int *rc) {
+    char iters[32], ev[32];
+    snprintf(iters, sizeof iters, "train.iters=%d", MNV3_ITERS);
+    snprintf(ev, sizeof ev, "train.eval_every=%d", MNV3_ITERS);
+    const char *sets[24] = {iters, ev, "train.checkpoint_every=0", "data.crop_size=[48,48]",
+                            "train.lr=0.05"};
+    int n = 5;
+    for (int i = 0; i < n_model && n < 24; i++) sets[n++] = model[i];
+    sg_config c;
+    *rc = -1;
+    if (fx_config(&c, run, sets, n) != 0) return NAN;
+    sg_train_debug d = {0};
+    d.stop_at_iter = stop_at;
+    d.step_loss = losses;
+    d.step_loss_cap = MNV3_ITERS;
+    int sig = 0;
+    *rc = sg_train_run(&c, resume, &d, &sig);
+    if (stop_at > 0 && sig != SIGTERM) *rc = -1;
+    return d.last_val_miou;
+}
+
+/* mean of the first and last 4 step losses */
+static void mnv3_learned(const char *what, const double *l) {
+    double a = 0, b = 0;
+    for (int i = 0; i < 4; i++) {
+        a += l[i] / 4;
+        b += l[MNV3_ITERS - 4 + i] / 4;
+    }
+    fprintf(stderr, "%s: loss %.4f (steps 1-4) -> %.4f (steps %d-%d)\n", what, a, b, MNV3_ITERS - 3,
+            MNV3_ITERS);
+    CHECK_MSG(isfinite(a) && isfinite(b) && b < 0.9 * a,
+              "%s: loss %.4f -> %.4f did not fall by 10%%", what, a, b);
+}
+
+static void mnv3_refused(const char *const *sets, int n, const char *want) {
+    int rc;
+    double l[MNV3_ITERS];
+    th_cap_begin();
+    mnv3_run("mnv3_bad", sets, n, 0, NULL, l, &rc);
+    const char *err = th_cap_end();
+    CHECK_EQ_INT(rc, SG_ERR_CONFIG);
+    CHECK_MSG(strstr(err, want) != NULL, "want '%s' in: %s", want, err);
+}
+
+static void test_mnv3(void) {
+    int rc;
+    double l[MNV3_ITERS];
+    double miou = mnv3_run("mnv3_dl", mnv3_dl, 6, 0, NULL, l, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_MSG(miou >= 0 && miou <= 1, "deeplabv3 mnv3: val mIoU %g", miou);
+    mnv3_learned("deeplabv3_mobilenet_v3_large", l);
+    miou = mnv3_run("mnv3_lr", mnv3_lr, 9, 0, NULL, l, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_MSG(miou >= 0 && miou <= 1, "lraspp mnv3: val mIoU %g", miou);
+    mnv3_learned("lraspp_mobilenet_v3_large (bf16)", l);
+    /* bf16 activation storage (model_plan.c act_storage) stores some of its
+     * tensors in bf16 and changes no bit: the same run with float32
+     * activations (SG_BF16_STORAGE=0) */
+    {
+        sg_backend_opts bo = {.threads = 1, .precision = SG_PRECISION_BF16};
+        sg_backend *be = sg_backend_create("cpu", &bo);
+        CHECK(be != NULL);
+        sg_config lc;
+        CHECK(fx_config(&lc, "mnv3_plan", mnv3_lr, 9) == 0);
+        sg_model_opts lo;
+        CHECK_EQ_INT(sg_model_opts_from_config(&lo, &lc), 0);
+        sg_model *m = sg_model_create(be, &lo);
+        CHECK(m != NULL);
+        size_t saved = sg_model_plan_bf16_saving(m, 2, 48, 48, 1);
+        fprintf(stderr, "lraspp bf16 storage saves %zu of %zu B\n", saved,
+                sg_model_plan_bytes(m, 2, 48, 48, 1));
+        CHECK(saved > 0);
+        sg_model_destroy(m);
+        sg_backend_destroy(be);
+        double l32[MNV3_ITERS];
+        setenv("SG_BF16_STORAGE", "0", 1);
+        mnv3_run("mnv3_lr_f32act", mnv3_lr, 9, 0, NULL, l32, &rc);
+        unsetenv("SG_BF16_STORAGE");
+        CHECK_EQ_INT(rc, 0);
+        CHECK_MSG(memcmp(l, l32, sizeof l) == 0,
+                  "lraspp bf16: losses differ with and without bf16 activation storage");
+    }
+    /* interrupted at 5 and resumed: bit-identical */
+    mnv3_run("mnv3_lr_resumed", mnv3_lr, 9, 5, NULL, l, &rc);
+    CHECK_EQ_INT(rc, 0);
+    mnv3_run("mnv3_lr_resumed", mnv3_lr, 9, 0, "auto", l, &rc);
+    CHECK_EQ_INT(rc, 0);
+    char pa[1200], pb[1200];
+    sg_config ca, cb;
+    char it[32];
+    snprintf(it, sizeof it, "train.iters=%d", MNV3_ITERS);
+    const char *its[] = {it};
+    CHECK(fx_config(&ca, "mnv3_lr", its, 1) == 0);
+    CHECK(fx_config(&cb, "mnv3_lr_resumed", its, 1) == 0);
+    final_ckpt(&ca, pa, sizeof pa);
+    final_ckpt(&cb, pb, sizeof pb);
+    int n = 0;
+    double e = ckpt_max_rel(pa, pb, &n);
+    CHECK_MSG(e == 0.0, "lraspp resumed: final weights differ (max rel %g)", e);
+    CHECK(n > 100);
+    sg_st_file *f = sg_st_open(pa);
+    CHECK(f != NULL);
+    CHECK(sg_st_find(f, "encoder.4.block.2.fc1.bias") != NULL); /* squeeze-excitation */
+    CHECK(sg_st_find(f, "encoder.16.1.running_var") != NULL);
+    CHECK(sg_st_find(f, "decoder.scale.1.weight") != NULL);
+    CHECK(sg_st_find(f, "decoder.low_classifier.bias") != NULL);
+    CHECK(sg_st_meta(f, "backbone") && !strcmp(sg_st_meta(f, "backbone"), "mobilenet_v3_large"));
+    sg_st_close(f);
+    /* the shipped recipe builds torchvision's deeplabv3_mobilenet_v3_large(21, aux):
+     * its 360 state-dict keys */
+    sg_config rc_cfg;
+    sg_config_defaults(&rc_cfg);
+    CHECK(sg_config_load_file(&rc_cfg, SG_SOURCE_ROOT "/configs/coco-voc-deeplabv3-mnv3.yaml") ==
+          0);
+    CHECK(sg_config_validate(&rc_cfg) == 0);
+    sg_model_opts mo;
+    CHECK_EQ_INT(sg_model_opts_from_config(&mo, &rc_cfg), 0);
+    sg_model_size z;
+    sg_model_expected_size(&mo, &z);
+    CHECK_EQ_INT(z.tensors, 360);
+    CHECK_EQ_INT(rc_cfg.train.epochs, 30);
+    /* what torchvision does not define is refused, naming the key to set */
+    const char *fcn[] = {"model.backbone=mobilenet_v3_large", "model.output_stride=16",
+                         "model.arch=fcn"};
+    mnv3_refused(fcn, 3, "set model.arch: deeplabv3 or lraspp");
+    const char *mm[] = {"model.backbone=mobilenet_v3_large", "model.output_stride=16",
+                        "model.names=mmseg"};
+    mnv3_refused(mm, 3, "set model.names: torchvision");
+    const char *os8[] = {"model.backbone=mobilenet_v3_large"};
+    mnv3_refused(os8, 1, "set model.output_stride: 16");
+    const char *aux[] = {"model.backbone=mobilenet_v3_large", "model.output_stride=16",
+                         "model.arch=lraspp", "model.aux_head=true"};
+    mnv3_refused(aux, 4, "set model.aux_head: false");
+    const char *r18[] = {"model.arch=lraspp", "model.aux_head=false"};
+    mnv3_refused(r18, 2, "set model.backbone: mobilenet_v3_large");
+}
+
+/* in a process of its own: the ranks are forked before any training here */
+static void test_mnv3_ranks(void) {
+    sg_config c2;
+    /* with OHEM, class weights and sliding-window evaluation */
+    const char *s2[16] = {"train.iters=2",
+                          "train.checkpoint_every=0",
+                          "train.eval_every=2",
+                          "data.crop_size=[48,48]",
+                          "model.sync_bn=true",
+                          "train.ohem_thresh=0.7",
+                          "train.ohem_min_kept=200",
+                          "train.class_weights=[1.0,0.5,2.0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+                          "eval.crop_size=[48,48]",
+                          "eval.stride=[32,32]"};
+    int n = 10;
+    for (int i = 0; i < 6; i++) s2[n++] = mnv3_dl[i];
+    CHECK(fx_config(&c2, "mnv3_2ranks", s2, n) == 0);
+    CHECK_EQ_INT(fx_train_ranks(&c2, 2, 0, NULL, 0), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(
@@ -983,6 +1169,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "archs_ranks")) TEST_RUN(test_archs_ranks);
     else if (!strcmp(argv[1], "archs_plus")) TEST_RUN(test_archs_plus);
     else if (!strcmp(argv[1], "archs_plus_ranks")) TEST_RUN(test_archs_plus_ranks);
+    else if (!strcmp(argv[1], "mnv3")) TEST_RUN(test_mnv3);
+    else if (!strcmp(argv[1], "mnv3_ranks")) TEST_RUN(test_mnv3_ranks);
     else return 2;
     fx_cleanup(tu_failed_cases != 0);
     return TEST_EXIT();
