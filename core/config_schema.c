@@ -203,7 +203,9 @@ static const sg_config_key g_keys[] = {
     K_FLOAT("train.head_lr_mult", train.head_lr_mult, "1.0", 0, 1000,
             "learning-rate multiplier for parameters matching head_lr_prefixes"),
     K_STRS("train.head_lr_prefixes", train.head_lr_prefixes, train.n_head_lr_prefixes,
-           "[\"aux_head.\"]", "parameter-name prefixes that get head_lr_mult"),
+           "[\"aux_head.\"]",
+           "parameter-name prefixes that get head_lr_mult (with head_lr_mult other than 1 each "
+           "must match a parameter)"),
     K_FLOAT("train.aux_weight", train.aux_weight, "0.5", 0, 100,
             "weight of the auxiliary head's loss (torchvision 0.5, mmseg 0.4)"),
     K_STRS("train.freeze", train.freeze, train.n_freeze, "[]",

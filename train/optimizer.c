@@ -38,9 +38,15 @@ static sg_status check_prefixes_used(const sg_opt_param *params, int n,
 sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
                       const sg_train_cfg *t) {
     memset(opt, 0, sizeof *opt);
+    /* A head prefix matters only with a multiplier: the default
+     * ["aux_head."] with head_lr_mult 1 on a model without an aux head
+     * (LR-ASPP, model.aux_head false) is no mistake. With a multiplier a
+     * prefix that matches nothing is one (a typo, or a recipe for a head
+     * this model lacks). */
     if (check_prefixes_used(params, n, t->freeze, t->n_freeze, "train.freeze") ||
-        check_prefixes_used(params, n, t->head_lr_prefixes, t->n_head_lr_prefixes,
-                            "train.head_lr_prefixes"))
+        (t->head_lr_mult != 1.0 &&
+         check_prefixes_used(params, n, t->head_lr_prefixes, t->n_head_lr_prefixes,
+                             "train.head_lr_prefixes")))
         return SG_ERR_CONFIG;
     opt->be = be;
     opt->n = n;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "io/json.h"
 #include "testutil.h"
 #include "train/device.h"
@@ -305,6 +306,18 @@ static void test_sgd_groups(void) {
     CHECK_NEAR(p[2][0], 5 - 1.0 - 1.9, 1e-5);
     CHECK_EQ_INT(sg_sgd_find(&opt, "aux_head.4.weight"), 2);
     CHECK_EQ_INT(sg_sgd_find(&opt, "nope"), -1);
+    sg_sgd_free(&opt);
+    /* a head prefix that matches nothing is a configuration error with a
+     * multiplier (head_lr_mult 10 here) ... */
+    strcpy(t.head_lr_prefixes[0], "aux_headz");
+    th_cap_begin();
+    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), SG_ERR_CONFIG);
+    CHECK_STR_CONTAINS(th_cap_end(), "train.head_lr_prefixes: prefix 'aux_headz' matches no");
+    /* ... and none at head_lr_mult 1, where it changes nothing (the default
+     * prefix on a model without an aux head) */
+    t.head_lr_mult = 1.0;
+    CHECK_EQ_INT(sg_sgd_init(&opt, &be, params, 4, &t), 0);
+    CHECK_EQ_INT(opt.n_head, 0);
     sg_sgd_free(&opt);
     /* a freeze prefix that matches nothing is a configuration error */
     strcpy(t.freeze[0], "encoder.layer9");
