@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -703,6 +705,15 @@ int sg_launch(int argc, char **argv, const char *exe) {
             free(rest);
             return 1;
         }
+    }
+    /* one run id for every attempt (dist/launch.h); the user's is kept */
+    if (!getenv(SG_RUN_ID_ENV)) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r) {
+            char id[24];
+            snprintf(id, sizeof id, "%016" PRIx64, r);
+            setenv(SG_RUN_ID_ENV, id, 1);
+        } /* else each attempt draws its own, as without a launcher */
     }
     int result = 0;
     for (o.round = 0;; o.round++) {

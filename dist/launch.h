@@ -29,6 +29,11 @@
  * (several nodes: --master-port + 1; 0: none), --node-timeout-s S (300).
  * The other arguments are passed to each worker unchanged.
  *
+ * The run id (SG_RUN_ID_ENV): the workers get SEGTRAIN_RUN_ID, the user's
+ * when exported, else 16 random hex digits drawn once per launcher, the same
+ * for every attempt: a restarted attempt that finds no checkpoint to resume
+ * starts fresh, and keeps the job's one run id (train/checkpoint.h).
+ *
  * Restarts (--max-restarts K): after a failed attempt (a worker's non-zero
  * exit or signal, a hang the workers found through dist.timeout_s) the
  * group is started again, at most K times, with `--resume auto` in the
@@ -48,6 +53,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* What a fresh training run takes as its run id when set (16 hex digits). */
+#define SG_RUN_ID_ENV "SEGTRAIN_RUN_ID"
 
 /* argv as main's (argv[0] = program, ignored); exe = the worker program
  * (argv[0] of each worker). Returns the exit status for the launcher process

@@ -70,6 +70,9 @@ typedef struct sg_train_state {
  * kernels/rng.h, from the seed): two runs with one seed still differ. */
 void sg_ckpt_new_run_id(char out[SG_RUN_ID_LEN + 1]);
 
+/* 1 if s is a run id: SG_RUN_ID_LEN lowercase hex digits. */
+int sg_ckpt_is_run_id(const char *s);
+
 /* ---- a checkpoint being assembled (generic: any tensors) ---- */
 typedef struct sg_ckpt_builder {
     sg_st_writer *w;

@@ -62,7 +62,7 @@ void sg_ckpt_new_run_id(char out[SG_RUN_ID_LEN + 1]) {
     snprintf(out, SG_RUN_ID_LEN + 1, "%016" PRIx64, r);
 }
 
-static int is_run_id(const char *s) {
+int sg_ckpt_is_run_id(const char *s) {
     if (strlen(s) != SG_RUN_ID_LEN) return 0;
     for (const char *c = s; *c; c++)
         if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return 0;
@@ -73,7 +73,7 @@ sg_status sg_ckpt_run_id(const sg_st_file *f, char out[SG_RUN_ID_LEN + 1], char 
     const char *v = sg_st_meta(f, "run_id");
     out[0] = 0;
     if (!v) return SG_OK;
-    if (!is_run_id(v)) {
+    if (!sg_ckpt_is_run_id(v)) {
         snprintf(why, cap, "metadata 'run_id' is not %d lowercase hex digits (corrupt file)",
                  SG_RUN_ID_LEN);
         return SG_ERR_RUNTIME;

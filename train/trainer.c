@@ -20,6 +20,7 @@
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
+#include "dist/launch.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
 #include "train/evaluator.h"
@@ -335,7 +336,18 @@ static sg_status setup(trainer *T, const char *resume) {
     T->st.best_miou = NAN;
     T->st.best_iter = -1;
     T->last_ckpt_iter = -1;
-    sg_ckpt_new_run_id(T->st.run_id); /* a fresh run's; a resume keeps the file's */
+    /* a fresh run's: the launcher's (one per job, across its restarts: an
+     * attempt that finds no checkpoint keeps the job's id) or a new one; a
+     * resume keeps the file's */
+    const char *env_id = getenv(SG_RUN_ID_ENV);
+    if (env_id && !sg_ckpt_is_run_id(env_id)) {
+        SG_ERROR("train: environment variable %s = '%.40s' is not a run id (16 hex digits "
+                 "0-9a-f); unset it or give one",
+                 SG_RUN_ID_ENV, env_id);
+        return SG_ERR_CONFIG;
+    }
+    if (env_id) snprintf(T->st.run_id, sizeof T->st.run_id, "%s", env_id);
+    else sg_ckpt_new_run_id(T->st.run_id);
     rc = sg_lr_schedule_init(&T->sched, &cfg->train, T->st.total_steps);
     if (rc != SG_OK) return rc;
     /* model, pretrained weights, freezing, resume: every rank does them; the

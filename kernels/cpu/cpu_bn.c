@@ -285,12 +285,15 @@ static void bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean
 }
 
 /* The BN output plane the mask reads: y's, or (y NULL, relu) the one
- * recomputed from xp into buf; without relu nothing reads it. */
-static const float *y_plane(const float *y, size_t off, const float *xp, int hw, float m,
-                            float invstd, float gamma, float beta, int relu, float *buf) {
+ * recomputed from xp into buf with channel ch's statistics; without relu
+ * nothing reads it. invstd, gamma and beta are read only to recompute (a
+ * caller passing y may pass them NULL). */
+static const float *y_plane(const float *y, size_t off, const float *xp, int hw, int ch,
+                            const float *mean, const float *invstd, const float *gamma,
+                            const float *beta, int relu, float *buf) {
     if (y) return y + off;
     if (!relu) return xp;
-    plane_fwd(xp, buf, hw, m, sg_bn_fwd_scale(invstd, gamma), beta, 1);
+    plane_fwd(xp, buf, hw, mean[ch], sg_bn_fwd_scale(invstd[ch], gamma[ch]), beta[ch], 1);
     return buf;
 }
 
@@ -312,7 +315,7 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
             size_t off = ((size_t)i * c + ch) * hw;
             const float *xp = x_plane(x, x_dt, off, hw, buf);
             const float *yp =
-                y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch], relu, buf + hw);
+                y_plane(y, off, xp, hw, ch, mean, invstd, gamma, beta, relu, buf + hw);
             plane_reduce(dy + off, xp, yp, hw, mean[ch], relu, &s, &sx);
         }
         red[ch] = (float)s;
@@ -339,8 +342,7 @@ static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x
         sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         size_t off = (size_t)pl * hw;
         const float *xp = x_plane(x, x_dt, off, hw, buf);
-        const float *yp =
-            y_plane(y, off, xp, hw, mean[ch], invstd[ch], gamma[ch], beta[ch], relu, buf + hw);
+        const float *yp = y_plane(y, off, xp, hw, ch, mean, invstd, gamma, beta, relu, buf + hw);
         plane_bwd_elem(dy + off, xp, yp, dx + off, hw, k.A, k.B, k.C, mean[ch], relu, accumulate);
     }
 }

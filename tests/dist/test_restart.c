@@ -263,7 +263,9 @@ static void test_heal3(void) {
     CHECK(steps_of_attempt("heal3", 3, &first, &last) > 0);
     CHECK_EQ_INT((int)last, ITERS);
     int id_lines = 0;
-    CHECK_EQ_INT(run_id_changes("heal3", &id_lines), 0); /* one run id across the 4 attempts */
+    /* one run id across the 4 attempts, also those that started fresh (killed
+     * before their first checkpoint): the launcher's SEGTRAIN_RUN_ID */
+    CHECK_EQ_INT(run_id_changes("heal3", &id_lines), 0);
     CHECK(id_lines >= ITERS / 2);
     double d = th_ckpt_diff(g_dir, "ref", "heal3", "iter_000000" ITERS_S ".safetensors");
     CHECK_MSG(d == 0.0,
@@ -371,6 +373,13 @@ static void test_usage(void) {
                g_bin, g_cfg, g_dir);
     CHECK_EQ_INT(rc, 2);
     CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"), "--agent-port 29700 is the --master-port");
+    /* the run id a fresh run takes from the environment is checked */
+    rc = th_sh("SEGTRAIN_RUN_ID=xyz %s train --config %s --set run_dir=%s/badid > %s/usage.log "
+               "2>&1",
+               g_bin, g_cfg, g_dir, g_dir);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(th_read_log(g_dir, "usage"),
+                       "SEGTRAIN_RUN_ID = 'xyz' is not a run id (16 hex digits");
 }
 
 /* torchrun's --max-restarts with segtrain workers: the same kills, the same
