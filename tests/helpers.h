@@ -51,6 +51,31 @@ static inline int th_free_port(void) {
     return port;
 }
 
+/* n distinct TCP ports on 127.0.0.1 (n <= 8) that were free a moment ago:
+ * all n are bound at once, so none is another's neighbour by chance (a
+ * launcher's default --agent-port is --master-port + 1, which nothing checked
+ * was free: an outgoing connection of a test running beside it may hold it).
+ * Returns 0, or -1 with out[] unset. */
+static inline int th_free_ports(int n, int *out) {
+    int fds[8];
+    int got = 0, rc = 0;
+    if (n < 1 || n > 8) return -1;
+    for (; got < n; got++) {
+        fds[got] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof sa;
+        if (fds[got] < 0 || bind(fds[got], (struct sockaddr *)&sa, sizeof sa) != 0 ||
+            getsockname(fds[got], (struct sockaddr *)&sa, &sl) != 0) {
+            if (fds[got] >= 0) close(fds[got]);
+            rc = -1;
+            break;
+        }
+        out[got] = ntohs(sa.sin_port);
+    }
+    for (int i = 0; i < got; i++) close(fds[i]);
+    return rc;
+}
+
 /* A TCP connection to addr:port (a numeric IPv4 address), or -1. Sends and
  * receives time out after 5 s, so no blocking call of a test that speaks a
  * wire protocol by hand (store, mesh) can hang it. */

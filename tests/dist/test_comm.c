@@ -291,8 +291,14 @@ static void test_srun_variables(void) { by_hand("SLURM_PROCID", "SLURM_NTASKS", 
 static void test_two_nodes(void) {
     char exe[PATH_MAX];
     CHECK(th_self_exe(exe, sizeof exe) == 0);
-    char port[16];
-    snprintf(port, sizeof port, "%d", th_free_port());
+    /* Both ports chosen free and passed: the default agent port (master + 1)
+     * was once held by another test's connection, and node 1 then waited out
+     * its whole timeout. A short --node-timeout-s keeps a failure quick. */
+    int ports[2];
+    CHECK(th_free_ports(2, ports) == 0);
+    char port[16], agent[16];
+    snprintf(port, sizeof port, "%d", ports[0]);
+    snprintf(agent, sizeof agent, "%d", ports[1]);
     setenv("SG_TEST_WORLD", "4", 1);
     pid_t pids[2];
     for (int node = 0; node < 2; node++) {
@@ -302,9 +308,10 @@ static void test_two_nodes(void) {
             snprintf(nr, sizeof nr, "%d", node);
             char *argv[] = {exe,         "--nnodes",         "2",  "--node-rank",
                             nr,          "--nproc-per-node", "2",  "--master-addr",
-                            "127.0.0.1", "--master-port",    port, "coll",
+                            "127.0.0.1", "--master-port",    port, "--agent-port",
+                            agent,       "--node-timeout-s", "60", "coll",
                             NULL};
-            _exit(sg_launch(12, argv, exe));
+            _exit(sg_launch(16, argv, exe));
         }
     }
     for (int node = 0; node < 2; node++) {
