@@ -2,8 +2,8 @@
  *
  * A backend (CPU: plain C + oneDNN; CUDA: cuDNN + custom kernels) owns device
  * memory and implements every op the network and training need, over float32
- * NCHW tensors given as raw pointers into memory the backend allocated (and,
- * for the *_dt ops only, bf16-stored NCHW activations: SG_ACT_BF16). The
+ * tensors given as raw pointers into memory the backend allocated (and,
+ * for the *_dt ops only, bf16-stored activations: SG_ACT_BF16). The
  * model, the trainer and the tests only ever call through this table, so the
  * same model code runs on every backend, and every backend is tested against
  * the naive references in tests/.
@@ -27,6 +27,21 @@
  *  - No op allocates memory inside a training step, except through a
  *    per-shape cache built the first time a shape is seen (conv primitives,
  *    workspaces); ops->conv_prepare lets the model build these up front.
+ *  - Activations (every tensor an op describes as [n, c, h, w] or [n, c, hw])
+ *    are stored in the backend's activation layout, be->layout, chosen when
+ *    the backend is created (sg_backend_opts.layout) and fixed for its life:
+ *    SG_LAYOUT_NCHW, element (i, ch, p) at (i*c + ch)*hw + p, or
+ *    SG_LAYOUT_NHWC (channels last), at (i*hw + p)*c + ch (p = y*w + x).
+ *    Shapes in the signatures stay logical ([n, c, h, w]) in both. Not
+ *    activations, so the same in both layouts: weights ([k, c/g, r, s],
+ *    PyTorch's), per-channel vectors, [n, c] / [n, c, 1, 1] tensors (the
+ *    same bytes in both), per-pixel tensors ([n, hw]: labels, predictions,
+ *    ce_label_prob, maxpool indices, which are plane positions y*w + x), and
+ *    the uint8 HWC images normalize_u8 reads. Purely elementwise ops (relu,
+ *    add, scale, axpy, the gates, dropout_bwd, sgd_step, sumsq) do not care.
+ *    Every op's result is the same in both layouts up to where it stores an
+ *    element (bit for bit where the op promises bits; the convolutions
+ *    within their tolerance, as a library may sum in another order).
  *  - Layout of every struct here is fixed: no field depends on build options.
  */
 #ifndef SG_KERNELS_BACKEND_H
@@ -221,13 +236,16 @@ typedef struct sg_ops {
                        int c_off, int hw, int accumulate);
 
     /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p). The mask is a
-     * pure function of (key, element index) through sg_rng (kernels/rng.h), so
-     * every backend draws the same mask. mask: uint8, count bytes.
-     * Rule (bit-exact on every backend): mask[i] = sg_rng_uniform(key, i) >= p
-     * (1 = keep); y[i] = mask[i] ? x[i] * (1.0f/(1.0f-p)) : 0 in float;
-     * p >= 1 drops everything. ---- */
+     * pure function of (key, logical element index) through sg_rng
+     * (kernels/rng.h), so every backend and layout draws the same mask.
+     * x, y, mask: count = n*c*hw elements of an [n, c, hw] activation (mask:
+     * uint8, stored in the activation layout like x). Rule (bit-exact on
+     * every backend): with i the element's NCHW index (i*c + ch)*hw + p,
+     * keep = sg_rng_uniform(key, i) >= p; y = keep ? x * (1.0f/(1.0f-p)) : 0
+     * in float; p >= 1 drops everything. c = hw = 1 treats x as a flat
+     * vector. ---- */
     void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
-                        float p, uint64_t key);
+                        int c, int hw, float p, uint64_t key);
     void (*dropout_bwd)(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
                         size_t count, float p, int accumulate);
 
@@ -427,6 +445,16 @@ typedef struct sg_ops {
 /* How an activation is stored (the *_dt ops above). */
 enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1 };
 
+/* The order of an activation's elements in memory (be->layout; see the
+ * conventions at the top). */
+enum { SG_LAYOUT_NCHW = 0, SG_LAYOUT_NHWC = 1 };
+
+/* Where element (i, ch, p) of an [n, c, hw] activation lies in `layout`. */
+static inline size_t sg_act_at(int layout, int c, int hw, int i, int ch, int p) {
+    return layout == SG_LAYOUT_NHWC ? ((size_t)i * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch
+                                    : ((size_t)i * (size_t)c + (size_t)ch) * (size_t)hw + (size_t)p;
+}
+
 enum { SG_STREAM_COMPUTE = 0, SG_STREAM_COPY = 1, SG_STREAM_COMM = 2 };
 
 /* What a backend reports about itself (memory figures are bytes). */
@@ -459,6 +487,7 @@ struct sg_backend {
     void *impl;       /* backend-private state */
     unsigned caps;    /* SG_CAP_* flags: what callers may rely on */
     int device_index; /* the device's index (cuda:N), -1 on the host */
+    int layout;       /* SG_LAYOUT_*: how every op stores activations (fixed) */
 };
 
 /* Capabilities (be->caps), in terms of what a caller needs to know. */
@@ -493,6 +522,8 @@ typedef struct sg_backend_opts {
                                  plain fp32, as the CPU; the config's default is on) */
     const char *conv_plan_file; /* CUDA: the convolution plan cache's file
                                    (kernels/conv_plans.h); NULL or "" = memory only */
+    int layout;                 /* SG_LAYOUT_* of the activations (0 = NCHW). CPU: both;
+                                   CUDA: NCHW only so far (NHWC is refused by name) */
 } sg_backend_opts;
 
 /* Precision of the convolutions (sg_backend_opts.precision). Everything else

@@ -213,5 +213,6 @@ sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {
     be->impl = c;
     be->caps = SG_CAP_HOST_MEMORY; /* synchronous: no streams; Gloo, not NCCL */
     be->device_index = -1;
+    be->layout = opts ? opts->layout : SG_LAYOUT_NCHW;
     return be;
 }

@@ -71,17 +71,25 @@ static void axpy(sg_backend *be, float alpha, const float *x, float *y, size_t c
 }
 
 /* Mask rule shared with every backend (backend.h): keep iff
- * sg_rng_uniform(key, i) >= p; kept values are scaled by 1/(1-p). */
+ * sg_rng_uniform(key, i) >= p for the element's NCHW index i; kept values are
+ * scaled by 1/(1-p). In NHWC storage index j = (b*hw + q)*c + ch holds NCHW
+ * element (b*c + ch)*hw + q. */
 static void dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
-                        float p, uint64_t key) {
-    (void)be;
+                        int c, int hw, float p, uint64_t key) {
     float s = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     int all_drop = !(p < 1.0f);
+    int nhwc = be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
+    size_t cs = c > 0 ? (size_t)c : 1, hws = hw > 0 ? (size_t)hw : 1, plane = cs * hws;
 #pragma omp parallel for schedule(static) PAR_IF(count)
-    for (size_t i = 0; i < count; i++) {
+    for (size_t j = 0; j < count; j++) {
+        size_t i = j;
+        if (nhwc) {
+            size_t b = j / plane, r = j % plane, q = r / cs, ch = r % cs;
+            i = (b * cs + ch) * hws + q;
+        }
         int keep = !all_drop && sg_rng_uniform(key, i) >= p;
-        mask[i] = (uint8_t)keep;
-        y[i] = keep ? x[i] * s : 0.0f;
+        mask[j] = (uint8_t)keep;
+        y[j] = keep ? x[j] * s : 0.0f;
     }
 }
 

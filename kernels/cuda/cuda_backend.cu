@@ -173,6 +173,12 @@ static int select_device(int device) {
 }
 
 extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts) {
+    if (opts && opts->layout != SG_LAYOUT_NCHW) {
+        SG_ERROR("device cuda:%d: the CUDA backend stores activations NCHW only so far (layout "
+                 "NHWC was asked for): leave the layout at auto or nchw on CUDA",
+                 device);
+        return NULL;
+    }
     if (select_device(device) != 0) return NULL;
     cudaDeviceProp prop;
     CU_CHECK(cudaGetDeviceProperties(&prop, device));

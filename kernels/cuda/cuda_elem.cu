@@ -78,7 +78,8 @@ __global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
     }
 }
 static void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
-                                size_t count, float p, uint64_t key) {
+                                size_t count, int c, int hw, float p, uint64_t key) {
+    (void)c, (void)hw; /* NCHW only (sg_cuda_backend_create): the storage index is the NCHW one */
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     LAUNCH(k_dropout_fwd, count, x, y, mask, count, p, scale, key);
 }

@@ -548,6 +548,8 @@ const tb_case tb_cases[] = {
 
     /* ---------------- dropout (bit-exact by contract) ---------------- */
     {"dropout_fwd", run_dropout_fwd, .count = 100003, .p = 0.3f, .tol = EXACT},
+    {"dropout_fwd", run_dropout_fwd, .n = 3, .c = 37, .h = 29, .w = 31, .p = 0.3f,
+     .key = 0x5eed0005, .tol = EXACT, .note = "an activation: the mask keys on the NCHW index"},
     {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.1f, .key = 0x5eed0001, .tol = EXACT},
     {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.5f, .key = 0x5eed0002, .tol = EXACT},
     {"dropout_fwd", run_dropout_fwd, .count = 100001, .p = 0.0f, .key = 0x5eed0003, .tol = EXACT,

@@ -78,19 +78,22 @@ static uint64_t dropout_key(const tb_case *c) {
     return c->key ? c->key : sg_rng_key(7, 1, 2, 0, SG_RNG_DROPOUT);
 }
 
+/* With c->c set the tensor is an [n, c, h*w] activation (the mask keys on
+ * the NCHW index in every layout), else a flat vector of c->count. */
 void run_dropout_fwd(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, dropout_fwd)) return;
-    size_t n = c->count;
+    int an = c->c ? c->n : 1, ac = c->c ? c->c : 1, ahw = c->c ? c->h * c->w : (int)c->count;
+    size_t n = (size_t)an * ac * ahw;
     float p = c->p;
     uint64_t key = dropout_key(c);
     float *x = tb_input(t, n), *y = tb_hzeros(t, n);
     uint8_t *m = tb_hbytes(t, n);
     ref_dropout_fwd(x, y, m, n, p, key);
-    float *x_d = tb_devf(t, x, n), *y_d = tb_devf(t, tb_rand(t, n, 5, 6), n);
+    float *x_d = tb_actf(t, x, an, ac, ahw), *y_d = tb_devf(t, tb_rand(t, n, 5, 6), n);
     uint8_t *m_d = tb_dev(t, NULL, n);
-    t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, p, key);
-    uint8_t *gm = tb_get(t, m_d, n);
-    float *gy = tb_getf(t, y_d, n);
+    t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, key);
+    uint8_t *gm = tb_act_get(t, m_d, an, ac, ahw, 1);
+    float *gy = tb_act_getf(t, y_d, an, ac, ahw);
     tb_same(t, "mask (bit-exact rule of backend.h)", m, gm, n);
     tb_close(t, "y", y, gy, n, t->tol);
     /* The rule itself, independently of the reference. */
@@ -105,8 +108,9 @@ void run_dropout_fwd(tb_ctx *t, const tb_case *c) {
     tb_expect(t, bad == 0, "%zu elements break mask = uniform(key, i) >= p, y = x*(1/(1-p))", bad);
     tb_near(t, "kept fraction", (double)kept / n, p >= 1 ? 0.0 : 1.0 - p, 0.01);
     if (p > 0 && p < 1) { /* another key, another mask */
-        t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, p, key + 1);
-        tb_expect(t, memcmp(tb_get(t, m_d, n), gm, n) != 0, "key + 1 gave the same mask");
+        t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, key + 1);
+        tb_expect(t, memcmp(tb_act_get(t, m_d, an, ac, ahw, 1), gm, n) != 0,
+                  "key + 1 gave the same mask");
     }
 }
 

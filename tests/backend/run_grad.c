@@ -214,7 +214,7 @@ static double add_relu_loss(tb_ctx *t, void *p) {
 
 static double dropout_loss(tb_ctx *t, void *p) {
     elem_st *s = p;
-    t->be->ops->dropout_fwd(t->be, s->a_d, s->y_d, s->m_d, s->n, s->p, 12345);
+    t->be->ops->dropout_fwd(t->be, s->a_d, s->y_d, s->m_d, s->n, 1, 1, s->p, 12345);
     return tb_dot_dev(t, s->r, s->y_d, s->n);
 }
 
@@ -270,7 +270,7 @@ void run_grad_dropout(tb_ctx *t, const tb_case *c) {
     elem_st s = elem_setup(t, c, &a, &b);
     s.a_d = tb_devf(t, a, s.n);
     float *d_d = tb_devf(t, NULL, s.n);
-    t->be->ops->dropout_fwd(t->be, s.a_d, s.y_d, s.m_d, s.n, s.p, 12345);
+    t->be->ops->dropout_fwd(t->be, s.a_d, s.y_d, s.m_d, s.n, 1, 1, s.p, 12345);
     t->be->ops->dropout_bwd(t->be, tb_devf(t, s.r, s.n), s.m_d, d_d, s.n, s.p, 0);
     tb_check_fd(t, "x", a, s.a_d, s.n, tb_getf(t, d_d, s.n), dropout_loss, &s, c->fd_h);
 }

@@ -257,6 +257,66 @@ void *tb_get(tb_ctx *t, const void *dev, size_t bytes) {
 
 float *tb_getf(tb_ctx *t, const float *dev, size_t n) { return tb_get(t, dev, n * sizeof(float)); }
 
+/* ---------------- activations in the backend's layout ---------------- */
+
+static void *relayout(tb_ctx *t, const void *src, int n, int c, int hw, size_t esize, int to) {
+    size_t count = (size_t)n * (size_t)c * (size_t)hw;
+    unsigned char *dst = tb_hbytes(t, count * esize);
+    const unsigned char *s = src;
+    if (t->be->layout == SG_LAYOUT_NCHW) {
+        memcpy(dst, s, count * esize);
+        return dst;
+    }
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++) {
+                size_t a = sg_act_at(SG_LAYOUT_NCHW, c, hw, i, ch, p);
+                size_t b = sg_act_at(t->be->layout, c, hw, i, ch, p);
+                if (to) memcpy(dst + b * esize, s + a * esize, esize);
+                else memcpy(dst + a * esize, s + b * esize, esize);
+            }
+    return dst;
+}
+
+void *tb_to_layout(tb_ctx *t, const void *nchw, int n, int c, int hw, size_t esize) {
+    return relayout(t, nchw, n, c, hw, esize, 1);
+}
+
+void *tb_from_layout(tb_ctx *t, const void *stored, int n, int c, int hw, size_t esize) {
+    return relayout(t, stored, n, c, hw, esize, 0);
+}
+
+void *tb_act_dev(tb_ctx *t, const void *host, int n, int c, int hw, size_t esize) {
+    size_t bytes = (size_t)n * (size_t)c * (size_t)hw * esize;
+    return tb_dev(t, host ? tb_to_layout(t, host, n, c, hw, esize) : NULL, bytes);
+}
+
+float *tb_actf(tb_ctx *t, const float *host, int n, int c, int hw) {
+    return tb_act_dev(t, host, n, c, hw, sizeof(float));
+}
+
+void tb_act_put(tb_ctx *t, void *dev, const void *host, int n, int c, int hw, size_t esize) {
+    tb_put(t, dev, tb_to_layout(t, host, n, c, hw, esize), (size_t)n * c * hw * esize);
+}
+
+void *tb_act_get(tb_ctx *t, const void *dev, int n, int c, int hw, size_t esize) {
+    return tb_from_layout(t, tb_get(t, dev, (size_t)n * c * hw * esize), n, c, hw, esize);
+}
+
+float *tb_act_getf(tb_ctx *t, const float *dev, int n, int c, int hw) {
+    return tb_act_get(t, dev, n, c, hw, sizeof(float));
+}
+
+int tb_close_act(tb_ctx *t, const char *what, const float *ref, const float *dev, int n, int c,
+                 int hw, double tol) {
+    return tb_close(t, what, ref, tb_act_getf(t, dev, n, c, hw), (size_t)n * c * hw, tol);
+}
+
+int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c,
+                int hw, size_t esize) {
+    return tb_same(t, what, ref, tb_act_get(t, dev, n, c, hw, esize), (size_t)n * c * hw * esize);
+}
+
 void *tb_pinned(tb_ctx *t, size_t bytes) {
     void *p = t->be->ops->host_alloc(t->be, bytes);
     own(&t->pinned, &t->npinned, &t->cappinned, p);

@@ -150,6 +150,31 @@ float *tb_getf(tb_ctx *t, const float *dev, size_t n);
 /* host_alloc memory owned by the run. */
 void *tb_pinned(tb_ctx *t, size_t bytes);
 
+/* ---- activations in the backend's layout (be->layout, kernels/backend.h)
+ * Host buffers are always NCHW ([n, c, hw], the references' order); these
+ * move an activation between that and the backend's storage order, so one
+ * runner tests an op in every layout. esize: bytes per element (4: float,
+ * 2: bf16 bits, 1: a dropout mask). A runner uses them for every tensor the
+ * op's contract calls an activation, and the plain helpers for the rest. */
+/* The host NCHW buffer in the backend's layout (a new host buffer; the same
+ * bytes in NCHW). */
+void *tb_to_layout(tb_ctx *t, const void *nchw, int n, int c, int hw, size_t esize);
+/* The inverse: a backend-layout host buffer back to NCHW (a new buffer). */
+void *tb_from_layout(tb_ctx *t, const void *stored, int n, int c, int hw, size_t esize);
+/* alloc + upload of an NCHW host activation (host NULL: zeroed). */
+void *tb_act_dev(tb_ctx *t, const void *host, int n, int c, int hw, size_t esize);
+float *tb_actf(tb_ctx *t, const float *host, int n, int c, int hw);
+/* Upload an NCHW host activation into existing backend memory. */
+void tb_act_put(tb_ctx *t, void *dev, const void *host, int n, int c, int hw, size_t esize);
+/* Download an activation into a new NCHW host buffer. */
+void *tb_act_get(tb_ctx *t, const void *dev, int n, int c, int hw, size_t esize);
+float *tb_act_getf(tb_ctx *t, const float *dev, int n, int c, int hw);
+/* tb_close / tb_same against an activation downloaded from the backend. */
+int tb_close_act(tb_ctx *t, const char *what, const float *ref, const float *dev, int n, int c,
+                 int hw, double tol);
+int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c,
+                int hw, size_t esize);
+
 /* ---- comparisons (print a FAIL line naming `what` and return 0) ---- */
 /* Relative error of got against ref within tol; tol 0: bit-exact. */
 int tb_close(tb_ctx *t, const char *what, const float *ref, const float *got, size_t n, double tol);

@@ -23,7 +23,10 @@
  *         (an OpenMP reduction over 2 threads is order-independent, so reruns
  *         are bit-identical); then bf16 (native oneDNN bf16 where the
  *         processor has it, else the emulation) and bf16 emulated
- *         (SG_CPU_BF16=emulated);
+ *         (SG_CPU_BF16=emulated); then the same three (fp32, bf16, bf16
+ *         emulated) with activations stored NHWC (sg_backend_opts.layout),
+ *         which run every row (every_row): each op that takes activations
+ *         is checked in both layouts against the same NCHW reference;
  *   cuda: cuDNN deterministic algorithms (reruns bit-identical), then
  *         cudnn.benchmark (measured algorithm choice), then TF32 allowed
  *         (cuDNN's heuristics), then bf16 (deterministic algorithms; NHWC).
@@ -73,21 +76,28 @@ typedef struct tb_config {
     int lowp;                /* TB_FP32 | TB_TF32 | TB_BF16: which tolerance rows state */
     int bf16_steps;          /* bf16: ulps allowed against the bf16-exact reference */
     double bf16_slack;       /* bf16: and this fraction of max|ref| */
+    int every_row;           /* runs every row, as the first does (another activation
+                                layout: every op that takes activations is retested) */
 } tb_config;
 
 #define BF16 .precision = SG_PRECISION_BF16
+#define NHWC .layout = SG_LAYOUT_NHWC
 static const tb_config cpu_configs[] = {
-    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0},
-    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0},
-    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0},
-    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5},
-    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5},
+    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 0},
+    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5, 0},
+    {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 1},
+    {"cpu/nhwc-bf16", "cpu", {.threads = 2, BF16, NHWC}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 1},
+    {"cpu/nhwc-bf16-emu", "cpu", {.threads = 2, BF16, NHWC}, "auto", "emulated", 1, TB_BF16, 1,
+     1e-5, 1},
 };
 static const tb_config cuda_configs[] = {
-    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0},
-    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0},
-    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0},
-    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4},
+    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0},
+    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0},
+    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0},
+    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
@@ -233,7 +243,7 @@ static int run_config(const tb_config *cf, int index, int *ran) {
     int failed = 0;
     for (int i = g.from_row; i < g.ncases; i++) {
         const tb_case *c = &g.table[i];
-        if (index > 0 && !c->all_configs) continue;
+        if (index > 0 && !c->all_configs && !cf->every_row) continue;
         if (config_tol(cf, c) <= 0) continue;
         if (g.only && strcmp(g.only, c->op) != 0) continue;
         tb_ctx t;

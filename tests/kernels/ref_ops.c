@@ -394,6 +394,7 @@ void ref_concat_bwd(const float *dy, float *dsrc, int n, int c_src, int c_dst, i
 /* ---------------- dropout ---------------- */
 
 void ref_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t count, float p, uint64_t key) {
+    /* NCHW: the element index is the logical one the rule keys on */
     for (size_t i = 0; i < count; i++) {
         int keep = p < 1.0f && sg_rng_uniform(key, i) >= p;
         mask[i] = (uint8_t)keep;
