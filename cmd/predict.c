@@ -159,6 +159,22 @@ static void build_palette(pctx *P) {
     }
 }
 
+/* One image's [C, px] activation (logits, probabilities) from the backend
+ * into host NCHW order, whatever the backend's activation layout. */
+static void download_nchw(sg_backend *be, float *dst, const float *src, int C, size_t px) {
+    size_t count = (size_t)C * px;
+    if (be->layout == SG_LAYOUT_NCHW) {
+        be->ops->download(be, dst, src, count * sizeof(float));
+        return;
+    }
+    float *t = malloc(count * sizeof(float));
+    SG_CHECK(t != NULL, "out of host memory for %zu logits", count);
+    be->ops->download(be, t, src, count * sizeof(float));
+    for (size_t p = 0; p < px; p++)
+        for (int c = 0; c < C; c++) dst[(size_t)c * px + p] = t[p * (size_t)C + (size_t)c];
+    free(t);
+}
+
 static int predict_one(pctx *P, const char *in, const char *out, const char *npy) {
     sg_backend *be = P->be;
     sg_img img = {0};
@@ -213,7 +229,7 @@ static int predict_one(pctx *P, const char *in, const char *out, const char *npy
     if (npy) {
         float *lg = host_logits ? host_logits : malloc((size_t)C * px * sizeof(float));
         SG_CHECK(lg != NULL, "out of host memory");
-        if (!host_logits) be->ops->download(be, lg, scores, (size_t)C * px * sizeof(float));
+        if (!host_logits) download_nchw(be, lg, scores, C, px);
         if (P->use_tta)
             for (size_t i = 0; i < (size_t)C * px; i++) lg[i] = logf(lg[i]);
         rc = mkparents(npy) == 0 ? write_npy(npy, lg, C, h, w) : -1;

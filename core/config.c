@@ -871,5 +871,9 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
              c->dist.first_bucket_mb, c->dist.bucket_mb);
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
         verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
+    if (!strcmp(c->cpu.layout, "nhwc") && strcmp(c->device, "cpu") != 0)
+        verr("cpu.layout", "nhwc is the CPU backend's; device %s stores activations NCHW (leave "
+             "cpu.layout at auto)",
+             c->device);
     return nerr ? SG_ERR_CONFIG : SG_OK;
 }

@@ -168,6 +168,10 @@ typedef struct sg_cudnn_cfg {
     char plan_cache[SG_STR]; /* plan cache file: auto (in run_dir), empty: memory only */
 } sg_cudnn_cfg;
 
+typedef struct sg_cpu_cfg {
+    char layout[SG_NAME]; /* auto|nchw|nhwc: how the CPU backend stores activations */
+} sg_cpu_cfg;
+
 typedef struct sg_config {
     char run_dir[SG_STR];
     int seed;
@@ -179,6 +183,7 @@ typedef struct sg_config {
     sg_eval_cfg eval;
     sg_dist_cfg dist;
     sg_cudnn_cfg cudnn;
+    sg_cpu_cfg cpu;
     sg_config_origin origin; /* where each value came from (not configuration) */
 } sg_config;
 

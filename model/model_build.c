@@ -800,7 +800,10 @@ void sg_model_destroy(sg_model *m) {
     free(m->nbt);
     free(m->params);
     free(m->t);
-    for (int i = 0; i < m->n_l; i++) free(m->l[i].chmask);
+    for (int i = 0; i < m->n_l; i++) {
+        free(m->l[i].chmask);
+        if (m->l[i].chscale) m->be->ops->free(m->be, m->l[i].chscale);
+    }
     free(m->l);
     free(m->grad_order);
     sg_model_profile(m, 0);

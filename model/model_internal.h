@@ -97,9 +97,11 @@ typedef struct sg_layer {
     int drop_id;
     size_t mask_off;
     uint8_t *mask;
-    /* dropout2d: host plane mask [n*c] of the last training forward */
+    /* dropout2d: host plane mask [n*c] of the last training forward; with
+     * NHWC activations also its scale per plane (alpha or 0) on the device */
     uint8_t *chmask;
     size_t chmask_cap;
+    float *chscale;
 } sg_layer;
 
 struct sg_model {

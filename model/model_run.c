@@ -111,11 +111,21 @@ static void join_forward(sg_model *m, const sg_layer *a) {
 /* Dropout2d: runs of consecutive planes with the same mask value, applied
  * with the plain memory/elementwise ops (one call per run). dst = alpha *
  * src on kept planes, 0 on dropped ones; accumulate: dst += alpha * src on
- * kept planes only. */
+ * kept planes only. NHWC activations have no contiguous planes: there the
+ * mask is a per-(sample, channel) scale, alpha or 0 (chan_scale; a dropped
+ * element is then x * 0, which is -0 for a negative x where NCHW writes +0). */
 static void apply_plane_mask(sg_model *m, const sg_layer *l, const float *src, float *dst,
                              size_t planes, size_t hw, int accumulate) {
     sg_backend *be = m->be;
     float alpha = 1.0f / (1.0f - l->p);
+    if (be->layout == SG_LAYOUT_NHWC) {
+        int c = m->t[l->out].c;
+        if (accumulate) /* dst += src * scale; x is not read without ds */
+            be->ops->chan_scale_bwd(be, src, m->t[l->in[0]].val, l->chscale, dst, NULL, m->n, c,
+                                    (int)hw, 1, 0);
+        else be->ops->chan_scale_fwd(be, src, l->chscale, dst, m->n, c, (int)hw);
+        return;
+    }
     for (size_t a = 0; a < planes;) {
         size_t b = a + 1;
         while (b < planes && l->chmask[b] == l->chmask[a]) b++;
@@ -130,6 +140,10 @@ static void apply_plane_mask(sg_model *m, const sg_layer *l, const float *src, f
     }
 }
 
+/* Where the staged per-plane scales start behind a mask of `planes` bytes
+ * (aligned for floats). */
+static size_t scale_at(size_t planes) { return (planes + 15) & ~(size_t)15; }
+
 static void dropout2d_forward(sg_model *m, sg_layer *l, int train, uint64_t dropout_key) {
     const sg_tensor *xt = &m->t[l->in[0]];
     sg_tensor *yt = &m->t[l->out];
@@ -138,14 +152,22 @@ static void dropout2d_forward(sg_model *m, sg_layer *l, int train, uint64_t drop
         return;
     }
     size_t planes = (size_t)m->n * (size_t)yt->c, hw = (size_t)yt->h * yt->w;
+    int nhwc = m->be->layout == SG_LAYOUT_NHWC;
     if (l->chmask_cap < planes) {
         free(l->chmask);
-        l->chmask = malloc(planes);
+        l->chmask = malloc(scale_at(planes) + (nhwc ? planes * sizeof(float) : 0));
         SG_CHECK(l->chmask, "out of host memory for a dropout2d mask of %zu planes", planes);
         l->chmask_cap = planes;
+        if (l->chscale) m->be->ops->free(m->be, l->chscale);
+        l->chscale = nhwc ? m->be->ops->alloc(m->be, planes * sizeof(float)) : NULL;
     }
     uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
     for (size_t i = 0; i < planes; i++) l->chmask[i] = sg_rng_uniform(key, i) >= l->p;
+    if (nhwc) { /* the per-plane scale, staged behind the mask in the same host block */
+        float alpha = 1.0f / (1.0f - l->p), *s = (float *)(void *)(l->chmask + scale_at(planes));
+        for (size_t i = 0; i < planes; i++) s[i] = l->chmask[i] ? alpha : 0.0f;
+        m->be->ops->upload(m->be, l->chscale, s, planes * sizeof(float));
+    }
     apply_plane_mask(m, l, xt->val, yt->val, planes, hw, 0);
 }
 

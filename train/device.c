@@ -24,6 +24,35 @@ int sg_precision_of(const sg_config *cfg) {
     return strcmp(cfg->train.precision, "bf16") == 0 ? SG_PRECISION_BF16 : SG_PRECISION_FP32;
 }
 
+/* cpu.layout auto on the CPU, per precision: what `segtrain bench` measured
+ * faster (docs/BENCHMARKS.md, "Activation layout"). */
+static const struct {
+    int precision, layout;
+    const char *why;
+} cpu_auto_layout[] = {
+    {SG_PRECISION_FP32, SG_LAYOUT_NCHW, "measured faster for fp32 on the CPU"},
+    {SG_PRECISION_BF16, SG_LAYOUT_NCHW, "measured faster for bf16 on the CPU"},
+};
+
+int sg_layout_of(const sg_config *cfg, const char **why) {
+    const char *w = "cpu.layout";
+    int layout = SG_LAYOUT_NCHW;
+    if (!strcmp(cfg->cpu.layout, "nhwc")) layout = SG_LAYOUT_NHWC;
+    else if (!strcmp(cfg->cpu.layout, "auto")) {
+        if (strcmp(cfg->device, "cpu") != 0) w = "cpu.layout auto: the only layout off the CPU";
+        else {
+            int p = sg_precision_of(cfg);
+            for (size_t i = 0; i < sizeof cpu_auto_layout / sizeof cpu_auto_layout[0]; i++)
+                if (cpu_auto_layout[i].precision == p) {
+                    layout = cpu_auto_layout[i].layout;
+                    w = cpu_auto_layout[i].why;
+                }
+        }
+    }
+    if (why) *why = w;
+    return layout;
+}
+
 sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
     sg_dist_env own;
     if (!env) {
@@ -44,7 +73,8 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
                           .cudnn_deterministic = cfg->cudnn.deterministic,
                           .precision = sg_precision_of(cfg),
                           .allow_tf32 = cfg->cudnn.allow_tf32,
-                          .conv_plan_file = plans};
+                          .conv_plan_file = plans,
+                          .layout = sg_layout_of(cfg, NULL)};
     sg_backend *be = sg_backend_create(dev, &bo);
     if (!be) return NULL;
     sg_backend_info bi;
@@ -54,5 +84,8 @@ sg_backend *sg_open_backend(const sg_config *cfg, const sg_dist_env *env) {
                 bi.name, bi.device, cfg->device, env->local_world);
     else SG_INFO("device: %s (%s)", bi.name, bi.device);
     SG_INFO("precision: train.precision %s; convolutions %s", cfg->train.precision, bi.conv_math);
+    const char *why = NULL;
+    sg_layout_of(cfg, &why);
+    SG_INFO("activations: %s (%s)", be->layout == SG_LAYOUT_NHWC ? "NHWC" : "NCHW", why);
     return be;
 }

@@ -27,12 +27,20 @@ sg_status sg_device_for_rank(const char *device, int local_rank, int local_world
 /* SG_PRECISION_* for train.precision (validated by the schema: fp32|bf16). */
 int sg_precision_of(const sg_config *cfg);
 
+/* SG_LAYOUT_* the backend stores activations in: cpu.layout nchw|nhwc as
+ * given; auto = NCHW on CUDA (its only layout so far), and on the CPU the
+ * layout measured faster for the precision (the table in device.c, from
+ * docs/BENCHMARKS.md's "Activation layout" section). `why` (may be NULL)
+ * gets a few words for the log. */
+int sg_layout_of(const sg_config *cfg, const char **why);
+
 /* Opens the backend cfg->device names for this process: the device mapped by
  * the rule above with env's local rank (env = the launch environment already
  * read, or NULL to read it here), the options from the config (threads,
- * cudnn.benchmark, cudnn.deterministic, train.precision, cudnn.allow_tf32:
- * so train, eval, predict and bench all run the configured precision). Logs
- * the device and how its convolutions run. Returns NULL
+ * cudnn.benchmark, cudnn.deterministic, train.precision, cudnn.allow_tf32,
+ * cpu.layout: so train, eval, predict and bench all run the configured
+ * precision and layout). Logs the device, how its convolutions run and the
+ * activation layout. Returns NULL
  * after logging when the device cannot be opened - or, with env NULL, when
  * the launch environment is malformed (callers that must report that as a
  * configuration error read it first with sg_dist_env_read). */

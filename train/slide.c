@@ -35,12 +35,22 @@ sg_status sg_slide_logits(sg_backend *be, sg_model *m, const uint8_t *d_img, int
             be->ops->normalize_u8(be, d_win, sg_model_input(m), 1, ch, cw, mean, std);
             sg_model_forward(m, 0, 0);
             be->ops->download(be, logits, sg_model_out(m), (size_t)C * ch * cw * sizeof(float));
-            for (int c = 0; c < C; c++)
-                for (int y = 0; y < ch; y++) {
-                    const float *l = logits + ((size_t)c * ch + y) * cw;
-                    float *a = out + ((size_t)c * H + y0 + y) * W + x0;
-                    for (int x = 0; x < cw; x++) a[x] += l[x];
-                }
+            /* the window's logits are in the backend's activation layout;
+             * out stays NCHW */
+            if (be->layout == SG_LAYOUT_NHWC)
+                for (int y = 0; y < ch; y++)
+                    for (int x = 0; x < cw; x++) {
+                        const float *l = logits + ((size_t)y * cw + x) * C;
+                        float *a = out + (size_t)(y0 + y) * W + x0 + x;
+                        for (int c = 0; c < C; c++) a[(size_t)c * px] += l[c];
+                    }
+            else
+                for (int c = 0; c < C; c++)
+                    for (int y = 0; y < ch; y++) {
+                        const float *l = logits + ((size_t)c * ch + y) * cw;
+                        float *a = out + ((size_t)c * H + y0 + y) * W + x0;
+                        for (int x = 0; x < cw; x++) a[x] += l[x];
+                    }
             for (int y = 0; y < ch; y++)
                 for (int x = 0; x < cw; x++) cnt[(size_t)(y0 + y) * W + x0 + x] += 1.0f;
         }

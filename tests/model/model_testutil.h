@@ -18,13 +18,19 @@
 static const char *mt_fixtures __attribute__((unused)) = "tests/fixtures";
 
 /* The backend under test: "cpu", or $SG_TEST_DEVICE (e.g. cuda) so the same
- * model tests check another backend; without that device the test skips. */
+ * model tests check another backend; without that device the test skips.
+ * $SG_TEST_LAYOUT=nhwc stores its activations channels last. */
 static sg_backend *mt_backend(void) {
     static sg_backend *be;
     if (!be) {
-        const char *dev = getenv("SG_TEST_DEVICE");
+        const char *dev = getenv("SG_TEST_DEVICE"), *lay = getenv("SG_TEST_LAYOUT");
         if (!dev || !*dev) dev = "cpu";
         sg_backend_opts o = {.threads = 2, .cudnn_deterministic = 1};
+        if (lay && strcmp(lay, "nhwc") == 0) o.layout = SG_LAYOUT_NHWC;
+        else if (lay && *lay && strcmp(lay, "nchw") != 0) {
+            fprintf(stderr, "SG_TEST_LAYOUT=%s: use nchw or nhwc\n", lay);
+            exit(1);
+        }
         if (strncmp(dev, "cuda", 4) == 0 && sg_backend_cuda_device_count() == 0) {
             fprintf(stderr, "SG_TEST_DEVICE=%s but no CUDA device: skipped\n", dev);
             exit(77);
@@ -56,6 +62,40 @@ static inline float *mt_download(sg_backend *be, const float *dev, size_t count)
     float *h = malloc((count ? count : 1) * sizeof(float));
     be->ops->download(be, h, dev, count * sizeof(float));
     return h;
+}
+
+/* An [n, c, hw] activation between host NCHW order and the backend's
+ * layout (kernels/backend.h): download into a new NCHW buffer, upload
+ * from one. */
+static inline float *mt_download_act(sg_backend *be, const float *dev, int n, int c, size_t hw) {
+    size_t count = (size_t)n * c * hw;
+    float *s = mt_download(be, dev, count);
+    if (be->layout == SG_LAYOUT_NCHW) return s;
+    float *h = malloc((count ? count : 1) * sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (size_t p = 0; p < hw; p++)
+                h[sg_act_at(SG_LAYOUT_NCHW, c, (int)hw, i, ch, (int)p)] =
+                    s[sg_act_at(be->layout, c, (int)hw, i, ch, (int)p)];
+    free(s);
+    return h;
+}
+
+static inline void mt_upload_act(sg_backend *be, float *dev, const float *host, int n, int c,
+                                 size_t hw) {
+    size_t count = (size_t)n * c * hw;
+    if (be->layout == SG_LAYOUT_NCHW) {
+        be->ops->upload(be, dev, host, count * sizeof(float));
+        return;
+    }
+    float *s = malloc((count ? count : 1) * sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (size_t p = 0; p < hw; p++)
+                s[sg_act_at(be->layout, c, (int)hw, i, ch, (int)p)] =
+                    host[sg_act_at(SG_LAYOUT_NCHW, c, (int)hw, i, ch, (int)p)];
+    be->ops->upload(be, dev, s, count * sizeof(float));
+    free(s);
 }
 
 /* Model options from a fixture's metadata (backbone, blocks, base_width,

@@ -54,9 +54,11 @@ static const sg_st_tensor *need(const sg_st_file *f, const char *name) {
     return t;
 }
 
-/* max rel error of device tensor vs fixture tensor, scale k applied to the fixture */
-static double cmp_dev(sg_backend *be, const sg_st_file *f, const char *name, const float *dev,
-                      size_t count, float k) {
+/* max rel error of device tensor vs fixture tensor, scale k applied to the
+ * fixture; act_c > 0: the tensor is an [n, act_c, hw] activation in the
+ * backend's layout (count = n * act_c * hw), else a plain one */
+static double cmp_any(sg_backend *be, const sg_st_file *f, const char *name, const float *dev,
+                      size_t count, float k, int n, int act_c) {
     const sg_st_tensor *t = need(f, name);
     if (t->count != count) {
         fprintf(stderr, "%s: %zu values, model has %zu\n", name, t->count, count);
@@ -65,18 +67,30 @@ static double cmp_dev(sg_backend *be, const sg_st_file *f, const char *name, con
     float *ref = malloc(count * sizeof(float));
     sg_st_read_f32(f, t, ref, count);
     for (size_t i = 0; i < count; i++) ref[i] *= k;
-    float *got = mt_download(be, dev, count);
+    float *got = act_c > 0 ? mt_download_act(be, dev, n, act_c, count / ((size_t)n * act_c))
+                           : mt_download(be, dev, count);
     double e = tu_max_rel_err(ref, got, count, 1e-3);
     free(ref);
     free(got);
     return e;
 }
 
+static double cmp_dev(sg_backend *be, const sg_st_file *f, const char *name, const float *dev,
+                      size_t count, float k) {
+    return cmp_any(be, f, name, dev, count, k, 1, 0);
+}
+
+/* the model's outputs: [n, C, h, w] activations */
+static double cmp_act(sg_backend *be, const sg_st_file *f, const char *name, const float *dev,
+                      size_t count, float k, int n, int C) {
+    return cmp_any(be, f, name, dev, count, k, n, C);
+}
+
 static void upload_input(sg_backend *be, const sg_st_file *f, sg_model *m) {
     const sg_st_tensor *xi = need(f, "input");
     float *xx = malloc(xi->count * sizeof(float));
     sg_st_read_f32(f, xi, xx, xi->count);
-    be->ops->upload(be, sg_model_input(m), xx, xi->count * sizeof(float));
+    mt_upload_act(be, sg_model_input(m), xx, 2, 3, xi->count / 6);
     free(xx);
 }
 
@@ -125,11 +139,11 @@ static void run_fixture(const char *file) {
          * stats) and accumulates: gradients must double. */
         sg_model_forward(m, 1, 99);
         size_t oc = (size_t)n * C * hw;
-        double e = cmp_dev(be, f, "out", sg_model_out(m), oc, 1.0f);
+        double e = cmp_act(be, f, "out", sg_model_out(m), oc, 1.0f, n, C);
         if (e > worst_logit) worst_logit = e;
         CHECK_MSG(e < TOL_LOGITS, "%s step %d: out rel err %.3g", file, step, e);
         if (o.aux_head) {
-            e = cmp_dev(be, f, "aux", sg_model_aux(m), oc, 1.0f);
+            e = cmp_act(be, f, "aux", sg_model_aux(m), oc, 1.0f, n, C);
             if (e > worst_logit) worst_logit = e;
             CHECK_MSG(e < TOL_LOGITS, "%s: aux rel err %.3g", file, e);
         }
@@ -175,7 +189,7 @@ static void run_fixture(const char *file) {
             }
             /* eval mode with the updated running statistics */
             sg_model_forward(m, 0, 0);
-            e = cmp_dev(be, f, "eval_out", sg_model_out(m), (size_t)n * C * hw, 1.0f);
+            e = cmp_act(be, f, "eval_out", sg_model_out(m), (size_t)n * C * hw, 1.0f, n, C);
             if (e > worst_logit) worst_logit = e;
             CHECK_MSG(e < TOL_LOGITS, "%s: eval_out rel err %.3g", file, e);
             /* the same through an inference-only plan (activations reused) */
@@ -187,7 +201,7 @@ static void run_fixture(const char *file) {
             CHECK_EQ_INT(sg_model_arena_held(m) == train_bytes, 1);
             upload_input(be, f, m);
             sg_model_forward(m, 0, 0);
-            e = cmp_dev(be, f, "eval_out", sg_model_out(m), (size_t)n * C * hw, 1.0f);
+            e = cmp_act(be, f, "eval_out", sg_model_out(m), (size_t)n * C * hw, 1.0f, n, C);
             CHECK_MSG(e < TOL_LOGITS, "%s: eval_out (inference plan) rel err %.3g", file, e);
             CHECK_EQ_INT(sg_model_plan(m, n, h, w), 0);
             CHECK_EQ_INT(sg_model_arena_held(m) == train_bytes, 1);
