@@ -111,6 +111,7 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_str(j, "device", r->device);
     sg_json_str(j, "precision", r->precision);
     sg_json_str(j, "conv_math", r->conv_math);
+    sg_json_str(j, "layout", r->layout);
     sg_json_int(j, "allow_tf32", cfg->cudnn.allow_tf32);
     sg_json_int(j, "threads", r->threads);
     sg_json_str(j, "data", o->with_data ? "loader" : "synthetic");
@@ -209,7 +210,8 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
            cfg->model.num_classes, cfg->model.aux_head ? ", aux head" : "", r->batch, r->accum,
            r->world, r->crop_h, r->crop_w, o->with_data ? "loader" : "synthetic");
     printf("  device      %s (%s), %d thread(s)\n", r->backend, r->device, r->threads);
-    printf("  precision   %s (convolutions %s)\n", r->precision, r->conv_math);
+    printf("  precision   %s (convolutions %s); activations %s\n", r->precision, r->conv_math,
+           r->layout);
     printf("  throughput  %.3f img/s\n", imgs / med);
     printf("  step        %.1f ms median over %d steps (mean %.1f, min %.1f, max %.1f, "
            "stdev %.1f; %d warmup)\n",

@@ -86,6 +86,7 @@ typedef struct sg_bench_result {
     char backend[32], device[128];
     char precision[8];   /* train.precision as the backend runs it: fp32 | bf16 */
     char conv_math[160]; /* how its convolutions run (path, ISA / TF32) */
+    char layout[8];      /* how activations are stored: nchw | nhwc */
     int batch, accum, crop_h, crop_w;
     double *step_s;               /* [iters] wall seconds per timed step */
     double *cpu_s;                /* [iters] process CPU seconds (all threads) per step:

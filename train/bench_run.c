@@ -319,6 +319,8 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         snprintf(r->device, sizeof r->device, "%s", bi.device);
         snprintf(r->precision, sizeof r->precision, "%s", bi.precision);
         snprintf(r->conv_math, sizeof r->conv_math, "%s", bi.conv_math);
+        snprintf(r->layout, sizeof r->layout, "%s",
+                 b.c.be->layout == SG_LAYOUT_NHWC ? "nhwc" : "nchw");
         r->batch = b.c.B;
         r->accum = b.c.K;
         r->crop_h = b.c.crop_h;
