@@ -57,6 +57,43 @@
         }                                                                     \
     } while (0)
 
+/* The CPU backend these tests run on: activations in $SG_TEST_LAYOUT
+ * (nchw by default; nhwc: the tta_*_nhwc tests, whose commands read
+ * cpu.layout from the fixture's config, train_fixture.h). */
+static sg_backend *test_backend(void) {
+    const char *lay = getenv("SG_TEST_LAYOUT");
+    int nhwc = lay && strcmp(lay, "nhwc") == 0;
+    return sg_backend_create(
+        "cpu", &(sg_backend_opts){.threads = 2, .layout = nhwc ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW});
+}
+
+/* One image's [C, px] activation from host NCHW into the backend's layout
+ * (to = 1) or back (to = 0). */
+static void relayout(const sg_backend *be, float *dst, const float *src, int C, size_t px, int to) {
+    for (int c = 0; c < C; c++)
+        for (size_t p = 0; p < px; p++) {
+            size_t a = (size_t)c * px + p, b = sg_act_at(be->layout, C, (int)px, 0, c, (int)p);
+            if (to) dst[b] = src[a];
+            else dst[a] = src[b];
+        }
+}
+
+static void upload_act(sg_backend *be, float *dev, const float *host, int C, size_t px) {
+    float *t = malloc((size_t)C * px * sizeof(float));
+    REQUIRE(t != NULL);
+    relayout(be, t, host, C, px, 1);
+    be->ops->upload(be, dev, t, (size_t)C * px * sizeof(float));
+    free(t);
+}
+
+static void download_act(sg_backend *be, float *host, const float *dev, int C, size_t px) {
+    float *t = malloc((size_t)C * px * sizeof(float));
+    REQUIRE(t != NULL);
+    be->ops->download(be, t, dev, (size_t)C * px * sizeof(float));
+    relayout(be, host, t, C, px, 0);
+    free(t);
+}
+
 /* A random-init tiny model on the fixture's config, saved as ck. */
 /* data.mean / data.std as the backend's normalisation takes them. */
 static void mean_std(const sg_config *c, float mean[3], float std[3]) {
@@ -96,11 +133,11 @@ static sg_model *make_model(sg_backend *be, const sg_config *c, const char *ck) 
 /* The model's logits [C,h,w] for one normalised image x [3,h,w] (host). */
 static float *forward_host(sg_backend *be, sg_model *m, const float *x, int h, int w, int C) {
     REQUIRE(sg_model_plan_infer(m, 1, h, w) == SG_OK);
-    be->ops->upload(be, sg_model_input(m), x, (size_t)3 * h * w * sizeof(float));
+    upload_act(be, sg_model_input(m), x, 3, (size_t)h * w);
     sg_model_forward(m, 0, 0);
     float *l = malloc((size_t)C * h * w * sizeof(float));
     REQUIRE(l != NULL);
-    be->ops->download(be, l, sg_model_out(m), (size_t)C * h * w * sizeof(float));
+    download_act(be, l, sg_model_out(m), C, (size_t)h * w);
     return l;
 }
 
@@ -225,7 +262,7 @@ static void test_reference(void) {
     CHECK_EQ_INT(sg_tta_scaled(H_IMG, 0.65), 23);
     CHECK_EQ_INT(sg_tta_scaled(W_IMG, 0.65), 34);
     CHECK_EQ_INT(sg_tta_scaled(W_IMG, 1.25), 65);
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
+    sg_backend *be = test_backend();
     CHECK(be != NULL);
     char ck[1200];
     snprintf(ck, sizeof ck, "%s/ref.safetensors", fx_root);
@@ -255,7 +292,7 @@ static void test_reference(void) {
             CHECK(sg_tta_run(&t, m, d_img, 1, im.h, im.w) == SG_OK);
             float *got = malloc((size_t)C * px * sizeof(float));
             CHECK(got != NULL);
-            be->ops->download(be, got, t.d_prob, (size_t)C * px * sizeof(float));
+            download_act(be, got, t.d_prob, C, px);
             double worst = 0, spread = 0;
             for (size_t k = 0; k < (size_t)C * px; k++) {
                 double d = fabs(got[k] - want[k]);
@@ -363,7 +400,7 @@ static void test_predict_slide(void) {
     sg_config c;
     CHECK(fx_config(&c, "slide", sets, 2) == 0);
     CHECK(!sg_tta_enabled(&c));
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
+    sg_backend *be = test_backend();
     CHECK(be != NULL);
     char ck[1200];
     snprintf(ck, sizeof ck, "%s/slide.safetensors", fx_root);
@@ -463,7 +500,7 @@ static void test_identity(void) {
     sg_config c;
     CHECK(fx_config(&c, "id", NULL, 0) == 0);
     CHECK(!sg_tta_enabled(&c));
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
+    sg_backend *be = test_backend();
     CHECK(be != NULL);
     char ck[1200];
     snprintf(ck, sizeof ck, "%s/id.safetensors", fx_root);
@@ -492,7 +529,7 @@ static void test_identity(void) {
         be->ops->normalize_u8(be, d_img, sg_model_input(m), 1, H_IMG, W_IMG, mean, std);
         sg_model_forward(m, 0, 0);
         float *l = malloc((size_t)C * px * sizeof(float));
-        be->ops->download(be, l, sg_model_out(m), (size_t)C * px * sizeof(float));
+        download_act(be, l, sg_model_out(m), C, px);
         be->ops->free(be, d_img);
         uint8_t *pred = malloc(px);
         ref_argmax(l, pred, 1, C, (int)px);
@@ -631,7 +668,7 @@ static void test_memory(void) {
     const char *sets[] = {"eval.scales=[0.5, 2.0]", "eval.flip=true", "eval.batch_size=1"};
     sg_config c;
     CHECK(fx_config(&c, "mem", sets, 3) == 0);
-    sg_backend *be = sg_backend_create("cpu", &(sg_backend_opts){.threads = 2});
+    sg_backend *be = test_backend();
     CHECK(be != NULL);
     char ck[1200];
     snprintf(ck, sizeof ck, "%s/mem.safetensors", fx_root);

@@ -84,6 +84,14 @@ static int fx_config(sg_config *cfg, const char *run, const char *const *sets, i
              fx_root, run, fx_root);
     sg_config_defaults(cfg);
     if (sg_config_load_string(cfg, yaml, "fixture.yaml") != 0) return -1;
+    /* $SG_TEST_LAYOUT: the same tests with the CPU backend's activations
+     * in that layout (the *_nhwc tests) */
+    const char *lay = getenv("SG_TEST_LAYOUT");
+    if (lay && *lay) {
+        char set[64];
+        snprintf(set, sizeof set, "cpu.layout=%s", lay);
+        if (sg_config_set(cfg, set) != 0) return -1;
+    }
     for (int i = 0; i < n_sets; i++)
         if (sg_config_set(cfg, sets[i]) != 0) return -1;
     if (sg_config_validate(cfg) != 0) return -1;
