@@ -128,6 +128,15 @@ typedef struct sg_step_out {
     int stop;                         /* some rank's stop flag was set */
 } sg_step_out;
 
+/* The micro-batch sizes of the counts all-reduce (sizes[k * world + q]:
+ * rank q's k-th micro-batch, slots x world entries) are network input:
+ * SyncBN derives its value counts from them. Each must lie in
+ * [0, max_batch], and this rank's slots must equal own[0..n_own) (0
+ * beyond), as every other rank adds 0 there. SG_OK, or SG_ERR_RUNTIME
+ * after logging the slot. */
+sg_status sg_check_batch_sizes(const int64_t *sizes, int slots, int world, int rank,
+                               const int64_t *own, int n_own, int max_batch);
+
 /* One optimizer step on mb[0..k) (1 <= k <= K, each planned shape at most
  * B x crop). Returns SG_OK, or SG_ERR_RUNTIME after logging (communication;
  * a re-plan the model refuses). */

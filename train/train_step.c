@@ -32,6 +32,24 @@ static double denominator(const sg_train_core *c, int64_t valid, const int64_t *
     return (double)valid;
 }
 
+sg_status sg_check_batch_sizes(const int64_t *sizes, int slots, int world, int rank,
+                               const int64_t *own, int n_own, int max_batch) {
+    for (int k = 0; k < slots; k++)
+        for (int q = 0; q < world; q++) {
+            int64_t v = sizes[(size_t)k * world + q];
+            int64_t mine = q == rank ? (k < n_own ? own[k] : 0) : -1;
+            if (v < 0 || v > max_batch || (mine >= 0 && v != mine)) {
+                SG_ERROR("rank %d: the all-reduced micro-batch size of rank %d (micro-batch %d) is "
+                         "%lld, %s: a peer sent a corrupt count (mismatched builds or a broken "
+                         "link); the step stops",
+                         rank, q, k, (long long)v,
+                         mine >= 0 ? "not what this rank sent" : "outside 0..train.batch_size");
+                return SG_ERR_RUNTIME;
+            }
+        }
+    return SG_OK;
+}
+
 sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const sg_step_opts *so,
                         sg_step_out *o) {
     sg_backend *be = c->be;
@@ -68,6 +86,12 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         for (int i = 0; i < c->K * c->world; i++) sizes[i] = 0;
         for (int k = 0; k < K && k < c->K; k++) sizes[(size_t)k * c->world + c->rank] = mb[k].n;
         if (sg_comm_allreduce_i64(c->comm, red, (size_t)ncnt + (size_t)c->K * c->world) != 0)
+            return SG_ERR_RUNTIME;
+        int64_t own[1024]; /* train.accum_steps is at most 1024 (core/config_schema.c) */
+        SG_CHECK(c->K <= 1024, "train.accum_steps %d above 1024 (internal error)", c->K);
+        for (int k = 0; k < K && k < c->K; k++) own[k] = mb[k].n;
+        if (sg_check_batch_sizes(sizes, c->K, c->world, c->rank, own, K < c->K ? K : c->K, c->B) !=
+            SG_OK)
             return SG_ERR_RUNTIME;
         for (int i = 0; i < ncnt; i++) cnt[i] = red[i];
     } else if (sg_comm_allreduce_i64(c->comm, cnt, (size_t)ncnt) != 0) {

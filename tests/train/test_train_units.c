@@ -12,6 +12,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/train_core.h"
 
 static sg_train_cfg base_train(void) {
     sg_train_cfg t;
@@ -417,6 +418,55 @@ static void test_device_for_rank(void) {
     unsetenv("RANK");
 }
 
+/* The counts all-reduce's micro-batch sizes are checked before SyncBN uses
+ * them: out of range, negative, or this rank's own slot changed. */
+static void test_check_batch_sizes(void) {
+    int64_t own[2] = {4, 3};
+    int64_t ok[6] = {4, 2, 4, 3, 1, 0}; /* 2 slots x 3 ranks, this is rank 0 */
+    CHECK_EQ_INT(sg_check_batch_sizes(ok, 2, 3, 0, own, 2, 4), SG_OK);
+    int64_t big[6] = {4, 5, 4, 3, 1, 0};
+    th_cap_begin();
+    CHECK_EQ_INT(sg_check_batch_sizes(big, 2, 3, 0, own, 2, 4), SG_ERR_RUNTIME);
+    const char *out = th_cap_end();
+    CHECK_STR_CONTAINS(out, "micro-batch size of rank 1 (micro-batch 0) is 5");
+    CHECK_STR_CONTAINS(out, "outside 0..train.batch_size");
+    int64_t neg[6] = {4, -1, 4, 3, 1, 0};
+    CHECK_EQ_INT(sg_check_batch_sizes(neg, 2, 3, 0, own, 2, 4), SG_ERR_RUNTIME);
+    int64_t mine[6] = {4, 2, 4, 2, 1, 0}; /* rank 0's second slot came back 2, sent 3 */
+    th_cap_begin();
+    CHECK_EQ_INT(sg_check_batch_sizes(mine, 2, 3, 0, own, 2, 4), SG_ERR_RUNTIME);
+    out = th_cap_end();
+    CHECK_STR_CONTAINS(out, "not what this rank sent");
+    /* fewer micro-batches than slots: the rest of this rank's slots are 0 */
+    int64_t tail[6] = {4, 2, 4, 1, 1, 0};
+    CHECK_EQ_INT(sg_check_batch_sizes(tail, 2, 3, 0, own, 1, 4), SG_ERR_RUNTIME);
+    tail[3] = 0;
+    CHECK_EQ_INT(sg_check_batch_sizes(tail, 2, 3, 0, own, 1, 4), SG_OK);
+}
+
+/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU and
+ * NCHW elsewhere; nhwc off the CPU is refused by validation. */
+static void test_layout_of(void) {
+    sg_config c;
+    sg_config_defaults(&c);
+    const char *why = NULL;
+    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NCHW);
+    CHECK(why != NULL);
+    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nhwc"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NHWC);
+    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nchw"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NCHW);
+    CHECK_EQ_INT(sg_config_set(&c, "device=cuda"), 0);
+    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=auto"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NCHW);
+    CHECK_STR_CONTAINS(why, "off the CPU");
+    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nhwc"), 0);
+    th_cap_begin();
+    CHECK(sg_config_validate(&c) != SG_OK);
+    const char *out = th_cap_end();
+    CHECK_STR_CONTAINS(out, "key 'cpu.layout': nhwc is the CPU backend's");
+}
+
 int main(void) {
     TEST_RUN(test_poly);
     TEST_RUN(test_constant_warmup);
@@ -428,5 +478,7 @@ int main(void) {
     TEST_RUN(test_metrics_handmade);
     TEST_RUN(test_metrics_json);
     TEST_RUN(test_device_for_rank);
+    TEST_RUN(test_check_batch_sizes);
+    TEST_RUN(test_layout_of);
     return TEST_EXIT();
 }
