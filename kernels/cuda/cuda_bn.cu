@@ -278,6 +278,26 @@ static void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const flo
 
 /* y NULL (relu): the mask from the output recomputed from x with invstd,
  * gamma, beta (bn_out); else they are not read. */
+/* The end of a backward reduction block: the block's (sum g, sum g*(x-mean))
+ * of channel ch into its partial slot, merged by k_chan_sum_merge. */
+__device__ static void bwd_part_store(double *part, int ch, double sg, double sgx, double *sh) {
+    sg = sg_block_sum(sg, sh);
+    sgx = sg_block_sum(sgx, sh);
+    if (threadIdx.x == 0) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = sg;
+        o[1] = sgx;
+    }
+}
+
+/* The partial sums of `splits` blocks per channel into red[0..c) and
+ * red[c..2c) on the compute stream. */
+static void bwd_merge(sg_backend *be, int c, int splits, float *red) {
+    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(sg_cu(be)->chan_partial, c,
+                                                                     splits, red, red + c, 0);
+    CU_LAUNCH_CHECK("k_chan_sum_merge (bn backward)");
+}
+
 template <typename X>
 __global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y, const float *mean,
                                      const float *invstd, const float *gamma, const float *beta,
@@ -293,13 +313,7 @@ __global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y
     sg += g;
     sgx += (double)g * ((double)act_ld(x, i) - m);
     CHAN_SLICE_END
-    sg = sg_block_sum(sg, sh);
-    sgx = sg_block_sum(sgx, sh);
-    if (threadIdx.x == 0) {
-        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
-        o[0] = sg;
-        o[1] = sgx;
-    }
+    bwd_part_store(part, ch, sg, sgx, sh);
 }
 
 template <typename X>
@@ -315,8 +329,7 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     k_bn_bwd_reduce_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c, 0);
-    CU_LAUNCH_CHECK("k_chan_sum_merge (bn)");
+    bwd_merge(be, c, splits, red);
 }
 
 static void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
@@ -446,13 +459,7 @@ __global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const floa
     sg += g;
     sgx += (double)g * ((double)act_ld(x, i) - m);
     CHAN_SLICE_END
-    sg = sg_block_sum(sg, sh);
-    sgx = sg_block_sum(sgx, sh);
-    if (threadIdx.x == 0) {
-        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
-        o[0] = sg;
-        o[1] = sgx;
-    }
+    bwd_part_store(part, ch, sg, sgx, sh);
 }
 
 template <typename X>
@@ -469,8 +476,7 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const X *x, const
     k_bn_bwd_reduce_res_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, red, red + c, 0);
-    CU_LAUNCH_CHECK("k_chan_sum_merge (bn res)");
+    bwd_merge(be, c, splits, red);
 }
 
 static void sg_cuda_bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
