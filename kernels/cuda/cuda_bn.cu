@@ -294,7 +294,7 @@ __device__ static void bwd_part_store(double *part, int ch, double sg, double sg
  * red[c..2c) on the compute stream. */
 static void bwd_merge(sg_backend *be, int c, int splits, float *red) {
     k_chan_sum_merge<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(sg_cu(be)->chan_partial, c,
-                                                                     splits, red, red + c, 0);
+                                                                    splits, red, red + c, 0);
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn backward)");
 }
 
