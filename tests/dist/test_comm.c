@@ -306,11 +306,10 @@ static void test_two_nodes(void) {
         if (pids[node] == 0) {
             char nr[4];
             snprintf(nr, sizeof nr, "%d", node);
-            char *argv[] = {exe,         "--nnodes",         "2",  "--node-rank",
-                            nr,          "--nproc-per-node", "2",  "--master-addr",
-                            "127.0.0.1", "--master-port",    port, "--agent-port",
-                            agent,       "--node-timeout-s", "60", "coll",
-                            NULL};
+            char *argv[] = {
+                exe,   "--nnodes",         "2",         "--node-rank",   nr,   "--nproc-per-node",
+                "2",   "--master-addr",    "127.0.0.1", "--master-port", port, "--agent-port",
+                agent, "--node-timeout-s", "60",        "coll",          NULL};
             _exit(sg_launch(16, argv, exe));
         }
     }

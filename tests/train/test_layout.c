@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
 #include "tests/ckpt_diff.h"
+#include "testutil.h"
 #include "train_fixture.h"
 
 #define ITERS 4
