@@ -172,8 +172,8 @@ float *tb_act_getf(tb_ctx *t, const float *dev, int n, int c, int hw);
 /* tb_close / tb_same against an activation downloaded from the backend. */
 int tb_close_act(tb_ctx *t, const char *what, const float *ref, const float *dev, int n, int c,
                  int hw, double tol);
-int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c,
-                int hw, size_t esize);
+int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c, int hw,
+                size_t esize);
 
 /* ---- comparisons (print a FAIL line naming `what` and return 0) ---- */
 /* Relative error of got against ref within tol; tol 0: bit-exact. */

@@ -90,8 +90,16 @@ static const tb_config cpu_configs[] = {
     {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5, 0},
     {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 1},
     {"cpu/nhwc-bf16", "cpu", {.threads = 2, BF16, NHWC}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 1},
-    {"cpu/nhwc-bf16-emu", "cpu", {.threads = 2, BF16, NHWC}, "auto", "emulated", 1, TB_BF16, 1,
-     1e-5, 1},
+    {"cpu/nhwc-bf16-emu",
+     "cpu",
+     {.threads = 2, BF16, NHWC},
+     "auto",
+     "emulated",
+     1,
+     TB_BF16,
+     1,
+     1e-5,
+     1},
 };
 static const tb_config cuda_configs[] = {
     {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0},
