@@ -218,8 +218,8 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
         case L_DROPOUT:
             if (train) {
                 uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
-                ops->dropout_fwd(be, xt->val, yt->val, l->mask, yt->count, yt->c, yt->h * yt->w, l->p,
-                                 key);
+                ops->dropout_fwd(be, xt->val, yt->val, l->mask, yt->count, yt->c, yt->h * yt->w,
+                                 l->p, key);
             } else {
                 ops->copy(be, yt->val, xt->val, yt->count * sizeof(float));
             }

@@ -312,8 +312,8 @@ int tb_close_act(tb_ctx *t, const char *what, const float *ref, const float *dev
     return tb_close(t, what, ref, tb_act_getf(t, dev, n, c, hw), (size_t)n * c * hw, tol);
 }
 
-int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c,
-                int hw, size_t esize) {
+int tb_same_act(tb_ctx *t, const char *what, const void *ref, const void *dev, int n, int c, int hw,
+                size_t esize) {
     return tb_same(t, what, ref, tb_act_get(t, dev, n, c, hw, esize), (size_t)n * c * hw * esize);
 }
 
