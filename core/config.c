@@ -872,7 +872,8 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
         verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
     if (!strcmp(c->cpu.layout, "nhwc") && strcmp(c->device, "cpu") != 0)
-        verr("cpu.layout", "nhwc is the CPU backend's; device %s stores activations NCHW (leave "
+        verr("cpu.layout",
+             "nhwc is the CPU backend's; device %s stores activations NCHW (leave "
              "cpu.layout at auto)",
              c->device);
     return nerr ? SG_ERR_CONFIG : SG_OK;

@@ -279,10 +279,11 @@ static const sg_config_key g_keys[] = {
           "a resumed or repeated run does not search again: auto = <run_dir>/cudnn_plans.bin, "
           "\"\" = in memory only"),
 
-    K_ENUM("cpu.layout", cpu.layout, "auto", "auto|nchw|nhwc",
-           "how the CPU backend stores activations: nchw, nhwc (channels last, oneDNN's convolutions "
-           "read it without reordering), auto = the one measured faster for train.precision on "
-           "this kind of CPU; results are the same but for convolution summation order"),
+    K_ENUM(
+        "cpu.layout", cpu.layout, "auto", "auto|nchw|nhwc",
+        "how the CPU backend stores activations: nchw, nhwc (channels last, oneDNN's convolutions "
+        "read it without reordering), auto = the one measured faster for train.precision on "
+        "this kind of CPU; results are the same but for convolution summation order"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
 _Static_assert(
