@@ -24,12 +24,20 @@ typedef struct entry {
     sg_conv_plan plan;
 } entry;
 
+/* Keys are found through a hash index (open addressing, linear probing;
+ * slot = entry index + 1, 0 = empty), so loading a full file of
+ * SG_CONV_PLANS_MAX entries costs linear time, not quadratic. */
+#define INDEX_SLOTS 8192 /* a power of two, twice SG_CONV_PLANS_MAX */
+_Static_assert(INDEX_SLOTS >= 2 * SG_CONV_PLANS_MAX && (INDEX_SLOTS & (INDEX_SLOTS - 1)) == 0,
+               "the index must stay at most half full");
+
 struct sg_conv_plans {
     char device[DEVICE_LEN];
     uint64_t lib_version;
     entry *e;
     int n, cap;
     sg_conv_plans_stats st;
+    int32_t index[INDEX_SLOTS];
 };
 
 sg_conv_plan_key sg_conv_plan_key_make(const sg_conv_desc *d, int precision, int tf32,
@@ -61,10 +69,29 @@ void sg_conv_plans_destroy(sg_conv_plans *p) {
     free(p);
 }
 
+static uint32_t slot_of(const sg_conv_plan_key *key) {
+    return (uint32_t)sg_fnv1a(SG_FNV_OFFSET, key, sizeof *key) & (INDEX_SLOTS - 1);
+}
+
 static int find(const sg_conv_plans *p, const sg_conv_plan_key *key) {
-    for (int i = 0; i < p->n; i++)
+    for (uint32_t s = slot_of(key); p->index[s]; s = (s + 1) & (INDEX_SLOTS - 1)) {
+        int i = p->index[s] - 1;
         if (memcmp(&p->e[i].key, key, sizeof *key) == 0) return i;
+    }
     return -1;
+}
+
+static void index_add(sg_conv_plans *p, int i) {
+    uint32_t s = slot_of(&p->e[i].key);
+    while (p->index[s]) s = (s + 1) & (INDEX_SLOTS - 1);
+    p->index[s] = i + 1;
+}
+
+/* After a removal moved an entry: the index anew (removals are rare: a
+ * cached plan the library refused). */
+static void index_rebuild(sg_conv_plans *p) {
+    memset(p->index, 0, sizeof p->index);
+    for (int i = 0; i < p->n; i++) index_add(p, i);
 }
 
 int sg_conv_plans_lookup(sg_conv_plans *p, const sg_conv_plan_key *key, sg_conv_plan *out) {
@@ -115,6 +142,7 @@ static int put(sg_conv_plans *p, const sg_conv_plan_key *key, const sg_conv_plan
     }
     p->e[p->n].key = *key;
     p->e[p->n].plan = *plan;
+    index_add(p, p->n);
     p->n++;
     p->st.entries = p->n;
     return 1;
@@ -142,6 +170,7 @@ int sg_conv_plans_remove(sg_conv_plans *p, const sg_conv_plan_key *key) {
     p->e[i] = p->e[p->n - 1];
     p->n--;
     p->st.entries = p->n;
+    index_rebuild(p);
     return 1;
 }
 

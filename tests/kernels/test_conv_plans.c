@@ -131,6 +131,25 @@ static void test_limit(void) {
     sg_conv_plans_stats st;
     sg_conv_plans_get_stats(q, &st);
     CHECK_EQ_INT(st.loaded, SG_CONV_PLANS_MAX);
+    /* every key is found after removals moved entries around (the index is
+     * rebuilt), the removed ones not */
+    for (int r = 0; r < SG_CONV_PLANS_MAX; r += 97) {
+        sg_conv_desc dr = geom(0);
+        dr.n = 1 + r;
+        sg_conv_plan_key kr = sg_conv_plan_key_make(&dr, 0, 0, 0, 1);
+        CHECK_EQ_INT(sg_conv_plans_remove(q, &kr), 1);
+    }
+    int found = 0;
+    for (int j = 0; j < SG_CONV_PLANS_MAX; j++) {
+        sg_conv_desc dj = geom(0);
+        dj.n = 1 + j;
+        sg_conv_plan_key kj = sg_conv_plan_key_make(&dj, 0, 0, 0, 1);
+        sg_conv_plan got;
+        int hit = sg_conv_plans_lookup(q, &kj, &got);
+        CHECK_EQ_INT(hit, j % 97 != 0);
+        found += hit;
+    }
+    CHECK_EQ_INT(found, SG_CONV_PLANS_MAX - (SG_CONV_PLANS_MAX + 96) / 97);
     sg_conv_plans_destroy(q);
     sg_conv_plans_destroy(p);
 }
