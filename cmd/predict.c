@@ -170,8 +170,7 @@ static void download_nchw(sg_backend *be, float *dst, const float *src, int C, s
     float *t = malloc(count * sizeof(float));
     SG_CHECK(t != NULL, "out of host memory for %zu logits", count);
     be->ops->download(be, t, src, count * sizeof(float));
-    for (size_t p = 0; p < px; p++)
-        for (int c = 0; c < C; c++) dst[(size_t)c * px + p] = t[p * (size_t)C + (size_t)c];
+    sg_act_relayout(dst, t, 1, C, (int)px, sizeof(float), be->layout, SG_LAYOUT_NCHW);
     free(t);
 }
 

@@ -152,6 +152,22 @@ sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {
     return NULL;
 }
 
+void sg_act_relayout(void *dst, const void *src, int n, int c, int hw, size_t esize, int from,
+                     int to) {
+    size_t count = (size_t)n * (size_t)c * (size_t)hw;
+    if (from == to || c == 1 || hw == 1) {
+        memcpy(dst, src, count * esize);
+        return;
+    }
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++)
+                memcpy(d + sg_act_at(to, c, hw, i, ch, p) * esize,
+                       s + sg_act_at(from, c, hw, i, ch, p) * esize, esize);
+}
+
 void sg_backend_destroy(sg_backend *be) {
     if (be) be->ops->destroy(be);
 }

@@ -555,6 +555,13 @@ sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts);
 void sg_backend_destroy(sg_backend *be);
 void sg_backend_get_info(sg_backend *be, sg_backend_info *info);
 
+/* Host memory: an [n, c, hw] activation of esize-byte elements copied from
+ * layout `from` into layout `to` (SG_LAYOUT_*; the same layout: a plain
+ * copy). For host code that reads or writes activations (sliding windows,
+ * saved logits, tests). dst must not alias src. */
+void sg_act_relayout(void *dst, const void *src, int n, int c, int hw, size_t esize, int from,
+                     int to);
+
 /* 1 if the CUDA backend was compiled into this binary. */
 int sg_backend_cuda_compiled(void);
 /* Number of usable CUDA devices (0 if none or not compiled). */

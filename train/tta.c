@@ -101,23 +101,6 @@ static sg_status plan_failed(const sg_tta *t, int si, int H, int W, int h, int w
     return SG_ERR_RUNTIME;
 }
 
-/* One image's [c, hw] activation between the backend's layout and NCHW on
- * the host (to_layout: NCHW src -> layout dst; else the inverse). In NCHW
- * a plain copy. */
-static void host_relayout(float *dst, const float *src, int c, size_t hw, int layout,
-                          int to_layout) {
-    if (layout == SG_LAYOUT_NCHW) {
-        memcpy(dst, src, (size_t)c * hw * sizeof(float));
-        return;
-    }
-    for (int ch = 0; ch < c; ch++)
-        for (size_t p = 0; p < hw; p++) {
-            size_t a = (size_t)ch * hw + p, b = p * (size_t)c + (size_t)ch;
-            if (to_layout) dst[b] = src[a];
-            else dst[a] = src[b];
-        }
-}
-
 /* Sliding-window logits of one normalised image x [3,h,w] (device), flipped
  * horizontally first when `flip`, into t->d_win [C,h,w]: the evaluator's
  * window placement and per-pixel averaging, on float input (a window copy of
@@ -144,7 +127,7 @@ static sg_status slide_logits(sg_tta *t, sg_model *m, const float *x, int h, int
              "(%zu floats)",
              need);
     be->ops->download(be, stage, x, hw * 3 * sizeof(float));
-    host_relayout(src, stage, 3, hw, be->layout, 0);
+    sg_act_relayout(src, stage, 1, 3, (int)hw, sizeof(float), be->layout, SG_LAYOUT_NCHW);
     if (flip)
         for (size_t r = 0; r < (size_t)3 * h; r++) {
             float *row = src + r * w;
@@ -165,11 +148,12 @@ static sg_status slide_logits(sg_tta *t, sg_model *m, const float *x, int h, int
                 for (int y = 0; y < ch; y++)
                     memcpy(win + ((size_t)c * ch + y) * cw, src + ((size_t)c * h + y0 + y) * w + x0,
                            (size_t)cw * sizeof(float));
-            host_relayout(stage, win, 3, (size_t)ch * cw, be->layout, 1);
+            sg_act_relayout(stage, win, 1, 3, ch * cw, sizeof(float), SG_LAYOUT_NCHW, be->layout);
             be->ops->upload(be, sg_model_input(m), stage, (size_t)ch * cw * 3 * sizeof(float));
             sg_model_forward(m, 0, 0);
             be->ops->download(be, stage, sg_model_out(m), nwin * sizeof(float));
-            host_relayout(logits, stage, C, (size_t)ch * cw, be->layout, 0);
+            sg_act_relayout(logits, stage, 1, C, ch * cw, sizeof(float), be->layout,
+                            SG_LAYOUT_NCHW);
             for (int c = 0; c < C; c++)
                 for (int y = 0; y < ch; y++) {
                     const float *l = logits + ((size_t)c * ch + y) * cw;
@@ -182,7 +166,7 @@ static sg_status slide_logits(sg_tta *t, sg_model *m, const float *x, int h, int
     for (int c = 0; c < C; c++)
         for (size_t p = 0; p < hw; p++) acc[(size_t)c * hw + p] /= cnt[p];
     ensure(be, &t->d_win, &t->cap_win, need);
-    host_relayout(stage, acc, C, hw, be->layout, 1);
+    sg_act_relayout(stage, acc, 1, C, (int)hw, sizeof(float), SG_LAYOUT_NCHW, be->layout);
     be->ops->upload(be, t->d_win, stage, need * sizeof(float));
     free(stage);
     free(src);

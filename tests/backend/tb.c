@@ -260,21 +260,9 @@ float *tb_getf(tb_ctx *t, const float *dev, size_t n) { return tb_get(t, dev, n 
 /* ---------------- activations in the backend's layout ---------------- */
 
 static void *relayout(tb_ctx *t, const void *src, int n, int c, int hw, size_t esize, int to) {
-    size_t count = (size_t)n * (size_t)c * (size_t)hw;
-    unsigned char *dst = tb_hbytes(t, count * esize);
-    const unsigned char *s = src;
-    if (t->be->layout == SG_LAYOUT_NCHW) {
-        memcpy(dst, s, count * esize);
-        return dst;
-    }
-    for (int i = 0; i < n; i++)
-        for (int ch = 0; ch < c; ch++)
-            for (int p = 0; p < hw; p++) {
-                size_t a = sg_act_at(SG_LAYOUT_NCHW, c, hw, i, ch, p);
-                size_t b = sg_act_at(t->be->layout, c, hw, i, ch, p);
-                if (to) memcpy(dst + b * esize, s + a * esize, esize);
-                else memcpy(dst + a * esize, s + b * esize, esize);
-            }
+    unsigned char *dst = tb_hbytes(t, (size_t)n * c * hw * esize);
+    if (to) sg_act_relayout(dst, src, n, c, hw, esize, SG_LAYOUT_NCHW, t->be->layout);
+    else sg_act_relayout(dst, src, n, c, hw, esize, t->be->layout, SG_LAYOUT_NCHW);
     return dst;
 }
 

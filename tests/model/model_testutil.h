@@ -69,14 +69,8 @@ static inline float *mt_download(sg_backend *be, const float *dev, size_t count)
  * from one. */
 static inline float *mt_download_act(sg_backend *be, const float *dev, int n, int c, size_t hw) {
     size_t count = (size_t)n * c * hw;
-    float *s = mt_download(be, dev, count);
-    if (be->layout == SG_LAYOUT_NCHW) return s;
-    float *h = malloc((count ? count : 1) * sizeof(float));
-    for (int i = 0; i < n; i++)
-        for (int ch = 0; ch < c; ch++)
-            for (size_t p = 0; p < hw; p++)
-                h[sg_act_at(SG_LAYOUT_NCHW, c, (int)hw, i, ch, (int)p)] =
-                    s[sg_act_at(be->layout, c, (int)hw, i, ch, (int)p)];
+    float *s = mt_download(be, dev, count), *h = malloc((count ? count : 1) * sizeof(float));
+    sg_act_relayout(h, s, n, c, (int)hw, sizeof(float), be->layout, SG_LAYOUT_NCHW);
     free(s);
     return h;
 }
@@ -84,16 +78,8 @@ static inline float *mt_download_act(sg_backend *be, const float *dev, int n, in
 static inline void mt_upload_act(sg_backend *be, float *dev, const float *host, int n, int c,
                                  size_t hw) {
     size_t count = (size_t)n * c * hw;
-    if (be->layout == SG_LAYOUT_NCHW) {
-        be->ops->upload(be, dev, host, count * sizeof(float));
-        return;
-    }
     float *s = malloc((count ? count : 1) * sizeof(float));
-    for (int i = 0; i < n; i++)
-        for (int ch = 0; ch < c; ch++)
-            for (size_t p = 0; p < hw; p++)
-                s[sg_act_at(be->layout, c, (int)hw, i, ch, (int)p)] =
-                    host[sg_act_at(SG_LAYOUT_NCHW, c, (int)hw, i, ch, (int)p)];
+    sg_act_relayout(s, host, n, c, (int)hw, sizeof(float), SG_LAYOUT_NCHW, be->layout);
     be->ops->upload(be, dev, s, count * sizeof(float));
     free(s);
 }

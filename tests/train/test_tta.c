@@ -67,21 +67,11 @@ static sg_backend *test_backend(void) {
         "cpu", &(sg_backend_opts){.threads = 2, .layout = nhwc ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW});
 }
 
-/* One image's [C, px] activation from host NCHW into the backend's layout
- * (to = 1) or back (to = 0). */
-static void relayout(const sg_backend *be, float *dst, const float *src, int C, size_t px, int to) {
-    for (int c = 0; c < C; c++)
-        for (size_t p = 0; p < px; p++) {
-            size_t a = (size_t)c * px + p, b = sg_act_at(be->layout, C, (int)px, 0, c, (int)p);
-            if (to) dst[b] = src[a];
-            else dst[a] = src[b];
-        }
-}
-
+/* One image's [C, px] activation between host NCHW and the backend. */
 static void upload_act(sg_backend *be, float *dev, const float *host, int C, size_t px) {
     float *t = malloc((size_t)C * px * sizeof(float));
     REQUIRE(t != NULL);
-    relayout(be, t, host, C, px, 1);
+    sg_act_relayout(t, host, 1, C, (int)px, sizeof(float), SG_LAYOUT_NCHW, be->layout);
     be->ops->upload(be, dev, t, (size_t)C * px * sizeof(float));
     free(t);
 }
@@ -90,7 +80,7 @@ static void download_act(sg_backend *be, float *host, const float *dev, int C, s
     float *t = malloc((size_t)C * px * sizeof(float));
     REQUIRE(t != NULL);
     be->ops->download(be, t, dev, (size_t)C * px * sizeof(float));
-    relayout(be, host, t, C, px, 0);
+    sg_act_relayout(host, t, 1, C, (int)px, sizeof(float), be->layout, SG_LAYOUT_NCHW);
     free(t);
 }
 
