@@ -19,6 +19,13 @@
  * one globally; auto (the default) picks per shape and op (choose_layout).
  * accumulate = 1: the result goes to a scratch buffer that is then added.
  *
+ * NHWC activations (be->layout, part of every entry's key): oneDNN gets them
+ * as stored (the nhwc tag) and runs its channels-last kernels on them with no
+ * activation reorder; only the weights go to the layout the primitive picks
+ * (and back, for backward-weights). That is auto and plain there ("channels
+ * last" entries); blocked still reorders everything. The per-tap GEMM path
+ * and the direct depthwise backward have NHWC loops of their own.
+ *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
  * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
@@ -51,9 +58,9 @@
  *
  * bf16 activation storage (sg_cpu_conv_native_dt, for cpu_act_bf16.c): a
  * native entry may take its x (and, forward, its y) as bf16 bits in plain
- * nchw; oneDNN's reorders to and from the primitive's layout are then pure
- * layout changes, and a plain-layout primitive reads / writes the caller's
- * bf16 tensor directly.
+ * nchw or nhwc; oneDNN's reorders to and from the primitive's layout are then
+ * pure layout changes, and a plain or channels-last primitive reads / writes
+ * the caller's bf16 tensor directly.
  *
  * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
  * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
@@ -317,11 +324,13 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * is faster plain. Tiny channel counts gain nothing from 16-wide blocks. */
 static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
                          int act) {
+    /* NHWC activations: oneDNN's channels-last kernels (jit, brgconv) read
+     * and write them as stored; reordering them to a blocked layout is what
+     * the NHWC layout exists to avoid. "plain" means the same there: nhwc
+     * with plain oihw weights has only oneDNN's reference kernel. */
+    if (act == SG_LAYOUT_NHWC)
+        return cc->layout_mode == LAYOUT_BLOCKED ? LAYOUT_BLOCKED : LAYOUT_CL;
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
-    /* NHWC activations: oneDNN's channels-last kernels read and write them
-     * as stored; reordering them to a blocked layout is what the NHWC layout
-     * exists to avoid. */
-    if (act == SG_LAYOUT_NHWC) return LAYOUT_CL;
     if (d->k < 16) return LAYOUT_PLAIN;
     /* The kernel size that runs is the one left after trimming dead taps. */
     int t0, r = d->r, s = d->s, pr;
