@@ -22,9 +22,11 @@
  * NHWC activations (be->layout, part of every entry's key): oneDNN gets them
  * as stored (the nhwc tag) and runs its channels-last kernels on them with no
  * activation reorder; only the weights go to the layout the primitive picks
- * (and back, for backward-weights). That is auto and plain there ("channels
- * last" entries); blocked still reorders everything. The per-tap GEMM path
- * and the direct depthwise backward have NHWC loops of their own.
+ * (and back, for backward-weights): "channels last" entries, what auto picks
+ * but for one case (choose_layout). plain there means oneDNN's GEMM-based
+ * convolution on nhwc activations and hwio weights; blocked still reorders
+ * everything. The per-tap GEMM path and the direct depthwise backward have
+ * NHWC loops of their own.
  *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
@@ -78,7 +80,8 @@
 
 enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
 /* How oneDNN is asked to lay out a primitive's tensors: PLAIN = the user's
- * layouts (nchw or nhwc activations, oihw weights); BLOCKED = the primitive
+ * layouts (nchw activations with oihw weights; nhwc ones with hwio weights,
+ * oneDNN's GEMM-based kernels); BLOCKED = the primitive
  * chooses all three (tensors reordered in and out); CL (channels last, NHWC
  * activations only) = activations nhwc as stored, the weights as the
  * primitive wants them (only the small weight tensor is reordered). */
@@ -326,10 +329,14 @@ static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
                          int act) {
     /* NHWC activations: oneDNN's channels-last kernels (jit, brgconv) read
      * and write them as stored; reordering them to a blocked layout is what
-     * the NHWC layout exists to avoid. "plain" means the same there: nhwc
-     * with plain oihw weights has only oneDNN's reference kernel. */
-    if (act == SG_LAYOUT_NHWC)
-        return cc->layout_mode == LAYOUT_BLOCKED ? LAYOUT_BLOCKED : LAYOUT_CL;
+     * the NHWC layout exists to avoid. The exception, as in nchw: backward-
+     * data into few input channels (the RGB stem), where oneDNN's GEMM-based
+     * convolution on plain (hwio) weights is ~2x faster (bench_conv nhwc vs
+     * nhwc-plain, one thread: 18.7 against 35 ms). */
+    if (act == SG_LAYOUT_NHWC) {
+        if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
+        return op == OP_BWD_DATA && d->c < 16 && sg_conv_groups(d) == 1 ? LAYOUT_PLAIN : LAYOUT_CL;
+    }
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
     if (d->k < 16) return LAYOUT_PLAIN;
     /* The kernel size that runs is the one left after trimming dead taps. */
@@ -355,17 +362,24 @@ static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, dnnl_da
 
 /* The weights of d with a kr x ks kernel: oihw [k, c, kr, ks] ungrouped;
  * grouped, oneDNN's goihw [g, k/g, c/g, kr, ks], which is PyTorch's
- * [k, c/g, kr, ks] in memory. any: the primitive picks the layout. */
+ * [k, c/g, kr, ks] in memory. fmt W_ANY: the primitive picks the layout;
+ * W_HWIO, hwio / hwigo (the plain weights oneDNN's GEMM-based convolution
+ * takes with nhwc activations: with oihw it has only a reference kernel). */
+enum { W_OIHW = 0, W_ANY = 1, W_HWIO = 2 };
 static void weight_md(dnnl_memory_desc_t *md, const sg_conv_desc *d, int kr, int ks,
-                      dnnl_data_type_t dt, int any) {
+                      dnnl_data_type_t dt, int fmt) {
     int g = sg_conv_groups(d);
+    int any = fmt == W_ANY, hwio = fmt == W_HWIO;
     if (g == 1) {
-        plain_md(md, d->k, d->c, kr, ks, dt, any ? dnnl_format_tag_any : dnnl_oihw);
+        plain_md(md, d->k, d->c, kr, ks, dt,
+                 any    ? dnnl_format_tag_any
+                 : hwio ? dnnl_hwio
+                        : dnnl_oihw);
         return;
     }
     dnnl_dims_t dims = {g, d->k / g, d->c / g, kr, ks};
-    DNNL_CHECK(
-        dnnl_memory_desc_init_by_tag(md, 5, dims, dt, any ? dnnl_format_tag_any : dnnl_goihw));
+    dnnl_format_tag_t tag = any ? dnnl_format_tag_any : hwio ? dnnl_hwigo : dnnl_goihw;
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 5, dims, dt, tag));
 }
 
 /* Builds one argument: user memory in plain layout, and if the primitive
@@ -478,12 +492,13 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     int tag = act == SG_LAYOUT_NHWC ? dnnl_nhwc : dnnl_nchw;
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
     plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, tag);
-    weight_md(&w_md, d, kr, ks, dnnl_f32, 0);
+    weight_md(&w_md, d, kr, ks, dnnl_f32, W_OIHW);
     plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, tag);
     /* the primitive's: see the LAYOUT_* enum */
-    int any_act = layout == LAYOUT_BLOCKED, any_w = layout != LAYOUT_PLAIN;
+    int any_act = layout == LAYOUT_BLOCKED;
+    int wfmt = layout != LAYOUT_PLAIN ? W_ANY : act == SG_LAYOUT_NHWC ? W_HWIO : W_OIHW;
     plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any_act ? dnnl_format_tag_any : tag);
-    weight_md(&wa, d, kr, ks, pdt, any_w);
+    weight_md(&wa, d, kr, ks, pdt, wfmt);
     plain_md(&ya, d->n, d->k, d->oh, d->ow, pdt, any_act ? dnnl_format_tag_any : tag);
 
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
