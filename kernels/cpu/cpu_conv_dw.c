@@ -21,8 +21,8 @@
  * input pixel, dy * w over the taps that read it (threads own input rows;
  * the weights are first regrouped per tap, [r*s][k], so a tap's weights are
  * contiguous too: the only buffer, grown per shape); backward-weight
- * accumulates x * dy per tap over blocks of 64 channels (each output row in
- * float, the rows in double; threads own (tap, channel block) pairs). Each
+ * accumulates x * dy per tap over chunks of 16 channels (each output row in
+ * float, the rows in double; threads own (channel chunk, tap) pairs). Each
  * element is summed in a fixed order: the same bits whatever the thread
  * count (backward-data: even the same bits as the nchw loops, which add the
  * same terms in the same order).
@@ -96,8 +96,9 @@ static void dw_bwd_data_nhwc(ws_buf *wtb, const sg_conv_desc *d, const float *dy
     }
 }
 
-enum { DW_BLOCK = 64 }; /* output channels per NHWC backward-weight work item */
-enum { DW_LANES = 16 }; /* channels summed together along a row (one AVX-512 vector) */
+/* Output channels of one NHWC backward-weight work item: one AVX-512
+ * vector, summed along a row in a register. */
+enum { DW_LANES = 16 };
 
 /* The input column that output column ox reads through tap column j. */
 static inline int ix_of(const sg_conv_desc *d, int ox, int j) {
@@ -105,50 +106,46 @@ static inline int ix_of(const sg_conv_desc *d, int ox, int j) {
 }
 
 /* NHWC backward-weight: dw[k, i, j] (+)= sum over b, oy, ox of
- * x[b, iy, ix, k / m] * dy[b, oy, ox, k]. */
+ * x[b, iy, ix, k / m] * dy[b, oy, ox, k]. Work items are (16-channel chunk,
+ * tap), chunk-major: a thread's consecutive items read the same channels of
+ * x and dy (in cache across the taps). */
 static void dw_bwd_weight_nhwc(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
                                int accumulate) {
     int m = d->k / d->c, c = d->c, k = d->k, taps = d->r * d->s;
-    int blocks = (k + DW_BLOCK - 1) / DW_BLOCK;
-    long items = (long)taps * blocks;
+    int chunks = (k + DW_LANES - 1) / DW_LANES;
+    long items = (long)chunks * taps;
 #pragma omp parallel for schedule(static) if ((size_t)d->n * k * d->oh * d->ow * taps >= \
                                               SG_CPU_PAR_MIN)
     for (long it = 0; it < items; it++) {
-        int t = (int)(it / blocks), k0 = (int)(it % blocks) * DW_BLOCK;
-        int kn = k - k0 < DW_BLOCK ? k - k0 : DW_BLOCK;
+        int k0 = (int)(it / taps) * DW_LANES, t = (int)(it % taps);
+        int ln = k - k0 < DW_LANES ? k - k0 : DW_LANES;
         int i = t / d->s, j = t % d->s, y0, y1, x0, x1;
         valid_range(d->oh, d->h, d->stride_h, d->pad_h, i, d->dil_h, &y0, &y1);
         valid_range(d->ow, d->w, d->stride_w, d->pad_w, j, d->dil_w, &x0, &x1);
-        double acc[DW_BLOCK] = {0};
+        double acc[DW_LANES] = {0};
         for (int b = 0; b < d->n; b++)
             for (int oy = y0; oy < y1; oy++) {
                 int iy = oy * d->stride_h - d->pad_h + i * d->dil_h;
                 const float *xrow = x + ((size_t)b * d->h + iy) * d->w * c;
                 const float *grow = dy + ((size_t)b * d->oh + oy) * d->ow * k + k0;
-                /* one row in float, 16 channels at a time (a vector register
-                 * summed along the row), the rows in double */
-                for (int q0 = 0; q0 < kn; q0 += DW_LANES) {
-                    float row[DW_LANES] = {0};
-                    int ln = kn - q0 < DW_LANES ? kn - q0 : DW_LANES;
-                    const float *xq = xrow + k0 + q0;
-                    for (int ox = x0; ox < x1; ox++) {
-                        size_t ix = (size_t)ix_of(d, ox, j);
-                        const float *gp = grow + (size_t)ox * k + q0;
-                        if (m == 1 && ln == DW_LANES) {
-                            const float *xp = xq + ix * c;
+                float row[DW_LANES] = {0}; /* one row in float, the rows in double */
+                for (int ox = x0; ox < x1; ox++) {
+                    size_t ix = (size_t)ix_of(d, ox, j);
+                    const float *gp = grow + (size_t)ox * k;
+                    if (m == 1 && ln == DW_LANES) {
+                        const float *xp = xrow + ix * c + k0;
 #pragma omp simd
-                            for (int l = 0; l < DW_LANES; l++) row[l] += xp[l] * gp[l];
-                        } else {
-                            const float *xp = xrow + ix * c;
-                            for (int l = 0; l < ln; l++) row[l] += xp[(k0 + q0 + l) / m] * gp[l];
-                        }
+                        for (int l = 0; l < DW_LANES; l++) row[l] += xp[l] * gp[l];
+                    } else {
+                        const float *xp = xrow + ix * c;
+                        for (int l = 0; l < ln; l++) row[l] += xp[(k0 + l) / m] * gp[l];
                     }
-                    for (int l = 0; l < ln; l++) acc[q0 + l] += row[l];
                 }
+                for (int l = 0; l < ln; l++) acc[l] += row[l];
             }
-        for (int q = 0; q < kn; q++) {
-            float *o = dw + (size_t)(k0 + q) * taps + t;
-            *o = accumulate ? (float)(*o + acc[q]) : (float)acc[q];
+        for (int l = 0; l < ln; l++) {
+            float *o = dw + (size_t)(k0 + l) * taps + t;
+            *o = accumulate ? (float)(*o + acc[l]) : (float)acc[l];
         }
     }
 }

@@ -384,7 +384,7 @@ const tb_case tb_cases[] = {
     CONV_G(20, 2, 20, 9, 11, 20, 3, 3, 1, 1, 2, 2, 2, 2, 0,
            "depthwise dilated, c = 20: the direct NHWC backward's vector tail"),
     CONV_G(70, 1, 70, 8, 7, 70, 3, 3, 1, 1, 3, 3, 3, 3, 1,
-           "depthwise dilated, c = 70: two channel blocks of the NHWC backward-weight"),
+           "depthwise dilated, c = 70: 16-channel chunks and a tail (NHWC backward-weight)"),
     CONV_G(5, 2, 5, 9, 8, 15, 3, 3, 2, 1, 2, 2, 2, 1, 0,
            "depthwise x3 dilated, c = 5, per-axis stride (NHWC: strided channel reads)"),
     {"conv_fwd", run_conv_fwd, .conv = {1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2},
