@@ -79,12 +79,12 @@
 #include "kernels/weight_cache.h"
 
 enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
-/* How oneDNN is asked to lay out a primitive's tensors: PLAIN = the user's
+/* How oneDNN is asked to lay out a primitive's tensors: PLAIN = plain
  * layouts (nchw activations with oihw weights; nhwc ones with hwio weights,
- * oneDNN's GEMM-based kernels); BLOCKED = the primitive
- * chooses all three (tensors reordered in and out); CL (channels last, NHWC
- * activations only) = activations nhwc as stored, the weights as the
- * primitive wants them (only the small weight tensor is reordered). */
+ * for oneDNN's GEMM-based kernels); BLOCKED = the primitive chooses all three
+ * (tensors reordered in and out); CL (channels last, NHWC activations only) =
+ * activations nhwc as stored, the weights as the primitive wants them (only
+ * the small weight tensor is reordered). AUTO: choose_layout per shape. */
 enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2, LAYOUT_CL = 3 };
 enum { BF16_OFF = 0, BF16_EMULATED = 1, BF16_NATIVE = 2 };
 static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
