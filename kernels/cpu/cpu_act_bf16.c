@@ -18,6 +18,10 @@
  * "storage" checks whole training runs). The two float32 buffers are the
  * backend's (sg_cpu_act_buf, cpu_memory.c): they grow to the largest tensor
  * seen and are reused by every call.
+ *
+ * NHWC activations (be->layout) need nothing here: widening and rounding are
+ * elementwise, and the convolutions called (the native entries too: their
+ * bf16 user tensors are nhwc then) store activations in the backend's layout.
  */
 #include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"

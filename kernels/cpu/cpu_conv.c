@@ -19,6 +19,15 @@
  * one globally; auto (the default) picks per shape and op (choose_layout).
  * accumulate = 1: the result goes to a scratch buffer that is then added.
  *
+ * NHWC activations (be->layout, part of every entry's key): oneDNN gets them
+ * as stored (the nhwc tag) and runs its channels-last kernels on them with no
+ * activation reorder; only the weights go to the layout the primitive picks
+ * (and back, for backward-weights): "channels last" entries, what auto picks
+ * but for one case (choose_layout). plain there means oneDNN's GEMM-based
+ * convolution on nhwc activations and hwio weights; blocked still reorders
+ * everything. The per-tap GEMM path and the direct depthwise backward have
+ * NHWC loops of their own.
+ *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
  * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
@@ -51,9 +60,9 @@
  *
  * bf16 activation storage (sg_cpu_conv_native_dt, for cpu_act_bf16.c): a
  * native entry may take its x (and, forward, its y) as bf16 bits in plain
- * nchw; oneDNN's reorders to and from the primitive's layout are then pure
- * layout changes, and a plain-layout primitive reads / writes the caller's
- * bf16 tensor directly.
+ * nchw or nhwc; oneDNN's reorders to and from the primitive's layout are then
+ * pure layout changes, and a plain or channels-last primitive reads / writes
+ * the caller's bf16 tensor directly.
  *
  * Dead taps: with a dilation as large as the feature map (ASPP rate 36 on a
  * 32x32 map) the outer taps of the kernel only ever read padding. Such taps
@@ -70,9 +79,16 @@
 #include "kernels/weight_cache.h"
 
 enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
-enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2 };
+/* How oneDNN is asked to lay out a primitive's tensors: PLAIN = plain
+ * layouts (nchw activations with oihw weights; nhwc ones with hwio weights,
+ * for oneDNN's GEMM-based kernels); BLOCKED = the primitive chooses all three
+ * (tensors reordered in and out); CL (channels last, NHWC activations only) =
+ * activations nhwc as stored, the weights as the primitive wants them (only
+ * the small weight tensor is reordered). AUTO: choose_layout per shape. */
+enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2, LAYOUT_CL = 3 };
 enum { BF16_OFF = 0, BF16_EMULATED = 1, BF16_NATIVE = 2 };
 static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
+static const char *layout_names[] = {"plain", "blocked", "auto", "channels-last"};
 
 /* One tensor argument of a primitive. */
 typedef struct conv_arg {
@@ -88,6 +104,7 @@ typedef struct conv_arg {
 typedef struct conv_entry {
     sg_conv_desc d;
     int op, layout;
+    int act;            /* SG_LAYOUT_* of the activations (the backend's be->layout) */
     int bf16;           /* native bf16 primitive (prim == NULL: oneDNN has none
                            for this geometry; the emulation runs it) */
     int trimmed;        /* kernel reduced to the live taps below */
@@ -115,6 +132,7 @@ struct sg_cpu_conv_cache {
     ws_buf acc;                /* accumulate scratch (plain layout) */
     ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
     ws_buf scratch;            /* oneDNN scratchpad */
+    ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
     int precision;             /* SG_PRECISION_* */
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
@@ -268,6 +286,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->acc.p);
     sg_cpu_aligned_free(cc->wtrim.p);
     sg_cpu_aligned_free(cc->scratch.p);
+    sg_cpu_aligned_free(cc->dw_wt.p);
     sg_cpu_aligned_free(cc->bf_a.p);
     sg_cpu_aligned_free(cc->bf_b.p);
     sg_cpu_aligned_free(cc->bf_out.p);
@@ -306,7 +325,18 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * backward-weights; 1x1 forward / backward-data are a little faster on plain
  * nchw (no reorders); backward-data with few input channels (the RGB stem)
  * is faster plain. Tiny channel counts gain nothing from 16-wide blocks. */
-static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
+static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
+                         int act) {
+    /* NHWC activations: oneDNN's channels-last kernels (jit, brgconv) read
+     * and write them as stored; reordering them to a blocked layout is what
+     * the NHWC layout exists to avoid. The exception, as in nchw: backward-
+     * data into few input channels (the RGB stem), where oneDNN's GEMM-based
+     * convolution on plain (hwio) weights is ~2x faster (bench_conv nhwc vs
+     * nhwc-plain, one thread: 18.7 against 35 ms). */
+    if (act == SG_LAYOUT_NHWC) {
+        if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
+        return op == OP_BWD_DATA && d->c < 16 && sg_conv_groups(d) == 1 ? LAYOUT_PLAIN : LAYOUT_CL;
+    }
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
     if (d->k < 16) return LAYOUT_PLAIN;
     /* The kernel size that runs is the one left after trimming dead taps. */
@@ -332,17 +362,24 @@ static void plain_md(dnnl_memory_desc_t *md, int a, int b, int c, int d, dnnl_da
 
 /* The weights of d with a kr x ks kernel: oihw [k, c, kr, ks] ungrouped;
  * grouped, oneDNN's goihw [g, k/g, c/g, kr, ks], which is PyTorch's
- * [k, c/g, kr, ks] in memory. any: the primitive picks the layout. */
+ * [k, c/g, kr, ks] in memory. fmt W_ANY: the primitive picks the layout;
+ * W_HWIO, hwio / hwigo (the plain weights oneDNN's GEMM-based convolution
+ * takes with nhwc activations: with oihw it has only a reference kernel). */
+enum { W_OIHW = 0, W_ANY = 1, W_HWIO = 2 };
 static void weight_md(dnnl_memory_desc_t *md, const sg_conv_desc *d, int kr, int ks,
-                      dnnl_data_type_t dt, int any) {
+                      dnnl_data_type_t dt, int fmt) {
     int g = sg_conv_groups(d);
+    int any = fmt == W_ANY, hwio = fmt == W_HWIO;
     if (g == 1) {
-        plain_md(md, d->k, d->c, kr, ks, dt, any ? dnnl_format_tag_any : dnnl_oihw);
+        plain_md(md, d->k, d->c, kr, ks, dt,
+                 any    ? dnnl_format_tag_any
+                 : hwio ? dnnl_hwio
+                        : dnnl_oihw);
         return;
     }
     dnnl_dims_t dims = {g, d->k / g, d->c / g, kr, ks};
-    DNNL_CHECK(
-        dnnl_memory_desc_init_by_tag(md, 5, dims, dt, any ? dnnl_format_tag_any : dnnl_goihw));
+    dnnl_format_tag_t tag = any ? dnnl_format_tag_any : hwio ? dnnl_hwigo : dnnl_goihw;
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 5, dims, dt, tag));
 }
 
 /* Builds one argument: user memory in plain layout, and if the primitive
@@ -429,13 +466,14 @@ static uint64_t weight_tag(sg_cpu_conv_cache *cc, const conv_entry *e) {
 }
 
 static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int layout,
-                               int bf16, int xdt, int ydt) {
+                               int act, int bf16, int xdt, int ydt) {
     validate_desc(d);
     conv_entry *e = calloc(1, sizeof *e);
     if (!e) SG_FATAL("CPU backend: out of memory in the conv cache");
     e->d = *d;
     e->op = op;
     e->layout = layout;
+    e->act = act;
     e->bf16 = bf16;
     e->xdt = xdt;
     e->ydt = ydt;
@@ -450,14 +488,18 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     if (npw >= 0) ks = ts, pl_w = npw, pr_w = tpr_w, e->j0 = tj0, e->trimmed = 1;
     e->r2 = kr, e->s2 = ks;
 
+    /* the user's tensors: activations as stored (nchw / nhwc), oihw weights */
+    int tag = act == SG_LAYOUT_NHWC ? dnnl_nhwc : dnnl_nchw;
     dnnl_memory_desc_t x_md, w_md, y_md, xa, wa, ya;
-    plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
-    weight_md(&w_md, d, kr, ks, dnnl_f32, 0);
-    plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw);
-    int any = layout == LAYOUT_BLOCKED;
-    plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
-    weight_md(&wa, d, kr, ks, pdt, any);
-    plain_md(&ya, d->n, d->k, d->oh, d->ow, pdt, any ? dnnl_format_tag_any : dnnl_nchw);
+    plain_md(&x_md, d->n, d->c, d->h, d->w, xdt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, tag);
+    weight_md(&w_md, d, kr, ks, dnnl_f32, W_OIHW);
+    plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, tag);
+    /* the primitive's: see the LAYOUT_* enum */
+    int any_act = layout == LAYOUT_BLOCKED;
+    int wfmt = layout != LAYOUT_PLAIN ? W_ANY : act == SG_LAYOUT_NHWC ? W_HWIO : W_OIHW;
+    plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any_act ? dnnl_format_tag_any : tag);
+    weight_md(&wa, d, kr, ks, pdt, wfmt);
+    plain_md(&ya, d->n, d->k, d->oh, d->ow, pdt, any_act ? dnnl_format_tag_any : tag);
 
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; /* oneDNN counts extra gaps */
@@ -533,7 +575,7 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
              "kernel %dx%d after trimming, scratchpad %zu B)",
              op_names[op], bf16 ? " bf16" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s,
              d->stride_h, d->pad_h, d->dil_h, sg_conv_groups(d), impl ? impl : "?",
-             layout == LAYOUT_BLOCKED ? "blocked" : "plain", kr, ks, e->scratch_bytes);
+             layout_names[layout], kr, ks, e->scratch_bytes);
     e->next = cc->head;
     cc->head = e;
     return e;
@@ -541,22 +583,23 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
 
 /* bf16 = 1: a native bf16 entry (the plain layout's reorder is then a plain
  * conversion). */
-static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d0, int op, int bf16,
-                                int xdt, int ydt) {
+static conv_entry *get_entry_dt(sg_cpu_conv_cache *cc, const sg_conv_desc *d0, int op, int act,
+                                int bf16, int xdt, int ydt) {
     /* groups 0 and 1 are one geometry: one entry */
     sg_conv_desc key = *d0;
     if (key.groups == 0) key.groups = 1; /* anything invalid stays, to be refused */
     const sg_conv_desc *d = &key;
-    int layout = choose_layout(cc, d, op, bf16);
+    int layout = choose_layout(cc, d, op, bf16, act);
     for (conv_entry *e = cc->head; e; e = e->next)
-        if (e->op == op && e->layout == layout && e->bf16 == bf16 && e->xdt == xdt &&
-            e->ydt == ydt && memcmp(&e->d, d, sizeof *d) == 0)
+        if (e->op == op && e->layout == layout && e->act == act && e->bf16 == bf16 &&
+            e->xdt == xdt && e->ydt == ydt && memcmp(&e->d, d, sizeof *d) == 0)
             return e;
-    return build_entry(cc, d, op, layout, bf16, xdt, ydt);
+    return build_entry(cc, d, op, layout, act, bf16, xdt, ydt);
 }
 
-static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16) {
-    return get_entry_dt(cc, d, op, bf16, SG_ACT_F32, SG_ACT_F32);
+static conv_entry *get_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
+                             int bf16) {
+    return get_entry_dt(cc, d, op, act, bf16, SG_ACT_F32, SG_ACT_F32);
 }
 
 static void exec2(sg_cpu_conv_cache *cc, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to) {
@@ -665,19 +708,21 @@ static int use_dw(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
     return sg_conv_dw_applicable(d);
 }
 
-/* A float32 convolution: the per-tap GEMM path, the direct depthwise
- * backward, or a float32 oneDNN entry. */
-static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
-                     const float *in1, float *out, int accumulate) {
+/* A float32 convolution on activations in layout act: the per-tap GEMM
+ * path, the direct depthwise backward, or a float32 oneDNN entry. */
+static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
+                     const float *in0, const float *in1, float *out, int accumulate) {
+    int nhwc = act == SG_LAYOUT_NHWC;
     if (use_dw(cc, d, op)) {
-        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(d, in0, in1, out, accumulate);
-        else sg_conv_dw_bwd_weight(d, in0, in1, out, accumulate);
+        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(&cc->dw_wt, d, nhwc, in0, in1, out, accumulate);
+        else sg_conv_dw_bwd_weight(d, nhwc, in0, in1, out, accumulate);
     } else if (use_taps(cc, d)) {
-        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, in0, in1, out);
-        else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, d, in0, in1, out, accumulate);
-        else sg_conv_taps_bwd_weight(&cc->taps, d, in0, in1, out, accumulate);
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, nhwc, in0, in1, out);
+        else if (op == OP_BWD_DATA)
+            sg_conv_taps_bwd_data(&cc->taps, d, nhwc, in0, in1, out, accumulate);
+        else sg_conv_taps_bwd_weight(&cc->taps, d, nhwc, in0, in1, out, accumulate);
     } else {
-        run_entry(cc, get_entry(cc, d, op, 0), in0, in1, out, accumulate, NULL);
+        run_entry(cc, get_entry(cc, d, op, act, 0), in0, in1, out, accumulate, NULL);
     }
 }
 
@@ -702,8 +747,9 @@ static void reserve_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int o
 /* Emulated bf16 (see the top): bf16(in0) (*) bf16(in1) in float32, the
  * result rounded to bf16, then written or added. The rounded weights (in1
  * of fwd / bwd_data) come from the weight cache wc when there is one. */
-static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
-                          const float *in1, float *out, int accumulate, sg_wcache *wc) {
+static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
+                          const float *in0, const float *in1, float *out, int accumulate,
+                          sg_wcache *wc) {
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     reserve_emulated(cc, d, op);
@@ -715,10 +761,10 @@ static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, 
     if (refill) sg_cpu_bf16_round(b, in1, n1);
     if (accumulate) {
         float *r = cc->bf_out.p;
-        conv_f32(cc, d, op, a, b, r, 0);
+        conv_f32(cc, d, op, act, a, b, r, 0);
         sg_cpu_bf16_round_add(out, r, nout);
     } else {
-        conv_f32(cc, d, op, a, b, out, 0);
+        conv_f32(cc, d, op, act, a, b, out, 0);
         sg_cpu_bf16_round(out, out, nout);
     }
 }
@@ -736,30 +782,36 @@ static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) 
 static void conv_op(sg_backend *be, const sg_conv_desc *d, int op, const float *in0,
                     const float *in1, float *out, int accumulate) {
     sg_cpu_conv_cache *cc = conv_cache(be);
+    int act = be->layout;
     if (cc->bf16 == BF16_OFF) {
-        conv_f32(cc, d, op, in0, in1, out, accumulate);
+        conv_f32(cc, d, op, act, in0, in1, out, accumulate);
         return;
     }
     sg_wcache *wc = sg_cpu_of(be)->wcache;
     if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d)) {
-        conv_entry *e = get_entry(cc, d, op, 1);
+        conv_entry *e = get_entry(cc, d, op, act, 1);
         if (e->prim) {
             run_entry(cc, e, in0, in1, out, accumulate, wc);
             return;
         }
     }
-    conv_emulated(cc, d, op, in0, in1, out, accumulate, wc);
+    conv_emulated(cc, d, op, act, in0, in1, out, accumulate, wc);
 }
 
 static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
     sg_cpu_conv_cache *cc = conv_cache(be);
+    int act = be->layout;
     for (int op = 0; op < 3; op++) {
-        if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) && get_entry(cc, d, op, 1)->prim)
+        if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) &&
+            get_entry(cc, d, op, act, 1)->prim)
             continue;
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
-        if (use_dw(cc, d, op)) continue; /* needs no buffers */
+        if (use_dw(cc, d, op)) {
+            if (act == SG_LAYOUT_NHWC && op == OP_BWD_DATA) sg_conv_dw_prepare(&cc->dw_wt, d);
+            continue;
+        }
         if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
-        else get_entry(cc, d, op, 0);
+        else get_entry(cc, d, op, act, 0);
     }
 }
 
@@ -783,7 +835,7 @@ int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const 
     sg_cpu_conv_cache *cc = conv_cache(be);
     if (cc->bf16 != BF16_NATIVE || taps_beat_native(cc, d)) return 0;
     int op = fwd ? OP_FWD : OP_BWD_WEIGHT;
-    conv_entry *e = get_entry_dt(cc, d, op, 1, xdt, fwd ? ydt : SG_ACT_F32);
+    conv_entry *e = get_entry_dt(cc, d, op, be->layout, 1, xdt, fwd ? ydt : SG_ACT_F32);
     if (!e->prim) return 0; /* no bf16 kernel for this geometry: emulated */
     run_entry(cc, e, x, in1, out, accumulate, sg_cpu_of(be)->wcache);
     return 1;
@@ -793,9 +845,9 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
     int n = 0;
     for (conv_entry *e = cc->head; e; e = e->next) n++;
-    size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->taps.wt.bytes +
-               cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes + cc->bf_b.bytes +
-               cc->bf_out.bytes;
+    size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->dw_wt.bytes +
+               cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
+               cc->bf_b.bytes + cc->bf_out.bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     *entries = n;
     *workspace_bytes = b;

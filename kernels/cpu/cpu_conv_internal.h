@@ -53,22 +53,27 @@ int sg_conv_taps_applicable(const sg_conv_desc *d);
 double sg_conv_taps_density(const sg_conv_desc *d);
 /* Grows the buffers for d (done by every call too). */
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d);
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, const float *w,
-                      float *y);
-void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
+/* The three passes; nhwc: activations (x, y, dx, dy) channels last, else
+ * nchw. Weights are PyTorch's [k, c, r, s] in both. */
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                      const float *w, float *y);
+void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
                            const float *w, float *dx, int accumulate);
-void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
+void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
                              const float *dy, float *dw, int accumulate);
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws);
 
 /* cpu_conv_dw.c: 1 if d is a dilated depthwise conv (groups == c, k a
  * multiple of c, a dilation above 1), whose backward passes oneDNN runs as
- * a slow GEMM-based convolution; the direct backward passes (plain nchw,
- * weights [k, 1, r, s]). */
+ * a slow GEMM-based convolution; the direct backward passes (activations
+ * nchw, or nhwc when nhwc is set; weights [k, 1, r, s]). The NHWC
+ * backward-data reads the weights per tap ([r*s][k], built in wt, grown by
+ * sg_conv_dw_prepare or the first call of a shape). */
 int sg_conv_dw_applicable(const sg_conv_desc *d);
-void sg_conv_dw_bwd_data(const sg_conv_desc *d, const float *dy, const float *w, float *dx,
-                         int accumulate);
-void sg_conv_dw_bwd_weight(const sg_conv_desc *d, const float *x, const float *dy, float *dw,
-                           int accumulate);
+void sg_conv_dw_prepare(ws_buf *wt, const sg_conv_desc *d);
+void sg_conv_dw_bwd_data(ws_buf *wt, const sg_conv_desc *d, int nhwc, const float *dy,
+                         const float *w, float *dx, int accumulate);
+void sg_conv_dw_bwd_weight(const sg_conv_desc *d, int nhwc, const float *x, const float *dy,
+                           float *dw, int accumulate);
 
 #endif

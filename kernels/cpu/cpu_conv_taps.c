@@ -15,6 +15,12 @@
  * Weights are regrouped per tap ([r*s][k][c]) on every call (small next to
  * the GEMMs). Buffers live in sg_conv_taps_ws, grown on the first call of a
  * shape only.
+ *
+ * NHWC activations: the same rectangles, each GEMM transposed - pixels as
+ * rows, channels as the contiguous columns: y[rect] [pixels x k] +=
+ * x[rect + off] [pixels x c] . W_ij^T. Whole-row rectangles are again used
+ * in place (the channel count as the leading dimension); others are
+ * gathered row by row (each a contiguous run of pixels x channels).
  */
 #include <string.h>
 
@@ -107,6 +113,27 @@ static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int 
         }
 }
 
+/* NHWC: copies pixel rows [y0, y1) x cols [x0, x1) of a [rows][w][ch]
+ * image into a dense [area][ch] matrix, or adds such a matrix back. */
+static void gather_cl(const float *src, int ch, int w, int y0, int y1, int x0, int x1, float *dst) {
+    size_t run = (size_t)(x1 - x0) * ch; /* one row: contiguous */
+#pragma omp parallel for schedule(static) if (run * (y1 - y0) >= SG_CPU_PAR_MIN)
+    for (int y = y0; y < y1; y++)
+        memcpy(dst + (size_t)(y - y0) * run, src + ((size_t)y * w + x0) * ch, run * sizeof(float));
+}
+
+static void scatter_add_cl(const float *src, int ch, int w, int y0, int y1, int x0, int x1,
+                           float *dst) {
+    size_t run = (size_t)(x1 - x0) * ch;
+#pragma omp parallel for schedule(static) if (run * (y1 - y0) >= SG_CPU_PAR_MIN)
+    for (int y = y0; y < y1; y++) {
+        float *o = dst + ((size_t)y * w + x0) * ch;
+        const float *s = src + (size_t)(y - y0) * run;
+#pragma omp simd
+        for (size_t q = 0; q < run; q++) o[q] += s[q];
+    }
+}
+
 /* wt[t][k][c] = w[k][c][t] */
 static void regroup_weights(const sg_conv_desc *d, const float *w, float *wt) {
     int taps = d->r * d->s;
@@ -123,11 +150,101 @@ void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
     ws_reserve(&ws->b, big * sizeof(float));
 }
 
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, const float *w,
-                      float *y) {
+/* NHWC forward: y[rect] [area x k] += x[rect + off] [area x c] . W_ij^T */
+static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, float *y) {
+    const float *wt = ws->wt.p;
+    float *ga = ws->a.p, *gb = ws->b.p;
+    int c = d->c, k = d->k;
+    size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
+    memset(y, 0, (size_t)d->n * ys * sizeof(float));
+    for (int b = 0; b < d->n; b++) {
+        const float *xb = x + (size_t)b * xs;
+        float *yb = y + (size_t)b * ys;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                if (full_rows(d, &r)) {
+                    sgemm('N', 'T', (long)area, k, c, xb + (size_t)(r.oy0 + r.dy) * d->w * c, c,
+                          wij, c, 1.0f, yb + (size_t)r.oy0 * d->ow * k, k);
+                } else {
+                    gather_cl(xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx, r.ox1 + r.dx,
+                              ga);
+                    sgemm('N', 'T', (long)area, k, c, ga, c, wij, c, 0.0f, gb, k);
+                    scatter_add_cl(gb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, yb);
+                }
+            }
+    }
+}
+
+/* NHWC backward-data: dx[rect + off] [area x c] += dy[rect] [area x k] . W_ij */
+static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
+                               float *dx, int accumulate) {
+    const float *wt = ws->wt.p;
+    float *ga = ws->a.p, *gb = ws->b.p;
+    int c = d->c, k = d->k;
+    size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
+    if (!accumulate) memset(dx, 0, (size_t)d->n * xs * sizeof(float));
+    for (int b = 0; b < d->n; b++) {
+        const float *gyb = dy + (size_t)b * ys;
+        float *gxb = dx + (size_t)b * xs;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                if (full_rows(d, &r)) {
+                    sgemm('N', 'N', (long)area, c, k, gyb + (size_t)r.oy0 * d->ow * k, k, wij, c,
+                          1.0f, gxb + (size_t)(r.oy0 + r.dy) * d->w * c, c);
+                } else {
+                    gather_cl(gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    sgemm('N', 'N', (long)area, c, k, ga, k, wij, c, 0.0f, gb, c);
+                    scatter_add_cl(gb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                                   r.ox1 + r.dx, gxb);
+                }
+            }
+    }
+}
+
+/* NHWC backward-weight: dW_ij [k x c] += dy[rect]^T [k x area] . x[rect + off] [area x c] */
+static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
+                                 const float *dy) {
+    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+    int c = d->c, k = d->k;
+    size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
+    for (int b = 0; b < d->n; b++) {
+        const float *xb = x + (size_t)b * xs, *gyb = dy + (size_t)b * ys;
+        for (int i = 0; i < d->r; i++)
+            for (int j = 0; j < d->s; j++) {
+                rect r = tap_rect(d, i, j);
+                size_t area = rect_area(&r);
+                if (!area) continue;
+                float *wij = wt + (size_t)(i * d->s + j) * kc;
+                if (full_rows(d, &r)) {
+                    sgemm('T', 'N', k, c, (long)area, gyb + (size_t)r.oy0 * d->ow * k, k,
+                          xb + (size_t)(r.oy0 + r.dy) * d->w * c, c, 1.0f, wij, c);
+                } else {
+                    gather_cl(gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gather_cl(xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx, r.ox1 + r.dx,
+                              gb);
+                    sgemm('T', 'N', k, c, (long)area, ga, k, gb, c, 1.0f, wij, c);
+                }
+            }
+    }
+}
+
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                      const float *w, float *y) {
     sg_conv_taps_prepare(ws, d);
     float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
     regroup_weights(d, w, wt);
+    if (nhwc) {
+        taps_fwd_nhwc(ws, d, x, y);
+        return;
+    }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
     memset(y, 0, (size_t)d->n * d->k * ys * sizeof(float));
     for (int b = 0; b < d->n; b++) {
@@ -154,11 +271,15 @@ void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x
     }
 }
 
-void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
+void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
                            const float *w, float *dx, int accumulate) {
     sg_conv_taps_prepare(ws, d);
     float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
     regroup_weights(d, w, wt);
+    if (nhwc) {
+        taps_bwd_data_nhwc(ws, d, dy, dx, accumulate);
+        return;
+    }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
     if (!accumulate) memset(dx, 0, (size_t)d->n * d->c * xs * sizeof(float));
     for (int b = 0; b < d->n; b++) {
@@ -185,14 +306,15 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, const flo
     }
 }
 
-void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
+void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
                              const float *dy, float *dw, int accumulate) {
     sg_conv_taps_prepare(ws, d);
     float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
     int taps = d->r * d->s;
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
     memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
-    for (int b = 0; b < d->n; b++) {
+    if (nhwc) taps_bwd_weight_nhwc(ws, d, x, dy);
+    for (int b = 0; b < d->n && !nhwc; b++) {
         const float *xb = x + (size_t)b * d->c * xs, *gyb = dy + (size_t)b * d->k * ys;
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {

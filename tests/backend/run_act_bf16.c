@@ -36,6 +36,27 @@ static void *dev_act(tb_ctx *t, const float *v, size_t n, int dt) {
     return tb_dev(t, b, n * sizeof(uint16_t));
 }
 
+/* The conv runners' activations: the NCHW host floats v of an [n, ch, hw]
+ * tensor in the backend's layout, stored in dt. */
+static void *conv_act(tb_ctx *t, const float *v, int n, int ch, int hw, int dt) {
+    size_t cnt = (size_t)n * ch * hw;
+    if (dt == SG_ACT_F32) return tb_actf(t, v, n, ch, hw);
+    uint16_t *b = tb_hbytes(t, cnt * sizeof(uint16_t));
+    for (size_t i = 0; i < cnt; i++) b[i] = sg_bf16_bits(v[i]);
+    return tb_act_dev(t, b, n, ch, hw, sizeof(uint16_t));
+}
+
+/* The floats of an [n, ch, hw] activation stored at dev in dt, downloaded
+ * into NCHW. */
+static float *conv_get_act(tb_ctx *t, const void *dev, int n, int ch, int hw, int dt) {
+    if (dt == SG_ACT_F32) return tb_act_getf(t, dev, n, ch, hw);
+    size_t cnt = (size_t)n * ch * hw;
+    const uint16_t *b = tb_act_get(t, dev, n, ch, hw, sizeof(uint16_t));
+    float *v = tb_hzeros(t, cnt);
+    for (size_t i = 0; i < cnt; i++) v[i] = sg_bf16_to_f32(b[i]);
+    return v;
+}
+
 /* Garbage of the right storage: results must overwrite it. */
 static void *dev_garbage(tb_ctx *t, size_t n, int dt) {
     float *g = tb_rand(t, n, 5, 6);
@@ -76,17 +97,22 @@ void run_conv_fwd_dt(tb_ctx *t, const tb_case *c) {
     size_t nx, nw, ny;
     if (!TB_HAS(t, conv_fwd_dt) || !conv_geometry(t, c, &d, &nx, &nw, &ny)) return;
     const sg_ops *o = t->be->ops;
+    int xhw = d.h * d.w, yhw = d.oh * d.ow;
     float *x = tb_input(t, nx), *w = tb_rand(t, nw, -1, 1), *y = tb_hzeros(t, ny);
     round_if(x, nx, c->x_dt);
     ref_conv_fwd(&d, x, w, y);
     float *w_d = tb_devf(t, w, nw);
-    void *x_d = dev_act(t, x, nx, c->x_dt), *y_d = dev_garbage(t, ny, c->y_dt);
+    float *garbage = tb_rand(t, ny, 5, 6); /* results must overwrite it */
+    round_if(garbage, ny, c->y_dt);
+    void *x_d = conv_act(t, x, d.n, d.c, xhw, c->x_dt);
+    void *y_d = conv_act(t, garbage, d.n, d.k, yhw, c->y_dt);
     o->conv_fwd_dt(t->be, &d, x_d, c->x_dt, w_d, y_d, c->y_dt);
-    float *got = get_act(t, y_d, ny, c->y_dt);
+    float *got = conv_get_act(t, y_d, d.n, d.k, yhw, c->y_dt);
     tb_close(t, "y", y, got, ny, t->tol);
-    float *yf_d = tb_devf(t, NULL, ny);
-    o->conv_fwd(t->be, &d, tb_devf(t, x, nx), w_d, yf_d);
-    same_as_f32(t, "y vs conv_fwd on the same values", got, tb_getf(t, yf_d, ny), ny, c->y_dt);
+    float *yf_d = tb_actf(t, NULL, d.n, d.k, yhw);
+    o->conv_fwd(t->be, &d, tb_actf(t, x, d.n, d.c, xhw), w_d, yf_d);
+    same_as_f32(t, "y vs conv_fwd on the same values", got, tb_act_getf(t, yf_d, d.n, d.k, yhw), ny,
+                c->y_dt);
     if (t->bf16_steps) {
         float *yb = tb_hzeros(t, ny);
         ref_conv_fwd_bf16(&d, x, w, yb);
@@ -103,12 +129,14 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
     round_if(x, nx, c->x_dt);
     float *dw = tb_hcopy(t, dw0, nw);
     ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
-    float *dy_d = tb_devf(t, dy, ny), *dw_d = tb_devf(t, dw0, nw);
-    o->conv_bwd_weight_dt(t->be, &d, dev_act(t, x, nx, c->x_dt), c->x_dt, dy_d, dw_d, c->acc);
+    int xhw = d.h * d.w;
+    float *dy_d = tb_actf(t, dy, d.n, d.k, d.oh * d.ow), *dw_d = tb_devf(t, dw0, nw);
+    o->conv_bwd_weight_dt(t->be, &d, conv_act(t, x, d.n, d.c, xhw, c->x_dt), c->x_dt, dy_d, dw_d,
+                          c->acc);
     float *got = tb_getf(t, dw_d, nw);
     tb_close(t, "dw", dw, got, nw, t->tol);
     float *dwf_d = tb_devf(t, dw0, nw);
-    o->conv_bwd_weight(t->be, &d, tb_devf(t, x, nx), dy_d, dwf_d, c->acc);
+    o->conv_bwd_weight(t->be, &d, tb_actf(t, x, d.n, d.c, xhw), dy_d, dwf_d, c->acc);
     same_as_f32(t, "dw vs conv_bwd_weight on the same values", got, tb_getf(t, dwf_d, nw), nw,
                 SG_ACT_F32);
     if (t->bf16_steps) {

@@ -3,7 +3,9 @@
  * promise determinism (t->det) a second call must give the same bits. On
  * bf16 configurations (t->bf16_steps > 0) each result is compared twice:
  * with the float32 reference at the row's bf16 tolerance, and element by
- * element with the bf16-exact reference (ref_conv_*_bf16).
+ * element with the bf16-exact reference (ref_conv_*_bf16). x, y, dy and dx
+ * are activations (stored in the backend's layout: tb_act_*), the weights
+ * and their gradient are not.
  */
 #include "tests/backend/cases.h"
 #include "tests/kernels/ref_ops.h"
@@ -30,12 +32,13 @@ void run_conv_fwd(tb_ctx *t, const tb_case *c) {
     size_t nx, nw, ny;
     if (!TB_HAS(t, conv_fwd) || !geometry(t, c, &d, &nx, &nw, &ny)) return;
     const sg_ops *o = t->be->ops;
+    int xhw = d.h * d.w, yhw = d.oh * d.ow;
     float *x = tb_input(t, nx), *w = weights(t, c, nw), *y = tb_hzeros(t, ny);
     ref_conv_fwd(&d, x, w, y);
-    float *x_d = tb_devf(t, x, nx), *w_d = tb_devf(t, w, nw);
-    float *y_d = tb_devf(t, tb_rand(t, ny, 5, 6), ny); /* garbage: overwritten */
+    float *x_d = tb_actf(t, x, d.n, d.c, xhw), *w_d = tb_devf(t, w, nw);
+    float *y_d = tb_actf(t, tb_rand(t, ny, 5, 6), d.n, d.k, yhw); /* garbage: overwritten */
     o->conv_fwd(t->be, &d, x_d, w_d, y_d);
-    float *got = tb_getf(t, y_d, ny);
+    float *got = tb_act_getf(t, y_d, d.n, d.k, yhw);
     tb_close(t, "y", y, got, ny, t->tol);
     tb_want(t, "y", got, ny);
     if (t->bf16_steps) {
@@ -46,8 +49,8 @@ void run_conv_fwd(tb_ctx *t, const tb_case *c) {
     /* A second call on the same geometry reuses what the first one cached. */
     o->zero(t->be, y_d, ny * sizeof(float));
     o->conv_fwd(t->be, &d, x_d, w_d, y_d);
-    if (t->det) tb_close_dev(t, "y of a second call vs the first", got, y_d, ny, 0);
-    else tb_close_dev(t, "y of a second call", y, y_d, ny, t->tol);
+    if (t->det) tb_close_act(t, "y of a second call vs the first", got, y_d, d.n, d.k, yhw, 0);
+    else tb_close_act(t, "y of a second call", y, y_d, d.n, d.k, yhw, t->tol);
 }
 
 void run_conv_bwd_data(tb_ctx *t, const tb_case *c) {
@@ -55,12 +58,14 @@ void run_conv_bwd_data(tb_ctx *t, const tb_case *c) {
     size_t nx, nw, ny;
     if (!TB_HAS(t, conv_bwd_data) || !geometry(t, c, &d, &nx, &nw, &ny)) return;
     const sg_ops *o = t->be->ops;
+    int xhw = d.h * d.w, yhw = d.oh * d.ow;
     float *dy = tb_input(t, ny), *w = weights(t, c, nw), *dx0 = tb_rand(t, nx, -1, 1);
     float *dx = tb_hcopy(t, dx0, nx);
     ref_conv_bwd_data(&d, dy, w, dx, c->acc);
-    float *dy_d = tb_devf(t, dy, ny), *w_d = tb_devf(t, w, nw), *dx_d = tb_devf(t, dx0, nx);
+    float *dy_d = tb_actf(t, dy, d.n, d.k, yhw), *w_d = tb_devf(t, w, nw);
+    float *dx_d = tb_actf(t, dx0, d.n, d.c, xhw); /* the accumulate base (or garbage) */
     o->conv_bwd_data(t->be, &d, dy_d, w_d, dx_d, c->acc);
-    float *got = tb_getf(t, dx_d, nx);
+    float *got = tb_act_getf(t, dx_d, d.n, d.c, xhw);
     tb_close(t, "dx", dx, got, nx, t->tol);
     if (t->bf16_steps) {
         float *dxb = tb_hcopy(t, dx0, nx);
@@ -69,9 +74,9 @@ void run_conv_bwd_data(tb_ctx *t, const tb_case *c) {
                       t->bf16_slack);
     }
     if (t->det) {
-        tb_put(t, dx_d, dx0, nx * sizeof(float));
+        tb_act_put(t, dx_d, dx0, d.n, d.c, xhw, sizeof(float));
         o->conv_bwd_data(t->be, &d, dy_d, w_d, dx_d, c->acc);
-        tb_close_dev(t, "dx of a second call vs the first", got, dx_d, nx, 0);
+        tb_close_act(t, "dx of a second call vs the first", got, dx_d, d.n, d.c, xhw, 0);
     }
 }
 
@@ -83,7 +88,8 @@ void run_conv_bwd_weight(tb_ctx *t, const tb_case *c) {
     float *x = tb_input(t, nx), *dy = tb_rand(t, ny, -1, 1), *dw0 = tb_rand(t, nw, -1, 1);
     float *dw = tb_hcopy(t, dw0, nw);
     ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
-    float *x_d = tb_devf(t, x, nx), *dy_d = tb_devf(t, dy, ny), *dw_d = tb_devf(t, dw0, nw);
+    float *x_d = tb_actf(t, x, d.n, d.c, d.h * d.w), *dy_d = tb_actf(t, dy, d.n, d.k, d.oh * d.ow);
+    float *dw_d = tb_devf(t, dw0, nw);
     o->conv_bwd_weight(t->be, &d, x_d, dy_d, dw_d, c->acc);
     float *got = tb_getf(t, dw_d, nw);
     tb_close(t, "dw", dw, got, nw, t->tol);

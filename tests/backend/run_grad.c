@@ -42,15 +42,21 @@ void run_grad_conv(tb_ctx *t, const tb_case *c) {
     sg_conv_desc *d = &s.d;
     size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = tb_conv_nw(d);
     s.ny = (size_t)d->n * d->k * d->oh * d->ow;
+    int xhw = d->h * d->w, yhw = d->oh * d->ow;
     float *x = tb_rand(t, nx, -1, 1), *w = tb_rand(t, nw, -1, 1), *b = tb_rand(t, d->k, -1, 1);
     s.r = tb_rand(t, s.ny, -1, 1);
+    /* x, y, r (= dy) and dx are activations: the host mirrors of x and r are
+     * kept in the backend's layout, so the loss sum(r * y) and the element
+     * by element finite differences over x need no reordering */
+    x = tb_to_layout(t, x, d->n, d->c, xhw, sizeof(float));
+    s.r = tb_to_layout(t, s.r, d->n, d->k, yhw, sizeof(float));
     s.x_d = tb_devf(t, x, nx), s.w_d = tb_devf(t, w, nw), s.b_d = tb_devf(t, b, d->k);
     s.y_d = tb_devf(t, NULL, s.ny);
     float *r_d = tb_devf(t, s.r, s.ny), *dx_d = tb_devf(t, NULL, nx), *dw_d = tb_devf(t, NULL, nw);
     float *db_d = tb_devf(t, NULL, d->k);
     o->conv_bwd_data(t->be, d, r_d, s.w_d, dx_d, 0);
     o->conv_bwd_weight(t->be, d, s.x_d, r_d, dw_d, 0);
-    o->bias_bwd(t->be, r_d, db_d, d->n, d->k, d->oh * d->ow, 0);
+    o->bias_bwd(t->be, r_d, db_d, d->n, d->k, yhw, 0);
     tb_check_fd(t, "x", x, s.x_d, nx, tb_getf(t, dx_d, nx), conv_loss, &s, c->fd_h);
     tb_check_fd(t, "w", w, s.w_d, nw, tb_getf(t, dw_d, nw), conv_loss, &s, c->fd_h);
     tb_check_fd(t, "bias", b, s.b_d, d->k, tb_getf(t, db_d, d->k), conv_loss, &s, c->fd_h);

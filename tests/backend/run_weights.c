@@ -9,6 +9,7 @@
  * computed on the weights read back from the device (the bf16-exact one too
  * on bf16 configurations). A stale copy shows as the previous weights'
  * result. Each path changes the weights a lot (sign flips, large values).
+ * x, y, dy and dx are activations (the backend's layout, tb_act_*).
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,9 @@ static int check_now(wrig *g, const char *after) {
     ref_conv_bwd_data(&g->d, g->dy, w, dx, 0);
     o->conv_fwd(t->be, &g->d, g->x_d, g->w_d, g->y_d);
     o->conv_bwd_data(t->be, &g->d, g->dy_d, g->w_d, g->dx_d, 0);
-    float *gy = tb_getf(t, g->y_d, g->ny), *gdx = tb_getf(t, g->dx_d, g->nx);
+    const sg_conv_desc *d = &g->d;
+    float *gy = tb_act_getf(t, g->y_d, d->n, d->k, d->oh * d->ow);
+    float *gdx = tb_act_getf(t, g->dx_d, d->n, d->c, d->h * d->w);
     char what[160];
     snprintf(what, sizeof what, "y after %s", after);
     int ok = tb_close(t, what, y, gy, g->ny, t->tol);
@@ -65,10 +68,11 @@ void run_weights_written(tb_ctx *t, const tb_case *c) {
     if (c->prepare && TB_HAS(t, conv_prepare)) o->conv_prepare(t->be, &g.d);
     g.x = tb_rand(t, g.nx, -1, 1);
     g.dy = tb_rand(t, g.ny, -1, 1);
-    g.x_d = tb_devf(t, g.x, g.nx);
-    g.dy_d = tb_devf(t, g.dy, g.ny);
-    g.y_d = tb_devf(t, NULL, g.ny);
-    g.dx_d = tb_devf(t, NULL, g.nx);
+    int xhw = g.d.h * g.d.w, yhw = g.d.oh * g.d.ow;
+    g.x_d = tb_actf(t, g.x, g.d.n, g.d.c, xhw);
+    g.dy_d = tb_actf(t, g.dy, g.d.n, g.d.k, yhw);
+    g.y_d = tb_actf(t, NULL, g.d.n, g.d.k, yhw);
+    g.dx_d = tb_actf(t, NULL, g.d.n, g.d.c, xhw);
     /* the weights are freed and reallocated below: not owned by the harness */
     g.w_d = o->alloc(t->be, wb);
     float *src_d = tb_devf(t, tb_rand(t, g.nw, -2, 2), g.nw);

@@ -9,6 +9,9 @@
  * A layout may also be bf16 (train.precision bf16: oneDNN's native bf16
  * primitives where the processor has them) or bf16-emu (the exact emulation,
  * SG_CPU_BF16=emulated); both with the auto layout for the float32 parts.
+ * nhwc, nhwc-bf16, nhwc-bf16-emu: the same (auto, bf16, bf16-emu) with the
+ * activations stored NHWC (sg_backend_opts.layout; oneDNN's channels-last
+ * kernels on the tensors as stored).
  *
  * SG_BENCH_SHAPE="n,c,h,w,k,r,stride,pad,dil[,groups]" times that one shape
  * instead (groups: a grouped / depthwise convolution).
@@ -148,12 +151,14 @@ int main(int argc, char **argv) {
         double flop =
             2.0 * d.n * d.k * d.oh * d.ow * (double)(d.c / sg_conv_groups(&d)) * d.r * d.s;
         for (int l = 0; l < nl && l < 8; l++) {
-            int bf16 = strncmp(layouts[l], "bf16", 4) == 0;
-            setenv("SG_CPU_CONV_LAYOUT", bf16 ? "auto" : layouts[l], 1);
+            int nhwc = strncmp(layouts[l], "nhwc", 4) == 0;
+            const char *lay = nhwc ? (layouts[l][4] == '-' ? layouts[l] + 5 : "auto") : layouts[l];
+            int bf16 = strncmp(lay, "bf16", 4) == 0;
+            setenv("SG_CPU_CONV_LAYOUT", bf16 ? "auto" : lay, 1);
             if (bf16)
-                setenv("SG_CPU_BF16", strcmp(layouts[l], "bf16-emu") == 0 ? "emulated" : "native",
-                       1);
-            sg_backend_opts bo = {.precision = bf16 ? SG_PRECISION_BF16 : SG_PRECISION_FP32};
+                setenv("SG_CPU_BF16", strcmp(lay, "bf16-emu") == 0 ? "emulated" : "native", 1);
+            sg_backend_opts bo = {.precision = bf16 ? SG_PRECISION_BF16 : SG_PRECISION_FP32,
+                                  .layout = nhwc ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW};
             sg_backend *be = sg_backend_create("cpu", &bo);
             if (!be) return 1;
             size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = sg_conv_weight_count(&d);
