@@ -268,7 +268,7 @@ static void bn_bwd_torch(walk *k, const sg_layer *L) {
     if (train_params) bn_param_grads(k, c);
     if (need_dx) {
         double old = acc_grad(k, x, L->acc_in[0]);
-        pass(k, SG_TRC_BN, G(k, y) + A(k, x) + 6 * V(c) + old, G(k, x));
+        pass(k, SG_TRC_BN, G(k, y) + A(k, x) + 5 * V(c) + old, G(k, x));
     }
 }
 
@@ -283,6 +283,7 @@ static void bn_bwd(walk *k, const sg_layer *L, const sg_layer *a) {
     /* the dx pass's inputs besides x: g and the ReLU mask's y (none when y
      * is stored in bf16: recomputed from x) */
     double g_rd, y_rd;
+    int recompute = 0;
     if (a) {
         int j = a->out, ri = a->in[0] == y ? 1 : 0, r = a->in[ri];
         int dres = needs_grad(k, r), acc_r = a->acc_in[ri];
@@ -302,13 +303,18 @@ static void bn_bwd(walk *k, const sg_layer *L, const sg_layer *a) {
         }
     } else {
         int y_f32 = !k->r->storage || k->t[y].dt == SG_ACT_F32;
+        /* a bf16-stored BN+ReLU output: the mask recomputed from x, with
+         * invstd, gamma and beta (the reduce reads all three, dx beta more) */
+        recompute = L->relu && !y_f32;
         y_rd = L->relu && y_f32 ? A(k, y) : 0;
         g_rd = G(k, y);
-        if (need_red) pass(k, SG_TRC_BN, g_rd + A(k, x) + y_rd + V(c), 2 * V(c));
+        if (need_red)
+            pass(k, SG_TRC_BN, g_rd + A(k, x) + y_rd + V(c) + (recompute ? 3 * V(c) : 0), 2 * V(c));
     }
     if (train_params) bn_param_grads(k, c);
     if (need_dx)
-        pass(k, SG_TRC_BN, g_rd + A(k, x) + y_rd + 6 * V(c) + acc_grad(k, x, L->acc_in[0]),
+        pass(k, SG_TRC_BN,
+             g_rd + A(k, x) + y_rd + (recompute ? 6 : 5) * V(c) + acc_grad(k, x, L->acc_in[0]),
              G(k, x));
 }
 
