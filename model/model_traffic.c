@@ -36,8 +36,9 @@ typedef struct rules {
 
 static const rules design_rules[SG_TR_N_DESIGNS] = {
     [SG_TR_NCHW_F32] = {"nchw-f32", "activations and gradients float32", 0, 4, 4, 0, 0, 4, 0, 4, 1},
-    [SG_TR_NHWC_F32] = {"nhwc-f32", "activations and gradients float32 (NHWC: the same bytes)", 0,
-                        4, 4, 0, 0, 4, 0, 4, 1},
+    [SG_TR_NHWC_F32] = {"nhwc-f32",
+                        "activations and gradients float32, NHWC: the bytes of nchw-f32", 0, 4, 4,
+                        0, 0, 4, 0, 4, 1},
     [SG_TR_CPU_BF16] =
         {"cpu-bf16",
          "float32 but the bf16-stored activations (conv -> BN, BN+ReLU -> conv); oneDNN's internal conversions not modelled",

@@ -23,8 +23,10 @@
  *             every layer kind but Dropout2d; under bf16 convolutions (the
  *             plan's bf16 storage, the *_dt ops) exactly what cpu-bf16 models
  *   cli     - (argv[2]: the segtrain binary) `bench --traffic --json` prints
- *             every design and writes the documented fields; --traffic with
- *             timing options is a usage error
+ *             every design and writes the documented fields; a timed run
+ *             prints and writes its design's model with achieved GB/s over
+ *             its measured phases; --traffic with timing options is a usage
+ *             error
  */
 #include <math.h>
 #include <sys/wait.h>
@@ -824,6 +826,24 @@ static void test_cli(void) {
     free(js);
     CHECK(names && fields && shape && header);
     CHECK(rd > 0 && gf > 0);
+    /* a run reports its design's model beside the measured phases */
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --config '%s' --set data.crop_size=[32,48] --set train.batch_size=2 "
+             "--iters 1 --warmup 0 --peak-gflops 0 --json '%s' --quiet > '%s'",
+             g_segtrain, yaml, json, out);
+    CHECK_EQ_INT(run(cmd), 0);
+    txt = th_read_file(out);
+    js = th_read_file(json);
+    CHECK(txt != NULL && js != NULL);
+    const char *tr = strstr(js, "\"traffic\":{\"design\":\"nchw-f32\"");
+    const char *fw = tr ? strstr(tr, "\"forward\":{") : NULL;
+    double gbs = fw ? th_json_num(fw, "gb_s") : NAN, ms = fw ? th_json_num(fw, "ms") : NAN;
+    double fwd_ms = th_json_num(js, "forward_ms_median");
+    int printed = strstr(txt, "traffic     modelled per step, design nchw-f32") != NULL;
+    free(txt);
+    free(js);
+    CHECK(tr && fw && printed);
+    CHECK(gbs > 0 && ms == fwd_ms);
     /* --traffic runs nothing: timing options are a usage error */
     snprintf(cmd, sizeof cmd, "'%s' bench --config '%s' --traffic --iters 3 2>/dev/null",
              g_segtrain, yaml);
