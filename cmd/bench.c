@@ -6,7 +6,12 @@
  * BN, ReLU, pooling, resize and loss not counted); a training step counts
  * 3 x forward (backward = data gradient + weight gradient, each ~ forward).
  * Achieved FLOP/s = that / the median step time, per rank; the fraction is of
- * the per-device peak (measured with the backend's conv, or --peak-gflops). */
+ * the per-device peak (measured with the backend's conv, or --peak-gflops).
+ *
+ * Traffic: the modelled DRAM bytes and FLOPs per phase (model/model_traffic.h)
+ * of the design the run follows, with the achieved GB/s and FLOP/s over the
+ * measured phase times; --traffic prints the model for every design at the
+ * config's batch and crop and exits without planning or running the model. */
 #include "train/bench.h"
 
 #include <errno.h>
@@ -20,6 +25,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "io/json.h"
+#include "model/model_traffic.h"
 #include "train/config_rules.h"
 #include "train/metrics.h"
 
@@ -88,6 +94,50 @@ static void write_profile_json(const sg_bench_profile *p, sg_json *j) {
     free(t);
     sg_json_obj_end(j);
 }
+
+/* The phases of the traffic model as the bench's phases. */
+static const int traffic_phase[SG_TR_N_PHASES] = {SG_PH_FWD, SG_PH_LOSS, SG_PH_BWD, SG_PH_OPT};
+
+static void traffic_cost_json(sg_json *j, const char *key, const sg_traffic_cost *c, double ms) {
+    sg_json_obj_begin(j, key);
+    sg_json_num(j, "read_mb", c->read / 1e6);
+    sg_json_num(j, "write_mb", c->write / 1e6);
+    sg_json_num(j, "gflop", c->flops / 1e9);
+    if (ms > 0) {
+        sg_json_num(j, "ms", ms);
+        sg_json_num(j, "gb_s", (c->read + c->write) / 1e9 / (ms / 1e3));
+        sg_json_num(j, "gflop_s", c->flops / 1e9 / (ms / 1e3));
+    }
+    sg_json_obj_end(j);
+}
+
+/* A design's modelled step as a JSON object under key: one object per phase
+ * and "step" (read_mb, write_mb, gflop; with measured times also ms, gb_s,
+ * gflop_s), and "classes_mb" (bytes read + written by kernel class).
+ * phase_ms: per phase ms (SG_TR_*), or NULL; step_ms: the step, or 0. */
+static void traffic_json(sg_json *j, const char *key, int design, const sg_traffic *t,
+                         const double *phase_ms, double step_ms) {
+    sg_json_obj_begin(j, key);
+    sg_json_str(j, "design", sg_traffic_design_name(design));
+    sg_json_str(j, "about", sg_traffic_design_about(design));
+    sg_traffic_cost step = {0, 0, 0};
+    for (int p = 0; p < SG_TR_N_PHASES; p++) {
+        traffic_cost_json(j, sg_traffic_phase_name(p), &t->ph[p], phase_ms ? phase_ms[p] : 0);
+        step.read += t->ph[p].read;
+        step.write += t->ph[p].write;
+        step.flops += t->ph[p].flops;
+    }
+    traffic_cost_json(j, "step", &step, step_ms);
+    sg_json_obj_begin(j, "classes_mb");
+    for (int c = 0; c < SG_TRC_N; c++) sg_json_num(j, sg_traffic_class_name(c), t->cat[c] / 1e6);
+    sg_json_obj_end(j);
+    sg_json_obj_end(j);
+}
+
+static const char *const traffic_convention =
+    "modelled DRAM bytes per training step (MB = 1e6 bytes): every kernel pass reads each "
+    "input and writes each output once, no cache reuse; FLOPs = 2 x conv multiply-adds "
+    "(forward, data and weight gradients), elementwise counted 0; data and comm not modelled";
 
 static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r,
                        sg_json *j) {
@@ -164,6 +214,11 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_int(j, "conv_plan_misses", r->conv_plan_misses);
     sg_json_int(j, "conv_plan_loaded", r->conv_plan_loaded);
     if (o->profile) write_profile_json(&r->prof, j);
+    sg_json_str(j, "traffic_convention", traffic_convention);
+    double ph_ms[SG_TR_N_PHASES];
+    for (int p = 0; p < SG_TR_N_PHASES; p++)
+        ph_ms[p] = o->split ? 1e3 * sg_bench_median(r->phase_s[traffic_phase[p]], n) : 0;
+    traffic_json(j, "traffic", r->traffic_design, &r->traffic, o->split ? ph_ms : NULL, 1e3 * med);
     sg_json_end(j);
 }
 
@@ -197,6 +252,37 @@ static void print_profile(const sg_bench_result *r) {
         printf("    %-10s %-30s %9.1f %6.1f%% %8.1f %8.1f\n", x->cls, x->geom, x->ms,
                100.0 * x->ms / step, x->calls, x->ms > 0 ? x->gflop / (x->ms / 1e3) : 0.0);
     }
+}
+
+/* The modelled traffic of the run's design beside the measured times:
+ * achieved GB/s and GFLOP/s per phase (split timing) and for the step. */
+static void print_traffic(const sg_bench_opts *o, const sg_bench_result *r) {
+    const sg_traffic *t = &r->traffic;
+    int n = r->iters;
+    printf("  traffic     modelled per step, design %s (%s); MB = 1e6 bytes; GFLOP: the conv "
+           "passes that run (no data gradient of the image)\n",
+           sg_traffic_design_name(r->traffic_design), sg_traffic_design_about(r->traffic_design));
+    sg_traffic_cost step = {0, 0, 0};
+    for (int p = 0; p < SG_TR_N_PHASES; p++) {
+        const sg_traffic_cost *c = &t->ph[p];
+        step.read += c->read;
+        step.write += c->write;
+        step.flops += c->flops;
+        printf("    %-10s %10.1f MB (read %.1f + written %.1f) %9.2f GFLOP",
+               sg_traffic_phase_name(p), (c->read + c->write) / 1e6, c->read / 1e6, c->write / 1e6,
+               c->flops / 1e9);
+        double s = o->split ? sg_bench_median(r->phase_s[traffic_phase[p]], n) : 0;
+        if (s > 0)
+            printf("  %.1f ms: %.1f GB/s, %.1f GFLOP/s", 1e3 * s, (c->read + c->write) / 1e9 / s,
+                   c->flops / 1e9 / s);
+        printf("\n");
+    }
+    double med = sg_bench_median(r->step_s, n);
+    printf("    %-10s %10.1f MB (read %.1f + written %.1f) %9.2f GFLOP  %.1f ms: %.1f GB/s, "
+           "%.1f GFLOP/s (whole step)\n",
+           "step", (step.read + step.write) / 1e6, step.read / 1e6, step.write / 1e6,
+           step.flops / 1e9, 1e3 * med, (step.read + step.write) / 1e9 / med,
+           step.flops / 1e9 / med);
 }
 
 static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg_bench_result *r) {
@@ -241,6 +327,7 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
            "(activations %.0f MiB)\n",
            r->peak_rss_mib, r->device_peak_mib, r->activation_mib);
     printf("  loss        %.4f (first timed step) -> %.4f (last)\n", r->loss_first, r->loss_last);
+    print_traffic(o, r);
     if (r->world > 1)
         printf("  syncbn      %.2f ms per step (%.1f%% of the step), %.0f collectives per step, "
                "%.0f enqueued; %.1f poll sleeps per step\n",
@@ -254,9 +341,111 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
     fflush(stdout);
 }
 
+/* Writes text + "\n" to path. 0 or -1 (logged). */
+static int write_json_file(const char *path, const sg_json *j) {
+    size_t len = strlen(j->buf);
+    char *text = malloc(len + 2);
+    SG_CHECK(text != NULL, "out of host memory");
+    memcpy(text, j->buf, len);
+    memcpy(text + len, "\n", 2);
+    int wrc = sg_write_text_file(path, text);
+    free(text);
+    if (wrc != 0) {
+        SG_ERROR("bench: cannot write --json %s (see above); check the directory exists and is "
+                 "writable",
+                 path);
+        return -1;
+    }
+    SG_INFO("bench: wrote %s", path);
+    return 0;
+}
+
+/* --traffic: the model's graph on a backend that holds its weights only (the
+ * CPU, or the configured GPU when there is one; nothing is planned or run),
+ * frozen as the trainer freezes it, and the traffic model for every design. */
+static sg_model *traffic_model(const sg_config *cfg, sg_backend **be) {
+    sg_model_opts mo;
+    if (sg_model_opts_from_config(&mo, cfg) != SG_OK) return NULL;
+    sg_backend_opts bo = {.threads = 1};
+    int gpu = strncmp(cfg->device, "cuda", 4) == 0 && sg_backend_cuda_device_count() > 0;
+    *be = sg_backend_create(gpu ? cfg->device : "cpu", &bo);
+    if (!*be) return NULL;
+    sg_model *m = sg_model_create(*be, &mo);
+    if (!m) return NULL;
+    for (int i = 0; i < cfg->train.n_freeze; i++)
+        sg_model_freeze(m, cfg->train.freeze[i], cfg->train.freeze_bn_stats);
+    if (cfg->train.freeze_bn_stats && cfg->train.n_freeze == 0) sg_model_freeze_bn_stats(m, "");
+    return m;
+}
+
+static void print_traffic_table(const sg_config *cfg, const sg_traffic *t) {
+    int B = cfg->train.batch_size, K = cfg->train.accum_steps;
+    printf("segtrain bench --traffic: %s (width %d, OS %d, %d classes%s), batch %d x accum %d, "
+           "%dx%d\n",
+           cfg->model.backbone, cfg->model.base_width, cfg->model.output_stride,
+           cfg->model.num_classes, cfg->model.aux_head ? ", aux head" : "", B, K,
+           cfg->data.crop_size[0], cfg->data.crop_size[1]);
+    printf("  %s\n", traffic_convention);
+    printf("  %-18s %10s %10s %10s %10s %11s %9s\n", "MB per step", "forward", "loss", "backward",
+           "optimizer", "total", "GFLOP");
+    for (int d = 0; d < SG_TR_N_DESIGNS; d++) {
+        printf("  %-18s", sg_traffic_design_name(d));
+        for (int p = 0; p < SG_TR_N_PHASES; p++)
+            printf(" %10.1f", (t[d].ph[p].read + t[d].ph[p].write) / 1e6);
+        printf(" %11.1f %9.1f\n", sg_traffic_bytes(&t[d]) / 1e6, sg_traffic_flops(&t[d]) / 1e9);
+    }
+    printf("  %-18s", "MB by class");
+    for (int c = 0; c < SG_TRC_N; c++) printf(" %11s", sg_traffic_class_name(c));
+    printf("\n");
+    for (int d = 0; d < SG_TR_N_DESIGNS; d++) {
+        printf("  %-18s", sg_traffic_design_name(d));
+        for (int c = 0; c < SG_TRC_N; c++) printf(" %11.1f", t[d].cat[c] / 1e6);
+        printf("\n");
+    }
+    for (int d = 0; d < SG_TR_N_DESIGNS; d++)
+        printf("  %-18s %s\n", sg_traffic_design_name(d), sg_traffic_design_about(d));
+    fflush(stdout);
+}
+
+/* `segtrain bench --traffic`: exit code. */
+static int run_traffic(const sg_config *cfg, const char *json) {
+    sg_backend *be = NULL;
+    sg_model *m = traffic_model(cfg, &be);
+    int rc = m ? 0 : 1;
+    sg_traffic t[SG_TR_N_DESIGNS];
+    for (int d = 0; rc == 0 && d < SG_TR_N_DESIGNS; d++)
+        if (sg_model_traffic(m, d, cfg->train.batch_size, cfg->train.accum_steps,
+                             cfg->data.crop_size[0], cfg->data.crop_size[1], &t[d], NULL) != SG_OK)
+            rc = 1;
+    if (rc == 0) {
+        print_traffic_table(cfg, t);
+        if (json) {
+            sg_json j = {0};
+            sg_json_begin(&j);
+            sg_json_str(&j, "framework", "segtrain " SG_VERSION);
+            sg_json_str(&j, "backbone", cfg->model.backbone);
+            sg_json_int(&j, "batch", cfg->train.batch_size);
+            sg_json_int(&j, "accum_steps", cfg->train.accum_steps);
+            long long crop[2] = {cfg->data.crop_size[0], cfg->data.crop_size[1]};
+            sg_json_int_array(&j, "crop", crop, 2);
+            sg_json_str(&j, "traffic_convention", traffic_convention);
+            sg_json_obj_begin(&j, "designs");
+            for (int d = 0; d < SG_TR_N_DESIGNS; d++)
+                traffic_json(&j, sg_traffic_design_name(d), d, &t[d], NULL, 0);
+            sg_json_obj_end(&j);
+            sg_json_end(&j);
+            if (write_json_file(json, &j) != 0) rc = 1;
+            sg_json_free(&j);
+        }
+    }
+    sg_model_destroy(m);
+    if (be) sg_backend_destroy(be);
+    return rc;
+}
+
 int sg_cmd_bench(int argc, char **argv) {
     const char *iters_s = NULL, *warmup_s = NULL, *json = NULL, *peak_s = NULL;
-    int with_data = 0, no_split = 0, profile = 0;
+    int with_data = 0, no_split = 0, profile = 0, traffic = 0;
     sg_cli_opt opts[] = {{"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
                          {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
                          {"--with-data", NULL,
@@ -271,6 +460,11 @@ int sg_cmd_bench(int argc, char **argv) {
                           "time every layer (backend synchronised around each) and print the "
                           "step by op class and the convolutions by pass and shape",
                           NULL, &profile},
+                         {"--traffic", NULL,
+                          "print the modelled DRAM bytes and FLOPs of one training step for "
+                          "every design (nchw-f32, ..., nhwc-bf16, torch-amp) at the config's "
+                          "batch and crop, and exit (nothing planned or run)",
+                          NULL, &traffic},
                          {"--peak-gflops", "X",
                           "the device's peak GFLOP/s (default: measured with a conv; "
                           "0 skips the measurement)",
@@ -281,11 +475,16 @@ int sg_cmd_bench(int argc, char **argv) {
     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
                                      "segtrain bench --config FILE [--iters N] [--warmup W] "
                                      "[--set KEY=VALUE ...] [--with-data] [--profile] "
-                                     "[--json FILE]",
+                                     "[--traffic] [--json FILE]",
                                      opts, sg_train_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
         return sg_exit_code(sg_cli_usage_error(&cli, "unexpected argument '%s'", cli.args[0]));
+    if (traffic && (profile || with_data || no_split || iters_s || warmup_s || peak_s))
+        return sg_exit_code(sg_cli_usage_error(
+            &cli, "--traffic prints the model and runs nothing: drop --iters, --warmup, "
+                  "--with-data, --no-split, --profile and --peak-gflops (or --traffic)"));
+    if (traffic) return run_traffic(&cfg, json);
     if (profile && no_split)
         return sg_exit_code(sg_cli_usage_error(
             &cli, "--profile synchronises the backend around every layer; it cannot run with "
@@ -315,21 +514,7 @@ int sg_cmd_bench(int argc, char **argv) {
         if (json) {
             sg_json j = {0};
             write_json(&cfg, &o, &r, &j);
-            size_t len = strlen(j.buf);
-            char *text = malloc(len + 2);
-            SG_CHECK(text != NULL, "out of host memory");
-            memcpy(text, j.buf, len);
-            memcpy(text + len, "\n", 2);
-            int wrc = sg_write_text_file(json, text);
-            free(text);
-            if (wrc != 0) {
-                SG_ERROR("bench: cannot write --json %s (see above); check the directory exists "
-                         "and is writable",
-                         json);
-                rc = 1;
-            } else {
-                SG_INFO("bench: wrote %s", json);
-            }
+            if (write_json_file(json, &j) != 0) rc = 1;
             sg_json_free(&j);
         }
     }

@@ -6,7 +6,8 @@
  * (model_run.c) walks the list forward, and in reverse for backward.
  * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
  * walks the list to write the ONNX graph), model_io.c (for
- * sg_model_registry_size) and model_profile.c (per-layer timing) only;
+ * sg_model_registry_size), model_profile.c (per-layer timing) and
+ * model_traffic.c (the traffic model) only;
  * tests/model/test_onnx_export.c plants an unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
@@ -156,6 +157,13 @@ void sg_model_prof_start(sg_model *m);
 void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
 
 /* model_plan.c */
+/* Shapes of every tensor (t[].c/h/w/count) and conv descs (l[].desc) for the
+ * input [n, 3, h, w], and each tensor's storage (t[].dt, as a plan under
+ * train.precision bf16 would store it when act_bf16), into t[] and l[]:
+ * copies of m's arrays (model_traffic.c), m itself untouched. SG_OK, or
+ * SG_ERR_CONFIG (logged) if a layer's output would be empty. */
+sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
+                          int act_bf16);
 void sg_model_update_grad_flags(sg_model *m);
 void sg_model_release_plan(sg_model *m);
 

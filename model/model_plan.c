@@ -32,6 +32,8 @@
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
+static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16);
+
 /* Fills shapes of t[] and conv descs of l[] for input [n,3,h,w]. Returns
  * SG_OK, or SG_ERR_CONFIG (logged) if a layer's output would be empty. */
 static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w) {
@@ -99,6 +101,13 @@ static sg_status compute_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, in
     }
     for (int i = 0; i < m->n_t; i++) t[i].count = (size_t)n * t[i].c * t[i].h * t[i].w;
     return SG_OK;
+}
+
+sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
+                          int act_bf16) {
+    sg_status st = compute_shapes(m, t, l, n, h, w);
+    if (st == SG_OK) act_storage(m, t, l, act_bf16);
+    return st;
 }
 
 double sg_model_macs(const sg_model *m, int h, int w) {

@@ -28,7 +28,13 @@
  * It also measures the device's peak FLOP/s with the backend's own conv op on
  * a compute-bound 3x3 convolution (see sg_bench_conv_peak), unless a peak is
  * stated; in the configured train.precision (bf16: the bf16 kernels' peak),
- * which the result reports with how the backend runs its convolutions. Owns nothing after it returns; cmd/bench.c prints and writes JSON.
+ * which the result reports with how the backend runs its convolutions.
+ *
+ * The result also holds the modelled DRAM bytes and FLOPs of the step
+ * (model/model_traffic.h) under the design that matches the run
+ * (sg_bench_traffic_design), so cmd/bench.c prints achieved GB/s and
+ * FLOP/s per phase beside the measured times. Owns nothing after it
+ * returns; cmd/bench.c prints and writes JSON.
  */
 #ifndef SG_TRAIN_BENCH_H
 #define SG_TRAIN_BENCH_H
@@ -38,6 +44,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "kernels/backend.h"
+#include "model/model_traffic.h"
 #include "train/train_core.h" /* the phases SG_PH_* */
 
 extern const char *const sg_bench_phase_names[SG_PH_N];
@@ -118,7 +125,16 @@ typedef struct sg_bench_result {
     double flushes_per_step;
     long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
     sg_bench_profile prof; /* --profile only (else zero) */
+    int traffic_design;    /* SG_TR_*: the design of this run (sg_bench_traffic_design) */
+    sg_traffic traffic;    /* the modelled step (batch x accum, crop); zero if it failed */
 } sg_bench_result;
+
+/* The traffic design (model/model_traffic.h) a run on this backend follows:
+ * CUDA under bf16 -> cuda-bf16-convert; the CPU under bf16 -> cpu-bf16 (its
+ * bf16 activation storage); float32 with NHWC activations -> nhwc-f32;
+ * else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
+ * layout SG_LAYOUT_*. */
+int sg_bench_traffic_design(const char *backend, const char *precision, int layout);
 
 /* Runs the benchmark. Returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG
  * (logged). r is filled on SG_OK; free with sg_bench_result_free. */

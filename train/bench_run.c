@@ -295,6 +295,13 @@ static sg_status measure(bench *b, sg_bench_result *r) {
     return SG_OK;
 }
 
+int sg_bench_traffic_design(const char *backend, const char *precision, int layout) {
+    int bf16 = strcmp(precision, "bf16") == 0;
+    if (bf16 && strncmp(backend, "cuda", 4) == 0) return SG_TR_CUDA_BF16_CONVERT;
+    if (bf16) return SG_TR_CPU_BF16;
+    return layout == SG_LAYOUT_NHWC ? SG_TR_NHWC_F32 : SG_TR_NCHW_F32;
+}
+
 sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_result *r) {
     memset(r, 0, sizeof *r);
     if (o->profile && !o->split) {
@@ -330,6 +337,10 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->device_peak_mib = (double)bi.mem_peak / 1048576.0;
         r->activation_mib = (double)sg_model_activation_bytes(b.c.m) / 1048576.0;
         r->params = sg_model_param_count(b.c.m, 0);
+        r->traffic_design = sg_bench_traffic_design(bi.name, bi.precision, b.c.be->layout);
+        if (sg_model_traffic(b.c.m, r->traffic_design, b.c.B, b.c.K, b.c.crop_h, b.c.crop_w,
+                             &r->traffic, NULL) != SG_OK)
+            memset(&r->traffic, 0, sizeof r->traffic); /* the plan took this shape: not reached */
         r->conv_plan_hits = bi.conv_plan_hits;
         r->conv_plan_misses = bi.conv_plan_misses;
         r->conv_plan_loaded = bi.conv_plan_loaded;

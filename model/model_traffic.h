@@ -1,0 +1,113 @@
+/* model/model_traffic.h - a model of the DRAM traffic and FLOPs of one
+ * training step (`segtrain bench`, `segtrain bench --traffic`).
+ *
+ * For a model at batch n (per micro-batch, accum micro-batches per step) and
+ * crop h x w, sg_model_traffic walks the layer list with the shapes the plan
+ * would give (no plan, no device memory) and counts, per phase (forward,
+ * loss, backward, optimizer), the bytes every kernel pass reads and writes
+ * under a named design of the storage and the kernels:
+ *   nchw-f32          every activation and gradient float32 (the CPU's and
+ *                     CUDA's fp32 training today); segtrain's kernels;
+ *   nhwc-f32          the same bytes (the CPU with cpu.layout nhwc: only
+ *                     where elements lie changes);
+ *   cpu-bf16          the CPU under train.precision bf16: float32 but for
+ *                     the tensors the plan stores as bf16 (model_plan.c
+ *                     act_storage: conv outputs read by BN alone, BN+ReLU
+ *                     outputs read by convs alone); oneDNN's own internal
+ *                     conversions are not modelled;
+ *   cuda-bf16-convert CUDA under bf16 today (kernels/cuda/cuda_conv.cu): the
+ *                     storage of cpu-bf16, and every convolution converts its
+ *                     inputs to bf16 NHWC copies and its result back;
+ *   nhwc-bf16         the target: activations and their gradients bf16 NHWC
+ *                     end to end, no conversions; BN statistics and
+ *                     parameters, the loss math, weight gradients, master
+ *                     weights and the optimizer float32;
+ *   torch-amp         PyTorch AMP channels_last on CUDA as its kernels run
+ *                     (cuDNN bf16 convs, native BN kernels, separate ReLU and
+ *                     add kernels, autograd's gradient sums, foreach SGD).
+ * Rules: every kernel pass reads each input once and writes each output
+ * once (no cache reuse between kernels); a conv reads its weight once per
+ * call; per-channel vectors (BN statistics, parameters) are counted too.
+ * FLOPs are 2 x the multiply-adds of every convolution pass (forward, the
+ * data gradient where the input needs one - not the first conv's - and the
+ * weight gradient where the weight trains); elementwise, BN, pooling, the
+ * loss and the optimizer count 0 FLOPs. Bytes of the data phase (upload,
+ * normalize) and of communication are not modelled.
+ */
+#ifndef SG_MODEL_MODEL_TRAFFIC_H
+#define SG_MODEL_MODEL_TRAFFIC_H
+
+#include "model/model.h"
+
+typedef enum {
+    SG_TR_NCHW_F32 = 0,
+    SG_TR_NHWC_F32,
+    SG_TR_CPU_BF16,
+    SG_TR_CUDA_BF16_CONVERT,
+    SG_TR_NHWC_BF16,
+    SG_TR_TORCH_AMP,
+    SG_TR_N_DESIGNS
+} sg_traffic_design;
+
+/* The step's phases that are modelled (the bench's forward, loss, backward
+ * and optimizer phases). */
+enum { SG_TR_FWD = 0, SG_TR_LOSS, SG_TR_BWD, SG_TR_OPT, SG_TR_N_PHASES };
+
+/* Where the bytes go: the convolution kernels themselves (with their bias
+ * passes), the float32 -> bf16 copy of the conv weights once per step,
+ * layout / precision conversions of activations and gradients (around
+ * CUDA's bf16 convs; PyTorch's autocast casts of the weight gradients and
+ * the loss), batch norm (with segtrain's fused ReLU and residual join),
+ * every other layer (elementwise, pooling, resize, concat, dropout, gates,
+ * PyTorch's separate ReLU / add kernels and autograd's gradient sums), the
+ * loss, the optimizer. */
+enum {
+    SG_TRC_CONV = 0,
+    SG_TRC_WCAST,
+    SG_TRC_CONVERT,
+    SG_TRC_BN,
+    SG_TRC_ELEM,
+    SG_TRC_LOSS,
+    SG_TRC_OPT,
+    SG_TRC_N
+};
+
+typedef struct sg_traffic_cost {
+    double read, write; /* bytes */
+    double flops;
+} sg_traffic_cost;
+
+typedef struct sg_traffic {
+    sg_traffic_cost ph[SG_TR_N_PHASES];
+    double cat[SG_TRC_N]; /* bytes read + written by class, summed over phases */
+} sg_traffic;
+
+/* "nchw-f32", "nhwc-f32", "cpu-bf16", "cuda-bf16-convert", "nhwc-bf16",
+ * "torch-amp"; NULL out of range. */
+const char *sg_traffic_design_name(int design);
+/* What a design stores, in a few words; NULL out of range. */
+const char *sg_traffic_design_about(int design);
+/* The design of that name, or -1. */
+int sg_traffic_design_from_name(const char *name);
+/* "forward", "loss", "backward", "optimizer". */
+const char *sg_traffic_phase_name(int phase);
+/* "conv", "weight copy", "convert", "bn", "elementwise", "loss", "optimizer". */
+const char *sg_traffic_class_name(int cls);
+
+/* The model of one training step of m (planned or not; not changed) under
+ * design at batch n per micro-batch, accum (>= 1) micro-batches, crop h x w:
+ * forward, loss and backward run accum times (weight gradients accumulated
+ * after the first), the optimizer once. per_layer: NULL, or m's layer count
+ * entries, each the forward and backward cost of that layer (what the
+ * runner does at that layer: a fused BN's apply and backward at its join);
+ * the totals are the layers' sum plus the loss and optimizer phases.
+ * Returns SG_OK, or SG_ERR_CONFIG (logged) when the input is too small for
+ * the network. An unknown layer kind is a fatal internal error. */
+sg_status sg_model_traffic(const sg_model *m, int design, int n, int accum, int h, int w,
+                           sg_traffic *out, sg_traffic *per_layer);
+
+/* The sums of a result: bytes read + written over all phases, and FLOPs. */
+double sg_traffic_bytes(const sg_traffic *t);
+double sg_traffic_flops(const sg_traffic *t);
+
+#endif
