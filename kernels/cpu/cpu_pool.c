@@ -3,7 +3,12 @@
  * 3x3/2 pad 1, global average pool, bilinear resize (align_corners=False,
  * PyTorch's arithmetic: the taps and weights are kernels/formulas/bilinear.h,
  * shared with the CUDA backend) and channel concat, forward and backward.
- * Threads split (n, c) planes, so backward scatters never race.
+ * NCHW: threads split (n, c) planes, so backward scatters never race.
+ * NHWC (be->layout): channels innermost, the channel loops vectorize; threads
+ * split output rows (forward) or input rows (backward: each task gathers the
+ * contributions to its own rows, in the order the NCHW scatter adds them, so
+ * both layouts give the same bits). With c == 1 or one pixel the two layouts
+ * are the same bytes and the NCHW code runs.
  */
 #include <math.h>
 #include <string.h>
@@ -12,13 +17,102 @@
 #include "kernels/formulas/bilinear.h"
 
 #define PAR_IF(count) if ((count) >= SG_CPU_PAR_MIN)
+#define CB 64 /* NHWC: channels per block of the per-channel accumulators */
+
+/* Whether activations are stored NHWC and that differs from NCHW. */
+static int is_nhwc(const sg_backend *be, int c, long hw) {
+    return be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
+}
+
+/* NHWC max-pool: a task per output row; per output pixel the window is
+ * scanned in the NCHW order (row-major taps), each channel with the NCHW
+ * rule (first max wins, a NaN replaces), on a block of CB channels at once.
+ * idx is not an activation: it stays [n, c, oh, ow] with plane positions. */
+static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
+                             int oh, int ow) {
+    long rows = (long)n * oh;
+    size_t ohw = (size_t)oh * ow;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *ow *c * 4)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r / oh), oy = (int)(r % oh);
+        int y0 = oy * 2 - 1, ya = y0 < 0 ? 0 : y0, yb = y0 + 3 > h ? h : y0 + 3;
+        const float *xi = x + (size_t)i * h * w * c;
+        for (int ox = 0; ox < ow; ox++) {
+            int x0 = ox * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
+            size_t q = (size_t)oy * ow + ox;
+            float *yp = y + ((size_t)i * ohw + q) * c;
+            for (int c0 = 0; c0 < c; c0 += CB) {
+                int nc = c - c0 < CB ? c - c0 : CB;
+                float best[CB];
+                int32_t bi[CB];
+                int first = 1;
+                for (int iy = ya; iy < yb; iy++)
+                    for (int ix = xa; ix < xb; ix++) {
+                        const float *v = xi + ((size_t)iy * w + ix) * c + c0;
+                        int32_t pos = iy * w + ix;
+                        if (first) {
+#pragma omp simd
+                            for (int k = 0; k < nc; k++) {
+                                best[k] = v[k];
+                                bi[k] = pos;
+                            }
+                            first = 0;
+                            continue;
+                        }
+#pragma omp simd
+                        for (int k = 0; k < nc; k++) {
+                            int take = v[k] > best[k] || v[k] != v[k]; /* != : isnan */
+                            best[k] = take ? v[k] : best[k];
+                            bi[k] = take ? pos : bi[k];
+                        }
+                    }
+                for (int k = 0; k < nc; k++) {
+                    yp[c0 + k] = best[k];
+                    idx[((size_t)i * c + c0 + k) * ohw + q] = bi[k];
+                }
+            }
+        }
+    }
+}
+
+/* NHWC max-pool backward: a task per input row (zeroed, then the outputs
+ * whose windows reach it, in output order: the NCHW scatter's order for
+ * every element, so the same bits). */
+static void maxpool_bwd_nhwc(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
+                             int w, int oh, int ow) {
+    long rows = (long)n * h;
+    size_t ohw = (size_t)oh * ow;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *w *c)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r / h), iy = (int)(r % h);
+        float *dxi = dx + (size_t)i * h * w * c;
+        memset(dxi + (size_t)iy * w * c, 0, (size_t)w * c * sizeof(float));
+        int32_t lo = iy * w, hi = lo + w; /* plane positions of this row */
+        /* windows of output row oy cover input rows 2*oy-1 .. 2*oy+1 */
+        int oa = iy / 2, ob = (iy + 1) / 2;
+        if (ob > oh - 1) ob = oh - 1;
+        for (int oy = oa; oy <= ob; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                size_t q = (size_t)oy * ow + ox;
+                const float *g = dy + ((size_t)i * ohw + q) * c;
+                const int32_t *ip = idx + (size_t)i * c * ohw + q;
+                for (int k = 0; k < c; k++) {
+                    int32_t pos = ip[(size_t)k * ohw];
+                    if (pos >= lo && pos < hi) dxi[(size_t)pos * c + k] += g[k];
+                }
+            }
+    }
+}
 
 /* Window scan in row-major order; a strictly greater value (or a NaN)
  * replaces the current max, so the first maximum wins, as in PyTorch.
  * Padding is -inf: never selected. */
 static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
                         int w, int oh, int ow) {
-    (void)be;
+    if (is_nhwc(be, c, (long)h * w)) {
+        maxpool_fwd_nhwc(x, y, idx, n, c, h, w, oh, ow);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *h *w)
     for (long pl = 0; pl < planes; pl++) {
@@ -49,7 +143,10 @@ static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, 
 /* Overwrites dx: zero, then each output's gradient goes to its argmax. */
 static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, float *dx, int n,
                         int c, int h, int w, int oh, int ow) {
-    (void)be;
+    if (is_nhwc(be, c, (long)h * w)) {
+        maxpool_bwd_nhwc(dy, idx, dx, n, c, h, w, oh, ow);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *h *w)
     for (long pl = 0; pl < planes; pl++) {
@@ -61,8 +158,145 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
     }
 }
 
+/* NHWC global average pool: per image a double sum per channel over the
+ * pixels in order (CB channels at a time, vectorized over them). Another
+ * order than NCHW's simd reduction (the op promises a tolerance), the same
+ * bits on every run and thread count. y is [n, c]: the same in both. */
+static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
+    int blocks = (c + CB - 1) / CB;
+    long tasks = (long)n * blocks;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
+    for (long t = 0; t < tasks; t++) {
+        int i = (int)(t / blocks), c0 = (int)(t % blocks) * CB;
+        int nc = c - c0 < CB ? c - c0 : CB;
+        double s[CB] = {0};
+        const float *xi = x + (size_t)i * hw * c + c0;
+        for (int q = 0; q < hw; q++) {
+            const float *v = xi + (size_t)q * c;
+#pragma omp simd
+            for (int k = 0; k < nc; k++) s[k] += v[k];
+        }
+        for (int k = 0; k < nc; k++) y[(size_t)i * c + c0 + k] = (float)(s[k] / hw);
+    }
+}
+
+/* NHWC: each pixel's c gradients dy[i, :] / hw, computed per task for a
+ * block of pixels (the same float per element as NCHW). */
+static void avgpool_bwd_nhwc(const float *dy, float *dx, int n, int c, int hw, int accumulate) {
+    enum { PB = 64, GB = 256 }; /* pixels per task, channels of g at a time */
+    int blocks = (hw + PB - 1) / PB;
+    long tasks = (long)n * blocks;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
+    for (long t = 0; t < tasks; t++) {
+        int i = (int)(t / blocks), q0 = (int)(t % blocks) * PB;
+        int q1 = q0 + PB < hw ? q0 + PB : hw;
+        for (int c0 = 0; c0 < c; c0 += GB) {
+            int nc = c - c0 < GB ? c - c0 : GB;
+            float g[GB];
+            for (int k = 0; k < nc; k++) g[k] = (float)((double)dy[(size_t)i * c + c0 + k] / hw);
+            for (int q = q0; q < q1; q++) {
+                float *p = dx + ((size_t)i * hw + q) * c + c0;
+                if (accumulate) {
+#pragma omp simd
+                    for (int k = 0; k < nc; k++) p[k] += g[k];
+                } else {
+#pragma omp simd
+                    for (int k = 0; k < nc; k++) p[k] = g[k];
+                }
+            }
+        }
+    }
+}
+
+/* NHWC bilinear resize: a task per output row; per output pixel the four
+ * input pixels' channel vectors, with NCHW's per-element arithmetic. */
+static void resize_fwd_nhwc(const float *x, float *y, int n, int c, int h, int w, int oh, int ow) {
+    long rows = (long)n * oh;
+    float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *ow *c)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r / oh), oy = (int)(r % oh);
+        sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
+        const float *xi = x + (size_t)i * h * w * c;
+        const float *r0 = xi + (size_t)ty.i0 * w * c, *r1 = xi + (size_t)ty.i1 * w * c;
+        float *yr = y + ((size_t)i * oh + oy) * ow * c;
+        for (int ox = 0; ox < ow; ox++) {
+            sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+            const float *a = r0 + (size_t)tx.i0 * c, *b = r0 + (size_t)tx.i1 * c;
+            const float *d = r1 + (size_t)tx.i0 * c, *e = r1 + (size_t)tx.i1 * c;
+            float *yp = yr + (size_t)ox * c;
+#pragma omp simd
+            for (int k = 0; k < c; k++) yp[k] = sg_bilinear_value(ty, tx, a[k], b[k], d[k], e[k]);
+        }
+    }
+}
+
+/* NHWC resize backward: a task per input row, which takes, from every
+ * output row whose taps reach it (in output order), the shares of the taps
+ * on this row, in formulas/bilinear.h's order: per element the NCHW
+ * scatter's sequence of additions, so the same bits. */
+static void resize_bwd_nhwc(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow,
+                            int accumulate) {
+    long rows = (long)n * h;
+    float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+#pragma omp parallel for schedule(static) PAR_IF((size_t)n *oh *ow *c)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r / h), iy = (int)(r % h);
+        float *dr = dx + ((size_t)i * h + iy) * w * c;
+        if (!accumulate) memset(dr, 0, (size_t)w * c * sizeof(float));
+        for (int oy = 0; oy < oh; oy++) {
+            sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
+            int on0 = ty.i0 == iy, on1 = ty.i1 == iy;
+            if (!on0 && !on1) continue;
+            const float *gr = dy + ((size_t)i * oh + oy) * ow * c;
+            for (int ox = 0; ox < ow; ox++) {
+                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+                const float *g = gr + (size_t)ox * c;
+                float *a = dr + (size_t)tx.i0 * c, *b = dr + (size_t)tx.i1 * c;
+                if (on0) {
+                    for (int k = 0; k < c; k++) a[k] += sg_bilinear_share(g[k], ty.l0, tx.l0);
+                    for (int k = 0; k < c; k++) b[k] += sg_bilinear_share(g[k], ty.l0, tx.l1);
+                }
+                if (on1) {
+                    for (int k = 0; k < c; k++) a[k] += sg_bilinear_share(g[k], ty.l1, tx.l0);
+                    for (int k = 0; k < c; k++) b[k] += sg_bilinear_share(g[k], ty.l1, tx.l1);
+                }
+            }
+        }
+    }
+}
+
+/* NHWC concat: per pixel a copy of c_src channels into the c_dst at c_off. */
+static void concat_fwd_nhwc(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
+                            int hw) {
+    long pixels = (long)n * hw;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)pixels *c_src)
+    for (long p = 0; p < pixels; p++)
+        memcpy(dst + (size_t)p * c_dst + c_off, src + (size_t)p * c_src,
+               (size_t)c_src * sizeof(float));
+}
+
+static void concat_bwd_nhwc(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
+                            int hw, int accumulate) {
+    long pixels = (long)n * hw;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)pixels *c_src)
+    for (long p = 0; p < pixels; p++) {
+        const float *g = dy + (size_t)p * c_dst + c_off;
+        float *d = dsrc + (size_t)p * c_src;
+        if (accumulate) {
+#pragma omp simd
+            for (int k = 0; k < c_src; k++) d[k] += g[k];
+        } else {
+            memcpy(d, g, (size_t)c_src * sizeof(float));
+        }
+    }
+}
+
 static void avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
-    (void)be;
+    if (is_nhwc(be, c, hw)) {
+        avgpool_fwd_nhwc(x, y, n, c, hw);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
@@ -76,7 +310,10 @@ static void avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, 
 
 static void avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
                         int accumulate) {
-    (void)be;
+    if (is_nhwc(be, c, hw)) {
+        avgpool_bwd_nhwc(dy, dx, n, c, hw, accumulate);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
@@ -94,7 +331,10 @@ static void avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c
 
 static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, int h, int w, int oh,
                        int ow) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && c > 1) { /* one 1-pixel side: NHWC is right too */
+        resize_fwd_nhwc(x, y, n, c, h, w, oh, ow);
+        return;
+    }
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
@@ -118,7 +358,10 @@ static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, i
  * same shares in the same order). */
 static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int h, int w,
                        int oh, int ow, int accumulate) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && c > 1) {
+        resize_bwd_nhwc(dy, dx, n, c, h, w, oh, ow, accumulate);
+        return;
+    }
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
@@ -143,7 +386,10 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
 
 static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
                        int c_off, int hw) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && hw > 1) {
+        concat_fwd_nhwc(src, dst, n, c_src, c_dst, c_off, hw);
+        return;
+    }
     long planes = (long)n * c_src;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
@@ -155,7 +401,10 @@ static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int 
 
 static void concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src, int c_dst,
                        int c_off, int hw, int accumulate) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && hw > 1) {
+        concat_bwd_nhwc(dy, dsrc, n, c_src, c_dst, c_off, hw, accumulate);
+        return;
+    }
     long planes = (long)n * c_src;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
