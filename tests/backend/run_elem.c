@@ -165,7 +165,7 @@ void run_normalize_u8(tb_ctx *t, const tb_case *c) {
     float *dst = tb_hzeros(t, cnt), *dst_d = tb_devf(t, tb_rand(t, cnt, 5, 6), cnt);
     ref_normalize_u8(src, dst, n, h, w, mean, std);
     t->be->ops->normalize_u8(t->be, tb_dev(t, src, cnt), dst_d, n, h, w, mean, std);
-    float *got = tb_getf(t, dst_d, cnt);
+    float *got = tb_act_getf(t, dst_d, n, 3, h * w);
     tb_close(t, "dst", dst, got, cnt, t->tol);
     /* Layout, independently of the reference: HWC pixel (0, 1) channel 2
      * of the last image lands at dst[n-1][2][0][1]. */
