@@ -75,38 +75,36 @@ static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int 
     }
 }
 
-/* NHWC max-pool backward: a task per input row (zeroed, then the outputs
- * whose windows reach it, in output order: the NCHW scatter's order for
- * every element, so the same bits). */
+/* NHWC max-pool backward: dx zeroed, then a task per (image, MB channels)
+ * scatters the outputs in order, as NCHW does per plane: per
+ * element the same sequence of additions, so the same bits. */
 static void maxpool_bwd_nhwc(const float *dy, const int32_t *idx, float *dx, int n, int c, int h,
                              int w, int oh, int ow) {
-    long rows = (long)n * h;
-    size_t ohw = (size_t)oh * ow;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *w *c)
-    for (long r = 0; r < rows; r++) {
-        int i = (int)(r / h), iy = (int)(r % h);
-        float *dxi = dx + (size_t)i * h * w * c;
-        memset(dxi + (size_t)iy * w * c, 0, (size_t)w * c * sizeof(float));
-        int32_t lo = iy * w, hi = lo + w; /* plane positions of this row */
-        /* windows of output row oy cover input rows 2*oy-1 .. 2*oy+1 */
-        int oa = iy / 2, ob = (iy + 1) / 2;
-        if (ob > oh - 1) ob = oh - 1;
-        for (int oy = oa; oy <= ob; oy++)
-            for (int ox = 0; ox < ow; ox++) {
-                size_t q = (size_t)oy * ow + ox;
-                const float *g = dy + ((size_t)i * ohw + q) * c;
-                const int32_t *ip = idx + (size_t)i * c * ohw + q;
-                for (int k = 0; k < c; k++) {
-                    int32_t pos = ip[(size_t)k * ohw];
-                    if (pos >= lo && pos < hi) dxi[(size_t)pos * c + k] += g[k];
-                }
-            }
+    enum { MB = 16 }; /* channels per task: one cache line of dx per pixel */
+    int blocks = (c + MB - 1) / MB;
+    long tasks = (long)n * blocks;
+    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+    size_t total = (size_t)n * hw * c, chunk = 1u << 16;
+    long chunks = (long)((total + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) PAR_IF(total)
+    for (long k = 0; k < chunks; k++) {
+        size_t a = (size_t)k * chunk, b = a + chunk < total ? a + chunk : total;
+        memset(dx + a, 0, (b - a) * sizeof(float));
+    }
+#pragma omp parallel for schedule(static) PAR_IF(total)
+    for (long t = 0; t < tasks; t++) {
+        int i = (int)(t / blocks), c0 = (int)(t % blocks) * MB;
+        int nc = c - c0 < MB ? c - c0 : MB;
+        float *dxi = dx + (size_t)i * hw * c + c0;
+        const float *gi = dy + (size_t)i * ohw * c + c0;
+        const int32_t *ii = idx + ((size_t)i * c + c0) * ohw;
+        for (size_t q = 0; q < ohw; q++) {
+            const float *g = gi + q * c;
+            for (int k = 0; k < nc; k++) dxi[(size_t)ii[(size_t)k * ohw + q] * c + k] += g[k];
+        }
     }
 }
 
-/* Window scan in row-major order; a strictly greater value (or a NaN)
- * replaces the current max, so the first maximum wins, as in PyTorch.
- * Padding is -inf: never selected. */
 static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
                         int w, int oh, int ow) {
     if (is_nhwc(be, c, (long)h * w)) {
@@ -163,13 +161,14 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
  * order than NCHW's simd reduction (the op promises a tolerance), the same
  * bits on every run and thread count. y is [n, c]: the same in both. */
 static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
-    int blocks = (c + CB - 1) / CB;
+    enum { AB = 256 }; /* channels per task: 1 KiB read per pixel */
+    int blocks = (c + AB - 1) / AB;
     long tasks = (long)n * blocks;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
     for (long t = 0; t < tasks; t++) {
-        int i = (int)(t / blocks), c0 = (int)(t % blocks) * CB;
-        int nc = c - c0 < CB ? c - c0 : CB;
-        double s[CB] = {0};
+        int i = (int)(t / blocks), c0 = (int)(t % blocks) * AB;
+        int nc = c - c0 < AB ? c - c0 : AB;
+        double s[AB] = {0};
         const float *xi = x + (size_t)i * hw * c + c0;
         for (int q = 0; q < hw; q++) {
             const float *v = xi + (size_t)q * c;
@@ -183,7 +182,7 @@ static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
 /* NHWC: each pixel's c gradients dy[i, :] / hw, computed per task for a
  * block of pixels (the same float per element as NCHW). */
 static void avgpool_bwd_nhwc(const float *dy, float *dx, int n, int c, int hw, int accumulate) {
-    enum { PB = 64, GB = 256 }; /* pixels per task, channels of g at a time */
+    enum { PB = 64, GB = 2048 }; /* pixels per task, channels of g at a time (8 KiB) */
     int blocks = (hw + PB - 1) / PB;
     long tasks = (long)n * blocks;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
