@@ -26,10 +26,13 @@ static int is_nhwc(const sg_backend *be, int c, long hw) {
 
 /* NHWC max-pool: a task per output row; per output pixel the window is
  * scanned in the NCHW order (row-major taps), each channel with the NCHW
- * rule (first max wins, a NaN replaces), on a block of CB channels at once.
- * idx is not an activation: it stays [n, c, oh, ow] with plane positions. */
+ * rule (first max wins, a NaN replaces), on a block of CB channels at once
+ * (the running max lives in y). idx is not an activation: it stays
+ * [n, c, oh, ow] with plane positions, written per tile of OXB outputs so
+ * each channel's stores are contiguous. */
 static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
                              int oh, int ow) {
+    enum { OXB = 16 };
     long rows = (long)n * oh;
     size_t ohw = (size_t)oh * ow;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)rows *ow *c * 4)
@@ -37,38 +40,37 @@ static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int 
         int i = (int)(r / oh), oy = (int)(r % oh);
         int y0 = oy * 2 - 1, ya = y0 < 0 ? 0 : y0, yb = y0 + 3 > h ? h : y0 + 3;
         const float *xi = x + (size_t)i * h * w * c;
-        for (int ox = 0; ox < ow; ox++) {
-            int x0 = ox * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
-            size_t q = (size_t)oy * ow + ox;
-            float *yp = y + ((size_t)i * ohw + q) * c;
+        int32_t bi[OXB][CB];
+        for (int ox0 = 0; ox0 < ow; ox0 += OXB) {
+            int nt = ow - ox0 < OXB ? ow - ox0 : OXB;
+            size_t q0 = (size_t)oy * ow + ox0;
             for (int c0 = 0; c0 < c; c0 += CB) {
                 int nc = c - c0 < CB ? c - c0 : CB;
-                float best[CB];
-                int32_t bi[CB];
-                int first = 1;
-                for (int iy = ya; iy < yb; iy++)
-                    for (int ix = xa; ix < xb; ix++) {
-                        const float *v = xi + ((size_t)iy * w + ix) * c + c0;
-                        int32_t pos = iy * w + ix;
-                        if (first) {
+                for (int j = 0; j < nt; j++) {
+                    int x0 = (ox0 + j) * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
+                    float *best = y + ((size_t)i * ohw + q0 + j) * c + c0;
+                    int32_t *b = bi[j];
+                    const float *v0 = xi + ((size_t)ya * w + xa) * c + c0;
+#pragma omp simd
+                    for (int k = 0; k < nc; k++) {
+                        best[k] = v0[k];
+                        b[k] = ya * w + xa;
+                    }
+                    for (int iy = ya; iy < yb; iy++)
+                        for (int ix = iy == ya ? xa + 1 : xa; ix < xb; ix++) {
+                            const float *v = xi + ((size_t)iy * w + ix) * c + c0;
+                            int32_t pos = iy * w + ix;
 #pragma omp simd
                             for (int k = 0; k < nc; k++) {
-                                best[k] = v[k];
-                                bi[k] = pos;
+                                int take = v[k] > best[k] || v[k] != v[k]; /* != : isnan */
+                                best[k] = take ? v[k] : best[k];
+                                b[k] = take ? pos : b[k];
                             }
-                            first = 0;
-                            continue;
                         }
-#pragma omp simd
-                        for (int k = 0; k < nc; k++) {
-                            int take = v[k] > best[k] || v[k] != v[k]; /* != : isnan */
-                            best[k] = take ? v[k] : best[k];
-                            bi[k] = take ? pos : bi[k];
-                        }
-                    }
+                }
                 for (int k = 0; k < nc; k++) {
-                    yp[c0 + k] = best[k];
-                    idx[((size_t)i * c + c0 + k) * ohw + q] = bi[k];
+                    int32_t *io = idx + ((size_t)i * c + c0 + k) * ohw + q0;
+                    for (int j = 0; j < nt; j++) io[j] = bi[j][k];
                 }
             }
         }
@@ -105,6 +107,70 @@ static void maxpool_bwd_nhwc(const float *dy, const int32_t *idx, float *dx, int
     }
 }
 
+/* One output of the NCHW max-pool: the window scan in row-major order; a
+ * strictly greater value (or a NaN) replaces the current max, so the first
+ * maximum wins, as in PyTorch. Padding is -inf: never selected. */
+static void maxpool_one(const float *xp, float *yo, int32_t *io, int w, int ya, int yb, int ox) {
+    int x0 = ox * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
+    float best = -INFINITY;
+    int bi = -1;
+    for (int iy = ya; iy < yb; iy++)
+        for (int ix = xa; ix < xb; ix++) {
+            float v = xp[iy * w + ix];
+            if (bi < 0 || v > best || isnan(v)) {
+                best = v;
+                bi = iy * w + ix;
+            }
+        }
+    *yo = best;
+    *io = bi;
+}
+
+/* One output row. Outputs whose window lies inside the plane horizontally
+ * (1 <= ox, 2*ox + 1 < w) take the same scan written branch-free, so the
+ * loop over them vectorizes (same taps, same order, same rule: the same
+ * values and indices); the edge outputs take maxpool_one. */
+static void maxpool_row(const float *xp, float *yr, int32_t *ir, int h, int w, int oy, int ow) {
+    int y0 = oy * 2 - 1, ya = y0 < 0 ? 0 : y0, yb = y0 + 3 > h ? h : y0 + 3;
+    int lo = 1, hi = (w - 2) / 2 + 1; /* interior outputs [lo, hi) */
+    if (hi > ow) hi = ow;
+    if (hi < lo) hi = lo;
+    maxpool_one(xp, yr, ir, w, ya, yb, 0);
+    int nr = yb - ya; /* window rows inside the plane: 1 to 3 */
+    const float *r0 = xp + (size_t)ya * w, *r1 = r0 + w, *r2 = r1 + w;
+    int p0 = ya * w, p1 = p0 + w, p2 = p1 + w; /* their plane positions */
+/* Tap d of row r (positions p): replaces the max if greater or a NaN. */
+#define MP_TAP(r, p, d)                                    \
+    do {                                                   \
+        float v = (r)[x0 + (d)];                           \
+        int take = v > best || v != v; /* v != v: isnan */ \
+        best = take ? v : best;                            \
+        bi = take ? (p) + x0 + (d) : bi;                   \
+    } while (0)
+/* The loop over the interior outputs, with the taps TAPS after the first. */
+#define MP_LOOP(TAPS)                                      \
+    _Pragma("omp simd") for (int ox = lo; ox < hi; ox++) { \
+        int x0 = ox * 2 - 1;                               \
+        float best = r0[x0];                               \
+        int bi = p0 + x0;                                  \
+        TAPS;                                              \
+        yr[ox] = best;                                     \
+        ir[ox] = bi;                                       \
+    }
+    if (nr == 3) {
+        MP_LOOP(MP_TAP(r0, p0, 1); MP_TAP(r0, p0, 2); MP_TAP(r1, p1, 0); MP_TAP(r1, p1, 1);
+                MP_TAP(r1, p1, 2); MP_TAP(r2, p2, 0); MP_TAP(r2, p2, 1); MP_TAP(r2, p2, 2))
+    } else if (nr == 2) {
+        MP_LOOP(MP_TAP(r0, p0, 1); MP_TAP(r0, p0, 2); MP_TAP(r1, p1, 0); MP_TAP(r1, p1, 1);
+                MP_TAP(r1, p1, 2))
+    } else {
+        MP_LOOP(MP_TAP(r0, p0, 1); MP_TAP(r0, p0, 2))
+    }
+#undef MP_LOOP
+#undef MP_TAP
+    for (int ox = hi; ox < ow; ox++) maxpool_one(xp, yr + ox, ir + ox, w, ya, yb, ox);
+}
+
 static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
                         int w, int oh, int ow) {
     if (is_nhwc(be, c, (long)h * w)) {
@@ -117,24 +183,8 @@ static void maxpool_fwd(sg_backend *be, const float *x, float *y, int32_t *idx, 
         const float *xp = x + (size_t)pl * h * w;
         float *yp = y + (size_t)pl * oh * ow;
         int32_t *ip = idx + (size_t)pl * oh * ow;
-        for (int oy = 0; oy < oh; oy++) {
-            int y0 = oy * 2 - 1, ya = y0 < 0 ? 0 : y0, yb = y0 + 3 > h ? h : y0 + 3;
-            for (int ox = 0; ox < ow; ox++) {
-                int x0 = ox * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
-                float best = -INFINITY;
-                int bi = -1;
-                for (int iy = ya; iy < yb; iy++)
-                    for (int ix = xa; ix < xb; ix++) {
-                        float v = xp[iy * w + ix];
-                        if (bi < 0 || v > best || isnan(v)) {
-                            best = v;
-                            bi = iy * w + ix;
-                        }
-                    }
-                yp[oy * ow + ox] = best;
-                ip[oy * ow + ox] = bi;
-            }
-        }
+        for (int oy = 0; oy < oh; oy++)
+            maxpool_row(xp, yp + (size_t)oy * ow, ip + (size_t)oy * ow, h, w, oy, ow);
     }
 }
 
