@@ -257,11 +257,29 @@ static void avgpool_bwd_nhwc(const float *dy, float *dx, int n, int c, int hw, i
     }
 }
 
+/* The column taps of every output of an axis, computed once per call (they
+ * are the same for every row and plane), in t[RT] on the caller's stack;
+ * NULL for longer axes, whose taps tap_at computes at each use. Either way
+ * the same pure function of the index: the same taps. */
+enum { RT = 2048 };
+static const sg_bilinear_tap *taps_table(sg_bilinear_tap *t, int out, int in) {
+    if (out > RT) return NULL;
+    float scale = sg_bilinear_scale(in, out);
+    for (int o = 0; o < out; o++) t[o] = sg_bilinear_tap_of(o, scale, in);
+    return t;
+}
+
+static inline sg_bilinear_tap tap_at(const sg_bilinear_tap *t, int o, float scale, int in) {
+    return t ? t[o] : sg_bilinear_tap_of(o, scale, in);
+}
+
 /* NHWC bilinear resize: a task per output row; per output pixel the four
  * input pixels' channel vectors, with NCHW's per-element arithmetic. */
 static void resize_fwd_nhwc(const float *x, float *y, int n, int c, int h, int w, int oh, int ow) {
     long rows = (long)n * oh;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+    sg_bilinear_tap tbuf[RT];
+    const sg_bilinear_tap *txs = taps_table(tbuf, ow, w);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)rows *ow *c)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r / oh), oy = (int)(r % oh);
@@ -270,7 +288,7 @@ static void resize_fwd_nhwc(const float *x, float *y, int n, int c, int h, int w
         const float *r0 = xi + (size_t)ty.i0 * w * c, *r1 = xi + (size_t)ty.i1 * w * c;
         float *yr = y + ((size_t)i * oh + oy) * ow * c;
         for (int ox = 0; ox < ow; ox++) {
-            sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+            sg_bilinear_tap tx = tap_at(txs, ox, sw, w);
             const float *a = r0 + (size_t)tx.i0 * c, *b = r0 + (size_t)tx.i1 * c;
             const float *d = r1 + (size_t)tx.i0 * c, *e = r1 + (size_t)tx.i1 * c;
             float *yp = yr + (size_t)ox * c;
@@ -288,18 +306,20 @@ static void resize_bwd_nhwc(const float *dy, float *dx, int n, int c, int h, int
                             int accumulate) {
     long rows = (long)n * h;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+    sg_bilinear_tap tbuf[RT], tbuf_y[RT];
+    const sg_bilinear_tap *txs = taps_table(tbuf, ow, w), *tys = taps_table(tbuf_y, oh, h);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)n *oh *ow *c)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r / h), iy = (int)(r % h);
         float *dr = dx + ((size_t)i * h + iy) * w * c;
         if (!accumulate) memset(dr, 0, (size_t)w * c * sizeof(float));
         for (int oy = 0; oy < oh; oy++) {
-            sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
+            sg_bilinear_tap ty = tap_at(tys, oy, sh, h);
             int on0 = ty.i0 == iy, on1 = ty.i1 == iy;
             if (!on0 && !on1) continue;
             const float *gr = dy + ((size_t)i * oh + oy) * ow * c;
             for (int ox = 0; ox < ow; ox++) {
-                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+                sg_bilinear_tap tx = tap_at(txs, ox, sw, w);
                 const float *g = gr + (size_t)ox * c;
                 float *a = dr + (size_t)tx.i0 * c, *b = dr + (size_t)tx.i1 * c;
                 if (on0) {
@@ -386,6 +406,8 @@ static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, i
     }
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+    sg_bilinear_tap tbuf[RT];
+    const sg_bilinear_tap *txs = taps_table(tbuf, ow, w);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
     for (long pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;
@@ -394,7 +416,7 @@ static void resize_fwd(sg_backend *be, const float *x, float *y, int n, int c, i
             sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
             const float *r0 = xp + (size_t)ty.i0 * w, *r1 = xp + (size_t)ty.i1 * w;
             for (int ox = 0; ox < ow; ox++) {
-                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+                sg_bilinear_tap tx = tap_at(txs, ox, sw, w);
                 yp[(size_t)oy * ow + ox] =
                     sg_bilinear_value(ty, tx, r0[tx.i0], r0[tx.i1], r1[tx.i0], r1[tx.i1]);
             }
@@ -413,6 +435,8 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
     }
     long planes = (long)n * c;
     float sh = sg_bilinear_scale(h, oh), sw = sg_bilinear_scale(w, ow);
+    sg_bilinear_tap tbuf[RT];
+    const sg_bilinear_tap *txs = taps_table(tbuf, ow, w);
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *oh *ow)
     for (long pl = 0; pl < planes; pl++) {
         float *dp = dx + (size_t)pl * h * w;
@@ -422,7 +446,7 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
             sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h);
             float *r0 = dp + (size_t)ty.i0 * w, *r1 = dp + (size_t)ty.i1 * w;
             for (int ox = 0; ox < ow; ox++) {
-                sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
+                sg_bilinear_tap tx = tap_at(txs, ox, sw, w);
                 float g = gp[(size_t)oy * ow + ox];
                 r0[tx.i0] += sg_bilinear_share(g, ty.l0, tx.l0);
                 r0[tx.i1] += sg_bilinear_share(g, ty.l0, tx.l1);
