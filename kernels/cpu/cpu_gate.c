@@ -64,7 +64,7 @@ static void sigmoid_bwd(sg_backend *be, const float *dy, const float *y, float *
     }
 }
 
-#define CSB 32 /* NHWC chan_scale_bwd: channels per task */
+#define CSB 128 /* NHWC chan_scale_bwd: channels per task (512 B of each tensor per pixel) */
 
 /* Whether activations are stored NHWC and that differs from NCHW. */
 static int is_nhwc(const sg_backend *be, int c, int hw) {
@@ -72,15 +72,16 @@ static int is_nhwc(const sg_backend *be, int c, int hw) {
 }
 
 static void chan_scale_fwd_nhwc(const float *x, const float *s, float *y, int n, int c, int hw) {
-    long pixels = (long)n * hw;
-#pragma omp parallel for schedule(static) PAR_IF((size_t)pixels *c)
-    for (long p = 0; p < pixels; p++) {
-        const float *v = s + (size_t)(p / hw) * c;
-        const float *xp = x + (size_t)p * c;
-        float *yp = y + (size_t)p * c;
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)n *hw *c)
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < hw; q++) {
+            const float *v = s + (size_t)i * c;
+            size_t at = ((size_t)i * hw + q) * c;
+            const float *xp = x + at;
+            float *yp = y + at;
 #pragma omp simd
-        for (int k = 0; k < c; k++) yp[k] = xp[k] * v[k];
-    }
+            for (int k = 0; k < c; k++) yp[k] = xp[k] * v[k];
+        }
 }
 
 /* A task per (image, CSB channels): ds accumulates per channel in double

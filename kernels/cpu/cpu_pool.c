@@ -207,7 +207,7 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
 }
 
 /* NHWC global average pool: per image a double sum per channel over the
- * pixels in order (CB channels at a time, vectorized over them). Another
+ * pixels in order (AB channels at a time, vectorized over them). Another
  * order than NCHW's simd reduction (the op promises a tolerance), the same
  * bits on every run and thread count. y is [n, c]: the same in both. */
 static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
