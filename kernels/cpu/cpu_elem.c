@@ -2,7 +2,8 @@
  * tests/backend/run_elem.c; kernels/cuda/cuda_elem.cu on the GPU): ReLU,
  * residual add (+ReLU), scale, axpy, dropout (counter-RNG mask), the SGD
  * update (torch.optim.SGD semantics, see backend.h), the input conversion
- * uint8 HWC -> normalized float NCHW, and the sum of squares; also
+ * uint8 HWC -> normalized float in the activation layout (NHWC: the source's
+ * own order), and the sum of squares; also
  * sg_cpu_add_into for the other files. OpenMP over elements (over rows for
  * normalize_u8), `omp simd` inner loops. The per-element arithmetic of SGD
  * and the normalization is shared with the CUDA backend:
@@ -156,7 +157,6 @@ static void sgd_step(sg_backend *be, float *param, const float *grad, float *buf
 
 static void normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, int h, int w,
                          const float mean[3], const float std[3]) {
-    (void)be;
     size_t hw = (size_t)h * w;
     /* (v/255 - mean)/std = v*a + b (formulas/normalize.h). */
     float a[3], b[3];
@@ -165,6 +165,19 @@ static void normalize_u8(sg_backend *be, const uint8_t *src, float *dst, int n, 
         b[ch] = sg_normalize_b(mean[ch], std[ch]);
     }
     long rows = (long)n * h;
+    if (be->layout == SG_LAYOUT_NHWC) { /* dst [n, h, w, 3]: element for element */
+#pragma omp parallel for schedule(static) PAR_IF((size_t)rows *w)
+        for (long r = 0; r < rows; r++) {
+            const uint8_t *s = src + (size_t)r * w * 3;
+            float *d = dst + (size_t)r * w * 3;
+            for (int q = 0; q < w; q++) {
+                d[3 * q] = sg_normalize_px(s[3 * q], a[0], b[0]);
+                d[3 * q + 1] = sg_normalize_px(s[3 * q + 1], a[1], b[1]);
+                d[3 * q + 2] = sg_normalize_px(s[3 * q + 2], a[2], b[2]);
+            }
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static) PAR_IF((size_t)rows *w)
     for (long r = 0; r < rows; r++) {
         long i = r / h;

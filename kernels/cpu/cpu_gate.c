@@ -6,6 +6,9 @@
  * excitation) with its gradients to x and s.
  * OpenMP over elements (over planes for channel scaling: each plane's ds is
  * one double sum in a fixed order, so the same bits whatever the threads).
+ * NHWC (be->layout) channel scaling runs channels innermost: over pixels
+ * (forward), over (image, block of channels) for the backward, whose ds sums
+ * each channel over the pixels in the same order as NCHW (the same bits).
  */
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/gate.h"
@@ -61,9 +64,70 @@ static void sigmoid_bwd(sg_backend *be, const float *dy, const float *y, float *
     }
 }
 
+#define CSB 128 /* NHWC chan_scale_bwd: channels per task (512 B of each tensor per pixel) */
+
+/* Whether activations are stored NHWC and that differs from NCHW. */
+static int is_nhwc(const sg_backend *be, int c, int hw) {
+    return be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
+}
+
+static void chan_scale_fwd_nhwc(const float *x, const float *s, float *y, int n, int c, int hw) {
+#pragma omp parallel for collapse(2) schedule(static) PAR_IF((size_t)n *hw *c)
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < hw; q++) {
+            const float *v = s + (size_t)i * c;
+            size_t at = ((size_t)i * hw + q) * c;
+            const float *xp = x + at;
+            float *yp = y + at;
+#pragma omp simd
+            for (int k = 0; k < c; k++) yp[k] = xp[k] * v[k];
+        }
+}
+
+/* A task per (image, CSB channels): ds accumulates per channel in double
+ * over the pixels in order (NCHW's order per channel), dx alongside. */
+static void chan_scale_bwd_nhwc(const float *dy, const float *x, const float *s, float *dx,
+                                float *ds, int n, int c, int hw, int acc_dx, int acc_ds) {
+    int blocks = (c + CSB - 1) / CSB;
+    long tasks = (long)n * blocks;
+#pragma omp parallel for schedule(static) PAR_IF((size_t)n *c *hw)
+    for (long t = 0; t < tasks; t++) {
+        int i = (int)(t / blocks), c0 = (int)(t % blocks) * CSB;
+        int nc = c - c0 < CSB ? c - c0 : CSB;
+        size_t base = (size_t)i * hw * c + c0;
+        const float *v = s + (size_t)i * c + c0;
+        double acc[CSB] = {0};
+        for (int q = 0; q < hw; q++) {
+            const float *g = dy + base + (size_t)q * c;
+            if (ds) {
+                const float *xp = x + base + (size_t)q * c;
+#pragma omp simd
+                for (int k = 0; k < nc; k++) acc[k] += (double)g[k] * xp[k];
+            }
+            if (dx) {
+                float *d = dx + base + (size_t)q * c;
+                if (acc_dx) {
+#pragma omp simd
+                    for (int k = 0; k < nc; k++) d[k] += g[k] * v[k];
+                } else {
+#pragma omp simd
+                    for (int k = 0; k < nc; k++) d[k] = g[k] * v[k];
+                }
+            }
+        }
+        if (ds) {
+            float *o = ds + (size_t)i * c + c0;
+            for (int k = 0; k < nc; k++) o[k] = acc_ds ? (float)(o[k] + acc[k]) : (float)acc[k];
+        }
+    }
+}
+
 static void chan_scale_fwd(sg_backend *be, const float *x, const float *s, float *y, int n, int c,
                            int hw) {
-    (void)be;
+    if (is_nhwc(be, c, hw)) {
+        chan_scale_fwd_nhwc(x, s, y, n, c, hw);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
@@ -77,7 +141,10 @@ static void chan_scale_fwd(sg_backend *be, const float *x, const float *s, float
 
 static void chan_scale_bwd(sg_backend *be, const float *dy, const float *x, const float *s,
                            float *dx, float *ds, int n, int c, int hw, int acc_dx, int acc_ds) {
-    (void)be;
+    if (is_nhwc(be, c, hw)) {
+        chan_scale_bwd_nhwc(dy, x, s, dx, ds, n, c, hw, acc_dx, acc_ds);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {

@@ -9,6 +9,11 @@
  * arithmetic is kernels/formulas/cross_entropy.h, shared with the CUDA
  * backend. The loss options (class weights, OHEM's selection key, the true
  * class's probability and the exact k-th smallest) are here too.
+ * NHWC (be->layout): a pixel's classes are contiguous, so CE runs pixel by
+ * pixel inside the same tasks and chunks, with the same per-pixel arithmetic
+ * and class order: the gradients and the summed loss (pixels in the same
+ * order) are the same bits as NCHW. Labels, predictions, probabilities and
+ * selection keys are per pixel: the same in both layouts.
  */
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/cross_entropy.h"
@@ -17,12 +22,44 @@
 #define CE_BLOCK 256
 #define CE_CHUNKS 256 /* fixed partial sums of the loss (see ce_fwd_bwd) */
 
+/* Whether activations are stored NHWC and that differs from NCHW. */
+static int is_nhwc(const sg_backend *be, int c, int hw) {
+    return be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
+}
+
+/* One NHWC pixel of ce_core: its c logits l (contiguous), gradients dl (may
+ * alias l; NULL: none), weight pw. Adds its weighted loss to *loss. */
+static void ce_pixel_nhwc(const float *l, float *dl, int c, int y, float pw, float grad_scale,
+                          double *loss) {
+    float ly = pw != 0.0f ? l[y] : 0.0f; /* read before dl (may alias l) is written */
+    float mx = l[0], se = 0.0f;
+    for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[k]);
+    if (dl) {
+        for (int k = 0; k < c; k++) {
+            dl[k] = sg_ce_exp(l[k], mx); /* exp(l - max) once, kept for the gradient */
+            se = sg_ce_sum(se, dl[k]);
+        }
+    } else {
+        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[k], mx));
+    }
+    if (pw != 0.0f) *loss += sg_ce_wloss(pw, sg_ce_loss(mx, se, ly));
+    if (!dl) return;
+    if (pw == 0.0f) { /* exactly 0, even where the logits are not finite */
+        for (int k = 0; k < c; k++) dl[k] = 0.0f;
+        return;
+    }
+    float gsp = sg_ce_pixel_scale(grad_scale, pw), inv = sg_ce_inv(gsp, se);
+#pragma omp simd
+    for (int k = 0; k < c; k++) dl[k] = sg_ce_grad(dl[k], inv);
+    dl[y] = sg_ce_grad_label(dl[y], gsp);
+}
+
 /* The fused loss of ce_fwd_bwd and ce_weighted: pixel p counts with weight
  * w_p (backend.h, ce_weighted); w_p == 1 for every valid pixel reproduces the
  * plain loss bit for bit (grad_scale * 1 and 1.0 * loss are exact). */
-static void ce_core(const float *logits, const uint8_t *labels, int n, int c, int hw, int ignore,
-                    const float *class_w, const float *sel_key, float sel_below, float grad_scale,
-                    float *dlogits, double *loss_sum, double *weight_sum) {
+static void ce_core(int nhwc, const float *logits, const uint8_t *labels, int n, int c, int hw,
+                    int ignore, const float *class_w, const float *sel_key, float sel_below,
+                    float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
     int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
     long tasks = (long)n * blocks;
     /* The loss is summed per fixed chunk of tasks, then the chunks in order:
@@ -38,6 +75,19 @@ static void ce_core(const float *logits, const uint8_t *labels, int n, int c, in
         for (long t = ch * per_chunk; t < t_end; t++) {
             int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
             int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
+            if (nhwc) { /* the same pixels, in the same order, one at a time */
+                size_t px = (size_t)i * hw + p0;
+                for (int q = 0; q < len; q++) {
+                    int y = labels[px + q];
+                    float pw = sg_ce_pixel_weight(sg_ce_valid(y, c, ignore),
+                                                  class_w && y < c ? class_w[y] : 1.0f,
+                                                  sel_key ? sel_key[px + q] < sel_below : 1);
+                    ce_pixel_nhwc(logits + (px + q) * c, dlogits ? dlogits + (px + q) * c : NULL, c,
+                                  y, pw, grad_scale, &loss);
+                    if (pw != 0.0f) wsum += (double)pw;
+                }
+                continue;
+            }
             const float *l = logits + (size_t)i * c * hw + p0;
             const uint8_t *lab = labels + (size_t)i * hw + p0;
             const float *key = sel_key ? sel_key + (size_t)i * hw + p0 : NULL;
@@ -116,9 +166,9 @@ static void ce_core(const float *logits, const uint8_t *labels, int n, int c, in
 static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
                        int hw, int ignore, float grad_scale, float *dlogits, double *loss_sum,
                        int64_t *valid) {
-    (void)be;
     double w = 0;
-    ce_core(logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum, &w);
+    ce_core(is_nhwc(be, c, hw), logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale,
+            dlogits, loss_sum, &w);
     *valid = (int64_t)w; /* a count below 2^53: exact in double */
 }
 
@@ -126,28 +176,29 @@ static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labe
                         int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum) {
-    (void)be;
-    ce_core(logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale, dlogits,
-            loss_sum, weight_sum);
+    ce_core(is_nhwc(be, c, hw), logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below,
+            grad_scale, dlogits, loss_sum, weight_sum);
 }
 
 static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
                           int hw, int ignore, float *prob) {
-    (void)be;
     size_t pixels = (size_t)n * hw;
+    /* where class k of pixel p lies: l[k * ks] from that pixel's first */
+    int nhwc = is_nhwc(be, c, hw);
+    size_t ks = nhwc ? 1 : (size_t)hw;
 #pragma omp parallel for schedule(static) if (pixels * c >= SG_CPU_PAR_MIN)
     for (size_t p = 0; p < pixels; p++) {
         size_t i = p / hw, q = p % hw;
-        const float *l = logits + i * c * hw + q;
+        const float *l = nhwc ? logits + p * c : logits + i * c * hw + q;
         int y = labels[p];
         if (!sg_ce_valid(y, c, ignore)) {
             prob[p] = INFINITY;
             continue;
         }
         float mx = l[0], se = 0;
-        for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[(size_t)k * hw]);
-        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[(size_t)k * hw], mx));
-        prob[p] = sg_ce_prob(sg_ce_exp(l[(size_t)y * hw], mx), se);
+        for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[k * ks]);
+        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[k * ks], mx));
+        prob[p] = sg_ce_prob(sg_ce_exp(l[y * ks], mx), se);
     }
 }
 
@@ -172,8 +223,28 @@ static float kth_smallest(sg_backend *be, const float *x, size_t count, size_t k
     return sg_rs_value(prefix);
 }
 
+/* NHWC: per pixel over its contiguous classes (first maximum wins). */
+static void argmax_nhwc(const float *logits, uint8_t *pred, int n, int c, int hw) {
+    long pixels = (long)n * hw;
+#pragma omp parallel for schedule(static) if ((size_t)pixels * c >= SG_CPU_PAR_MIN)
+    for (long p = 0; p < pixels; p++) {
+        const float *l = logits + (size_t)p * c;
+        float best = l[0];
+        int bk = 0;
+        for (int k = 1; k < c; k++)
+            if (l[k] > best) {
+                best = l[k];
+                bk = k;
+            }
+        pred[p] = (uint8_t)bk;
+    }
+}
+
 static void argmax(sg_backend *be, const float *logits, uint8_t *pred, int n, int c, int hw) {
-    (void)be;
+    if (is_nhwc(be, c, hw)) {
+        argmax_nhwc(logits, pred, n, c, hw);
+        return;
+    }
     long planes = n;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (long i = 0; i < planes; i++) {

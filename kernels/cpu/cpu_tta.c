@@ -6,14 +6,37 @@
  * backward. The softmax uses ce_fwd_bwd's per-pixel arithmetic
  * (kernels/formulas/cross_entropy.h), so it equals CE's gradient with
  * grad_scale 1 before the label term, on both backends.
+ * NHWC (be->layout): flip_w moves whole pixels (c channels), the softmax runs
+ * per pixel over its contiguous classes, with the same per-element
+ * arithmetic and class order as NCHW (the same bits).
  */
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/cross_entropy.h"
 
 #define SM_BLOCK 256 /* pixels per task: the class loop outside, pixels inside */
 
+/* NHWC: a row of w pixels of c channels, reversed pixel by pixel. */
+static void flip_w_nhwc(const float *x, float *y, int n, int c, int h, int w) {
+    long rows = (long)n * h;
+    size_t row = (size_t)w * c;
+#pragma omp parallel for schedule(static) if ((size_t)rows * row >= SG_CPU_PAR_MIN)
+    for (long r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * row;
+        float *yr = y + (size_t)r * row;
+        for (int i = 0; i < w; i++) { /* a loop, not memcpy: c is small (the classes) */
+            const float *a = xr + (size_t)i * c;
+            float *b = yr + (size_t)(w - 1 - i) * c;
+#pragma omp simd
+            for (int k = 0; k < c; k++) b[k] = a[k];
+        }
+    }
+}
+
 static void flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h, int w) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && c > 1) {
+        flip_w_nhwc(x, y, n, c, h, w);
+        return;
+    }
     long rows = (long)n * c * h;
 #pragma omp parallel for schedule(static) if ((size_t)rows * w >= SG_CPU_PAR_MIN)
     for (long r = 0; r < rows; r++) {
@@ -23,9 +46,39 @@ static void flip_w(sg_backend *be, const float *x, float *y, int n, int c, int h
     }
 }
 
+/* NHWC: one pixel's c classes are contiguous; the max and the sum run in
+ * class order as in NCHW, the exponentials and the outputs vectorize. */
+static void softmax_fwd_nhwc(const float *x, float *y, int n, int c, int hw, int accumulate) {
+    long pixels = (long)n * hw;
+#pragma omp parallel for schedule(static) if ((size_t)pixels * c >= SG_CPU_PAR_MIN)
+    for (long p = 0; p < pixels; p++) {
+        const float *xp = x + (size_t)p * c;
+        float *yp = y + (size_t)p * c;
+        float mx = xp[0], sum = 0.0f;
+        for (int k = 1; k < c; k++) mx = sg_ce_max(mx, xp[k]);
+        if (accumulate) {
+            for (int k = 0; k < c; k++) sum = sg_ce_sum(sum, sg_ce_exp(xp[k], mx));
+            float inv = sg_ce_inv(1.0f, sum);
+            for (int k = 0; k < c; k++)
+                yp[k] = sg_fadd(yp[k], sg_ce_grad(sg_ce_exp(xp[k], mx), inv));
+        } else { /* y keeps the exponentials (y does not alias x) */
+            for (int k = 0; k < c; k++) {
+                yp[k] = sg_ce_exp(xp[k], mx);
+                sum = sg_ce_sum(sum, yp[k]);
+            }
+            float inv = sg_ce_inv(1.0f, sum);
+#pragma omp simd
+            for (int k = 0; k < c; k++) yp[k] = sg_ce_grad(yp[k], inv);
+        }
+    }
+}
+
 static void softmax_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw,
                         int accumulate) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1) {
+        softmax_fwd_nhwc(x, y, n, c, hw, accumulate);
+        return;
+    }
     int blocks = (hw + SM_BLOCK - 1) / SM_BLOCK;
     long tasks = (long)n * blocks;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)

@@ -77,10 +77,10 @@ void run_chan_scale_fwd(tb_ctx *t, const tb_case *c) {
     size_t planes = (size_t)c->n * c->c, cnt = planes * hw;
     float *x = tb_input(t, cnt), *s = tb_rand(t, planes, -2, 2), *y = tb_hzeros(t, cnt);
     ref_chan_scale_fwd(x, s, y, c->n, c->c, hw);
-    float *x_d = tb_devf(t, x, cnt), *s_d = tb_devf(t, s, planes);
+    float *x_d = tb_actf(t, x, c->n, c->c, hw), *s_d = tb_devf(t, s, planes);
     float *y_d = c->inplace ? x_d : tb_devf(t, tb_rand(t, cnt, 5, 6), cnt);
     t->be->ops->chan_scale_fwd(t->be, x_d, s_d, y_d, c->n, c->c, hw);
-    tb_close_dev(t, "y", y, y_d, cnt, t->tol);
+    tb_close_act(t, "y", y, y_d, c->n, c->c, hw, t->tol);
 }
 
 /* dx (acc), ds (acc2); skip 1: dx NULL, 2: ds NULL. */
@@ -93,12 +93,12 @@ void run_chan_scale_bwd(tb_ctx *t, const tb_case *c) {
     float *dx = tb_hcopy(t, dx0, cnt), *ds = tb_hcopy(t, ds0, planes);
     float *dx_r = c->skip == 1 ? NULL : dx, *ds_r = c->skip == 2 ? NULL : ds;
     ref_chan_scale_bwd(dy, x, s, dx_r, ds_r, c->n, c->c, hw, c->acc, c->acc2);
-    float *dx_d = tb_devf(t, dx0, cnt), *ds_d = tb_devf(t, ds0, planes);
-    t->be->ops->chan_scale_bwd(t->be, tb_devf(t, dy, cnt), tb_devf(t, x, cnt),
+    float *dx_d = tb_actf(t, dx0, c->n, c->c, hw), *ds_d = tb_devf(t, ds0, planes);
+    t->be->ops->chan_scale_bwd(t->be, tb_actf(t, dy, c->n, c->c, hw), tb_actf(t, x, c->n, c->c, hw),
                                tb_devf(t, s, planes), c->skip == 1 ? NULL : dx_d,
                                c->skip == 2 ? NULL : ds_d, c->n, c->c, hw, c->acc, c->acc2);
     /* a NULL output is left as it was */
-    tb_close_dev(t, "dx", dx, dx_d, cnt, t->tol);
+    tb_close_act(t, "dx", dx, dx_d, c->n, c->c, hw, t->tol);
     tb_close_dev(t, "ds", ds, ds_d, planes, t->tol);
 }
 
@@ -163,8 +163,11 @@ void run_grad_chan_scale(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, chan_scale_fwd) || !TB_HAS(t, chan_scale_bwd)) return;
     cs_st s = {c->n, c->c, c->h * c->w, NULL, NULL, NULL, NULL};
     size_t planes = (size_t)s.n * s.c, cnt = planes * s.hw;
-    float *x = tb_rand(t, cnt, -1, 1), *sc = tb_rand(t, planes, -2, 2);
-    s.r = tb_rand(t, cnt, -1, 1);
+    /* x and r (the loss weights, = dy) are activations: host copies in the
+     * backend's layout, so the differences step the element they name */
+    float *x = tb_to_layout(t, tb_rand(t, cnt, -1, 1), s.n, s.c, s.hw, sizeof(float));
+    float *sc = tb_rand(t, planes, -2, 2);
+    s.r = tb_to_layout(t, tb_rand(t, cnt, -1, 1), s.n, s.c, s.hw, sizeof(float));
     s.x_d = tb_devf(t, x, cnt), s.s_d = tb_devf(t, sc, planes), s.y_d = tb_devf(t, NULL, cnt);
     float *dx_d = tb_devf(t, NULL, cnt), *ds_d = tb_devf(t, NULL, planes);
     t->be->ops->chan_scale_bwd(t->be, tb_devf(t, s.r, cnt), s.x_d, s.s_d, dx_d, ds_d, s.n, s.c,
@@ -231,9 +234,11 @@ void run_grad_se(tb_ctx *t, const tb_case *c) {
         return;
     size_t cnt = (size_t)s.n * s.c * s.hw, nc = (size_t)s.n * s.c, ns = (size_t)s.n * s.cs;
     size_t nw = (size_t)s.c * s.cs;
-    float *x = tb_rand(t, cnt, -1, 1), *w1 = tb_rand(t, nw, -1, 1), *w2 = tb_rand(t, nw, -1, 1);
+    /* x, r (= dy) in the backend's layout (activations); the rest is [n, c] */
+    float *x = tb_to_layout(t, tb_rand(t, cnt, -1, 1), s.n, s.c, s.hw, sizeof(float));
+    float *w1 = tb_rand(t, nw, -1, 1), *w2 = tb_rand(t, nw, -1, 1);
     float *b1 = tb_rand(t, s.cs, -0.5f, 0.5f), *b2 = tb_rand(t, s.c, -0.5f, 0.5f);
-    s.r = tb_rand(t, cnt, -1, 1);
+    s.r = tb_to_layout(t, tb_rand(t, cnt, -1, 1), s.n, s.c, s.hw, sizeof(float));
     s.x_d = tb_devf(t, x, cnt), s.w1_d = tb_devf(t, w1, nw), s.w2_d = tb_devf(t, w2, nw);
     s.b1_d = tb_devf(t, b1, s.cs), s.b2_d = tb_devf(t, b2, s.c);
     s.p_d = tb_devf(t, NULL, nc), s.z1_d = tb_devf(t, NULL, ns), s.a1_d = tb_devf(t, NULL, ns);

@@ -319,12 +319,17 @@ static double concat_loss(tb_ctx *t, void *p) {
     return tb_dot_dev(t, s->r, s->y_d, s->ny);
 }
 
-/* x: distinct values (no ties within 10*h), r over ny outputs. */
-static pool_st pool_setup(tb_ctx *t, const tb_case *c, size_t ny, float **x, float **r_d) {
+/* x: distinct values (no ties within 10*h), r over the ny = n * yc * yhw
+ * outputs. Both are activations, kept in the backend's layout (the host
+ * mirror too, so the differences step the element they name, and the
+ * analytic gradient is read back in that order); yhw = 1: an [n, c] output,
+ * the same bytes in every layout. */
+static pool_st pool_setup(tb_ctx *t, const tb_case *c, int yc, int yhw, float **x, float **r_d) {
+    size_t ny = (size_t)c->n * yc * yhw;
     pool_st s = {c, NULL, NULL, NULL, NULL, ny};
     size_t nx = (size_t)c->n * c->c * c->h * c->w;
-    *x = tb_input(t, nx);
-    s.r = tb_rand(t, ny, -1, 1);
+    *x = tb_to_layout(t, tb_input(t, nx), c->n, c->c, c->h * c->w, sizeof(float));
+    s.r = tb_to_layout(t, tb_rand(t, ny, -1, 1), c->n, yc, yhw, sizeof(float));
     s.x_d = tb_devf(t, *x, nx), s.y_d = tb_devf(t, NULL, ny);
     s.idx_d = tb_dev(t, NULL, ny * sizeof(int32_t));
     *r_d = tb_devf(t, s.r, ny);
@@ -336,7 +341,7 @@ void run_grad_maxpool(tb_ctx *t, const tb_case *c) {
     int oh = ref_pool_out(c->h), ow = ref_pool_out(c->w);
     size_t nx = (size_t)c->n * c->c * c->h * c->w;
     float *x, *r_d;
-    pool_st s = pool_setup(t, c, (size_t)c->n * c->c * oh * ow, &x, &r_d);
+    pool_st s = pool_setup(t, c, c->c, oh * ow, &x, &r_d);
     float *dx_d = tb_devf(t, NULL, nx);
     t->be->ops->maxpool_fwd(t->be, s.x_d, s.y_d, s.idx_d, c->n, c->c, c->h, c->w, oh, ow);
     t->be->ops->maxpool_bwd(t->be, r_d, s.idx_d, dx_d, c->n, c->c, c->h, c->w, oh, ow);
@@ -347,7 +352,7 @@ void run_grad_avgpool(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, avgpool_fwd) || !TB_HAS(t, avgpool_bwd)) return;
     size_t nx = (size_t)c->n * c->c * c->h * c->w;
     float *x, *r_d;
-    pool_st s = pool_setup(t, c, (size_t)c->n * c->c, &x, &r_d);
+    pool_st s = pool_setup(t, c, c->c, 1, &x, &r_d);
     float *dx_d = tb_devf(t, NULL, nx);
     t->be->ops->avgpool_bwd(t->be, r_d, dx_d, c->n, c->c, c->h * c->w, 0);
     tb_check_fd(t, "x", x, s.x_d, nx, tb_getf(t, dx_d, nx), avgpool_loss, &s, c->fd_h);
@@ -357,7 +362,7 @@ void run_grad_resize(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, resize_fwd) || !TB_HAS(t, resize_bwd)) return;
     size_t nx = (size_t)c->n * c->c * c->h * c->w;
     float *x, *r_d;
-    pool_st s = pool_setup(t, c, (size_t)c->n * c->c * c->oh * c->ow, &x, &r_d);
+    pool_st s = pool_setup(t, c, c->c, c->oh * c->ow, &x, &r_d);
     float *dx_d = tb_devf(t, NULL, nx);
     t->be->ops->resize_bwd(t->be, r_d, dx_d, c->n, c->c, c->h, c->w, c->oh, c->ow, 0);
     tb_check_fd(t, "x", x, s.x_d, nx, tb_getf(t, dx_d, nx), resize_loss, &s, c->fd_h);
@@ -367,7 +372,7 @@ void run_grad_concat(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, concat_fwd) || !TB_HAS(t, concat_bwd)) return;
     size_t nx = (size_t)c->n * c->c * c->h * c->w;
     float *x, *r_d;
-    pool_st s = pool_setup(t, c, (size_t)c->n * c->c_dst * c->h * c->w, &x, &r_d);
+    pool_st s = pool_setup(t, c, c->c_dst, c->h * c->w, &x, &r_d);
     float *dx_d = tb_devf(t, NULL, nx);
     t->be->ops->concat_bwd(t->be, r_d, dx_d, c->n, c->c, c->c_dst, c->c_off, c->h * c->w, 0);
     tb_check_fd(t, "src", x, s.x_d, nx, tb_getf(t, dx_d, nx), concat_loss, &s, c->fd_h);
@@ -400,7 +405,8 @@ void run_grad_ce(tb_ctx *t, const tb_case *c) {
         lab[i] = (uint8_t)(i % 5 == 4 ? 255 : i % c->c);
         ignored += lab[i] == 255;
     }
-    float *l = tb_input(t, nl);
+    /* the logits in the backend's layout (see pool_setup) */
+    float *l = tb_to_layout(t, tb_input(t, nl), c->n, c->c, c->h * c->w, sizeof(float));
     ce_st s = {c, tb_devf(t, l, nl), tb_dev(t, lab, np)};
     float *d_d = tb_devf(t, NULL, nl);
     double loss;

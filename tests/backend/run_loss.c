@@ -36,7 +36,7 @@ void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c) {
     double loss;
     int64_t valid;
     ref_ce_fwd_bwd(l, lab, n, cl, hw, ignore, gs, d, &loss, &valid);
-    float *l_d = tb_devf(t, l, nl);
+    float *l_d = tb_actf(t, l, n, cl, hw);
     uint8_t *lab_d = tb_dev(t, lab, np);
     float *d_d = c->inplace ? l_d : tb_devf(t, tb_rand(t, nl, 5, 6), nl);
     double got_loss = -1;
@@ -50,7 +50,7 @@ void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c) {
     if (!c->labels)
         tb_expect(t, valid > 0 && valid < (int64_t)np, "the labels should mix valid and ignored");
     tb_near(t, "loss sum", got_loss, loss, t->tol * fabs(loss));
-    float *got = tb_getf(t, d_d, nl);
+    float *got = tb_act_getf(t, d_d, n, cl, hw);
     tb_close(t, "dlogits", d, got, nl, t->tol);
     size_t nonzero = 0;
     for (int i = 0; i < n; i++)
@@ -65,7 +65,7 @@ void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c) {
         tb_want_d(t, "loss, dlogits", all, nl + 1);
     }
     /* forward only (dlogits NULL): the same loss */
-    if (c->inplace) tb_put(t, l_d, l, nl * sizeof(float));
+    if (c->inplace) tb_act_put(t, l_d, l, n, cl, hw, sizeof(float));
     double loss2 = -1;
     int64_t valid2 = -1;
     t->be->ops->ce_fwd_bwd(t->be, l_d, lab_d, n, cl, hw, ignore, 1.0f, NULL, &loss2, &valid2);
@@ -88,7 +88,7 @@ void run_argmax(tb_ctx *t, const tb_case *c) {
     memset(garbage, 0xEE, np);
     ref_argmax(l, pred, c->n, c->c, hw);
     uint8_t *pred_d = tb_dev(t, garbage, np);
-    t->be->ops->argmax(t->be, tb_devf(t, l, nl), pred_d, c->n, c->c, hw);
+    t->be->ops->argmax(t->be, tb_actf(t, l, c->n, c->c, hw), pred_d, c->n, c->c, hw);
     uint8_t *got = tb_get(t, pred_d, np);
     tb_same(t, "pred", pred, got, np);
     if (c->want) {
@@ -144,7 +144,7 @@ void run_ce_weighted(tb_ctx *t, const tb_case *c) {
     float *key = c->p > 0 ? tb_rand(t, np, 0.0f, 1.0f) : NULL;
     double loss, wsum;
     ref_ce_weighted(l, lab, n, cl, hw, ignore, w, key, c->p, gs, d, &loss, &wsum);
-    float *l_d = tb_devf(t, l, nl), *w_d = tb_devf(t, w, (size_t)cl);
+    float *l_d = tb_actf(t, l, n, cl, hw), *w_d = tb_devf(t, w, (size_t)cl);
     float *key_d = key ? tb_devf(t, key, np) : NULL;
     uint8_t *lab_d = tb_dev(t, lab, np);
     float *d_d = c->inplace ? l_d : tb_devf(t, tb_rand(t, nl, 5, 6), nl);
@@ -153,7 +153,7 @@ void run_ce_weighted(tb_ctx *t, const tb_case *c) {
                             &got_loss, &got_w);
     tb_near(t, "loss sum", got_loss, loss, t->tol * fabs(loss) + 1e-12);
     tb_near(t, "weight sum", got_w, wsum, 1e-9 * wsum);
-    float *got = tb_getf(t, d_d, nl);
+    float *got = tb_act_getf(t, d_d, n, cl, hw);
     tb_close(t, "dlogits", d, got, nl, t->tol);
     size_t nonzero = 0, counted = 0;
     for (int i = 0; i < n; i++)
@@ -178,7 +178,7 @@ void run_ce_weighted(tb_ctx *t, const tb_case *c) {
         tb_want_d(t, "loss sum, weight sum, dlogits", all, nl + 2);
     }
     /* without weights and selection: ce_fwd_bwd bit for bit */
-    if (c->inplace) tb_put(t, l_d, l, nl * sizeof(float));
+    if (c->inplace) tb_act_put(t, l_d, l, n, cl, hw, sizeof(float));
     float *d1 = tb_devf(t, NULL, nl), *d2 = tb_devf(t, NULL, nl);
     double l1 = -1, w1 = -1, l2 = -2;
     int64_t v2 = -1;
@@ -201,7 +201,8 @@ void run_ce_label_prob(tb_ctx *t, const tb_case *c) {
     uint8_t *lab = labels_for(t, c, np, cl, ignore);
     ref_ce_label_prob(l, lab, n, cl, hw, ignore, p);
     float *p_d = tb_devf(t, tb_rand(t, np, 5, 6), np);
-    t->be->ops->ce_label_prob(t->be, tb_devf(t, l, nl), tb_dev(t, lab, np), n, cl, hw, ignore, p_d);
+    t->be->ops->ce_label_prob(t->be, tb_actf(t, l, n, cl, hw), tb_dev(t, lab, np), n, cl, hw,
+                              ignore, p_d);
     float *got = tb_getf(t, p_d, np);
     size_t bad_inf = 0, bad_range = 0;
     for (size_t i = 0; i < np; i++) {
@@ -266,7 +267,9 @@ void run_grad_ce_weighted(tb_ctx *t, const tb_case *c) {
     size_t np = (size_t)c->n * c->h * c->w, nl = np * c->c;
     uint8_t *lab = tb_hbytes(t, np);
     for (size_t i = 0; i < np; i++) lab[i] = (uint8_t)(i % 5 == 4 ? 255 : i % c->c);
-    float *l = tb_input(t, nl);
+    /* the logits (an activation) in the backend's layout: the differences
+     * step the stored element, the gradient is read back in that order */
+    float *l = tb_to_layout(t, tb_input(t, nl), c->n, c->c, c->h * c->w, sizeof(float));
     float *w = class_weights_for(t, c);
     float *key = c->p > 0 ? tb_rand(t, np, 0.0f, 1.0f) : NULL;
     cew_st s = {c, tb_devf(t, l, nl), tb_devf(t, w, (size_t)c->c), key ? tb_devf(t, key, np) : NULL,

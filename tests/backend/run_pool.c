@@ -16,8 +16,10 @@ void run_maxpool_fwd(tb_ctx *t, const tb_case *c) {
     ref_maxpool_fwd(x, y, idx, c->n, c->c, c->h, c->w, oh, ow);
     float *y_d = tb_devf(t, tb_rand(t, ny, 5, 6), ny);
     int32_t *idx_d = tb_dev(t, tb_rand(t, ny, 5, 6), ny * sizeof(int32_t));
-    t->be->ops->maxpool_fwd(t->be, tb_devf(t, x, nx), y_d, idx_d, c->n, c->c, c->h, c->w, oh, ow);
-    tb_close_dev(t, "y", y, y_d, ny, t->tol);
+    t->be->ops->maxpool_fwd(t->be, tb_actf(t, x, c->n, c->c, c->h * c->w), y_d, idx_d, c->n, c->c,
+                            c->h, c->w, oh, ow);
+    tb_close_act(t, "y", y, y_d, c->n, c->c, oh * ow, t->tol);
+    /* idx is not an activation: [n, c, oh, ow] plane positions in every layout */
     int32_t *got = tb_get(t, idx_d, ny * sizeof(int32_t));
     tb_same(t, "argmax indices", idx, got, ny * sizeof(int32_t));
     if (c->want) {
@@ -38,9 +40,10 @@ void run_maxpool_bwd(tb_ctx *t, const tb_case *c) {
     ref_maxpool_fwd(x, y, idx, c->n, c->c, c->h, c->w, oh, ow);
     ref_maxpool_bwd(dy, idx, dx, c->n, c->c, c->h, c->w, oh, ow);
     float *dx_d = tb_devf(t, tb_rand(t, nx, 5, 6), nx);
-    t->be->ops->maxpool_bwd(t->be, tb_devf(t, dy, ny), tb_dev(t, idx, ny * sizeof(int32_t)), dx_d,
-                            c->n, c->c, c->h, c->w, oh, ow);
-    tb_close_dev(t, "dx", dx, dx_d, nx, t->tol);
+    t->be->ops->maxpool_bwd(t->be, tb_actf(t, dy, c->n, c->c, oh * ow),
+                            tb_dev(t, idx, ny * sizeof(int32_t)), dx_d, c->n, c->c, c->h, c->w, oh,
+                            ow);
+    tb_close_act(t, "dx", dx, dx_d, c->n, c->c, c->h * c->w, t->tol);
 }
 
 void run_avgpool_fwd(tb_ctx *t, const tb_case *c) {
@@ -50,7 +53,7 @@ void run_avgpool_fwd(tb_ctx *t, const tb_case *c) {
     float *x = tb_input(t, nx), *y = tb_hzeros(t, ny);
     ref_avgpool_fwd(x, y, c->n, c->c, hw);
     float *y_d = tb_devf(t, tb_rand(t, ny, 5, 6), ny);
-    t->be->ops->avgpool_fwd(t->be, tb_devf(t, x, nx), y_d, c->n, c->c, hw);
+    t->be->ops->avgpool_fwd(t->be, tb_actf(t, x, c->n, c->c, hw), y_d, c->n, c->c, hw);
     tb_close_dev(t, "y", y, y_d, ny, t->tol);
 }
 
@@ -60,9 +63,9 @@ void run_avgpool_bwd(tb_ctx *t, const tb_case *c) {
     size_t nx = (size_t)c->n * c->c * hw, ny = (size_t)c->n * c->c;
     float *dy = tb_input(t, ny), *dx0 = tb_rand(t, nx, -1, 1), *dx = tb_hcopy(t, dx0, nx);
     ref_avgpool_bwd(dy, dx, c->n, c->c, hw, c->acc);
-    float *dx_d = tb_devf(t, dx0, nx);
+    float *dx_d = tb_actf(t, dx0, c->n, c->c, hw);
     t->be->ops->avgpool_bwd(t->be, tb_devf(t, dy, ny), dx_d, c->n, c->c, hw, c->acc);
-    tb_close_dev(t, "dx", dx, dx_d, nx, t->tol);
+    tb_close_act(t, "dx", dx, dx_d, c->n, c->c, hw, t->tol);
 }
 
 void run_resize_fwd(tb_ctx *t, const tb_case *c) {
@@ -71,8 +74,9 @@ void run_resize_fwd(tb_ctx *t, const tb_case *c) {
     float *x = tb_input(t, nx), *y = tb_hzeros(t, ny);
     ref_resize_fwd(x, y, c->n, c->c, c->h, c->w, c->oh, c->ow);
     float *y_d = tb_devf(t, tb_rand(t, ny, 5, 6), ny);
-    t->be->ops->resize_fwd(t->be, tb_devf(t, x, nx), y_d, c->n, c->c, c->h, c->w, c->oh, c->ow);
-    float *got = tb_getf(t, y_d, ny);
+    t->be->ops->resize_fwd(t->be, tb_actf(t, x, c->n, c->c, c->h * c->w), y_d, c->n, c->c, c->h,
+                           c->w, c->oh, c->ow);
+    float *got = tb_act_getf(t, y_d, c->n, c->c, c->oh * c->ow);
     tb_close(t, "y", y, got, ny, t->tol);
     tb_want(t, "y", got, ny);
 }
@@ -82,14 +86,16 @@ void run_resize_bwd(tb_ctx *t, const tb_case *c) {
     size_t nx = (size_t)c->n * c->c * c->h * c->w, ny = (size_t)c->n * c->c * c->oh * c->ow;
     float *dy = tb_input(t, ny), *dx0 = tb_rand(t, nx, -1, 1), *dx = tb_hcopy(t, dx0, nx);
     ref_resize_bwd(dy, dx, c->n, c->c, c->h, c->w, c->oh, c->ow, c->acc);
-    float *dy_d = tb_devf(t, dy, ny), *dx_d = tb_devf(t, dx0, nx);
+    int hw = c->h * c->w;
+    float *dy_d = tb_actf(t, dy, c->n, c->c, c->oh * c->ow),
+          *dx_d = tb_actf(t, dx0, c->n, c->c, hw);
     t->be->ops->resize_bwd(t->be, dy_d, dx_d, c->n, c->c, c->h, c->w, c->oh, c->ow, c->acc);
-    float *got = tb_getf(t, dx_d, nx);
+    float *got = tb_act_getf(t, dx_d, c->n, c->c, hw);
     tb_close(t, "dx", dx, got, nx, t->tol);
     if (t->det) {
-        tb_put(t, dx_d, dx0, nx * sizeof(float));
+        tb_act_put(t, dx_d, dx0, c->n, c->c, hw, sizeof(float));
         t->be->ops->resize_bwd(t->be, dy_d, dx_d, c->n, c->c, c->h, c->w, c->oh, c->ow, c->acc);
-        tb_close_dev(t, "dx of a second call vs the first", got, dx_d, nx, 0);
+        tb_close_act(t, "dx of a second call vs the first", got, dx_d, c->n, c->c, hw, 0);
     }
 }
 
@@ -100,13 +106,14 @@ void run_concat_fwd(tb_ctx *t, const tb_case *c) {
     size_t ns = (size_t)c->n * c->c * hw, nd = (size_t)c->n * c->c_dst * hw;
     float *src = tb_input(t, ns), *dst0 = tb_rand(t, nd, -1, 1), *dst = tb_hcopy(t, dst0, nd);
     ref_concat_fwd(src, dst, c->n, c->c, c->c_dst, c->c_off, hw);
-    float *dst_d = tb_devf(t, dst0, nd);
-    t->be->ops->concat_fwd(t->be, tb_devf(t, src, ns), dst_d, c->n, c->c, c->c_dst, c->c_off, hw);
-    tb_close_dev(t, "dst", dst, dst_d, nd, t->tol);
+    float *dst_d = tb_actf(t, dst0, c->n, c->c_dst, hw);
+    t->be->ops->concat_fwd(t->be, tb_actf(t, src, c->n, c->c, hw), dst_d, c->n, c->c, c->c_dst,
+                           c->c_off, hw);
+    tb_close_act(t, "dst", dst, dst_d, c->n, c->c_dst, hw, t->tol);
     if (TB_HAS(t, concat_bwd)) {
         float *back_d = tb_devf(t, tb_rand(t, ns, 5, 6), ns);
         t->be->ops->concat_bwd(t->be, dst_d, back_d, c->n, c->c, c->c_dst, c->c_off, hw, 0);
-        tb_close_dev(t, "concat_bwd of the concat (= src)", src, back_d, ns, 0);
+        tb_close_act(t, "concat_bwd of the concat (= src)", src, back_d, c->n, c->c, hw, 0);
     }
 }
 
@@ -116,8 +123,8 @@ void run_concat_bwd(tb_ctx *t, const tb_case *c) {
     size_t ns = (size_t)c->n * c->c * hw, nd = (size_t)c->n * c->c_dst * hw;
     float *dy = tb_input(t, nd), *ds0 = tb_rand(t, ns, -1, 1), *ds = tb_hcopy(t, ds0, ns);
     ref_concat_bwd(dy, ds, c->n, c->c, c->c_dst, c->c_off, hw, c->acc);
-    float *ds_d = tb_devf(t, ds0, ns);
-    t->be->ops->concat_bwd(t->be, tb_devf(t, dy, nd), ds_d, c->n, c->c, c->c_dst, c->c_off, hw,
-                           c->acc);
-    tb_close_dev(t, "dsrc", ds, ds_d, ns, t->tol);
+    float *ds_d = tb_actf(t, ds0, c->n, c->c, hw);
+    t->be->ops->concat_bwd(t->be, tb_actf(t, dy, c->n, c->c_dst, hw), ds_d, c->n, c->c, c->c_dst,
+                           c->c_off, hw, c->acc);
+    tb_close_act(t, "dsrc", ds, ds_d, c->n, c->c, hw, t->tol);
 }

@@ -14,14 +14,15 @@ void run_flip_w(tb_ctx *t, const tb_case *c) {
     size_t count = (size_t)c->n * c->c * c->h * c->w;
     float *x = tb_input(t, count), *want = tb_hzeros(t, count);
     ref_flip_w(x, want, c->n, c->c, c->h, c->w);
+    int hw = c->h * c->w;
     float *y_d = tb_devf(t, tb_rand(t, count, 5, 6), count);
-    t->be->ops->flip_w(t->be, tb_devf(t, x, count), y_d, c->n, c->c, c->h, c->w);
-    float *got = tb_getf(t, y_d, count);
+    t->be->ops->flip_w(t->be, tb_actf(t, x, c->n, c->c, hw), y_d, c->n, c->c, c->h, c->w);
+    float *got = tb_act_getf(t, y_d, c->n, c->c, hw);
     tb_same(t, "flipped", want, got, count * sizeof(float));
     /* flipping twice gives the input back */
     float *z_d = tb_devf(t, tb_rand(t, count, 5, 6), count);
     t->be->ops->flip_w(t->be, y_d, z_d, c->n, c->c, c->h, c->w);
-    tb_same_dev(t, "flipped twice", x, z_d, count * sizeof(float));
+    tb_same_act(t, "flipped twice", x, z_d, c->n, c->c, hw, sizeof(float));
     if (c->want) tb_want(t, "flipped", got, count);
 }
 
@@ -33,9 +34,9 @@ void run_softmax_fwd(tb_ctx *t, const tb_case *c) {
     float *garbage = tb_rand(t, count, 5, 6);
     float *want = tb_hcopy(t, garbage, count);
     ref_softmax(x, want, c->n, c->c, hw, c->acc);
-    float *y_d = tb_devf(t, garbage, count);
-    t->be->ops->softmax_fwd(t->be, tb_devf(t, x, count), y_d, c->n, c->c, hw, c->acc);
-    float *got = tb_getf(t, y_d, count);
+    float *y_d = tb_actf(t, garbage, c->n, c->c, hw);
+    t->be->ops->softmax_fwd(t->be, tb_actf(t, x, c->n, c->c, hw), y_d, c->n, c->c, hw, c->acc);
+    float *got = tb_act_getf(t, y_d, c->n, c->c, hw);
     tb_close(t, c->acc ? "garbage + softmax" : "softmax", want, got, count, t->tol);
     if (!c->acc) { /* each pixel's probabilities sum to 1 */
         double worst = 0;
