@@ -12,6 +12,10 @@
  * backend (merge, finalize, per-element formulas) is kernels/formulas/bn.h.
  * The *_dt ops (bf16 activation storage) run the same per-plane kernels on
  * widened / recomputed planes (see their section below).
+ * Channels last (be->layout == SG_LAYOUT_NHWC): every op hands its work to
+ * row kernels with the channels as vector lanes (the last section): the
+ * same per-element bits, the reductions regrouped over pixel ranges fixed
+ * by the shape (deterministic whatever the thread count).
  */
 #include <omp.h>
 
@@ -19,6 +23,21 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bn.h"
+
+/* The channels-last versions (be->layout == SG_LAYOUT_NHWC; defined at the
+ * end): every op below hands its work to one of these in that layout. */
+static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw, float *stats);
+static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta, const float *res,
+                     void *y, int y_dt, int n, int c, int hw, int relu);
+static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
+                            const float *y, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, float *red, float *dres, int n,
+                            int c, int hw, int relu, int accumulate);
+static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                          const float *mean, const float *invstd, const float *gamma,
+                          const float *beta, const float *red, double count, float *dx, int n,
+                          int c, int hw, int relu, int accumulate);
 
 /* Per-plane kernels, compiled for AVX-512, AVX2 and baseline x86-64 and
  * picked at load time (SG_CPU_CLONES): the double accumulations are 8 wide
@@ -55,7 +74,10 @@ static void plane_moments(const float *p, int hw, sg_bn_moments *acc) {
 }
 
 static void bn_stats(sg_backend *be, const float *x, int n, int c, int hw, float *stats) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_stats(be, x, SG_ACT_F32, n, c, hw, stats);
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
         sg_bn_moments acc = {0, 0, 0};
@@ -106,7 +128,10 @@ SG_CPU_CLONES static void plane_fwd(const float *xp, float *yp, int hw, float m,
 static void bn_fwd(sg_backend *be, const float *x, const float *mean, const float *invstd,
                    const float *gamma, const float *beta, float *y, int n, int c, int hw,
                    int relu) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_fwd(be, x, SG_ACT_F32, mean, invstd, gamma, beta, NULL, y, SG_ACT_F32, n, c, hw, relu);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
@@ -151,7 +176,11 @@ SG_CPU_CLONES static void plane_reduce(const float *g, const float *xp, const fl
 
 static void bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
                           const float *mean, float *red, int n, int c, int hw, int relu) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_bwd_reduce(be, dy, x, SG_ACT_F32, y, mean, NULL, NULL, NULL, red, NULL, n, c, hw, relu,
+                        0);
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
         double s = 0, sx = 0;
@@ -191,7 +220,11 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const float *x, const f
                         const float *mean, const float *invstd, const float *gamma,
                         const float *red, double count, float *dx, int n, int c, int hw, int relu,
                         int accumulate) {
-    (void)be;
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_bwd_elem(be, dy, x, SG_ACT_F32, y, mean, invstd, gamma, NULL, red, count, dx, n, c, hw,
+                      relu, accumulate);
+        return;
+    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
@@ -244,6 +277,10 @@ static float *plane_bufs(sg_backend *be, int hw) {
 static void bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                         float *stats) {
     check_dt(x_dt, "bn_stats_dt");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_stats(be, x, x_dt, n, c, hw, stats);
+        return;
+    }
     if (x_dt == SG_ACT_F32) {
         bn_stats(be, x, n, c, hw, stats);
         return;
@@ -265,6 +302,10 @@ static void bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean
                       int n, int c, int hw, int relu) {
     check_dt(x_dt, "bn_fwd_dt");
     check_dt(y_dt, "bn_fwd_dt");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, NULL, y, y_dt, n, c, hw, relu);
+        return;
+    }
     if (x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32) {
         bn_fwd(be, x, mean, invstd, gamma, beta, y, n, c, hw, relu);
         return;
@@ -302,6 +343,11 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
                              const float *gamma, const float *beta, float *red, int n, int c,
                              int hw, int relu) {
     check_dt(x_dt, "bn_bwd_reduce_dt");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_bwd_reduce(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, NULL, n, c, hw, relu,
+                        0);
+        return;
+    }
     if (x_dt == SG_ACT_F32 && (y || !relu)) {
         bn_bwd_reduce(be, dy, x, y ? y : x, mean, red, n, c, hw, relu);
         return;
@@ -328,6 +374,11 @@ static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x
                            const float *beta, const float *red, double count, float *dx, int n,
                            int c, int hw, int relu, int accumulate) {
     check_dt(x_dt, "bn_bwd_elem_dt");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_bwd_elem(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx, n, c, hw, relu,
+                      accumulate);
+        return;
+    }
     if (x_dt == SG_ACT_F32 && (y || !relu)) {
         bn_bwd_elem(be, dy, x, y ? y : x, mean, invstd, gamma, red, count, dx, n, c, hw, relu,
                     accumulate);
@@ -361,6 +412,10 @@ static void bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float
                             const float *invstd, const float *gamma, const float *beta,
                             const float *res, float *y, int n, int c, int hw) {
     check_dt(x_dt, "bn_add_relu_fwd");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, y, SG_ACT_F32, n, c, hw, 1);
+        return;
+    }
     float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SG_CPU_PAR_MIN)
@@ -406,6 +461,11 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
                               const float *y, const float *mean, float *red, float *dres, int n,
                               int c, int hw, int accumulate) {
     check_dt(x_dt, "bn_bwd_reduce_res");
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_bwd_reduce(be, dy, x, x_dt, y, mean, NULL, NULL, NULL, red, dres, n, c, hw, 1,
+                        accumulate);
+        return;
+    }
     float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
@@ -418,6 +478,357 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
         }
         red[ch] = (float)s;
         red[c + ch] = (float)sx;
+    }
+}
+
+/* ---- channels last (be->layout == SG_LAYOUT_NHWC, backend.h) ----
+ * An activation is then n*hw pixel rows of c channels, and a run of pixels
+ * is a run of memory: the loops go over rows with the channels as the
+ * vector lanes (an inner `omp simd` loop over c, with per-channel arrays of
+ * the mean and the coefficients, computed once per call as the NCHW path
+ * computes them once per plane).
+ *  - Elementwise ops (fwd, bwd_elem, add_relu_fwd): the NCHW path's
+ *    per-element formulas on the same float inputs, so its bits; threads
+ *    split tiles of whole rows.
+ *  - Reductions (stats, bwd_reduce, bwd_reduce_res): per-channel double
+ *    partials of up to NHWC_PARTS contiguous pixel ranges, each summed row
+ *    by row in order, then merged in part order. The split depends on the
+ *    shape only, never on the thread count, so the result is the same bits
+ *    on every run; it groups the sums differently from NCHW (within the
+ *    contract's tolerance). Statistics keep the one pass over memory: each
+ *    tile is a block (mean, then M2 about it, while it is in L1) merged
+ *    with Chan's formula.
+ *  - bf16 storage: a tile of x is widened, and a recomputed ReLU output or a
+ *    bf16-stored y computed, into per-thread buffers (sg_cpu_act_buf slot
+ *    0), as the NCHW path does per plane: same floats, same bits.
+ * Per-call scratch (coefficients, partials) is sg_cpu_act_buf slot 1. */
+
+/* Floats per tile: whole rows, 16 KiB, so a block's second pass and the
+ * widened copies read L1. */
+#define NHWC_TILE 4096
+/* Most pixel ranges a reduction is split into (enough for every thread). */
+#define NHWC_PARTS 64
+
+typedef struct nhwc_split {
+    long npix;  /* n*hw rows */
+    long tile;  /* rows per tile */
+    long tiles; /* ceil(npix / tile) */
+    long parts; /* pixel ranges of the reductions: 1..NHWC_PARTS */
+} nhwc_split;
+
+static nhwc_split nhwc_split_of(int n, int c, int hw) {
+    nhwc_split s;
+    s.npix = (long)n * hw;
+    s.tile = c < NHWC_TILE ? NHWC_TILE / c : 1;
+    s.tiles = (s.npix + s.tile - 1) / s.tile;
+    s.parts = s.tiles < NHWC_PARTS ? s.tiles : NHWC_PARTS;
+    if (s.parts < 1) s.parts = 1;
+    return s;
+}
+
+/* Rows [*p0, *p1) of part k (parts <= npix: none is empty unless npix is 0). */
+static void nhwc_part(const nhwc_split *s, long k, long *p0, long *p1) {
+    *p0 = (long)((int64_t)k * s->npix / s->parts);
+    *p1 = (long)((int64_t)(k + 1) * s->npix / s->parts);
+}
+
+/* Channels rounded up to 16 floats: per-part arrays start on their own
+ * cache lines (doubles: two lines). */
+static size_t nhwc_cpad(int c) { return ((size_t)c + 15) & ~(size_t)15; }
+
+/* Two tiles of floats per thread (x widened, y computed), or NULL when
+ * nothing needs them. */
+static float *nhwc_bufs(sg_backend *be, const nhwc_split *s, int c, int need) {
+    if (!need) return NULL;
+    return sg_cpu_act_buf(be, 0, (size_t)2 * omp_get_max_threads() * s->tile * c);
+}
+
+static float *nhwc_buf(float *bufs, const nhwc_split *s, int c) {
+    return bufs ? bufs + (size_t)2 * omp_get_thread_num() * s->tile * c : NULL;
+}
+
+/* a[ch] = invstd*gamma, bn_fwd's per-channel scale. */
+static void nhwc_fwd_scales(float *a, const float *invstd, const float *gamma, int c) {
+    for (int ch = 0; ch < c; ch++) a[ch] = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
+}
+
+/* y = (x - m)*a + b (+ReLU) over np rows: plane_fwd's element. */
+SG_CPU_CLONES static void rows_fwd(const float *x, float *y, long np, int c, const float *m,
+                                   const float *a, const float *b, int relu) {
+    for (long p = 0; p < np; p++) {
+        const float *xr = x + (size_t)p * c;
+        float *yr = y + (size_t)p * c;
+        if (relu) {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++)
+                yr[ch] = sg_relu(sg_bn_fwd_elem(xr[ch], m[ch], a[ch], b[ch]));
+        } else {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++) yr[ch] = sg_bn_fwd_elem(xr[ch], m[ch], a[ch], b[ch]);
+        }
+    }
+}
+
+/* y = max(0, (x - m)*a + b + r) over np rows: plane_fwd_add's element. */
+SG_CPU_CLONES static void rows_fwd_add(const float *x, const float *r, float *y, long np, int c,
+                                       const float *m, const float *a, const float *b) {
+    for (long p = 0; p < np; p++) {
+        size_t o = (size_t)p * c;
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++)
+            y[o + ch] = sg_relu(sg_fadd(sg_bn_fwd_elem(x[o + ch], m[ch], a[ch], b[ch]), r[o + ch]));
+    }
+}
+
+/* bn_fwd_dt / bn_add_relu_fwd (res not NULL: y = relu(bn(x) + res)). */
+static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta, const float *res,
+                     void *y, int y_dt, int n, int c, int hw, int relu) {
+    nhwc_split s = nhwc_split_of(n, c, hw);
+    float *a = sg_cpu_act_buf(be, 1, nhwc_cpad(c));
+    nhwc_fwd_scales(a, invstd, gamma, c);
+    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || y_dt == SG_ACT_BF16);
+    size_t te = (size_t)s.tile * c;
+#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
+    for (long t = 0; t < s.tiles; t++) {
+        long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
+        size_t off = (size_t)p0 * c, len = (size_t)np * c;
+        float *buf = nhwc_buf(bufs, &s, c);
+        const float *xp = x_plane(x, x_dt, off, (int)len, buf);
+        float *yp = y_dt == SG_ACT_F32 ? (float *)y + off : buf + te;
+        if (res) rows_fwd_add(xp, res + off, yp, np, c, mean, a, beta);
+        else rows_fwd(xp, yp, np, c, mean, a, beta, relu);
+        if (y_dt == SG_ACT_BF16) narrow_plane(yp, (uint16_t *)y + off, (int)len);
+    }
+}
+
+/* d (+)= g*A + (x-m)*B + C over np rows, g masked by y > 0 if relu:
+ * plane_bwd_elem's element. */
+SG_CPU_CLONES static void rows_bwd_elem(const float *g, const float *x, const float *y, float *d,
+                                        long np, int c, const float *A, const float *B,
+                                        const float *C, const float *m, int relu, int acc) {
+    for (long p = 0; p < np; p++) {
+        size_t o = (size_t)p * c;
+        if (relu && acc) {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++)
+                d[o + ch] += sg_bn_bwd_elem(sg_relu_mask(g[o + ch], y[o + ch]), x[o + ch], m[ch],
+                                            A[ch], B[ch], C[ch]);
+        } else if (relu) {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++)
+                d[o + ch] = sg_bn_bwd_elem(sg_relu_mask(g[o + ch], y[o + ch]), x[o + ch], m[ch],
+                                           A[ch], B[ch], C[ch]);
+        } else if (acc) {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++)
+                d[o + ch] += sg_bn_bwd_elem(g[o + ch], x[o + ch], m[ch], A[ch], B[ch], C[ch]);
+        } else {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++)
+                d[o + ch] = sg_bn_bwd_elem(g[o + ch], x[o + ch], m[ch], A[ch], B[ch], C[ch]);
+        }
+    }
+}
+
+/* The ReLU output a tile's mask reads: y's, or (y NULL, relu) the tile
+ * recomputed from xp into buf (y_plane's rule); without relu nothing
+ * reads it. */
+static const float *nhwc_y_tile(const float *y, size_t off, const float *xp, long np, int c,
+                                const float *mean, const float *a, const float *beta, int relu,
+                                float *buf) {
+    if (y) return y + off;
+    if (!relu) return xp;
+    rows_fwd(xp, buf, np, c, mean, a, beta, 1);
+    return buf;
+}
+
+static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                          const float *mean, const float *invstd, const float *gamma,
+                          const float *beta, const float *red, double count, float *dx, int n,
+                          int c, int hw, int relu, int accumulate) {
+    nhwc_split s = nhwc_split_of(n, c, hw);
+    size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
+    int recompute = !y && relu;
+    float *A = sg_cpu_act_buf(be, 1, 4 * cp), *B = A + cp, *C = B + cp, *a = C + cp;
+    for (int ch = 0; ch < c; ch++) {
+        sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
+        A[ch] = k.A, B[ch] = k.B, C[ch] = k.C;
+    }
+    if (recompute) nhwc_fwd_scales(a, invstd, gamma, c);
+    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || recompute);
+#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
+    for (long t = 0; t < s.tiles; t++) {
+        long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
+        size_t off = (size_t)p0 * c;
+        float *buf = nhwc_buf(bufs, &s, c);
+        const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
+        const float *yp =
+            nhwc_y_tile(y, off, xp, np, c, mean, a, beta, relu, buf ? buf + te : NULL);
+        rows_bwd_elem(dy + off, xp, yp, dx + off, np, c, A, B, C, mean, relu, accumulate);
+    }
+}
+
+/* s[ch] += sum(g), sx[ch] += sum(g*(x-m)) over np rows, g masked by y > 0
+ * if relu; with dr (relu only) the masked g is also stored into (acc:
+ * added to) dr. plane_reduce / plane_reduce_res per element. With the
+ * mask, a row goes through a float block first, for plane_reduce's reason
+ * (GCC does not if-convert the select inside the double sums); channels
+ * are independent, so the blocks do not change a sum. */
+SG_CPU_CLONES static void rows_reduce(const float *g, const float *x, const float *y, float *dr,
+                                      long np, int c, const float *m, int relu, int acc, double *s,
+                                      double *sx) {
+    float gm[256];
+    for (long p = 0; p < np; p++) {
+        size_t o = (size_t)p * c;
+        if (!relu) {
+#pragma omp simd
+            for (int ch = 0; ch < c; ch++) {
+                s[ch] += g[o + ch];
+                sx[ch] += (double)g[o + ch] * ((double)x[o + ch] - (double)m[ch]);
+            }
+            continue;
+        }
+        for (int c0 = 0; c0 < c; c0 += 256) {
+            int len = c - c0 < 256 ? c - c0 : 256;
+            const float *gr = g + o + c0, *xr = x + o + c0, *yr = y + o + c0, *mr = m + c0;
+            double *sr = s + c0, *sxr = sx + c0;
+#pragma omp simd
+            for (int j = 0; j < len; j++) gm[j] = sg_relu_mask(gr[j], yr[j]);
+            if (dr && acc) {
+#pragma omp simd
+                for (int j = 0; j < len; j++) dr[o + c0 + j] += gm[j];
+            } else if (dr) {
+#pragma omp simd
+                for (int j = 0; j < len; j++) dr[o + c0 + j] = gm[j];
+            }
+#pragma omp simd
+            for (int j = 0; j < len; j++) {
+                sr[j] += gm[j];
+                sxr[j] += (double)gm[j] * ((double)xr[j] - (double)mr[j]);
+            }
+        }
+    }
+}
+
+/* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g). */
+static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
+                            const float *y, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, float *red, float *dres, int n,
+                            int c, int hw, int relu, int accumulate) {
+    nhwc_split s = nhwc_split_of(n, c, hw);
+    size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
+    int recompute = !y && relu;
+    /* per part: sum(g)[cp], sum(g*(x-m))[cp] in double; then a[cp] */
+    double *part = (double *)sg_cpu_act_buf(be, 1, 4 * (size_t)s.parts * cp + cp);
+    float *a = (float *)(part + 2 * (size_t)s.parts * cp);
+    if (recompute) nhwc_fwd_scales(a, invstd, gamma, c);
+    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || recompute);
+#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
+    for (long k = 0; k < s.parts; k++) {
+        double *ps = part + 2 * (size_t)k * cp, *psx = ps + cp;
+        for (int ch = 0; ch < c; ch++) ps[ch] = 0, psx[ch] = 0;
+        float *buf = nhwc_buf(bufs, &s, c);
+        long p0, p1;
+        nhwc_part(&s, k, &p0, &p1);
+        for (long q = p0; q < p1; q += s.tile) {
+            long np = p1 - q < s.tile ? p1 - q : s.tile;
+            size_t off = (size_t)q * c;
+            const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
+            const float *yp =
+                nhwc_y_tile(y, off, xp, np, c, mean, a, beta, relu, buf ? buf + te : NULL);
+            rows_reduce(dy + off, xp, yp, dres ? dres + off : NULL, np, c, mean, relu, accumulate,
+                        ps, psx);
+        }
+    }
+    /* parts in order into part 0 (the same order for every channel) */
+    for (long k = 1; k < s.parts; k++) {
+        const double *ps = part + 2 * (size_t)k * cp;
+#pragma omp simd
+        for (size_t ch = 0; ch < 2 * cp; ch++) part[ch] += ps[ch];
+    }
+    for (int ch = 0; ch < c; ch++) {
+        red[ch] = (float)part[ch];
+        red[c + ch] = (float)part[cp + ch];
+    }
+}
+
+/* Chan's merge (sg_bn_merge's arithmetic, formulas/bn.h) of a set of nb
+ * values per channel with means mb[] and M2s m2b[] into (*an, mean[],
+ * m2[]): every channel shares the counts, so the factors are hoisted out
+ * of the channel loop, which vectorizes; the same bits as sg_bn_merge per
+ * channel. */
+SG_CPU_CLONES static void merge_rows(double *an, double *mean, double *m2, double nb,
+                                     const double *mb, const double *m2b, int c) {
+    if (!(nb > 0)) return;
+    double nab = sg_dadd(*an, nb), f1 = nb / nab, f2 = sg_dmul(*an, nb) / nab;
+#pragma omp simd
+    for (int ch = 0; ch < c; ch++) {
+        double delta = sg_dsub(mb[ch], mean[ch]);
+        mean[ch] = sg_dadd(mean[ch], sg_dmul(delta, f1));
+        m2[ch] = sg_dadd(m2[ch], sg_dadd(m2b[ch], sg_dmul(sg_dmul(delta, delta), f2)));
+    }
+    *an = nab;
+}
+
+/* Folds the block of np rows at x into (*an, mean[], m2[]): the block's
+ * mean and M2 about it (two passes over the block while it is in L1, in
+ * double; bm, bm2: c doubles of scratch), merged with Chan's formula. */
+SG_CPU_CLONES static void rows_moments(const float *x, long np, int c, double *an, double *mean,
+                                       double *m2, double *bm, double *bm2) {
+    for (int ch = 0; ch < c; ch++) bm[ch] = 0, bm2[ch] = 0;
+    for (long p = 0; p < np; p++) {
+        const float *r = x + (size_t)p * c;
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++) bm[ch] += r[ch];
+    }
+#pragma omp simd
+    for (int ch = 0; ch < c; ch++) bm[ch] /= (double)np;
+    for (long p = 0; p < np; p++) {
+        const float *r = x + (size_t)p * c;
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++) {
+            double dlt = (double)r[ch] - bm[ch];
+            bm2[ch] += dlt * dlt;
+        }
+    }
+    merge_rows(an, mean, m2, (double)np, bm, bm2, c);
+}
+
+static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
+                       float *stats) {
+    nhwc_split s = nhwc_split_of(n, c, hw);
+    size_t cp = nhwc_cpad(c);
+    /* per part: mean, M2, and the block's mean, M2 [cp each]; then the
+     * parts' counts */
+    double *part = (double *)sg_cpu_act_buf(be, 1, 2 * (4 * (size_t)s.parts * cp + s.parts));
+    double *cnt = part + 4 * (size_t)s.parts * cp;
+    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16);
+#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
+    for (long k = 0; k < s.parts; k++) {
+        double *mean = part + 4 * (size_t)k * cp, *m2 = mean + cp, *bm = m2 + cp, *bm2 = bm + cp;
+        for (int ch = 0; ch < c; ch++) mean[ch] = 0, m2[ch] = 0;
+        double an = 0;
+        float *buf = nhwc_buf(bufs, &s, c);
+        long p0, p1;
+        nhwc_part(&s, k, &p0, &p1);
+        for (long q = p0; q < p1; q += s.tile) {
+            long np = p1 - q < s.tile ? p1 - q : s.tile;
+            size_t off = (size_t)q * c;
+            const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
+            rows_moments(xp, np, c, &an, mean, m2, bm, bm2);
+        }
+        cnt[k] = an;
+    }
+    /* parts in order into part 0 */
+    double an = cnt[0];
+    for (long k = 1; k < s.parts; k++) {
+        const double *pk = part + 4 * (size_t)k * cp;
+        merge_rows(&an, part, part + cp, cnt[k], pk, pk + cp, c);
+    }
+    for (int ch = 0; ch < c; ch++) {
+        stats[ch] = (float)part[ch];
+        stats[c + ch] = (float)part[cp + ch];
     }
 }
 
