@@ -496,16 +496,20 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
  *    shape only, never on the thread count, so the result is the same bits
  *    on every run; it groups the sums differently from NCHW (within the
  *    contract's tolerance). Statistics keep the one pass over memory: each
- *    tile is a block (mean, then M2 about it, while it is in L1) merged
- *    with Chan's formula.
+ *    block of NHWC_STATS_TILE floats (mean, then M2 about it, while it is
+ *    in L2) is merged with Chan's formula.
  *  - bf16 storage: a tile of x is widened, and a recomputed ReLU output or a
  *    bf16-stored y computed, into per-thread buffers (sg_cpu_act_buf slot
- *    0), as the NCHW path does per plane: same floats, same bits.
+ *    0), as the NCHW path does per plane: same floats, same bits. The
+ *    statistics widen as they read instead (a block is larger than L1).
  * Per-call scratch (coefficients, partials) is sg_cpu_act_buf slot 1. */
 
 /* Floats per tile: whole rows, 16 KiB, so a block's second pass and the
  * widened copies read L1. */
 #define NHWC_TILE 4096
+/* Floats per statistics block (128 KiB: the second pass reads L2): larger
+ * than a tile, as each block costs a division and a merge per channel. */
+#define NHWC_STATS_TILE 32768
 /* Most pixel ranges a reduction is split into (enough for every thread). */
 #define NHWC_PARTS 64
 
@@ -516,10 +520,11 @@ typedef struct nhwc_split {
     long parts; /* pixel ranges of the reductions: 1..NHWC_PARTS */
 } nhwc_split;
 
-static nhwc_split nhwc_split_of(int n, int c, int hw) {
+/* The split of n*hw rows into tiles of about tile_floats floats. */
+static nhwc_split nhwc_split_of(int n, int c, int hw, int tile_floats) {
     nhwc_split s;
     s.npix = (long)n * hw;
-    s.tile = c < NHWC_TILE ? NHWC_TILE / c : 1;
+    s.tile = c < tile_floats ? tile_floats / c : 1;
     s.tiles = (s.npix + s.tile - 1) / s.tile;
     s.parts = s.tiles < NHWC_PARTS ? s.tiles : NHWC_PARTS;
     if (s.parts < 1) s.parts = 1;
@@ -584,7 +589,7 @@ SG_CPU_CLONES static void rows_fwd_add(const float *x, const float *r, float *y,
 static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                      const float *invstd, const float *gamma, const float *beta, const float *res,
                      void *y, int y_dt, int n, int c, int hw, int relu) {
-    nhwc_split s = nhwc_split_of(n, c, hw);
+    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
     float *a = sg_cpu_act_buf(be, 1, nhwc_cpad(c));
     nhwc_fwd_scales(a, invstd, gamma, c);
     float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || y_dt == SG_ACT_BF16);
@@ -647,7 +652,7 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *red, double count, float *dx, int n,
                           int c, int hw, int relu, int accumulate) {
-    nhwc_split s = nhwc_split_of(n, c, hw);
+    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
     size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
     int recompute = !y && relu;
     float *A = sg_cpu_act_buf(be, 1, 4 * cp), *B = A + cp, *C = B + cp, *a = C + cp;
@@ -716,7 +721,7 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
                             const float *y, const float *mean, const float *invstd,
                             const float *gamma, const float *beta, float *red, float *dres, int n,
                             int c, int hw, int relu, int accumulate) {
-    nhwc_split s = nhwc_split_of(n, c, hw);
+    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
     size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
     int recompute = !y && relu;
     /* per part: sum(g)[cp], sum(g*(x-m))[cp] in double; then a[cp] */
@@ -772,51 +777,54 @@ SG_CPU_CLONES static void merge_rows(double *an, double *mean, double *m2, doubl
 }
 
 /* Folds the block of np rows at x into (*an, mean[], m2[]): the block's
- * mean and M2 about it (two passes over the block while it is in L1, in
- * double; bm, bm2: c doubles of scratch), merged with Chan's formula. */
-SG_CPU_CLONES static void rows_moments(const float *x, long np, int c, double *an, double *mean,
-                                       double *m2, double *bm, double *bm2) {
-    for (int ch = 0; ch < c; ch++) bm[ch] = 0, bm2[ch] = 0;
-    for (long p = 0; p < np; p++) {
-        const float *r = x + (size_t)p * c;
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++) bm[ch] += r[ch];
+ * mean and M2 about it (two passes over the block while it is in L2, in
+ * double; bm, bm2: c doubles of scratch), merged with Chan's formula.
+ * ELEM(r, ch): element ch of row r as a float; the bf16 version widens as
+ * it reads (the same floats, so the same bits, and no copy). */
+#define ROWS_MOMENTS(name, T, ELEM)                                                      \
+    SG_CPU_CLONES static void name(const T *x, long np, int c, double *an, double *mean, \
+                                   double *m2, double *bm, double *bm2) {                \
+        for (int ch = 0; ch < c; ch++) bm[ch] = 0, bm2[ch] = 0;                          \
+        for (long p = 0; p < np; p++) {                                                  \
+            const T *r = x + (size_t)p * c;                                              \
+            _Pragma("omp simd") for (int ch = 0; ch < c; ch++) bm[ch] += ELEM(r, ch);    \
+        }                                                                                \
+        _Pragma("omp simd") for (int ch = 0; ch < c; ch++) bm[ch] /= (double)np;         \
+        for (long p = 0; p < np; p++) {                                                  \
+            const T *r = x + (size_t)p * c;                                              \
+            _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {                         \
+                double dlt = (double)ELEM(r, ch) - bm[ch];                               \
+                bm2[ch] += dlt * dlt;                                                    \
+            }                                                                            \
+        }                                                                                \
+        merge_rows(an, mean, m2, (double)np, bm, bm2, c);                                \
     }
-#pragma omp simd
-    for (int ch = 0; ch < c; ch++) bm[ch] /= (double)np;
-    for (long p = 0; p < np; p++) {
-        const float *r = x + (size_t)p * c;
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++) {
-            double dlt = (double)r[ch] - bm[ch];
-            bm2[ch] += dlt * dlt;
-        }
-    }
-    merge_rows(an, mean, m2, (double)np, bm, bm2, c);
-}
+#define F32_ELEM(r, ch) (r)[ch]
+#define BF16_ELEM(r, ch) sg_bf16_to_f32((r)[ch])
+ROWS_MOMENTS(rows_moments, float, F32_ELEM)
+ROWS_MOMENTS(rows_moments_bf16, uint16_t, BF16_ELEM)
 
 static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                        float *stats) {
-    nhwc_split s = nhwc_split_of(n, c, hw);
+    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_STATS_TILE);
     size_t cp = nhwc_cpad(c);
     /* per part: mean, M2, and the block's mean, M2 [cp each]; then the
      * parts' counts */
     double *part = (double *)sg_cpu_act_buf(be, 1, 2 * (4 * (size_t)s.parts * cp + s.parts));
     double *cnt = part + 4 * (size_t)s.parts * cp;
-    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16);
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
         double *mean = part + 4 * (size_t)k * cp, *m2 = mean + cp, *bm = m2 + cp, *bm2 = bm + cp;
         for (int ch = 0; ch < c; ch++) mean[ch] = 0, m2[ch] = 0;
         double an = 0;
-        float *buf = nhwc_buf(bufs, &s, c);
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
         for (long q = p0; q < p1; q += s.tile) {
             long np = p1 - q < s.tile ? p1 - q : s.tile;
             size_t off = (size_t)q * c;
-            const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
-            rows_moments(xp, np, c, &an, mean, m2, bm, bm2);
+            if (x_dt == SG_ACT_F32)
+                rows_moments((const float *)x + off, np, c, &an, mean, m2, bm, bm2);
+            else rows_moments_bf16((const uint16_t *)x + off, np, c, &an, mean, m2, bm, bm2);
         }
         cnt[k] = an;
     }

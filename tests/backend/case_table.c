@@ -97,7 +97,9 @@
 #define BN_HW1 .n = 37, .c = 19, .h = 1, .w = 1, .lo = -2, .hi = 2  /* hw = 1, c odd */
 #define BN_ODD .n = 2, .c = 35, .h = 37, .w = 41, .lo = -2, .hi = 2 /* threaded, c odd */
 #define BN_PARTS \
-    .n = 2, .c = 16, .h = 101, .w = 103, .lo = 99, .hi = 101         /* 82 tiles in 64 ranges */
+    .n = 2, .c = 16, .h = 101, .w = 103, .lo = 99, .hi = 101 /* 82 tiles in 64 ranges */
+#define BN_STATS_PARTS \
+    .n = 2, .c = 130, .h = 91, .w = 89, .lo = 99, .hi = 101 /* 65 stats blocks, 64 ranges */
 #define BN_WIDE .n = 2, .c = 4100, .h = 3, .w = 1, .lo = -2, .hi = 2 /* a row past a tile */
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
@@ -419,8 +421,8 @@ const tb_case tb_cases[] = {
     {"bn_stats", run_bn_stats, BN_C1, .tol = 1e-7, .tol_cuda = 2e-7, .note = "c = 1"},
     {"bn_stats", run_bn_stats, BN_HW1, .tol = 1e-7, .tol_cuda = 2e-7, .note = "hw = 1, c odd"},
     {"bn_stats", run_bn_stats, BN_ODD, .tol = 1e-7, .tol_cuda = 2e-7, .note = "c odd, threaded"},
-    {"bn_stats", run_bn_stats, BN_PARTS, .tol = 1e-7, .tol_cuda = 2e-7,
-     .note = "NHWC: 82 blocks merged in 64 pixel ranges"},
+    {"bn_stats", run_bn_stats, BN_STATS_PARTS, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
     {"bn_stats", run_bn_stats, BN_WIDE, .tol = 1e-7, .tol_cuda = 2e-7,
      .note = "NHWC: a row longer than a tile"},
     {"bn_finalize", run_bn_chan_merge, .c = 4, .h = 13, .w = 1, .lo = -2, .hi = 3, .parts = 3,
@@ -553,6 +555,8 @@ const tb_case tb_cases[] = {
      .note = "hw = 1, c odd"},
     {"bn_stats_dt", run_bn_stats_dt, BN_ODD, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
      .note = "c odd, threaded"},
+    {"bn_stats_dt", run_bn_stats_dt, BN_STATS_PARTS, .x_dt = SG_ACT_BF16, .tol = 1e-7,
+     .tol_cuda = 2e-7, .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
     {"bn_stats_dt", run_bn_stats_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
      .note = "NHWC: a row longer than a tile"},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_FWD},
