@@ -498,10 +498,11 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
  *    contract's tolerance). Statistics keep the one pass over memory: each
  *    block of NHWC_STATS_TILE floats (mean, then M2 about it, while it is
  *    in L2) is merged with Chan's formula.
- *  - bf16 storage: a tile of x is widened, and a recomputed ReLU output or a
- *    bf16-stored y computed, into per-thread buffers (sg_cpu_act_buf slot
- *    0), as the NCHW path does per plane: same floats, same bits. The
- *    statistics widen as they read instead (a block is larger than L1).
+ *  - bf16 storage: the forward widens a tile of x, and computes a
+ *    bf16-stored y, in per-thread buffers (sg_cpu_act_buf slot 0), as the
+ *    NCHW path does per plane; the statistics and the backward ops widen x
+ *    as they read it, and recompute a ReLU output that is not stored per
+ *    element. The same floats as the NCHW path's, so the same bits.
  * Per-call scratch (coefficients, partials) is sg_cpu_act_buf slot 1. */
 
 /* Floats per tile: whole rows, 16 KiB, so a block's second pass and the
@@ -607,72 +608,80 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
     }
 }
 
-/* d (+)= g*A + (x-m)*B + C over np rows, g masked by y > 0 if relu:
- * plane_bwd_elem's element. */
-SG_CPU_CLONES static void rows_bwd_elem(const float *g, const float *x, const float *y, float *d,
-                                        long np, int c, const float *A, const float *B,
-                                        const float *C, const float *m, int relu, int acc) {
-    for (long p = 0; p < np; p++) {
-        size_t o = (size_t)p * c;
-        if (relu && acc) {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++)
-                d[o + ch] += sg_bn_bwd_elem(sg_relu_mask(g[o + ch], y[o + ch]), x[o + ch], m[ch],
-                                            A[ch], B[ch], C[ch]);
-        } else if (relu) {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++)
-                d[o + ch] = sg_bn_bwd_elem(sg_relu_mask(g[o + ch], y[o + ch]), x[o + ch], m[ch],
-                                           A[ch], B[ch], C[ch]);
-        } else if (acc) {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++)
-                d[o + ch] += sg_bn_bwd_elem(g[o + ch], x[o + ch], m[ch], A[ch], B[ch], C[ch]);
-        } else {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++)
-                d[o + ch] = sg_bn_bwd_elem(g[o + ch], x[o + ch], m[ch], A[ch], B[ch], C[ch]);
-        }
-    }
-}
+/* The backward row kernels read x as stored (LOAD(x, i): element i as a
+ * float; the bf16 versions widen as they read) and, when the BN output is
+ * not stored (y NULL, relu), recompute it per element with the forward
+ * formula (rows_fwd's element, a[] = the forward scales): the same floats
+ * as the NCHW path's widened and recomputed planes, so the same bits,
+ * without the copies. */
+#define F32_LOAD(x, i) (x)[i]
+#define BF16_LOAD(x, i) sg_bf16_to_f32((x)[i])
+/* g at element i of channel ch masked by the ReLU's output: stored (y) or
+ * recomputed from xv. */
+#define MASK_Y(i, ch, xv) sg_relu_mask(g[i], y[i])
+#define MASK_REC(i, ch, xv) sg_relu_mask(g[i], sg_relu(sg_bn_fwd_elem(xv, m[ch], a[ch], b[ch])))
+#define NO_MASK(i, ch, xv) g[i]
 
-/* The ReLU output a tile's mask reads: y's, or (y NULL, relu) the tile
- * recomputed from xp into buf (y_plane's rule); without relu nothing
- * reads it. */
-static const float *nhwc_y_tile(const float *y, size_t off, const float *xp, long np, int c,
-                                const float *mean, const float *a, const float *beta, int relu,
-                                float *buf) {
-    if (y) return y + off;
-    if (!relu) return xp;
-    rows_fwd(xp, buf, np, c, mean, a, beta, 1);
-    return buf;
-}
+/* One row of d (+)= G*A + (x-m)*B + C (plane_bwd_elem's element). */
+#define BWD_ELEM_ROW(LOAD, OP, G)                                                       \
+    _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {                                \
+        float xv = LOAD(x, o + ch);                                                     \
+        d[o + ch] OP sg_bn_bwd_elem(G(o + ch, ch, xv), xv, m[ch], A[ch], B[ch], C[ch]); \
+    }
+
+/* d (+)= g*A + (x-m)*B + C over np rows, g masked by y > 0 if relu. */
+#define ROWS_BWD_ELEM(name, T, LOAD)                                                              \
+    SG_CPU_CLONES static void name(const float *g, const T *x, const float *y, float *d, long np, \
+                                   int c, const float *A, const float *B, const float *C,         \
+                                   const float *m, const float *a, const float *b, int relu,      \
+                                   int acc) {                                                     \
+        for (long p = 0; p < np; p++) {                                                           \
+            size_t o = (size_t)p * c;                                                             \
+            if (relu && !y && acc) BWD_ELEM_ROW(LOAD, +=, MASK_REC)                               \
+            else if (relu && !y) BWD_ELEM_ROW(LOAD, =, MASK_REC)                                  \
+            else if (relu && acc) BWD_ELEM_ROW(LOAD, +=, MASK_Y)                                  \
+            else if (relu) BWD_ELEM_ROW(LOAD, =, MASK_Y)                                          \
+            else if (acc) BWD_ELEM_ROW(LOAD, +=, NO_MASK)                                         \
+            else BWD_ELEM_ROW(LOAD, =, NO_MASK)                                                   \
+        }                                                                                         \
+    }
+ROWS_BWD_ELEM(rows_bwd_elem, float, F32_LOAD)
+ROWS_BWD_ELEM(rows_bwd_elem_bf16, uint16_t, BF16_LOAD)
 
 static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *red, double count, float *dx, int n,
                           int c, int hw, int relu, int accumulate) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
-    int recompute = !y && relu;
+    size_t cp = nhwc_cpad(c);
     float *A = sg_cpu_act_buf(be, 1, 4 * cp), *B = A + cp, *C = B + cp, *a = C + cp;
     for (int ch = 0; ch < c; ch++) {
         sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         A[ch] = k.A, B[ch] = k.B, C[ch] = k.C;
     }
-    if (recompute) nhwc_fwd_scales(a, invstd, gamma, c);
-    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || recompute);
+    if (!y && relu) nhwc_fwd_scales(a, invstd, gamma, c);
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long t = 0; t < s.tiles; t++) {
         long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
         size_t off = (size_t)p0 * c;
-        float *buf = nhwc_buf(bufs, &s, c);
-        const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
-        const float *yp =
-            nhwc_y_tile(y, off, xp, np, c, mean, a, beta, relu, buf ? buf + te : NULL);
-        rows_bwd_elem(dy + off, xp, yp, dx + off, np, c, A, B, C, mean, relu, accumulate);
+        const float *yp = y ? y + off : NULL;
+        if (x_dt == SG_ACT_F32)
+            rows_bwd_elem(dy + off, (const float *)x + off, yp, dx + off, np, c, A, B, C, mean, a,
+                          beta, relu, accumulate);
+        else
+            rows_bwd_elem_bf16(dy + off, (const uint16_t *)x + off, yp, dx + off, np, c, A, B, C,
+                               mean, a, beta, relu, accumulate);
     }
 }
+
+/* One block of up to 256 channels (from c0) of a row: gm = the masked g,
+ * stored into (acc: added to) dr when dr is not NULL. */
+#define MASK_BLOCK(LOAD, G)                             \
+    _Pragma("omp simd") for (int j = 0; j < len; j++) { \
+        float xv = LOAD(x, o + c0 + j);                 \
+        (void)xv;                                       \
+        gm[j] = G(o + c0 + j, c0 + j, xv);              \
+    }
 
 /* s[ch] += sum(g), sx[ch] += sum(g*(x-m)) over np rows, g masked by y > 0
  * if relu; with dr (relu only) the masked g is also stored into (acc:
@@ -680,41 +689,39 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
  * mask, a row goes through a float block first, for plane_reduce's reason
  * (GCC does not if-convert the select inside the double sums); channels
  * are independent, so the blocks do not change a sum. */
-SG_CPU_CLONES static void rows_reduce(const float *g, const float *x, const float *y, float *dr,
-                                      long np, int c, const float *m, int relu, int acc, double *s,
-                                      double *sx) {
-    float gm[256];
-    for (long p = 0; p < np; p++) {
-        size_t o = (size_t)p * c;
-        if (!relu) {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++) {
-                s[ch] += g[o + ch];
-                sx[ch] += (double)g[o + ch] * ((double)x[o + ch] - (double)m[ch]);
-            }
-            continue;
-        }
-        for (int c0 = 0; c0 < c; c0 += 256) {
-            int len = c - c0 < 256 ? c - c0 : 256;
-            const float *gr = g + o + c0, *xr = x + o + c0, *yr = y + o + c0, *mr = m + c0;
-            double *sr = s + c0, *sxr = sx + c0;
-#pragma omp simd
-            for (int j = 0; j < len; j++) gm[j] = sg_relu_mask(gr[j], yr[j]);
-            if (dr && acc) {
-#pragma omp simd
-                for (int j = 0; j < len; j++) dr[o + c0 + j] += gm[j];
-            } else if (dr) {
-#pragma omp simd
-                for (int j = 0; j < len; j++) dr[o + c0 + j] = gm[j];
-            }
-#pragma omp simd
-            for (int j = 0; j < len; j++) {
-                sr[j] += gm[j];
-                sxr[j] += (double)gm[j] * ((double)xr[j] - (double)mr[j]);
-            }
-        }
+#define ROWS_REDUCE(name, T, LOAD)                                                                 \
+    SG_CPU_CLONES static void name(const float *g, const T *x, const float *y, float *dr, long np, \
+                                   int c, const float *m, const float *a, const float *b,          \
+                                   int relu, int acc, double *s, double *sx) {                     \
+        float gm[256];                                                                             \
+        for (long p = 0; p < np; p++) {                                                            \
+            size_t o = (size_t)p * c;                                                              \
+            if (!relu) {                                                                           \
+                _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {                               \
+                    s[ch] += g[o + ch];                                                            \
+                    sx[ch] += (double)g[o + ch] * ((double)LOAD(x, o + ch) - (double)m[ch]);       \
+                }                                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int c0 = 0; c0 < c; c0 += 256) {                                                  \
+                int len = c - c0 < 256 ? c - c0 : 256;                                             \
+                if (y) MASK_BLOCK(LOAD, MASK_Y)                                                    \
+                else MASK_BLOCK(LOAD, MASK_REC)                                                    \
+                if (dr && acc) {                                                                   \
+                    _Pragma("omp simd") for (int j = 0; j < len; j++) dr[o + c0 + j] += gm[j];     \
+                } else if (dr) {                                                                   \
+                    _Pragma("omp simd") for (int j = 0; j < len; j++) dr[o + c0 + j] = gm[j];      \
+                }                                                                                  \
+                _Pragma("omp simd") for (int j = 0; j < len; j++) {                                \
+                    s[c0 + j] += gm[j];                                                            \
+                    sx[c0 + j] +=                                                                  \
+                        (double)gm[j] * ((double)LOAD(x, o + c0 + j) - (double)m[c0 + j]);         \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+ROWS_REDUCE(rows_reduce, float, F32_LOAD)
+ROWS_REDUCE(rows_reduce_bf16, uint16_t, BF16_LOAD)
 
 /* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g). */
 static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
@@ -722,29 +729,26 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
                             const float *gamma, const float *beta, float *red, float *dres, int n,
                             int c, int hw, int relu, int accumulate) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    size_t cp = nhwc_cpad(c), te = (size_t)s.tile * c;
-    int recompute = !y && relu;
+    size_t cp = nhwc_cpad(c);
     /* per part: sum(g)[cp], sum(g*(x-m))[cp] in double; then a[cp] */
     double *part = (double *)sg_cpu_act_buf(be, 1, 4 * (size_t)s.parts * cp + cp);
     float *a = (float *)(part + 2 * (size_t)s.parts * cp);
-    if (recompute) nhwc_fwd_scales(a, invstd, gamma, c);
-    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || recompute);
+    if (!y && relu) nhwc_fwd_scales(a, invstd, gamma, c);
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
         double *ps = part + 2 * (size_t)k * cp, *psx = ps + cp;
         for (int ch = 0; ch < c; ch++) ps[ch] = 0, psx[ch] = 0;
-        float *buf = nhwc_buf(bufs, &s, c);
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
-        for (long q = p0; q < p1; q += s.tile) {
-            long np = p1 - q < s.tile ? p1 - q : s.tile;
-            size_t off = (size_t)q * c;
-            const float *xp = x_plane(x, x_dt, off, (int)((size_t)np * c), buf);
-            const float *yp =
-                nhwc_y_tile(y, off, xp, np, c, mean, a, beta, relu, buf ? buf + te : NULL);
-            rows_reduce(dy + off, xp, yp, dres ? dres + off : NULL, np, c, mean, relu, accumulate,
-                        ps, psx);
-        }
+        size_t off = (size_t)p0 * c;
+        const float *yp = y ? y + off : NULL;
+        float *dr = dres ? dres + off : NULL;
+        if (x_dt == SG_ACT_F32)
+            rows_reduce(dy + off, (const float *)x + off, yp, dr, p1 - p0, c, mean, a, beta, relu,
+                        accumulate, ps, psx);
+        else
+            rows_reduce_bf16(dy + off, (const uint16_t *)x + off, yp, dr, p1 - p0, c, mean, a, beta,
+                             relu, accumulate, ps, psx);
     }
     /* parts in order into part 0 (the same order for every channel) */
     for (long k = 1; k < s.parts; k++) {
@@ -779,8 +783,7 @@ SG_CPU_CLONES static void merge_rows(double *an, double *mean, double *m2, doubl
 /* Folds the block of np rows at x into (*an, mean[], m2[]): the block's
  * mean and M2 about it (two passes over the block while it is in L2, in
  * double; bm, bm2: c doubles of scratch), merged with Chan's formula.
- * ELEM(r, ch): element ch of row r as a float; the bf16 version widens as
- * it reads (the same floats, so the same bits, and no copy). */
+ * ELEM(r, ch): element ch of row r as a float (F32_LOAD, BF16_LOAD). */
 #define ROWS_MOMENTS(name, T, ELEM)                                                      \
     SG_CPU_CLONES static void name(const T *x, long np, int c, double *an, double *mean, \
                                    double *m2, double *bm, double *bm2) {                \
@@ -799,10 +802,8 @@ SG_CPU_CLONES static void merge_rows(double *an, double *mean, double *m2, doubl
         }                                                                                \
         merge_rows(an, mean, m2, (double)np, bm, bm2, c);                                \
     }
-#define F32_ELEM(r, ch) (r)[ch]
-#define BF16_ELEM(r, ch) sg_bf16_to_f32((r)[ch])
-ROWS_MOMENTS(rows_moments, float, F32_ELEM)
-ROWS_MOMENTS(rows_moments_bf16, uint16_t, BF16_ELEM)
+ROWS_MOMENTS(rows_moments, float, F32_LOAD)
+ROWS_MOMENTS(rows_moments_bf16, uint16_t, BF16_LOAD)
 
 static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                        float *stats) {
