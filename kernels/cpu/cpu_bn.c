@@ -18,6 +18,7 @@
  * by the shape (deterministic whatever the thread count).
  */
 #include <omp.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -521,11 +522,27 @@ typedef struct nhwc_split {
     long parts; /* pixel ranges of the reductions: 1..NHWC_PARTS */
 } nhwc_split;
 
-/* The split of n*hw rows into tiles of about tile_floats floats. */
+/* Rows the elementwise ops take as one (a group): with few channels, a
+ * row is shorter than a vector or two, so G rows of c channels are run as
+ * one row of G*c lanes (at least 64, whole vectors of 16: no remainder
+ * loop) with the per-channel arrays repeated G times. The elementwise ops
+ * keep their elements' arithmetic (only the loop shape changes); the
+ * reductions fold the G copies of a channel at the end. G <= 64. */
+static int nhwc_group(int c) {
+    if (c >= 64) return 1;
+    int g = 16; /* gcd(c, 16) */
+    while (c % g) g /= 2;
+    int g0 = 16 / g; /* the fewest rows whose lanes are whole vectors of 16 */
+    return g0 * ((64 + g0 * c - 1) / (g0 * c));
+}
+
+/* The split of n*hw rows into tiles of about tile_floats floats (whole
+ * groups). */
 static nhwc_split nhwc_split_of(int n, int c, int hw, int tile_floats) {
     nhwc_split s;
     s.npix = (long)n * hw;
     s.tile = c < tile_floats ? tile_floats / c : 1;
+    s.tile -= s.tile % nhwc_group(c); /* tile >= 4096/63 > 64 >= G when c < 64 */
     s.tiles = (s.npix + s.tile - 1) / s.tile;
     s.parts = s.tiles < NHWC_PARTS ? s.tiles : NHWC_PARTS;
     if (s.parts < 1) s.parts = 1;
@@ -551,6 +568,13 @@ static float *nhwc_bufs(sg_backend *be, const nhwc_split *s, int c, int need) {
 
 static float *nhwc_buf(float *bufs, const nhwc_split *s, int c) {
     return bufs ? bufs + (size_t)2 * omp_get_thread_num() * s->tile * c : NULL;
+}
+
+/* dst[0, G*c) = src[0, c) repeated G times (a group's per-channel array;
+ * dst may be src: then it holds the first copy already). */
+static void nhwc_repeat(float *dst, const float *src, int c, int G) {
+    for (int r = dst == src ? 1 : 0; r < G; r++)
+        memcpy(dst + (size_t)r * c, src, (size_t)c * sizeof(float));
 }
 
 /* a[ch] = invstd*gamma, bn_fwd's per-channel scale. */
@@ -591,8 +615,12 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                      const float *invstd, const float *gamma, const float *beta, const float *res,
                      void *y, int y_dt, int n, int c, int hw, int relu) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    float *a = sg_cpu_act_buf(be, 1, nhwc_cpad(c));
+    int G = nhwc_group(c);
+    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    /* mean, scale and beta of a group of rows */
+    float *m = sg_cpu_act_buf(be, 1, 3 * gp), *a = m + gp, *b = a + gp;
     nhwc_fwd_scales(a, invstd, gamma, c);
+    nhwc_repeat(m, mean, c, G), nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
     float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || y_dt == SG_ACT_BF16);
     size_t te = (size_t)s.tile * c;
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
@@ -602,8 +630,15 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
         float *buf = nhwc_buf(bufs, &s, c);
         const float *xp = x_plane(x, x_dt, off, (int)len, buf);
         float *yp = y_dt == SG_ACT_F32 ? (float *)y + off : buf + te;
-        if (res) rows_fwd_add(xp, res + off, yp, np, c, mean, a, beta);
-        else rows_fwd(xp, yp, np, c, mean, a, beta, relu);
+        long ng = np / G; /* whole groups, then the rows left */
+        size_t rest = (size_t)ng * gc;
+        if (res) {
+            rows_fwd_add(xp, res + off, yp, ng, (int)gc, m, a, b);
+            rows_fwd_add(xp + rest, res + off + rest, yp + rest, np % G, c, m, a, b);
+        } else {
+            rows_fwd(xp, yp, ng, (int)gc, m, a, b, relu);
+            rows_fwd(xp + rest, yp + rest, np % G, c, m, a, b, relu);
+        }
         if (y_dt == SG_ACT_BF16) narrow_plane(yp, (uint16_t *)y + off, (int)len);
     }
 }
@@ -653,24 +688,38 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
                           const float *beta, const float *red, double count, float *dx, int n,
                           int c, int hw, int relu, int accumulate) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    size_t cp = nhwc_cpad(c);
-    float *A = sg_cpu_act_buf(be, 1, 4 * cp), *B = A + cp, *C = B + cp, *a = C + cp;
+    int G = nhwc_group(c);
+    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    /* the coefficients, mean, forward scale and beta of a group of rows */
+    float *A = sg_cpu_act_buf(be, 1, 6 * gp), *B = A + gp, *C = B + gp;
+    float *m = C + gp, *a = m + gp, *b = a + gp;
     for (int ch = 0; ch < c; ch++) {
         sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
         A[ch] = k.A, B[ch] = k.B, C[ch] = k.C;
     }
-    if (!y && relu) nhwc_fwd_scales(a, invstd, gamma, c);
+    nhwc_repeat(A, A, c, G), nhwc_repeat(B, B, c, G), nhwc_repeat(C, C, c, G);
+    nhwc_repeat(m, mean, c, G);
+    if (!y && relu) {
+        nhwc_fwd_scales(a, invstd, gamma, c);
+        nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
+    }
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long t = 0; t < s.tiles; t++) {
         long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
         size_t off = (size_t)p0 * c;
-        const float *yp = y ? y + off : NULL;
-        if (x_dt == SG_ACT_F32)
-            rows_bwd_elem(dy + off, (const float *)x + off, yp, dx + off, np, c, A, B, C, mean, a,
-                          beta, relu, accumulate);
-        else
-            rows_bwd_elem_bf16(dy + off, (const uint16_t *)x + off, yp, dx + off, np, c, A, B, C,
-                               mean, a, beta, relu, accumulate);
+        long ng = np / G; /* whole groups, then the rows left */
+        for (int k = 0; k < 2; k++) {
+            size_t o = off + (k ? (size_t)ng * gc : 0);
+            long rows = k ? np % G : ng;
+            int w = k ? c : (int)gc;
+            const float *yp = y ? y + o : NULL;
+            if (x_dt == SG_ACT_F32)
+                rows_bwd_elem(dy + o, (const float *)x + o, yp, dx + o, rows, w, A, B, C, m, a, b,
+                              relu, accumulate);
+            else
+                rows_bwd_elem_bf16(dy + o, (const uint16_t *)x + o, yp, dx + o, rows, w, A, B, C, m,
+                                   a, b, relu, accumulate);
+        }
     }
 }
 
@@ -723,42 +772,59 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
 ROWS_REDUCE(rows_reduce, float, F32_LOAD)
 ROWS_REDUCE(rows_reduce_bf16, uint16_t, BF16_LOAD)
 
-/* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g). */
+/* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g).
+ * Rows in groups (nhwc_group): each part sums G*c lanes over its whole
+ * groups, its rows left into the first c, then folds the G copies of a
+ * channel into the first in order. */
 static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
                             const float *y, const float *mean, const float *invstd,
                             const float *gamma, const float *beta, float *red, float *dres, int n,
                             int c, int hw, int relu, int accumulate) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    size_t cp = nhwc_cpad(c);
-    /* per part: sum(g)[cp], sum(g*(x-m))[cp] in double; then a[cp] */
-    double *part = (double *)sg_cpu_act_buf(be, 1, 4 * (size_t)s.parts * cp + cp);
-    float *a = (float *)(part + 2 * (size_t)s.parts * cp);
-    if (!y && relu) nhwc_fwd_scales(a, invstd, gamma, c);
+    int G = nhwc_group(c);
+    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    /* per part: sum(g), sum(g*(x-m)) [gp each] in double; then the mean,
+     * forward scale and beta of a group [gp floats each] */
+    double *part = (double *)sg_cpu_act_buf(be, 1, 4 * (size_t)s.parts * gp + 3 * gp);
+    float *m = (float *)(part + 2 * (size_t)s.parts * gp), *a = m + gp, *b = a + gp;
+    nhwc_repeat(m, mean, c, G);
+    if (!y && relu) {
+        nhwc_fwd_scales(a, invstd, gamma, c);
+        nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
+    }
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
-        double *ps = part + 2 * (size_t)k * cp, *psx = ps + cp;
-        for (int ch = 0; ch < c; ch++) ps[ch] = 0, psx[ch] = 0;
+        double *ps = part + 2 * (size_t)k * gp, *psx = ps + gp;
+        for (size_t ch = 0; ch < gc; ch++) ps[ch] = 0, psx[ch] = 0;
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
-        size_t off = (size_t)p0 * c;
-        const float *yp = y ? y + off : NULL;
-        float *dr = dres ? dres + off : NULL;
-        if (x_dt == SG_ACT_F32)
-            rows_reduce(dy + off, (const float *)x + off, yp, dr, p1 - p0, c, mean, a, beta, relu,
-                        accumulate, ps, psx);
-        else
-            rows_reduce_bf16(dy + off, (const uint16_t *)x + off, yp, dr, p1 - p0, c, mean, a, beta,
-                             relu, accumulate, ps, psx);
+        long ng = (p1 - p0) / G; /* whole groups, then the rows left */
+        for (int h = 0; h < 2; h++) {
+            size_t o = (size_t)p0 * c + (h ? (size_t)ng * gc : 0);
+            long rows = h ? (p1 - p0) % G : ng;
+            int w = h ? c : (int)gc;
+            const float *yp = y ? y + o : NULL;
+            float *dr = dres ? dres + o : NULL;
+            if (x_dt == SG_ACT_F32)
+                rows_reduce(dy + o, (const float *)x + o, yp, dr, rows, w, m, a, b, relu,
+                            accumulate, ps, psx);
+            else
+                rows_reduce_bf16(dy + o, (const uint16_t *)x + o, yp, dr, rows, w, m, a, b, relu,
+                                 accumulate, ps, psx);
+        }
+        for (int r = 1; r < G; r++)
+            for (int ch = 0; ch < c; ch++)
+                ps[ch] += ps[(size_t)r * c + ch], psx[ch] += psx[(size_t)r * c + ch];
     }
     /* parts in order into part 0 (the same order for every channel) */
     for (long k = 1; k < s.parts; k++) {
-        const double *ps = part + 2 * (size_t)k * cp;
+        const double *ps = part + 2 * (size_t)k * gp;
 #pragma omp simd
-        for (size_t ch = 0; ch < 2 * cp; ch++) part[ch] += ps[ch];
+        for (int ch = 0; ch < c; ch++) part[ch] += ps[ch], part[gp + ch] += ps[gp + ch];
     }
     for (int ch = 0; ch < c; ch++) {
         red[ch] = (float)part[ch];
-        red[c + ch] = (float)part[cp + ch];
+        red[c + ch] = (float)part[gp + ch];
     }
 }
 
@@ -805,39 +871,52 @@ SG_CPU_CLONES static void merge_rows(double *an, double *mean, double *m2, doubl
 ROWS_MOMENTS(rows_moments, float, F32_LOAD)
 ROWS_MOMENTS(rows_moments_bf16, uint16_t, BF16_LOAD)
 
+/* Rows in groups (nhwc_group): each part takes the moments of G*c lanes
+ * over its whole groups (every lane one value per group), folds the G
+ * copies of a channel into the first with Chan's formula, in order, then
+ * its rows left as one more block. */
 static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                        float *stats) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_STATS_TILE);
-    size_t cp = nhwc_cpad(c);
-    /* per part: mean, M2, and the block's mean, M2 [cp each]; then the
+    int G = nhwc_group(c);
+    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    long gtile = s.tile / G; /* groups per block */
+    /* per part: mean, M2, and the block's mean, M2 [gp each]; then the
      * parts' counts */
-    double *part = (double *)sg_cpu_act_buf(be, 1, 2 * (4 * (size_t)s.parts * cp + s.parts));
-    double *cnt = part + 4 * (size_t)s.parts * cp;
+    double *part = (double *)sg_cpu_act_buf(be, 1, 2 * (4 * (size_t)s.parts * gp + s.parts));
+    double *cnt = part + 4 * (size_t)s.parts * gp;
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
-        double *mean = part + 4 * (size_t)k * cp, *m2 = mean + cp, *bm = m2 + cp, *bm2 = bm + cp;
-        for (int ch = 0; ch < c; ch++) mean[ch] = 0, m2[ch] = 0;
+        double *mean = part + 4 * (size_t)k * gp, *m2 = mean + gp, *bm = m2 + gp, *bm2 = bm + gp;
+        for (size_t ch = 0; ch < gc; ch++) mean[ch] = 0, m2[ch] = 0;
         double an = 0;
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
-        for (long q = p0; q < p1; q += s.tile) {
-            long np = p1 - q < s.tile ? p1 - q : s.tile;
-            size_t off = (size_t)q * c;
-            if (x_dt == SG_ACT_F32)
-                rows_moments((const float *)x + off, np, c, &an, mean, m2, bm, bm2);
-            else rows_moments_bf16((const uint16_t *)x + off, np, c, &an, mean, m2, bm, bm2);
+        const float *xf = (const float *)x + (size_t)p0 * c;
+        const uint16_t *xb = (const uint16_t *)x + (size_t)p0 * c;
+        long ng = (p1 - p0) / G, rest = (p1 - p0) % G;
+        for (long q = 0; q < ng; q += gtile) { /* blocks of whole groups */
+            long np = ng - q < gtile ? ng - q : gtile;
+            if (x_dt == SG_ACT_F32) rows_moments(xf + q * gc, np, (int)gc, &an, mean, m2, bm, bm2);
+            else rows_moments_bf16(xb + q * gc, np, (int)gc, &an, mean, m2, bm, bm2);
         }
+        double each = an; /* fold the copies of each channel, an values each */
+        for (int r = 1; r < G; r++)
+            merge_rows(&an, mean, m2, each, mean + (size_t)r * c, m2 + (size_t)r * c, c);
+        if (rest && x_dt == SG_ACT_F32) /* the rows left: one more block */
+            rows_moments(xf + ng * gc, rest, c, &an, mean, m2, bm, bm2);
+        else if (rest) rows_moments_bf16(xb + ng * gc, rest, c, &an, mean, m2, bm, bm2);
         cnt[k] = an;
     }
     /* parts in order into part 0 */
     double an = cnt[0];
     for (long k = 1; k < s.parts; k++) {
-        const double *pk = part + 4 * (size_t)k * cp;
-        merge_rows(&an, part, part + cp, cnt[k], pk, pk + cp, c);
+        const double *pk = part + 4 * (size_t)k * gp;
+        merge_rows(&an, part, part + gp, cnt[k], pk, pk + gp, c);
     }
     for (int ch = 0; ch < c; ch++) {
         stats[ch] = (float)part[ch];
-        stats[c + ch] = (float)part[cp + ch];
+        stats[c + ch] = (float)part[gp + ch];
     }
 }
 
