@@ -723,51 +723,73 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
     }
 }
 
-/* One block of up to 256 channels (from c0) of a row: gm = the masked g,
- * stored into (acc: added to) dr when dr is not NULL. */
-#define MASK_BLOCK(LOAD, G)                             \
-    _Pragma("omp simd") for (int j = 0; j < len; j++) { \
-        float xv = LOAD(x, o + c0 + j);                 \
-        (void)xv;                                       \
-        gm[j] = G(o + c0 + j, c0 + j, xv);              \
+/* g where keep, else +0.0f: sg_relu_mask's result (keep = y > 0) as a bit
+ * mask, which GCC vectorizes inside the double sums where it does not
+ * if-convert the select (plane_reduce's note). */
+static inline float keep_bits(float g, int keep) {
+    uint32_t u;
+    memcpy(&u, &g, sizeof u);
+    u &= 0u - (uint32_t)keep;
+    memcpy(&g, &u, sizeof u);
+    return g;
+}
+#define KEEP_Y(i, ch, xv) keep_bits(g[i], y[i] > 0.0f)
+/* relu(v) > 0 exactly when v > 0 (NaN: neither), so the recomputed mask
+ * skips the relu's select. */
+#define KEEP_REC(i, ch, xv) keep_bits(g[i], sg_bn_fwd_elem(xv, m[ch], a[ch], b[ch]) > 0.0f)
+#define DR_NONE(i, gv)
+#define DR_ADD(i, gv) dr[i] += gv;
+#define DR_SET(i, gv) dr[i] = gv;
+
+/* Element i of channel ch into t, tx (and dr). */
+#define REDUCE_ELEM(LOAD, G, DR, i)               \
+    {                                             \
+        float xv = LOAD(x, i), gv = G(i, ch, xv); \
+        DR(i, gv)                                 \
+        t += gv;                                  \
+        tx += (double)gv * ((double)xv - mm);     \
+    }
+
+/* nr rows from element o: four at a time in order with s and sx in
+ * registers across them, then one at a time. */
+#define REDUCE_ROWS(LOAD, G, DR)                                   \
+    {                                                              \
+        long p = 0;                                                \
+        for (; p + 4 <= np; p += 4) {                              \
+            size_t o = (size_t)p * c1;                             \
+            _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {   \
+                double mm = (double)m[ch], t = s[ch], tx = sx[ch]; \
+                REDUCE_ELEM(LOAD, G, DR, o + ch)                   \
+                REDUCE_ELEM(LOAD, G, DR, o + c1 + ch)              \
+                REDUCE_ELEM(LOAD, G, DR, o + 2 * c1 + ch)          \
+                REDUCE_ELEM(LOAD, G, DR, o + 3 * c1 + ch)          \
+                s[ch] = t, sx[ch] = tx;                            \
+            }                                                      \
+        }                                                          \
+        for (; p < np; p++) {                                      \
+            size_t o = (size_t)p * c1;                             \
+            _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {   \
+                double mm = (double)m[ch], t = s[ch], tx = sx[ch]; \
+                REDUCE_ELEM(LOAD, G, DR, o + ch)                   \
+                s[ch] = t, sx[ch] = tx;                            \
+            }                                                      \
+        }                                                          \
     }
 
 /* s[ch] += sum(g), sx[ch] += sum(g*(x-m)) over np rows, g masked by y > 0
  * if relu; with dr (relu only) the masked g is also stored into (acc:
- * added to) dr. plane_reduce / plane_reduce_res per element. With the
- * mask, a row goes through a float block first, for plane_reduce's reason
- * (GCC does not if-convert the select inside the double sums); channels
- * are independent, so the blocks do not change a sum. */
+ * added to) dr. plane_reduce / plane_reduce_res per element, each channel
+ * summed row by row. */
 #define ROWS_REDUCE(name, T, LOAD)                                                                 \
     SG_CPU_CLONES static void name(const float *g, const T *x, const float *y, float *dr, long np, \
                                    int c, const float *m, const float *a, const float *b,          \
                                    int relu, int acc, double *s, double *sx) {                     \
-        float gm[256];                                                                             \
-        for (long p = 0; p < np; p++) {                                                            \
-            size_t o = (size_t)p * c;                                                              \
-            if (!relu) {                                                                           \
-                _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {                               \
-                    s[ch] += g[o + ch];                                                            \
-                    sx[ch] += (double)g[o + ch] * ((double)LOAD(x, o + ch) - (double)m[ch]);       \
-                }                                                                                  \
-                continue;                                                                          \
-            }                                                                                      \
-            for (int c0 = 0; c0 < c; c0 += 256) {                                                  \
-                int len = c - c0 < 256 ? c - c0 : 256;                                             \
-                if (y) MASK_BLOCK(LOAD, MASK_Y)                                                    \
-                else MASK_BLOCK(LOAD, MASK_REC)                                                    \
-                if (dr && acc) {                                                                   \
-                    _Pragma("omp simd") for (int j = 0; j < len; j++) dr[o + c0 + j] += gm[j];     \
-                } else if (dr) {                                                                   \
-                    _Pragma("omp simd") for (int j = 0; j < len; j++) dr[o + c0 + j] = gm[j];      \
-                }                                                                                  \
-                _Pragma("omp simd") for (int j = 0; j < len; j++) {                                \
-                    s[c0 + j] += gm[j];                                                            \
-                    sx[c0 + j] +=                                                                  \
-                        (double)gm[j] * ((double)LOAD(x, o + c0 + j) - (double)m[c0 + j]);         \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
+        size_t c1 = (size_t)c;                                                                     \
+        if (!relu) REDUCE_ROWS(LOAD, NO_MASK, DR_NONE)                                             \
+        else if (!y) REDUCE_ROWS(LOAD, KEEP_REC, DR_NONE)                                          \
+        else if (!dr) REDUCE_ROWS(LOAD, KEEP_Y, DR_NONE)                                           \
+        else if (acc) REDUCE_ROWS(LOAD, KEEP_Y, DR_ADD)                                            \
+        else REDUCE_ROWS(LOAD, KEEP_Y, DR_SET)                                                     \
     }
 ROWS_REDUCE(rows_reduce, float, F32_LOAD)
 ROWS_REDUCE(rows_reduce_bf16, uint16_t, BF16_LOAD)
