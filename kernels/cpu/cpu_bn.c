@@ -499,11 +499,11 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
  *    contract's tolerance). Statistics keep the one pass over memory: each
  *    block of NHWC_STATS_TILE floats (mean, then M2 about it, while it is
  *    in L2) is merged with Chan's formula.
- *  - bf16 storage: the forward widens a tile of x, and computes a
- *    bf16-stored y, in per-thread buffers (sg_cpu_act_buf slot 0), as the
- *    NCHW path does per plane; the statistics and the backward ops widen x
- *    as they read it, and recompute a ReLU output that is not stored per
- *    element. The same floats as the NCHW path's, so the same bits.
+ *  - bf16 storage: every kernel widens x as it reads it, rounds a
+ *    bf16-stored y as it writes it, and recomputes a ReLU output that is
+ *    not stored per element: the floats of the NCHW path's widened and
+ *    recomputed planes, so the same bits, with no copies.
+ *  - Few channels (c < 64): rows in groups (nhwc_group).
  * Per-call scratch (coefficients, partials) is sg_cpu_act_buf slot 1. */
 
 /* Floats per tile: whole rows, 16 KiB, so a block's second pass and the
@@ -559,17 +559,6 @@ static void nhwc_part(const nhwc_split *s, long k, long *p0, long *p1) {
  * cache lines (doubles: two lines). */
 static size_t nhwc_cpad(int c) { return ((size_t)c + 15) & ~(size_t)15; }
 
-/* Two tiles of floats per thread (x widened, y computed), or NULL when
- * nothing needs them. */
-static float *nhwc_bufs(sg_backend *be, const nhwc_split *s, int c, int need) {
-    if (!need) return NULL;
-    return sg_cpu_act_buf(be, 0, (size_t)2 * omp_get_max_threads() * s->tile * c);
-}
-
-static float *nhwc_buf(float *bufs, const nhwc_split *s, int c) {
-    return bufs ? bufs + (size_t)2 * omp_get_thread_num() * s->tile * c : NULL;
-}
-
 /* dst[0, G*c) = src[0, c) repeated G times (a group's per-channel array;
  * dst may be src: then it holds the first copy already). */
 static void nhwc_repeat(float *dst, const float *src, int c, int G) {
@@ -582,32 +571,52 @@ static void nhwc_fwd_scales(float *a, const float *invstd, const float *gamma, i
     for (int ch = 0; ch < c; ch++) a[ch] = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
 }
 
-/* y = (x - m)*a + b (+ReLU) over np rows: plane_fwd's element. */
-SG_CPU_CLONES static void rows_fwd(const float *x, float *y, long np, int c, const float *m,
-                                   const float *a, const float *b, int relu) {
-    for (long p = 0; p < np; p++) {
-        const float *xr = x + (size_t)p * c;
-        float *yr = y + (size_t)p * c;
-        if (relu) {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++)
-                yr[ch] = sg_relu(sg_bn_fwd_elem(xr[ch], m[ch], a[ch], b[ch]));
-        } else {
-#pragma omp simd
-            for (int ch = 0; ch < c; ch++) yr[ch] = sg_bn_fwd_elem(xr[ch], m[ch], a[ch], b[ch]);
-        }
-    }
-}
+/* How the row kernels read x and store y: element i as a float, and v
+ * stored at element i (bf16: rounded, kernels/formulas/bf16.h). The bf16
+ * versions widen and round as they go: the same floats as the NCHW path's
+ * widened planes and narrowed results, so the same bits, without copies. */
+#define F32_LOAD(x, i) (x)[i]
+#define BF16_LOAD(x, i) sg_bf16_to_f32((x)[i])
+#define F32_STORE(y, i, v) (y)[i] = (v)
+#define BF16_STORE(y, i, v) (y)[i] = sg_bf16_bits(v)
 
-/* y = max(0, (x - m)*a + b + r) over np rows: plane_fwd_add's element. */
-SG_CPU_CLONES static void rows_fwd_add(const float *x, const float *r, float *y, long np, int c,
-                                       const float *m, const float *a, const float *b) {
-    for (long p = 0; p < np; p++) {
-        size_t o = (size_t)p * c;
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++)
-            y[o + ch] = sg_relu(sg_fadd(sg_bn_fwd_elem(x[o + ch], m[ch], a[ch], b[ch]), r[o + ch]));
+/* y = (x - m)*a + b (+ReLU) over np rows (plane_fwd's element), or with r
+ * y = max(0, (x - m)*a + b + r) (plane_fwd_add's). */
+#define ROWS_FWD(name, TX, LOAD, TY, STORE)                                                     \
+    SG_CPU_CLONES static void name(const TX *x, const float *r, TY *y, long np, int c,          \
+                                   const float *m, const float *a, const float *b, int relu) {  \
+        for (long p = 0; p < np; p++) {                                                         \
+            size_t o = (size_t)p * c;                                                           \
+            if (r) {                                                                            \
+                _Pragma("omp simd") for (int ch = 0; ch < c; ch++)                              \
+                    STORE(y, o + ch,                                                            \
+                          sg_relu(sg_fadd(sg_bn_fwd_elem(LOAD(x, o + ch), m[ch], a[ch], b[ch]), \
+                                          r[o + ch])));                                         \
+            } else if (relu) {                                                                  \
+                _Pragma("omp simd") for (int ch = 0; ch < c; ch++) STORE(                       \
+                    y, o + ch, sg_relu(sg_bn_fwd_elem(LOAD(x, o + ch), m[ch], a[ch], b[ch])));  \
+            } else {                                                                            \
+                _Pragma("omp simd") for (int ch = 0; ch < c; ch++)                              \
+                    STORE(y, o + ch, sg_bn_fwd_elem(LOAD(x, o + ch), m[ch], a[ch], b[ch]));     \
+            }                                                                                   \
+        }                                                                                       \
     }
+ROWS_FWD(rows_fwd_ff, float, F32_LOAD, float, F32_STORE)
+ROWS_FWD(rows_fwd_bf, uint16_t, BF16_LOAD, float, F32_STORE)
+ROWS_FWD(rows_fwd_fb, float, F32_LOAD, uint16_t, BF16_STORE)
+ROWS_FWD(rows_fwd_bb, uint16_t, BF16_LOAD, uint16_t, BF16_STORE)
+
+/* np rows of w lanes from element off, x and y as stored. */
+static void rows_fwd_dt(const void *x, int x_dt, const float *r, void *y, int y_dt, size_t off,
+                        long np, int w, const float *m, const float *a, const float *b, int relu) {
+    const float *xf = (const float *)x + off, *rp = r ? r + off : NULL;
+    const uint16_t *xb = (const uint16_t *)x + off;
+    float *yf = (float *)y + off;
+    uint16_t *yb = (uint16_t *)y + off;
+    if (x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32) rows_fwd_ff(xf, rp, yf, np, w, m, a, b, relu);
+    else if (y_dt == SG_ACT_F32) rows_fwd_bf(xb, rp, yf, np, w, m, a, b, relu);
+    else if (x_dt == SG_ACT_F32) rows_fwd_fb(xf, rp, yb, np, w, m, a, b, relu);
+    else rows_fwd_bb(xb, rp, yb, np, w, m, a, b, relu);
 }
 
 /* bn_fwd_dt / bn_add_relu_fwd (res not NULL: y = relu(bn(x) + res)). */
@@ -621,25 +630,13 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
     float *m = sg_cpu_act_buf(be, 1, 3 * gp), *a = m + gp, *b = a + gp;
     nhwc_fwd_scales(a, invstd, gamma, c);
     nhwc_repeat(m, mean, c, G), nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
-    float *bufs = nhwc_bufs(be, &s, c, x_dt == SG_ACT_BF16 || y_dt == SG_ACT_BF16);
-    size_t te = (size_t)s.tile * c;
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long t = 0; t < s.tiles; t++) {
         long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
-        size_t off = (size_t)p0 * c, len = (size_t)np * c;
-        float *buf = nhwc_buf(bufs, &s, c);
-        const float *xp = x_plane(x, x_dt, off, (int)len, buf);
-        float *yp = y_dt == SG_ACT_F32 ? (float *)y + off : buf + te;
+        size_t off = (size_t)p0 * c;
         long ng = np / G; /* whole groups, then the rows left */
-        size_t rest = (size_t)ng * gc;
-        if (res) {
-            rows_fwd_add(xp, res + off, yp, ng, (int)gc, m, a, b);
-            rows_fwd_add(xp + rest, res + off + rest, yp + rest, np % G, c, m, a, b);
-        } else {
-            rows_fwd(xp, yp, ng, (int)gc, m, a, b, relu);
-            rows_fwd(xp + rest, yp + rest, np % G, c, m, a, b, relu);
-        }
-        if (y_dt == SG_ACT_BF16) narrow_plane(yp, (uint16_t *)y + off, (int)len);
+        rows_fwd_dt(x, x_dt, res, y, y_dt, off, ng, (int)gc, m, a, b, relu);
+        rows_fwd_dt(x, x_dt, res, y, y_dt, off + (size_t)ng * gc, np % G, c, m, a, b, relu);
     }
 }
 
@@ -649,8 +646,6 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
  * formula (rows_fwd's element, a[] = the forward scales): the same floats
  * as the NCHW path's widened and recomputed planes, so the same bits,
  * without the copies. */
-#define F32_LOAD(x, i) (x)[i]
-#define BF16_LOAD(x, i) sg_bf16_to_f32((x)[i])
 /* g at element i of channel ch masked by the ReLU's output: stored (y) or
  * recomputed from xv. */
 #define MASK_Y(i, ch, xv) sg_relu_mask(g[i], y[i])
