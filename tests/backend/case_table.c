@@ -91,6 +91,16 @@
 #define BN_E .n = 2, .c = 3, .h = 65, .w = 67, .lo = 99, .hi = 101 /* a large plane */
 #define BN_F \
     .n = 4, .c = 2, .h = 129, .w = 131, .lo = 99, .hi = 101 /* a channel over many blocks */
+/* Shapes for the channels-last kernels (rows of c channels as vector
+ * lanes, tiles of 4096 floats, reductions over up to 64 pixel ranges). */
+#define BN_C1 .n = 3, .c = 1, .h = 50, .w = 1, .lo = 99, .hi = 101  /* c = 1 */
+#define BN_HW1 .n = 37, .c = 19, .h = 1, .w = 1, .lo = -2, .hi = 2  /* hw = 1, c odd */
+#define BN_ODD .n = 2, .c = 35, .h = 37, .w = 41, .lo = -2, .hi = 2 /* threaded, c odd */
+#define BN_PARTS \
+    .n = 2, .c = 16, .h = 101, .w = 103, .lo = 99, .hi = 101 /* 82 tiles in 64 ranges */
+#define BN_STATS_PARTS \
+    .n = 2, .c = 130, .h = 91, .w = 89, .lo = 99, .hi = 101 /* 65 stats blocks, 64 ranges */
+#define BN_WIDE .n = 2, .c = 4100, .h = 3, .w = 1, .lo = -2, .hi = 2 /* a row past a tile */
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
 
@@ -399,6 +409,19 @@ const tb_case tb_cases[] = {
     {"bias_bwd", run_bias_bwd, .n = 3, .c = 5, .h = 7, .w = 1, .acc = 1, .tol = 1e-5},
     {"bias_bwd", run_bias_bwd, .n = 5, .c = 3, .h = 3001, .w = 1, .tol = 1e-5},
     {"bias_bwd", run_bias_bwd, .n = 5, .c = 3, .h = 3001, .w = 1, .acc = 1, .tol = 1e-5},
+    {"bias_fwd", run_bias_fwd, .n = 3, .c = 1, .h = 50, .w = 1, .tol = EXACT, .note = "c = 1"},
+    {"bias_fwd", run_bias_fwd, .n = 2, .c = 35, .h = 37, .w = 41, .tol = EXACT,
+     .note = "c odd, threaded"},
+    {"bias_fwd", run_bias_fwd, .n = 2, .c = 4100, .h = 3, .w = 1, .tol = EXACT,
+     .note = "NHWC: a row longer than a tile"},
+    {"bias_bwd", run_bias_bwd, .n = 37, .c = 19, .h = 1, .w = 1, .acc = 1, .tol = 1e-5,
+     .note = "hw = 1, c odd"},
+    {"bias_bwd", run_bias_bwd, .n = 2, .c = 35, .h = 37, .w = 41, .tol = 1e-5,
+     .note = "c odd, threaded"},
+    {"bias_bwd", run_bias_bwd, .n = 2, .c = 16, .h = 101, .w = 103, .acc = 1, .tol = 1e-5,
+     .note = "NHWC: 82 tiles summed in 64 pixel ranges"},
+    {"bias_bwd", run_bias_bwd, .n = 2, .c = 4100, .h = 3, .w = 1, .tol = 1e-5,
+     .note = "NHWC: a row longer than a tile"},
 
     /* ---------------- batch norm ---------------- */
     /* float outputs of double sums: within an ulp or so (CUDA merges its
@@ -411,6 +434,13 @@ const tb_case tb_cases[] = {
     {"bn_stats", run_bn_stats, BN_D, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats", run_bn_stats, BN_E, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats", run_bn_stats, BN_F, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats", run_bn_stats, BN_C1, .tol = 1e-7, .tol_cuda = 2e-7, .note = "c = 1"},
+    {"bn_stats", run_bn_stats, BN_HW1, .tol = 1e-7, .tol_cuda = 2e-7, .note = "hw = 1, c odd"},
+    {"bn_stats", run_bn_stats, BN_ODD, .tol = 1e-7, .tol_cuda = 2e-7, .note = "c odd, threaded"},
+    {"bn_stats", run_bn_stats, BN_STATS_PARTS, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
+    {"bn_stats", run_bn_stats, BN_WIDE, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_finalize", run_bn_chan_merge, .c = 4, .h = 13, .w = 1, .lo = -2, .hi = 3, .parts = 3,
      .counts = images_2_0_3, .eps = 1e-5f, .momentum = 0.1f, .tol = 1e-6,
      .note = "SyncBN: parts of 2, 0 and 3 images merged = the whole batch"},
@@ -446,6 +476,11 @@ const tb_case tb_cases[] = {
     {"bn_fwd", run_bn_fwd, BN_E, .relu = 1, TOL_BN_FWD},
     {"bn_fwd", run_bn_fwd, BN_F, TOL_BN_FWD},
     {"bn_fwd", run_bn_fwd, BN_F, .relu = 1, .inplace = 1, TOL_BN_FWD},
+    {"bn_fwd", run_bn_fwd, BN_C1, .relu = 1, TOL_BN_FWD, .note = "c = 1"},
+    {"bn_fwd", run_bn_fwd, BN_HW1, .relu = 1, .inplace = 1, TOL_BN_FWD, .note = "hw = 1, c odd"},
+    {"bn_fwd", run_bn_fwd, BN_ODD, .relu = 1, TOL_BN_FWD, .note = "c odd, threaded"},
+    {"bn_fwd", run_bn_fwd, BN_WIDE, .inplace = 1, TOL_BN_FWD,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_A, TOL_BN_BWD},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_A, .relu = 1, TOL_BN_BWD},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_B, TOL_BN_BWD},
@@ -454,6 +489,13 @@ const tb_case tb_cases[] = {
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_D, .relu = 1, TOL_BN_BWD},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_E, .relu = 1, TOL_BN_BWD},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_F, TOL_BN_BWD},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_C1, .relu = 1, TOL_BN_BWD, .note = "c = 1"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_HW1, .relu = 1, TOL_BN_BWD, .note = "hw = 1, c odd"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_ODD, .relu = 1, TOL_BN_BWD, .note = "c odd, threaded"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_PARTS, TOL_BN_BWD,
+     .note = "NHWC: 82 tiles summed in 64 pixel ranges"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_WIDE, .relu = 1, TOL_BN_BWD,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .relu = 1, TOL_BN_BWD},
@@ -464,6 +506,12 @@ const tb_case tb_cases[] = {
     {"bn_bwd_elem", run_bn_bwd_elem, BN_D, .relu = 1, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_E, .relu = 1, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_F, TOL_BN_BWD},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_C1, .relu = 1, TOL_BN_BWD, .note = "c = 1"},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_HW1, .relu = 1, .acc = 1, TOL_BN_BWD,
+     .note = "hw = 1, c odd"},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_ODD, .acc = 1, TOL_BN_BWD, .note = "c odd, threaded"},
+    {"bn_bwd_elem", run_bn_bwd_elem, BN_WIDE, .relu = 1, TOL_BN_BWD,
+     .note = "NHWC: a row longer than a tile"},
     /* fused with the residual join: the unfused chain's bits (fwd), its
      * sums regrouped (red) */
     {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_A, TOL_BN_FWD},
@@ -472,6 +520,12 @@ const tb_case tb_cases[] = {
     {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_C, TOL_BN_FWD},
     {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_E, .x_dt = SG_ACT_BF16, TOL_BN_FWD},
     {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_F, .x_dt = SG_ACT_BF16, .inplace = 1, TOL_BN_FWD},
+    {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_HW1, .x_dt = SG_ACT_BF16, TOL_BN_FWD,
+     .note = "hw = 1, c odd"},
+    {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_ODD, .inplace = 1, TOL_BN_FWD,
+     .note = "c odd, threaded"},
+    {"bn_add_relu_fwd", run_bn_add_relu_fwd, BN_WIDE, .x_dt = SG_ACT_BF16, TOL_BN_FWD,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_A, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_A, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_B, TOL_BN_BWD},
@@ -480,6 +534,14 @@ const tb_case tb_cases[] = {
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_D, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_E, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_F, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_C1, .acc = 1, TOL_BN_BWD, .note = "c = 1"},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_HW1, .x_dt = SG_ACT_BF16, TOL_BN_BWD,
+     .note = "hw = 1, c odd"},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_ODD, TOL_BN_BWD, .note = "c odd, threaded"},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_PARTS, .x_dt = SG_ACT_BF16, .acc = 1,
+     TOL_BN_BWD, .note = "NHWC: 82 tiles summed in 64 pixel ranges"},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_WIDE, TOL_BN_BWD,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_param_grads", run_bn_param_grads, .c = 6, .tol = 1e-6, .tol_cuda = 1e-5},
     {"bn_param_grads", run_bn_param_grads, .c = 6, .acc = 1, .tol = 1e-6, .tol_cuda = 1e-5},
     {"bn_param_grads", run_bn_param_grads, .c = 33, .tol = 1e-6, .tol_cuda = 1e-5},
@@ -510,6 +572,14 @@ const tb_case tb_cases[] = {
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_B, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_F, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
+    {"bn_stats_dt", run_bn_stats_dt, BN_HW1, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "hw = 1, c odd"},
+    {"bn_stats_dt", run_bn_stats_dt, BN_ODD, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "c odd, threaded"},
+    {"bn_stats_dt", run_bn_stats_dt, BN_STATS_PARTS, .x_dt = SG_ACT_BF16, .tol = 1e-7,
+     .tol_cuda = 2e-7, .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
+    {"bn_stats_dt", run_bn_stats_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: a row longer than a tile"},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_FWD},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
      .tol = TOL_BF16_STORE},
@@ -517,6 +587,12 @@ const tb_case tb_cases[] = {
     {"bn_fwd_dt", run_bn_fwd_dt, BN_E, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_FWD},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
      .tol = TOL_BF16_STORE},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_C1, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
+     .tol = TOL_BF16_STORE, .note = "c = 1"},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_ODD, .y_dt = SG_ACT_BF16, .relu = 1, .tol = TOL_BF16_STORE,
+     .note = "c odd, threaded"},
+    {"bn_fwd_dt", run_bn_fwd_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
+     .tol = TOL_BF16_STORE, .note = "NHWC: a row longer than a tile"},
     {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
     {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD},
     {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
@@ -525,6 +601,12 @@ const tb_case tb_cases[] = {
      .note = "mask recomputed from a float32 x"},
     {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
      .relu = 1, TOL_BN_BWD},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_HW1, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, TOL_BN_BWD, .note = "hw = 1, c odd, mask recomputed"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_ODD, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
+     .note = "c odd, threaded"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_WIDE, .y_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
+     .note = "NHWC: a row longer than a tile, mask recomputed from a float32 x"},
     {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
     {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .acc = 1, .relu = 1,
      TOL_BN_BWD},
@@ -534,6 +616,12 @@ const tb_case tb_cases[] = {
      TOL_BN_BWD, .note = "mask recomputed from a float32 x"},
     {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_F, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
      .relu = 1, .acc = 1, TOL_BN_BWD},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_C1, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, TOL_BN_BWD, .note = "c = 1, mask recomputed"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_ODD, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, .acc = 1, TOL_BN_BWD, .note = "c odd, threaded, mask recomputed"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
+     .note = "NHWC: a row longer than a tile"},
 
     /* ---------------- elementwise ---------------- */
     /* 70001: odd, above the CPU's threading threshold; 1000003: several
@@ -859,10 +947,14 @@ const tb_case tb_cases[] = {
      .tol = TOL_FD},
     {"grad_bn", run_grad_bn, .n = 1, .c = 3, .h = 5, .w = 4, .relu = 1, .fd_h = 1e-3f,
      .tol = TOL_FD, .note = "batch 1"},
+    {"grad_bn", run_grad_bn, .n = 2, .c = 5, .h = 3, .w = 3, .relu = 1, .fd_h = 1e-3f,
+     .tol = TOL_FD, .note = "c odd (NHWC rows of 5 channels)"},
     {"grad_bn_res", run_grad_bn_res, .n = 2, .c = 3, .h = 10, .w = 1, .fd_h = 1e-3f, .tol = TOL_FD,
      .note = "bn + residual add + relu, fused"},
     {"grad_bn_res", run_grad_bn_res, .n = 1, .c = 2, .h = 5, .w = 4, .fd_h = 1e-3f, .tol = TOL_FD,
      .note = "fused, batch 1"},
+    {"grad_bn_res", run_grad_bn_res, .n = 2, .c = 5, .h = 3, .w = 3, .fd_h = 1e-3f, .tol = TOL_FD,
+     .note = "fused, c odd (NHWC rows of 5 channels)"},
     {"grad_relu", run_grad_relu, .count = 97, .fd_h = 1e-3f, .tol = TOL_FD},
     {"grad_add_relu", run_grad_add_relu, .count = 97, .fd_h = 1e-3f, .tol = TOL_FD},
     {"grad_dropout", run_grad_dropout, .count = 97, .p = 0.4f, .fd_h = 1e-2f, .tol = TOL_FD},

@@ -147,6 +147,33 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
     }
 }
 
+/* ---- BN: x, y, dy and dx are activations, in the backend's layout ---- */
+
+/* dev_act in the backend's layout: host floats v (NCHW [n, c, hw]; bf16
+ * values when dt is bf16) as stored in dt. */
+static void *bn_dev_act(tb_ctx *t, const float *v, const tb_bn_data *b, int dt) {
+    if (dt == SG_ACT_F32) return tb_actf(t, v, b->n, b->c, b->hw);
+    uint16_t *h = tb_hbytes(t, b->cnt * sizeof(uint16_t));
+    for (size_t i = 0; i < b->cnt; i++) h[i] = sg_bf16_bits(v[i]);
+    return tb_act_dev(t, h, b->n, b->c, b->hw, sizeof(uint16_t));
+}
+
+/* Garbage of the right storage (results must overwrite it). */
+static void *bn_dev_garbage(tb_ctx *t, const tb_bn_data *b, int dt) {
+    float *g = tb_rand(t, b->cnt, 5, 6);
+    round_if(g, b->cnt, dt);
+    return bn_dev_act(t, g, b, dt);
+}
+
+/* get_act in the backend's layout: the floats stored at dev in dt, NCHW. */
+static float *bn_get_act(tb_ctx *t, const void *dev, const tb_bn_data *b, int dt) {
+    if (dt == SG_ACT_F32) return tb_act_getf(t, dev, b->n, b->c, b->hw);
+    const uint16_t *h = tb_act_get(t, dev, b->n, b->c, b->hw, sizeof(uint16_t));
+    float *v = tb_hzeros(t, b->cnt);
+    for (size_t i = 0; i < b->cnt; i++) v[i] = sg_bf16_to_f32(h[i]);
+    return v;
+}
+
 void run_bn_stats_dt(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_stats_dt)) return;
     tb_bn_data b = tb_bn_setup(t, c);
@@ -154,12 +181,12 @@ void run_bn_stats_dt(tb_ctx *t, const tb_case *c) {
     float *want = tb_hzeros(t, 2 * (size_t)b.c);
     ref_bn_stats(b.x, b.n, b.c, b.hw, want);
     float *st_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
-    o->bn_stats_dt(t->be, dev_act(t, b.x, b.cnt, c->x_dt), c->x_dt, b.n, b.c, b.hw, st_d);
+    o->bn_stats_dt(t->be, bn_dev_act(t, b.x, &b, c->x_dt), c->x_dt, b.n, b.c, b.hw, st_d);
     float *got = tb_getf(t, st_d, 2 * (size_t)b.c);
     tb_close(t, "mean", want, got, b.c, t->tol);
     tb_close(t, "M2", want + b.c, got + b.c, b.c, t->tol);
     float *sf_d = tb_devf(t, NULL, 2 * b.c);
-    o->bn_stats(t->be, tb_devf(t, b.x, b.cnt), b.n, b.c, b.hw, sf_d);
+    o->bn_stats(t->be, tb_actf(t, b.x, b.n, b.c, b.hw), b.n, b.c, b.hw, sf_d);
     same_as_f32(t, "stats vs bn_stats on the same values", got, tb_getf(t, sf_d, 2 * b.c),
                 2 * (size_t)b.c, SG_ACT_F32);
 }
@@ -172,15 +199,16 @@ void run_bn_fwd_dt(tb_ctx *t, const tb_case *c) {
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
     float *mean_d = tb_devf(t, b.mean, b.c), *inv_d = tb_devf(t, b.invstd, b.c);
     float *g_d = tb_devf(t, b.gamma, b.c), *be_d = tb_devf(t, b.beta, b.c);
-    void *y_d = dev_garbage(t, b.cnt, c->y_dt);
-    o->bn_fwd_dt(t->be, dev_act(t, b.x, b.cnt, c->x_dt), c->x_dt, mean_d, inv_d, g_d, be_d, y_d,
+    void *y_d = bn_dev_garbage(t, &b, c->y_dt);
+    o->bn_fwd_dt(t->be, bn_dev_act(t, b.x, &b, c->x_dt), c->x_dt, mean_d, inv_d, g_d, be_d, y_d,
                  c->y_dt, b.n, b.c, b.hw, c->relu);
-    float *got = get_act(t, y_d, b.cnt, c->y_dt);
+    float *got = bn_get_act(t, y_d, &b, c->y_dt);
     tb_close(t, "y", y, got, b.cnt, t->tol);
     float *yf_d = tb_devf(t, NULL, b.cnt);
-    o->bn_fwd(t->be, tb_devf(t, b.x, b.cnt), mean_d, inv_d, g_d, be_d, yf_d, b.n, b.c, b.hw,
-              c->relu);
-    same_as_f32(t, "y vs bn_fwd on the same values", got, tb_getf(t, yf_d, b.cnt), b.cnt, c->y_dt);
+    o->bn_fwd(t->be, tb_actf(t, b.x, b.n, b.c, b.hw), mean_d, inv_d, g_d, be_d, yf_d, b.n, b.c,
+              b.hw, c->relu);
+    same_as_f32(t, "y vs bn_fwd on the same values", got, tb_act_getf(t, yf_d, b.n, b.c, b.hw),
+                b.cnt, c->y_dt);
 }
 
 /* The backward inputs of one case: dy, the reference's y (its float32
@@ -201,13 +229,13 @@ static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
     s.red = tb_hzeros(t, 2 * (size_t)b->c);
     ref_bn_fwd(b->x, b->mean, b->invstd, b->gamma, b->beta, s.y, b->n, b->c, b->hw, c->relu);
     ref_bn_bwd_reduce(s.dy, b->x, s.y, b->mean, s.red, b->n, b->c, b->hw, c->relu);
-    s.x_d = dev_act(t, b->x, b->cnt, c->x_dt);
+    s.x_d = bn_dev_act(t, b->x, b, c->x_dt);
     s.mean_d = tb_devf(t, b->mean, b->c);
     s.inv_d = tb_devf(t, b->invstd, b->c);
     s.g_d = tb_devf(t, b->gamma, b->c);
     s.beta_d = tb_devf(t, b->beta, b->c);
-    s.dy_d = tb_devf(t, s.dy, b->cnt);
-    s.y_d = c->y_dt == SG_ACT_F32 ? tb_devf(t, s.y, b->cnt) : NULL;
+    s.dy_d = tb_actf(t, s.dy, b->n, b->c, b->hw);
+    s.y_d = c->y_dt == SG_ACT_F32 ? tb_actf(t, s.y, b->n, b->c, b->hw) : NULL;
     return s;
 }
 
@@ -230,7 +258,7 @@ void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
                         red_d, b->n, b->c, b->hw, c->relu);
     float *got = tb_getf(t, red_d, 2 * (size_t)b->c);
     tb_close(t, "red", s.red, got, 2 * (size_t)b->c, t->tol);
-    float *x_f = tb_devf(t, b->x, b->cnt);
+    float *x_f = tb_actf(t, b->x, b->n, b->c, b->hw);
     float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
     float *rf_d = tb_devf(t, NULL, 2 * b->c);
     o->bn_bwd_reduce(t->be, s.dy_d, x_f, yf_d, s.mean_d, rf_d, b->n, b->c, b->hw, c->relu);
@@ -247,16 +275,16 @@ void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
     float *dx0 = tb_rand(t, b->cnt, -1, 1), *dx = tb_hcopy(t, dx0, b->cnt);
     ref_bn_bwd_elem(s.dy, b->x, s.y, b->mean, b->invstd, b->gamma, s.red, count, dx, b->n, b->c,
                     b->hw, c->relu, c->acc);
-    float *red_d = tb_devf(t, s.red, 2 * b->c), *dx_d = tb_devf(t, dx0, b->cnt);
+    float *red_d = tb_devf(t, s.red, 2 * b->c), *dx_d = tb_actf(t, dx0, b->n, b->c, b->hw);
     o->bn_bwd_elem_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
                       red_d, count, dx_d, b->n, b->c, b->hw, c->relu, c->acc);
-    float *got = tb_getf(t, dx_d, b->cnt);
+    float *got = tb_act_getf(t, dx_d, b->n, b->c, b->hw);
     tb_close(t, "dx", dx, got, b->cnt, t->tol);
-    float *x_f = tb_devf(t, b->x, b->cnt);
+    float *x_f = tb_actf(t, b->x, b->n, b->c, b->hw);
     float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
-    float *dxf_d = tb_devf(t, dx0, b->cnt);
+    float *dxf_d = tb_actf(t, dx0, b->n, b->c, b->hw);
     o->bn_bwd_elem(t->be, s.dy_d, x_f, yf_d, s.mean_d, s.inv_d, s.g_d, red_d, count, dxf_d, b->n,
                    b->c, b->hw, c->relu, c->acc);
-    same_as_f32(t, "dx vs bn_bwd_elem on the same values", got, tb_getf(t, dxf_d, b->cnt), b->cnt,
-                SG_ACT_F32);
+    same_as_f32(t, "dx vs bn_bwd_elem on the same values", got,
+                tb_act_getf(t, dxf_d, b->n, b->c, b->hw), b->cnt, SG_ACT_F32);
 }

@@ -4,7 +4,9 @@
  * gradients; the residual join's fused forward and backward reduce),
  * against ref_ops. Inputs that come from an earlier op of the
  * chain (mean/invstd, the forward output, the reduction) are the
- * reference's, uploaded, so each case tests one op.
+ * reference's, uploaded, so each case tests one op. Activations (x, y, dy,
+ * dx, res, dres) travel in the backend's layout (tb_act*, tb.h); the
+ * per-channel vectors as they are.
  */
 #include <math.h>
 
@@ -37,7 +39,8 @@ void run_bn_stats(tb_ctx *t, const tb_case *c) {
     size_t cnt = (size_t)c->n * c->c * hw;
     float *x = tb_input(t, cnt), *want = tb_hzeros(t, 2 * (size_t)c->c);
     ref_bn_stats(x, c->n, c->c, hw, want);
-    float *x_d = tb_devf(t, x, cnt), *st_d = tb_devf(t, tb_rand(t, 2 * c->c, 5, 6), 2 * c->c);
+    float *x_d = tb_actf(t, x, c->n, c->c, hw);
+    float *st_d = tb_devf(t, tb_rand(t, 2 * c->c, 5, 6), 2 * c->c);
     t->be->ops->bn_stats(t->be, x_d, c->n, c->c, hw, st_d);
     float *got = tb_getf(t, st_d, 2 * (size_t)c->c);
     tb_close(t, "mean", want, got, c->c, t->tol);
@@ -96,7 +99,8 @@ void run_bn_chan_merge(tb_ctx *t, const tb_case *c) {
     size_t plane = (size_t)ch * hw;
     float *x = tb_input(t, (size_t)n * plane), *whole = tb_hzeros(t, 2 * (size_t)ch);
     ref_bn_stats(x, n, ch, hw, whole);
-    float *x_d = tb_devf(t, x, (size_t)n * plane);
+    /* image i starts at i*c*hw in both layouts: a part is a run of images */
+    float *x_d = tb_actf(t, x, n, ch, hw);
     float *ps_d = tb_devf(t, NULL, (size_t)parts * 2 * ch);
     int64_t *counts = tb_hbytes(t, (size_t)parts * sizeof(int64_t));
     float *empty = tb_hzeros(t, 2 * (size_t)ch);
@@ -158,12 +162,12 @@ void run_bn_fwd(tb_ctx *t, const tb_case *c) {
     tb_bn_data b = tb_bn_setup(t, c);
     float *y = tb_hzeros(t, b.cnt);
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
-    float *x_d = tb_devf(t, b.x, b.cnt), *mean_d = tb_devf(t, b.mean, b.c);
+    float *x_d = tb_actf(t, b.x, b.n, b.c, b.hw), *mean_d = tb_devf(t, b.mean, b.c);
     float *inv_d = tb_devf(t, b.invstd, b.c), *g_d = tb_devf(t, b.gamma, b.c);
     float *be_d = tb_devf(t, b.beta, b.c);
     float *y_d = tb_devf(t, tb_rand(t, b.cnt, 5, 6), b.cnt);
     t->be->ops->bn_fwd(t->be, x_d, mean_d, inv_d, g_d, be_d, y_d, b.n, b.c, b.hw, c->relu);
-    float *got = tb_getf(t, y_d, b.cnt);
+    float *got = tb_act_getf(t, y_d, b.n, b.c, b.hw);
     tb_close(t, "y", y, got, b.cnt, t->tol);
     if (c->relu) {
         size_t zeros = 0, negative = 0;
@@ -174,7 +178,7 @@ void run_bn_fwd(tb_ctx *t, const tb_case *c) {
     }
     if (c->inplace) { /* y == x: the same bits as out of place */
         t->be->ops->bn_fwd(t->be, x_d, mean_d, inv_d, g_d, be_d, x_d, b.n, b.c, b.hw, c->relu);
-        tb_close_dev(t, "y in place vs out of place", got, x_d, b.cnt, 0);
+        tb_close_act(t, "y in place vs out of place", got, x_d, b.n, b.c, b.hw, 0);
     }
 }
 
@@ -186,9 +190,9 @@ void run_bn_bwd_reduce(tb_ctx *t, const tb_case *c) {
     ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, y, b.n, b.c, b.hw, c->relu);
     ref_bn_bwd_reduce(dy, b.x, y, b.mean, red, b.n, b.c, b.hw, c->relu);
     float *red_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
-    t->be->ops->bn_bwd_reduce(t->be, tb_devf(t, dy, b.cnt), tb_devf(t, b.x, b.cnt),
-                              tb_devf(t, y, b.cnt), tb_devf(t, b.mean, b.c), red_d, b.n, b.c, b.hw,
-                              c->relu);
+    t->be->ops->bn_bwd_reduce(t->be, tb_actf(t, dy, b.n, b.c, b.hw),
+                              tb_actf(t, b.x, b.n, b.c, b.hw), tb_actf(t, y, b.n, b.c, b.hw),
+                              tb_devf(t, b.mean, b.c), red_d, b.n, b.c, b.hw, c->relu);
     tb_close_dev(t, "red", red, red_d, 2 * (size_t)b.c, t->tol);
 }
 
@@ -203,12 +207,12 @@ void run_bn_bwd_elem(tb_ctx *t, const tb_case *c) {
     ref_bn_bwd_reduce(dy, b.x, y, b.mean, red, b.n, b.c, b.hw, c->relu);
     ref_bn_bwd_elem(dy, b.x, y, b.mean, b.invstd, b.gamma, red, count, dx, b.n, b.c, b.hw, c->relu,
                     c->acc);
-    float *dx_d = tb_devf(t, dx0, b.cnt);
-    t->be->ops->bn_bwd_elem(t->be, tb_devf(t, dy, b.cnt), tb_devf(t, b.x, b.cnt),
-                            tb_devf(t, y, b.cnt), tb_devf(t, b.mean, b.c),
+    float *dx_d = tb_actf(t, dx0, b.n, b.c, b.hw);
+    t->be->ops->bn_bwd_elem(t->be, tb_actf(t, dy, b.n, b.c, b.hw), tb_actf(t, b.x, b.n, b.c, b.hw),
+                            tb_actf(t, y, b.n, b.c, b.hw), tb_devf(t, b.mean, b.c),
                             tb_devf(t, b.invstd, b.c), tb_devf(t, b.gamma, b.c),
                             tb_devf(t, red, 2 * b.c), count, dx_d, b.n, b.c, b.hw, c->relu, c->acc);
-    tb_close_dev(t, "dx", dx, dx_d, b.cnt, t->tol);
+    tb_close_act(t, "dx", dx, dx_d, b.n, b.c, b.hw, t->tol);
 }
 
 void run_bn_param_grads(tb_ctx *t, const tb_case *c) {
@@ -228,12 +232,12 @@ void run_bn_param_grads(tb_ctx *t, const tb_case *c) {
 /* ---- fused with the residual join ---- */
 
 /* Backend memory holding x as stored in dt (bf16 bits when dt is bf16:
- * tb_bn_setup drew bf16 values then). */
+ * tb_bn_setup drew bf16 values then), in the backend's layout. */
 static void *bn_dev_x(tb_ctx *t, const tb_bn_data *b, int dt) {
-    if (dt == SG_ACT_F32) return tb_devf(t, b->x, b->cnt);
+    if (dt == SG_ACT_F32) return tb_actf(t, b->x, b->n, b->c, b->hw);
     uint16_t *h = tb_hbytes(t, b->cnt * sizeof(uint16_t));
     for (size_t i = 0; i < b->cnt; i++) h[i] = sg_bf16_bits(b->x[i]);
-    return tb_dev(t, h, b->cnt * sizeof(uint16_t));
+    return tb_act_dev(t, h, b->n, b->c, b->hw, sizeof(uint16_t));
 }
 
 /* The reference of y = relu(bn(x) + res): ref_bn_fwd, then ref_add. */
@@ -255,9 +259,10 @@ void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c) {
     void *x_d = bn_dev_x(t, &b, c->x_dt);
     float *mean_d = tb_devf(t, b.mean, b.c), *inv_d = tb_devf(t, b.invstd, b.c);
     float *g_d = tb_devf(t, b.gamma, b.c), *be_d = tb_devf(t, b.beta, b.c);
-    float *res_d = tb_devf(t, res, b.cnt), *y_d = tb_devf(t, tb_rand(t, b.cnt, 5, 6), b.cnt);
+    float *res_d = tb_actf(t, res, b.n, b.c, b.hw);
+    float *y_d = tb_devf(t, tb_rand(t, b.cnt, 5, 6), b.cnt);
     o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, y_d, b.n, b.c, b.hw);
-    float *got = tb_getf(t, y_d, b.cnt);
+    float *got = tb_act_getf(t, y_d, b.n, b.c, b.hw);
     tb_close(t, "y", want, got, b.cnt, t->tol);
     size_t zeros = 0, negative = 0;
     for (size_t i = 0; i < b.cnt; i++) zeros += got[i] == 0.0f, negative += got[i] < 0;
@@ -269,12 +274,13 @@ void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c) {
         o->bn_fwd_dt(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, v_d, SG_ACT_F32, b.n, b.c, b.hw,
                      0);
         o->add(t->be, v_d, res_d, u_d, b.cnt, 1);
-        tb_same_dev(t, "y vs the unfused bn_fwd + add", got, u_d, b.cnt * sizeof(float));
+        tb_same_act(t, "y vs the unfused bn_fwd + add", got, u_d, b.n, b.c, b.hw, sizeof(float));
     }
     if (c->inplace) { /* y == res */
         o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, res_d, b.n, b.c,
                            b.hw);
-        tb_same_dev(t, "y in place (== res) vs out of place", got, res_d, b.cnt * sizeof(float));
+        tb_same_act(t, "y in place (== res) vs out of place", got, res_d, b.n, b.c, b.hw,
+                    sizeof(float));
     }
 }
 
@@ -295,15 +301,15 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
     ref_bn_bwd_reduce(g, b.x, y, b.mean, red, b.n, b.c, b.hw, 0);
     ref_relu_bwd(dy, y, dres, b.cnt, c->acc);
     void *x_d = bn_dev_x(t, &b, c->x_dt);
-    float *dy_d = tb_devf(t, dy, b.cnt), *y_d = tb_devf(t, y, b.cnt);
+    float *dy_d = tb_actf(t, dy, b.n, b.c, b.hw), *y_d = tb_actf(t, y, b.n, b.c, b.hw);
     float *mean_d = tb_devf(t, b.mean, b.c);
     float *red_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
-    float *dres_d = c->inplace ? NULL : tb_devf(t, dres0, b.cnt);
+    float *dres_d = c->inplace ? NULL : tb_actf(t, dres0, b.n, b.c, b.hw);
     o->bn_bwd_reduce_res(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, red_d, dres_d, b.n, b.c, b.hw,
                          c->acc);
     float *got_red = tb_getf(t, red_d, 2 * (size_t)b.c);
     tb_close(t, "red", red, got_red, 2 * (size_t)b.c, t->tol);
-    if (dres_d) tb_close_dev(t, "dres", dres, dres_d, b.cnt, t->tol);
+    if (dres_d) tb_close_act(t, "dres", dres, dres_d, b.n, b.c, b.hw, t->tol);
     if (!TB_HAS(t, relu_bwd) || !TB_HAS(t, bn_bwd_reduce_dt) || !TB_HAS(t, bn_bwd_elem_dt)) return;
     /* the unfused chain on the backend */
     float *gu_d = tb_devf(t, NULL, b.cnt), *redu_d = tb_devf(t, NULL, 2 * b.c);
@@ -313,8 +319,8 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
     tb_close_dev(t, "red vs the unfused relu_bwd + bn_bwd_reduce", got_red, redu_d, 2 * (size_t)b.c,
                  t->tol);
     if (!dres_d || c->acc) return;
-    tb_same_dev(t, "dres vs the unfused relu_bwd", tb_getf(t, gu_d, b.cnt), dres_d,
-                b.cnt * sizeof(float));
+    tb_same_act(t, "dres vs the unfused relu_bwd", tb_act_getf(t, gu_d, b.n, b.c, b.hw), dres_d,
+                b.n, b.c, b.hw, sizeof(float));
     float *inv_d = tb_devf(t, b.invstd, b.c), *gam_d = tb_devf(t, b.gamma, b.c);
     float *beta_d = tb_devf(t, b.beta, b.c);
     float *dx1_d = tb_devf(t, NULL, b.cnt), *dx2_d = tb_devf(t, NULL, b.cnt);
@@ -323,6 +329,6 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
                       dx1_d, b.n, b.c, b.hw, 0, 0);
     o->bn_bwd_elem_dt(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, inv_d, gam_d, beta_d, red_d, count,
                       dx2_d, b.n, b.c, b.hw, 1, 0);
-    tb_same_dev(t, "dx from dres (no relu) vs from dy masked by y", tb_getf(t, dx2_d, b.cnt), dx1_d,
-                b.cnt * sizeof(float));
+    tb_same_act(t, "dx from dres (no relu) vs from dy masked by y",
+                tb_act_getf(t, dx2_d, b.n, b.c, b.hw), dx1_d, b.n, b.c, b.hw, sizeof(float));
 }

@@ -112,9 +112,9 @@ void run_bias_fwd(tb_ctx *t, const tb_case *c) {
     size_t cnt = (size_t)c->n * c->c * hw;
     float *y0 = tb_input(t, cnt), *b = tb_rand(t, c->c, -1, 1), *y = tb_hcopy(t, y0, cnt);
     ref_bias_fwd(y, b, c->n, c->c, hw);
-    float *y_d = tb_devf(t, y0, cnt), *b_d = tb_devf(t, b, c->c);
+    float *y_d = tb_actf(t, y0, c->n, c->c, hw), *b_d = tb_devf(t, b, c->c);
     t->be->ops->bias_fwd(t->be, y_d, b_d, c->n, c->c, hw);
-    tb_close_dev(t, "y", y, y_d, cnt, t->tol);
+    tb_close_act(t, "y", y, y_d, c->n, c->c, hw, t->tol);
 }
 
 void run_bias_bwd(tb_ctx *t, const tb_case *c) {
@@ -123,7 +123,7 @@ void run_bias_bwd(tb_ctx *t, const tb_case *c) {
     size_t cnt = (size_t)c->n * c->c * hw;
     float *dy = tb_input(t, cnt), *db0 = tb_rand(t, c->c, -1, 1), *db = tb_hcopy(t, db0, c->c);
     ref_bias_bwd(dy, db, c->n, c->c, hw, c->acc);
-    float *dy_d = tb_devf(t, dy, cnt), *db_d = tb_devf(t, db0, c->c);
+    float *dy_d = tb_actf(t, dy, c->n, c->c, hw), *db_d = tb_devf(t, db0, c->c);
     t->be->ops->bias_bwd(t->be, dy_d, db_d, c->n, c->c, hw, c->acc);
     tb_close_dev(t, "db", db, db_d, c->c, t->tol);
 }

@@ -62,7 +62,12 @@ void run_grad_conv(tb_ctx *t, const tb_case *c) {
     tb_check_fd(t, "bias", b, s.b_d, d->k, tb_getf(t, db_d, d->k), conv_loss, &s, c->fd_h);
 }
 
-/* ---------------- batch norm, training mode ---------------- */
+/* ---------------- batch norm, training mode ----------------
+ * x (and res) are drawn NCHW, for the references that keep them off the
+ * ReLU's kink, then held in the backend's layout on both sides (host mirror
+ * and device), so the finite differences and the analytic dx / dres are
+ * indexed alike; r (the loss weights, also the incoming gradient) is random,
+ * so it is taken as already in the layout. */
 
 typedef struct bn_st {
     int n, c, hw, relu;
@@ -114,6 +119,7 @@ void run_grad_bn(tb_ctx *t, const tb_case *c) {
     float *g = tb_rand(t, s.c, 0.5f, 1.5f), *b = tb_rand(t, s.c, -0.3f, 0.3f);
     s.r = tb_rand(t, cnt, -1, 1);
     float *x = c->relu ? bn_data_away_from_kink(t, s.n, s.c, s.hw, g, b) : tb_rand(t, cnt, -2, 2);
+    x = tb_to_layout(t, x, s.n, s.c, s.hw, sizeof(float));
     s.x_d = tb_devf(t, x, cnt), s.g_d = tb_devf(t, g, s.c), s.b_d = tb_devf(t, b, s.c);
     s.y_d = tb_devf(t, NULL, cnt), s.st_d = tb_devf(t, NULL, 2 * s.c);
     s.mean_d = tb_devf(t, NULL, s.c), s.inv_d = tb_devf(t, NULL, s.c);
@@ -178,6 +184,8 @@ void run_grad_bn_res(tb_ctx *t, const tb_case *c) {
             res[i] = want - v[i];
         }
     }
+    x = tb_to_layout(t, x, b->n, b->c, b->hw, sizeof(float));
+    res = tb_to_layout(t, res, b->n, b->c, b->hw, sizeof(float));
     b->x_d = tb_devf(t, x, cnt), b->g_d = tb_devf(t, g, b->c), b->b_d = tb_devf(t, bt, b->c);
     b->y_d = tb_devf(t, NULL, cnt), b->st_d = tb_devf(t, NULL, 2 * b->c);
     b->mean_d = tb_devf(t, NULL, b->c), b->inv_d = tb_devf(t, NULL, b->c);
