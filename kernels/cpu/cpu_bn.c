@@ -506,8 +506,8 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, in
  *  - Few channels (c < 64): rows in groups (nhwc_group).
  * Per-call scratch (coefficients, partials) is sg_cpu_act_buf slot 1. */
 
-/* Floats per tile: whole rows, 16 KiB, so a block's second pass and the
- * widened copies read L1. */
+/* Floats per tile (whole rows, 16 KiB): the unit the elementwise ops'
+ * threads share out, and what the reductions' part count is taken from. */
 #define NHWC_TILE 4096
 /* Floats per statistics block (128 KiB: the second pass reads L2): larger
  * than a tile, as each block costs a division and a merge per channel. */
@@ -745,8 +745,8 @@ static inline float keep_bits(float g, int keep) {
         tx += (double)gv * ((double)xv - mm);     \
     }
 
-/* nr rows from element o: four at a time in order with s and sx in
- * registers across them, then one at a time. */
+/* The np rows, four at a time (in order, s and sx in registers across
+ * them), then one at a time. */
 #define REDUCE_ROWS(LOAD, G, DR)                                   \
     {                                                              \
         long p = 0;                                                \
@@ -772,9 +772,9 @@ static inline float keep_bits(float g, int keep) {
     }
 
 /* s[ch] += sum(g), sx[ch] += sum(g*(x-m)) over np rows, g masked by y > 0
- * if relu; with dr (relu only) the masked g is also stored into (acc:
- * added to) dr. plane_reduce / plane_reduce_res per element, each channel
- * summed row by row. */
+ * if relu; with dr (relu and y only: bn_bwd_reduce_res) the masked g is
+ * also stored into (acc: added to) dr. plane_reduce / plane_reduce_res per
+ * element, each channel summed row by row. */
 #define ROWS_REDUCE(name, T, LOAD)                                                                 \
     SG_CPU_CLONES static void name(const float *g, const T *x, const float *y, float *dr, long np, \
                                    int c, const float *m, const float *a, const float *b,          \
