@@ -27,15 +27,6 @@ static void round_if(float *v, size_t n, int dt) {
         for (size_t i = 0; i < n; i++) v[i] = ref_bf16_round(v[i]);
 }
 
-/* Backend memory holding host floats v (bf16 values when dt is bf16) as
- * stored in dt. */
-static void *dev_act(tb_ctx *t, const float *v, size_t n, int dt) {
-    if (dt == SG_ACT_F32) return tb_devf(t, v, n);
-    uint16_t *b = tb_hbytes(t, n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) b[i] = sg_bf16_bits(v[i]);
-    return tb_dev(t, b, n * sizeof(uint16_t));
-}
-
 /* The conv runners' activations: the NCHW host floats v of an [n, ch, hw]
  * tensor in the backend's layout, stored in dt. */
 static void *conv_act(tb_ctx *t, const float *v, int n, int ch, int hw, int dt) {
@@ -54,22 +45,6 @@ static float *conv_get_act(tb_ctx *t, const void *dev, int n, int ch, int hw, in
     const uint16_t *b = tb_act_get(t, dev, n, ch, hw, sizeof(uint16_t));
     float *v = tb_hzeros(t, cnt);
     for (size_t i = 0; i < cnt; i++) v[i] = sg_bf16_to_f32(b[i]);
-    return v;
-}
-
-/* Garbage of the right storage: results must overwrite it. */
-static void *dev_garbage(tb_ctx *t, size_t n, int dt) {
-    float *g = tb_rand(t, n, 5, 6);
-    round_if(g, n, dt);
-    return dev_act(t, g, n, dt);
-}
-
-/* The floats stored at dev in dt, downloaded. */
-static float *get_act(tb_ctx *t, const void *dev, size_t n, int dt) {
-    if (dt == SG_ACT_F32) return tb_getf(t, dev, n);
-    const uint16_t *b = tb_get(t, dev, n * sizeof(uint16_t));
-    float *v = tb_hzeros(t, n);
-    for (size_t i = 0; i < n; i++) v[i] = sg_bf16_to_f32(b[i]);
     return v;
 }
 

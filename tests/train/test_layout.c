@@ -2,16 +2,16 @@
  * (cpu.layout nchw | nhwc) train the same network: one case per argument.
  *   fp32    - the tiny DeepLabV3 (ResNet-18, aux head, ASPP dropout on: its
  *             masks key on the NCHW index in both layouts) trained 4 steps
- *             in each layout: every step's loss within 1e-5 relative and
- *             the final weights and momenta within 1e-4 (the convolutions
- *             sum in another order; everything else is the same arithmetic),
- *             and the in-training val mIoU within 1e-3.
+ *             in each layout (see compare: with the same oneDNN kernels,
+ *             losses within 1e-6, weights and momenta within 1e-4, val mIoU
+ *             within 0.5 points; with each layout's own kernels within 10x
+ *             of what changing only the NCHW kernels does).
  *   bf16    - the same under train.precision bf16 (native where the CPU has
- *             it, else emulated): losses within 1e-3, weights within 1e-2.
+ *             it, else emulated): losses within 1e-4, weights within 1e-4.
  *   plus    - mmseg's DeepLabV3+ on ResNetV1c (depthwise-separable convs,
  *             Dropout2d, concat of the stride-4 feature), fp32, as fp32.
  *   mnv3    - LR-ASPP on MobileNetV3-Large (squeeze-excitation gates,
- *             hardswish), fp32, as fp32.
+ *             hardswish), fp32, as fp32 but weights within 1e-3.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +34,10 @@ static double train(const char *run, const char *layout, const char *const *extr
     sets[n++] = lay;
     sets[n++] = "train.eval_every=4";
     sets[n++] = "train.checkpoint_every=4";
+    /* a small step: at the fixture's 0.01 four steps of this tiny network
+     * with batch-2 BN amplify a 1e-7 difference of summation order into
+     * percent differences of some BN biases, in either layout */
+    sets[n++] = "train.lr=0.0005";
     for (int i = 0; i < n_extra && n < 16; i++) sets[n++] = extra[i];
     sg_config c;
     if (fx_config(&c, run, sets, n) != 0) return NAN;
@@ -44,48 +48,82 @@ static double train(const char *run, const char *layout, const char *const *extr
     return d.iters_done == ITERS ? d.last_val_miou : NAN;
 }
 
+/* Losses of two runs: the largest relative difference over the steps. */
+static double loss_diff(const double *a, const double *b) {
+    double worst = 0;
+    for (int i = 0; i < ITERS; i++) {
+        double r = fabs(a[i] - b[i]) / fmax(fabs(a[i]), 1e-6);
+        if (r > worst) worst = r;
+    }
+    return worst;
+}
+
+/* Two checks. With the same oneDNN kernels on both sides (the blocked conv
+ * layout: activations reordered to oneDNN's blocked format either way) every
+ * op but the convolutions' summation order is the same arithmetic: losses
+ * within loss_tol, weights within weight_tol, val mIoU within 0.5 points.
+ * With each layout's own kernels (auto), training this small network is
+ * chaotic enough that any change of summation order grows (a 1e-8 loss
+ * difference at step 1 becomes 1e-4 by step 3): there NHWC must stay within
+ * 10x of what changing only the NCHW conv kernels (auto vs blocked) does. */
 static void compare(const char *name, const char *const *extra, int n_extra, double loss_tol,
                     double weight_tol) {
-    char ra[64], rb[64];
-    snprintf(ra, sizeof ra, "%s_nchw", name);
-    snprintf(rb, sizeof rb, "%s_nhwc", name);
-    double la[ITERS] = {0}, lb[ITERS] = {0};
+    char ra[64], rb[64], rc[64], rd[64];
+    snprintf(ra, sizeof ra, "%s_nchw_blocked", name);
+    snprintf(rb, sizeof rb, "%s_nhwc_blocked", name);
+    snprintf(rc, sizeof rc, "%s_nchw", name);
+    snprintf(rd, sizeof rd, "%s_nhwc", name);
+    double la[ITERS] = {0}, lb[ITERS] = {0}, lc[ITERS] = {0}, ld[ITERS] = {0};
+    setenv("SG_CPU_CONV_LAYOUT", "blocked", 1);
     double ma = train(ra, "nchw", extra, n_extra, la);
     double mb = train(rb, "nhwc", extra, n_extra, lb);
-    CHECK_MSG(!isnan(ma) && !isnan(mb), "%s: a run failed (mIoU %g / %g)", name, ma, mb);
+    unsetenv("SG_CPU_CONV_LAYOUT");
+    double mc = train(rc, "nchw", extra, n_extra, lc);
+    double md = train(rd, "nhwc", extra, n_extra, ld);
+    CHECK_MSG(!isnan(ma) && !isnan(mb) && !isnan(mc) && !isnan(md),
+              "%s: a run failed (mIoU %g %g %g %g)", name, ma, mb, mc, md);
     for (int i = 0; i < ITERS; i++) {
-        double r = fabs(la[i] - lb[i]) / fmax(fabs(la[i]), 1e-6);
-        fprintf(stderr, "%s step %d: loss nchw %.9g nhwc %.9g (rel %.2g)\n", name, i + 1, la[i],
-                lb[i], r);
-        CHECK_MSG(la[i] > 0 && r <= loss_tol, "%s step %d: losses %.9g vs %.9g (rel %.3g > %g)",
-                  name, i + 1, la[i], lb[i], r, loss_tol);
+        fprintf(stderr, "%s step %d: loss blocked nchw %.9g nhwc %.9g; auto nchw %.9g nhwc %.9g\n",
+                name, i + 1, la[i], lb[i], lc[i], ld[i]);
+        CHECK(la[i] > 0 && lc[i] > 0);
     }
+    double e_same = loss_diff(la, lb);
+    CHECK_MSG(e_same <= loss_tol, "%s: same conv kernels: losses differ by %.3g (tol %g)", name,
+              e_same, loss_tol);
     char file[64];
     snprintf(file, sizeof file, "iter_%08d.safetensors", ITERS);
     double e = th_ckpt_diff(fx_root, ra, rb, file);
-    CHECK_MSG(e >= 0 && e <= weight_tol, "%s: final weights max rel diff %g (tol %g)", name, e,
-              weight_tol);
-    fprintf(stderr, "%s: val mIoU nchw %.6f nhwc %.6f\n", name, ma, mb);
-    CHECK_MSG(fabs(ma - mb) <= 1e-3, "%s: val mIoU %.6f vs %.6f", name, ma, mb);
+    CHECK_MSG(e >= 0 && e <= weight_tol, "%s: same conv kernels: weights max rel diff %g (tol %g)",
+              name, e, weight_tol);
+    fprintf(stderr, "%s: val mIoU blocked nchw %.6f nhwc %.6f; auto nchw %.6f nhwc %.6f\n", name,
+            ma, mb, mc, md);
+    CHECK_MSG(fabs(ma - mb) <= 5e-3, "%s: same conv kernels: val mIoU %.6f vs %.6f", name, ma, mb);
+    double noise = loss_diff(lc, la), e_own = loss_diff(lc, ld);
+    fprintf(stderr, "%s: losses auto nchw vs nhwc %.3g, vs nchw blocked %.3g\n", name, e_own,
+            noise);
+    CHECK_MSG(e_own <= 10 * noise + loss_tol,
+              "%s: own kernels: NHWC's losses differ by %.3g, changing only the NCHW conv "
+              "kernels by %.3g",
+              name, e_own, noise);
 }
 
-static void test_fp32(void) { compare("fp32", NULL, 0, 1e-5, 1e-4); }
+static void test_fp32(void) { compare("fp32", NULL, 0, 1e-6, 1e-4); }
 
 static void test_bf16(void) {
     const char *x[] = {"train.precision=bf16"};
-    compare("bf16", x, 1, 1e-3, 1e-2);
+    compare("bf16", x, 1, 1e-4, 1e-4);
 }
 
 static void test_plus(void) {
     const char *x[] = {"model.arch=deeplabv3plus", "model.backbone=resnet50v1c",
                        "model.names=mmseg"};
-    compare("plus", x, 3, 1e-5, 1e-4);
+    compare("plus", x, 3, 1e-6, 1e-4);
 }
 
 static void test_mnv3(void) {
     const char *x[] = {"model.arch=lraspp", "model.backbone=mobilenet_v3_large",
                        "model.aux_head=false", "model.output_stride=16"};
-    compare("mnv3", x, 4, 1e-5, 1e-4);
+    compare("mnv3", x, 4, 1e-6, 1e-3);
 }
 
 int main(int argc, char **argv) {
