@@ -391,7 +391,7 @@ typedef struct sg_ops {
      * arithmetic as the unfused chain (bn_fwd, then add with relu; relu_bwd,
      * then bn_bwd_reduce), so y and dres are its bits (red: the same sums,
      * which a backend may group differently).
-     * Memory passes per element (NCHW): bn_stats reads x once (both
+     * Memory passes per element (either layout): bn_stats reads x once (both
      * backends: the mean and M2 of cache-sized blocks merged with Chan's
      * formula); bn_add_relu_fwd reads x and res and writes y once;
      * bn_bwd_reduce_res reads dy, y, x and writes dres once. */

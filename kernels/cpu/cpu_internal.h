@@ -63,10 +63,12 @@ typedef struct sg_cpu {
      * (kernels/weight_cache.h). Every op that writes memory tells it
      * (sg_cpu_written) so no copy is ever stale. */
     struct sg_wcache *wcache;
-    /* bf16 activation storage (the *_dt ops of cpu_act_bf16.c and
-     * cpu_bn.c, through sg_cpu_act_buf): float32 copies of a bf16 input and
-     * a float32 result before it is stored as bf16; grow to the largest
-     * tensor seen (the first time a shape is seen), never shrink. */
+    /* Scratch of the ops, through sg_cpu_act_buf: under bf16 activation
+     * storage (the *_dt ops of cpu_act_bf16.c and cpu_bn.c) float32 copies
+     * of a bf16 input and a float32 result before it is stored as bf16;
+     * in NHWC also cpu_bn.c's per-channel coefficients and partial sums
+     * (slot 1). Grow to the largest size asked (the first time a shape is
+     * seen), never shrink. */
     void *act_buf[2];
     size_t act_bytes[2];
 } sg_cpu;
