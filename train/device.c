@@ -30,8 +30,10 @@ static const struct {
     int precision, layout;
     const char *why;
 } cpu_auto_layout[] = {
-    {SG_PRECISION_FP32, SG_LAYOUT_NCHW, "measured faster for fp32 on the CPU"},
-    {SG_PRECISION_BF16, SG_LAYOUT_NCHW, "measured faster for bf16 on the CPU"},
+    {SG_PRECISION_FP32, SG_LAYOUT_NHWC,
+     "cpu.layout auto: channels last, measured faster for fp32 on the CPU"},
+    {SG_PRECISION_BF16, SG_LAYOUT_NHWC,
+     "cpu.layout auto: channels last, measured faster for bf16 on the CPU"},
 };
 
 int sg_layout_of(const sg_config *cfg, const char **why) {

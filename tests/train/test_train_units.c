@@ -450,8 +450,11 @@ static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
     const char *why = NULL;
-    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NCHW);
-    CHECK(why != NULL);
+    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NHWC); /* auto on the CPU, fp32 */
+    CHECK_STR_CONTAINS(why, "measured faster for fp32");
+    CHECK_EQ_INT(sg_config_set(&c, "train.precision=bf16"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NHWC);
+    CHECK_STR_CONTAINS(why, "measured faster for bf16");
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nhwc"), 0);
     CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NHWC);
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nchw"), 0);

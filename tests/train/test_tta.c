@@ -39,6 +39,7 @@
 #include "tests/kernels/ref_ops.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/evaluator.h"
 #include "train/metrics.h"
 #include "train/tta.h"
@@ -57,14 +58,18 @@
         }                                                                     \
     } while (0)
 
-/* The CPU backend these tests run on: activations in $SG_TEST_LAYOUT
- * (nchw by default; nhwc: the tta_*_nhwc tests, whose commands read
- * cpu.layout from the fixture's config, train_fixture.h). */
+/* The CPU backend these tests run on, in the layout the commands they
+ * compare with use: cpu.layout auto, or $SG_TEST_LAYOUT (the tta_*_nchw
+ * tests; the fixture's config takes it too, train_fixture.h). */
 static sg_backend *test_backend(void) {
+    sg_config c;
+    sg_config_defaults(&c);
     const char *lay = getenv("SG_TEST_LAYOUT");
-    int nhwc = lay && strcmp(lay, "nhwc") == 0;
-    return sg_backend_create(
-        "cpu", &(sg_backend_opts){.threads = 2, .layout = nhwc ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW});
+    char set[64];
+    snprintf(set, sizeof set, "cpu.layout=%s", lay && *lay ? lay : "auto");
+    REQUIRE(sg_config_set(&c, set) == 0);
+    return sg_backend_create("cpu",
+                             &(sg_backend_opts){.threads = 2, .layout = sg_layout_of(&c, NULL)});
 }
 
 /* One image's [C, px] activation between host NCHW and the backend. */
