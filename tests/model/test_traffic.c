@@ -829,7 +829,8 @@ static void test_cli(void) {
     /* a run reports its design's model beside the measured phases */
     snprintf(cmd, sizeof cmd,
              "'%s' bench --config '%s' --set data.crop_size=[32,48] --set train.batch_size=2 "
-             "--iters 1 --warmup 0 --peak-gflops 0 --json '%s' --quiet > '%s'",
+             "--set cpu.layout=nchw --iters 1 --warmup 0 --peak-gflops 0 --json '%s' --quiet "
+             "> '%s'",
              g_segtrain, yaml, json, out);
     CHECK_EQ_INT(run(cmd), 0);
     txt = th_read_file(out);
