@@ -241,7 +241,8 @@ static const sg_config_key g_keys[] = {
         "rank 0 writes TensorBoard event files to <run_dir>/tb/ (losses, lr, img/s, val mIoU, per-class IoU)"),
     K_ENUM("train.precision", train.precision, "fp32", "fp32|bf16",
            "convolutions in train, eval, predict and bench: bf16 = bfloat16 inputs and weights, "
-           "fp32 accumulation, bf16 outputs (BN, loss, optimizer, fp32 master weights and "
+           "fp32 accumulation, bf16 outputs, and each residual block's output rounded to bf16 "
+           "as under AMP (BN statistics, loss, gradients, optimizer, fp32 master weights and "
            "checkpoints stay fp32; no loss scaling needed)"),
 
     K_INTS_FIXED("eval.crop_size", eval.crop_size, "[0, 0]", 0, 16384,

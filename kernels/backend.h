@@ -387,26 +387,36 @@ typedef struct sg_ops {
     /* ---- batch norm fused with a residual join (model/model_run.c uses
      * them where a BN without ReLU feeds only relu(. + identity), the last
      * BN of a bottleneck). x as in the *_dt ops (x_dt: SG_ACT_F32 or
-     * SG_ACT_BF16); every other tensor is float32. Per element the same
-     * arithmetic as the unfused chain (bn_fwd, then add with relu; relu_bwd,
-     * then bn_bwd_reduce), so y and dres are its bits (red: the same sums,
-     * which a backend may group differently).
+     * SG_ACT_BF16). Per element the same arithmetic as the unfused chain
+     * (bn_fwd, then add with relu; relu_bwd, then bn_bwd_reduce), so y and
+     * dres are its bits (red: the same sums, which a backend may group
+     * differently).
+     * The join's output y and its identity res may be stored in bf16 too
+     * (res_dt, y_dt), as under train.precision bf16 the residual stream is
+     * (model_plan.c, AMP's rounding of it): a bf16 res is read exactly; y_dt
+     * SG_ACT_BF16 stores y rounded to bf16 (RNE), SG_ACT_F32R stores the
+     * same rounded value as a float32 (the plan's float32-only test aid
+     * keeps the rounding point so results do not change). The masks of the
+     * backward then come from the rounded y, as the next layer saw it.
      * Memory passes per element (either layout): bn_stats reads x once (both
      * backends: the mean and M2 of cache-sized blocks merged with Chan's
      * formula); bn_add_relu_fwd reads x and res and writes y once;
      * bn_bwd_reduce_res reads dy, y, x and writes dres once. */
-    /* y = max(0, (x-mean)*invstd*gamma + beta + res). y may == res. */
+    /* y = max(0, (x-mean)*invstd*gamma + beta + res). y may == res when
+     * both are stored alike (res_dt SG_ACT_BF16 with y_dt SG_ACT_BF16, or
+     * both float32). */
     void (*bn_add_relu_fwd)(sg_backend *be, const void *x, int x_dt, const float *mean,
                             const float *invstd, const float *gamma, const float *beta,
-                            const float *res, float *y, int n, int c, int hw);
-    /* With g = dy masked by y > 0 (y = bn_add_relu_fwd's output): red as in
-     * bn_bwd_reduce, [2*c] = sum(g), sum(g*(x-mean)); and, when dres is not
-     * NULL, dres (+)= g (the identity's gradient; accumulate as usual).
-     * With accumulate 0, dres then holds g itself, so dx follows from
-     * bn_bwd_elem(dres, ..., relu 0) without reading dy and y again. */
+                            const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw);
+    /* With g = dy masked by y > 0 (y = bn_add_relu_fwd's output, stored as
+     * y_dt: SG_ACT_F32 or SG_ACT_BF16): red as in bn_bwd_reduce, [2*c] =
+     * sum(g), sum(g*(x-mean)); and, when dres is not NULL, dres (+)= g (the
+     * identity's gradient, float32; accumulate as usual). With accumulate
+     * 0, dres then holds g itself, so dx follows from bn_bwd_elem(dres,
+     * ..., relu 0) without reading dy and y again. */
     void (*bn_bwd_reduce_res)(sg_backend *be, const float *dy, const void *x, int x_dt,
-                              const float *y, const float *mean, float *red, float *dres, int n,
-                              int c, int hw, int accumulate);
+                              const void *y, int y_dt, const float *mean, float *red, float *dres,
+                              int n, int c, int hw, int accumulate);
 } sg_ops;
 
 /* Every op of sg_ops, in declaration order (an X-macro: X(name) per op).
@@ -443,7 +453,9 @@ typedef struct sg_ops {
 /* clang-format on */
 
 /* How an activation is stored (the *_dt ops above). */
-enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1 };
+/* SG_ACT_F32R (bn_add_relu_fwd's y_dt only): float32 storage of a value
+ * rounded to bf16 where it is written; read as SG_ACT_F32. */
+enum { SG_ACT_F32 = 0, SG_ACT_BF16 = 1, SG_ACT_F32R = 2 };
 
 /* The order of an activation's elements in memory (be->layout; see the
  * conventions at the top). */

@@ -55,8 +55,9 @@ typedef struct sg_tensor {
      * (2 bytes per value; only conv outputs read by batch norm alone and
      * BN+ReLU outputs read by convs alone, under train.precision bf16; val
      * then points at bf16 bits and only the *_dt ops may touch it). The
-     * gradient is always float32. */
-    int dt;
+     * gradient is always float32. rnd: written rounded to bf16 under
+     * train.precision bf16 (a fused join's output), stored so or not. */
+    int dt, rnd;
     float *val, *grad;
 } sg_tensor;
 
@@ -158,8 +159,9 @@ void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
 
 /* model_plan.c */
 /* Shapes of every tensor (t[].c/h/w/count) and conv descs (l[].desc) for the
- * input [n, 3, h, w], and each tensor's storage (t[].dt, as a plan under
- * train.precision bf16 would store it when act_bf16), into t[] and l[]:
+ * input [n, 3, h, w], and each tensor's storage (t[].dt, t[].rnd: as a plan
+ * under train.precision bf16 would store it when act_bf16 is 1), into t[]
+ * and l[]:
  * copies of m's arrays (model_traffic.c), m itself untouched. SG_OK, or
  * SG_ERR_CONFIG (logged) if a layer's output would be empty. */
 sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,

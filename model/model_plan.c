@@ -15,10 +15,12 @@
  * value per channel), so the forward pass never meets it.
  *
  * Under train.precision bf16 the plan stores some activations as bf16 (2
- * bytes a value) where that is exact (act_storage): conv outputs read only
- * by batch norm, BN+ReLU outputs read only by convolutions. model_run.c
- * then calls the *_dt ops for the layers touching them. Under fp32, or with
- * the test aid SG_BF16_STORAGE=0, every tensor is float32 as before.
+ * bytes a value, act_storage): conv outputs read only by batch norm,
+ * BN+ReLU outputs read only by convolutions (both exact), and the residual
+ * stream (fused joins' outputs, rounded to bf16 under bf16 precision either
+ * way). model_run.c then calls the *_dt ops for the layers touching them.
+ * Under fp32, or with the test aid SG_BF16_STORAGE=0, every tensor is
+ * float32 (the rounding points stay).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -291,36 +293,53 @@ static size_t place(item *it, int n) {
 }
 
 /* Storage of every activation (sg_tensor.dt). Under train.precision bf16
- * (act_bf16) two kinds of tensors hold only what a bf16 convolution reads
- * or writes anyway, so storing them as bf16 loses nothing (backend.h, the
- * *_dt ops):
+ * with storage on (act_bf16 == 1) three kinds of tensors are stored as
+ * bf16 (backend.h, the *_dt ops and the fused join's res_dt / y_dt):
  *  - a conv output without bias read by batch norm alone: a bf16 conv's
  *    result is a bf16 value already (a bias add in float32 would not be);
  *  - a BN+ReLU output read by convolutions alone: every reader rounds it
  *    to bf16 first, and the ReLU mask of the backward is recomputed from the
- *    BN input (bn_bwd_*_dt with y NULL) instead of read from it.
- * Everything else (the input, logits, residual adds and their inputs,
+ *    BN input (bn_bwd_*_dt with y NULL) instead of read from it;
+ *  - a fused residual join's output (relu(BN(x) + identity), the end of a
+ *    bottleneck) read only by convolutions and as the identity of fused
+ *    joins: the residual stream, which AMP keeps in bf16 too. This one is a
+ *    rounding point of bf16 training (t.rnd): under train.precision bf16
+ *    the join rounds its output to bf16 whether or not it is stored so (the
+ *    test aid act_bf16 == 2: float32 storage, SG_ACT_F32R), so storage
+ *    changes memory, never a result. Its convolution readers round it
+ *    anyway; the next join adds the rounded value, as under AMP.
+ * Everything else (the input, logits, non-fused adds and their inputs,
  * pooling, resize, concat, dropout, the gate layers L_ADD..L_CHAN_SCALE and
- * their inputs, every gradient) stays float32. */
+ * their inputs, every gradient) stays float32.
+ * act_bf16: 0 float32 precision; 1 bf16 with storage; 2 bf16, storage off. */
 static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16) {
-    for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32;
+    for (int i = 0; i < m->n_t; i++) t[i].dt = SG_ACT_F32, t[i].rnd = 0;
     if (!act_bf16 || m->n_t <= 0) return;
     /* readers[i]: 0 none yet, else the reader layers' common type + 1, or
-     * -1 when readers differ in type */
+     * -1 when readers differ in type; stream[i]: every reader is a conv or
+     * reads it as a fused join's identity */
     int *readers = calloc((size_t)m->n_t, sizeof(int));
-    SG_CHECK(readers, "out of host memory");
+    char *stream = malloc((size_t)m->n_t);
+    SG_CHECK(readers && stream, "out of host memory");
+    memset(stream, 1, (size_t)m->n_t);
     for (int li = 0; li < m->n_l; li++)
         for (int k = 0; k < l[li].n_in; k++) {
             int ti = l[li].in[k], ty = l[li].type + 1;
             readers[ti] = readers[ti] == 0 || readers[ti] == ty ? ty : -1;
+            int identity = l[li].type == L_ADD_RELU && l[li].fused_bn >= 0 &&
+                           l[l[li].fused_bn].out != ti;
+            if (l[li].type != L_CONV && !identity) stream[ti] = 0;
         }
     for (int i = 1; i < m->n_t; i++) {
         if (i == m->t_out || i == m->t_aux || t[i].producer < 0) continue;
         const sg_layer *p = &l[t[i].producer];
-        if ((p->type == L_CONV && p->b_param < 0 && readers[i] == L_BN + 1) ||
-            (p->type == L_BN && p->relu && readers[i] == L_CONV + 1))
-            t[i].dt = SG_ACT_BF16;
+        int exact = (p->type == L_CONV && p->b_param < 0 && readers[i] == L_BN + 1) ||
+                    (p->type == L_BN && p->relu && readers[i] == L_CONV + 1);
+        int join = p->type == L_ADD_RELU && p->fused_bn >= 0 && readers[i] != 0 && stream[i];
+        if (join) t[i].rnd = 1;
+        if ((exact || join) && act_bf16 == 1) t[i].dt = SG_ACT_BF16;
     }
+    free(stream);
     free(readers);
 }
 
@@ -331,7 +350,7 @@ static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int 
 static sg_status act_bf16_of(const sg_model *m, int *act_bf16) {
     sg_backend_info bi;
     sg_backend_get_info(m->be, &bi);
-    *act_bf16 = strcmp(bi.precision, "bf16") == 0;
+    *act_bf16 = strcmp(bi.precision, "bf16") == 0; /* act_storage's 0 / 1 / 2 */
     const char *env = getenv("SG_BF16_STORAGE");
     if (!env) return SG_OK;
     if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
@@ -341,7 +360,7 @@ static sg_status act_bf16_of(const sg_model *m, int *act_bf16) {
                  env);
         return SG_ERR_CONFIG;
     }
-    if (env[0] == '0') *act_bf16 = 0;
+    if (env[0] == '0' && *act_bf16) *act_bf16 = 2;
     return SG_OK;
 }
 
@@ -575,7 +594,7 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
         return st;
     }
     m->max_c = po.max_c;
-    m->act_bf16 = act_bf16;
+    m->act_bf16 = act_bf16 == 1;
     if (m->arena && po.total <= m->arena_cap) {
         /* the same contents a fresh allocation has (ops->alloc zeroes) */
         ops->zero(m->be, m->arena, po.total);

@@ -101,11 +101,10 @@ static void join_forward(sg_model *m, const sg_layer *a) {
     const sg_tensor *xt = &m->t[b->in[0]];
     const sg_tensor *rt = &m->t[a->in[a->in[0] == b->out ? 1 : 0]];
     sg_tensor *yt = &m->t[a->out];
-    SG_CHECK(rt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32,
-             "model: a residual join with a bf16-stored input or output (internal error)");
+    int y_dt = yt->dt == SG_ACT_BF16 ? SG_ACT_BF16 : yt->rnd ? SG_ACT_F32R : SG_ACT_F32;
     be->ops->bn_add_relu_fwd(be, xt->val, xt->dt, b->mean, b->invstd, m->params[b->bn_p[0]].data,
-                             m->params[b->bn_p[1]].data, rt->val, yt->val, m->n, yt->c,
-                             yt->h * yt->w);
+                             m->params[b->bn_p[1]].data, rt->val, rt->dt, yt->val, y_dt, m->n,
+                             yt->c, yt->h * yt->w);
 }
 
 /* Dropout2d: runs of consecutive planes with the same mask value, applied
@@ -289,18 +288,37 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
         g = jt->grad;
         y = jt->val;
         relu = 1;
-        if (!yt->req_grad) { /* nothing upstream of the BN learns */
-            if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
-            return;
-        }
-        if (need_red)
-            ops->bn_bwd_reduce_res(be, jt->grad, xt->val, xt->dt, jt->val, l->mean, m->red, dres, n,
-                                   c, hw, acc_r);
-        else if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
-        if (dres && !acc_r) { /* dres holds g itself */
-            g = dres;
+        if (jt->dt == SG_ACT_BF16) {
+            /* The join's output is stored in bf16 (the residual stream):
+             * relu_bwd and bn_bwd_elem read a float32 mask, so g (dy
+             * masked by it) is made once by the reduce pass - into dres
+             * when that is simply set, else in place into the join's
+             * gradient (read by nothing after this) and then added to
+             * dres - and the rest reads g without a mask. The same floats
+             * as the float32 join's, so the same bits. */
+            int direct = dres && !acc_r;
+            float *gbuf = direct ? dres : jt->grad;
+            ops->bn_bwd_reduce_res(be, jt->grad, xt->val, xt->dt, jt->val, jt->dt, l->mean, m->red,
+                                   gbuf, n, c, hw, 0);
+            if (dres && !direct) ops->add(be, dres, gbuf, dres, jt->count, 0);
+            if (!yt->req_grad) return; /* nothing upstream of the BN learns */
+            g = gbuf;
             y = NULL;
             relu = 0;
+        } else {
+            if (!yt->req_grad) { /* nothing upstream of the BN learns */
+                if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
+                return;
+            }
+            if (need_red)
+                ops->bn_bwd_reduce_res(be, jt->grad, xt->val, xt->dt, jt->val, SG_ACT_F32, l->mean,
+                                       m->red, dres, n, c, hw, acc_r);
+            else if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
+            if (dres && !acc_r) { /* dres holds g itself */
+                g = dres;
+                y = NULL;
+                relu = 0;
+            }
         }
     } else if (need_red) {
         /* red (local) is needed for the parameter gradients and, with

@@ -283,19 +283,31 @@ static void bn_bwd(walk *k, const sg_layer *L, const sg_layer *a) {
     int need_red = train_params || (need_dx && !L->frozen_stats);
     /* the dx pass's inputs besides x: g and the ReLU mask's y (none when y
      * is stored in bf16: recomputed from x) */
-    double g_rd, y_rd;
+    double g_rd = 0, y_rd = 0;
     int recompute = 0;
     if (a) {
         int j = a->out, ri = a->in[0] == y ? 1 : 0, r = a->in[ri];
         int dres = needs_grad(k, r), acc_r = a->acc_in[ri];
         double dres_w = dres ? G(k, r) : 0, dres_old = dres && acc_r ? G(k, r) : 0;
-        if (!needs_grad(k, y) || !need_red) { /* relu_bwd into the identity only */
+        if (k->r->storage && k->t[j].dt == SG_ACT_BF16) {
+            /* a bf16-stored join output: one reduce pass always, g into
+             * dres when it is set, else in place into the join's gradient
+             * (then added to dres) */
+            int direct = dres && !acc_r;
+            pass(k, SG_TRC_BN, G(k, j) + A(k, x) + A(k, j) + V(c), 2 * V(c) + G(k, j));
+            if (dres && !direct) pass(k, SG_TRC_ELEM, 2 * G(k, r), G(k, r));
+            if (!needs_grad(k, y)) return;
+            g_rd = G(k, j);
+            y_rd = 0;
+        } else if (!needs_grad(k, y) || !need_red) { /* relu_bwd into the identity only */
             if (dres) pass(k, SG_TRC_ELEM, G(k, j) + A(k, j) + dres_old, dres_w);
             if (!needs_grad(k, y)) return;
         } else { /* bn_bwd_reduce_res: red, and the identity's gradient */
             pass(k, SG_TRC_BN, G(k, j) + A(k, x) + A(k, j) + V(c) + dres_old, 2 * V(c) + dres_w);
         }
-        if (dres && !acc_r) { /* dx reads g from the identity's gradient, no mask */
+        if (k->r->storage && k->t[j].dt == SG_ACT_BF16) {
+            /* g_rd, y_rd set above */
+        } else if (dres && !acc_r) { /* dx reads g from the identity's gradient, no mask */
             g_rd = G(k, r);
             y_rd = 0;
         } else {

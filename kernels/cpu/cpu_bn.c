@@ -31,10 +31,10 @@ static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, in
 static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                      const float *invstd, const float *gamma, const float *beta, const float *res,
                      void *y, int y_dt, int n, int c, int hw, int relu);
-static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
-                            const float *y, const float *mean, const float *invstd,
-                            const float *gamma, const float *beta, float *red, float *dres, int n,
-                            int c, int hw, int relu, int accumulate);
+static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
+                            int y_dt, const float *mean, const float *invstd, const float *gamma,
+                            const float *beta, float *red, float *dres, int n, int c, int hw,
+                            int relu, int accumulate);
 static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *red, double count, float *dx, int n,
@@ -178,8 +178,8 @@ SG_CPU_CLONES static void plane_reduce(const float *g, const float *xp, const fl
 static void bn_bwd_reduce(sg_backend *be, const float *dy, const float *x, const float *y,
                           const float *mean, float *red, int n, int c, int hw, int relu) {
     if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_bwd_reduce(be, dy, x, SG_ACT_F32, y, mean, NULL, NULL, NULL, red, NULL, n, c, hw, relu,
-                        0);
+        nhwc_bwd_reduce(be, dy, x, SG_ACT_F32, y, SG_ACT_F32, mean, NULL, NULL, NULL, red, NULL, n,
+                        c, hw, relu, 0);
         return;
     }
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
@@ -345,8 +345,8 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
                              int hw, int relu) {
     check_dt(x_dt, "bn_bwd_reduce_dt");
     if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_bwd_reduce(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, NULL, n, c, hw, relu,
-                        0);
+        nhwc_bwd_reduce(be, dy, x, x_dt, y, SG_ACT_F32, mean, invstd, gamma, beta, red, NULL, n, c,
+                        hw, relu, 0);
         return;
     }
     if (x_dt == SG_ACT_F32 && (y || !relu)) {
@@ -409,10 +409,101 @@ SG_CPU_CLONES static void plane_fwd_add(const float *xp, const float *rp, float 
     for (int q = 0; q < hw; q++) yp[q] = sg_relu(sg_fadd(sg_bn_fwd_elem(xp[q], m, a, b), rp[q]));
 }
 
+/* Elements per chunk of the join with a bf16 identity or output. */
+#define JOIN_CHUNK 512
+
+/* dst[0, len) = the len elements at element offset off of v, stored as
+ * dt, as floats (a bf16 value widened exactly). */
+static void load_f32(float *dst, const void *v, int dt, size_t off, int len) {
+    if (dt == SG_ACT_BF16) {
+        const uint16_t *b = (const uint16_t *)v + off;
+#pragma omp simd
+        for (int j = 0; j < len; j++) dst[j] = sg_bf16_to_f32(b[j]);
+    } else {
+        memcpy(dst, (const float *)v + off, (size_t)len * sizeof(float));
+    }
+}
+
+/* The len floats of src into v at element offset off, stored as dt
+ * (SG_ACT_BF16: bits rounded RNE; SG_ACT_F32R: the rounded value). */
+static void store_dt(void *v, int dt, size_t off, const float *src, int len) {
+    if (dt == SG_ACT_BF16) {
+        uint16_t *b = (uint16_t *)v + off;
+#pragma omp simd
+        for (int j = 0; j < len; j++) b[j] = sg_bf16_bits(src[j]);
+    } else if (dt == SG_ACT_F32R) {
+        float *f = (float *)v + off;
+#pragma omp simd
+        for (int j = 0; j < len; j++) f[j] = sg_bf16_round(src[j]);
+    } else {
+        memcpy((float *)v + off, src, (size_t)len * sizeof(float));
+    }
+}
+
+/* y = relu(bn(x) + res) on the len elements at off: all of one channel (m,
+ * a, b; mc NULL) or of consecutive channels (NHWC: per-channel arrays mc,
+ * ac, bc). plane_fwd_add's element, so its bits. */
+static void join_chunk(const void *x, int x_dt, const void *res, int res_dt, void *y, int y_dt,
+                       size_t off, int len, float m, float a, float b, const float *mc,
+                       const float *ac, const float *bc) {
+    float xv[JOIN_CHUNK], rv[JOIN_CHUNK];
+    load_f32(xv, x, x_dt, off, len);
+    load_f32(rv, res, res_dt, off, len);
+    if (mc) {
+#pragma omp simd
+        for (int j = 0; j < len; j++)
+            xv[j] = sg_relu(sg_fadd(sg_bn_fwd_elem(xv[j], mc[j], ac[j], bc[j]), rv[j]));
+    } else {
+#pragma omp simd
+        for (int j = 0; j < len; j++)
+            xv[j] = sg_relu(sg_fadd(sg_bn_fwd_elem(xv[j], m, a, b), rv[j]));
+    }
+    store_dt(y, y_dt, off, xv, len);
+}
+
+/* bn_add_relu_fwd with a bf16 identity or a rounded output, in chunks
+ * (both layouts): each chunk is read (widened) before it is written, so y
+ * may == res. */
+static void join_dt(sg_backend *be, const void *x, int x_dt, const float *mean, const float *invstd,
+                    const float *gamma, const float *beta, const void *res, int res_dt, void *y,
+                    int y_dt, int n, int c, int hw) {
+    size_t count = (size_t)n * c * hw;
+    if (be->layout == SG_LAYOUT_NHWC) {
+        float *a = sg_cpu_act_buf(be, 1, (size_t)c);
+        for (int ch = 0; ch < c; ch++) a[ch] = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
+        long npix = (long)n * hw;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+        for (long p = 0; p < npix; p++)
+            for (int c0 = 0; c0 < c; c0 += JOIN_CHUNK) {
+                int len = c - c0 < JOIN_CHUNK ? c - c0 : JOIN_CHUNK;
+                join_chunk(x, x_dt, res, res_dt, y, y_dt, (size_t)p * c + c0, len, 0, 0, 0,
+                           mean + c0, a + c0, beta + c0);
+            }
+        return;
+    }
+    long planes = (long)n * c;
+#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        int ch = (int)(pl % c);
+        float a = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
+        for (int q0 = 0; q0 < hw; q0 += JOIN_CHUNK) {
+            int len = hw - q0 < JOIN_CHUNK ? hw - q0 : JOIN_CHUNK;
+            join_chunk(x, x_dt, res, res_dt, y, y_dt, (size_t)pl * hw + q0, len, mean[ch], a,
+                       beta[ch], NULL, NULL, NULL);
+        }
+    }
+}
+
 static void bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                             const float *invstd, const float *gamma, const float *beta,
-                            const float *res, float *y, int n, int c, int hw) {
+                            const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw) {
     check_dt(x_dt, "bn_add_relu_fwd");
+    check_dt(res_dt, "bn_add_relu_fwd (res_dt)");
+    if (y_dt != SG_ACT_F32R) check_dt(y_dt, "bn_add_relu_fwd (y_dt)");
+    if (res_dt != SG_ACT_F32 || y_dt != SG_ACT_F32) {
+        join_dt(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
+        return;
+    }
     if (be->layout == SG_LAYOUT_NHWC) {
         nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, y, SG_ACT_F32, n, c, hw, 1);
         return;
@@ -425,8 +516,8 @@ static void bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float
         size_t off = (size_t)pl * hw;
         float *buf = bufs ? bufs + (size_t)2 * omp_get_thread_num() * hw : NULL;
         float a = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
-        plane_fwd_add(x_plane(x, x_dt, off, hw, buf), res + off, y + off, hw, mean[ch], a,
-                      beta[ch]);
+        plane_fwd_add(x_plane(x, x_dt, off, hw, buf), (const float *)res + off, (float *)y + off,
+                      hw, mean[ch], a, beta[ch]);
     }
 }
 
@@ -459,23 +550,27 @@ SG_CPU_CLONES static void plane_reduce_res(const float *g, const float *xp, cons
 }
 
 static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
-                              const float *y, const float *mean, float *red, float *dres, int n,
-                              int c, int hw, int accumulate) {
+                              const void *y, int y_dt, const float *mean, float *red, float *dres,
+                              int n, int c, int hw, int accumulate) {
     check_dt(x_dt, "bn_bwd_reduce_res");
+    check_dt(y_dt, "bn_bwd_reduce_res (y_dt)");
     if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_bwd_reduce(be, dy, x, x_dt, y, mean, NULL, NULL, NULL, red, dres, n, c, hw, 1,
+        nhwc_bwd_reduce(be, dy, x, x_dt, y, y_dt, mean, NULL, NULL, NULL, red, dres, n, c, hw, 1,
                         accumulate);
         return;
     }
-    float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
+    /* per thread: a plane for a widened x, one for a widened y */
+    float *bufs = x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < c; ch++) {
         float *buf = bufs ? bufs + (size_t)2 * omp_get_thread_num() * hw : NULL;
         double s = 0, sx = 0;
         for (int i = 0; i < n; i++) {
             size_t off = ((size_t)i * c + ch) * hw;
-            plane_reduce_res(dy + off, x_plane(x, x_dt, off, hw, buf), y + off,
-                             dres ? dres + off : NULL, hw, mean[ch], accumulate, &s, &sx);
+            const float *xp = x_plane(x, x_dt, off, hw, buf);
+            const float *yp = x_plane(y, y_dt, off, hw, buf ? buf + hw : NULL);
+            plane_reduce_res(dy + off, xp, yp, dres ? dres + off : NULL, hw, mean[ch], accumulate,
+                             &s, &sx);
         }
         red[ch] = (float)s;
         red[c + ch] = (float)sx;
@@ -789,14 +884,34 @@ static inline float keep_bits(float g, int keep) {
 ROWS_REDUCE(rows_reduce, float, F32_LOAD)
 ROWS_REDUCE(rows_reduce_bf16, uint16_t, BF16_LOAD)
 
+/* rows_reduce / rows_reduce_bf16 by x_dt on rows rows of w lanes at
+ * element offset o (y: float32 rows at yp, or NULL). */
+static void reduce_rows_dt(const float *dy, const void *x, int x_dt, const float *yp, float *dres,
+                           size_t o, long rows, int w, const float *m, const float *a,
+                           const float *b, int relu, int accumulate, double *ps, double *psx) {
+    float *dr = dres ? dres + o : NULL;
+    if (x_dt == SG_ACT_F32)
+        rows_reduce(dy + o, (const float *)x + o, yp, dr, rows, w, m, a, b, relu, accumulate, ps,
+                    psx);
+    else
+        rows_reduce_bf16(dy + o, (const uint16_t *)x + o, yp, dr, rows, w, m, a, b, relu,
+                         accumulate, ps, psx);
+}
+
+/* Floats of a thread's widened-y chunk (bn_bwd_reduce_res with y in bf16). */
+#define NHWC_Y_CHUNK 8192
+
 /* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g).
  * Rows in groups (nhwc_group): each part sums G*c lanes over its whole
  * groups, its rows left into the first c, then folds the G copies of a
- * channel into the first in order. */
-static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt,
-                            const float *y, const float *mean, const float *invstd,
-                            const float *gamma, const float *beta, float *red, float *dres, int n,
-                            int c, int hw, int relu, int accumulate) {
+ * channel into the first in order. A bf16-stored y (the join's output) is
+ * widened a chunk of rows at a time into a per-thread buffer: each
+ * channel's sums still run row by row in order, so the chunking changes no
+ * bit. */
+static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
+                            int y_dt, const float *mean, const float *invstd, const float *gamma,
+                            const float *beta, float *red, float *dres, int n, int c, int hw,
+                            int relu, int accumulate) {
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
     int G = nhwc_group(c);
     size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
@@ -809,6 +924,9 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
         nhwc_fwd_scales(a, invstd, gamma, c);
         nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
     }
+    int ybf = y && y_dt == SG_ACT_BF16;
+    size_t ychunk = gc > NHWC_Y_CHUNK ? gc : NHWC_Y_CHUNK;
+    float *ybufs = ybf ? sg_cpu_act_buf(be, 0, ychunk * (size_t)omp_get_max_threads()) : NULL;
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
         double *ps = part + 2 * (size_t)k * gp, *psx = ps + gp;
@@ -816,18 +934,27 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
         long ng = (p1 - p0) / G; /* whole groups, then the rows left */
+        float *yb = ybf ? ybufs + ychunk * (size_t)omp_get_thread_num() : NULL;
         for (int h = 0; h < 2; h++) {
             size_t o = (size_t)p0 * c + (h ? (size_t)ng * gc : 0);
             long rows = h ? (p1 - p0) % G : ng;
             int w = h ? c : (int)gc;
-            const float *yp = y ? y + o : NULL;
-            float *dr = dres ? dres + o : NULL;
-            if (x_dt == SG_ACT_F32)
-                rows_reduce(dy + o, (const float *)x + o, yp, dr, rows, w, m, a, b, relu,
-                            accumulate, ps, psx);
-            else
-                rows_reduce_bf16(dy + o, (const uint16_t *)x + o, yp, dr, rows, w, m, a, b, relu,
-                                 accumulate, ps, psx);
+            if (!ybf) {
+                const float *yp = y ? (const float *)y + o : NULL;
+                reduce_rows_dt(dy, x, x_dt, yp, dres, o, rows, w, m, a, b, relu, accumulate, ps,
+                               psx);
+                continue;
+            }
+            long step = (long)(ychunk / (size_t)w);
+            for (long r0 = 0; r0 < rows; r0 += step) {
+                long nr = rows - r0 < step ? rows - r0 : step;
+                size_t oc = o + (size_t)r0 * w, cnt = (size_t)nr * w;
+                const uint16_t *ys = (const uint16_t *)y + oc;
+#pragma omp simd
+                for (size_t q = 0; q < cnt; q++) yb[q] = sg_bf16_to_f32(ys[q]);
+                reduce_rows_dt(dy, x, x_dt, yb, dres, oc, nr, w, m, a, b, relu, accumulate, ps,
+                               psx);
+            }
         }
         for (int r = 1; r < G; r++)
             for (int ch = 0; ch < c; ch++)

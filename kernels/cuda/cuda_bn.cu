@@ -407,54 +407,89 @@ static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *
 
 /* ---- fused with the residual join (backend.h) ---- */
 
-/* y = max(0, bn(x) + res): k_bn_fwd's element, then add's. y may == res. */
-template <typename X>
+/* y = max(0, bn(x) + res): k_bn_fwd's element, then add's. y may == res.
+ * R: the identity's storage; Y: the output's, with RND (float32 storage
+ * only) rounding the value to bf16 first (SG_ACT_F32R, backend.h). */
+template <typename X, typename R, typename Y, int RND>
 __global__ void k_bn_add_relu_fwd(const X *x, const float *mean, const float *invstd,
-                                  const float *gamma, const float *beta, const float *res, float *y,
-                                  int c, int hw, size_t planes) {
+                                  const float *gamma, const float *beta, const R *res, Y *y, int c,
+                                  int hw, size_t planes) {
     SG_PLANE_LOOP(pl, planes) {
         int ch = (int)(pl % c);
         float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
         size_t off = pl * hw;
         SG_INPLANE_LOOP(j, hw) {
             size_t i = off + j;
-            y[i] = sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), m, a, bt), res[i]));
+            float v = sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), m, a, bt), act_ld(res, i)));
+            act_st(y, i, RND ? sg_bf16_round(v) : v);
         }
     }
 }
 
-template <typename X>
-static void bn_add_relu_fwd(sg_backend *be, const X *x, const float *mean, const float *invstd,
-                            const float *gamma, const float *beta, const float *res, float *y,
-                            int n, int c, int hw) {
+template <typename X, typename R, typename Y, int RND>
+static void bn_add_relu_fwd(sg_backend *be, const void *x, const float *mean, const float *invstd,
+                            const float *gamma, const float *beta, const void *res, void *y, int n,
+                            int c, int hw) {
     size_t planes = (size_t)n * c;
     if (!planes || hw <= 0) return;
     int t = sg_cu_plane_threads(hw);
-    k_bn_add_relu_fwd<X><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, mean, invstd, gamma, beta, res, y, c, hw, planes);
+    k_bn_add_relu_fwd<X, R, Y, RND><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
+        (const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, hw, planes);
     CU_LAUNCH_CHECK("k_bn_add_relu_fwd");
+}
+
+/* The instance for the identity's and the output's storage. */
+template <typename X>
+static void bn_add_relu_fwd_dt(sg_backend *be, const void *x, const float *mean,
+                               const float *invstd, const float *gamma, const float *beta,
+                               const void *res, int res_dt, void *y, int y_dt, int n, int c,
+                               int hw) {
+    if (res_dt == SG_ACT_BF16) {
+        if (y_dt == SG_ACT_BF16)
+            bn_add_relu_fwd<X, uint16_t, uint16_t, 0>(be, x, mean, invstd, gamma, beta, res, y, n,
+                                                      c, hw);
+        else if (y_dt == SG_ACT_F32R)
+            bn_add_relu_fwd<X, uint16_t, float, 1>(be, x, mean, invstd, gamma, beta, res, y, n, c,
+                                                   hw);
+        else
+            bn_add_relu_fwd<X, uint16_t, float, 0>(be, x, mean, invstd, gamma, beta, res, y, n, c,
+                                                   hw);
+    } else {
+        if (y_dt == SG_ACT_BF16)
+            bn_add_relu_fwd<X, float, uint16_t, 0>(be, x, mean, invstd, gamma, beta, res, y, n, c,
+                                                   hw);
+        else if (y_dt == SG_ACT_F32R)
+            bn_add_relu_fwd<X, float, float, 1>(be, x, mean, invstd, gamma, beta, res, y, n, c, hw);
+        else
+            bn_add_relu_fwd<X, float, float, 0>(be, x, mean, invstd, gamma, beta, res, y, n, c, hw);
+    }
 }
 
 static void sg_cuda_bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                                     const float *invstd, const float *gamma, const float *beta,
-                                    const float *res, float *y, int n, int c, int hw) {
+                                    const void *res, int res_dt, void *y, int y_dt, int n, int c,
+                                    int hw) {
+    sg_cuda_act_dt(res_dt, "bn_add_relu_fwd (res_dt)");
+    if (y_dt != SG_ACT_F32R) sg_cuda_act_dt(y_dt, "bn_add_relu_fwd (y_dt)");
     if (sg_cuda_act_dt(x_dt, "bn_add_relu_fwd") == SG_ACT_BF16)
-        bn_add_relu_fwd(be, (const uint16_t *)x, mean, invstd, gamma, beta, res, y, n, c, hw);
-    else bn_add_relu_fwd(be, (const float *)x, mean, invstd, gamma, beta, res, y, n, c, hw);
+        bn_add_relu_fwd_dt<uint16_t>(be, x, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c,
+                                     hw);
+    else
+        bn_add_relu_fwd_dt<float>(be, x, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
 }
 
-/* k_bn_bwd_reduce_part with the mask from y (the join's output), and g
- * stored into (accumulate: added to) dres when dres is not NULL. */
-template <typename X>
-__global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const float *y,
-                                         const float *mean, float *dres, int n, int c, int hw,
-                                         int accumulate, double *part) {
+/* k_bn_bwd_reduce_part with the mask from y (the join's output, stored as
+ * Y), and g stored into (accumulate: added to) dres when dres is not NULL. */
+template <typename X, typename Y>
+__global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const Y *y, const float *mean,
+                                         float *dres, int n, int c, int hw, int accumulate,
+                                         double *part) {
     __shared__ double sh[32];
     int ch = blockIdx.y;
     double m = mean[ch];
     double sg = 0, sgx = 0;
     CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    float g = sg_relu_mask(dy[i], y[i]);
+    float g = sg_relu_mask(dy[i], act_ld(y, i));
     if (dres) dres[i] = accumulate ? sg_fadd(dres[i], g) : g;
     sg += g;
     sgx += (double)g * ((double)act_ld(x, i) - m);
@@ -462,8 +497,8 @@ __global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const floa
     bwd_part_store(part, ch, sg, sgx, sh);
 }
 
-template <typename X>
-static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const X *x, const float *y,
+template <typename X, typename Y>
+static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, const void *y,
                               const float *mean, float *red, float *dres, int n, int c, int hw,
                               int accumulate) {
     sg_cuda *cu = sg_cu(be);
@@ -471,21 +506,27 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const X *x, const
     static int occupancy[16];
     int splits =
         chan_splits_for(cu, c, (long long)n * hw,
-                        chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X>, occupancy, 16));
+                        chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X, Y>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_res_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
-        dy, x, y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
+    k_bn_bwd_reduce_res_part<X, Y><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
+        dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
     bwd_merge(be, c, splits, red);
 }
 
 static void sg_cuda_bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
-                                      const float *y, const float *mean, float *red, float *dres,
-                                      int n, int c, int hw, int accumulate) {
+                                      const void *y, int y_dt, const float *mean, float *red,
+                                      float *dres, int n, int c, int hw, int accumulate) {
     SG_CHECK(y, "CUDA backend: bn_bwd_reduce_res needs y (the join's output)");
-    if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_res") == SG_ACT_BF16)
-        bn_bwd_reduce_res(be, dy, (const uint16_t *)x, y, mean, red, dres, n, c, hw, accumulate);
-    else bn_bwd_reduce_res(be, dy, (const float *)x, y, mean, red, dres, n, c, hw, accumulate);
+    int xb = sg_cuda_act_dt(x_dt, "bn_bwd_reduce_res") == SG_ACT_BF16;
+    int yb = sg_cuda_act_dt(y_dt, "bn_bwd_reduce_res (y_dt)") == SG_ACT_BF16;
+    if (xb && yb)
+        bn_bwd_reduce_res<uint16_t, uint16_t>(be, dy, x, y, mean, red, dres, n, c, hw, accumulate);
+    else if (xb)
+        bn_bwd_reduce_res<uint16_t, float>(be, dy, x, y, mean, red, dres, n, c, hw, accumulate);
+    else if (yb)
+        bn_bwd_reduce_res<float, uint16_t>(be, dy, x, y, mean, red, dres, n, c, hw, accumulate);
+    else bn_bwd_reduce_res<float, float>(be, dy, x, y, mean, red, dres, n, c, hw, accumulate);
 }
 
 __global__ void k_bn_param_grads(const float *red, const float *invstd, float *dgamma, float *dbeta,

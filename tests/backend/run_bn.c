@@ -248,22 +248,50 @@ static float *ref_join(tb_ctx *t, const tb_bn_data *b, const float *res) {
     return y;
 }
 
+/* Backend memory holding v (count values, bf16 values when dt is bf16) as
+ * stored in dt, in the backend's layout. */
+static void *dev_dt(tb_ctx *t, const float *v, int n, int c, int hw, int dt) {
+    size_t cnt = (size_t)n * c * hw;
+    if (dt != SG_ACT_BF16) return tb_actf(t, v, n, c, hw);
+    uint16_t *h = tb_hbytes(t, cnt * sizeof(uint16_t));
+    for (size_t i = 0; i < cnt; i++) h[i] = sg_bf16_bits(v[i]);
+    return tb_act_dev(t, h, n, c, hw, sizeof(uint16_t));
+}
+
+/* An activation stored in dt, back as NCHW floats. */
+static float *get_dt(tb_ctx *t, const void *dev, int n, int c, int hw, int dt) {
+    if (dt != SG_ACT_BF16) return tb_act_getf(t, dev, n, c, hw);
+    size_t cnt = (size_t)n * c * hw;
+    const uint16_t *h = tb_act_get(t, dev, n, c, hw, sizeof(uint16_t));
+    float *f = tb_hzeros(t, cnt);
+    for (size_t i = 0; i < cnt; i++) f[i] = sg_bf16_to_f32(h[i]);
+    return f;
+}
+
 /* Against the reference; bit for bit against the backend's unfused chain
- * (bn_fwd_dt without ReLU, then add with ReLU); y == res in place gives
- * the same bits. */
+ * (bn_fwd_dt without ReLU, then add with ReLU, rounded to bf16 when y_dt
+ * says so); y == res in place gives the same bits. c->r_dt bf16: res holds
+ * bf16 values, stored as bf16; c->y_dt SG_ACT_BF16 / SG_ACT_F32R: y is the
+ * float32 result rounded to bf16 (RNE), stored as bf16 / float32. */
 void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, bn_add_relu_fwd)) return;
     const sg_ops *o = t->be->ops;
     tb_bn_data b = tb_bn_setup(t, c);
-    float *res = tb_rand(t, b.cnt, -1, 1), *want = ref_join(t, &b, res);
+    float *res = tb_rand(t, b.cnt, -1, 1);
+    if (c->r_dt == SG_ACT_BF16)
+        for (size_t i = 0; i < b.cnt; i++) res[i] = sg_bf16_round(res[i]);
+    float *want = ref_join(t, &b, res);
+    int rounded = c->y_dt == SG_ACT_BF16 || c->y_dt == SG_ACT_F32R;
     void *x_d = bn_dev_x(t, &b, c->x_dt);
     float *mean_d = tb_devf(t, b.mean, b.c), *inv_d = tb_devf(t, b.invstd, b.c);
     float *g_d = tb_devf(t, b.gamma, b.c), *be_d = tb_devf(t, b.beta, b.c);
-    float *res_d = tb_actf(t, res, b.n, b.c, b.hw);
-    float *y_d = tb_devf(t, tb_rand(t, b.cnt, 5, 6), b.cnt);
-    o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, y_d, b.n, b.c, b.hw);
-    float *got = tb_act_getf(t, y_d, b.n, b.c, b.hw);
-    tb_close(t, "y", want, got, b.cnt, t->tol);
+    void *res_d = dev_dt(t, res, b.n, b.c, b.hw, c->r_dt);
+    void *y_d = dev_dt(t, tb_rand(t, b.cnt, 5, 6), b.n, b.c, b.hw, c->y_dt);
+    o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, c->r_dt, y_d, c->y_dt,
+                       b.n, b.c, b.hw);
+    float *got = get_dt(t, y_d, b.n, b.c, b.hw, c->y_dt);
+    if (rounded) tb_close_bf16(t, "y (rounded to bf16)", want, got, NULL, b.cnt, 1, t->tol);
+    else tb_close(t, "y", want, got, b.cnt, t->tol);
     size_t zeros = 0, negative = 0;
     for (size_t i = 0; i < b.cnt; i++) zeros += got[i] == 0.0f, negative += got[i] < 0;
     tb_expect(t, negative == 0, "relu: %zu negative outputs", negative);
@@ -271,16 +299,21 @@ void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c) {
               "relu should clip some but not all outputs here (%zu of %zu)", zeros, b.cnt);
     if (TB_HAS(t, bn_fwd_dt) && TB_HAS(t, add)) {
         float *v_d = tb_devf(t, NULL, b.cnt), *u_d = tb_devf(t, NULL, b.cnt);
+        float *r32_d = tb_actf(t, res, b.n, b.c, b.hw);
         o->bn_fwd_dt(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, v_d, SG_ACT_F32, b.n, b.c, b.hw,
                      0);
-        o->add(t->be, v_d, res_d, u_d, b.cnt, 1);
-        tb_same_act(t, "y vs the unfused bn_fwd + add", got, u_d, b.n, b.c, b.hw, sizeof(float));
+        o->add(t->be, v_d, r32_d, u_d, b.cnt, 1);
+        float *u = tb_act_getf(t, u_d, b.n, b.c, b.hw);
+        if (rounded)
+            for (size_t i = 0; i < b.cnt; i++) u[i] = sg_bf16_round(u[i]);
+        tb_same(t, "y vs the unfused bn_fwd + add", u, got, b.cnt * sizeof(float));
     }
-    if (c->inplace) { /* y == res */
-        o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, res_d, b.n, b.c,
-                           b.hw);
-        tb_same_act(t, "y in place (== res) vs out of place", got, res_d, b.n, b.c, b.hw,
-                    sizeof(float));
+    if (c->inplace && c->r_dt == (c->y_dt == SG_ACT_BF16 ? SG_ACT_BF16 : SG_ACT_F32)) {
+        /* y == res */
+        o->bn_add_relu_fwd(t->be, x_d, c->x_dt, mean_d, inv_d, g_d, be_d, res_d, c->r_dt, res_d,
+                           c->y_dt, b.n, b.c, b.hw);
+        tb_same(t, "y in place (== res) vs out of place", got,
+                get_dt(t, res_d, b.n, b.c, b.hw, c->r_dt), b.cnt * sizeof(float));
     }
 }
 
@@ -301,12 +334,15 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
     ref_bn_bwd_reduce(g, b.x, y, b.mean, red, b.n, b.c, b.hw, 0);
     ref_relu_bwd(dy, y, dres, b.cnt, c->acc);
     void *x_d = bn_dev_x(t, &b, c->x_dt);
+    if (c->y_dt == SG_ACT_BF16) /* the join's output stored in bf16: bf16 values */
+        for (size_t i = 0; i < b.cnt; i++) y[i] = sg_bf16_round(y[i]);
     float *dy_d = tb_actf(t, dy, b.n, b.c, b.hw), *y_d = tb_actf(t, y, b.n, b.c, b.hw);
+    void *yst_d = dev_dt(t, y, b.n, b.c, b.hw, c->y_dt);
     float *mean_d = tb_devf(t, b.mean, b.c);
     float *red_d = tb_devf(t, tb_rand(t, 2 * b.c, 5, 6), 2 * b.c);
     float *dres_d = c->inplace ? NULL : tb_actf(t, dres0, b.n, b.c, b.hw);
-    o->bn_bwd_reduce_res(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, red_d, dres_d, b.n, b.c, b.hw,
-                         c->acc);
+    o->bn_bwd_reduce_res(t->be, dy_d, x_d, c->x_dt, yst_d, c->y_dt, mean_d, red_d, dres_d, b.n, b.c,
+                         b.hw, c->acc);
     float *got_red = tb_getf(t, red_d, 2 * (size_t)b.c);
     tb_close(t, "red", red, got_red, 2 * (size_t)b.c, t->tol);
     if (dres_d) tb_close_act(t, "dres", dres, dres_d, b.n, b.c, b.hw, t->tol);

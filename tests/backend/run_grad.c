@@ -154,7 +154,7 @@ static double bnres_loss(tb_ctx *t, void *p) {
     o->bn_stats(t->be, b->x_d, b->n, b->c, b->hw, b->st_d);
     o->bn_finalize(t->be, b->st_d, &count, 1, b->c, 1e-5f, 0.1f, b->mean_d, b->inv_d, NULL, NULL);
     o->bn_add_relu_fwd(t->be, b->x_d, SG_ACT_F32, b->mean_d, b->inv_d, b->g_d, b->b_d, s->res_d,
-                       b->y_d, b->n, b->c, b->hw);
+                       SG_ACT_F32, b->y_d, SG_ACT_F32, b->n, b->c, b->hw);
     return tb_dot_dev(t, b->r, b->y_d, (size_t)b->n * b->c * b->hw);
 }
 
@@ -194,8 +194,8 @@ void run_grad_bn_res(tb_ctx *t, const tb_case *c) {
     float *dx_d = tb_devf(t, NULL, cnt), *dres_d = tb_devf(t, NULL, cnt);
     float *dg_d = tb_devf(t, NULL, b->c), *db_d = tb_devf(t, NULL, b->c);
     bnres_loss(t, &s);
-    o->bn_bwd_reduce_res(t->be, r_d, b->x_d, SG_ACT_F32, b->y_d, b->mean_d, red_d, dres_d, b->n,
-                         b->c, b->hw, 0);
+    o->bn_bwd_reduce_res(t->be, r_d, b->x_d, SG_ACT_F32, b->y_d, SG_ACT_F32, b->mean_d, red_d,
+                         dres_d, b->n, b->c, b->hw, 0);
     o->bn_bwd_elem(t->be, dres_d, b->x_d, b->x_d, b->mean_d, b->inv_d, b->g_d, red_d,
                    (double)b->n * b->hw, dx_d, b->n, b->c, b->hw, 0, 0);
     o->bn_param_grads(t->be, red_d, b->inv_d, dg_d, db_d, b->c, 0);

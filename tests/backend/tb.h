@@ -87,7 +87,9 @@ struct tb_case {
      * (tol_tf32) > 0, its tolerance there against the float32 reference. */
     double tol_bf16, tol_tf32;
     int all_configs;  /* run on every configuration of a backend (conv) */
-    int x_dt, y_dt;   /* *_dt ops: SG_ACT_F32 | SG_ACT_BF16 storage of x and y */
+    int x_dt, y_dt;   /* *_dt ops: SG_ACT_F32 | SG_ACT_BF16 storage of x and y (the
+                         fused join's y_dt also SG_ACT_F32R) */
+    int r_dt;         /* the fused join: storage of the identity res */
     const char *note; /* why the case exists (printed on failure) */
 };
 

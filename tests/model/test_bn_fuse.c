@@ -108,16 +108,16 @@ static void w_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt, 
 }
 static void w_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                            const float *invstd, const float *gamma, const float *beta,
-                           const float *res, float *y, int n, int c, int hw) {
+                           const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw) {
     add_pass(C_ADD_RELU_FWD, ne(n, c, hw), 2, 1);
     cnt.join_elems += ne(n, c, hw);
-    real->bn_add_relu_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, y, n, c, hw);
+    real->bn_add_relu_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
 }
-static void w_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                         const float *mean, float *red, float *dres, int n, int c, int hw,
+static void w_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
+                         int y_dt, const float *mean, float *red, float *dres, int n, int c, int hw,
                          int accumulate) {
     add_pass(C_REDUCE_RES, ne(n, c, hw), 3 + (dres && accumulate), dres != NULL);
-    real->bn_bwd_reduce_res(be, dy, x, x_dt, y, mean, red, dres, n, c, hw, accumulate);
+    real->bn_bwd_reduce_res(be, dy, x, x_dt, y, y_dt, mean, red, dres, n, c, hw, accumulate);
 }
 
 static void wrap(sg_backend *be) {

@@ -449,16 +449,18 @@ static void o_bn_param_grads(sg_backend *be, const float *red, const float *invs
 }
 static void o_bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                               const float *invstd, const float *gamma, const float *beta,
-                              const float *res, float *y, int n, int c, int hw) {
-    io(E(n, c, hw) * (B(x_dt) + 4) + F(4 * c), F(E(n, c, hw)));
-    real_ops->bn_add_relu_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, y, n, c, hw);
+                              const void *res, int res_dt, void *y, int y_dt, int n, int c,
+                              int hw) {
+    io(E(n, c, hw) * (B(x_dt) + B(res_dt)) + F(4 * c), E(n, c, hw) * B(y_dt));
+    real_ops->bn_add_relu_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c,
+                              hw);
 }
 static void o_bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, int x_dt,
-                                const float *y, const float *mean, float *red, float *dres, int n,
-                                int c, int hw, int acc) {
+                                const void *y, int y_dt, const float *mean, float *red, float *dres,
+                                int n, int c, int hw, int acc) {
     double e = E(n, c, hw);
-    io(e * B(x_dt) + F(e) * (2 + (dres && acc)) + F(c), F(2 * c) + (dres ? F(e) : 0));
-    real_ops->bn_bwd_reduce_res(be, dy, x, x_dt, y, mean, red, dres, n, c, hw, acc);
+    io(e * (B(x_dt) + B(y_dt)) + F(e) * (1 + (dres && acc)) + F(c), F(2 * c) + (dres ? F(e) : 0));
+    real_ops->bn_bwd_reduce_res(be, dy, x, x_dt, y, y_dt, mean, red, dres, n, c, hw, acc);
 }
 static void o_relu_fwd(sg_backend *be, const float *x, float *y, size_t n) {
     io(F((double)n), F((double)n));

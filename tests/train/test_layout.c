@@ -65,9 +65,15 @@ static double loss_diff(const double *a, const double *b) {
  * With each layout's own kernels (auto), training this small network is
  * chaotic enough that any change of summation order grows (a 1e-8 loss
  * difference at step 1 becomes 1e-4 by step 3): there NHWC must stay within
- * 10x of what changing only the NCHW conv kernels (auto vs blocked) does. */
+ * 10x of what changing only the NCHW conv kernels (auto vs blocked) does,
+ * plus chaos_tol: where both NCHW runs happen to pick the same kernels that
+ * measure is 0, so chaos_tol bounds the growth itself. Under bf16 the
+ * residual stream is rounded to bf16 at every block (model_plan.c): a
+ * summation-order difference that moves a value across a rounding boundary
+ * changes it by up to 2^-8 relative, and by step 4 two correct runs differ
+ * by about 4e-4 (measured; the NCHW runs' own kernel change was 0 there). */
 static void compare(const char *name, const char *const *extra, int n_extra, double loss_tol,
-                    double weight_tol) {
+                    double weight_tol, double chaos_tol) {
     char ra[64], rb[64], rc[64], rd[64];
     snprintf(ra, sizeof ra, "%s_nchw_blocked", name);
     snprintf(rb, sizeof rb, "%s_nhwc_blocked", name);
@@ -101,29 +107,29 @@ static void compare(const char *name, const char *const *extra, int n_extra, dou
     double noise = loss_diff(lc, la), e_own = loss_diff(lc, ld);
     fprintf(stderr, "%s: losses auto nchw vs nhwc %.3g, vs nchw blocked %.3g\n", name, e_own,
             noise);
-    CHECK_MSG(e_own <= 10 * noise + loss_tol,
+    CHECK_MSG(e_own <= 10 * noise + chaos_tol,
               "%s: own kernels: NHWC's losses differ by %.3g, changing only the NCHW conv "
               "kernels by %.3g",
               name, e_own, noise);
 }
 
-static void test_fp32(void) { compare("fp32", NULL, 0, 1e-6, 1e-4); }
+static void test_fp32(void) { compare("fp32", NULL, 0, 1e-6, 1e-4, 1e-6); }
 
 static void test_bf16(void) {
     const char *x[] = {"train.precision=bf16"};
-    compare("bf16", x, 1, 1e-4, 1e-4);
+    compare("bf16", x, 1, 1e-4, 1e-4, 2e-3);
 }
 
 static void test_plus(void) {
     const char *x[] = {"model.arch=deeplabv3plus", "model.backbone=resnet50v1c",
                        "model.names=mmseg"};
-    compare("plus", x, 3, 1e-6, 1e-4);
+    compare("plus", x, 3, 1e-6, 1e-4, 1e-6);
 }
 
 static void test_mnv3(void) {
     const char *x[] = {"model.arch=lraspp", "model.backbone=mobilenet_v3_large",
                        "model.aux_head=false", "model.output_stride=16"};
-    compare("mnv3", x, 4, 1e-6, 1e-3);
+    compare("mnv3", x, 4, 1e-6, 1e-3, 1e-6);
 }
 
 int main(int argc, char **argv) {
