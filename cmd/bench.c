@@ -27,6 +27,7 @@
 #include "io/json.h"
 #include "model/model_traffic.h"
 #include "train/config_rules.h"
+#include "train/device.h"
 #include "train/metrics.h"
 
 /* SG_OK, or SG_ERR_CONFIG after a usage error. */
@@ -407,6 +408,31 @@ static void print_traffic_table(const sg_config *cfg, const sg_traffic *t) {
     fflush(stdout);
 }
 
+/* `segtrain bench --plan`: the training plan of the configured model on
+ * the configured device, precision and layout at the config's batch and
+ * crop, printed (sg_model_plan_dump); nothing runs. Exit code. */
+static int run_plan(const sg_config *cfg) {
+    sg_backend *be = sg_open_backend(cfg, NULL);
+    if (!be) return 1;
+    sg_model_opts mo;
+    sg_model *m = NULL;
+    int rc = 1;
+    if (sg_model_opts_from_config(&mo, cfg) == SG_OK && (m = sg_model_create(be, &mo))) {
+        for (int i = 0; i < cfg->train.n_freeze; i++)
+            sg_model_freeze(m, cfg->train.freeze[i], cfg->train.freeze_bn_stats);
+        if (cfg->train.freeze_bn_stats && cfg->train.n_freeze == 0) sg_model_freeze_bn_stats(m, "");
+        if (sg_model_plan(m, cfg->train.batch_size, cfg->data.crop_size[0],
+                          cfg->data.crop_size[1]) == SG_OK) {
+            sg_model_plan_dump(m, stdout);
+            fflush(stdout);
+            rc = 0;
+        }
+    }
+    sg_model_destroy(m);
+    sg_backend_destroy(be);
+    return rc;
+}
+
 /* `segtrain bench --traffic`: exit code. */
 static int run_traffic(const sg_config *cfg, const char *json) {
     sg_backend *be = NULL;
@@ -445,7 +471,7 @@ static int run_traffic(const sg_config *cfg, const char *json) {
 
 int sg_cmd_bench(int argc, char **argv) {
     const char *iters_s = NULL, *warmup_s = NULL, *json = NULL, *peak_s = NULL;
-    int with_data = 0, no_split = 0, profile = 0, traffic = 0;
+    int with_data = 0, no_split = 0, profile = 0, traffic = 0, plan = 0;
     sg_cli_opt opts[] = {{"--iters", "N", "timed training steps (default 10)", &iters_s, NULL},
                          {"--warmup", "W", "untimed steps first (default 2)", &warmup_s, NULL},
                          {"--with-data", NULL,
@@ -465,6 +491,11 @@ int sg_cmd_bench(int argc, char **argv) {
                           "every design (nchw-f32, ..., nhwc-bf16, torch-amp) at the config's "
                           "batch and crop, and exit (nothing planned or run)",
                           NULL, &traffic},
+                         {"--plan", NULL,
+                          "print the training plan (every activation's producer, shape and "
+                          "storage: fp32 or bf16) on the configured device at the config's "
+                          "batch and crop, and exit (nothing runs)",
+                          NULL, &plan},
                          {"--peak-gflops", "X",
                           "the device's peak GFLOP/s (default: measured with a conv; "
                           "0 skips the measurement)",
@@ -475,7 +506,7 @@ int sg_cmd_bench(int argc, char **argv) {
     sg_status st = sg_cli_begin_with(&cli, &cfg, argc, argv,
                                      "segtrain bench --config FILE [--iters N] [--warmup W] "
                                      "[--set KEY=VALUE ...] [--with-data] [--profile] "
-                                     "[--traffic] [--json FILE]",
+                                     "[--traffic] [--plan] [--json FILE]",
                                      opts, sg_train_config_rules);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (cli.n_args > 0)
@@ -485,6 +516,11 @@ int sg_cmd_bench(int argc, char **argv) {
             &cli, "--traffic prints the model and runs nothing: drop --iters, --warmup, "
                   "--with-data, --no-split, --profile and --peak-gflops (or --traffic)"));
     if (traffic) return run_traffic(&cfg, json);
+    if (plan && (profile || with_data || no_split || iters_s || warmup_s || peak_s || json))
+        return sg_exit_code(sg_cli_usage_error(
+            &cli, "--plan prints the plan and runs nothing: drop --iters, --warmup, --with-data, "
+                  "--no-split, --profile, --peak-gflops and --json (or --plan)"));
+    if (plan) return run_plan(&cfg);
     if (profile && no_split)
         return sg_exit_code(sg_cli_usage_error(
             &cli, "--profile synchronises the backend around every layer; it cannot run with "

@@ -37,6 +37,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/status.h"
 #include "kernels/backend.h"
@@ -231,6 +232,10 @@ int sg_model_freeze_bn_stats(sg_model *m, const char *prefix);
  * and freeze before planning: the check uses both. */
 sg_status sg_model_plan(sg_model *m, int n, int h, int w);
 sg_status sg_model_plan_infer(sg_model *m, int n, int h, int w);
+/* Writes the current plan to f: one row per activation (producer, shape,
+ * storage: fp32, bf16, fp32 holding bf16 values, or none for a BN fused
+ * into its join) and the totals per storage (`segtrain bench --plan`). */
+void sg_model_plan_dump(const sg_model *m, FILE *f);
 /* Bytes of the planned arena (activations, gradients, masks, BN scratch). */
 size_t sg_model_activation_bytes(const sg_model *m);
 /* Bytes of device memory the activation arena holds: at least the current

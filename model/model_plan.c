@@ -640,7 +640,7 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     m->w = w;
     SG_DEBUG("model: planned %s for [%d,3,%d,%d]: arena %.1f MiB%s",
              train ? "training" : "inference", n, h, w, (double)po.total / (1 << 20),
-             act_bf16 ? " (bf16 activation storage)" : "");
+             act_bf16 == 1 ? " (bf16 activation storage)" : "");
     return SG_OK;
 }
 

@@ -332,6 +332,27 @@ static void r50_plan(void) {
     unsetenv("SG_BF16_STORAGE");
     size_t on = sg_model_plan_bytes(m, 2, 512, 1024, 1);
     size_t saving = sg_model_plan_bf16_saving(m, 2, 512, 1024, 1);
+    /* the plan dump (segtrain bench --plan) of a small plan: the residual
+     * stream (every add_relu but the last, which the ASPP pooling reads)
+     * in bf16, the fused BNs without storage, a row per tensor */
+    CHECK(sg_model_plan(m, 2, 64, 64) == SG_OK);
+    char *dump = NULL;
+    size_t dump_len = 0;
+    FILE *f = open_memstream(&dump, &dump_len);
+    CHECK(f);
+    sg_model_plan_dump(m, f);
+    fclose(f);
+    int rows = 0, joins_bf16 = 0, joins_f32 = 0, fused = 0;
+    for (char *line = strtok(dump, "\n"); line; line = strtok(NULL, "\n")) {
+        rows++;
+        if (strstr(line, " add_relu ") && strstr(line, " bf16 ")) joins_bf16++;
+        if (strstr(line, " add_relu ") && strstr(line, " fp32 ")) joins_f32++;
+        if (strstr(line, "none (fused)") && !strstr(line, "values")) fused++;
+    }
+    free(dump);
+    fprintf(stderr, "  plan dump: %d lines, %d bf16 joins, %d fp32, %d fused BNs\n", rows,
+            joins_bf16, joins_f32, fused);
+    CHECK(rows == 3 + 149 && joins_bf16 == 15 && joins_f32 == 1 && fused == 16);
     sg_model_destroy(m);
     sg_backend_destroy(be);
     fprintf(stderr,
