@@ -185,6 +185,11 @@ typedef struct sg_cuda {
     int64_t *counts_dev;  /* bn_finalize counts beyond the inline limit */
     double *chan_partial; /* per-channel reductions: [SG_CUDA_CHAN_SLOTS][3] */
     int counts_cap;
+
+    /* activation layout transposes launched so far (cuda_conv.cu: the bf16
+     * convolutions' NHWC copies under layout NCHW; get_info's
+     * act_transposes), so that a run can show that an NHWC step has none */
+    long act_transposes;
 } sg_cuda;
 
 static inline sg_cuda *sg_cu(sg_backend *be) { return (sg_cuda *)be->impl; }
@@ -234,6 +239,27 @@ static inline dim3 sg_cu_plane_grid(int hw, size_t planes, int threads) {
 #define SG_PLANE_LOOP(pl, planes) for (size_t pl = blockIdx.y; pl < (planes); pl += gridDim.y)
 #define SG_INPLANE_LOOP(j, hw) \
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (hw); j += gridDim.x * blockDim.x)
+
+/* ---- the activation layout (be->layout, backend.h) ----
+ * Per-plane kernels run in either layout over "planes" of contiguous
+ * elements: NCHW planes are the n*c channel planes of hw pixels, NHWC planes
+ * the n*hw pixels of c channels. Element j of plane pl is at pl*inner + j in
+ * both, so consecutive threads touch consecutive addresses in both layouts;
+ * the channel is pl % c (NCHW) or j (NHWC). */
+static inline int sg_cu_nhwc(const sg_backend *be) { return be->layout == SG_LAYOUT_NHWC; }
+static inline size_t sg_cu_planes(int nhwc, int n, int c, int hw) {
+    return nhwc ? (size_t)n * hw : (size_t)n * c;
+}
+static inline int sg_cu_inner(int nhwc, int c, int hw) { return nhwc ? c : hw; }
+__device__ __forceinline__ int sg_cu_plane_ch(int nhwc, size_t pl, int j, int c) {
+    return nhwc ? j : (int)(pl % (size_t)c);
+}
+/* sg_act_at's device twin: where element (i, ch, p) of an [n, c, hw]
+ * activation lies. */
+__device__ __forceinline__ size_t sg_cu_act_at(int nhwc, int c, int hw, size_t i, int ch, int p) {
+    return nhwc ? (i * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch
+                : (i * (size_t)c + (size_t)ch) * (size_t)hw + (size_t)p;
+}
 
 /* ---- helpers shared by the files (one way: no file calls back into the
  * file that assembles the table, cuda_backend.cu) ---- */

@@ -106,6 +106,17 @@ static const tb_config cuda_configs[] = {
     {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0},
     {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0},
     {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0},
+    {"cuda/nhwc", "cuda:0", {.cudnn_deterministic = 1, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1},
+    {"cuda/nhwc-bf16",
+     "cuda:0",
+     {.cudnn_deterministic = 1, BF16, NHWC},
+     NULL,
+     NULL,
+     1,
+     TB_BF16,
+     2,
+     1e-4,
+     1},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
