@@ -254,6 +254,13 @@ static inline int sg_cu_inner(int nhwc, int c, int hw) { return nhwc ? c : hw; }
 __device__ __forceinline__ int sg_cu_plane_ch(int nhwc, size_t pl, int j, int c) {
     return nhwc ? j : (int)(pl % (size_t)c);
 }
+/* The logical (image, channel, pixel) of element j of plane pl of an
+ * [n, c, hw] activation. */
+__device__ __forceinline__ void sg_cu_plane_elem(int nhwc, size_t pl, int j, int c, int hw,
+                                                 size_t *img, int *ch, int *p) {
+    if (nhwc) *img = pl / (size_t)hw, *p = (int)(pl % (size_t)hw), *ch = j;
+    else *img = pl / (size_t)c, *ch = (int)(pl % (size_t)c), *p = j;
+}
 /* sg_act_at's device twin: where element (i, ch, p) of an [n, c, hw]
  * activation lies. */
 __device__ __forceinline__ size_t sg_cu_act_at(int nhwc, int c, int hw, size_t i, int ch, int p) {
