@@ -124,6 +124,9 @@ typedef struct sg_bench_result {
     double syncbn_calls_per_step, syncbn_queued_per_step, poll_sleeps_per_step;
     double flushes_per_step;
     long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
+    /* activation layout transposes the backend launched since it opened
+     * (sg_backend_info.act_transposes: CUDA bf16 under NCHW; 0 under NHWC) */
+    long act_transposes;
     sg_bench_profile prof; /* --profile only (else zero) */
     int traffic_design;    /* SG_TR_*: the design of this run (sg_bench_traffic_design) */
     sg_traffic traffic;    /* the modelled step (batch x accum, crop); zero if it failed */
