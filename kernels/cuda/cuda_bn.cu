@@ -169,12 +169,11 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     if (c <= 0) return;
     static int occupancy[16];
     int nhwc = sg_cu_nhwc(be);
-    int splits =
-        chan_splits_layout(cu, nhwc, c, (long long)n * hw,
-                           chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
+    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                                    chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_stats_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
-        x, n, c, hw, nhwc, cu->chan_partial);
+    k_bn_stats_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, nhwc,
+                                                                               cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
     k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
@@ -383,9 +382,8 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     if (c <= 0) return;
     static int occupancy[16];
     int nhwc = sg_cu_nhwc(be);
-    int splits =
-        chan_splits_layout(cu, nhwc, c, (long long)n * hw,
-                           chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
+    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                                    chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
     k_bn_bwd_reduce_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
         dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
@@ -439,8 +437,8 @@ __global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const
             kp = bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, (int)(pl % c));
         size_t off = pl * inner;
         SG_INPLANE_LOOP(j, inner) {
-            bn_bwd_k k =
-                nhwc ? bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j) : kp;
+            bn_bwd_k k = nhwc ? bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j)
+                              : kp;
             size_t i = off + j;
             float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, k.m, k.a, k.bt)) : dy[i];
             float v = sg_bn_bwd_elem(g, act_ld(x, i), k.m, k.k.A, k.k.B, k.k.C);

@@ -109,8 +109,7 @@ __device__ __forceinline__ int col_channel(void) {
  * and c * splits partial slots. */
 static inline int col_splits_for(sg_cuda *cu, int c, long long rows, int blocks_per_sm) {
     SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS,
-             "CUDA backend: %d channels in a per-channel reduction (1..%d)", c,
-             SG_CUDA_CHAN_SLOTS);
+             "CUDA backend: %d channels in a per-channel reduction (1..%d)", c, SG_CUDA_CHAN_SLOTS);
     long long groups = (c + SG_COL_W - 1) / SG_COL_W;
     long long wave = (long long)cu->sm_count * (blocks_per_sm < 1 ? 1 : blocks_per_sm);
     long long want = wave / groups;

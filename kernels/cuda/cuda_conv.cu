@@ -139,8 +139,7 @@ __device__ __forceinline__ void tile_out(uint16_t *d, size_t o, uint16_t v, int 
  * the tiles, blockIdx.z the N slices): reads coalesced along q, writes
  * along r. */
 template <typename S, typename D, typename T>
-__global__ void k_transpose(const S *__restrict__ src, D *__restrict__ dst, int R, int Q,
-                            int acc) {
+__global__ void k_transpose(const S *__restrict__ src, D *__restrict__ dst, int R, int Q, int acc) {
     __shared__ T tile[TILE][TILE + 1];
     size_t plane = (size_t)R * Q;
     const S *s = src + (size_t)blockIdx.z * plane;
@@ -166,8 +165,9 @@ static void transpose(sg_backend *be, const void *src, void *dst, int n, int R, 
              "(a batch above 65535); use a smaller batch",
              n, R, Q);
     if (!tiles) return;
-    k_transpose<S, D, T><<<dim3((unsigned)tiles, 1, (unsigned)n), dim3(TILE, TILE_ROWS), 0,
-                           sg_cu_stream(be)>>>((const S *)src, (D *)dst, R, Q, acc);
+    k_transpose<S, D, T>
+        <<<dim3((unsigned)tiles, 1, (unsigned)n), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+            (const S *)src, (D *)dst, R, Q, acc);
     CU_LAUNCH_CHECK("k_transpose");
 }
 
@@ -634,10 +634,13 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     cu->n_convs++;
     SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d g%d: algos fwd %d bwd-data %d "
              "bwd-filter %d, math %d/%d/%d, workspace %zu/%zu/%zu bytes",
-             bf16 ? " (bf16 NHWC)" : nhwc ? " (NHWC)" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h,
-             d->pad_h, d->dil_h, g, (int)e->fwd_algo, (int)e->bwd_data_algo,
-             (int)e->bwd_filter_algo, (int)e->fwd_math, (int)e->bwd_data_math,
-             (int)e->bwd_filter_math, e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws);
+             bf16   ? " (bf16 NHWC)"
+             : nhwc ? " (NHWC)"
+                    : "",
+             d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h, d->dil_h, g,
+             (int)e->fwd_algo, (int)e->bwd_data_algo, (int)e->bwd_filter_algo, (int)e->fwd_math,
+             (int)e->bwd_data_math, (int)e->bwd_filter_math, e->fwd_ws, e->bwd_data_ws,
+             e->bwd_filter_ws);
     return e;
 }
 
@@ -655,7 +658,8 @@ static const void *weights_krsc(sg_backend *be, const sg_conv_desc *d, const flo
     size_t nw = sg_conv_weight_count(d);
     int bf16 = cu->precision == SG_PRECISION_BF16, refill = 1;
     size_t esize = bf16 ? sizeof(uint16_t) : sizeof(float);
-    void *copy = sg_wcache_get(cu->wcache, w, nw * sizeof(float), bf16 ? 1 : 2, nw * esize, &refill);
+    void *copy =
+        sg_wcache_get(cu->wcache, w, nw * sizeof(float), bf16 ? 1 : 2, nw * esize, &refill);
     int cg = d->c / sg_conv_groups(d), rs = d->r * d->s;
     if (refill && bf16) transpose<float, uint16_t, float>(be, w, copy, d->k, cg, rs, 0);
     else if (refill) transpose<float, float, float>(be, w, copy, d->k, cg, rs, 0);
@@ -679,9 +683,9 @@ static void run_fwd(sg_backend *be, sg_cuda_conv *e, const void *x, const void *
     sg_cuda *cu = sg_cu(be);
     const float alpha = 1.0f, beta = 0.0f;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
-    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w,
-                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws, &beta,
-                                        e->y_desc, y));
+    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w, e->conv_desc,
+                                        e->fwd_algo, cu->workspace, e->fwd_ws, &beta, e->y_desc,
+                                        y));
 }
 
 /* The backward-filter into KRSC scratch (dw_from_krsc then lays it out). */

@@ -46,7 +46,7 @@ static void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, in
     if (!planes || hw <= 0 || c <= 0) return;
     int t = sg_cu_plane_threads(inner);
     k_bias_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, inner,
-                                                                              planes, nhwc);
+                                                                               planes, nhwc);
     CU_LAUNCH_CHECK("k_bias_fwd");
 }
 

@@ -39,8 +39,8 @@ GATE_OPS(sigmoid, sg_sigmoid, sg_sigmoid_grad)
 
 /* Per plane in either layout (cuda_internal.h): s[i*c + ch] is s[pl] for
  * an NCHW plane, s[(pl / hw)*c + j] for an NHWC one. */
-__global__ void k_chan_scale_fwd(const float *x, const float *s, float *y, int c, int hw,
-                                 int inner, size_t planes, int nhwc) {
+__global__ void k_chan_scale_fwd(const float *x, const float *s, float *y, int c, int hw, int inner,
+                                 size_t planes, int nhwc) {
     SG_PLANE_LOOP(pl, planes) {
         const float *sp = nhwc ? s + pl / (size_t)hw * (size_t)c : s + pl;
         const float *xp = x + pl * (size_t)inner;

@@ -30,9 +30,10 @@ __device__ __forceinline__ size_t pixel_base(int nhwc, size_t p, int c, int hw) 
     return nhwc ? p * (size_t)c : (p / hw) * (size_t)c * hw + p % hw;
 }
 
-__global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, int nhwc, size_t pixels,
-                     int ignore, const float *class_w, const float *sel_key, float sel_below,
-                     float grad_scale, float *dlogits, double *partial, int nblocks) {
+__global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, int nhwc,
+                     size_t pixels, int ignore, const float *class_w, const float *sel_key,
+                     float sel_below, float grad_scale, float *dlogits, double *partial,
+                     int nblocks) {
     __shared__ double sh[32];
     double loss = 0, wsum = 0;
     GRID_STRIDE(p, pixels) {
@@ -101,9 +102,9 @@ static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, i
     cudaStream_t s = sg_cu_stream(be);
     unsigned blocks = sg_cu_blocks(pixels, SG_CUDA_RED_THREADS);
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
-    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, class_w,
-                                                sel_key, sel_below, grad_scale, dlogits,
-                                                cu->red_partial, (int)blocks);
+    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, sg_cu_nhwc(be), pixels,
+                                                ignore, class_w, sel_key, sel_below, grad_scale,
+                                                dlogits, cu->red_partial, (int)blocks);
     CU_LAUNCH_CHECK("k_ce");
     k_ce_total<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_ce_total");

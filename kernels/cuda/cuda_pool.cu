@@ -247,8 +247,8 @@ __device__ __forceinline__ void out_range(int i, float scale, int out, int *lo, 
 }
 
 /* Per output plane in either layout (cuda_internal.h). */
-__global__ void k_resize_fwd(const float *x, float *y, int c, int h, int w, int oh, int ow, float sh,
-                             float sw, int inner, size_t planes, int nhwc) {
+__global__ void k_resize_fwd(const float *x, float *y, int c, int h, int w, int oh, int ow,
+                             float sh, float sw, int inner, size_t planes, int nhwc) {
     int plane_out = oh * ow;
     size_t xs = nhwc ? (size_t)c : 1; /* between an input plane's pixels */
     SG_PLANE_LOOP(pl, planes) {
