@@ -521,6 +521,16 @@ static int apply_plan(sg_cuda *cu, sg_cuda_conv *e, const sg_conv_plan *pl, size
     return 1;
 }
 
+/* The plan key's precision field (kernels/conv_plans.h allows 0..15): bf16
+ * runs the same NHWC bf16 descriptors in both activation layouts, so one plan
+ * serves both; fp32 on NHWC tensors is another problem for cuDNN than fp32
+ * NCHW, so it is keyed apart (SG_PRECISION_FP32 + 2), and a plan file
+ * written under one layout is never applied to the other. */
+static int plan_precision(const sg_cuda *cu, int nhwc) {
+    if (cu->precision == SG_PRECISION_FP32 && nhwc) return SG_PRECISION_FP32 + 2;
+    return cu->precision;
+}
+
 static size_t max3(size_t a, size_t b, size_t c) {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
@@ -591,7 +601,8 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
      * file) when cuDNN still accepts that choice here, else searched and
      * added (kernels/conv_plans.h) */
     sg_conv_plan_key pk =
-        sg_conv_plan_key_make(d, cu->precision, cu->tf32, cu->deterministic, cu->benchmark);
+        sg_conv_plan_key_make(d, plan_precision(cu, nhwc), cu->tf32, cu->deterministic,
+                              cu->benchmark);
     sg_conv_plan pl;
     int cached = sg_conv_plans_lookup(cu->plans, &pk, &pl);
     if (cached && !apply_plan(cu, e, &pl, limit)) {
