@@ -600,9 +600,8 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     /* chosen once per geometry and mode: from the plan cache (memory or its
      * file) when cuDNN still accepts that choice here, else searched and
      * added (kernels/conv_plans.h) */
-    sg_conv_plan_key pk =
-        sg_conv_plan_key_make(d, plan_precision(cu, nhwc), cu->tf32, cu->deterministic,
-                              cu->benchmark);
+    sg_conv_plan_key pk = sg_conv_plan_key_make(d, plan_precision(cu, nhwc), cu->tf32,
+                                                cu->deterministic, cu->benchmark);
     sg_conv_plan pl;
     int cached = sg_conv_plans_lookup(cu->plans, &pk, &pl);
     if (cached && !apply_plan(cu, e, &pl, limit)) {

@@ -444,8 +444,9 @@ static void test_check_batch_sizes(void) {
     CHECK_EQ_INT(sg_check_batch_sizes(tail, 2, 3, 0, own, 1, 4), SG_OK);
 }
 
-/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU and
- * NCHW elsewhere; nhwc off the CPU is refused by validation. */
+/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU;
+ * cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each key set
+ * to nhwc for the other device is refused by validation. */
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
