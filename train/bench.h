@@ -133,9 +133,11 @@ typedef struct sg_bench_result {
 } sg_bench_result;
 
 /* The traffic design (model/model_traffic.h) a run on this backend follows:
- * CUDA under bf16 -> cuda-bf16-convert; the CPU under bf16 -> cpu-bf16 (its
- * bf16 activation storage); float32 with NHWC activations -> nhwc-f32;
- * else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
+ * CUDA under bf16 with NCHW activations -> cuda-bf16-convert (the
+ * transposes around cuDNN); bf16 otherwise (the CPU, CUDA with NHWC
+ * activations) -> cpu-bf16 (the bf16 activation storage; the backend's own
+ * roundings of float32 conv inputs are not modelled); float32 with NHWC
+ * activations -> nhwc-f32; else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
  * layout SG_LAYOUT_*. */
 int sg_bench_traffic_design(const char *backend, const char *precision, int layout);
 

@@ -4,7 +4,9 @@
  *
  * Each op is one grid-stride kernel on the compute stream. Dropout draws its
  * mask from kernels/rng.h with the rule backend.h states, so the mask is
- * bit-identical to the CPU backend's. SGD and the input normalisation use
+ * bit-identical to the CPU backend's (under NHWC keyed on each element's NCHW
+ * index, as backend.h says); the input normalisation writes either layout.
+ * SGD and the input normalisation use
  * the per-element formulas shared with the CPU backend
  * (kernels/formulas/sgd.h, normalize.h). sumsq reduces in double through
  * per-block partials (deterministic) and returns on the host.

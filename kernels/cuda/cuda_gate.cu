@@ -5,7 +5,8 @@
  * hard ones give the CPU's bits), and channel scaling y = x * s[n,c] with
  * its gradients: one block per (n, c) plane, whose ds is a double block sum
  * in a fixed order (deterministic, no atomics) before the plane's dx is
- * written.
+ * written; under NHWC activations (be->layout) one block per image and 32
+ * channels, a column sum in a fixed order (cuda_chan_reduce.cuh).
  */
 #include "core/log.h"
 #include "kernels/cuda/cuda_chan_reduce.cuh"

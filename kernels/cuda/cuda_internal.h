@@ -102,8 +102,9 @@ extern "C" const char *sg_cuda_hint(cudaError_t e);
 /* ---- state ---- */
 
 /* One cached convolution geometry: descriptors and the chosen algorithms.
- * float32: NCHW float descriptors on the caller's tensors; bf16: NHWC bf16
- * descriptors on the backend's bf16 copies (cuda_conv.cu). */
+ * float32: float descriptors on the caller's tensors in be->layout (NHWC:
+ * KRSC filters); bf16: NHWC bf16 descriptors, on the backend's bf16 copies
+ * under NCHW and on the caller's (rounded) tensors under NHWC (cuda_conv.cu). */
 typedef struct sg_cuda_conv {
     sg_conv_desc key;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -159,7 +160,8 @@ typedef struct sg_cuda {
     void *workspace;
     size_t workspace_bytes;
     /* bf16: NHWC bf16 copies of a conv's two inputs and of its result,
-     * grown (like the workspace) when a geometry is first seen */
+     * grown (like the workspace) when a geometry is first seen; fp32 with
+     * NHWC activations: slot 2 only, the KRSC weight gradient */
     void *bf16_buf[3];
     size_t bf16_bytes[3];
     /* bf16 activation storage under fp32 convolutions (conv *_dt ops,
@@ -167,10 +169,10 @@ typedef struct sg_cuda {
      * is stored in bf16; grown when a larger tensor is first seen */
     void *act_buf[2];
     size_t act_bytes[2];
-    /* bf16 only (NULL under fp32): each weight's bf16 KRSC copy, converted
-     * once per change of the weights instead of once per conv call
-     * (kernels/weight_cache.h); every op that writes memory reports it
-     * (sg_cuda_written) so no copy is stale */
+    /* bf16, or NHWC activations (else NULL): each weight's KRSC copy (bf16,
+     * or float32 under fp32 convolutions), converted once per change of the
+     * weights instead of once per conv call (kernels/weight_cache.h); every
+     * op that writes memory reports it (sg_cuda_written) so no copy is stale */
     struct sg_wcache *wcache;
 
     /* allocation table: open addressing on the pointer value */

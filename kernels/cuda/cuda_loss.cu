@@ -3,6 +3,9 @@
  * cross-entropy with ignore (plain, weighted / OHEM, label probabilities),
  * the k-th smallest value, argmax and the confusion matrix.
  *
+ * Either activation layout: a pixel's class k is at its base + k*hw (NCHW)
+ * or + k (NHWC) (pixel_base); labels, predictions and the per-pixel outputs
+ * are [n, hw] in both.
  * ce_fwd_bwd: one thread per pixel (log-sum-exp with the max subtracted;
  * the per-pixel arithmetic is kernels/formulas/cross_entropy.h, shared with
  * the CPU backend), loss summed in double through per-block partials and

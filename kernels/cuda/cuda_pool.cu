@@ -7,6 +7,11 @@
  * 2x2) windows whose recorded argmax is that element, so there are no atomics
  * and the result is deterministic. avgpool reduces each plane in double.
  * The resize section below says how its backward matches the CPU's bits.
+ * Either activation layout (be->layout): the per-plane kernels walk NHWC
+ * pixels where NCHW walks channel planes (cuda_internal.h), with the same
+ * per-element arithmetic; NHWC's avgpool is a column sum per image
+ * (cuda_chan_reduce.cuh); maxpool's indices stay [n, c, oh, ow] plane
+ * positions in both, as on the CPU.
  */
 #include <math.h>
 
