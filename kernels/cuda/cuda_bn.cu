@@ -295,7 +295,7 @@ static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *i
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_bn_fwd<X, Y><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);
     CU_LAUNCH_CHECK("k_bn_fwd");
@@ -456,7 +456,7 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_bn_bwd_elem<X><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu,
         accumulate);
@@ -511,7 +511,7 @@ static void bn_add_relu_fwd(sg_backend *be, const X *x, const float *mean, const
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_bn_add_relu_fwd<X><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         x, mean, invstd, gamma, beta, res, y, c, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_bn_add_relu_fwd");

@@ -44,7 +44,7 @@ static void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, in
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_bias_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, inner,
                                                                                planes, nhwc);
     CU_LAUNCH_CHECK("k_bias_fwd");

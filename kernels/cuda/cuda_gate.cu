@@ -55,7 +55,7 @@ static void sg_cuda_chan_scale_fwd(sg_backend *be, const float *x, const float *
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_chan_scale_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         x, s, y, c, hw, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_chan_scale_fwd");

@@ -225,20 +225,29 @@ static inline unsigned sg_cu_blocks(size_t count, int threads) {
     } while (0)
 
 /* Per-plane launches (ops whose value depends on the channel): grid.y walks
- * the n*c planes, grid.x the hw elements of a plane, so kernels need no
- * 64-bit division per element. Threads per block shrink for small planes. */
+ * the planes (n*c channel planes, or the n*hw pixels of NHWC activations),
+ * grid.x the elements of a plane, so kernels need no 64-bit division per
+ * element. Threads per plane shrink for small planes (an NHWC pixel's c
+ * channels, a 1x1 plane), and a block then holds several planes
+ * (threadIdx.y) so that it keeps 256 threads. */
 static inline int sg_cu_plane_threads(int hw) {
     if (hw >= 256) return 256;
     return hw <= 32 ? 32 : (hw + 31) / 32 * 32;
 }
-static inline dim3 sg_cu_plane_grid(int hw, size_t planes, int threads) {
-    size_t bx = ((size_t)(hw > 0 ? hw : 1) + (size_t)threads - 1) / (size_t)threads;
+static inline dim3 sg_cu_plane_block(int hw) {
+    int tx = sg_cu_plane_threads(hw);
+    return dim3((unsigned)tx, (unsigned)(256 / tx), 1);
+}
+static inline dim3 sg_cu_plane_grid(int hw, size_t planes, dim3 block) {
+    size_t bx = ((size_t)(hw > 0 ? hw : 1) + block.x - 1) / block.x;
     if (bx > 4096) bx = 4096;
-    size_t by = planes < 1 ? 1 : planes;
+    size_t by = planes < 1 ? 1 : (planes + block.y - 1) / block.y;
     if (by > 65535) by = 65535;
     return dim3((unsigned)bx, (unsigned)by, 1);
 }
-#define SG_PLANE_LOOP(pl, planes) for (size_t pl = blockIdx.y; pl < (planes); pl += gridDim.y)
+#define SG_PLANE_LOOP(pl, planes)                                                  \
+    for (size_t pl = (size_t)blockIdx.y * blockDim.y + threadIdx.y; pl < (planes); \
+         pl += (size_t)gridDim.y * blockDim.y)
 #define SG_INPLANE_LOOP(j, hw) \
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (hw); j += gridDim.x * blockDim.x)
 

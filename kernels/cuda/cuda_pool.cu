@@ -65,7 +65,7 @@ static void sg_cuda_maxpool_fwd(sg_backend *be, const float *x, float *y, int32_
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, oh * ow);
     size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
     if (!planes || !inner) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_maxpool_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         x, y, idx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_fwd");
@@ -104,7 +104,7 @@ static void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, h * w);
     size_t planes = sg_cu_planes(nhwc, n, c, h * w);
     if (!planes || !inner) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_maxpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         dy, idx, dx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_bwd");
@@ -168,7 +168,7 @@ static void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int 
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_avgpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         dy, dx, c, hw, inner, planes, nhwc, accumulate);
     CU_LAUNCH_CHECK("k_avgpool_bwd");
@@ -198,7 +198,7 @@ static void sg_cuda_concat_fwd(sg_backend *be, const float *src, float *dst, int
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c_src, hw);
     size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
     if (!planes || hw <= 0 || c_src <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
     CU_LAUNCH_CHECK("k_concat (forward)");
@@ -211,7 +211,7 @@ static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c_src, hw);
     size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
     if (!planes || hw <= 0 || c_src <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         dy, dsrc, c_src, c_dst, c_off, hw, inner, planes, nhwc, 1, accumulate);
     CU_LAUNCH_CHECK("k_concat (backward)");
@@ -319,7 +319,7 @@ static void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, 
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, oh * ow);
     size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
     if (!planes || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_resize_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         x, y, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
         nhwc);
@@ -333,7 +333,7 @@ static void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, h * w);
     size_t planes = sg_cu_planes(nhwc, n, c, h * w);
     if (!planes || c <= 0) return;
-    int t = sg_cu_plane_threads(inner);
+    dim3 t = sg_cu_plane_block(inner);
     k_resize_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
         dy, dx, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
         nhwc, accumulate);
