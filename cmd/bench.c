@@ -214,6 +214,7 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_int(j, "conv_plan_hits", r->conv_plan_hits);
     sg_json_int(j, "conv_plan_misses", r->conv_plan_misses);
     sg_json_int(j, "conv_plan_loaded", r->conv_plan_loaded);
+    sg_json_int(j, "act_transposes", r->act_transposes);
     if (o->profile) write_profile_json(&r->prof, j);
     sg_json_str(j, "traffic_convention", traffic_convention);
     double ph_ms[SG_TR_N_PHASES];
@@ -338,6 +339,9 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
         printf("  conv plans  %ld geometries from the cache, %ld searched (%ld read from the "
                "file)\n",
                r->conv_plan_hits, r->conv_plan_misses, r->conv_plan_loaded);
+    if (r->act_transposes > 0 || !strcmp(r->precision, "bf16"))
+        printf("  transposes  %ld activation layout transposes since the backend opened\n",
+               r->act_transposes);
     if (o->profile) print_profile(r);
     fflush(stdout);
 }

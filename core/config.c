@@ -871,10 +871,16 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
              c->dist.first_bucket_mb, c->dist.bucket_mb);
     if (!strcmp(c->dist.backend, "nccl") && !strcmp(c->device, "cpu"))
         verr("dist.backend", "nccl needs device: cuda (use gloo or auto on the CPU)");
+    /* each backend's layout key is its own: one set for the other device
+     * would be ignored, so it is refused instead */
     if (!strcmp(c->cpu.layout, "nhwc") && strcmp(c->device, "cpu") != 0)
         verr("cpu.layout",
-             "nhwc is the CPU backend's; device %s stores activations NCHW (leave "
-             "cpu.layout at auto)",
+             "nhwc is the CPU backend's; device %s takes cuda.layout (leave cpu.layout at "
+             "auto, set cuda.layout: nhwc)",
              c->device);
+    if (!strcmp(c->cuda.layout, "nhwc") && !strcmp(c->device, "cpu"))
+        verr("cuda.layout",
+             "nhwc is the CUDA backend's; device cpu takes cpu.layout (leave cuda.layout at "
+             "auto, set cpu.layout: nhwc)");
     return nerr ? SG_ERR_CONFIG : SG_OK;
 }

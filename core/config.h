@@ -172,6 +172,10 @@ typedef struct sg_cpu_cfg {
     char layout[SG_NAME]; /* auto|nchw|nhwc: how the CPU backend stores activations */
 } sg_cpu_cfg;
 
+typedef struct sg_cuda_cfg {
+    char layout[SG_NAME]; /* auto|nchw|nhwc: how the CUDA backend stores activations */
+} sg_cuda_cfg;
+
 typedef struct sg_config {
     char run_dir[SG_STR];
     int seed;
@@ -184,6 +188,7 @@ typedef struct sg_config {
     sg_dist_cfg dist;
     sg_cudnn_cfg cudnn;
     sg_cpu_cfg cpu;
+    sg_cuda_cfg cuda;
     sg_config_origin origin; /* where each value came from (not configuration) */
 } sg_config;
 

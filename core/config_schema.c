@@ -285,6 +285,11 @@ static const sg_config_key g_keys[] = {
         "how the CPU backend stores activations: nchw, nhwc (channels last, oneDNN's convolutions "
         "read it without reordering), auto = the one measured faster for train.precision on "
         "this kind of CPU; results are the same but for convolution summation order"),
+    K_ENUM("cuda.layout", cuda.layout, "auto", "auto|nchw|nhwc",
+           "how the CUDA backend stores activations: nchw, nhwc (channels last: cuDNN's "
+           "tensor-core convolutions read and write it without transposes), auto = nhwc under "
+           "train.precision bf16, nchw under fp32; results are the same but for convolution "
+           "summation order"),
 };
 #define N_KEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
 _Static_assert(

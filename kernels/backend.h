@@ -347,7 +347,7 @@ typedef struct sg_ops {
 
     /* ---- bf16 activation storage (train.precision bf16; model/model_plan.c)
      * The same ops as above where some activations are stored as bfloat16
-     * bits (uint16_t, 2 bytes per value, NCHW, the top half of the float32)
+     * bits (uint16_t, 2 bytes per value, in be->layout, the top half of the float32)
      * instead of float32: an argument `x_dt` / `y_dt` says how its tensor is
      * stored (SG_ACT_F32 or SG_ACT_BF16). With every dtype SG_ACT_F32 each
      * op is its float32 namesake bit for bit. All math stays float32 (BN
@@ -492,6 +492,12 @@ typedef struct sg_backend_info {
      * geometries whose algorithms came from the cache (memory or file) or
      * were chosen anew, and the entries read from the file at start-up. */
     long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
+    /* Layout transposes of activations since creation: kernel launches that
+     * move an activation between NCHW and NHWC (CUDA: the bf16 convolutions'
+     * copies around cuDNN under layout NCHW; 0 under NHWC, where cuDNN reads
+     * and writes the activations as they are). Weight copies (KCRS <-> KRSC)
+     * are not activations and are not counted. CPU: 0. */
+    long act_transposes;
 } sg_backend_info;
 
 struct sg_backend {
@@ -534,8 +540,8 @@ typedef struct sg_backend_opts {
                                  plain fp32, as the CPU; the config's default is on) */
     const char *conv_plan_file; /* CUDA: the convolution plan cache's file
                                    (kernels/conv_plans.h); NULL or "" = memory only */
-    int layout;                 /* SG_LAYOUT_* of the activations (0 = NCHW). CPU: both;
-                                   CUDA: NCHW only so far (NHWC is refused by name) */
+    int layout;                 /* SG_LAYOUT_* of the activations (0 = NCHW); both
+                                   backends implement both */
 } sg_backend_opts;
 
 /* Precision of the convolutions (sg_backend_opts.precision). Everything else
@@ -554,8 +560,10 @@ typedef struct sg_backend_opts {
  *    values summed in float32. CPU: oneDNN's bf16 primitives where the
  *    processor has bf16 instructions (AVX512-BF16, AMX), else emulated exactly
  *    (the rounding above around float32 convolutions; SG_CPU_BF16=native|
- *    emulated|auto overrides). CUDA: cuDNN bf16 convolutions on NHWC copies
- *    (compute capability 8.0 or newer). */
+ *    emulated|auto overrides). CUDA: cuDNN bf16 convolutions (compute
+ *    capability 8.0 or newer), on NHWC bf16 copies under layout NCHW, on
+ *    the activations themselves (float32 ones only rounded to bf16 in
+ *    place of a copy) under layout NHWC. */
 enum { SG_PRECISION_FP32 = 0, SG_PRECISION_BF16 = 1 };
 
 /* Creates a backend from a device string: "cpu", "cuda", "cuda:N".

@@ -124,15 +124,20 @@ typedef struct sg_bench_result {
     double syncbn_calls_per_step, syncbn_queued_per_step, poll_sleeps_per_step;
     double flushes_per_step;
     long conv_plan_hits, conv_plan_misses, conv_plan_loaded;
+    /* activation layout transposes the backend launched since it opened
+     * (sg_backend_info.act_transposes: CUDA bf16 under NCHW; 0 under NHWC) */
+    long act_transposes;
     sg_bench_profile prof; /* --profile only (else zero) */
     int traffic_design;    /* SG_TR_*: the design of this run (sg_bench_traffic_design) */
     sg_traffic traffic;    /* the modelled step (batch x accum, crop); zero if it failed */
 } sg_bench_result;
 
 /* The traffic design (model/model_traffic.h) a run on this backend follows:
- * CUDA under bf16 -> cuda-bf16-convert; the CPU under bf16 -> cpu-bf16 (its
- * bf16 activation storage); float32 with NHWC activations -> nhwc-f32;
- * else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
+ * CUDA under bf16 with NCHW activations -> cuda-bf16-convert (the
+ * transposes around cuDNN); bf16 otherwise (the CPU, CUDA with NHWC
+ * activations) -> cpu-bf16 (the bf16 activation storage; the backend's own
+ * roundings of float32 conv inputs are not modelled); float32 with NHWC
+ * activations -> nhwc-f32; else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
  * layout SG_LAYOUT_*. */
 int sg_bench_traffic_design(const char *backend, const char *precision, int layout);
 

@@ -297,7 +297,8 @@ static sg_status measure(bench *b, sg_bench_result *r) {
 
 int sg_bench_traffic_design(const char *backend, const char *precision, int layout) {
     int bf16 = strcmp(precision, "bf16") == 0;
-    if (bf16 && strncmp(backend, "cuda", 4) == 0) return SG_TR_CUDA_BF16_CONVERT;
+    if (bf16 && strncmp(backend, "cuda", 4) == 0 && layout != SG_LAYOUT_NHWC)
+        return SG_TR_CUDA_BF16_CONVERT;
     if (bf16) return SG_TR_CPU_BF16;
     return layout == SG_LAYOUT_NHWC ? SG_TR_NHWC_F32 : SG_TR_NCHW_F32;
 }
@@ -344,6 +345,7 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->conv_plan_hits = bi.conv_plan_hits;
         r->conv_plan_misses = bi.conv_plan_misses;
         r->conv_plan_loaded = bi.conv_plan_loaded;
+        r->act_transposes = bi.act_transposes;
         r->peak_rss_mib = peak_rss_mib(); /* before the peak measurement's buffers */
         if (o->peak_gflops > 0) {
             r->peak_gflops = o->peak_gflops;

@@ -36,20 +36,39 @@ static const struct {
      "cpu.layout auto: channels last, measured faster for bf16 on the CPU"},
 };
 
+/* cuda.layout auto, per precision: NHWC where cuDNN's bf16 tensor-core
+ * convolutions then run on the activations as they are (no transposes);
+ * NCHW under fp32, the simple baseline. */
+static int cuda_layout_of(const sg_config *cfg, const char **why) {
+    if (!strcmp(cfg->cuda.layout, "nhwc")) {
+        *why = "cuda.layout";
+        return SG_LAYOUT_NHWC;
+    }
+    if (!strcmp(cfg->cuda.layout, "nchw")) {
+        *why = "cuda.layout";
+        return SG_LAYOUT_NCHW;
+    }
+    if (sg_precision_of(cfg) == SG_PRECISION_BF16) {
+        *why = "cuda.layout auto: channels last under bf16, cuDNN's convolutions read and write "
+               "it without transposes";
+        return SG_LAYOUT_NHWC;
+    }
+    *why = "cuda.layout auto: NCHW under fp32";
+    return SG_LAYOUT_NCHW;
+}
+
 int sg_layout_of(const sg_config *cfg, const char **why) {
     const char *w = "cpu.layout";
     int layout = SG_LAYOUT_NCHW;
-    if (!strcmp(cfg->cpu.layout, "nhwc")) layout = SG_LAYOUT_NHWC;
+    if (strcmp(cfg->device, "cpu") != 0) layout = cuda_layout_of(cfg, &w);
+    else if (!strcmp(cfg->cpu.layout, "nhwc")) layout = SG_LAYOUT_NHWC;
     else if (!strcmp(cfg->cpu.layout, "auto")) {
-        if (strcmp(cfg->device, "cpu") != 0) w = "cpu.layout auto: the only layout off the CPU";
-        else {
-            int p = sg_precision_of(cfg);
-            for (size_t i = 0; i < sizeof cpu_auto_layout / sizeof cpu_auto_layout[0]; i++)
-                if (cpu_auto_layout[i].precision == p) {
-                    layout = cpu_auto_layout[i].layout;
-                    w = cpu_auto_layout[i].why;
-                }
-        }
+        int p = sg_precision_of(cfg);
+        for (size_t i = 0; i < sizeof cpu_auto_layout / sizeof cpu_auto_layout[0]; i++)
+            if (cpu_auto_layout[i].precision == p) {
+                layout = cpu_auto_layout[i].layout;
+                w = cpu_auto_layout[i].why;
+            }
     }
     if (why) *why = w;
     return layout;

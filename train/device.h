@@ -27,8 +27,9 @@ sg_status sg_device_for_rank(const char *device, int local_rank, int local_world
 /* SG_PRECISION_* for train.precision (validated by the schema: fp32|bf16). */
 int sg_precision_of(const sg_config *cfg);
 
-/* SG_LAYOUT_* the backend stores activations in: cpu.layout nchw|nhwc as
- * given; auto = NCHW on CUDA (its only layout so far), and on the CPU the
+/* SG_LAYOUT_* the backend stores activations in: on CUDA cuda.layout
+ * nchw|nhwc as given, auto = NHWC under train.precision bf16, NCHW under
+ * fp32; on the CPU cpu.layout nchw|nhwc as given, auto = the
  * layout measured faster for the precision (the table in device.c, from
  * docs/BENCHMARKS.md's "Activation layout" section). `why` (may be NULL)
  * gets a few words for the log. */

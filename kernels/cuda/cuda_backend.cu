@@ -86,6 +86,7 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     info->conv_plan_hits = ps.hits;
     info->conv_plan_misses = ps.misses;
     info->conv_plan_loaded = ps.loaded;
+    info->act_transposes = cu->act_transposes;
     /* free / total of the device (other processes' use included); a failure
      * leaves them 0 = unknown rather than ending the run over a report */
     size_t free_b = 0, total_b = 0;
@@ -173,10 +174,11 @@ static int select_device(int device) {
 }
 
 extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts) {
-    if (opts && opts->layout != SG_LAYOUT_NCHW) {
-        SG_ERROR("device cuda:%d: the CUDA backend stores activations NCHW only so far (layout "
-                 "NHWC was asked for): leave the layout at auto or nchw on CUDA",
-                 device);
+    int layout = opts ? opts->layout : SG_LAYOUT_NCHW;
+    if (layout != SG_LAYOUT_NCHW && layout != SG_LAYOUT_NHWC) {
+        SG_ERROR("device cuda:%d: activation layout %d is neither SG_LAYOUT_NCHW nor "
+                 "SG_LAYOUT_NHWC (a bug in the caller)",
+                 device, layout);
         return NULL;
     }
     if (select_device(device) != 0) return NULL;
@@ -204,7 +206,9 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
         free(be);
         return NULL;
     }
-    if (cu->precision == SG_PRECISION_BF16) {
+    /* weight copies: bf16 KRSC under bf16 convolutions, float32 KRSC under
+     * fp32 ones with NHWC activations (cuDNN's NHWC filter layout) */
+    if (cu->precision == SG_PRECISION_BF16 || layout == SG_LAYOUT_NHWC) {
         cu->wcache = sg_wcache_create(wcache_alloc, wcache_free, cu);
         if (!cu->wcache) { /* SG_WEIGHT_CACHE malformed (logged) */
             free(cu);
@@ -246,7 +250,10 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
     be->impl = cu;
     be->caps = SG_CAP_ASYNC_STREAMS | SG_CAP_DEVICE_COLLECTIVES;
     be->device_index = device;
-    SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d; convolutions %s",
-            device, cu->device_name, cu->benchmark, cu->deterministic, cu->conv_math);
+    be->layout = layout;
+    SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d; convolutions %s; "
+            "activations %s",
+            device, cu->device_name, cu->benchmark, cu->deterministic, cu->conv_math,
+            layout == SG_LAYOUT_NHWC ? "NHWC" : "NCHW");
     return be;
 }

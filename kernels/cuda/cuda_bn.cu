@@ -18,7 +18,10 @@
  * The residual join's fused ops (bn_add_relu_fwd, bn_bwd_reduce_res) are
  * k_bn_fwd and k_bn_bwd_reduce_part with the add / the residual's gradient
  * folded in: the same per-element operations as the unfused chain.
- * Elementwise ops run per plane (cuda_internal.h: grid.y = n*c planes).
+ * Elementwise ops run per plane (cuda_internal.h: grid.y = the planes, in
+ * either layout). In NHWC (be->layout) the reductions are column
+ * reductions (cuda_chan_reduce.cuh) into the same partial slots, merged by
+ * the same kernels.
  * The merge, the finalize and the per-element formulas are
  * kernels/formulas/bn.h, shared with the CPU backend: from the same partial
  * statistics and inputs both give the same bits. (Before that header, this
@@ -86,23 +89,50 @@ __device__ __forceinline__ sg_bn_moments block_moments(sg_bn_moments v, double *
     return v;
 }
 
-/* Each block: count, mean and M2 of its slice, reading x once. Each thread
- * accumulates (v - k) and (v - k)^2 about k, its first value (shifted
- * data), in double; M2 = sum (v-k)^2 - (sum (v-k))^2 / count. */
+/* NHWC (cuda_chan_reduce.cuh): the moments of each column's row lanes,
+ * merged in row order; valid in row lane 0. `sh` holds 3 * SG_CHAN_THREADS
+ * doubles. */
+__device__ __forceinline__ sg_bn_moments col_moments(sg_bn_moments v, double *sh) {
+    const int T = SG_CHAN_THREADS;
+    int t = threadIdx.x;
+    __syncthreads();
+    sh[t] = v.n, sh[T + t] = v.mean, sh[2 * T + t] = v.m2;
+    __syncthreads();
+    if (t < SG_COL_W)
+        for (int r = 1; r < SG_COL_ROWS; r++) {
+            int u = r * SG_COL_W + t;
+            sg_bn_merge(&v, sh[u], sh[T + u], sh[2 * T + u]);
+        }
+    return v;
+}
+
+/* Each block: count, mean and M2 of its slice of channel ch (NCHW: the
+ * block's channel; NHWC: each column's, cuda_chan_reduce.cuh), reading x
+ * once. Each thread accumulates (v - k) and (v - k)^2 about k, its first
+ * value (shifted data), in double; M2 = sum (v-k)^2 - (sum (v-k))^2 / count. */
 template <typename X>
-__global__ void k_bn_stats_part(const X *x, int n, int c, int hw, double *part) {
-    __shared__ double sh[96];
-    int ch = blockIdx.y;
+__global__ void k_bn_stats_part(const X *x, int n, int c, int hw, int nhwc, double *part) {
+    __shared__ double sh[3 * SG_CHAN_THREADS];
+    int ch = nhwc ? col_channel() : (int)blockIdx.y;
     double k = 0, s1 = 0, s2 = 0, cnt = 0;
     int first = 1;
-    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    double v = (double)act_ld(x, i);
-    if (first) k = v, first = 0;
-    double d = v - k;
-    s1 += d;
-    s2 += d * d;
-    cnt += 1;
-    CHAN_SLICE_END
+    auto visit = [&](size_t i) {
+        double v = (double)act_ld(x, i);
+        if (first) k = v, first = 0;
+        double d = v - k;
+        s1 += d;
+        s2 += d * d;
+        cnt += 1;
+    };
+    if (nhwc) {
+        COL_SLICE_BEGIN(i, n, c, hw, ch)
+        visit(i);
+        COL_SLICE_END
+    } else {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        visit(i);
+        CHAN_SLICE_END
+    }
     sg_bn_moments t = {0, 0, 0};
     if (cnt > 0) {
         t.n = cnt;
@@ -110,8 +140,8 @@ __global__ void k_bn_stats_part(const X *x, int n, int c, int hw, double *part) 
         double m2 = s2 - s1 * s1 / cnt;
         t.m2 = m2 > 0 ? m2 : 0.0;
     }
-    t = block_moments(t, sh);
-    if (threadIdx.x == 0) {
+    t = nhwc ? col_moments(t, sh) : block_moments(t, sh);
+    if (chan_writer(nhwc) && ch < c) {
         double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
         o[0] = t.n;
         o[1] = t.n > 0 ? t.mean : 0.0;
@@ -138,10 +168,12 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     SG_CHECK((size_t)n * hw > 0, "CUDA backend: bn_stats over zero values (n=%d hw=%d)", n, hw);
     if (c <= 0) return;
     static int occupancy[16];
-    int splits = chan_splits_for(cu, c, (long long)n * hw,
-                                 chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
+    int nhwc = sg_cu_nhwc(be);
+    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                                    chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_stats_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, cu->chan_partial);
+    k_bn_stats_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, nhwc,
+                                                                               cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
     k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
@@ -229,15 +261,29 @@ static void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
 
 /* ---- normalize ---- */
 
+/* The per-channel factors of the normalize (mean, scale, shift). */
+typedef struct bn_fwd_k {
+    float m, a, bt;
+} bn_fwd_k;
+__device__ __forceinline__ bn_fwd_k bn_fwd_k_of(const float *mean, const float *invstd,
+                                                const float *gamma, const float *beta, int ch) {
+    bn_fwd_k k = {mean[ch], sg_bn_fwd_scale(invstd[ch], gamma[ch]), beta[ch]};
+    return k;
+}
+
+/* Per plane in either layout (cuda_internal.h): NCHW takes the channel's
+ * factors once per plane, NHWC per element (its channel is j). */
 template <typename X, typename Y>
 __global__ void k_bn_fwd(const X *x, const float *mean, const float *invstd, const float *gamma,
-                         const float *beta, Y *y, int c, int hw, size_t planes, int relu) {
+                         const float *beta, Y *y, int c, int inner, size_t planes, int nhwc,
+                         int relu) {
     SG_PLANE_LOOP(pl, planes) {
-        int ch = (int)(pl % c);
-        float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
-        size_t off = pl * hw;
-        SG_INPLANE_LOOP(j, hw) {
-            float v = sg_bn_fwd_elem(act_ld(x, off + j), m, a, bt);
+        bn_fwd_k kp = {0, 0, 0};
+        if (!nhwc) kp = bn_fwd_k_of(mean, invstd, gamma, beta, (int)(pl % c));
+        size_t off = pl * inner;
+        SG_INPLANE_LOOP(j, inner) {
+            bn_fwd_k k = nhwc ? bn_fwd_k_of(mean, invstd, gamma, beta, j) : kp;
+            float v = sg_bn_fwd_elem(act_ld(x, off + j), k.m, k.a, k.bt);
             act_st(y, off + j, relu ? sg_relu(v) : v);
         }
     }
@@ -246,11 +292,12 @@ __global__ void k_bn_fwd(const X *x, const float *mean, const float *invstd, con
 template <typename X, typename Y>
 static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *invstd,
                    const float *gamma, const float *beta, Y *y, int n, int c, int hw, int relu) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_bn_fwd<X, Y><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, mean, invstd, gamma, beta, y, c, hw, planes, relu);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_bn_fwd<X, Y><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);
     CU_LAUNCH_CHECK("k_bn_fwd");
 }
 
@@ -280,10 +327,11 @@ static void sg_cuda_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const flo
  * gamma, beta (bn_out); else they are not read. */
 /* The end of a backward reduction block: the block's (sum g, sum g*(x-mean))
  * of channel ch into its partial slot, merged by k_chan_sum_merge. */
-__device__ static void bwd_part_store(double *part, int ch, double sg, double sgx, double *sh) {
-    sg = sg_block_sum(sg, sh);
-    sgx = sg_block_sum(sgx, sh);
-    if (threadIdx.x == 0) {
+__device__ static void bwd_part_store(double *part, int nhwc, int ch, int c, double sg, double sgx,
+                                      double *sh) {
+    sg = chan_block_sum(nhwc, sg, sh);
+    sgx = chan_block_sum(nhwc, sgx, sh);
+    if (chan_writer(nhwc) && ch < c) {
         double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
         o[0] = sg;
         o[1] = sgx;
@@ -301,19 +349,29 @@ static void bwd_merge(sg_backend *be, int c, int splits, float *red) {
 template <typename X>
 __global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y, const float *mean,
                                      const float *invstd, const float *gamma, const float *beta,
-                                     int n, int c, int hw, int relu, double *part) {
-    __shared__ double sh[32];
-    int ch = blockIdx.y;
-    double m = mean[ch];
-    float mf = mean[ch], a = 0, bt = 0;
-    if (relu && !y) a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
+                                     int n, int c, int hw, int nhwc, int relu, double *part) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = nhwc ? col_channel() : (int)blockIdx.y;
+    int cl = ch < c ? ch : 0; /* NHWC: a column past c reads nothing but loads in range */
+    double m = mean[cl];
+    float mf = mean[cl], a = 0, bt = 0;
+    if (relu && !y) a = sg_bn_fwd_scale(invstd[cl], gamma[cl]), bt = beta[cl];
     double sg = 0, sgx = 0;
-    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, mf, a, bt)) : dy[i];
-    sg += g;
-    sgx += (double)g * ((double)act_ld(x, i) - m);
-    CHAN_SLICE_END
-    bwd_part_store(part, ch, sg, sgx, sh);
+    auto visit = [&](size_t i) {
+        float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, mf, a, bt)) : dy[i];
+        sg += g;
+        sgx += (double)g * ((double)act_ld(x, i) - m);
+    };
+    if (nhwc) {
+        COL_SLICE_BEGIN(i, n, c, hw, ch)
+        visit(i);
+        COL_SLICE_END
+    } else {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        visit(i);
+        CHAN_SLICE_END
+    }
+    bwd_part_store(part, nhwc, ch, c, sg, sgx, sh);
 }
 
 template <typename X>
@@ -323,11 +381,12 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
     static int occupancy[16];
-    int splits = chan_splits_for(cu, c, (long long)n * hw,
-                                 chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
+    int nhwc = sg_cu_nhwc(be);
+    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                                    chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_part<X><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
-        dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
+    k_bn_bwd_reduce_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
+        dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
     bwd_merge(be, c, splits, red);
 }
@@ -349,21 +408,40 @@ static void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void
 }
 
 /* y NULL (relu): the mask recomputed from x (beta read only then). */
+/* The per-channel factors of the backward's element (the mask's forward
+ * factors only when y is NULL). */
+typedef struct bn_bwd_k {
+    sg_bn_bwd_coefs k;
+    float m, a, bt;
+} bn_bwd_k;
+__device__ __forceinline__ bn_bwd_k bn_bwd_k_of(const float *y, const float *mean,
+                                                const float *invstd, const float *gamma,
+                                                const float *beta, const float *red, double count,
+                                                int c, int relu, int ch) {
+    bn_bwd_k r;
+    r.k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
+    r.m = mean[ch], r.a = 0, r.bt = 0;
+    if (relu && !y) r.a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), r.bt = beta[ch];
+    return r;
+}
+
+/* Per plane in either layout, as k_bn_fwd. */
 template <typename X>
 __global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const float *mean,
                               const float *invstd, const float *gamma, const float *beta,
-                              const float *red, double count, float *dx, int c, int hw,
-                              size_t planes, int relu, int accumulate) {
+                              const float *red, double count, float *dx, int c, int inner,
+                              size_t planes, int nhwc, int relu, int accumulate) {
     SG_PLANE_LOOP(pl, planes) {
-        int ch = (int)(pl % c);
-        sg_bn_bwd_coefs k = sg_bn_bwd_coefs_of(invstd[ch], gamma[ch], red[ch], red[c + ch], count);
-        float m = mean[ch], a = 0, bt = 0;
-        if (relu && !y) a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
-        size_t off = pl * hw;
-        SG_INPLANE_LOOP(j, hw) {
+        bn_bwd_k kp = {};
+        if (!nhwc)
+            kp = bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, (int)(pl % c));
+        size_t off = pl * inner;
+        SG_INPLANE_LOOP(j, inner) {
+            bn_bwd_k k = nhwc ? bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j)
+                              : kp;
             size_t i = off + j;
-            float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, m, a, bt)) : dy[i];
-            float v = sg_bn_bwd_elem(g, act_ld(x, i), m, k.A, k.B, k.C);
+            float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, k.m, k.a, k.bt)) : dy[i];
+            float v = sg_bn_bwd_elem(g, act_ld(x, i), k.m, k.k.A, k.k.B, k.k.C);
             dx[i] = accumulate ? sg_fadd(dx[i], v) : v;
         }
     }
@@ -374,12 +452,14 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float
                         const float *mean, const float *invstd, const float *gamma,
                         const float *beta, const float *red, double count, float *dx, int n, int c,
                         int hw, int relu, int accumulate) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
-    int t = sg_cu_plane_threads(hw);
-    k_bn_bwd_elem<X><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, hw, planes, relu, accumulate);
+    dim3 t = sg_cu_plane_block(inner);
+    k_bn_bwd_elem<X><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu,
+        accumulate);
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
 
@@ -413,14 +493,16 @@ static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *
 template <typename X, typename R, typename Y, int RND>
 __global__ void k_bn_add_relu_fwd(const X *x, const float *mean, const float *invstd,
                                   const float *gamma, const float *beta, const R *res, Y *y, int c,
-                                  int hw, size_t planes) {
+                                  int inner, size_t planes, int nhwc) {
     SG_PLANE_LOOP(pl, planes) {
-        int ch = (int)(pl % c);
-        float m = mean[ch], a = sg_bn_fwd_scale(invstd[ch], gamma[ch]), bt = beta[ch];
-        size_t off = pl * hw;
-        SG_INPLANE_LOOP(j, hw) {
+        bn_fwd_k kp = {0, 0, 0};
+        if (!nhwc) kp = bn_fwd_k_of(mean, invstd, gamma, beta, (int)(pl % c));
+        size_t off = pl * inner;
+        SG_INPLANE_LOOP(j, inner) {
+            bn_fwd_k k = nhwc ? bn_fwd_k_of(mean, invstd, gamma, beta, j) : kp;
             size_t i = off + j;
-            float v = sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), m, a, bt), act_ld(res, i)));
+            float v =
+                sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), k.m, k.a, k.bt), act_ld(res, i)));
             act_st(y, i, RND ? sg_bf16_round(v) : v);
         }
     }
@@ -430,11 +512,12 @@ template <typename X, typename R, typename Y, int RND>
 static void bn_add_relu_fwd(sg_backend *be, const void *x, const float *mean, const float *invstd,
                             const float *gamma, const float *beta, const void *res, void *y, int n,
                             int c, int hw) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_bn_add_relu_fwd<X, R, Y, RND><<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        (const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, hw, planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_bn_add_relu_fwd<X, R, Y, RND><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        (const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_bn_add_relu_fwd");
 }
 
@@ -482,19 +565,28 @@ static void sg_cuda_bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, con
  * Y), and g stored into (accumulate: added to) dres when dres is not NULL. */
 template <typename X, typename Y>
 __global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const Y *y, const float *mean,
-                                         float *dres, int n, int c, int hw, int accumulate,
-                                         double *part) {
-    __shared__ double sh[32];
-    int ch = blockIdx.y;
-    double m = mean[ch];
+                                         float *dres, int n, int c, int hw, int nhwc,
+                                         int accumulate, double *part) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = nhwc ? col_channel() : (int)blockIdx.y;
+    double m = mean[ch < c ? ch : 0];
     double sg = 0, sgx = 0;
-    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    float g = sg_relu_mask(dy[i], act_ld(y, i));
-    if (dres) dres[i] = accumulate ? sg_fadd(dres[i], g) : g;
-    sg += g;
-    sgx += (double)g * ((double)act_ld(x, i) - m);
-    CHAN_SLICE_END
-    bwd_part_store(part, ch, sg, sgx, sh);
+    auto visit = [&](size_t i) {
+        float g = sg_relu_mask(dy[i], act_ld(y, i));
+        if (dres) dres[i] = accumulate ? sg_fadd(dres[i], g) : g;
+        sg += g;
+        sgx += (double)g * ((double)act_ld(x, i) - m);
+    };
+    if (nhwc) {
+        COL_SLICE_BEGIN(i, n, c, hw, ch)
+        visit(i);
+        COL_SLICE_END
+    } else {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        visit(i);
+        CHAN_SLICE_END
+    }
+    bwd_part_store(part, nhwc, ch, c, sg, sgx, sh);
 }
 
 template <typename X, typename Y>
@@ -504,12 +596,13 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, co
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
     static int occupancy[16];
+    int nhwc = sg_cu_nhwc(be);
     int splits =
-        chan_splits_for(cu, c, (long long)n * hw,
-                        chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X, Y>, occupancy, 16));
+        chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                           chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X, Y>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_res_part<X, Y><<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(
-        dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
+    k_bn_bwd_reduce_res_part<X, Y><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
+        dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, nhwc, accumulate, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
     bwd_merge(be, c, splits, red);
 }

@@ -1,6 +1,6 @@
-/* kernels/cuda/cuda_chan_reduce.cuh - per-channel reductions over NCHW
- * tensors, shared by batch norm (cuda_bn.cu) and the conv bias gradient
- * (cuda_conv_bias.cu).
+/* kernels/cuda/cuda_chan_reduce.cuh - per-channel reductions over
+ * activations in either layout, shared by batch norm (cuda_bn.cu) and the
+ * conv bias gradient (cuda_conv_bias.cu).
  *
  * Each channel's n*hw values are split over `splits` blocks (enough blocks
  * to fill the GPU, chan_splits); each block reduces its slice (the
@@ -17,6 +17,7 @@
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_reduce.cuh"
 
 /* Threads per block of the per-channel slice kernels. */
 #define SG_CHAN_THREADS 512
@@ -79,6 +80,75 @@ static int chan_blocks_per_sm(sg_cuda *cu, K kernel, int *cache, int cache_len) 
 #define CHAN_SLICE_END \
     }                  \
     }
+
+/* NHWC: the channels are the columns of an [n*hw][c] matrix, and a
+ * per-channel reduction is a column reduction. A block of SG_CHAN_THREADS
+ * threads is SG_COL_W adjacent columns (the lanes of a warp: coalesced
+ * reads) by SG_COL_ROWS row lanes; grid.y walks the groups of SG_COL_W
+ * channels, grid.x the `splits` shares [k0, k1) of the rows. Thread (lane,
+ * row) visits rows k0 + row, k0 + row + SG_COL_ROWS, ... of its column
+ * (col_channel); the row lanes are then merged in order (col_sum), so the
+ * result is deterministic and lands in the same partial slots,
+ * [ch * splits + s][3], as the NCHW one. */
+#define SG_COL_W 32
+#define SG_COL_ROWS (SG_CHAN_THREADS / SG_COL_W)
+
+__device__ __forceinline__ int col_channel(void) {
+    return (int)blockIdx.y * SG_COL_W + (int)(threadIdx.x % SG_COL_W);
+}
+#define COL_SLICE_BEGIN(ptr, n, c, hw, ch)                                                      \
+    long long rows_ = (long long)(n) * (hw);                                                    \
+    long long k0_ = rows_ * blockIdx.x / gridDim.x, k1_ = rows_ * (blockIdx.x + 1) / gridDim.x; \
+    if ((ch) < (c))                                                                             \
+        for (long long r_ = k0_ + threadIdx.x / SG_COL_W; r_ < k1_; r_ += SG_COL_ROWS) {        \
+            size_t ptr = (size_t)r_ * (size_t)(c) + (size_t)(ch);
+#define COL_SLICE_END }
+
+/* How many blocks share one group of SG_COL_W channels (NHWC): one wave of
+ * resident blocks, at least 128 rows (4096 values) per block, at most 256,
+ * and c * splits partial slots. */
+static inline int col_splits_for(sg_cuda *cu, int c, long long rows, int blocks_per_sm) {
+    SG_CHECK(c >= 1 && c <= SG_CUDA_CHAN_SLOTS,
+             "CUDA backend: %d channels in a per-channel reduction (1..%d)", c, SG_CUDA_CHAN_SLOTS);
+    long long groups = (c + SG_COL_W - 1) / SG_COL_W;
+    long long wave = (long long)cu->sm_count * (blocks_per_sm < 1 ? 1 : blocks_per_sm);
+    long long want = wave / groups;
+    if (want > rows / 128) want = rows / 128;
+    if (want > 256) want = 256;
+    if (want * c > SG_CUDA_CHAN_SLOTS) want = SG_CUDA_CHAN_SLOTS / c;
+    return want < 1 ? 1 : (int)want;
+}
+
+/* Splits and grid of a per-channel reduction in either layout. */
+static inline int chan_splits_layout(sg_cuda *cu, int nhwc, int c, long long per_channel,
+                                     int blocks_per_sm) {
+    return nhwc ? col_splits_for(cu, c, per_channel, blocks_per_sm)
+                : chan_splits_for(cu, c, per_channel, blocks_per_sm);
+}
+static inline dim3 chan_grid(int nhwc, int c, int splits) {
+    return dim3((unsigned)splits, (unsigned)(nhwc ? (c + SG_COL_W - 1) / SG_COL_W : c), 1);
+}
+
+/* The sum over the row lanes of each column, in row order; valid in row
+ * lane 0 (threadIdx.x < SG_COL_W). `sh` holds SG_CHAN_THREADS doubles. */
+__device__ __forceinline__ double col_sum(double v, double *sh) {
+    __syncthreads(); /* sh may still be read by a previous call */
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x < SG_COL_W)
+        for (int r = 1; r < SG_COL_ROWS; r++) v += sh[r * SG_COL_W + threadIdx.x];
+    return v;
+}
+
+/* The block's sum for its channel in either layout (NCHW: the whole block's,
+ * in thread 0; NHWC: each column's, in row lane 0): valid where
+ * chan_writer(). `sh` holds SG_CHAN_THREADS doubles. */
+__device__ __forceinline__ double chan_block_sum(int nhwc, double v, double *sh) {
+    return nhwc ? col_sum(v, sh) : sg_block_sum(v, sh);
+}
+__device__ __forceinline__ int chan_writer(int nhwc) {
+    return nhwc ? threadIdx.x < SG_COL_W : threadIdx.x == 0;
+}
 
 /* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */
 static __global__ void k_chan_sum_merge(const double *part, int c, int splits, float *out0,

@@ -27,27 +27,34 @@
  *     TF32 tensor-core algorithms (inputs rounded to 10 mantissa bits, fp32
  *     accumulation): PyTorch's default for cuDNN convolutions.
  *   - bf16 (sm_80+): the two inputs are converted to bf16 (round-to-nearest-
- *     even, kernels/formulas/bf16.h, the CPU emulation's formula) into NHWC
- *     copies - channels-last, the layout cuDNN's tensor-core kernels run
- *     without transposing - the convolution runs bf16 in / bf16 out with
- *     float32 compute (CUDNN_TENSOR_OP_MATH), and its result is converted
- *     back to the caller's float32 NCHW tensor (exact), or added to it
- *     (accumulate). The weights' bf16 KRSC copy is kept per weight tensor
- *     (kernels/weight_cache.h, weights_bf16 below) and converted again
+ *     even, kernels/formulas/bf16.h, the CPU emulation's formula) in NHWC -
+ *     channels-last, the layout cuDNN's tensor-core kernels run without
+ *     transposing - the convolution runs bf16 in / bf16 out with float32
+ *     compute (CUDNN_TENSOR_OP_MATH), and its result is widened into the
+ *     caller's float32 tensor (exact), or added to it (accumulate). The
+ *     weights' bf16 KRSC copy is kept per weight tensor
+ *     (kernels/weight_cache.h, weights_krsc below) and converted again
  *     only after the float32 master weights changed (an optimizer step, an
  *     upload, a copy, a broadcast: every op writing memory and
  *     ops->mem_written mark it stale), so it is always that of the current
- *     master weights; fwd and bwd-data share it. The conversions
- *     are fused with the layout change (tiled transposes, coalesced on both
- *     sides). The layout and the bf16 copies stay inside this file: the
- *     model, the other ops and the checkpoints see float32 NCHW only.
- * bf16 activation storage (the *_dt ops, backend.h): a bf16-stored input
- * (NCHW bf16 bits) is only transposed to NHWC (it holds bf16 values: no
- * rounding), and a bf16-stored result is transposed from cuDNN's NHWC bf16
- * output into NCHW bf16 storage as is - the same values the float32 NCHW
- * path would hold (sg_cuda_conv_native_dt, called by cuda_act_bf16.cu, which
- * under fp32 convolutions widens a bf16 input into a float32 buffer and
- * rounds a bf16-stored result from one instead).
+ *     master weights; fwd and bwd-data share it.
+ * Activation layout (be->layout, backend.h):
+ *   - NCHW: fp32 runs cuDNN's NCHW descriptors on the caller's tensors;
+ *     bf16 converts each activation into an NHWC bf16 copy and back, the
+ *     conversions fused with the layout change (tiled transposes, counted
+ *     in sg_cuda.act_transposes).
+ *   - NHWC: cuDNN's NHWC descriptors (filters KRSC) on the caller's
+ *     tensors: fp32 reads and writes them directly (the weights through a
+ *     float32 KRSC copy, the weight gradient through KRSC scratch); bf16
+ *     only rounds a float32 input to bf16 and widens the result
+ *     (elementwise, no transpose).
+ * bf16 activation storage (the *_dt ops, backend.h; the bits are in
+ * be->layout): under NHWC a bf16-stored input is handed to cuDNN as it is
+ * and a bf16-stored result is written by cuDNN directly; under NCHW they
+ * are only transposed (they hold bf16 values: no rounding) - the same
+ * values the float32 path would hold (sg_cuda_conv_native_dt, called by
+ * cuda_act_bf16.cu, which under fp32 convolutions widens a bf16 input into
+ * a float32 buffer and rounds a bf16-stored result from one instead).
  * Algorithms whose math type would convert float32 to half
  * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
@@ -104,127 +111,119 @@ static cudnnMathType_t run_math(const sg_cuda *cu, cudnnMathType_t reported) {
     return reported;
 }
 
-/* ---------------- float32 NCHW <-> bf16 NHWC ---------------- */
+/* ---------------- layout changes and bf16 rounding ---------------- */
 
 #define TILE 32
 #define TILE_ROWS 8
 
-/* src [N][C][P] float -> dst [N][P][C] bf16 bits (round-to-nearest-even).
- * One 32x32 (c, p) tile per block through shared memory: reads coalesced
- * along p, writes along c. */
-__global__ void k_to_nhwc_bf16(const float *__restrict__ src, uint16_t *__restrict__ dst, int C,
-                               int P) {
-    __shared__ float tile[TILE][TILE + 1];
-    size_t plane = (size_t)C * P;
-    const float *s = src + (size_t)blockIdx.z * plane;
-    uint16_t *d = dst + (size_t)blockIdx.z * plane;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
+/* Moving a value into the transpose's tile (T: float, or bf16 bits when
+ * both sides are bf16) and out of it into its destination: float32 written
+ * or added (acc), bf16 rounded (RNE, formulas/bf16.h) or copied as is. */
+__device__ __forceinline__ void tile_in(float &t, float v) { t = v; }
+__device__ __forceinline__ void tile_in(float &t, uint16_t v) { t = sg_bf16_to_f32(v); }
+__device__ __forceinline__ void tile_in(uint16_t &t, uint16_t v) { t = v; }
+__device__ __forceinline__ void tile_out(float *d, size_t o, float v, int acc) {
+    d[o] = acc ? sg_fadd(d[o], v) : v;
+}
+__device__ __forceinline__ void tile_out(uint16_t *d, size_t o, float v, int acc) {
+    (void)acc;
+    d[o] = sg_bf16_bits(v);
+}
+__device__ __forceinline__ void tile_out(uint16_t *d, size_t o, uint16_t v, int acc) {
+    (void)acc;
+    d[o] = v;
+}
+
+/* src [N][R][Q] -> dst [N][Q][R], converted by tile_in / tile_out. One
+ * 32x32 (r, q) tile per block through shared memory (blockIdx.x enumerates
+ * the tiles, blockIdx.z the N slices): reads coalesced along q, writes
+ * along r. */
+template <typename S, typename D, typename T>
+__global__ void k_transpose(const S *__restrict__ src, D *__restrict__ dst, int R, int Q, int acc) {
+    __shared__ T tile[TILE][TILE + 1];
+    size_t plane = (size_t)R * Q;
+    const S *s = src + (size_t)blockIdx.z * plane;
+    D *d = dst + (size_t)blockIdx.z * plane;
+    unsigned tq = (unsigned)(Q + TILE - 1) / TILE;
+    int q0 = (int)(blockIdx.x % tq) * TILE, r0 = (int)(blockIdx.x / tq) * TILE;
     for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int c = c0 + i, p = p0 + threadIdx.x;
-        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)c * P + p];
+        int r = r0 + i, q = q0 + threadIdx.x;
+        if (r < R && q < Q) tile_in(tile[i][threadIdx.x], s[(size_t)r * Q + q]);
     }
     __syncthreads();
     for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int p = p0 + i, c = c0 + threadIdx.x;
-        if (c < C && p < P) d[(size_t)p * C + c] = sg_bf16_bits(tile[threadIdx.x][i]);
+        int q = q0 + i, r = r0 + threadIdx.x;
+        if (r < R && q < Q) tile_out(d, (size_t)q * R + r, tile[threadIdx.x][i], acc);
     }
 }
 
-/* src [N][P][C] bf16 bits -> dst [N][C][P] float, written or added. */
-__global__ void k_from_nhwc_bf16(const uint16_t *__restrict__ src, float *__restrict__ dst, int C,
-                                 int P, int accumulate) {
-    __shared__ float tile[TILE][TILE + 1];
-    size_t plane = (size_t)C * P;
-    const uint16_t *s = src + (size_t)blockIdx.z * plane;
-    float *d = dst + (size_t)blockIdx.z * plane;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int p = p0 + i, c = c0 + threadIdx.x;
-        if (c < C && p < P) tile[i][threadIdx.x] = sg_bf16_to_f32(s[(size_t)p * C + c]);
-    }
-    __syncthreads();
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int c = c0 + i, p = p0 + threadIdx.x;
-        if (c < C && p < P) {
-            size_t o = (size_t)c * P + p;
-            float v = tile[threadIdx.x][i];
-            d[o] = accumulate ? sg_fadd(d[o], v) : v;
-        }
-    }
+template <typename S, typename D, typename T>
+static void transpose(sg_backend *be, const void *src, void *dst, int n, int R, int Q, int acc) {
+    size_t tiles = (size_t)((R + TILE - 1) / TILE) * (size_t)((Q + TILE - 1) / TILE);
+    SG_CHECK(n >= 1 && n <= 65535 && tiles <= 0x7fffffffu,
+             "CUDA backend: a layout change of a [%d][%d][%d] tensor exceeds the grid limits "
+             "(a batch above 65535); use a smaller batch",
+             n, R, Q);
+    if (!tiles) return;
+    k_transpose<S, D, T>
+        <<<dim3((unsigned)tiles, 1, (unsigned)n), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
+            (const S *)src, (D *)dst, R, Q, acc);
+    CU_LAUNCH_CHECK("k_transpose");
 }
 
-/* src [N][C][P] bf16 bits -> dst [N][P][C] bf16 bits: the transpose only
- * (a bf16-stored activation is already bf16). */
-__global__ void k_bf16_to_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst, int C,
-                               int P) {
-    __shared__ uint16_t tile[TILE][TILE + 1];
-    size_t plane = (size_t)C * P;
-    const uint16_t *s = src + (size_t)blockIdx.z * plane;
-    uint16_t *d = dst + (size_t)blockIdx.z * plane;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int c = c0 + i, p = p0 + threadIdx.x;
-        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)c * P + p];
-    }
-    __syncthreads();
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int p = p0 + i, c = c0 + threadIdx.x;
-        if (c < C && p < P) d[(size_t)p * C + c] = tile[threadIdx.x][i];
-    }
-}
-
-/* src [N][P][C] bf16 bits -> dst [N][C][P] bf16 bits (a conv result stored
- * in bf16: the values cuDNN wrote, unchanged). */
-__global__ void k_bf16_from_nhwc(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
-                                 int C, int P) {
-    __shared__ uint16_t tile[TILE][TILE + 1];
-    size_t plane = (size_t)C * P;
-    const uint16_t *s = src + (size_t)blockIdx.z * plane;
-    uint16_t *d = dst + (size_t)blockIdx.z * plane;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int p = p0 + i, c = c0 + threadIdx.x;
-        if (c < C && p < P) tile[i][threadIdx.x] = s[(size_t)p * C + c];
-    }
-    __syncthreads();
-    for (int i = threadIdx.y; i < TILE; i += TILE_ROWS) {
-        int c = c0 + i, p = p0 + threadIdx.x;
-        if (c < C && p < P) d[(size_t)c * P + p] = tile[threadIdx.x][i];
-    }
-}
-
-/* Grid of the transposes: x over P, y over C (<= 65535 tiles), z over N. */
-static dim3 tile_grid(int n, int c, int p) {
-    SG_CHECK(n >= 1 && n <= 65535 && (c + TILE - 1) / TILE <= 65535,
-             "CUDA backend: bf16 conversion of a [%d][%d][%d] tensor exceeds the grid limits "
-             "(batch or output channels above 65535); use train.precision: fp32",
-             n, c, p);
-    return dim3((unsigned)((p + TILE - 1) / TILE), (unsigned)((c + TILE - 1) / TILE), (unsigned)n);
-}
-
+/* Activations between the caller's NCHW tensors and cuDNN's NHWC bf16 ones
+ * (bf16 convolutions under layout NCHW only): [n][c][p] <-> [n][p][c]. Each
+ * counts as one layout transpose (get_info's act_transposes). */
 static void to_nhwc_bf16(sg_backend *be, const float *src, void *dst, int n, int c, int p) {
-    k_to_nhwc_bf16<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
-        src, (uint16_t *)dst, c, p);
-    CU_LAUNCH_CHECK("k_to_nhwc_bf16");
+    sg_cu(be)->act_transposes++;
+    transpose<float, uint16_t, float>(be, src, dst, n, c, p, 0);
 }
-
 static void from_nhwc_bf16(sg_backend *be, const void *src, float *dst, int n, int c, int p,
                            int accumulate) {
-    k_from_nhwc_bf16<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
-        (const uint16_t *)src, dst, c, p, accumulate);
-    CU_LAUNCH_CHECK("k_from_nhwc_bf16");
+    sg_cu(be)->act_transposes++;
+    transpose<uint16_t, float, float>(be, src, dst, n, p, c, accumulate);
 }
-
+/* bf16-stored activations: the transpose only (they hold bf16 values) */
 static void bf16_to_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
-    k_bf16_to_nhwc<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
-        (const uint16_t *)src, (uint16_t *)dst, c, p);
-    CU_LAUNCH_CHECK("k_bf16_to_nhwc");
+    sg_cu(be)->act_transposes++;
+    transpose<uint16_t, uint16_t, uint16_t>(be, src, dst, n, c, p, 0);
+}
+static void bf16_from_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
+    sg_cu(be)->act_transposes++;
+    transpose<uint16_t, uint16_t, uint16_t>(be, src, dst, n, p, c, 0);
 }
 
-static void bf16_from_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
-    k_bf16_from_nhwc<<<tile_grid(n, c, p), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
-        (const uint16_t *)src, (uint16_t *)dst, c, p);
-    CU_LAUNCH_CHECK("k_bf16_from_nhwc");
+/* Under layout NHWC the activations are already in cuDNN's layout: a
+ * float32 one is only rounded to bf16 (elementwise, no transpose), a bf16
+ * result widened into (or added to) a float32 one. */
+__global__ void k_round_bf16(const float *__restrict__ src, uint16_t *__restrict__ dst, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = sg_bf16_bits(src[i]);
+}
+__global__ void k_widen_bf16(const uint16_t *__restrict__ src, float *__restrict__ dst, size_t n,
+                             int acc) {
+    GRID_STRIDE(i, n) {
+        float v = sg_bf16_to_f32(src[i]);
+        dst[i] = acc ? sg_fadd(dst[i], v) : v;
+    }
+}
+static void round_bf16(sg_backend *be, const float *src, void *dst, size_t count) {
+    LAUNCH(k_round_bf16, count, src, (uint16_t *)dst, count);
+}
+static void widen_bf16(sg_backend *be, const void *src, float *dst, size_t count, int acc) {
+    LAUNCH(k_widen_bf16, count, (const uint16_t *)src, dst, count, acc);
+}
+
+/* A float32 NCHW-or-NHWC activation of [n, c, p] as cuDNN's bf16 NHWC input
+ * in dst: rounded in place of a copy under NHWC, transposed under NCHW. */
+static void act_to_bf16(sg_backend *be, const float *src, void *dst, int n, int c, int p) {
+    if (sg_cu_nhwc(be)) round_bf16(be, src, dst, (size_t)n * c * p);
+    else to_nhwc_bf16(be, src, dst, n, c, p);
+}
+/* cuDNN's bf16 NHWC result into a float32 activation (written or added). */
+static void act_from_bf16(sg_backend *be, const void *src, float *dst, int n, int c, int p,
+                          int acc) {
+    if (sg_cu_nhwc(be)) widen_bf16(be, src, dst, (size_t)n * c * p, acc);
+    else from_nhwc_bf16(be, src, dst, n, c, p, acc);
 }
 
 /* ---------------- algorithm choice ---------------- */
@@ -522,6 +521,16 @@ static int apply_plan(sg_cuda *cu, sg_cuda_conv *e, const sg_conv_plan *pl, size
     return 1;
 }
 
+/* The plan key's precision field (kernels/conv_plans.h allows 0..15): bf16
+ * runs the same NHWC bf16 descriptors in both activation layouts, so one plan
+ * serves both; fp32 on NHWC tensors is another problem for cuDNN than fp32
+ * NCHW, so it is keyed apart (SG_PRECISION_FP32 + 2), and a plan file
+ * written under one layout is never applied to the other. */
+static int plan_precision(const sg_cuda *cu, int nhwc) {
+    if (cu->precision == SG_PRECISION_FP32 && nhwc) return SG_PRECISION_FP32 + 2;
+    return cu->precision;
+}
+
 static size_t max3(size_t a, size_t b, size_t c) {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
@@ -557,7 +566,10 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     }
     int bf16 = cu->precision == SG_PRECISION_BF16;
     cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    cudnnTensorFormat_t fmt = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    /* NHWC (filters KRSC) for bf16 (on copies under layout NCHW) and for
+     * NHWC activations; fp32 under NCHW runs on the caller's NCHW tensors */
+    int nhwc = sg_cu_nhwc(be);
+    cudnnTensorFormat_t fmt = bf16 || nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     sg_cuda_conv *e = &cu->convs[cu->n_convs];
     memset(e, 0, sizeof *e);
     e->key = *d;
@@ -588,8 +600,8 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
     /* chosen once per geometry and mode: from the plan cache (memory or its
      * file) when cuDNN still accepts that choice here, else searched and
      * added (kernels/conv_plans.h) */
-    sg_conv_plan_key pk =
-        sg_conv_plan_key_make(d, cu->precision, cu->tf32, cu->deterministic, cu->benchmark);
+    sg_conv_plan_key pk = sg_conv_plan_key_make(d, plan_precision(cu, nhwc), cu->tf32,
+                                                cu->deterministic, cu->benchmark);
     sg_conv_plan pl;
     int cached = sg_conv_plans_lookup(cu->plans, &pk, &pl);
     if (cached && !apply_plan(cu, e, &pl, limit)) {
@@ -623,55 +635,92 @@ static sg_cuda_conv *get_conv(sg_backend *be, const sg_conv_desc *d0) {
         for (int i = 0; i < 3; i++)
             sg_cuda_raw_grow(cu, &cu->bf16_buf[i], &cu->bf16_bytes[i], need[i],
                              "the bf16 convolution buffers (train.precision bf16)");
+    } else if (nhwc) {
+        /* slot 2: the float32 KRSC weight gradient (sg_cuda_conv_bwd_weight) */
+        sg_cuda_raw_grow(cu, &cu->bf16_buf[2], &cu->bf16_bytes[2],
+                         sg_conv_weight_count(d) * sizeof(float),
+                         "the convolution weight-gradient buffer (NHWC activations)");
     }
     cu->n_convs++;
     SG_DEBUG("cuDNN conv%s n%d c%d %dx%d k%d %dx%d s%d p%d d%d g%d: algos fwd %d bwd-data %d "
              "bwd-filter %d, math %d/%d/%d, workspace %zu/%zu/%zu bytes",
-             bf16 ? " (bf16 NHWC)" : "", d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h,
-             d->pad_h, d->dil_h, g, (int)e->fwd_algo, (int)e->bwd_data_algo,
-             (int)e->bwd_filter_algo, (int)e->fwd_math, (int)e->bwd_data_math,
-             (int)e->bwd_filter_math, e->fwd_ws, e->bwd_data_ws, e->bwd_filter_ws);
+             bf16   ? " (bf16 NHWC)"
+             : nhwc ? " (NHWC)"
+                    : "",
+             d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride_h, d->pad_h, d->dil_h, g,
+             (int)e->fwd_algo, (int)e->bwd_data_algo, (int)e->bwd_filter_algo, (int)e->fwd_math,
+             (int)e->bwd_data_math, (int)e->bwd_filter_math, e->fwd_ws, e->bwd_data_ws,
+             e->bwd_filter_ws);
     return e;
 }
 
 /* ---------------- the ops ---------------- */
 
-/* The bf16 KRSC copy of weights w (C = c/groups; what both the forward and
- * the backward-data convolution take), converted only when w changed since the
- * last conversion (kernels/weight_cache.h: every op writing memory, and
- * ops->mem_written, mark it stale). The conversion is issued on the compute
- * stream before the convolution that reads it. */
-static const void *weights_bf16(sg_backend *be, const sg_conv_desc *d, const float *w) {
+/* The KRSC copy of weights w (C = c/groups; what both the forward and the
+ * backward-data convolution take): bf16 under bf16 convolutions, float32
+ * under fp32 ones with NHWC activations (cuDNN's NHWC filter layout).
+ * Converted only when w changed since the last conversion
+ * (kernels/weight_cache.h: every op writing memory, and ops->mem_written,
+ * mark it stale), on the compute stream before the convolution that reads
+ * it. A weight copy, not an activation: not counted in act_transposes. */
+static const void *weights_krsc(sg_backend *be, const sg_conv_desc *d, const float *w) {
     sg_cuda *cu = sg_cu(be);
     size_t nw = sg_conv_weight_count(d);
-    int refill = 1;
+    int bf16 = cu->precision == SG_PRECISION_BF16, refill = 1;
+    size_t esize = bf16 ? sizeof(uint16_t) : sizeof(float);
     void *copy =
-        sg_wcache_get(cu->wcache, w, nw * sizeof(float), 1, nw * sizeof(uint16_t), &refill);
-    if (refill) to_nhwc_bf16(be, w, copy, d->k, d->c / sg_conv_groups(d), d->r * d->s);
+        sg_wcache_get(cu->wcache, w, nw * sizeof(float), bf16 ? 1 : 2, nw * esize, &refill);
+    int cg = d->c / sg_conv_groups(d), rs = d->r * d->s;
+    if (refill && bf16) transpose<float, uint16_t, float>(be, w, copy, d->k, cg, rs, 0);
+    else if (refill) transpose<float, float, float>(be, w, copy, d->k, cg, rs, 0);
     return copy;
 }
 
+/* dw (+)= cuDNN's KRSC weight gradient in src ([k][r*s][c/g] -> [k][c/g][r*s]). */
+static void dw_from_krsc(sg_backend *be, const sg_conv_desc *d, const void *src, float *dw,
+                         int accumulate) {
+    int cg = d->c / sg_conv_groups(d), rs = d->r * d->s;
+    if (sg_cu(be)->precision == SG_PRECISION_BF16)
+        transpose<uint16_t, float, float>(be, src, dw, d->k, rs, cg, accumulate);
+    else transpose<float, float, float>(be, src, dw, d->k, rs, cg, accumulate);
+}
+
 static void sg_cuda_conv_prepare(sg_backend *be, const sg_conv_desc *d) { (void)get_conv(be, d); }
+
+/* The forward on cuDNN-ready operands: x as the descriptor says (bf16 NHWC
+ * or the caller's float32 tensor), into y. */
+static void run_fwd(sg_backend *be, sg_cuda_conv *e, const void *x, const void *w, void *y) {
+    sg_cuda *cu = sg_cu(be);
+    const float alpha = 1.0f, beta = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
+    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w, e->conv_desc,
+                                        e->fwd_algo, cu->workspace, e->fwd_ws, &beta, e->y_desc,
+                                        y));
+}
+
+/* The backward-filter into KRSC scratch (dw_from_krsc then lays it out). */
+static void run_bwd_filter(sg_backend *be, sg_cuda_conv *e, const void *x, const void *dy,
+                           void *dw) {
+    sg_cuda *cu = sg_cu(be);
+    const float alpha = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc, dy,
+                                               e->conv_desc, e->bwd_filter_algo, cu->workspace,
+                                               e->bwd_filter_ws, &zero, e->w_desc, dw));
+}
 
 static void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float *x, const float *w,
                              float *y) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, beta = 0.0f;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
     if (cu->precision != SG_PRECISION_BF16) {
-        CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, x, e->w_desc, w,
-                                            e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
-                                            &beta, e->y_desc, y));
+        run_fwd(be, e, x, sg_cu_nhwc(be) ? weights_krsc(be, d, w) : w, y);
         return;
     }
     void **b = cu->bf16_buf;
-    to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
-    const void *wb = weights_bf16(be, d, w);
-    CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
-                                        e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws, &beta,
-                                        e->y_desc, b[2]));
-    from_nhwc_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
+    act_to_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
+    run_fwd(be, e, b[0], weights_krsc(be, d, w), b[2]);
+    act_from_bf16(be, b[2], y, d->n, d->k, d->oh * d->ow, 0);
 }
 
 static void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
@@ -681,75 +730,75 @@ static void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const f
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
     if (cu->precision != SG_PRECISION_BF16) {
-        CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, w, e->y_desc, dy,
+        const void *wk = sg_cu_nhwc(be) ? weights_krsc(be, d, w) : w;
+        CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wk, e->y_desc, dy,
                                                  e->conv_desc, e->bwd_data_algo, cu->workspace,
                                                  e->bwd_data_ws, &beta, e->x_desc, dx));
         return;
     }
     void **b = cu->bf16_buf;
-    to_nhwc_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
-    const void *wb = weights_bf16(be, d, w);
+    act_to_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
+    const void *wb = weights_krsc(be, d, w);
     CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wb, e->y_desc, b[0],
                                              e->conv_desc, e->bwd_data_algo, cu->workspace,
                                              e->bwd_data_ws, &zero, e->x_desc, b[2]));
-    from_nhwc_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
+    act_from_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
 }
 
 static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
                                     const float *dy, float *dw, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
+    void **b = cu->bf16_buf;
     if (cu->precision != SG_PRECISION_BF16) {
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, x, e->y_desc, dy,
-                                                   e->conv_desc, e->bwd_filter_algo, cu->workspace,
-                                                   e->bwd_filter_ws, &beta, e->w_desc, dw));
+        if (!sg_cu_nhwc(be)) {
+            const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+            CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
+            CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                cu->cudnn, &alpha, e->x_desc, x, e->y_desc, dy, e->conv_desc, e->bwd_filter_algo,
+                cu->workspace, e->bwd_filter_ws, &beta, e->w_desc, dw));
+            return;
+        }
+        /* NHWC: cuDNN's NHWC filter is KRSC float32 scratch, laid out as
+         * PyTorch's KCRS (and added, with accumulate) after */
+        run_bwd_filter(be, e, x, dy, b[2]);
+        dw_from_krsc(be, d, b[2], dw, accumulate);
         return;
     }
-    void **b = cu->bf16_buf;
-    to_nhwc_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
-    to_nhwc_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
-                                               e->conv_desc, e->bwd_filter_algo, cu->workspace,
-                                               e->bwd_filter_ws, &zero, e->w_desc, b[2]));
-    /* dw: [k][r*s][c/g] (KRSC) -> [k][c/g][r*s] */
-    from_nhwc_bf16(be, b[2], dw, d->k, d->c / sg_conv_groups(d), d->r * d->s, accumulate);
+    act_to_bf16(be, x, b[0], d->n, d->c, d->h * d->w);
+    act_to_bf16(be, dy, b[1], d->n, d->k, d->oh * d->ow);
+    run_bwd_filter(be, e, b[0], b[1], b[2]);
+    dw_from_krsc(be, d, b[2], dw, accumulate);
 }
 
 /* ---------------- bf16 activation storage ---------------- */
 
-/* Under bf16 convolutions a bf16-stored activation is what the NHWC bf16
- * copy of the float32 path would hold: it is only transposed (no rounding),
- * and a bf16-stored result is transposed from cuDNN's NHWC bf16 output as
- * is, so every result equals the float32 op's. */
+/* Under bf16 convolutions a bf16-stored activation is what the bf16 NHWC
+ * operand of the float32 path would hold: under layout NHWC it is handed to
+ * cuDNN as it is, and a bf16-stored result is written by cuDNN directly;
+ * under NCHW they are only transposed (no rounding). Either way every
+ * result equals the float32 op's. */
 int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
                            const float *in1, void *out, int yb, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     if (cu->precision != SG_PRECISION_BF16) return 0;
     if (!fwd && !xb) return 0;         /* conv_bwd_weight itself converts a float32 x */
     sg_cuda_conv *e = get_conv(be, d); /* grows bf16_buf for d first */
-    const float alpha = 1.0f, beta = 0.0f, zero = 0.0f;
+    int nhwc = sg_cu_nhwc(be);
     void **b = cu->bf16_buf;
+    const void *xin = x;
+    if (xb && !nhwc) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w), xin = b[0];
     if (fwd) {
-        CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->fwd_math));
-        if (xb) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
-        else to_nhwc_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w);
-        const void *wb = weights_bf16(be, d, in1);
-        CUDNN_CHECK(cudnnConvolutionForward(cu->cudnn, &alpha, e->x_desc, b[0], e->w_desc, wb,
-                                            e->conv_desc, e->fwd_algo, cu->workspace, e->fwd_ws,
-                                            &beta, e->y_desc, b[2]));
-        if (yb) bf16_from_nhwc(be, b[2], out, d->n, d->k, d->oh * d->ow);
-        else from_nhwc_bf16(be, b[2], (float *)out, d->n, d->k, d->oh * d->ow, 0);
+        if (!xb) act_to_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w), xin = b[0];
+        void *yout = yb && nhwc ? out : b[2];
+        run_fwd(be, e, xin, weights_krsc(be, d, in1), yout);
+        if (yb && !nhwc) bf16_from_nhwc(be, b[2], out, d->n, d->k, d->oh * d->ow);
+        else if (!yb) act_from_bf16(be, b[2], (float *)out, d->n, d->k, d->oh * d->ow, 0);
         return 1;
     }
-    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_filter_math));
-    bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w);
-    to_nhwc_bf16(be, in1, b[1], d->n, d->k, d->oh * d->ow);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &alpha, e->x_desc, b[0], e->y_desc, b[1],
-                                               e->conv_desc, e->bwd_filter_algo, cu->workspace,
-                                               e->bwd_filter_ws, &zero, e->w_desc, b[2]));
-    from_nhwc_bf16(be, b[2], (float *)out, d->k, d->c / sg_conv_groups(d), d->r * d->s, accumulate);
+    act_to_bf16(be, in1, b[1], d->n, d->k, d->oh * d->ow);
+    run_bwd_filter(be, e, xin, b[1], b[2]);
+    dw_from_krsc(be, d, b[2], (float *)out, accumulate);
     return 1;
 }
 

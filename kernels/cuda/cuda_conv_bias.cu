@@ -10,23 +10,30 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 
-__global__ void k_bias_fwd(float *y, const float *b, int c, int hw, size_t planes) {
+/* Per plane in either layout (cuda_internal.h). */
+__global__ void k_bias_fwd(float *y, const float *b, int c, int inner, size_t planes, int nhwc) {
     SG_PLANE_LOOP(pl, planes) {
-        float bc = b[pl % c];
-        float *yp = y + pl * hw;
-        SG_INPLANE_LOOP(j, hw) yp[j] += bc;
+        float *yp = y + pl * inner;
+        SG_INPLANE_LOOP(j, inner) yp[j] += b[sg_cu_plane_ch(nhwc, pl, j, c)];
     }
 }
 
-__global__ void k_bias_bwd_part(const float *dy, int n, int c, int hw, double *part) {
-    __shared__ double sh[32];
-    int ch = blockIdx.y;
+/* NCHW: a channel's slice per block; NHWC: column sums (cuda_chan_reduce.cuh). */
+__global__ void k_bias_bwd_part(const float *dy, int n, int c, int hw, int nhwc, double *part) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = nhwc ? col_channel() : (int)blockIdx.y;
     double s = 0;
-    CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
-    s += dy[i];
-    CHAN_SLICE_END
-    s = sg_block_sum(s, sh);
-    if (threadIdx.x == 0) {
+    if (nhwc) {
+        COL_SLICE_BEGIN(i, n, c, hw, ch)
+        s += dy[i];
+        COL_SLICE_END
+    } else {
+        CHAN_SLICE_BEGIN(i, base, n, c, hw, ch)
+        s += dy[i];
+        CHAN_SLICE_END
+    }
+    s = chan_block_sum(nhwc, s, sh);
+    if (chan_writer(nhwc) && ch < c) {
         double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
         o[0] = s;
         o[1] = 0;
@@ -34,10 +41,12 @@ __global__ void k_bias_bwd_part(const float *dy, int n, int c, int hw, double *p
 }
 
 static void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, int c, int hw) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_bias_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, hw, planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_bias_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, inner,
+                                                                               planes, nhwc);
     CU_LAUNCH_CHECK("k_bias_fwd");
 }
 
@@ -45,9 +54,11 @@ static void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, 
                              int accumulate) {
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
-    int splits = chan_splits(cu, c, (long long)n * hw);
+    int nhwc = sg_cu_nhwc(be);
+    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw, 2048 / SG_CHAN_THREADS);
     cudaStream_t st = sg_cu_stream(be);
-    k_bias_bwd_part<<<dim3(splits, c), SG_CHAN_THREADS, 0, st>>>(dy, n, c, hw, cu->chan_partial);
+    k_bias_bwd_part<<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(dy, n, c, hw, nhwc,
+                                                                            cu->chan_partial);
     CU_LAUNCH_CHECK("k_bias_bwd_part");
     k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, db, NULL,
                                                       accumulate);

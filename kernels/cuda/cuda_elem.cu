@@ -4,7 +4,9 @@
  *
  * Each op is one grid-stride kernel on the compute stream. Dropout draws its
  * mask from kernels/rng.h with the rule backend.h states, so the mask is
- * bit-identical to the CPU backend's. SGD and the input normalisation use
+ * bit-identical to the CPU backend's (under NHWC keyed on each element's NCHW
+ * index, as backend.h says); the input normalisation writes either layout.
+ * SGD and the input normalisation use
  * the per-element formulas shared with the CPU backend
  * (kernels/formulas/sgd.h, normalize.h). sumsq reduces in double through
  * per-block partials (deterministic) and returns on the host.
@@ -69,19 +71,31 @@ static void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, 
 
 /* ---- dropout (rule in backend.h: keep iff sg_rng_uniform(key, i) >= p) ---- */
 
-__global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, float p,
-                              float scale, uint64_t key) {
+/* i is the storage index; the mask is keyed on the element's NCHW index
+ * (backend.h), which under NHWC is (img*c + ch)*hw + p for the storage
+ * index (img*hw + p)*c + ch. */
+__global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, int c, int hw,
+                              int nhwc, float p, float scale, uint64_t key) {
     GRID_STRIDE(i, n) {
-        uint8_t keep = sg_rng_uniform(key, (uint64_t)i) >= p;
+        size_t key_i = i;
+        if (nhwc) {
+            size_t ch = i % (size_t)c, pix = i / (size_t)c, img = pix / (size_t)hw;
+            key_i = (img * (size_t)c + ch) * (size_t)hw + pix % (size_t)hw;
+        }
+        uint8_t keep = sg_rng_uniform(key, (uint64_t)key_i) >= p;
         mask[i] = keep;
         y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f; /* never fused: bit-exact */
     }
 }
 static void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
                                 size_t count, int c, int hw, float p, uint64_t key) {
-    (void)c, (void)hw; /* NCHW only (sg_cuda_backend_create): the storage index is the NCHW one */
+    /* NCHW, or one channel or pixel: the storage index is the NCHW one */
+    int nhwc = sg_cu_nhwc(be) && c > 1 && hw > 1;
+    SG_CHECK(!nhwc || count % ((size_t)c * hw) == 0,
+             "CUDA backend: dropout_fwd of %zu elements is not whole [c=%d, hw=%d] images", count,
+             c, hw);
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    LAUNCH(k_dropout_fwd, count, x, y, mask, count, p, scale, key);
+    LAUNCH(k_dropout_fwd, count, x, y, mask, count, c, hw, nhwc, p, scale, key);
 }
 
 __global__ void k_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t n,
@@ -129,8 +143,16 @@ typedef struct norm3 {
     float a[3], b[3];
 } norm3;
 
-__global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, size_t total,
+__global__ void k_normalize_u8(const uint8_t *src, float *dst, int h, int w, size_t total, int nhwc,
                                norm3 nm) {
+    /* NHWC: the output's index is the HWC source's */
+    if (nhwc) {
+        GRID_STRIDE(i, total) {
+            int ch = (int)(i % 3);
+            dst[i] = sg_normalize_px(src[i], nm.a[ch], nm.b[ch]);
+        }
+        return;
+    }
     /* i indexes the output [n, 3, h, w] */
     size_t plane = (size_t)h * w;
     GRID_STRIDE(i, total) {
@@ -148,7 +170,7 @@ static void sg_cuda_normalize_u8(sg_backend *be, const uint8_t *src, float *dst,
         nm.b[k] = sg_normalize_b(mean[k], std[k]);
     }
     size_t total = (size_t)n * 3 * h * w;
-    LAUNCH(k_normalize_u8, total, src, dst, h, w, total, nm);
+    LAUNCH(k_normalize_u8, total, src, dst, h, w, total, sg_cu_nhwc(be), nm);
 }
 
 /* ---- sum of squares, deterministic ---- */

@@ -5,9 +5,11 @@
  * hard ones give the CPU's bits), and channel scaling y = x * s[n,c] with
  * its gradients: one block per (n, c) plane, whose ds is a double block sum
  * in a fixed order (deterministic, no atomics) before the plane's dx is
- * written.
+ * written; under NHWC activations (be->layout) one block per image and 32
+ * channels, a column sum in a fixed order (cuda_chan_reduce.cuh).
  */
 #include "core/log.h"
+#include "kernels/cuda/cuda_chan_reduce.cuh"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/gate.h"
@@ -36,22 +38,26 @@ GATE_OPS(hardswish, sg_hardswish, sg_hardswish_grad)
 GATE_OPS(hardsigmoid, sg_hardsigmoid, sg_hardsigmoid_grad)
 GATE_OPS(sigmoid, sg_sigmoid, sg_sigmoid_grad)
 
-__global__ void k_chan_scale_fwd(const float *x, const float *s, float *y, int hw, size_t planes) {
+/* Per plane in either layout (cuda_internal.h): s[i*c + ch] is s[pl] for
+ * an NCHW plane, s[(pl / hw)*c + j] for an NHWC one. */
+__global__ void k_chan_scale_fwd(const float *x, const float *s, float *y, int c, int hw, int inner,
+                                 size_t planes, int nhwc) {
     SG_PLANE_LOOP(pl, planes) {
-        float v = s[pl];
-        const float *xp = x + pl * (size_t)hw;
-        float *yp = y + pl * (size_t)hw;
-        SG_INPLANE_LOOP(j, hw) yp[j] = sg_fmul(xp[j], v);
+        const float *sp = nhwc ? s + pl / (size_t)hw * (size_t)c : s + pl;
+        const float *xp = x + pl * (size_t)inner;
+        float *yp = y + pl * (size_t)inner;
+        SG_INPLANE_LOOP(j, inner) yp[j] = sg_fmul(xp[j], sp[nhwc ? j : 0]);
     }
 }
 
 static void sg_cuda_chan_scale_fwd(sg_backend *be, const float *x, const float *s, float *y, int n,
                                    int c, int hw) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_chan_scale_fwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(x, s, y, hw,
-                                                                                  planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_chan_scale_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, s, y, c, hw, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_chan_scale_fwd");
 }
 
@@ -78,6 +84,32 @@ __global__ void k_chan_scale_bwd(const float *dy, const float *x, const float *s
     }
 }
 
+/* NHWC: one block per (image, SG_COL_W channels), a column reduction
+ * (cuda_chan_reduce.cuh): each thread sums its column's rows p = row lane,
+ * row lane + SG_COL_ROWS, ... in double, the row lanes merged in order (a
+ * fixed order: the same bits on every run), and writes dx on the way. */
+__global__ void k_chan_scale_bwd_nhwc(const float *dy, const float *x, const float *s, float *dx,
+                                      float *ds, int c, int hw, int acc_dx, int acc_ds) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = (int)blockIdx.y * SG_COL_W + (int)(threadIdx.x % SG_COL_W);
+    size_t img = blockIdx.x, si = img * (size_t)c + (size_t)(ch < c ? ch : 0);
+    float v = s[si];
+    double acc = 0;
+    if (ch < c)
+        for (int p = threadIdx.x / SG_COL_W; p < hw; p += SG_COL_ROWS) {
+            size_t i = (img * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch;
+            if (ds) acc += (double)dy[i] * (double)x[i];
+            if (dx) {
+                float q = sg_fmul(dy[i], v);
+                dx[i] = acc_dx ? sg_fadd(dx[i], q) : q;
+            }
+        }
+    if (!ds) return; /* the whole block returns: no barrier is left waiting */
+    acc = col_sum(acc, sh);
+    if (threadIdx.x < SG_COL_W && ch < c)
+        ds[si] = acc_ds ? (float)((double)ds[si] + acc) : (float)acc;
+}
+
 static void sg_cuda_chan_scale_bwd(sg_backend *be, const float *dy, const float *x, const float *s,
                                    float *dx, float *ds, int n, int c, int hw, int acc_dx,
                                    int acc_ds) {
@@ -85,6 +117,13 @@ static void sg_cuda_chan_scale_bwd(sg_backend *be, const float *dy, const float 
     if (!planes || hw <= 0 || (!dx && !ds)) return;
     SG_CHECK(planes <= 0x7fffffffu, "CUDA backend: chan_scale_bwd of %zu planes (n %d, c %d)",
              planes, n, c);
+    if (sg_cu_nhwc(be) && c > 1 && hw > 1) {
+        k_chan_scale_bwd_nhwc<<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
+                                SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(dy, x, s, dx, ds, c, hw,
+                                                                        acc_dx, acc_ds);
+        CU_LAUNCH_CHECK("k_chan_scale_bwd_nhwc");
+        return;
+    }
     k_chan_scale_bwd<<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(
         dy, x, s, dx, ds, hw, acc_dx, acc_ds);
     CU_LAUNCH_CHECK("k_chan_scale_bwd");

@@ -102,8 +102,9 @@ extern "C" const char *sg_cuda_hint(cudaError_t e);
 /* ---- state ---- */
 
 /* One cached convolution geometry: descriptors and the chosen algorithms.
- * float32: NCHW float descriptors on the caller's tensors; bf16: NHWC bf16
- * descriptors on the backend's bf16 copies (cuda_conv.cu). */
+ * float32: float descriptors on the caller's tensors in be->layout (NHWC:
+ * KRSC filters); bf16: NHWC bf16 descriptors, on the backend's bf16 copies
+ * under NCHW and on the caller's (rounded) tensors under NHWC (cuda_conv.cu). */
 typedef struct sg_cuda_conv {
     sg_conv_desc key;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -159,7 +160,8 @@ typedef struct sg_cuda {
     void *workspace;
     size_t workspace_bytes;
     /* bf16: NHWC bf16 copies of a conv's two inputs and of its result,
-     * grown (like the workspace) when a geometry is first seen */
+     * grown (like the workspace) when a geometry is first seen; fp32 with
+     * NHWC activations: slot 2 only, the KRSC weight gradient */
     void *bf16_buf[3];
     size_t bf16_bytes[3];
     /* bf16 activation storage under fp32 convolutions (conv *_dt ops,
@@ -167,10 +169,10 @@ typedef struct sg_cuda {
      * is stored in bf16; grown when a larger tensor is first seen */
     void *act_buf[2];
     size_t act_bytes[2];
-    /* bf16 only (NULL under fp32): each weight's bf16 KRSC copy, converted
-     * once per change of the weights instead of once per conv call
-     * (kernels/weight_cache.h); every op that writes memory reports it
-     * (sg_cuda_written) so no copy is stale */
+    /* bf16, or NHWC activations (else NULL): each weight's KRSC copy (bf16,
+     * or float32 under fp32 convolutions), converted once per change of the
+     * weights instead of once per conv call (kernels/weight_cache.h); every
+     * op that writes memory reports it (sg_cuda_written) so no copy is stale */
     struct sg_wcache *wcache;
 
     /* allocation table: open addressing on the pointer value */
@@ -185,6 +187,11 @@ typedef struct sg_cuda {
     int64_t *counts_dev;  /* bn_finalize counts beyond the inline limit */
     double *chan_partial; /* per-channel reductions: [SG_CUDA_CHAN_SLOTS][3] */
     int counts_cap;
+
+    /* activation layout transposes launched so far (cuda_conv.cu: the bf16
+     * convolutions' NHWC copies under layout NCHW; get_info's
+     * act_transposes), so that a run can show that an NHWC step has none */
+    long act_transposes;
 } sg_cuda;
 
 static inline sg_cuda *sg_cu(sg_backend *be) { return (sg_cuda *)be->impl; }
@@ -218,22 +225,59 @@ static inline unsigned sg_cu_blocks(size_t count, int threads) {
     } while (0)
 
 /* Per-plane launches (ops whose value depends on the channel): grid.y walks
- * the n*c planes, grid.x the hw elements of a plane, so kernels need no
- * 64-bit division per element. Threads per block shrink for small planes. */
+ * the planes (n*c channel planes, or the n*hw pixels of NHWC activations),
+ * grid.x the elements of a plane, so kernels need no 64-bit division per
+ * element. Threads per plane shrink for small planes (an NHWC pixel's c
+ * channels, a 1x1 plane), and a block then holds several planes
+ * (threadIdx.y) so that it keeps 256 threads. */
 static inline int sg_cu_plane_threads(int hw) {
     if (hw >= 256) return 256;
     return hw <= 32 ? 32 : (hw + 31) / 32 * 32;
 }
-static inline dim3 sg_cu_plane_grid(int hw, size_t planes, int threads) {
-    size_t bx = ((size_t)(hw > 0 ? hw : 1) + (size_t)threads - 1) / (size_t)threads;
+static inline dim3 sg_cu_plane_block(int hw) {
+    int tx = sg_cu_plane_threads(hw);
+    return dim3((unsigned)tx, (unsigned)(256 / tx), 1);
+}
+static inline dim3 sg_cu_plane_grid(int hw, size_t planes, dim3 block) {
+    size_t bx = ((size_t)(hw > 0 ? hw : 1) + block.x - 1) / block.x;
     if (bx > 4096) bx = 4096;
-    size_t by = planes < 1 ? 1 : planes;
+    size_t by = planes < 1 ? 1 : (planes + block.y - 1) / block.y;
     if (by > 65535) by = 65535;
     return dim3((unsigned)bx, (unsigned)by, 1);
 }
-#define SG_PLANE_LOOP(pl, planes) for (size_t pl = blockIdx.y; pl < (planes); pl += gridDim.y)
+#define SG_PLANE_LOOP(pl, planes)                                                  \
+    for (size_t pl = (size_t)blockIdx.y * blockDim.y + threadIdx.y; pl < (planes); \
+         pl += (size_t)gridDim.y * blockDim.y)
 #define SG_INPLANE_LOOP(j, hw) \
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (hw); j += gridDim.x * blockDim.x)
+
+/* ---- the activation layout (be->layout, backend.h) ----
+ * Per-plane kernels run in either layout over "planes" of contiguous
+ * elements: NCHW planes are the n*c channel planes of hw pixels, NHWC planes
+ * the n*hw pixels of c channels. Element j of plane pl is at pl*inner + j in
+ * both, so consecutive threads touch consecutive addresses in both layouts;
+ * the channel is pl % c (NCHW) or j (NHWC). */
+static inline int sg_cu_nhwc(const sg_backend *be) { return be->layout == SG_LAYOUT_NHWC; }
+static inline size_t sg_cu_planes(int nhwc, int n, int c, int hw) {
+    return nhwc ? (size_t)n * hw : (size_t)n * c;
+}
+static inline int sg_cu_inner(int nhwc, int c, int hw) { return nhwc ? c : hw; }
+__device__ __forceinline__ int sg_cu_plane_ch(int nhwc, size_t pl, int j, int c) {
+    return nhwc ? j : (int)(pl % (size_t)c);
+}
+/* The logical (image, channel, pixel) of element j of plane pl of an
+ * [n, c, hw] activation. */
+__device__ __forceinline__ void sg_cu_plane_elem(int nhwc, size_t pl, int j, int c, int hw,
+                                                 size_t *img, int *ch, int *p) {
+    if (nhwc) *img = pl / (size_t)hw, *p = (int)(pl % (size_t)hw), *ch = j;
+    else *img = pl / (size_t)c, *ch = (int)(pl % (size_t)c), *p = j;
+}
+/* sg_act_at's device twin: where element (i, ch, p) of an [n, c, hw]
+ * activation lies. */
+__device__ __forceinline__ size_t sg_cu_act_at(int nhwc, int c, int hw, size_t i, int ch, int p) {
+    return nhwc ? (i * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch
+                : (i * (size_t)c + (size_t)ch) * (size_t)hw + (size_t)p;
+}
 
 /* ---- helpers shared by the files (one way: no file calls back into the
  * file that assembles the table, cuda_backend.cu) ---- */

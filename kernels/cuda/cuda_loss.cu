@@ -3,6 +3,9 @@
  * cross-entropy with ignore (plain, weighted / OHEM, label probabilities),
  * the k-th smallest value, argmax and the confusion matrix.
  *
+ * Either activation layout: a pixel's class k is at its base + k*hw (NCHW)
+ * or + k (NHWC) (pixel_base); labels, predictions and the per-pixel outputs
+ * are [n, hw] in both.
  * ce_fwd_bwd: one thread per pixel (log-sum-exp with the max subtracted;
  * the per-pixel arithmetic is kernels/formulas/cross_entropy.h, shared with
  * the CPU backend), loss summed in double through per-block partials and
@@ -24,38 +27,45 @@
 
 /* ce_fwd_bwd and ce_weighted: pixel p counts with weight w_p (backend.h);
  * w_p == 1 for every valid pixel is the plain loss bit for bit. */
-__global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, size_t pixels,
-                     int ignore, const float *class_w, const float *sel_key, float sel_below,
-                     float grad_scale, float *dlogits, double *partial, int nblocks) {
+/* Per pixel p in either layout (be->layout): its class k's logit is at
+ * base + k*cs, cs = hw (NCHW) or 1 (NHWC) (pixel_base). */
+__device__ __forceinline__ size_t pixel_base(int nhwc, size_t p, int c, int hw) {
+    return nhwc ? p * (size_t)c : (p / hw) * (size_t)c * hw + p % hw;
+}
+
+__global__ void k_ce(const float *logits, const uint8_t *labels, int c, int hw, int nhwc,
+                     size_t pixels, int ignore, const float *class_w, const float *sel_key,
+                     float sel_below, float grad_scale, float *dlogits, double *partial,
+                     int nblocks) {
     __shared__ double sh[32];
     double loss = 0, wsum = 0;
     GRID_STRIDE(p, pixels) {
-        size_t img = p / hw, j = p % hw;
-        const float *x = logits + img * (size_t)c * hw + j;
+        size_t base = pixel_base(nhwc, p, c, hw), cs = nhwc ? 1 : (size_t)hw;
+        const float *x = logits + base;
         int lab = labels[p];
         float w = sg_ce_pixel_weight(sg_ce_valid(lab, c, ignore),
                                      class_w && lab < c ? class_w[lab] : 1.0f,
                                      sel_key ? sel_key[p] < sel_below : 1);
         if (w != 0.0f) {
             float m = x[0];
-            for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * hw]);
+            for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * cs]);
             float s = 0.0f;
-            for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * hw], m));
-            float xl = x[(size_t)lab * hw]; /* read before dlogits (may alias) is written */
+            for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * cs], m));
+            float xl = x[(size_t)lab * cs]; /* read before dlogits (may alias) is written */
             loss += sg_ce_wloss(w, sg_ce_loss(m, s, xl));
             wsum += (double)w;
             if (dlogits) {
-                float *d = dlogits + img * (size_t)c * hw + j;
+                float *d = dlogits + base;
                 float gsp = sg_ce_pixel_scale(grad_scale, w);
                 float inv = sg_ce_inv(gsp, s);
                 for (int k = 0; k < c; k++) {
-                    float v = sg_ce_grad(sg_ce_exp(x[(size_t)k * hw], m), inv);
-                    d[(size_t)k * hw] = k == lab ? sg_ce_grad_label(v, gsp) : v;
+                    float v = sg_ce_grad(sg_ce_exp(x[(size_t)k * cs], m), inv);
+                    d[(size_t)k * cs] = k == lab ? sg_ce_grad_label(v, gsp) : v;
                 }
             }
         } else if (dlogits) {
-            float *d = dlogits + img * (size_t)c * hw + j;
-            for (int k = 0; k < c; k++) d[(size_t)k * hw] = 0.0f;
+            float *d = dlogits + base;
+            for (int k = 0; k < c; k++) d[(size_t)k * cs] = 0.0f;
         }
     }
     loss = sg_block_sum(loss, sh);
@@ -95,9 +105,9 @@ static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, i
     cudaStream_t s = sg_cu_stream(be);
     unsigned blocks = sg_cu_blocks(pixels, SG_CUDA_RED_THREADS);
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
-    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, pixels, ignore, class_w,
-                                                sel_key, sel_below, grad_scale, dlogits,
-                                                cu->red_partial, (int)blocks);
+    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, sg_cu_nhwc(be), pixels,
+                                                ignore, class_w, sel_key, sel_below, grad_scale,
+                                                dlogits, cu->red_partial, (int)blocks);
     CU_LAUNCH_CHECK("k_ce");
     k_ce_total<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_ce_total");
@@ -124,21 +134,21 @@ static void sg_cuda_ce_weighted(sg_backend *be, const float *logits, const uint8
            loss_sum, weight_sum);
 }
 
-__global__ void k_label_prob(const float *logits, const uint8_t *labels, int c, int hw,
+__global__ void k_label_prob(const float *logits, const uint8_t *labels, int c, int hw, int nhwc,
                              size_t pixels, int ignore, float *prob) {
     GRID_STRIDE(p, pixels) {
-        size_t img = p / hw, j = p % hw;
-        const float *x = logits + img * (size_t)c * hw + j;
+        size_t cs = nhwc ? 1 : (size_t)hw;
+        const float *x = logits + pixel_base(nhwc, p, c, hw);
         int lab = labels[p];
         if (!sg_ce_valid(lab, c, ignore)) {
             prob[p] = __int_as_float(0x7f800000); /* +inf */
             continue;
         }
         float m = x[0];
-        for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * hw]);
+        for (int k = 1; k < c; k++) m = sg_ce_max(m, x[(size_t)k * cs]);
         float s = 0.0f;
-        for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * hw], m));
-        prob[p] = sg_ce_prob(sg_ce_exp(x[(size_t)lab * hw], m), s);
+        for (int k = 0; k < c; k++) s = sg_ce_sum(s, sg_ce_exp(x[(size_t)k * cs], m));
+        prob[p] = sg_ce_prob(sg_ce_exp(x[(size_t)lab * cs], m), s);
     }
 }
 
@@ -148,7 +158,7 @@ static void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uin
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
     k_label_prob<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
-        logits, labels, c, hw, pixels, ignore, prob);
+        logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, prob);
     CU_LAUNCH_CHECK("k_label_prob");
 }
 
@@ -222,14 +232,15 @@ static float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, 
     return (float)r;
 }
 
-__global__ void k_argmax(const float *logits, uint8_t *pred, int c, int hw, size_t pixels) {
+__global__ void k_argmax(const float *logits, uint8_t *pred, int c, int hw, int nhwc,
+                         size_t pixels) {
     GRID_STRIDE(p, pixels) {
-        size_t img = p / hw, j = p % hw;
-        const float *x = logits + img * (size_t)c * hw + j;
+        size_t cs = nhwc ? 1 : (size_t)hw;
+        const float *x = logits + pixel_base(nhwc, p, c, hw);
         float best = x[0];
         int bi = 0;
         for (int k = 1; k < c; k++) {
-            float v = x[(size_t)k * hw];
+            float v = x[(size_t)k * cs];
             if (v > best) { /* first max wins */
                 best = v;
                 bi = k;
@@ -244,8 +255,8 @@ static void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, i
     SG_CHECK(c > 0 && c <= 256, "CUDA backend: argmax over %d classes (uint8 output: 1..256)", c);
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
-    k_argmax<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(logits, pred, c,
-                                                                                    hw, pixels);
+    k_argmax<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
+        logits, pred, c, hw, sg_cu_nhwc(be), pixels);
     CU_LAUNCH_CHECK("k_argmax");
 }
 

@@ -7,21 +7,34 @@
  * 2x2) windows whose recorded argmax is that element, so there are no atomics
  * and the result is deterministic. avgpool reduces each plane in double.
  * The resize section below says how its backward matches the CPU's bits.
+ * Either activation layout (be->layout): the per-plane kernels walk NHWC
+ * pixels where NCHW walks channel planes (cuda_internal.h), with the same
+ * per-element arithmetic; NHWC's avgpool is a column sum per image
+ * (cuda_chan_reduce.cuh); maxpool's indices stay [n, c, oh, ow] plane
+ * positions in both, as on the CPU.
  */
 #include <math.h>
 
 #include "core/log.h"
+#include "kernels/cuda/cuda_chan_reduce.cuh"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/bilinear.h"
 
-__global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int h, int w, int oh, int ow,
-                              size_t planes) {
+/* Per output plane in either layout (cuda_internal.h); idx is not an
+ * activation: [n, c, oh, ow] with plane positions in both, as the CPU. */
+__global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int c, int h, int w, int oh,
+                              int ow, int inner, size_t planes, int nhwc) {
     int plane_out = oh * ow;
     SG_PLANE_LOOP(pl, planes) {
-        const float *xp = x + pl * (size_t)h * w;
-        SG_INPLANE_LOOP(j, plane_out) {
-            int ox = j % ow, oy = j / ow;
+        SG_INPLANE_LOOP(j, inner) {
+            size_t img;
+            int ch, q;
+            sg_cu_plane_elem(nhwc, pl, j, c, plane_out, &img, &ch, &q);
+            /* xp[k * xs]: the input plane's pixel k */
+            const float *xp = x + sg_cu_act_at(nhwc, c, h * w, img, ch, 0);
+            size_t xs = nhwc ? (size_t)c : 1;
+            int ox = q % ow, oy = q / ow;
             float best = -INFINITY;
             int best_i = -1;
             for (int dy = 0; dy < 3; dy++) {
@@ -30,7 +43,7 @@ __global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int h, int
                 for (int dx = 0; dx < 3; dx++) {
                     int ix = ox * 2 - 1 + dx;
                     if (ix < 0 || ix >= w) continue;
-                    float v = xp[iy * w + ix];
+                    float v = xp[(size_t)(iy * w + ix) * xs];
                     /* first max wins; NaN propagates (PyTorch's rule) */
                     if (best_i < 0 || v > best || isnan(v)) {
                         best = v;
@@ -38,8 +51,8 @@ __global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int h, int
                     }
                 }
             }
-            y[pl * plane_out + j] = best;
-            idx[pl * plane_out + j] = best_i;
+            y[pl * inner + j] = best;
+            idx[(img * c + ch) * plane_out + q] = best_i;
         }
     }
 }
@@ -49,21 +62,28 @@ static void sg_cuda_maxpool_fwd(sg_backend *be, const float *x, float *y, int32_
     SG_CHECK(oh == (h + 2 - 3) / 2 + 1 && ow == (w + 2 - 3) / 2 + 1,
              "CUDA backend: maxpool 3x3/2 pad 1 of %dx%d gives %dx%d, not %dx%d", h, w,
              (h - 1) / 2 + 1, (w - 1) / 2 + 1, oh, ow);
-    size_t planes = (size_t)n * c;
-    if (!planes) return;
-    int t = sg_cu_plane_threads(oh * ow);
-    k_maxpool_fwd<<<sg_cu_plane_grid(oh * ow, planes, t), t, 0, sg_cu_stream(be)>>>(x, y, idx, h, w,
-                                                                                    oh, ow, planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, oh * ow);
+    size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
+    if (!planes || !inner) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_maxpool_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, y, idx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_fwd");
 }
 
-__global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int h, int w, int oh,
-                              int ow, size_t planes) {
+/* Per input plane in either layout; gathers in the order the CPU scatters
+ * (outputs by row, then column), so the same bits. */
+__global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int c, int h, int w,
+                              int oh, int ow, int inner, size_t planes, int nhwc) {
     int plane_in = h * w;
     SG_PLANE_LOOP(pl, planes) {
-        const float *dyp = dy + pl * (size_t)oh * ow;
-        const int32_t *ip = idx + pl * (size_t)oh * ow;
-        SG_INPLANE_LOOP(me, plane_in) {
+        SG_INPLANE_LOOP(j, inner) {
+            size_t img;
+            int ch, me;
+            sg_cu_plane_elem(nhwc, pl, j, c, plane_in, &img, &ch, &me);
+            const float *dyp = dy + sg_cu_act_at(nhwc, c, oh * ow, img, ch, 0);
+            size_t ys = nhwc ? (size_t)c : 1;
+            const int32_t *ip = idx + (img * c + ch) * (size_t)oh * ow;
             int ix = me % w, iy = me / w;
             /* windows covering iy: oy*2-1 <= iy <= oy*2+1 */
             int oy0 = iy / 2, oy1 = (iy + 1) / 2;
@@ -73,19 +93,20 @@ __global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, in
             float g = 0.0f;
             for (int oy = oy0; oy <= oy1; oy++)
                 for (int ox = ox0; ox <= ox1; ox++)
-                    if (ip[oy * ow + ox] == me) g += dyp[oy * ow + ox];
-            dx[pl * plane_in + me] = g;
+                    if (ip[oy * ow + ox] == me) g += dyp[(size_t)(oy * ow + ox) * ys];
+            dx[pl * inner + j] = g;
         }
     }
 }
 
 static void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, float *dx,
                                 int n, int c, int h, int w, int oh, int ow) {
-    size_t planes = (size_t)n * c;
-    if (!planes) return;
-    int t = sg_cu_plane_threads(h * w);
-    k_maxpool_bwd<<<sg_cu_plane_grid(h * w, planes, t), t, 0, sg_cu_stream(be)>>>(dy, idx, dx, h, w,
-                                                                                  oh, ow, planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, h * w);
+    size_t planes = sg_cu_planes(nhwc, n, c, h * w);
+    if (!planes || !inner) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_maxpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, idx, dx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_bwd");
 }
 
@@ -99,41 +120,70 @@ __global__ void k_avgpool_fwd(const float *x, float *y, int hw) {
     if (threadIdx.x == 0) y[blockIdx.x] = (float)(s / hw);
 }
 
+/* NHWC: one block per (image, SG_COL_W channels), a column sum
+ * (cuda_chan_reduce.cuh) over the image's pixels in double. */
+__global__ void k_avgpool_fwd_nhwc(const float *x, float *y, int c, int hw) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = (int)blockIdx.y * SG_COL_W + (int)(threadIdx.x % SG_COL_W);
+    size_t img = blockIdx.x;
+    double s = 0;
+    if (ch < c)
+        for (int p = threadIdx.x / SG_COL_W; p < hw; p += SG_COL_ROWS)
+            s += x[(img * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch];
+    s = col_sum(s, sh);
+    if (threadIdx.x < SG_COL_W && ch < c) y[img * (size_t)c + (size_t)ch] = (float)(s / hw);
+}
+
 static void sg_cuda_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
     size_t planes = (size_t)n * c;
     if (!planes) return;
+    if (sg_cu_nhwc(be) && c > 1 && hw > 1) {
+        SG_CHECK(n <= 0x7fffffff, "CUDA backend: avgpool of %d images", n);
+        k_avgpool_fwd_nhwc<<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
+                             SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(x, y, c, hw);
+        CU_LAUNCH_CHECK("k_avgpool_fwd_nhwc");
+        return;
+    }
     SG_CHECK(planes <= 0x7fffffffu && hw > 0, "CUDA backend: avgpool of %zu planes of %d", planes,
              hw);
     k_avgpool_fwd<<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(x, y, hw);
     CU_LAUNCH_CHECK("k_avgpool_fwd");
 }
 
-__global__ void k_avgpool_bwd(const float *dy, float *dx, int hw, size_t planes, int acc) {
+/* Per plane in either layout; dy is [n, c]. */
+__global__ void k_avgpool_bwd(const float *dy, float *dx, int c, int hw, int inner, size_t planes,
+                              int nhwc, int acc) {
     SG_PLANE_LOOP(pl, planes) {
-        float g = (float)((double)dy[pl] / hw); /* as the CPU backend and the reference */
-        float *dxp = dx + pl * (size_t)hw;
-        SG_INPLANE_LOOP(j, hw) dxp[j] = acc ? dxp[j] + g : g;
+        const float *dyp = nhwc ? dy + pl / (size_t)hw * (size_t)c : dy + pl;
+        float *dxp = dx + pl * (size_t)inner;
+        SG_INPLANE_LOOP(j, inner) {
+            float g = (float)((double)dyp[nhwc ? j : 0] / hw); /* as the CPU and the reference */
+            dxp[j] = acc ? dxp[j] + g : g;
+        }
     }
 }
 
 static void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
                                 int accumulate) {
-    size_t planes = (size_t)n * c;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_avgpool_bwd<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(dy, dx, hw, planes,
-                                                                               accumulate);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c, hw);
+    if (!planes || hw <= 0 || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_avgpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, dx, c, hw, inner, planes, nhwc, accumulate);
     CU_LAUNCH_CHECK("k_avgpool_bwd");
 }
 
 /* Planes of src [n, c_src, hw]; dst is [n, c_dst, hw] at channel offset c_off. */
+/* Per plane of src in either layout: NCHW planes are src's channel planes,
+ * NHWC ones its pixels (c_src channels, at c_off of dst's c_dst). */
 __global__ void k_concat(const float *src, float *dst, int c_src, int c_dst, int c_off, int hw,
-                         size_t planes, int backward, int acc) {
+                         int inner, size_t planes, int nhwc, int backward, int acc) {
     SG_PLANE_LOOP(pl, planes) {
-        size_t img = pl / c_src;
-        int ch = (int)(pl % c_src);
-        size_t s_off = pl * hw, d_off = (img * c_dst + c_off + ch) * hw;
-        SG_INPLANE_LOOP(j, hw) {
+        size_t s_off = pl * inner, d_off;
+        if (nhwc) d_off = pl * (size_t)c_dst + (size_t)c_off;
+        else d_off = (pl / c_src * c_dst + c_off + pl % c_src) * (size_t)hw;
+        SG_INPLANE_LOOP(j, inner) {
             if (!backward) dst[d_off + j] = src[s_off + j];
             else /* src = dy (dst layout), dst = dsrc (src layout) */
                 dst[s_off + j] = acc ? dst[s_off + j] + src[d_off + j] : src[d_off + j];
@@ -145,11 +195,12 @@ static void sg_cuda_concat_fwd(sg_backend *be, const float *src, float *dst, int
                                int c_dst, int c_off, int hw) {
     SG_CHECK(c_off >= 0 && c_off + c_src <= c_dst,
              "CUDA backend: concat of %d channels at offset %d into %d", c_src, c_off, c_dst);
-    size_t planes = (size_t)n * c_src;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_concat<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(src, dst, c_src, c_dst,
-                                                                          c_off, hw, planes, 0, 0);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c_src, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
+    if (!planes || hw <= 0 || c_src <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
     CU_LAUNCH_CHECK("k_concat (forward)");
 }
 
@@ -157,11 +208,12 @@ static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int
                                int c_dst, int c_off, int hw, int accumulate) {
     SG_CHECK(c_off >= 0 && c_off + c_src <= c_dst,
              "CUDA backend: concat_bwd of %d channels at offset %d of %d", c_src, c_off, c_dst);
-    size_t planes = (size_t)n * c_src;
-    if (!planes || hw <= 0) return;
-    int t = sg_cu_plane_threads(hw);
-    k_concat<<<sg_cu_plane_grid(hw, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dsrc, c_src, c_dst, c_off, hw, planes, 1, accumulate);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c_src, hw);
+    size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
+    if (!planes || hw <= 0 || c_src <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, dsrc, c_src, c_dst, c_off, hw, inner, planes, nhwc, 1, accumulate);
     CU_LAUNCH_CHECK("k_concat (backward)");
 }
 
@@ -199,29 +251,40 @@ __device__ __forceinline__ void out_range(int i, float scale, int out, int *lo, 
     *hi = b > out - 1 ? out - 1 : b;
 }
 
-__global__ void k_resize_fwd(const float *x, float *y, int h, int w, int oh, int ow, float sh,
-                             float sw, size_t planes) {
+/* Per output plane in either layout (cuda_internal.h). */
+__global__ void k_resize_fwd(const float *x, float *y, int c, int h, int w, int oh, int ow,
+                             float sh, float sw, int inner, size_t planes, int nhwc) {
     int plane_out = oh * ow;
+    size_t xs = nhwc ? (size_t)c : 1; /* between an input plane's pixels */
     SG_PLANE_LOOP(pl, planes) {
-        const float *xp = x + pl * (size_t)h * w;
-        float *yp = y + pl * (size_t)plane_out;
-        SG_INPLANE_LOOP(j, plane_out) {
-            int ox = j % ow, oy = j / ow;
+        float *yp = y + pl * (size_t)inner;
+        SG_INPLANE_LOOP(j, inner) {
+            size_t img;
+            int ch, q;
+            sg_cu_plane_elem(nhwc, pl, j, c, plane_out, &img, &ch, &q);
+            const float *xp = x + sg_cu_act_at(nhwc, c, h * w, img, ch, 0);
+            int ox = q % ow, oy = q / ow;
             sg_bilinear_tap ty = sg_bilinear_tap_of(oy, sh, h), tx = sg_bilinear_tap_of(ox, sw, w);
-            const float *r0 = xp + (size_t)ty.i0 * w, *r1 = xp + (size_t)ty.i1 * w;
-            yp[j] = sg_bilinear_value(ty, tx, r0[tx.i0], r0[tx.i1], r1[tx.i0], r1[tx.i1]);
+            const float *r0 = xp + (size_t)ty.i0 * w * xs, *r1 = xp + (size_t)ty.i1 * w * xs;
+            yp[j] = sg_bilinear_value(ty, tx, r0[tx.i0 * xs], r0[tx.i1 * xs], r1[tx.i0 * xs],
+                                      r1[tx.i1 * xs]);
         }
     }
 }
 
-__global__ void k_resize_bwd(const float *dy, float *dx, int h, int w, int oh, int ow, float sh,
-                             float sw, size_t planes, int acc) {
+/* Per input plane in either layout. */
+__global__ void k_resize_bwd(const float *dy, float *dx, int c, int h, int w, int oh, int ow,
+                             float sh, float sw, int inner, size_t planes, int nhwc, int acc) {
     int plane_in = h * w;
+    size_t ys = nhwc ? (size_t)c : 1; /* between an output plane's pixels */
     SG_PLANE_LOOP(pl, planes) {
-        const float *dyp = dy + pl * (size_t)oh * ow;
-        float *dxp = dx + pl * (size_t)plane_in;
-        SG_INPLANE_LOOP(j, plane_in) {
-            int ix = j % w, iy = j / w;
+        float *dxp = dx + pl * (size_t)inner;
+        SG_INPLANE_LOOP(j, inner) {
+            size_t img;
+            int ch, me;
+            sg_cu_plane_elem(nhwc, pl, j, c, plane_in, &img, &ch, &me);
+            const float *dyp = dy + sg_cu_act_at(nhwc, c, oh * ow, img, ch, 0);
+            int ix = me % w, iy = me / w;
             int y0, y1, x0, x1;
             out_range(iy, sh, oh, &y0, &y1);
             out_range(ix, sw, ow, &x0, &x1);
@@ -237,7 +300,7 @@ __global__ void k_resize_bwd(const float *dy, float *dx, int h, int w, int oh, i
                     sg_bilinear_tap tx = sg_bilinear_tap_of(ox, sw, w);
                     int v0 = tx.i0 == ix, v1 = tx.i1 == ix;
                     if (!v0 && !v1) continue;
-                    float go = dyp[oy * ow + ox];
+                    float go = dyp[(size_t)(oy * ow + ox) * ys];
                     if (u0 && v0) g = sg_fadd(g, sg_bilinear_share(go, ty.l0, tx.l0));
                     if (u0 && v1) g = sg_fadd(g, sg_bilinear_share(go, ty.l0, tx.l1));
                     if (u1 && v0) g = sg_fadd(g, sg_bilinear_share(go, ty.l1, tx.l0));
@@ -253,11 +316,13 @@ static void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, 
                                int oh, int ow) {
     SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize %dx%d -> %dx%d", h, w, oh,
              ow);
-    size_t planes = (size_t)n * c;
-    if (!planes) return;
-    int t = sg_cu_plane_threads(oh * ow);
-    k_resize_fwd<<<sg_cu_plane_grid(oh * ow, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, y, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), planes);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, oh * ow);
+    size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
+    if (!planes || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_resize_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        x, y, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
+        nhwc);
     CU_LAUNCH_CHECK("k_resize_fwd");
 }
 
@@ -265,12 +330,13 @@ static void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n
                                int w, int oh, int ow, int accumulate) {
     SG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, "CUDA backend: resize_bwd %dx%d <- %dx%d", h, w,
              oh, ow);
-    size_t planes = (size_t)n * c;
-    if (!planes) return;
-    int t = sg_cu_plane_threads(h * w);
-    k_resize_bwd<<<sg_cu_plane_grid(h * w, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), planes,
-        accumulate);
+    int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, h * w);
+    size_t planes = sg_cu_planes(nhwc, n, c, h * w);
+    if (!planes || c <= 0) return;
+    dim3 t = sg_cu_plane_block(inner);
+    k_resize_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        dy, dx, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
+        nhwc, accumulate);
     CU_LAUNCH_CHECK("k_resize_bwd");
 }
 

@@ -106,6 +106,17 @@ static const tb_config cuda_configs[] = {
     {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0},
     {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0},
     {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0},
+    {"cuda/nhwc", "cuda:0", {.cudnn_deterministic = 1, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1},
+    {"cuda/nhwc-bf16",
+     "cuda:0",
+     {.cudnn_deterministic = 1, BF16, NHWC},
+     NULL,
+     NULL,
+     1,
+     TB_BF16,
+     2,
+     1e-4,
+     1},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
@@ -241,6 +252,30 @@ static double config_tol(const tb_config *cf, const tb_case *c) {
 }
 
 /* Runs the table on one configuration; returns cases failed (-1: no backend). */
+/* The activation layout transposes the backend reports
+ * (sg_backend_info.act_transposes) after a configuration's rows: none with
+ * NHWC activations (CUDA's convolutions then run on the activations as they
+ * are); some for CUDA's bf16 convolutions under NCHW (their NHWC copies), when
+ * the whole table ran (the counter counts). Returns the failures (0 or 1). */
+static int check_transposes(const tb_config *cf, sg_backend *be) {
+    sg_backend_info bi;
+    sg_backend_get_info(be, &bi);
+    int whole = !g.only && g.from_row == 0 && g.table == tb_cases;
+    int cuda_nchw_bf16 = strncmp(cf->device, "cuda", 4) == 0 && be->layout == SG_LAYOUT_NCHW &&
+                         cf->opts.precision == SG_PRECISION_BF16;
+    const char *bad = NULL;
+    if (be->layout == SG_LAYOUT_NHWC && bi.act_transposes != 0)
+        bad =
+            "with NHWC activations (expected 0: the convolutions read and write them as they are)";
+    else if (cuda_nchw_bf16 && whole && bi.act_transposes == 0)
+        bad = "for bf16 convolutions on NCHW activations (expected some: the NHWC copies)";
+    if (!bad) return 0;
+    printf("  FAIL act_transposes [%s]: %ld activation layout transposes %s\n", cf->name,
+           bi.act_transposes, bad);
+    g.failed++;
+    return 1;
+}
+
 static int run_config(const tb_config *cf, int index, int *ran) {
     sg_backend *be = create(cf);
     if (!be) {
@@ -276,6 +311,7 @@ static int run_config(const tb_config *cf, int index, int *ran) {
         (*ran)++;
         g.ran++;
     }
+    failed += check_transposes(cf, be);
     sg_backend_destroy(be);
     return failed;
 }

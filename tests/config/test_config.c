@@ -118,7 +118,7 @@ static void test_every_field_has_a_row(void) {
         const char *tag, *section;
     } map[] = {{"sg_model_cfg", "model"}, {"sg_data_cfg", "data"}, {"sg_train_cfg", "train"},
                {"sg_eval_cfg", "eval"},   {"sg_dist_cfg", "dist"}, {"sg_cudnn_cfg", "cudnn"},
-               {"sg_cpu_cfg", "cpu"},     {"sg_config", ""}};
+               {"sg_cpu_cfg", "cpu"},     {"sg_cuda_cfg", "cuda"}, {"sg_config", ""}};
     while (fgets(line, sizeof line, f)) {
         if (!strncmp(line, "typedef struct ", 15)) {
             in_struct = 0;

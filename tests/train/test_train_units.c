@@ -444,8 +444,9 @@ static void test_check_batch_sizes(void) {
     CHECK_EQ_INT(sg_check_batch_sizes(tail, 2, 3, 0, own, 1, 4), SG_OK);
 }
 
-/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU and
- * NCHW elsewhere; nhwc off the CPU is refused by validation. */
+/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU;
+ * cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each key set
+ * to nhwc for the other device is refused by validation. */
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
@@ -459,15 +460,34 @@ static void test_layout_of(void) {
     CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NHWC);
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nchw"), 0);
     CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NCHW);
+    /* CUDA: cuda.layout; auto = NHWC under bf16 (set above), NCHW under fp32 */
     CHECK_EQ_INT(sg_config_set(&c, "device=cuda"), 0);
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=auto"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NHWC);
+    CHECK_STR_CONTAINS(why, "cuda.layout auto: channels last under bf16");
+    CHECK_EQ_INT(sg_config_set(&c, "train.precision=fp32"), 0);
     CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NCHW);
-    CHECK_STR_CONTAINS(why, "off the CPU");
+    CHECK_STR_CONTAINS(why, "NCHW under fp32");
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=nhwc"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NHWC);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
+    CHECK_EQ_INT(sg_config_set(&c, "train.precision=bf16"), 0);
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=nchw"), 0);
+    CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NCHW);
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=auto"), 0);
+    /* each backend's key is its own: the other device's is refused */
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nhwc"), 0);
     th_cap_begin();
     CHECK(sg_config_validate(&c) != SG_OK);
     const char *out = th_cap_end();
     CHECK_STR_CONTAINS(out, "key 'cpu.layout': nhwc is the CPU backend's");
+    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=auto"), 0);
+    CHECK_EQ_INT(sg_config_set(&c, "device=cpu"), 0);
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=nhwc"), 0);
+    th_cap_begin();
+    CHECK(sg_config_validate(&c) != SG_OK);
+    out = th_cap_end();
+    CHECK_STR_CONTAINS(out, "key 'cuda.layout': nhwc is the CUDA backend's");
 }
 
 int main(void) {
