@@ -218,8 +218,10 @@ typedef struct sg_ops {
                         int w, int oh, int ow);
     void (*maxpool_bwd)(sg_backend *be, const float *dy, const int32_t *idx, float *dx, int n,
                         int c, int h, int w, int oh, int ow);
-    /* global average pool: [n,c,h,w] -> [n,c,1,1] */
-    void (*avgpool_fwd)(sg_backend *be, const float *x, float *y, int n, int c, int hw);
+    /* global average pool: [n,c,h,w] -> [n,c,1,1]; x stored as x_dt
+     * (SG_ACT_F32, or SG_ACT_BF16 read exactly: the residual stream under
+     * train.precision bf16, model_plan.c), y float32 */
+    void (*avgpool_fwd)(sg_backend *be, const void *x, int x_dt, float *y, int n, int c, int hw);
     void (*avgpool_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
                         int accumulate);
     /* bilinear resize, align_corners=False (PyTorch's area-pixel mapping,

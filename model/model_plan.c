@@ -301,8 +301,9 @@ static size_t place(item *it, int n) {
  *    to bf16 first, and the ReLU mask of the backward is recomputed from the
  *    BN input (bn_bwd_*_dt with y NULL) instead of read from it;
  *  - a fused residual join's output (relu(BN(x) + identity), the end of a
- *    bottleneck) read only by convolutions and as the identity of fused
- *    joins: the residual stream, which AMP keeps in bf16 too. This one is a
+ *    bottleneck) read only by convolutions, the global average pool (ASPP's
+ *    pooling branch) and as the identity of fused joins: the residual
+ *    stream, which AMP keeps in bf16 too. This one is a
  *    rounding point of bf16 training (t.rnd): under train.precision bf16
  *    the join rounds its output to bf16 whether or not it is stored so (the
  *    test aid act_bf16 == 2: float32 storage, SG_ACT_F32R), so storage
@@ -328,7 +329,7 @@ static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int 
             readers[ti] = readers[ti] == 0 || readers[ti] == ty ? ty : -1;
             int identity = l[li].type == L_ADD_RELU && l[li].fused_bn >= 0 &&
                            l[l[li].fused_bn].out != ti;
-            if (l[li].type != L_CONV && !identity) stream[ti] = 0;
+            if (l[li].type != L_CONV && l[li].type != L_AVGPOOL && !identity) stream[ti] = 0;
         }
     for (int i = 1; i < m->n_t; i++) {
         if (i == m->t_out || i == m->t_aux || t[i].producer < 0) continue;

@@ -7,9 +7,9 @@
 #include "model/model_internal.h"
 
 static const char *type_name(int type) {
-    static const char *names[] = {"conv",    "bn",     "maxpool",   "add_relu",    "avgpool",
-                                  "resize",  "concat", "dropout",   "dropout2d",   "add",
-                                  "relu",    "hswish", "hsigmoid",  "sigmoid",     "chan_scale"};
+    static const char *names[] = {"conv",   "bn",     "maxpool",  "add_relu",  "avgpool",
+                                  "resize", "concat", "dropout",  "dropout2d", "add",
+                                  "relu",   "hswish", "hsigmoid", "sigmoid",   "chan_scale"};
     return type >= 0 && type < (int)(sizeof names / sizeof names[0]) ? names[type] : "?";
 }
 
@@ -30,8 +30,8 @@ static void producer_name(const sg_model *m, int ti, char *out, size_t cap) {
     const char *name = m->params[param].name;
     size_t len = strlen(name);
     if (len > 7 && strcmp(name + len - 7, ".weight") == 0) len -= 7;
-    snprintf(out, cap, "%s%s %.*s", type_name(l->type),
-             l->type == L_BN && l->relu ? "+relu" : "", (int)len, name);
+    snprintf(out, cap, "%s%s %.*s", type_name(l->type), l->type == L_BN && l->relu ? "+relu" : "",
+             (int)len, name);
 }
 
 /* Storage of tensor ti: 0 float32, 1 bf16, 2 float32 rounded to bf16, 3
@@ -51,10 +51,9 @@ void sg_model_plan_dump(const sg_model *m, FILE *f) {
     }
     fprintf(f, "plan: %s, input [%d, 3, %d, %d], activations %s, arena %.1f MiB\n",
             m->planned == 1 ? "training" : "inference", m->n, m->h, m->w,
-            m->be->layout == SG_LAYOUT_NHWC ? "NHWC" : "NCHW",
-            (double)m->arena_bytes / 1048576.0);
-    fprintf(f, "  %4s  %-52s %-22s %-19s %9s\n", "#", "producer", "shape [n, c, h, w]",
-            "storage", "MiB");
+            m->be->layout == SG_LAYOUT_NHWC ? "NHWC" : "NCHW", (double)m->arena_bytes / 1048576.0);
+    fprintf(f, "  %4s  %-52s %-22s %-19s %9s\n", "#", "producer", "shape [n, c, h, w]", "storage",
+            "MiB");
     double mib[4] = {0};
     int count[4] = {0};
     for (int i = 0; i < m->n_t; i++) {

@@ -201,7 +201,9 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             if (l->fused_bn >= 0) join_forward(m, l);
             else ops->add(be, xt->val, m->t[l->in[1]].val, yt->val, yt->count, 1);
             break;
-        case L_AVGPOOL: ops->avgpool_fwd(be, xt->val, yt->val, n, xt->c, xt->h * xt->w); break;
+        case L_AVGPOOL:
+            ops->avgpool_fwd(be, xt->val, xt->dt, yt->val, n, xt->c, xt->h * xt->w);
+            break;
         case L_RESIZE:
             ops->resize_fwd(be, xt->val, yt->val, n, xt->c, xt->h, xt->w, yt->h, yt->w);
             break;

@@ -13,7 +13,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bilinear.h"
 
 #define PAR_IF(count) if ((count) >= SG_CPU_PAR_MIN)
@@ -210,7 +212,7 @@ static void maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, flo
  * pixels in order (AB channels at a time, vectorized over them). Another
  * order than NCHW's simd reduction (the op promises a tolerance), the same
  * bits on every run and thread count. y is [n, c]: the same in both. */
-static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
+static void avgpool_fwd_nhwc(const void *x, int x_dt, float *y, int n, int c, int hw) {
     enum { AB = 256 }; /* channels per task: 1 KiB read per pixel */
     int blocks = (c + AB - 1) / AB;
     long tasks = (long)n * blocks;
@@ -219,11 +221,18 @@ static void avgpool_fwd_nhwc(const float *x, float *y, int n, int c, int hw) {
         int i = (int)(t / blocks), c0 = (int)(t % blocks) * AB;
         int nc = c - c0 < AB ? c - c0 : AB;
         double s[AB] = {0};
-        const float *xi = x + (size_t)i * hw * c + c0;
+        size_t o = (size_t)i * hw * c + c0;
         for (int q = 0; q < hw; q++) {
-            const float *v = xi + (size_t)q * c;
+            size_t r = o + (size_t)q * c;
+            if (x_dt == SG_ACT_BF16) {
+                const uint16_t *v = (const uint16_t *)x + r;
 #pragma omp simd
-            for (int k = 0; k < nc; k++) s[k] += v[k];
+                for (int k = 0; k < nc; k++) s[k] += sg_bf16_to_f32(v[k]);
+            } else {
+                const float *v = (const float *)x + r;
+#pragma omp simd
+                for (int k = 0; k < nc; k++) s[k] += v[k];
+            }
         }
         for (int k = 0; k < nc; k++) y[(size_t)i * c + c0 + k] = (float)(s[k] / hw);
     }
@@ -361,18 +370,28 @@ static void concat_bwd_nhwc(const float *dy, float *dsrc, int n, int c_src, int 
     }
 }
 
-static void avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
+static void avgpool_fwd(sg_backend *be, const void *x, int x_dt, float *y, int n, int c, int hw) {
+    if (x_dt != SG_ACT_F32 && x_dt != SG_ACT_BF16)
+        SG_FATAL("CPU backend: avgpool_fwd: x_dt = %d is not SG_ACT_F32 (0) or SG_ACT_BF16 (1) "
+                 "(a bug in the caller)",
+                 x_dt);
     if (is_nhwc(be, c, hw)) {
-        avgpool_fwd_nhwc(x, y, n, c, hw);
+        avgpool_fwd_nhwc(x, x_dt, y, n, c, hw);
         return;
     }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
-        const float *p = x + (size_t)pl * hw;
         double s = 0;
+        if (x_dt == SG_ACT_BF16) {
+            const uint16_t *p = (const uint16_t *)x + (size_t)pl * hw;
 #pragma omp simd reduction(+ : s)
-        for (int q = 0; q < hw; q++) s += p[q];
+            for (int q = 0; q < hw; q++) s += sg_bf16_to_f32(p[q]);
+        } else {
+            const float *p = (const float *)x + (size_t)pl * hw;
+#pragma omp simd reduction(+ : s)
+            for (int q = 0; q < hw; q++) s += p[q];
+        }
         y[pl] = (float)(s / hw);
     }
 }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda_chan_reduce.cuh"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bilinear.h"
 
 /* Per output plane in either layout (cuda_internal.h); idx is not an
@@ -110,44 +111,57 @@ static void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *
     CU_LAUNCH_CHECK("k_maxpool_bwd");
 }
 
-/* One block per (n, c) plane. */
-__global__ void k_avgpool_fwd(const float *x, float *y, int hw) {
+__device__ __forceinline__ float pool_ld(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float pool_ld(const uint16_t *p, size_t i) {
+    return sg_bf16_to_f32(p[i]);
+}
+
+/* One block per (n, c) plane; X: float, or uint16_t bf16 bits. */
+template <typename X> __global__ void k_avgpool_fwd(const X *x, float *y, int hw) {
     __shared__ double sh[32];
-    const float *p = x + (size_t)blockIdx.x * hw;
+    const X *p = x + (size_t)blockIdx.x * hw;
     double s = 0;
-    for (int j = threadIdx.x; j < hw; j += blockDim.x) s += p[j];
+    for (int j = threadIdx.x; j < hw; j += blockDim.x) s += pool_ld(p, j);
     s = sg_block_sum(s, sh);
     if (threadIdx.x == 0) y[blockIdx.x] = (float)(s / hw);
 }
 
 /* NHWC: one block per (image, SG_COL_W channels), a column sum
  * (cuda_chan_reduce.cuh) over the image's pixels in double. */
-__global__ void k_avgpool_fwd_nhwc(const float *x, float *y, int c, int hw) {
+template <typename X> __global__ void k_avgpool_fwd_nhwc(const X *x, float *y, int c, int hw) {
     __shared__ double sh[SG_CHAN_THREADS];
     int ch = (int)blockIdx.y * SG_COL_W + (int)(threadIdx.x % SG_COL_W);
     size_t img = blockIdx.x;
     double s = 0;
     if (ch < c)
         for (int p = threadIdx.x / SG_COL_W; p < hw; p += SG_COL_ROWS)
-            s += x[(img * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch];
+            s += pool_ld(x, (img * (size_t)hw + (size_t)p) * (size_t)c + (size_t)ch);
     s = col_sum(s, sh);
     if (threadIdx.x < SG_COL_W && ch < c) y[img * (size_t)c + (size_t)ch] = (float)(s / hw);
 }
 
-static void sg_cuda_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
+template <typename X>
+static void avgpool_fwd(sg_backend *be, const X *x, float *y, int n, int c, int hw) {
     size_t planes = (size_t)n * c;
     if (!planes) return;
     if (sg_cu_nhwc(be) && c > 1 && hw > 1) {
         SG_CHECK(n <= 0x7fffffff, "CUDA backend: avgpool of %d images", n);
-        k_avgpool_fwd_nhwc<<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
-                             SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(x, y, c, hw);
+        k_avgpool_fwd_nhwc<X><<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
+                                SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(x, y, c, hw);
         CU_LAUNCH_CHECK("k_avgpool_fwd_nhwc");
         return;
     }
     SG_CHECK(planes <= 0x7fffffffu && hw > 0, "CUDA backend: avgpool of %zu planes of %d", planes,
              hw);
-    k_avgpool_fwd<<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(x, y, hw);
+    k_avgpool_fwd<X><<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(x, y, hw);
     CU_LAUNCH_CHECK("k_avgpool_fwd");
+}
+
+static void sg_cuda_avgpool_fwd(sg_backend *be, const void *x, int x_dt, float *y, int n, int c,
+                                int hw) {
+    if (sg_cuda_act_dt(x_dt, "avgpool_fwd") == SG_ACT_BF16)
+        avgpool_fwd(be, (const uint16_t *)x, y, n, c, hw);
+    else avgpool_fwd(be, (const float *)x, y, n, c, hw);
 }
 
 /* Per plane in either layout; dy is [n, c]. */

@@ -192,7 +192,7 @@ typedef struct se_st {
 
 static void se_forward(tb_ctx *t, se_st *s) {
     const sg_ops *o = t->be->ops;
-    o->avgpool_fwd(t->be, s->x_d, s->p_d, s->n, s->c, s->hw);
+    o->avgpool_fwd(t->be, s->x_d, SG_ACT_F32, s->p_d, s->n, s->c, s->hw);
     o->conv_fwd(t->be, &s->d1, s->p_d, s->w1_d, s->z1_d);
     o->bias_fwd(t->be, s->z1_d, s->b1_d, s->n, s->cs, 1);
     o->relu_fwd(t->be, s->z1_d, s->a1_d, (size_t)s->n * s->cs);

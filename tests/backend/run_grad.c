@@ -309,7 +309,7 @@ static double maxpool_loss(tb_ctx *t, void *p) {
 static double avgpool_loss(tb_ctx *t, void *p) {
     pool_st *s = p;
     const tb_case *c = s->c;
-    t->be->ops->avgpool_fwd(t->be, s->x_d, s->y_d, c->n, c->c, c->h * c->w);
+    t->be->ops->avgpool_fwd(t->be, s->x_d, SG_ACT_F32, s->y_d, c->n, c->c, c->h * c->w);
     return tb_dot_dev(t, s->r, s->y_d, s->ny);
 }
 

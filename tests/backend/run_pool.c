@@ -3,6 +3,7 @@
  * pool, bilinear resize (PyTorch's align_corners=False mapping) and concat,
  * against ref_ops.
  */
+#include "kernels/formulas/bf16.h"
 #include "tests/backend/cases.h"
 #include "tests/kernels/ref_ops.h"
 
@@ -51,9 +52,17 @@ void run_avgpool_fwd(tb_ctx *t, const tb_case *c) {
     int hw = c->h * c->w;
     size_t nx = (size_t)c->n * c->c * hw, ny = (size_t)c->n * c->c;
     float *x = tb_input(t, nx), *y = tb_hzeros(t, ny);
+    void *x_d;
+    if (c->x_dt == SG_ACT_BF16) { /* x holds bf16 values, stored as bf16 bits */
+        uint16_t *h = tb_hbytes(t, nx * sizeof(uint16_t));
+        for (size_t i = 0; i < nx; i++) x[i] = sg_bf16_round(x[i]), h[i] = sg_bf16_bits(x[i]);
+        x_d = tb_act_dev(t, h, c->n, c->c, hw, sizeof(uint16_t));
+    } else {
+        x_d = tb_actf(t, x, c->n, c->c, hw);
+    }
     ref_avgpool_fwd(x, y, c->n, c->c, hw);
     float *y_d = tb_devf(t, tb_rand(t, ny, 5, 6), ny);
-    t->be->ops->avgpool_fwd(t->be, tb_actf(t, x, c->n, c->c, hw), y_d, c->n, c->c, hw);
+    t->be->ops->avgpool_fwd(t->be, x_d, c->x_dt, y_d, c->n, c->c, hw);
     tb_close_dev(t, "y", y, y_d, ny, t->tol);
 }
 

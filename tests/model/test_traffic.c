@@ -532,9 +532,9 @@ static void o_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *idx, f
     io(F(E(n, c, oh * ow)) * 2, F(E(n, c, h * w)));
     real_ops->maxpool_bwd(be, dy, idx, dx, n, c, h, w, oh, ow);
 }
-static void o_avgpool_fwd(sg_backend *be, const float *x, float *y, int n, int c, int hw) {
-    io(F(E(n, c, hw)), F(E(n, c, 1)));
-    real_ops->avgpool_fwd(be, x, y, n, c, hw);
+static void o_avgpool_fwd(sg_backend *be, const void *x, int x_dt, float *y, int n, int c, int hw) {
+    io(E(n, c, hw) * B(x_dt), F(E(n, c, 1)));
+    real_ops->avgpool_fwd(be, x, x_dt, y, n, c, hw);
 }
 static void o_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int n, int c, int hw,
                           int acc) {
