@@ -41,7 +41,7 @@ static const rules design_rules[SG_TR_N_DESIGNS] = {
                         0, 0, 4, 0, 4, 1},
     [SG_TR_CPU_BF16] =
         {"cpu-bf16",
-         "float32 but the bf16-stored activations (conv -> BN, BN+ReLU -> conv); oneDNN's internal conversions not modelled",
+         "float32 but the bf16-stored activations (conv -> BN, BN+ReLU -> conv, the residual stream); oneDNN's internal conversions not modelled",
          1, 4, 4, 0, 0, 4, 0, 4, 1},
     [SG_TR_CUDA_BF16_CONVERT] =
         {"cuda-bf16-convert",
