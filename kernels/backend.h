@@ -231,9 +231,12 @@ typedef struct sg_ops {
     void (*resize_bwd)(sg_backend *be, const float *dy, float *dx, int n, int c, int h, int w,
                        int oh, int ow, int accumulate);
     /* copy src [n, c_src, hw] into dst [n, c_dst, hw] at channel offset c_off
-     * (concat); concat_bwd is the inverse slice (dst (+)= dy slice). */
-    void (*concat_fwd)(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
-                       int c_off, int hw);
+     * (concat); concat_bwd is the inverse slice (dst (+)= dy slice). src_dt,
+     * dst_dt: their storage (SG_ACT_F32 or SG_ACT_BF16: a float32 source
+     * into a bf16 destination is rounded RNE, a bf16 one widened exactly
+     * into a float32 destination); dy and dsrc are float32. */
+    void (*concat_fwd)(sg_backend *be, const void *src, int src_dt, void *dst, int dst_dt, int n,
+                       int c_src, int c_dst, int c_off, int hw);
     void (*concat_bwd)(sg_backend *be, const float *dy, float *dsrc, int n, int c_src, int c_dst,
                        int c_off, int hw, int accumulate);
 

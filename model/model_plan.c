@@ -297,9 +297,11 @@ static size_t place(item *it, int n) {
  * bf16 (backend.h, the *_dt ops and the fused join's res_dt / y_dt):
  *  - a conv output without bias read by batch norm alone: a bf16 conv's
  *    result is a bf16 value already (a bias add in float32 would not be);
- *  - a BN+ReLU output read by convolutions alone: every reader rounds it
- *    to bf16 first, and the ReLU mask of the backward is recomputed from the
- *    BN input (bn_bwd_*_dt with y NULL) instead of read from it;
+ *  - a BN+ReLU output read by convolutions alone, or by concats read by
+ *    convolutions alone (ASPP's branches; the concat is bf16 then too):
+ *    every reader rounds it to bf16 first, and the ReLU mask of the backward
+ *    is recomputed from the BN input (bn_bwd_*_dt with y NULL) instead of
+ *    read from it;
  *  - a fused residual join's output (relu(BN(x) + identity), the end of a
  *    bottleneck) read only by convolutions, the global average pool (ASPP's
  *    pooling branch) and as the identity of fused joins: the residual
@@ -331,15 +333,31 @@ static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int 
                            l[l[li].fused_bn].out != ti;
             if (l[li].type != L_CONV && l[li].type != L_AVGPOOL && !identity) stream[ti] = 0;
         }
+    /* a concat read by convolutions alone (ASPP's): bf16 like a conv input;
+     * then its BN+ReLU sources are read only by what rounds them anyway */
+    char *cat16 = calloc((size_t)m->n_t, 1), *to16 = calloc((size_t)m->n_t, 1);
+    SG_CHECK(cat16 && to16, "out of host memory");
+    for (int i = 1; i < m->n_t; i++)
+        if (t[i].producer >= 0 && l[t[i].producer].type == L_CONCAT && readers[i] == L_CONV + 1 &&
+            i != m->t_out && i != m->t_aux)
+            cat16[i] = 1;
+    memset(to16, 1, (size_t)m->n_t);
+    for (int li = 0; li < m->n_l; li++)
+        for (int k = 0; k < l[li].n_in; k++) {
+            int ti = l[li].in[k];
+            if (l[li].type != L_CONV && !(l[li].type == L_CONCAT && cat16[l[li].out])) to16[ti] = 0;
+        }
     for (int i = 1; i < m->n_t; i++) {
         if (i == m->t_out || i == m->t_aux || t[i].producer < 0) continue;
         const sg_layer *p = &l[t[i].producer];
         int exact = (p->type == L_CONV && p->b_param < 0 && readers[i] == L_BN + 1) ||
-                    (p->type == L_BN && p->relu && readers[i] == L_CONV + 1);
+                    (p->type == L_BN && p->relu && readers[i] != 0 && to16[i]) || cat16[i];
         int join = p->type == L_ADD_RELU && p->fused_bn >= 0 && readers[i] != 0 && stream[i];
         if (join) t[i].rnd = 1;
         if ((exact || join) && act_bf16 == 1) t[i].dt = SG_ACT_BF16;
     }
+    free(cat16);
+    free(to16);
     free(stream);
     free(readers);
 }

@@ -211,7 +211,8 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             int off = 0;
             for (int i = 0; i < l->n_in; i++) {
                 const sg_tensor *s = &m->t[l->in[i]];
-                ops->concat_fwd(be, s->val, yt->val, n, s->c, yt->c, off, yt->h * yt->w);
+                ops->concat_fwd(be, s->val, s->dt, yt->val, yt->dt, n, s->c, yt->c, off,
+                                yt->h * yt->w);
                 off += s->c;
             }
             break;

@@ -344,14 +344,33 @@ static void resize_bwd_nhwc(const float *dy, float *dx, int n, int c, int h, int
     }
 }
 
+/* len elements from src (element so, stored as sdt) to dst (element do,
+ * stored as ddt): a copy, a rounding (float32 -> bf16, RNE) or a widening. */
+static void copy_dt(const void *src, int sdt, size_t so, void *dst, int ddt, size_t dof,
+                    size_t len) {
+    if (sdt == ddt) {
+        size_t es = sdt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float);
+        memcpy((char *)dst + dof * es, (const char *)src + so * es, len * es);
+    } else if (ddt == SG_ACT_BF16) {
+        const float *s = (const float *)src + so;
+        uint16_t *d = (uint16_t *)dst + dof;
+#pragma omp simd
+        for (size_t i = 0; i < len; i++) d[i] = sg_bf16_bits(s[i]);
+    } else {
+        const uint16_t *s = (const uint16_t *)src + so;
+        float *d = (float *)dst + dof;
+#pragma omp simd
+        for (size_t i = 0; i < len; i++) d[i] = sg_bf16_to_f32(s[i]);
+    }
+}
+
 /* NHWC concat: per pixel a copy of c_src channels into the c_dst at c_off. */
-static void concat_fwd_nhwc(const float *src, float *dst, int n, int c_src, int c_dst, int c_off,
-                            int hw) {
+static void concat_fwd_nhwc(const void *src, int sdt, void *dst, int ddt, int n, int c_src,
+                            int c_dst, int c_off, int hw) {
     long pixels = (long)n * hw;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)pixels *c_src)
     for (long p = 0; p < pixels; p++)
-        memcpy(dst + (size_t)p * c_dst + c_off, src + (size_t)p * c_src,
-               (size_t)c_src * sizeof(float));
+        copy_dt(src, sdt, (size_t)p * c_src, dst, ddt, (size_t)p * c_dst + c_off, (size_t)c_src);
 }
 
 static void concat_bwd_nhwc(const float *dy, float *dsrc, int n, int c_src, int c_dst, int c_off,
@@ -476,18 +495,23 @@ static void resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int c,
     }
 }
 
-static void concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
-                       int c_off, int hw) {
+static void concat_fwd(sg_backend *be, const void *src, int src_dt, void *dst, int dst_dt, int n,
+                       int c_src, int c_dst, int c_off, int hw) {
+    if ((src_dt != SG_ACT_F32 && src_dt != SG_ACT_BF16) ||
+        (dst_dt != SG_ACT_F32 && dst_dt != SG_ACT_BF16))
+        SG_FATAL("CPU backend: concat_fwd: src_dt %d / dst_dt %d: each must be SG_ACT_F32 (0) or "
+                 "SG_ACT_BF16 (1) (a bug in the caller)",
+                 src_dt, dst_dt);
     if (be->layout == SG_LAYOUT_NHWC && hw > 1) {
-        concat_fwd_nhwc(src, dst, n, c_src, c_dst, c_off, hw);
+        concat_fwd_nhwc(src, src_dt, dst, dst_dt, n, c_src, c_dst, c_off, hw);
         return;
     }
     long planes = (long)n * c_src;
 #pragma omp parallel for schedule(static) PAR_IF((size_t)planes *hw)
     for (long pl = 0; pl < planes; pl++) {
         long i = pl / c_src, ch = pl % c_src;
-        memcpy(dst + ((size_t)i * c_dst + c_off + ch) * hw, src + (size_t)pl * hw,
-               (size_t)hw * sizeof(float));
+        copy_dt(src, src_dt, (size_t)pl * hw, dst, dst_dt, ((size_t)i * c_dst + c_off + ch) * hw,
+                (size_t)hw);
     }
 }
 

@@ -205,17 +205,52 @@ __global__ void k_concat(const float *src, float *dst, int c_src, int c_dst, int
     }
 }
 
-static void sg_cuda_concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src,
-                               int c_dst, int c_off, int hw) {
+__device__ __forceinline__ void pool_st(float *p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void pool_st(uint16_t *p, size_t i, float v) { p[i] = sg_bf16_bits(v); }
+
+/* The forward copy with the source's and the destination's storage (S, D:
+ * float or uint16_t bf16 bits): rounded (RNE) into bf16, widened out of it. */
+template <typename S, typename D>
+__global__ void k_concat_dt(const S *src, D *dst, int c_src, int c_dst, int c_off, int hw,
+                            int inner, size_t planes, int nhwc) {
+    SG_PLANE_LOOP(pl, planes) {
+        size_t s_off = pl * inner, d_off;
+        if (nhwc) d_off = pl * (size_t)c_dst + (size_t)c_off;
+        else d_off = (pl / c_src * c_dst + c_off + pl % c_src) * (size_t)hw;
+        SG_INPLANE_LOOP(j, inner) pool_st(dst, d_off + j, pool_ld(src, s_off + j));
+    }
+}
+
+template <typename S, typename D>
+static void concat_fwd(sg_backend *be, const void *src, void *dst, int c_src, int c_dst, int c_off,
+                       int hw, int inner, size_t planes, int nhwc) {
+    dim3 t = sg_cu_plane_block(inner);
+    k_concat_dt<S, D><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+        (const S *)src, (D *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
+    CU_LAUNCH_CHECK("k_concat_dt (forward)");
+}
+
+static void sg_cuda_concat_fwd(sg_backend *be, const void *src, int src_dt, void *dst, int dst_dt,
+                               int n, int c_src, int c_dst, int c_off, int hw) {
     SG_CHECK(c_off >= 0 && c_off + c_src <= c_dst,
              "CUDA backend: concat of %d channels at offset %d into %d", c_src, c_off, c_dst);
+    int sb = sg_cuda_act_dt(src_dt, "concat_fwd (src_dt)") == SG_ACT_BF16;
+    int db = sg_cuda_act_dt(dst_dt, "concat_fwd (dst_dt)") == SG_ACT_BF16;
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c_src, hw);
     size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
     if (!planes || hw <= 0 || c_src <= 0) return;
-    dim3 t = sg_cu_plane_block(inner);
-    k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
-    CU_LAUNCH_CHECK("k_concat (forward)");
+    if (!sb && !db) {
+        dim3 t = sg_cu_plane_block(inner);
+        k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
+            (const float *)src, (float *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
+        CU_LAUNCH_CHECK("k_concat (forward)");
+    } else if (sb && db) {
+        concat_fwd<uint16_t, uint16_t>(be, src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
+    } else if (sb) {
+        concat_fwd<uint16_t, float>(be, src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
+    } else {
+        concat_fwd<float, uint16_t>(be, src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
+    }
 }
 
 static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src,

@@ -323,7 +323,8 @@ static double resize_loss(tb_ctx *t, void *p) {
 static double concat_loss(tb_ctx *t, void *p) {
     pool_st *s = p;
     const tb_case *c = s->c;
-    t->be->ops->concat_fwd(t->be, s->x_d, s->y_d, c->n, c->c, c->c_dst, c->c_off, c->h * c->w);
+    t->be->ops->concat_fwd(t->be, s->x_d, SG_ACT_F32, s->y_d, SG_ACT_F32, c->n, c->c, c->c_dst,
+                           c->c_off, c->h * c->w);
     return tb_dot_dev(t, s->r, s->y_d, s->ny);
 }
 

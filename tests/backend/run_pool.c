@@ -108,16 +108,43 @@ void run_resize_bwd(tb_ctx *t, const tb_case *c) {
     }
 }
 
-/* The other channels of dst are kept; the slice back (concat_bwd) is src. */
+/* v (count values) as stored in dt in the backend's layout: float32, or
+ * bf16 bits (v rounded to bf16 values in place first). */
+static void *dev_as(tb_ctx *t, float *v, int n, int c, int hw, int dt) {
+    if (dt != SG_ACT_BF16) return tb_actf(t, v, n, c, hw);
+    size_t cnt = (size_t)n * c * hw;
+    uint16_t *h = tb_hbytes(t, cnt * sizeof(uint16_t));
+    for (size_t i = 0; i < cnt; i++) v[i] = sg_bf16_round(v[i]), h[i] = sg_bf16_bits(v[i]);
+    return tb_act_dev(t, h, n, c, hw, sizeof(uint16_t));
+}
+
+/* The other channels of dst are kept; the slice back (concat_bwd) is src.
+ * c->x_dt, c->y_dt: the storage of src and dst (a float32 src into a bf16
+ * dst is rounded: the reference then concatenates the rounded src). */
 void run_concat_fwd(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, concat_fwd)) return;
     int hw = c->h * c->w;
     size_t ns = (size_t)c->n * c->c * hw, nd = (size_t)c->n * c->c_dst * hw;
-    float *src = tb_input(t, ns), *dst0 = tb_rand(t, nd, -1, 1), *dst = tb_hcopy(t, dst0, nd);
-    ref_concat_fwd(src, dst, c->n, c->c, c->c_dst, c->c_off, hw);
-    float *dst_d = tb_actf(t, dst0, c->n, c->c_dst, hw);
-    t->be->ops->concat_fwd(t->be, tb_actf(t, src, c->n, c->c, hw), dst_d, c->n, c->c, c->c_dst,
-                           c->c_off, hw);
+    float *src = tb_input(t, ns), *dst0 = tb_rand(t, nd, -1, 1);
+    void *src_d = dev_as(t, src, c->n, c->c, hw, c->x_dt);
+    void *dst_d = dev_as(t, dst0, c->n, c->c_dst, hw, c->y_dt);
+    float *dst = tb_hcopy(t, dst0, nd), *srcr = tb_hcopy(t, src, ns);
+    if (c->y_dt == SG_ACT_BF16)
+        for (size_t i = 0; i < ns; i++) srcr[i] = sg_bf16_round(srcr[i]);
+    ref_concat_fwd(srcr, dst, c->n, c->c, c->c_dst, c->c_off, hw);
+    t->be->ops->concat_fwd(t->be, src_d, c->x_dt, dst_d, c->y_dt, c->n, c->c, c->c_dst, c->c_off,
+                           hw);
+    if (c->x_dt == SG_ACT_BF16 || c->y_dt == SG_ACT_BF16) {
+        float *got = tb_hzeros(t, nd);
+        if (c->y_dt == SG_ACT_BF16) {
+            const uint16_t *h = tb_act_get(t, dst_d, c->n, c->c_dst, hw, sizeof(uint16_t));
+            for (size_t i = 0; i < nd; i++) got[i] = sg_bf16_to_f32(h[i]);
+        } else {
+            got = tb_act_getf(t, dst_d, c->n, c->c_dst, hw);
+        }
+        tb_same(t, "dst (stored as its dtype)", dst, got, nd * sizeof(float));
+        return;
+    }
     tb_close_act(t, "dst", dst, dst_d, c->n, c->c_dst, hw, t->tol);
     if (TB_HAS(t, concat_bwd)) {
         float *back_d = tb_devf(t, tb_rand(t, ns, 5, 6), ns);

@@ -551,10 +551,10 @@ static void o_resize_bwd(sg_backend *be, const float *dy, float *dx, int n, int 
     io(F(E(n, c, oh * ow)) + (acc ? F(E(n, c, h * w)) : 0), F(E(n, c, h * w)));
     real_ops->resize_bwd(be, dy, dx, n, c, h, w, oh, ow, acc);
 }
-static void o_concat_fwd(sg_backend *be, const float *src, float *dst, int n, int c_src, int c_dst,
-                         int c_off, int hw) {
-    io(F(E(n, c_src, hw)), F(E(n, c_src, hw)));
-    real_ops->concat_fwd(be, src, dst, n, c_src, c_dst, c_off, hw);
+static void o_concat_fwd(sg_backend *be, const void *src, int src_dt, void *dst, int dst_dt, int n,
+                         int c_src, int c_dst, int c_off, int hw) {
+    io(E(n, c_src, hw) * B(src_dt), E(n, c_src, hw) * B(dst_dt));
+    real_ops->concat_fwd(be, src, src_dt, dst, dst_dt, n, c_src, c_dst, c_off, hw);
 }
 static void o_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, int c_src, int c_dst,
                          int c_off, int hw, int acc) {
