@@ -30,17 +30,26 @@
  *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
- * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
+ * the backward passes of dilated depthwise convs to cpu_conv_dw.c; with NHWC
+ * activations, the backward passes of large 1x1 stride-1 convs to one
+ * matmul each (use_mm_1x1, cpu_conv_matmul.c), in float32 and bf16.
+ * SG_CPU_CONV_TAPS_BF16=taps|dense forces native bf16's sparse dilated convs
+ * (all three passes) to the per-tap GEMMs or the dense primitive (a
+ * measuring aid; auto, the default, is the measured rule).
  *
  * bf16 (SG_PRECISION_BF16, see backend.h for what it computes): two paths
  * with the same definition, chosen once per backend and logged.
  *  - native: entries whose primitive takes bf16 src/weights/dst (oneDNN's
  *    AVX512-BF16 / AMX kernels, fp32 accumulation) in the layout the
  *    primitive chooses; the reorders from and to the plain float32 tensors
- *    do the rounding (round-to-nearest-even). No per-tap GEMM path (oneDNN
- *    2.6 has no bf16 GEMM in its C API): sparse ASPP convs run dense, with
- *    dead taps trimmed. A geometry oneDNN has no bf16 kernel for falls back
- *    to the emulation.
+ *    do the rounding (round-to-nearest-even). A geometry oneDNN has no bf16
+ *    kernel for falls back to the emulation. Two passes run as GEMMs on
+ *    bf16 copies of the inputs instead (oneDNN 2.6 has no bf16 GEMM in its
+ *    C API, but its matmul primitive is one: cpu_conv_matmul.c), float32
+ *    sums rounded once to bf16 like the primitives' output: the backward
+ *    passes of sparse dilated convs as per-tap GEMMs (taps_beat_native; the
+ *    forward stays dense, dead taps trimmed), and the 1x1 backward passes on
+ *    NHWC activations (use_mm_1x1).
  *  - emulated (no bf16 instructions, or SG_CPU_BF16=emulated): the two
  *    inputs are rounded to bf16 values into float32 buffers, the float32
  *    convolution above runs on them (products of bf16 values are exact in
@@ -824,19 +833,30 @@ static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, 
     }
 }
 
-/* Native bf16, sparse dilated convs: the per-tap GEMMs in bf16 (bf16
- * matmuls, cpu_conv_taps.c) or oneDNN's dense bf16 primitive (dead taps
- * trimmed). TAPS_BF16_RULE */
-static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
+/* Native bf16, sparse dilated convs (use_taps: the per-tap GEMMs do under
+ * 75% of the dense work): the backward passes run the per-tap GEMMs in bf16
+ * (bf16 matmuls, cpu_conv_taps.c), the forward pass oneDNN's dense bf16
+ * primitive (dead taps trimmed). Measured (bench_conv nhwc-bf16, ASPP 3x3
+ * 2048->256 batch 2, SG_CPU_CONV_TAPS_BF16=taps / dense, one thread, CPU
+ * ms; docs/BENCHMARKS.md "Convolutions as matmul on the CPU"):
+ *   map, rate (density)   fwd          bwd_data     bwd_weight
+ *   32x32 d12 (0.56)      29.3 / 29.7  36.0 / 42.3  41.8 / 52.6
+ *   32x32 d24 (0.25)      14.0 / 14.0  18.6 / 57.0  25.7 / 96.1
+ *   64x128 d24 (0.66)     286 / 251    339 / 440    333 / 469
+ *   64x128 d36 (0.51)     211 / 188    261 / 422    244 / 1393
+ * oneDNN's forward kernel (brgconv) skips the taps that read padding itself
+ * and runs nearer the peak than a matmul; its backward passes do the dense
+ * work, and at 64x128 as an im2col GEMM with a 400-640 MiB scratchpad. */
+static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
     if (!use_taps(cc, d) || cc->taps_bf16 == TAPS_BF16_DENSE) return 0;
-    return 1;
+    return op != OP_FWD || cc->taps_bf16 == TAPS_BF16_TAPS;
 }
 
 /* The native bf16 passes that run as GEMMs on bf16 copies of the inputs
  * rather than as oneDNN conv primitives. */
 enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2 };
 static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
-    if (taps_beat_native(cc, d)) return GEMM_TAPS;
+    if (taps_beat_native(cc, d, op)) return GEMM_TAPS;
     if (use_mm_1x1(cc, d, op, act)) return GEMM_MM1X1;
     return GEMM_NONE;
 }
