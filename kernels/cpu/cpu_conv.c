@@ -141,7 +141,8 @@ struct sg_cpu_conv_cache {
     int layout_mode;
     conv_entry *head;
     ws_buf ws[3];              /* blocked copies, one per argument slot */
-    ws_buf acc;                /* accumulate scratch (plain layout) */
+    ws_buf acc;                /* accumulate scratch (plain layout); native bf16
+                                  GEMM paths: the float32 sum before rounding */
     ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
     ws_buf scratch;            /* oneDNN scratchpad */
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
@@ -149,8 +150,7 @@ struct sg_cpu_conv_cache {
     int precision;             /* SG_PRECISION_* */
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
-    ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result; native
-                                  GEMM paths: bf_out holds the float32 sum */
+    ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
     ws_buf g16[2];             /* native GEMM paths: bf16 copies of the two inputs */
     sg_conv_mm *mm;            /* matmul primitives (cpu_conv_matmul.c) */
     int taps_bf16;             /* SG_CPU_CONV_TAPS_BF16: TAPS_BF16_* */
