@@ -897,15 +897,29 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_co
     return copy;
 }
 
-/* Grows the buffers of a native GEMM pass (x may come as bf16 bits, so
- * its copy grows on the first call that needs one). */
-static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op) {
+/* Grows the buffers of a native GEMM pass and builds its matmul
+ * primitives (a dry run), so that the steady state builds and grows
+ * nothing. The bf16 copy of x is reserved too, though x may come as bf16
+ * bits (the *_dt ops) and never need it. */
+static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op,
+                                int act) {
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
-    if (op == OP_BWD_DATA) ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
+    ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
     if (op == OP_BWD_WEIGHT) ws_reserve(&cc->g16[1], n1 * sizeof(uint16_t));
     ws_reserve(&cc->acc, nout * sizeof(float));
-    if (path == GEMM_TAPS) sg_conv_taps_prepare(&cc->taps, d);
+    int nhwc = act == SG_LAYOUT_NHWC;
+    if (path == GEMM_TAPS) {
+        sg_conv_taps_prepare(&cc->taps, d);
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL);
+        else if (op == OP_BWD_DATA)
+            sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
+        else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
+    } else if (op == OP_BWD_DATA) {
+        sg_conv_mm_1x1_bwd_data(cc->mm, d, 1, NULL, NULL, NULL);
+    } else {
+        sg_conv_mm_1x1_bwd_weight(cc->mm, d, 1, NULL, NULL, NULL);
+    }
 }
 
 /* A native bf16 pass as GEMMs (path GEMM_TAPS / GEMM_MM1X1): bf16 inputs
@@ -971,7 +985,7 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
         if (cc->bf16 == BF16_NATIVE) {
             int path = native_gemm_path(cc, d, op, act);
             if (path != GEMM_NONE) {
-                prepare_native_gemm(cc, path, d, op);
+                prepare_native_gemm(cc, path, d, op, act);
                 continue;
             }
             if (get_entry(cc, d, op, act, 1)->prim) continue;
@@ -984,8 +998,11 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
         size_t n0, n1, nout;
         op_counts(d, op, &n0, &n1, &nout);
         if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
-        else if (use_mm_1x1(cc, d, op, act)) ws_reserve(&cc->acc, nout * sizeof(float));
-        else get_entry(cc, d, op, act, 0);
+        else if (use_mm_1x1(cc, d, op, act)) {
+            ws_reserve(&cc->acc, nout * sizeof(float));
+            if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, NULL, NULL, NULL);
+            else sg_conv_mm_1x1_bwd_weight(cc->mm, d, 0, NULL, NULL, NULL);
+        } else get_entry(cc, d, op, act, 0);
     }
 }
 

@@ -48,7 +48,8 @@ void sg_conv_mm_stats(const sg_conv_mm *mm, int *entries, size_t *scratch_bytes)
 /* C [m x n] = op(A) [m x k] . op(B) [k x n], or C += that (add = 1), in
  * dnnl_sgemm's row-major terms (ta / tb 'N' or 'T', leading dimensions).
  * bf16 = 1: A and B hold bf16 bits (uint16_t), C float32 (float32
- * accumulation); else all float32. Waits for the result. */
+ * accumulation); else all float32. Waits for the result. c NULL: only
+ * builds the primitive (conv_prepare: none is built in the steady state). */
 void sg_conv_mm_gemm(sg_conv_mm *mm, int bf16, char ta, char tb, long m, long n, long k,
                      const void *a, long lda, const void *b, long ldb, int add, float *c, long ldc);
 /* 1 if d is a 1x1, stride-1, unpadded, ungrouped conv: on NHWC activations
@@ -56,7 +57,8 @@ void sg_conv_mm_gemm(sg_conv_mm *mm, int bf16, char ta, char tb, long m, long n,
 int sg_conv_mm_1x1(const sg_conv_desc *d);
 /* Its backward passes on NHWC activations (weights [k, c, 1, 1]), written
  * (never accumulated); bf16 = 1: the inputs are bf16 bits, the result the
- * float32 sum (the caller rounds it). */
+ * float32 sum (the caller rounds it). All tensors NULL: builds the
+ * primitive only. */
 void sg_conv_mm_1x1_bwd_data(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *dy,
                              const void *w, float *dx);
 void sg_conv_mm_1x1_bwd_weight(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *x,
@@ -86,7 +88,9 @@ void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *
  * nchw. mm NULL: float32 throughout (dnnl_sgemm), w PyTorch's [k, c, r, s]
  * floats. mm set: bf16 GEMMs on mm (float32 accumulation): x and dy are
  * bf16 bits, w the bf16 per-tap copy of sg_conv_taps_weights_bf16; the
- * results (y, dx, dw) are the float32 sums (the caller rounds them). */
+ * results (y, dx, dw) are the float32 sums (the caller rounds them). A
+ * bf16 call without tensors (all NULL) builds the matmul primitives of the
+ * pass only (conv_prepare). */
 void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
                       const void *x, const void *w, float *y);
 void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,

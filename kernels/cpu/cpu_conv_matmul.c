@@ -132,6 +132,7 @@ void sg_conv_mm_gemm(sg_conv_mm *mm, int bf16, char ta, char tb, long m, long n,
                      long ldc) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) { /* an empty sum: C = 0, or unchanged */
+        if (!c) return;
         for (long i = 0; i < m && !add; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
         return;
     }
@@ -142,6 +143,7 @@ void sg_conv_mm_gemm(sg_conv_mm *mm, int bf16, char ta, char tb, long m, long n,
     mm_entry *e = mm->head;
     while (e && memcmp(&e->key, &key, sizeof key) != 0) e = e->next;
     if (!e) e = build(mm, &key);
+    if (!c) return; /* prepare */
     DNNL_CHECK(dnnl_memory_set_data_handle(e->a, (void *)a));
     DNNL_CHECK(dnnl_memory_set_data_handle(e->b, (void *)b));
     DNNL_CHECK(dnnl_memory_set_data_handle(e->c, c));

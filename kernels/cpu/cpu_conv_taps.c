@@ -95,22 +95,33 @@ double sg_conv_taps_density(const sg_conv_desc *d) {
 typedef struct taps_gemm {
     sg_conv_mm *mm;
     size_t es;
+    int dry; /* bf16 with no tensors: only build mm's primitives (prepare) */
 } taps_gemm;
 
-static taps_gemm gemm_of(sg_conv_mm *mm) {
-    taps_gemm g = {mm, mm ? sizeof(uint16_t) : sizeof(float)};
+static taps_gemm gemm_of(sg_conv_mm *mm, const void *in) {
+    taps_gemm g = {mm, mm ? sizeof(uint16_t) : sizeof(float), mm && !in};
     return g;
 }
 
-/* Element off of an input array. */
+/* Element off of an input array (NULL in a dry run). */
 static const void *at(const taps_gemm *g, const void *p, size_t off) {
-    return (const char *)p + off * g->es;
+    return p ? (const char *)p + off * g->es : NULL;
+}
+
+/* Element off of an output array (NULL in a dry run). */
+static float *out_at(float *p, size_t off) { return p ? p + off : NULL; }
+
+/* Zeroes an output (no-op in a dry run). */
+static void zero(float *p, size_t count) {
+    if (p) memset(p, 0, count * sizeof(float));
 }
 
 /* C = op(A) op(B) + beta C, beta 0 or 1. */
 static void gemm(const taps_gemm *g, char ta, char tb, long m, long n, long k, const void *a,
                  long lda, const void *b, long ldb, float beta, float *c, long ldc) {
-    if (g->mm) sg_conv_mm_gemm(g->mm, 1, ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc);
+    if (g->mm)
+        sg_conv_mm_gemm(g->mm, 1, ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, g->dry ? NULL : c,
+                        ldc);
     else DNNL_CHECK(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
 }
 
@@ -118,6 +129,7 @@ static void gemm(const taps_gemm *g, char ta, char tb, long m, long n, long k, c
  * row stride w) of es-byte elements into a dense [ch][area] matrix. */
 static void gather(size_t es, const void *src, int ch, size_t ps, int w, int y0, int y1, int x0,
                    int x1, void *dst) {
+    if (!src) return; /* dry run */
     int rw = x1 - x0;
     size_t area = (size_t)(y1 - y0) * rw;
     const char *s = src;
@@ -132,6 +144,7 @@ static void gather(size_t es, const void *src, int ch, size_t ps, int w, int y0,
 /* Adds a dense float32 [ch][area] matrix back into such a rectangle. */
 static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0, int x1,
                         float *dst) {
+    if (!dst) return; /* dry run */
     int rw = x1 - x0;
     size_t area = (size_t)(y1 - y0) * rw;
 #pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
@@ -147,6 +160,7 @@ static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int 
  * image of es-byte elements into a dense [area][ch] matrix. */
 static void gather_cl(size_t es, const void *src, int ch, int w, int y0, int y1, int x0, int x1,
                       void *dst) {
+    if (!src) return;                    /* dry run */
     size_t run = (size_t)(x1 - x0) * ch; /* one row: contiguous */
     const char *s = src;
     char *o = dst;
@@ -158,6 +172,7 @@ static void gather_cl(size_t es, const void *src, int ch, int w, int y0, int y1,
 /* NHWC: adds a dense float32 [area][ch] matrix back into such a rectangle. */
 static void scatter_add_cl(const float *src, int ch, int w, int y0, int y1, int x0, int x1,
                            float *dst) {
+    if (!dst) return; /* dry run */
     size_t run = (size_t)(x1 - x0) * ch;
 #pragma omp parallel for schedule(static) if (run * (y1 - y0) >= SG_CPU_PAR_MIN)
     for (int y = y0; y < y1; y++) {
@@ -212,10 +227,10 @@ static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv
     float *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    memset(y, 0, (size_t)d->n * ys * sizeof(float));
+    zero(y, (size_t)d->n * ys);
     for (int b = 0; b < d->n; b++) {
         const void *xb = at(g, x, (size_t)b * xs);
-        float *yb = y + (size_t)b * ys;
+        float *yb = out_at(y, (size_t)b * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -225,7 +240,7 @@ static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv
                 if (full_rows(d, &r)) {
                     gemm(g, 'N', 'T', (long)area, k, c,
                          at(g, xb, (size_t)(r.oy0 + r.dy) * d->w * c), c, wij, c, 1.0f,
-                         yb + (size_t)r.oy0 * d->ow * k, k);
+                         out_at(yb, (size_t)r.oy0 * d->ow * k), k);
                 } else {
                     gather_cl(g->es, xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                               r.ox1 + r.dx, ga);
@@ -243,10 +258,10 @@ static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg
     float *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    if (!accumulate) memset(dx, 0, (size_t)d->n * xs * sizeof(float));
+    if (!accumulate) zero(dx, (size_t)d->n * xs);
     for (int b = 0; b < d->n; b++) {
         const void *gyb = at(g, dy, (size_t)b * ys);
-        float *gxb = dx + (size_t)b * xs;
+        float *gxb = out_at(dx, (size_t)b * xs);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -255,7 +270,7 @@ static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg
                 const void *wij = at(g, wt, (size_t)(i * d->s + j) * kc);
                 if (full_rows(d, &r)) {
                     gemm(g, 'N', 'N', (long)area, c, k, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
-                         wij, c, 1.0f, gxb + (size_t)(r.oy0 + r.dy) * d->w * c, c);
+                         wij, c, 1.0f, out_at(gxb, (size_t)(r.oy0 + r.dy) * d->w * c), c);
                 } else {
                     gather_cl(g->es, gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
                     gemm(g, 'N', 'N', (long)area, c, k, ga, k, wij, c, 0.0f, gb, c);
@@ -297,7 +312,7 @@ static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const 
 void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
                       const void *x, const void *w, float *y) {
     sg_conv_taps_prepare(ws, d);
-    taps_gemm g = gemm_of(mm);
+    taps_gemm g = gemm_of(mm, x);
     const void *wt = tap_weights(ws, &g, d, w);
     void *ga = ws->a.p;
     float *gb = ws->b.p;
@@ -306,10 +321,10 @@ void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d
         return;
     }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
-    memset(y, 0, (size_t)d->n * d->k * ys * sizeof(float));
+    zero(y, (size_t)d->n * d->k * ys);
     for (int b = 0; b < d->n; b++) {
         const void *xb = at(&g, x, (size_t)b * d->c * xs);
-        float *yb = y + (size_t)b * d->k * ys;
+        float *yb = out_at(y, (size_t)b * d->k * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -319,7 +334,7 @@ void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d
                 if (full_rows(d, &r)) {
                     gemm(&g, 'N', 'N', d->k, (long)area, d->c, wij, d->c,
                          at(&g, xb, (size_t)(r.oy0 + r.dy) * d->w), (long)xs, 1.0f,
-                         yb + (size_t)r.oy0 * d->ow, (long)ys);
+                         out_at(yb, (size_t)r.oy0 * d->ow), (long)ys);
                 } else {
                     gather(g.es, xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                            r.ox1 + r.dx, ga);
@@ -334,7 +349,7 @@ void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d
 void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
                            const void *dy, const void *w, float *dx, int accumulate) {
     sg_conv_taps_prepare(ws, d);
-    taps_gemm g = gemm_of(mm);
+    taps_gemm g = gemm_of(mm, dy);
     const void *wt = tap_weights(ws, &g, d, w);
     void *ga = ws->a.p;
     float *gb = ws->b.p;
@@ -343,10 +358,10 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_de
         return;
     }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
-    if (!accumulate) memset(dx, 0, (size_t)d->n * d->c * xs * sizeof(float));
+    if (!accumulate) zero(dx, (size_t)d->n * d->c * xs);
     for (int b = 0; b < d->n; b++) {
         const void *gyb = at(&g, dy, (size_t)b * d->k * ys);
-        float *gxb = dx + (size_t)b * d->c * xs;
+        float *gxb = out_at(dx, (size_t)b * d->c * xs);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -357,7 +372,7 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_de
                 if (full_rows(d, &r)) {
                     gemm(&g, 'T', 'N', d->c, (long)area, d->k, wij, d->c,
                          at(&g, gyb, (size_t)r.oy0 * d->ow), (long)ys, 1.0f,
-                         gxb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs);
+                         out_at(gxb, (size_t)(r.oy0 + r.dy) * d->w), (long)xs);
                 } else {
                     gather(g.es, gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
                     gemm(&g, 'T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f, gb,
@@ -372,12 +387,13 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_de
 void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
                              const void *x, const void *dy, float *dw, int accumulate) {
     sg_conv_taps_prepare(ws, d);
-    taps_gemm g = gemm_of(mm);
+    taps_gemm g = gemm_of(mm, x);
     float *wt = ws->wt.p;
     void *ga = ws->a.p, *gb = ws->b.p;
     int taps = d->r * d->s;
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
     memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
+    if (g.dry) dw = NULL;
     if (nhwc) taps_bwd_weight_nhwc(ws, &g, d, x, dy);
     for (int b = 0; b < d->n && !nhwc; b++) {
         const void *xb = at(&g, x, (size_t)b * d->c * xs);
@@ -402,7 +418,8 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
                 }
             }
     }
-    /* dw[k][c][t] (+)= wt[t][k][c] */
+    if (!dw) return; /* dry run */
+        /* dw[k][c][t] (+)= wt[t][k][c] */
 #pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
     for (size_t q = 0; q < kc; q++)
         for (int t = 0; t < taps; t++) {
