@@ -419,7 +419,7 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
             }
     }
     if (!dw) return; /* dry run */
-        /* dw[k][c][t] (+)= wt[t][k][c] */
+                     /* dw[k][c][t] (+)= wt[t][k][c] */
 #pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
     for (size_t q = 0; q < kc; q++)
         for (int t = 0; t < taps; t++) {
