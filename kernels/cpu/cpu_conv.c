@@ -30,17 +30,26 @@
  *
  * Sparse dilated convs (stride 1, most taps reading padding: ASPP at output
  * stride 8) go, in auto mode, to the per-tap GEMM path of cpu_conv_taps.c;
- * the backward passes of dilated depthwise convs to cpu_conv_dw.c.
+ * the backward passes of dilated depthwise convs to cpu_conv_dw.c; with NHWC
+ * activations, the backward passes of large 1x1 stride-1 convs to one
+ * matmul each (use_mm_1x1, cpu_conv_matmul.c), in float32 and bf16.
+ * SG_CPU_CONV_TAPS_BF16=taps|dense forces native bf16's sparse dilated convs
+ * (all three passes) to the per-tap GEMMs or the dense primitive (a
+ * measuring aid; auto, the default, is the measured rule).
  *
  * bf16 (SG_PRECISION_BF16, see backend.h for what it computes): two paths
  * with the same definition, chosen once per backend and logged.
  *  - native: entries whose primitive takes bf16 src/weights/dst (oneDNN's
  *    AVX512-BF16 / AMX kernels, fp32 accumulation) in the layout the
  *    primitive chooses; the reorders from and to the plain float32 tensors
- *    do the rounding (round-to-nearest-even). No per-tap GEMM path (oneDNN
- *    2.6 has no bf16 GEMM in its C API): sparse ASPP convs run dense, with
- *    dead taps trimmed. A geometry oneDNN has no bf16 kernel for falls back
- *    to the emulation.
+ *    do the rounding (round-to-nearest-even). A geometry oneDNN has no bf16
+ *    kernel for falls back to the emulation. Two passes run as GEMMs on
+ *    bf16 copies of the inputs instead (oneDNN 2.6 has no bf16 GEMM in its
+ *    C API, but its matmul primitive is one: cpu_conv_matmul.c), float32
+ *    sums rounded once to bf16 like the primitives' output: the backward
+ *    passes of sparse dilated convs as per-tap GEMMs (taps_beat_native; the
+ *    forward stays dense, dead taps trimmed), and the 1x1 backward passes on
+ *    NHWC activations (use_mm_1x1).
  *  - emulated (no bf16 instructions, or SG_CPU_BF16=emulated): the two
  *    inputs are rounded to bf16 values into float32 buffers, the float32
  *    convolution above runs on them (products of bf16 values are exact in
@@ -87,6 +96,9 @@ enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
  * the small weight tensor is reordered). AUTO: choose_layout per shape. */
 enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2, LAYOUT_CL = 3 };
 enum { BF16_OFF = 0, BF16_EMULATED = 1, BF16_NATIVE = 2 };
+/* Native bf16 sparse dilated convs: the measured rule (taps_beat_native),
+ * or forced to the per-tap path / the dense primitive (a measuring aid). */
+enum { TAPS_BF16_AUTO = 0, TAPS_BF16_TAPS = 1, TAPS_BF16_DENSE = 2 };
 static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
 static const char *layout_names[] = {"plain", "blocked", "auto", "channels-last"};
 
@@ -129,7 +141,8 @@ struct sg_cpu_conv_cache {
     int layout_mode;
     conv_entry *head;
     ws_buf ws[3];              /* blocked copies, one per argument slot */
-    ws_buf acc;                /* accumulate scratch (plain layout) */
+    ws_buf acc;                /* accumulate scratch (plain layout); native bf16
+                                  GEMM paths: the float32 sum before rounding */
     ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
     ws_buf scratch;            /* oneDNN scratchpad */
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
@@ -138,6 +151,9 @@ struct sg_cpu_conv_cache {
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
     ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
+    ws_buf g16[2];             /* native GEMM paths: bf16 copies of the two inputs */
+    sg_conv_mm *mm;            /* matmul primitives (cpu_conv_matmul.c) */
+    int taps_bf16;             /* SG_CPU_CONV_TAPS_BF16: TAPS_BF16_* */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -234,7 +250,17 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     if (!cc) SG_FATAL("CPU backend: out of memory creating the conv cache");
     DNNL_CHECK(dnnl_engine_create(&cc->eng, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&cc->stream, cc->eng, dnnl_stream_default_flags));
+    cc->mm = sg_conv_mm_create(cc->eng, cc->stream);
     cc->layout_mode = LAYOUT_AUTO;
+    const char *tenv = getenv("SG_CPU_CONV_TAPS_BF16");
+    if (tenv && *tenv) {
+        if (strcmp(tenv, "taps") == 0) cc->taps_bf16 = TAPS_BF16_TAPS;
+        else if (strcmp(tenv, "dense") == 0) cc->taps_bf16 = TAPS_BF16_DENSE;
+        else if (strcmp(tenv, "auto") != 0)
+            SG_FATAL("environment SG_CPU_CONV_TAPS_BF16='%s': expected auto, taps or dense "
+                     "(unset it for auto)",
+                     tenv);
+    }
     const char *env = getenv("SG_CPU_CONV_LAYOUT");
     if (env && *env) {
         if (strcmp(env, "plain") == 0) cc->layout_mode = LAYOUT_PLAIN;
@@ -290,7 +316,10 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->bf_a.p);
     sg_cpu_aligned_free(cc->bf_b.p);
     sg_cpu_aligned_free(cc->bf_out.p);
+    sg_cpu_aligned_free(cc->g16[0].p);
+    sg_cpu_aligned_free(cc->g16[1].p);
     sg_conv_taps_ws_free(&cc->taps);
+    sg_conv_mm_destroy(cc->mm);
     free(cc->wmds);
     DNNL_CHECK(dnnl_stream_destroy(cc->stream));
     DNNL_CHECK(dnnl_engine_destroy(cc->eng));
@@ -708,24 +737,6 @@ static int use_dw(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
     return sg_conv_dw_applicable(d);
 }
 
-/* A float32 convolution on activations in layout act: the per-tap GEMM
- * path, the direct depthwise backward, or a float32 oneDNN entry. */
-static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
-                     const float *in0, const float *in1, float *out, int accumulate) {
-    int nhwc = act == SG_LAYOUT_NHWC;
-    if (use_dw(cc, d, op)) {
-        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(&cc->dw_wt, d, nhwc, in0, in1, out, accumulate);
-        else sg_conv_dw_bwd_weight(d, nhwc, in0, in1, out, accumulate);
-    } else if (use_taps(cc, d)) {
-        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, d, nhwc, in0, in1, out);
-        else if (op == OP_BWD_DATA)
-            sg_conv_taps_bwd_data(&cc->taps, d, nhwc, in0, in1, out, accumulate);
-        else sg_conv_taps_bwd_weight(&cc->taps, d, nhwc, in0, in1, out, accumulate);
-    } else {
-        run_entry(cc, get_entry(cc, d, op, act, 0), in0, in1, out, accumulate, NULL);
-    }
-}
-
 /* Element counts of an op's inputs and output: fwd x, w -> y; bwd_data
  * dy, w -> dx; bwd_weight x, dy -> dw. */
 static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, size_t *nout) {
@@ -734,6 +745,59 @@ static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, siz
     if (op == OP_FWD) *n0 = nx, *n1 = nw, *nout = ny;
     else if (op == OP_BWD_DATA) *n0 = ny, *n1 = nw, *nout = nx;
     else *n0 = nx, *n1 = ny, *nout = nw;
+}
+
+/* Auto mode runs the backward passes of 1x1 stride-1 convs on NHWC
+ * activations as one matmul (cpu_conv_matmul.c) where that beats oneDNN's
+ * conv primitives; a rule from the geometry alone (never from timings: the
+ * results must not depend on the machine's load). Measured on AVX512-BF16
+ * (Zen 5, no AMX), batch 2 at 32x32 / 64x64, ResNet-50's 1x1 shapes, best
+ * of 4, the conv primitive's time over the matmul's (> 1: matmul faster;
+ * docs/BENCHMARKS.md "Convolutions as matmul on the CPU"):
+ *  - backward-weights, dW [k x c] = dy^T x: the matmul splits the work over
+ *    the k x c output only, not the long pixel reduction, so it needs a
+ *    large weight: k >= 512 or k*c >= 1280*256. At 2 threads bf16 / fp32:
+ *    512->2048 1.39 / 1.36, 1024->2048 1.32 / 1.48, 128->512 1.19 / 1.01,
+ *    2048->256 1.38 / 1.15, 1280->256 1.30 / 1.36; below the rule 1024->256
+ *    0.96 / 1.11, 512->256 0.92 / 0.96, 512->128 0.84 / 0.94, 256->64 0.48 /
+ *    1.39. One thread: 1.09-1.51 on every shape of the rule.
+ *  - backward-data, dx = dy W [k x c]: k >= 128. 2 threads bf16 1.04-2.04
+ *    (512->2048), fp32 0.93 (256->128) to 1.69 (2048->512); 1 thread
+ *    0.98-1.67; k = 64 is even or slower (fp32 256->64: 0.79).
+ * The forward pass is even (oneDNN's brgconv is this GEMM already). */
+static int use_mm_1x1(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
+    if (cc->layout_mode != LAYOUT_AUTO || act != SG_LAYOUT_NHWC || op == OP_FWD) return 0;
+    validate_desc(d);
+    if (!sg_conv_mm_1x1(d)) return 0;
+    if (op == OP_BWD_DATA) return d->k >= 128;
+    return d->k >= 512 || (long)d->k * d->c >= 1280L * 256;
+}
+
+/* A float32 convolution on activations in layout act: the per-tap GEMM
+ * path, the direct depthwise backward, a 1x1 backward matmul, or a float32
+ * oneDNN entry. */
+static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
+                     const float *in0, const float *in1, float *out, int accumulate) {
+    int nhwc = act == SG_LAYOUT_NHWC;
+    if (use_dw(cc, d, op)) {
+        if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(&cc->dw_wt, d, nhwc, in0, in1, out, accumulate);
+        else sg_conv_dw_bwd_weight(d, nhwc, in0, in1, out, accumulate);
+    } else if (use_taps(cc, d)) {
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, NULL, d, nhwc, in0, in1, out);
+        else if (op == OP_BWD_DATA)
+            sg_conv_taps_bwd_data(&cc->taps, NULL, d, nhwc, in0, in1, out, accumulate);
+        else sg_conv_taps_bwd_weight(&cc->taps, NULL, d, nhwc, in0, in1, out, accumulate);
+    } else if (use_mm_1x1(cc, d, op, act)) {
+        size_t n0, n1, nout;
+        op_counts(d, op, &n0, &n1, &nout);
+        ws_reserve(&cc->acc, nout * sizeof(float));
+        float *r = accumulate ? cc->acc.p : out;
+        if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, in0, in1, r);
+        else sg_conv_mm_1x1_bwd_weight(cc->mm, d, 0, in0, in1, r);
+        if (accumulate) sg_cpu_add_into(out, r, nout);
+    } else {
+        run_entry(cc, get_entry(cc, d, op, act, 0), in0, in1, out, accumulate, NULL);
+    }
 }
 
 static void reserve_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
@@ -769,13 +833,123 @@ static void conv_emulated(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, 
     }
 }
 
-/* Native bf16: a sparse dilated conv whose per-tap GEMMs do under 30% of
- * the dense work runs them (emulated bf16: float32 GEMMs on rounded inputs)
- * rather than oneDNN's dense bf16 kernel, which is ~3.5x the float32 speed
- * per FLOP on AMX (bench_conv: ASPP rate 24 on 32x32 maps, 25% dense, is
- * faster as taps; rate 12, 56%, dense). */
-static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
-    return use_taps(cc, d) && sg_conv_taps_density(d) < 0.3;
+/* Native bf16, sparse dilated convs (use_taps: the per-tap GEMMs do under
+ * 75% of the dense work): the backward passes run the per-tap GEMMs in bf16
+ * (bf16 matmuls, cpu_conv_taps.c), the forward pass oneDNN's dense bf16
+ * primitive (dead taps trimmed). Measured (bench_conv nhwc-bf16, ASPP 3x3
+ * 2048->256 batch 2, SG_CPU_CONV_TAPS_BF16=taps / dense, one thread, CPU
+ * ms; docs/BENCHMARKS.md "Convolutions as matmul on the CPU"):
+ *   map, rate (density)   fwd          bwd_data     bwd_weight
+ *   32x32 d12 (0.56)      29.3 / 29.7  36.0 / 42.3  41.8 / 52.6
+ *   32x32 d24 (0.25)      14.0 / 14.0  18.6 / 57.0  25.7 / 96.1
+ *   64x128 d24 (0.66)     286 / 251    339 / 440    333 / 469
+ *   64x128 d36 (0.51)     211 / 188    261 / 422    244 / 1393
+ * oneDNN's forward kernel (brgconv) skips the taps that read padding itself
+ * and runs nearer the peak than a matmul; its backward passes do the dense
+ * work, and at 64x128 as an im2col GEMM with a 400-640 MiB scratchpad. */
+static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op) {
+    if (!use_taps(cc, d) || cc->taps_bf16 == TAPS_BF16_DENSE) return 0;
+    return op != OP_FWD || cc->taps_bf16 == TAPS_BF16_TAPS;
+}
+
+/* The native bf16 passes that run as GEMMs on bf16 copies of the inputs
+ * rather than as oneDNN conv primitives. */
+enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2 };
+static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
+    if (taps_beat_native(cc, d, op)) return GEMM_TAPS;
+    if (use_mm_1x1(cc, d, op, act)) return GEMM_MM1X1;
+    return GEMM_NONE;
+}
+
+/* Weight cache tags of the native GEMM paths' bf16 weights: above any of
+ * weight_tag's (1 + id << 32 + ...), and apart from the emulation's 0. */
+#define TAG_TAPS_BF16 (UINT64_C(1) << 63)
+#define TAG_PLAIN_BF16 ((UINT64_C(1) << 63) + 1)
+
+/* src as bf16 bits: src itself when stored so (dt SG_ACT_BF16), else its
+ * rounded copy (round-to-nearest-even) in b. */
+static const uint16_t *bf16_input(ws_buf *b, const void *src, int dt, size_t count) {
+    if (dt == SG_ACT_BF16) return src;
+    ws_reserve(b, count * sizeof(uint16_t));
+    sg_cpu_bf16_narrow(b->p, src, count);
+    return b->p;
+}
+
+/* The bf16 weights of a native GEMM forward / backward-data: the per-tap
+ * copy (taps) or the plain [k][c] one (1x1), kept in the weight cache wc
+ * (converted again only after the weights were written). */
+static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d,
+                                    const float *w, sg_wcache *wc) {
+    size_t nw = sg_conv_weight_count(d); /* ungrouped: the per-tap count too */
+    uint64_t tag = path == GEMM_TAPS ? TAG_TAPS_BF16 : TAG_PLAIN_BF16;
+    int refill = 1;
+    uint16_t *copy;
+    if (wc) {
+        copy = sg_wcache_get(wc, w, nw * sizeof(float), tag, nw * sizeof(uint16_t), &refill);
+    } else {
+        ws_reserve(&cc->g16[1], nw * sizeof(uint16_t));
+        copy = cc->g16[1].p;
+    }
+    if (refill) {
+        if (path == GEMM_TAPS) sg_conv_taps_weights_bf16(d, w, copy);
+        else sg_cpu_bf16_narrow(copy, w, nw);
+    }
+    return copy;
+}
+
+/* Grows the buffers of a native GEMM pass and builds its matmul
+ * primitives (a dry run), so that the steady state builds and grows
+ * nothing. The bf16 copy of x is reserved too, though x may come as bf16
+ * bits (the *_dt ops) and never need it. */
+static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op,
+                                int act) {
+    size_t n0, n1, nout;
+    op_counts(d, op, &n0, &n1, &nout);
+    ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
+    if (op == OP_BWD_WEIGHT) ws_reserve(&cc->g16[1], n1 * sizeof(uint16_t));
+    ws_reserve(&cc->acc, nout * sizeof(float));
+    int nhwc = act == SG_LAYOUT_NHWC;
+    if (path == GEMM_TAPS) {
+        sg_conv_taps_prepare(&cc->taps, d);
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL);
+        else if (op == OP_BWD_DATA)
+            sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
+        else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
+    } else if (op == OP_BWD_DATA) {
+        sg_conv_mm_1x1_bwd_data(cc->mm, d, 1, NULL, NULL, NULL);
+    } else {
+        sg_conv_mm_1x1_bwd_weight(cc->mm, d, 1, NULL, NULL, NULL);
+    }
+}
+
+/* A native bf16 pass as GEMMs (path GEMM_TAPS / GEMM_MM1X1): bf16 inputs
+ * (in0 is x (fwd, bwd_weight; bf16 bits when xdt is SG_ACT_BF16) or dy; in1
+ * the weights or dy), float32 accumulation, the sum rounded once to bf16 -
+ * what the native primitives compute (backend.h) - then written (as bf16
+ * bits when ydt is SG_ACT_BF16) or added. */
+static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op, int act,
+                            const void *in0, int xdt, const float *in1, void *out, int ydt,
+                            int accumulate, sg_wcache *wc) {
+    size_t n0, n1, nout;
+    op_counts(d, op, &n0, &n1, &nout);
+    int nhwc = act == SG_LAYOUT_NHWC;
+    const uint16_t *a = bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
+    const uint16_t *b = op == OP_BWD_WEIGHT ? bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1)
+                                            : weights_bf16(cc, path, d, in1, wc);
+    ws_reserve(&cc->acc, nout * sizeof(float));
+    float *r = (accumulate || ydt == SG_ACT_BF16) ? cc->acc.p : out;
+    if (path == GEMM_TAPS) {
+        if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, a, b, r);
+        else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
+        else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
+    } else if (op == OP_BWD_DATA) {
+        sg_conv_mm_1x1_bwd_data(cc->mm, d, 1, a, b, r);
+    } else {
+        sg_conv_mm_1x1_bwd_weight(cc->mm, d, 1, a, b, r);
+    }
+    if (ydt == SG_ACT_BF16) sg_cpu_bf16_narrow(out, r, nout);
+    else if (accumulate) sg_cpu_bf16_round_add(out, r, nout);
+    else sg_cpu_bf16_round(out, r, nout);
 }
 
 /* Every conv op: float32, native bf16, or emulated bf16. */
@@ -788,7 +962,13 @@ static void conv_op(sg_backend *be, const sg_conv_desc *d, int op, const float *
         return;
     }
     sg_wcache *wc = sg_cpu_of(be)->wcache;
-    if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d)) {
+    if (cc->bf16 == BF16_NATIVE) {
+        int path = native_gemm_path(cc, d, op, act);
+        if (path != GEMM_NONE) {
+            run_native_gemm(cc, path, d, op, act, in0, SG_ACT_F32, in1, out, SG_ACT_F32, accumulate,
+                            wc);
+            return;
+        }
         conv_entry *e = get_entry(cc, d, op, act, 1);
         if (e->prim) {
             run_entry(cc, e, in0, in1, out, accumulate, wc);
@@ -802,16 +982,27 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
     sg_cpu_conv_cache *cc = conv_cache(be);
     int act = be->layout;
     for (int op = 0; op < 3; op++) {
-        if (cc->bf16 == BF16_NATIVE && !taps_beat_native(cc, d) &&
-            get_entry(cc, d, op, act, 1)->prim)
-            continue;
+        if (cc->bf16 == BF16_NATIVE) {
+            int path = native_gemm_path(cc, d, op, act);
+            if (path != GEMM_NONE) {
+                prepare_native_gemm(cc, path, d, op, act);
+                continue;
+            }
+            if (get_entry(cc, d, op, act, 1)->prim) continue;
+        }
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
         if (use_dw(cc, d, op)) {
             if (act == SG_LAYOUT_NHWC && op == OP_BWD_DATA) sg_conv_dw_prepare(&cc->dw_wt, d);
             continue;
         }
+        size_t n0, n1, nout;
+        op_counts(d, op, &n0, &n1, &nout);
         if (use_taps(cc, d)) sg_conv_taps_prepare(&cc->taps, d);
-        else get_entry(cc, d, op, act, 0);
+        else if (use_mm_1x1(cc, d, op, act)) {
+            ws_reserve(&cc->acc, nout * sizeof(float));
+            if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, NULL, NULL, NULL);
+            else sg_conv_mm_1x1_bwd_weight(cc->mm, d, 0, NULL, NULL, NULL);
+        } else get_entry(cc, d, op, act, 0);
     }
 }
 
@@ -833,8 +1024,14 @@ static void conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *
 int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
                           const float *in1, void *out, int ydt, int accumulate) {
     sg_cpu_conv_cache *cc = conv_cache(be);
-    if (cc->bf16 != BF16_NATIVE || taps_beat_native(cc, d)) return 0;
+    if (cc->bf16 != BF16_NATIVE) return 0;
     int op = fwd ? OP_FWD : OP_BWD_WEIGHT;
+    int path = native_gemm_path(cc, d, op, be->layout);
+    if (path != GEMM_NONE) {
+        run_native_gemm(cc, path, d, op, be->layout, x, xdt, in1, out, fwd ? ydt : SG_ACT_F32,
+                        accumulate, sg_cpu_of(be)->wcache);
+        return 1;
+    }
     conv_entry *e = get_entry_dt(cc, d, op, be->layout, 1, xdt, fwd ? ydt : SG_ACT_F32);
     if (!e->prim) return 0; /* no bf16 kernel for this geometry: emulated */
     run_entry(cc, e, x, in1, out, accumulate, sg_cpu_of(be)->wcache);
@@ -847,9 +1044,13 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     for (conv_entry *e = cc->head; e; e = e->next) n++;
     size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->dw_wt.bytes +
                cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
-               cc->bf_b.bytes + cc->bf_out.bytes;
+               cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
-    *entries = n;
+    int mm_entries;
+    size_t mm_scratch;
+    sg_conv_mm_stats(cc->mm, &mm_entries, &mm_scratch);
+    *entries = n + mm_entries;
+    b += mm_scratch;
     *workspace_bytes = b;
 }
 

@@ -1,8 +1,9 @@
 /* kernels/cpu/cpu_conv_internal.h - private to the CPU convolution files
  * (cpu_conv.c: oneDNN primitives and their cache; cpu_conv_taps.c: the
  * per-tap GEMM path for sparse dilated convolutions; cpu_conv_dw.c: the
- * backward passes of dilated depthwise convolutions): the oneDNN check
- * macro and the growable shared buffers.
+ * backward passes of dilated depthwise convolutions; cpu_conv_matmul.c:
+ * GEMMs as oneDNN matmul primitives): the oneDNN check macro and the
+ * growable shared buffers.
  */
 #ifndef SG_KERNELS_CPU_CONV_INTERNAL_H
 #define SG_KERNELS_CPU_CONV_INTERNAL_H
@@ -38,6 +39,31 @@ static inline void ws_reserve(ws_buf *b, size_t bytes) {
     b->bytes = bytes;
 }
 
+/* cpu_conv_matmul.c: GEMMs as cached oneDNN matmul primitives. */
+typedef struct sg_conv_mm sg_conv_mm;
+sg_conv_mm *sg_conv_mm_create(dnnl_engine_t eng, dnnl_stream_t stream);
+void sg_conv_mm_destroy(sg_conv_mm *mm);
+/* Primitives cached and the scratchpad bytes they share. */
+void sg_conv_mm_stats(const sg_conv_mm *mm, int *entries, size_t *scratch_bytes);
+/* C [m x n] = op(A) [m x k] . op(B) [k x n], or C += that (add = 1), in
+ * dnnl_sgemm's row-major terms (ta / tb 'N' or 'T', leading dimensions).
+ * bf16 = 1: A and B hold bf16 bits (uint16_t), C float32 (float32
+ * accumulation); else all float32. Waits for the result. c NULL: only
+ * builds the primitive (conv_prepare: none is built in the steady state). */
+void sg_conv_mm_gemm(sg_conv_mm *mm, int bf16, char ta, char tb, long m, long n, long k,
+                     const void *a, long lda, const void *b, long ldb, int add, float *c, long ldc);
+/* 1 if d is a 1x1, stride-1, unpadded, ungrouped conv: on NHWC activations
+ * each pass is one GEMM over the pixels. */
+int sg_conv_mm_1x1(const sg_conv_desc *d);
+/* Its backward passes on NHWC activations (weights [k, c, 1, 1]), written
+ * (never accumulated); bf16 = 1: the inputs are bf16 bits, the result the
+ * float32 sum (the caller rounds it). All tensors NULL: builds the
+ * primitive only. */
+void sg_conv_mm_1x1_bwd_data(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *dy,
+                             const void *w, float *dx);
+void sg_conv_mm_1x1_bwd_weight(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *x,
+                               const void *dy, float *dw);
+
 /* Buffers of the per-tap GEMM path (cpu_conv_taps.c). */
 typedef struct sg_conv_taps_ws {
     ws_buf wt;   /* weights per tap: [r*s][k][c] (or their gradient) */
@@ -53,14 +79,24 @@ int sg_conv_taps_applicable(const sg_conv_desc *d);
 double sg_conv_taps_density(const sg_conv_desc *d);
 /* Grows the buffers for d (done by every call too). */
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d);
+/* The bf16 weights of the forward and backward-data passes below:
+ * wt [r*s][k][c] = bf16(w [k][c][r][s]) (round-to-nearest-even);
+ * sg_conv_taps_weight_count(d) uint16_t. */
+size_t sg_conv_taps_weight_count(const sg_conv_desc *d);
+void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt);
 /* The three passes; nhwc: activations (x, y, dx, dy) channels last, else
- * nchw. Weights are PyTorch's [k, c, r, s] in both. */
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
-                      const float *w, float *y);
-void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
-                           const float *w, float *dx, int accumulate);
-void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
-                             const float *dy, float *dw, int accumulate);
+ * nchw. mm NULL: float32 throughout (dnnl_sgemm), w PyTorch's [k, c, r, s]
+ * floats. mm set: bf16 GEMMs on mm (float32 accumulation): x and dy are
+ * bf16 bits, w the bf16 per-tap copy of sg_conv_taps_weights_bf16; the
+ * results (y, dx, dw) are the float32 sums (the caller rounds them). A
+ * bf16 call without tensors (all NULL) builds the matmul primitives of the
+ * pass only (conv_prepare). */
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                      const void *x, const void *w, float *y);
+void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                           const void *dy, const void *w, float *dx, int accumulate);
+void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                             const void *x, const void *dy, float *dw, int accumulate);
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws);
 
 /* cpu_conv_dw.c: 1 if d is a dilated depthwise conv (groups == c, k a

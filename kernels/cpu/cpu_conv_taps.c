@@ -16,6 +16,12 @@
  * the GEMMs). Buffers live in sg_conv_taps_ws, grown on the first call of a
  * shape only.
  *
+ * bf16 (native bf16 of cpu_conv.c, mm set): the same loops on bf16
+ * operands (x, dy, their gathered copies, the per-tap weights) through the
+ * bf16 matmul primitives of cpu_conv_matmul.c (float32 accumulation, C +=
+ * by the sum post-op); results and the weight-gradient accumulator stay
+ * float32, for the caller to round once.
+ *
  * NHWC activations: the same rectangles, each GEMM transposed - pixels as
  * rows, channels as the contiguous columns: y[rect] [pixels x k] +=
  * x[rect + off] [pixels x c] . W_ij^T. Whole-row rectangles are again used
@@ -25,6 +31,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/formulas/bf16.h"
 
 /* The output rectangle of tap (i, j) and its input offset. */
 typedef struct rect {
@@ -82,26 +89,62 @@ double sg_conv_taps_density(const sg_conv_desc *d) {
     return dense ? (double)useful / (double)dense : 1.0;
 }
 
-static void sgemm(char ta, char tb, long m, long n, long k, const float *a, long lda,
-                  const float *b, long ldb, float beta, float *c, long ldc) {
-    DNNL_CHECK(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
+/* The GEMMs of one call: float32 dnnl_sgemm (mm NULL) or bf16 matmuls on
+ * mm; es: the bytes of one input element (x, dy, the gathered copies and,
+ * but in the backward-weight pass, the weights). */
+typedef struct taps_gemm {
+    sg_conv_mm *mm;
+    size_t es;
+    int dry; /* bf16 with no tensors: only build mm's primitives (prepare) */
+} taps_gemm;
+
+static taps_gemm gemm_of(sg_conv_mm *mm, const void *in) {
+    taps_gemm g = {mm, mm ? sizeof(uint16_t) : sizeof(float), mm && !in};
+    return g;
+}
+
+/* Element off of an input array (NULL in a dry run). */
+static const void *at(const taps_gemm *g, const void *p, size_t off) {
+    return p ? (const char *)p + off * g->es : NULL;
+}
+
+/* Element off of an output array (NULL in a dry run). */
+static float *out_at(float *p, size_t off) { return p ? p + off : NULL; }
+
+/* Zeroes an output (no-op in a dry run). */
+static void zero(float *p, size_t count) {
+    if (p) memset(p, 0, count * sizeof(float));
+}
+
+/* C = op(A) op(B) + beta C, beta 0 or 1. */
+static void gemm(const taps_gemm *g, char ta, char tb, long m, long n, long k, const void *a,
+                 long lda, const void *b, long ldb, float beta, float *c, long ldc) {
+    if (g->mm)
+        sg_conv_mm_gemm(g->mm, 1, ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, g->dry ? NULL : c,
+                        ldc);
+    else DNNL_CHECK(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
 }
 
 /* Copies rows [y0, y1) x cols [x0, x1) of `ch` planes (plane stride ps,
- * row stride w) into a dense [ch][area] matrix, or adds it back. */
-static void gather(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0, int x1,
-                   float *dst) {
+ * row stride w) of es-byte elements into a dense [ch][area] matrix. */
+static void gather(size_t es, const void *src, int ch, size_t ps, int w, int y0, int y1, int x0,
+                   int x1, void *dst) {
+    if (!src) return; /* dry run */
     int rw = x1 - x0;
     size_t area = (size_t)(y1 - y0) * rw;
+    const char *s = src;
+    char *o = dst;
 #pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
     for (int c = 0; c < ch; c++)
         for (int y = y0; y < y1; y++)
-            memcpy(dst + c * area + (size_t)(y - y0) * rw, src + c * ps + (size_t)y * w + x0,
-                   (size_t)rw * sizeof(float));
+            memcpy(o + (c * area + (size_t)(y - y0) * rw) * es,
+                   s + (c * ps + (size_t)y * w + x0) * es, (size_t)rw * es);
 }
 
+/* Adds a dense float32 [ch][area] matrix back into such a rectangle. */
 static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int y1, int x0, int x1,
                         float *dst) {
+    if (!dst) return; /* dry run */
     int rw = x1 - x0;
     size_t area = (size_t)(y1 - y0) * rw;
 #pragma omp parallel for schedule(static) if ((size_t)ch * area >= SG_CPU_PAR_MIN)
@@ -114,16 +157,22 @@ static void scatter_add(const float *src, int ch, size_t ps, int w, int y0, int 
 }
 
 /* NHWC: copies pixel rows [y0, y1) x cols [x0, x1) of a [rows][w][ch]
- * image into a dense [area][ch] matrix, or adds such a matrix back. */
-static void gather_cl(const float *src, int ch, int w, int y0, int y1, int x0, int x1, float *dst) {
+ * image of es-byte elements into a dense [area][ch] matrix. */
+static void gather_cl(size_t es, const void *src, int ch, int w, int y0, int y1, int x0, int x1,
+                      void *dst) {
+    if (!src) return;                    /* dry run */
     size_t run = (size_t)(x1 - x0) * ch; /* one row: contiguous */
+    const char *s = src;
+    char *o = dst;
 #pragma omp parallel for schedule(static) if (run * (y1 - y0) >= SG_CPU_PAR_MIN)
     for (int y = y0; y < y1; y++)
-        memcpy(dst + (size_t)(y - y0) * run, src + ((size_t)y * w + x0) * ch, run * sizeof(float));
+        memcpy(o + (size_t)(y - y0) * run * es, s + ((size_t)y * w + x0) * ch * es, run * es);
 }
 
+/* NHWC: adds a dense float32 [area][ch] matrix back into such a rectangle. */
 static void scatter_add_cl(const float *src, int ch, int w, int y0, int y1, int x0, int x1,
                            float *dst) {
+    if (!dst) return; /* dry run */
     size_t run = (size_t)(x1 - x0) * ch;
 #pragma omp parallel for schedule(static) if (run * (y1 - y0) >= SG_CPU_PAR_MIN)
     for (int y = y0; y < y1; y++) {
@@ -143,36 +192,59 @@ static void regroup_weights(const sg_conv_desc *d, const float *w, float *wt) {
         for (int t = 0; t < taps; t++) wt[t * kc + q] = w[q * taps + t];
 }
 
+size_t sg_conv_taps_weight_count(const sg_conv_desc *d) {
+    return (size_t)d->r * d->s * d->k * d->c;
+}
+
+void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt) {
+    int taps = d->r * d->s;
+    size_t kc = (size_t)d->k * d->c;
+#pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
+    for (size_t q = 0; q < kc; q++)
+        for (int t = 0; t < taps; t++) wt[t * kc + q] = sg_bf16_bits(w[q * taps + t]);
+}
+
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
     size_t big = (size_t)(d->c > d->k ? d->c : d->k) * d->oh * d->ow;
-    ws_reserve(&ws->wt, (size_t)d->r * d->s * d->k * d->c * sizeof(float));
+    ws_reserve(&ws->wt, sg_conv_taps_weight_count(d) * sizeof(float));
     ws_reserve(&ws->a, big * sizeof(float));
     ws_reserve(&ws->b, big * sizeof(float));
 }
 
+/* The per-tap weights of a forward / backward-data call: w itself (bf16:
+ * the caller's per-tap copy) or, float32, regrouped into ws->wt. */
+static const void *tap_weights(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
+                               const void *w) {
+    if (g->mm) return w;
+    regroup_weights(d, w, ws->wt.p);
+    return ws->wt.p;
+}
+
 /* NHWC forward: y[rect] [area x k] += x[rect + off] [area x c] . W_ij^T */
-static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x, float *y) {
-    const float *wt = ws->wt.p;
-    float *ga = ws->a.p, *gb = ws->b.p;
+static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
+                          const void *x, const void *wt, float *y) {
+    void *ga = ws->a.p;
+    float *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    memset(y, 0, (size_t)d->n * ys * sizeof(float));
+    zero(y, (size_t)d->n * ys);
     for (int b = 0; b < d->n; b++) {
-        const float *xb = x + (size_t)b * xs;
-        float *yb = y + (size_t)b * ys;
+        const void *xb = at(g, x, (size_t)b * xs);
+        float *yb = out_at(y, (size_t)b * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
                 size_t area = rect_area(&r);
                 if (!area) continue;
-                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                const void *wij = at(g, wt, (size_t)(i * d->s + j) * kc);
                 if (full_rows(d, &r)) {
-                    sgemm('N', 'T', (long)area, k, c, xb + (size_t)(r.oy0 + r.dy) * d->w * c, c,
-                          wij, c, 1.0f, yb + (size_t)r.oy0 * d->ow * k, k);
+                    gemm(g, 'N', 'T', (long)area, k, c,
+                         at(g, xb, (size_t)(r.oy0 + r.dy) * d->w * c), c, wij, c, 1.0f,
+                         out_at(yb, (size_t)r.oy0 * d->ow * k), k);
                 } else {
-                    gather_cl(xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx, r.ox1 + r.dx,
-                              ga);
-                    sgemm('N', 'T', (long)area, k, c, ga, c, wij, c, 0.0f, gb, k);
+                    gather_cl(g->es, xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                              r.ox1 + r.dx, ga);
+                    gemm(g, 'N', 'T', (long)area, k, c, ga, c, wij, c, 0.0f, gb, k);
                     scatter_add_cl(gb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, yb);
                 }
             }
@@ -180,28 +252,28 @@ static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const floa
 }
 
 /* NHWC backward-data: dx[rect + off] [area x c] += dy[rect] [area x k] . W_ij */
-static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *dy,
-                               float *dx, int accumulate) {
-    const float *wt = ws->wt.p;
-    float *ga = ws->a.p, *gb = ws->b.p;
+static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
+                               const void *dy, const void *wt, float *dx, int accumulate) {
+    void *ga = ws->a.p;
+    float *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    if (!accumulate) memset(dx, 0, (size_t)d->n * xs * sizeof(float));
+    if (!accumulate) zero(dx, (size_t)d->n * xs);
     for (int b = 0; b < d->n; b++) {
-        const float *gyb = dy + (size_t)b * ys;
-        float *gxb = dx + (size_t)b * xs;
+        const void *gyb = at(g, dy, (size_t)b * ys);
+        float *gxb = out_at(dx, (size_t)b * xs);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
                 size_t area = rect_area(&r);
                 if (!area) continue;
-                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                const void *wij = at(g, wt, (size_t)(i * d->s + j) * kc);
                 if (full_rows(d, &r)) {
-                    sgemm('N', 'N', (long)area, c, k, gyb + (size_t)r.oy0 * d->ow * k, k, wij, c,
-                          1.0f, gxb + (size_t)(r.oy0 + r.dy) * d->w * c, c);
+                    gemm(g, 'N', 'N', (long)area, c, k, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
+                         wij, c, 1.0f, out_at(gxb, (size_t)(r.oy0 + r.dy) * d->w * c), c);
                 } else {
-                    gather_cl(gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    sgemm('N', 'N', (long)area, c, k, ga, k, wij, c, 0.0f, gb, c);
+                    gather_cl(g->es, gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gemm(g, 'N', 'N', (long)area, c, k, ga, k, wij, c, 0.0f, gb, c);
                     scatter_add_cl(gb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                                    r.ox1 + r.dx, gxb);
                 }
@@ -210,13 +282,14 @@ static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const
 }
 
 /* NHWC backward-weight: dW_ij [k x c] += dy[rect]^T [k x area] . x[rect + off] [area x c] */
-static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, const float *x,
-                                 const float *dy) {
-    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
+                                 const void *x, const void *dy) {
+    float *wt = ws->wt.p;
+    void *ga = ws->a.p, *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
     for (int b = 0; b < d->n; b++) {
-        const float *xb = x + (size_t)b * xs, *gyb = dy + (size_t)b * ys;
+        const void *xb = at(g, x, (size_t)b * xs), *gyb = at(g, dy, (size_t)b * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -224,81 +297,86 @@ static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const sg_conv_desc *d, con
                 if (!area) continue;
                 float *wij = wt + (size_t)(i * d->s + j) * kc;
                 if (full_rows(d, &r)) {
-                    sgemm('T', 'N', k, c, (long)area, gyb + (size_t)r.oy0 * d->ow * k, k,
-                          xb + (size_t)(r.oy0 + r.dy) * d->w * c, c, 1.0f, wij, c);
+                    gemm(g, 'T', 'N', k, c, (long)area, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
+                         at(g, xb, (size_t)(r.oy0 + r.dy) * d->w * c), c, 1.0f, wij, c);
                 } else {
-                    gather_cl(gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    gather_cl(xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx, r.ox1 + r.dx,
-                              gb);
-                    sgemm('T', 'N', k, c, (long)area, ga, k, gb, c, 1.0f, wij, c);
+                    gather_cl(g->es, gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gather_cl(g->es, xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                              r.ox1 + r.dx, gb);
+                    gemm(g, 'T', 'N', k, c, (long)area, ga, k, gb, c, 1.0f, wij, c);
                 }
             }
     }
 }
 
-void sg_conv_taps_fwd(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
-                      const float *w, float *y) {
+void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                      const void *x, const void *w, float *y) {
     sg_conv_taps_prepare(ws, d);
-    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
-    regroup_weights(d, w, wt);
+    taps_gemm g = gemm_of(mm, x);
+    const void *wt = tap_weights(ws, &g, d, w);
+    void *ga = ws->a.p;
+    float *gb = ws->b.p;
     if (nhwc) {
-        taps_fwd_nhwc(ws, d, x, y);
+        taps_fwd_nhwc(ws, &g, d, x, wt, y);
         return;
     }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
-    memset(y, 0, (size_t)d->n * d->k * ys * sizeof(float));
+    zero(y, (size_t)d->n * d->k * ys);
     for (int b = 0; b < d->n; b++) {
-        const float *xb = x + (size_t)b * d->c * xs;
-        float *yb = y + (size_t)b * d->k * ys;
+        const void *xb = at(&g, x, (size_t)b * d->c * xs);
+        float *yb = out_at(y, (size_t)b * d->k * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
                 size_t area = rect_area(&r);
                 if (!area) continue;
-                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                const void *wij = at(&g, wt, (size_t)(i * d->s + j) * kc);
                 if (full_rows(d, &r)) {
-                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c,
-                          xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f,
-                          yb + (size_t)r.oy0 * d->ow, (long)ys);
+                    gemm(&g, 'N', 'N', d->k, (long)area, d->c, wij, d->c,
+                         at(&g, xb, (size_t)(r.oy0 + r.dy) * d->w), (long)xs, 1.0f,
+                         out_at(yb, (size_t)r.oy0 * d->ow), (long)ys);
                 } else {
-                    gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                    gather(g.es, xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                            r.ox1 + r.dx, ga);
-                    sgemm('N', 'N', d->k, (long)area, d->c, wij, d->c, ga, (long)area, 0.0f, gb,
-                          (long)area);
+                    gemm(&g, 'N', 'N', d->k, (long)area, d->c, wij, d->c, ga, (long)area, 0.0f, gb,
+                         (long)area);
                     scatter_add(gb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, yb);
                 }
             }
     }
 }
 
-void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
-                           const float *w, float *dx, int accumulate) {
+void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                           const void *dy, const void *w, float *dx, int accumulate) {
     sg_conv_taps_prepare(ws, d);
-    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
-    regroup_weights(d, w, wt);
+    taps_gemm g = gemm_of(mm, dy);
+    const void *wt = tap_weights(ws, &g, d, w);
+    void *ga = ws->a.p;
+    float *gb = ws->b.p;
     if (nhwc) {
-        taps_bwd_data_nhwc(ws, d, dy, dx, accumulate);
+        taps_bwd_data_nhwc(ws, &g, d, dy, wt, dx, accumulate);
         return;
     }
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
-    if (!accumulate) memset(dx, 0, (size_t)d->n * d->c * xs * sizeof(float));
+    if (!accumulate) zero(dx, (size_t)d->n * d->c * xs);
     for (int b = 0; b < d->n; b++) {
-        const float *gyb = dy + (size_t)b * d->k * ys;
-        float *gxb = dx + (size_t)b * d->c * xs;
+        const void *gyb = at(&g, dy, (size_t)b * d->k * ys);
+        float *gxb = out_at(dx, (size_t)b * d->c * xs);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
                 size_t area = rect_area(&r);
                 if (!area) continue;
-                const float *wij = wt + (size_t)(i * d->s + j) * kc;
+                const void *wij = at(&g, wt, (size_t)(i * d->s + j) * kc);
                 /* dx[c, rect + off] += W_ij^T [c x k] . dy[k, rect] */
                 if (full_rows(d, &r)) {
-                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, gyb + (size_t)r.oy0 * d->ow,
-                          (long)ys, 1.0f, gxb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs);
+                    gemm(&g, 'T', 'N', d->c, (long)area, d->k, wij, d->c,
+                         at(&g, gyb, (size_t)r.oy0 * d->ow), (long)ys, 1.0f,
+                         out_at(gxb, (size_t)(r.oy0 + r.dy) * d->w), (long)xs);
                 } else {
-                    gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    sgemm('T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f, gb,
-                          (long)area);
+                    gather(g.es, gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gemm(&g, 'T', 'N', d->c, (long)area, d->k, wij, d->c, ga, (long)area, 0.0f, gb,
+                         (long)area);
                     scatter_add(gb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                                 r.ox1 + r.dx, gxb);
                 }
@@ -306,16 +384,20 @@ void sg_conv_taps_bwd_data(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc,
     }
 }
 
-void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
-                             const float *dy, float *dw, int accumulate) {
+void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
+                             const void *x, const void *dy, float *dw, int accumulate) {
     sg_conv_taps_prepare(ws, d);
-    float *wt = ws->wt.p, *ga = ws->a.p, *gb = ws->b.p;
+    taps_gemm g = gemm_of(mm, x);
+    float *wt = ws->wt.p;
+    void *ga = ws->a.p, *gb = ws->b.p;
     int taps = d->r * d->s;
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
     memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
-    if (nhwc) taps_bwd_weight_nhwc(ws, d, x, dy);
+    if (g.dry) dw = NULL;
+    if (nhwc) taps_bwd_weight_nhwc(ws, &g, d, x, dy);
     for (int b = 0; b < d->n && !nhwc; b++) {
-        const float *xb = x + (size_t)b * d->c * xs, *gyb = dy + (size_t)b * d->k * ys;
+        const void *xb = at(&g, x, (size_t)b * d->c * xs);
+        const void *gyb = at(&g, dy, (size_t)b * d->k * ys);
         for (int i = 0; i < d->r; i++)
             for (int j = 0; j < d->s; j++) {
                 rect r = tap_rect(d, i, j);
@@ -324,18 +406,20 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, const sg_conv_desc *d, int nhw
                 float *wij = wt + (size_t)(i * d->s + j) * kc;
                 /* dW_ij [k x c] += dy[k, rect] . x[c, rect + off]^T */
                 if (full_rows(d, &r)) {
-                    sgemm('N', 'T', d->k, d->c, (long)area, gyb + (size_t)r.oy0 * d->ow, (long)ys,
-                          xb + (size_t)(r.oy0 + r.dy) * d->w, (long)xs, 1.0f, wij, d->c);
+                    gemm(&g, 'N', 'T', d->k, d->c, (long)area, at(&g, gyb, (size_t)r.oy0 * d->ow),
+                         (long)ys, at(&g, xb, (size_t)(r.oy0 + r.dy) * d->w), (long)xs, 1.0f, wij,
+                         d->c);
                 } else {
-                    gather(gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    gather(xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
+                    gather(g.es, gyb, d->k, ys, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
+                    gather(g.es, xb, d->c, xs, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
                            r.ox1 + r.dx, gb);
-                    sgemm('N', 'T', d->k, d->c, (long)area, ga, (long)area, gb, (long)area, 1.0f,
-                          wij, d->c);
+                    gemm(&g, 'N', 'T', d->k, d->c, (long)area, ga, (long)area, gb, (long)area, 1.0f,
+                         wij, d->c);
                 }
             }
     }
-    /* dw[k][c][t] (+)= wt[t][k][c] */
+    if (!dw) return; /* dry run */
+                     /* dw[k][c][t] (+)= wt[t][k][c] */
 #pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
     for (size_t q = 0; q < kc; q++)
         for (int t = 0; t < taps; t++) {

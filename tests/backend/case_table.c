@@ -340,6 +340,14 @@ const tb_case tb_cases[] = {
     CONV_SQ(2, 17, 11, 9, 33, 1, 1, 0, 1, 0, "1x1, c and k not multiples of 8 or 16"),
     CONV_SQ(3, 24, 13, 11, 40, 3, 2, 1, 1, 1, "3x3 stride 2, c = 24, k = 40: vector tails"),
     CONV_SQ(2, 65, 9, 13, 17, 3, 1, 5, 5, 0, "per-tap GEMMs, c = 65, k = 17: odd channel runs"),
+    /* the matmul paths of the CPU (cpu_conv.c use_mm_1x1, cpu_conv_matmul.c):
+     * 1x1 stride-1 backward passes on NHWC activations as one GEMM (k >= 128
+     * backward-data; k >= 512 or k*c >= 1280*256 backward-weights), and the
+     * per-tap GEMMs in native bf16 (bf16 matmuls) */
+    CONV_SQ(2, 24, 5, 7, 512, 1, 1, 0, 1, 1, "1x1 k = 512: backward passes as matmuls (NHWC)"),
+    CONV_SQ(1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
+    CONV_SQ(2, 33, 6, 5, 129, 1, 1, 0, 1, 0, "1x1 k = 129: backward-data as matmul only"),
+    CONV_SQ(2, 96, 10, 14, 40, 3, 1, 7, 7, 1, "sparse, bf16 taps: partial rows, full rows"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),
@@ -596,6 +604,12 @@ const tb_case tb_cases[] = {
     CONV_DT(2, 20, 7, 9, 24, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_BF16,
             "c = 20, k = 24, dilated: channel runs off the vector width"),
     CONV_DT(3, 17, 1, 1, 9, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "hw = 1 (1x1 map)"),
+    CONV_DT(2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16,
+            "sparse dilated: the per-tap GEMMs on bf16 x"),
+    CONV_DT(2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_F32, SG_ACT_BF16,
+            "sparse dilated, float32 x, bf16 y"),
+    CONV_DT(2, 40, 4, 5, 512, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_F32,
+            "1x1 k = 512: backward-weight as a matmul on bf16 x"),
     CONV_DT_G(20, 2, 20, 9, 8, 20, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_F32,
               "depthwise dilated, c = 20 (the direct backward-weight)"),
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
