@@ -19,7 +19,8 @@
  *             upload_wait stream stream_wait bind_thread
  *             mem_written (run_memory.c, run_weights.c)
  *   conv      conv_prepare conv_fwd conv_bwd_data        cpu_conv.c (+ cpu_conv_taps.c,
- *             conv_bwd_weight                              fills nothing)
+ *             conv_bwd_weight                              cpu_conv_matmul.c, cpu_conv_dw.c:
+ *                                                          they fill nothing)
  *             bias_fwd bias_bwd                          cpu_conv_bias.c
  *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cpu_bn.c
  *             bn_bwd_reduce bn_bwd_elem bn_param_grads
@@ -39,8 +40,10 @@
  *
  * Calls between the files go one way only (no loops): cpu_backend.c calls
  * the others and none calls it; cpu_act_bf16.c -> cpu_conv.c
- * (sg_cpu_conv_native_dt); cpu_conv.c -> cpu_conv_taps.c (through
- * cpu_conv_internal.h) and cpu_elem.c (sg_cpu_add_into); every op file may
+ * (sg_cpu_conv_native_dt); cpu_conv.c -> cpu_conv_taps.c, cpu_conv_dw.c and
+ * cpu_conv_matmul.c (through cpu_conv_internal.h), cpu_conv_taps.c ->
+ * cpu_conv_matmul.c (its bf16 GEMMs), and cpu_conv.c -> cpu_elem.c
+ * (sg_cpu_add_into); every op file may
  * call cpu_memory.c and cpu_bf16.c, which call no other file of the
  * backend. kernels/backend.c calls sg_cpu_backend_create only, and nothing
  * here calls kernels/backend.c (sg_conv_desc_init is inline in backend.h).
