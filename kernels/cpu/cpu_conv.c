@@ -725,8 +725,14 @@ static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
  * (float32, R50's ASPP 3x3 2048->256 on 32x32 maps, 2 threads, ms per step
  * with --profile, per-tap / dense, alternated twice: rate 12 36.7, 38.5 /
  * 27.3, 27.3; rate 24 22.6, 25.6 / 13.1, 13.0; the bf16 rule below found
- * the same); NCHW's blocked kernels do not skip them. */
+ * the same); NCHW's blocked kernels do not skip them. The float32 backward
+ * passes in NHWC take the per-tap GEMMs more widely
+ * (sg_conv_taps_bwd_f32_applicable). */
 static int use_taps_op(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
+    if (op != OP_FWD && act == SG_LAYOUT_NHWC && cc->layout_mode == LAYOUT_AUTO) {
+        validate_desc(d);
+        return sg_conv_groups(d) == 1 && sg_conv_taps_bwd_f32_applicable(d);
+    }
     return use_taps(cc, d) && (op != OP_FWD || act != SG_LAYOUT_NHWC);
 }
 

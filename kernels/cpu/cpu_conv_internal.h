@@ -74,6 +74,10 @@ typedef struct sg_conv_taps_ws {
  * rates on small maps), where per-tap GEMMs over the valid regions do much
  * less work than a dense conv. */
 int sg_conv_taps_applicable(const sg_conv_desc *d);
+/* 1 if d's float32 backward passes on NHWC activations run faster as
+ * per-tap GEMMs: any stride-1 kernel larger than 1x1 with at least 3% of
+ * its dense work in padding (the measurements are in cpu_conv_taps.c). */
+int sg_conv_taps_bwd_f32_applicable(const sg_conv_desc *d);
 /* The work of the per-tap GEMMs over that of the dense conv on the live
  * taps (1 when every tap reads the whole image). */
 double sg_conv_taps_density(const sg_conv_desc *d);

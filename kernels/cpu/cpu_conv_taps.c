@@ -66,6 +66,20 @@ int sg_conv_taps_applicable(const sg_conv_desc *d) {
     return sg_conv_taps_density(d) < 0.75; /* less than 75% of the dense work */
 }
 
+/* float32 backward passes on NHWC activations: oneDNN 2.6's backward
+ * kernels for stride-1 3x3 convs are slower than the per-tap GEMMs even
+ * where every tap reads most of the image (rate 1, 2, 4 on 32x32 maps: 6-16%
+ * of the dense work in padding), and much slower at 64x128. R50 OS8, batch 2,
+ * float32, `segtrain bench`, ms per step, before / after, alternated: 256x256
+ * 2 threads 1221, 1160 / 1092, 1116 (CPU 2413, 2294 / 2154, 2196); 1 thread
+ * 2199, 2217 / 2086, 2155; 512x1024 2 threads 13118 / 10357. Not for bf16:
+ * its per-tap bf16 matmuls lose there (681, 691 / 723, 684 ms). */
+int sg_conv_taps_bwd_f32_applicable(const sg_conv_desc *d) {
+    if (d->stride_h != 1 || d->stride_w != 1 || d->r * d->s == 1) return 0;
+    if (d->c < 64 || d->k < 16) return 0;
+    return sg_conv_taps_density(d) < 0.97;
+}
+
 double sg_conv_taps_density(const sg_conv_desc *d) {
     /* Compared with the dense conv over the live taps only: cpu_conv.c
      * trims taps that read nothing but padding (ASPP rate 36 on 32x32 is a

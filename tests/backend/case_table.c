@@ -348,6 +348,10 @@ const tb_case tb_cases[] = {
     CONV_SQ(1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
     CONV_SQ(2, 33, 6, 5, 129, 1, 1, 0, 1, 0, "1x1 k = 129: backward-data as matmul only"),
     CONV_SQ(2, 96, 10, 14, 40, 3, 1, 7, 7, 1, "sparse, bf16 taps: partial rows, full rows"),
+    /* float32 NHWC backward passes as per-tap GEMMs (sg_conv_taps_bwd_f32_applicable):
+     * a dense 3x3 (rate 1) and a rate-2 one where every tap reads most of the map */
+    CONV_SQ(2, 64, 9, 11, 32, 3, 1, 1, 1, 1, "dense 3x3: float32 NHWC backward per tap"),
+    CONV_SQ(2, 72, 12, 10, 24, 3, 1, 2, 2, 1, "rate 2: float32 NHWC backward per tap"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),
