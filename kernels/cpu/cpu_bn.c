@@ -39,6 +39,9 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *red, double count, float *dx, int n,
                           int c, int hw, int relu, int accumulate);
+static void nhwc_join_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                         const float *invstd, const float *gamma, const float *beta,
+                         const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw);
 
 /* Per-plane kernels, compiled for AVX-512, AVX2 and baseline x86-64 and
  * picked at load time (SG_CPU_CLONES): the double accumulations are 8 wide
@@ -440,45 +443,27 @@ static void store_dt(void *v, int dt, size_t off, const float *src, int len) {
     }
 }
 
-/* y = relu(bn(x) + res) on the len elements at off: all of one channel (m,
- * a, b; mc NULL) or of consecutive channels (NHWC: per-channel arrays mc,
- * ac, bc). plane_fwd_add's element, so its bits. */
+/* y = relu(bn(x) + res) on the len elements at off, all of one channel
+ * (NCHW). plane_fwd_add's element, so its bits. */
 static void join_chunk(const void *x, int x_dt, const void *res, int res_dt, void *y, int y_dt,
-                       size_t off, int len, float m, float a, float b, const float *mc,
-                       const float *ac, const float *bc) {
+                       size_t off, int len, float m, float a, float b) {
     float xv[JOIN_CHUNK], rv[JOIN_CHUNK];
     load_f32(xv, x, x_dt, off, len);
     load_f32(rv, res, res_dt, off, len);
-    if (mc) {
 #pragma omp simd
-        for (int j = 0; j < len; j++)
-            xv[j] = sg_relu(sg_fadd(sg_bn_fwd_elem(xv[j], mc[j], ac[j], bc[j]), rv[j]));
-    } else {
-#pragma omp simd
-        for (int j = 0; j < len; j++)
-            xv[j] = sg_relu(sg_fadd(sg_bn_fwd_elem(xv[j], m, a, b), rv[j]));
-    }
+    for (int j = 0; j < len; j++) xv[j] = sg_relu(sg_fadd(sg_bn_fwd_elem(xv[j], m, a, b), rv[j]));
     store_dt(y, y_dt, off, xv, len);
 }
 
-/* bn_add_relu_fwd with a bf16 identity or a rounded output, in chunks
- * (both layouts): each chunk is read (widened) before it is written, so y
- * may == res. */
+/* bn_add_relu_fwd with a bf16 identity or a bf16 / rounded output: NHWC in
+ * nhwc_join_dt, NCHW here in chunks of a plane. Each chunk is read (widened)
+ * before it is written, so y may == res. */
 static void join_dt(sg_backend *be, const void *x, int x_dt, const float *mean, const float *invstd,
                     const float *gamma, const float *beta, const void *res, int res_dt, void *y,
                     int y_dt, int n, int c, int hw) {
     size_t count = (size_t)n * c * hw;
     if (be->layout == SG_LAYOUT_NHWC) {
-        float *a = sg_cpu_act_buf(be, 1, (size_t)c);
-        for (int ch = 0; ch < c; ch++) a[ch] = sg_bn_fwd_scale(invstd[ch], gamma[ch]);
-        long npix = (long)n * hw;
-#pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
-        for (long p = 0; p < npix; p++)
-            for (int c0 = 0; c0 < c; c0 += JOIN_CHUNK) {
-                int len = c - c0 < JOIN_CHUNK ? c - c0 : JOIN_CHUNK;
-                join_chunk(x, x_dt, res, res_dt, y, y_dt, (size_t)p * c + c0, len, 0, 0, 0,
-                           mean + c0, a + c0, beta + c0);
-            }
+        nhwc_join_dt(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
         return;
     }
     long planes = (long)n * c;
@@ -489,7 +474,7 @@ static void join_dt(sg_backend *be, const void *x, int x_dt, const float *mean, 
         for (int q0 = 0; q0 < hw; q0 += JOIN_CHUNK) {
             int len = hw - q0 < JOIN_CHUNK ? hw - q0 : JOIN_CHUNK;
             join_chunk(x, x_dt, res, res_dt, y, y_dt, (size_t)pl * hw + q0, len, mean[ch], a,
-                       beta[ch], NULL, NULL, NULL);
+                       beta[ch]);
         }
     }
 }
@@ -732,6 +717,80 @@ static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
         long ng = np / G; /* whole groups, then the rows left */
         rows_fwd_dt(x, x_dt, res, y, y_dt, off, ng, (int)gc, m, a, b, relu);
         rows_fwd_dt(x, x_dt, res, y, y_dt, off + (size_t)ng * gc, np % G, c, m, a, b, relu);
+    }
+}
+
+/* The residual join with the identity r and the output y stored in bf16 too
+ * (res_dt, y_dt; F32R_STORE: a float32 holding the value rounded to bf16):
+ * plane_fwd_add's element on the values as stored, over np rows. */
+#define F32R_STORE(y, i, v) (y)[i] = sg_bf16_round(v)
+#define ROWS_JOIN(name, TX, LX, TR, LR, TY, SY)                                        \
+    SG_CPU_CLONES static void name(const TX *x, const TR *r, TY *y, long np, int c,    \
+                                   const float *m, const float *a, const float *b) {   \
+        for (long p = 0; p < np; p++) {                                                \
+            size_t o = (size_t)p * c;                                                  \
+            _Pragma("omp simd") for (int ch = 0; ch < c; ch++)                         \
+                SY(y, o + ch,                                                          \
+                   sg_relu(sg_fadd(sg_bn_fwd_elem(LX(x, o + ch), m[ch], a[ch], b[ch]), \
+                                   LR(r, o + ch))));                                   \
+        }                                                                              \
+    }
+ROWS_JOIN(join_fbb, float, F32_LOAD, uint16_t, BF16_LOAD, uint16_t, BF16_STORE)
+ROWS_JOIN(join_bbb, uint16_t, BF16_LOAD, uint16_t, BF16_LOAD, uint16_t, BF16_STORE)
+ROWS_JOIN(join_ffb, float, F32_LOAD, float, F32_LOAD, uint16_t, BF16_STORE)
+ROWS_JOIN(join_bfb, uint16_t, BF16_LOAD, float, F32_LOAD, uint16_t, BF16_STORE)
+ROWS_JOIN(join_fbr, float, F32_LOAD, uint16_t, BF16_LOAD, float, F32R_STORE)
+ROWS_JOIN(join_bbr, uint16_t, BF16_LOAD, uint16_t, BF16_LOAD, float, F32R_STORE)
+ROWS_JOIN(join_ffr, float, F32_LOAD, float, F32_LOAD, float, F32R_STORE)
+ROWS_JOIN(join_bfr, uint16_t, BF16_LOAD, float, F32_LOAD, float, F32R_STORE)
+ROWS_JOIN(join_fbf, float, F32_LOAD, uint16_t, BF16_LOAD, float, F32_STORE)
+ROWS_JOIN(join_bbf, uint16_t, BF16_LOAD, uint16_t, BF16_LOAD, float, F32_STORE)
+
+/* np rows of w lanes from element off: the join kernel for the storage of x,
+ * r and y (y float32 with r float32 is rows_fwd's, not here). */
+static void rows_join_dt(const void *x, int x_dt, const void *r, int r_dt, void *y, int y_dt,
+                         size_t off, long np, int w, const float *m, const float *a,
+                         const float *b) {
+    int xb = x_dt == SG_ACT_BF16, rb = r_dt == SG_ACT_BF16;
+    const float *xf = (const float *)x + off, *rf = (const float *)r + off;
+    const uint16_t *xh = (const uint16_t *)x + off, *rh = (const uint16_t *)r + off;
+    float *yf = (float *)y + off;
+    uint16_t *yh = (uint16_t *)y + off;
+    if (y_dt == SG_ACT_BF16) {
+        if (xb && rb) join_bbb(xh, rh, yh, np, w, m, a, b);
+        else if (xb) join_bfb(xh, rf, yh, np, w, m, a, b);
+        else if (rb) join_fbb(xf, rh, yh, np, w, m, a, b);
+        else join_ffb(xf, rf, yh, np, w, m, a, b);
+    } else if (y_dt == SG_ACT_F32R) {
+        if (xb && rb) join_bbr(xh, rh, yf, np, w, m, a, b);
+        else if (xb) join_bfr(xh, rf, yf, np, w, m, a, b);
+        else if (rb) join_fbr(xf, rh, yf, np, w, m, a, b);
+        else join_ffr(xf, rf, yf, np, w, m, a, b);
+    } else { /* a bf16 identity into a float32 output */
+        if (xb) join_bbf(xh, rh, yf, np, w, m, a, b);
+        else join_fbf(xf, rh, yf, np, w, m, a, b);
+    }
+}
+
+/* bn_add_relu_fwd with a bf16 identity or a bf16 / rounded output in NHWC:
+ * nhwc_fwd's tiles and row groups with the join kernels above. Each element
+ * is read before it is written, so y may == res (stored alike). */
+static void nhwc_join_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
+                         const float *invstd, const float *gamma, const float *beta,
+                         const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw) {
+    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
+    int G = nhwc_group(c);
+    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    float *m = sg_cpu_act_buf(be, 1, 3 * gp), *a = m + gp, *b = a + gp;
+    nhwc_fwd_scales(a, invstd, gamma, c);
+    nhwc_repeat(m, mean, c, G), nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
+#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
+    for (long t = 0; t < s.tiles; t++) {
+        long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
+        size_t off = (size_t)p0 * c;
+        long ng = np / G; /* whole groups, then the rows left */
+        rows_join_dt(x, x_dt, res, res_dt, y, y_dt, off, ng, (int)gc, m, a, b);
+        rows_join_dt(x, x_dt, res, res_dt, y, y_dt, off + (size_t)ng * gc, np % G, c, m, a, b);
     }
 }
 
