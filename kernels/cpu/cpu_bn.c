@@ -29,8 +29,8 @@
  * end): every op below hands its work to one of these in that layout. */
 static void nhwc_stats(sg_backend *be, const void *x, int x_dt, int n, int c, int hw, float *stats);
 static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
-                     const float *invstd, const float *gamma, const float *beta, const float *res,
-                     void *y, int y_dt, int n, int c, int hw, int relu);
+                     const float *invstd, const float *gamma, const float *beta, const void *res,
+                     int res_dt, void *y, int y_dt, int n, int c, int hw, int relu);
 static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
                             int y_dt, const float *mean, const float *invstd, const float *gamma,
                             const float *beta, float *red, float *dres, int n, int c, int hw,
@@ -39,9 +39,6 @@ static void nhwc_bwd_elem(sg_backend *be, const float *dy, const void *x, int x_
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *red, double count, float *dx, int n,
                           int c, int hw, int relu, int accumulate);
-static void nhwc_join_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
-                         const float *invstd, const float *gamma, const float *beta,
-                         const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw);
 
 /* Per-plane kernels, compiled for AVX-512, AVX2 and baseline x86-64 and
  * picked at load time (SG_CPU_CLONES): the double accumulations are 8 wide
@@ -133,7 +130,8 @@ static void bn_fwd(sg_backend *be, const float *x, const float *mean, const floa
                    const float *gamma, const float *beta, float *y, int n, int c, int hw,
                    int relu) {
     if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_fwd(be, x, SG_ACT_F32, mean, invstd, gamma, beta, NULL, y, SG_ACT_F32, n, c, hw, relu);
+        nhwc_fwd(be, x, SG_ACT_F32, mean, invstd, gamma, beta, NULL, SG_ACT_F32, y, SG_ACT_F32, n,
+                 c, hw, relu);
         return;
     }
     long planes = (long)n * c;
@@ -307,7 +305,7 @@ static void bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *mean
     check_dt(x_dt, "bn_fwd_dt");
     check_dt(y_dt, "bn_fwd_dt");
     if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, NULL, y, y_dt, n, c, hw, relu);
+        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, NULL, SG_ACT_F32, y, y_dt, n, c, hw, relu);
         return;
     }
     if (x_dt == SG_ACT_F32 && y_dt == SG_ACT_F32) {
@@ -455,17 +453,13 @@ static void join_chunk(const void *x, int x_dt, const void *res, int res_dt, voi
     store_dt(y, y_dt, off, xv, len);
 }
 
-/* bn_add_relu_fwd with a bf16 identity or a bf16 / rounded output: NHWC in
- * nhwc_join_dt, NCHW here in chunks of a plane. Each chunk is read (widened)
- * before it is written, so y may == res. */
+/* bn_add_relu_fwd (NCHW) with a bf16 identity or a bf16 / rounded output,
+ * in chunks of a plane. Each chunk is read (widened) before it is written,
+ * so y may == res. */
 static void join_dt(sg_backend *be, const void *x, int x_dt, const float *mean, const float *invstd,
                     const float *gamma, const float *beta, const void *res, int res_dt, void *y,
                     int y_dt, int n, int c, int hw) {
     size_t count = (size_t)n * c * hw;
-    if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_join_dt(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
-        return;
-    }
     long planes = (long)n * c;
 #pragma omp parallel for schedule(static) if (count >= SG_CPU_PAR_MIN)
     for (long pl = 0; pl < planes; pl++) {
@@ -485,12 +479,12 @@ static void bn_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float
     check_dt(x_dt, "bn_add_relu_fwd");
     check_dt(res_dt, "bn_add_relu_fwd (res_dt)");
     if (y_dt != SG_ACT_F32R) check_dt(y_dt, "bn_add_relu_fwd (y_dt)");
-    if (res_dt != SG_ACT_F32 || y_dt != SG_ACT_F32) {
-        join_dt(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
+    if (be->layout == SG_LAYOUT_NHWC) {
+        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw, 1);
         return;
     }
-    if (be->layout == SG_LAYOUT_NHWC) {
-        nhwc_fwd(be, x, x_dt, mean, invstd, gamma, beta, res, y, SG_ACT_F32, n, c, hw, 1);
+    if (res_dt != SG_ACT_F32 || y_dt != SG_ACT_F32) {
+        join_dt(be, x, x_dt, mean, invstd, gamma, beta, res, res_dt, y, y_dt, n, c, hw);
         return;
     }
     float *bufs = x_dt == SG_ACT_F32 ? NULL : plane_bufs(be, hw);
@@ -699,27 +693,6 @@ static void rows_fwd_dt(const void *x, int x_dt, const float *r, void *y, int y_
     else rows_fwd_bb(xb, rp, yb, np, w, m, a, b, relu);
 }
 
-/* bn_fwd_dt / bn_add_relu_fwd (res not NULL: y = relu(bn(x) + res)). */
-static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
-                     const float *invstd, const float *gamma, const float *beta, const float *res,
-                     void *y, int y_dt, int n, int c, int hw, int relu) {
-    nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
-    int G = nhwc_group(c);
-    size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
-    /* mean, scale and beta of a group of rows */
-    float *m = sg_cpu_act_buf(be, 1, 3 * gp), *a = m + gp, *b = a + gp;
-    nhwc_fwd_scales(a, invstd, gamma, c);
-    nhwc_repeat(m, mean, c, G), nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
-#pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
-    for (long t = 0; t < s.tiles; t++) {
-        long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
-        size_t off = (size_t)p0 * c;
-        long ng = np / G; /* whole groups, then the rows left */
-        rows_fwd_dt(x, x_dt, res, y, y_dt, off, ng, (int)gc, m, a, b, relu);
-        rows_fwd_dt(x, x_dt, res, y, y_dt, off + (size_t)ng * gc, np % G, c, m, a, b, relu);
-    }
-}
-
 /* The residual join with the identity r and the output y stored in bf16 too
  * (res_dt, y_dt; F32R_STORE: a float32 holding the value rounded to bf16):
  * plane_fwd_add's element on the values as stored, over np rows. */
@@ -772,15 +745,18 @@ static void rows_join_dt(const void *x, int x_dt, const void *r, int r_dt, void 
     }
 }
 
-/* bn_add_relu_fwd with a bf16 identity or a bf16 / rounded output in NHWC:
- * nhwc_fwd's tiles and row groups with the join kernels above. Each element
- * is read before it is written, so y may == res (stored alike). */
-static void nhwc_join_dt(sg_backend *be, const void *x, int x_dt, const float *mean,
-                         const float *invstd, const float *gamma, const float *beta,
-                         const void *res, int res_dt, void *y, int y_dt, int n, int c, int hw) {
+/* bn_fwd_dt / bn_add_relu_fwd (res not NULL: y = relu(bn(x) + res), res
+ * stored as res_dt; a bf16 identity or a rounded output takes the join
+ * kernels). Each element is read before it is written, so y may == res
+ * (stored alike). */
+static void nhwc_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta, const void *res,
+                     int res_dt, void *y, int y_dt, int n, int c, int hw, int relu) {
+    int join = res && (res_dt == SG_ACT_BF16 || y_dt == SG_ACT_F32R);
     nhwc_split s = nhwc_split_of(n, c, hw, NHWC_TILE);
     int G = nhwc_group(c);
     size_t gc = (size_t)G * c, gp = nhwc_cpad((int)gc);
+    /* mean, scale and beta of a group of rows */
     float *m = sg_cpu_act_buf(be, 1, 3 * gp), *a = m + gp, *b = a + gp;
     nhwc_fwd_scales(a, invstd, gamma, c);
     nhwc_repeat(m, mean, c, G), nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
@@ -789,8 +765,13 @@ static void nhwc_join_dt(sg_backend *be, const void *x, int x_dt, const float *m
         long p0 = t * s.tile, np = s.npix - p0 < s.tile ? s.npix - p0 : s.tile;
         size_t off = (size_t)p0 * c;
         long ng = np / G; /* whole groups, then the rows left */
-        rows_join_dt(x, x_dt, res, res_dt, y, y_dt, off, ng, (int)gc, m, a, b);
-        rows_join_dt(x, x_dt, res, res_dt, y, y_dt, off + (size_t)ng * gc, np % G, c, m, a, b);
+        for (int h = 0; h < 2; h++) {
+            size_t o = off + (h ? (size_t)ng * gc : 0);
+            long rows = h ? np % G : ng;
+            int w = h ? c : (int)gc;
+            if (join) rows_join_dt(x, x_dt, res, res_dt, y, y_dt, o, rows, w, m, a, b);
+            else rows_fwd_dt(x, x_dt, (const float *)res, y, y_dt, o, rows, w, m, a, b, relu);
+        }
     }
 }
 
