@@ -215,6 +215,8 @@ static void write_json(const sg_config *cfg, const sg_bench_opts *o, const sg_be
     sg_json_int(j, "conv_plan_misses", r->conv_plan_misses);
     sg_json_int(j, "conv_plan_loaded", r->conv_plan_loaded);
     sg_json_int(j, "act_transposes", r->act_transposes);
+    sg_json_int(j, "graph_captures", r->graph_captures);
+    sg_json_int(j, "graph_launches", r->graph_launches);
     if (o->profile) write_profile_json(&r->prof, j);
     sg_json_str(j, "traffic_convention", traffic_convention);
     double ph_ms[SG_TR_N_PHASES];
@@ -342,6 +344,9 @@ static void print_summary(const sg_config *cfg, const sg_bench_opts *o, const sg
     if (r->act_transposes > 0 || !strcmp(r->precision, "bf16"))
         printf("  transposes  %ld activation layout transposes since the backend opened\n",
                r->act_transposes);
+    if (r->graph_captures + r->graph_launches > 0)
+        printf("  graphs      %ld recorded, %ld launched since the backend opened (cuda.graphs)\n",
+               r->graph_captures, r->graph_launches);
     if (o->profile) print_profile(r);
     fflush(stdout);
 }

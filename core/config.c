@@ -882,5 +882,9 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
         verr("cuda.layout",
              "nhwc is the CUDA backend's; device cpu takes cpu.layout (leave cuda.layout at "
              "auto, set cpu.layout: nhwc)");
+    if (c->cuda.graphs && !strcmp(c->device, "cpu"))
+        verr("cuda.graphs",
+             "true needs device: cuda (the CPU backend runs each op as it is issued and has no "
+             "graphs); set cuda.graphs: false");
     return nerr ? SG_ERR_CONFIG : SG_OK;
 }

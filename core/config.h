@@ -174,6 +174,7 @@ typedef struct sg_cpu_cfg {
 
 typedef struct sg_cuda_cfg {
     char layout[SG_NAME]; /* auto|nchw|nhwc: how the CUDA backend stores activations */
+    int graphs;           /* bool: training passes recorded and replayed as CUDA graphs */
 } sg_cuda_cfg;
 
 typedef struct sg_config {

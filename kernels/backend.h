@@ -243,14 +243,18 @@ typedef struct sg_ops {
     /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p). The mask is a
      * pure function of (key, logical element index) through sg_rng
      * (kernels/rng.h), so every backend and layout draws the same mask.
-     * x, y, mask: count = n*c*hw elements of an [n, c, hw] activation (mask:
-     * uint8, stored in the activation layout like x). Rule (bit-exact on
-     * every backend): with i the element's NCHW index (i*c + ch)*hw + p,
-     * keep = sg_rng_uniform(key, i) >= p; y = keep ? x * (1.0f/(1.0f-p)) : 0
-     * in float; p >= 1 drops everything. c = hw = 1 treats x as a flat
-     * vector. ---- */
+     * The key is key = sg_rng_dropout_key(step key, salt): the step key is
+     * the one set_step_key set last (0 before any), read when the op runs,
+     * not when it is issued (so a replayed graph draws its replay's masks);
+     * salt tells the layers of one step apart (the model passes the layer's
+     * dropout index). x, y, mask: count = n*c*hw elements of an [n, c, hw]
+     * activation (mask: uint8, stored in the activation layout like x).
+     * Rule (bit-exact on every backend): with i the element's NCHW index
+     * (i*c + ch)*hw + p, keep = sg_rng_uniform(key, i) >= p; y = keep ?
+     * x * (1.0f/(1.0f-p)) : 0 in float; p >= 1 drops everything. c = hw = 1
+     * treats x as a flat vector. ---- */
     void (*dropout_fwd)(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
-                        int c, int hw, float p, uint64_t key);
+                        int c, int hw, float p, uint64_t salt);
     void (*dropout_bwd)(sg_backend *be, const float *dy, const uint8_t *mask, float *dx,
                         size_t count, float p, int accumulate);
 
@@ -422,6 +426,40 @@ typedef struct sg_ops {
     void (*bn_bwd_reduce_res)(sg_backend *be, const float *dy, const void *x, int x_dt,
                               const void *y, int y_dt, const float *mean, float *red, float *dres,
                               int n, int c, int hw, int accumulate);
+
+    /* ---- the step's parameters, read by ops when they run ----
+     * The random key of dropout_fwd (see there): issued on the compute
+     * stream like an op, so the ops issued after it see it (CUDA: a device
+     * word written by a kernel; CPU: a field). A captured graph
+     * (graph_begin) reads the key set before its launch. */
+    void (*set_step_key)(sg_backend *be, uint64_t key);
+
+    /* ---- graphs (SG_CAP_GRAPHS; CUDA graphs): record a sequence of ops
+     * once and launch it again as one unit, without the host issuing each
+     * op. Without the capability the four ops are fatal errors (a caller's
+     * bug: ask be->caps first).
+     * graph_begin: the ops issued on the compute stream from now on, by
+     * this thread, until graph_end are recorded, not run. Between the two
+     * no op may wait for the device or return a value to the host (loss
+     * sums, sumsq, download, sync), and none may allocate (the per-shape
+     * caches must be built already: capture a sequence that has run once);
+     * the backend stops with a fatal error naming the op if one does.
+     * Kernel arguments are recorded as they were issued: a value that
+     * changes between launches must reach the ops through device memory
+     * (set_step_key, the tensors themselves). Host code between the ops
+     * (what the caller decides on the host) is not recorded: the caller
+     * repeats its effects itself at each launch.
+     * graph_end: ends the recording and returns the graph (fatal when the
+     * library refuses it, naming why). Nothing recorded has run yet.
+     * graph_launch: runs graph g on the compute stream, ordered like an op.
+     * Returns 0, or -1 without running anything when memory the graph was
+     * recorded over has moved since (the backend's own buffers, e.g. the
+     * convolution workspace, grew or were freed): free it and record anew.
+     * graph_free: releases g (NULL: nothing). */
+    void (*graph_begin)(sg_backend *be);
+    void *(*graph_end)(sg_backend *be);
+    int (*graph_launch)(sg_backend *be, void *g);
+    void (*graph_free)(sg_backend *be, void *g);
 } sg_ops;
 
 /* Every op of sg_ops, in declaration order (an X-macro: X(name) per op).
@@ -454,7 +492,9 @@ typedef struct sg_ops {
     X(mem_written)                                                                       \
     X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
     X(bn_bwd_elem_dt)                                                                      \
-    X(bn_add_relu_fwd) X(bn_bwd_reduce_res)
+    X(bn_add_relu_fwd) X(bn_bwd_reduce_res)                                                \
+    X(set_step_key)                                                                        \
+    X(graph_begin) X(graph_end) X(graph_launch) X(graph_free)
 /* clang-format on */
 
 /* How an activation is stored (the *_dt ops above). */
@@ -503,6 +543,9 @@ typedef struct sg_backend_info {
      * and writes the activations as they are). Weight copies (KCRS <-> KRSC)
      * are not activations and are not counted. CPU: 0. */
     long act_transposes;
+    /* Graphs (SG_CAP_GRAPHS) recorded (graph_end) and launched
+     * (graph_launch that ran) since creation; 0 without graphs. */
+    long graph_captures, graph_launches;
 } sg_backend_info;
 
 struct sg_backend {
@@ -527,7 +570,10 @@ enum {
     /* A device-collective library (NCCL) can reduce backend memory in place
      * on the backend's streams: collectives need no staging through host
      * memory. */
-    SG_CAP_DEVICE_COLLECTIVES = 1u << 2
+    SG_CAP_DEVICE_COLLECTIVES = 1u << 2,
+    /* graph_begin / graph_end / graph_launch work (CUDA graphs): a fixed
+     * sequence of ops can be recorded once and launched as one unit. */
+    SG_CAP_GRAPHS = 1u << 3
 };
 
 /* 1 if the backend has every capability in `caps` (0 for a NULL backend). */

@@ -58,4 +58,10 @@ enum {
     SG_RNG_SYNTH = 5    /* synthetic data: key(seed, split, image) */
 };
 
+/* The mask key of one dropout layer in one step (backend.h, dropout_fwd):
+ * the step's key and the layer's salt (its dropout index). */
+SG_RNG_FN uint64_t sg_rng_dropout_key(uint64_t step_key, uint64_t salt) {
+    return sg_rng_key(step_key, salt, 0, 0, SG_RNG_DROPOUT);
+}
+
 #endif

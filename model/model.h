@@ -280,6 +280,17 @@ float *sg_model_daux(sg_model *m);
  * parameters' gradients are not touched. */
 void sg_model_backward(sg_model *m, int accumulate);
 
+/* ---- graphs (backends with SG_CAP_GRAPHS: CUDA graphs; model_graphs.c) ----
+ * on = 1: a training forward and backward of a plan are recorded as graphs
+ * the second time they run (the first, eager, run builds the per-shape
+ * caches) and launched as one unit after that, with results bit for bit
+ * those of the eager passes. Passes whose host decisions change between
+ * steps always run eagerly: with profiling, with Dropout2d layers, the
+ * forward under SyncBN across ranks, the backward with DDP hooks. A
+ * re-plan, a freeze or new hooks drop the recordings. Returns SG_OK, or
+ * SG_ERR_CONFIG after logging when on = 1 and the backend has no graphs. */
+sg_status sg_model_set_graphs(sg_model *m, int on);
+
 /* ---- distributed hooks (world 1: none set) ---- */
 typedef struct sg_model_hooks {
     void *ctx;

@@ -918,6 +918,7 @@ void sg_model_init(sg_model *m, uint64_t seed) {
 /* ---------------- freezing ---------------- */
 
 int sg_model_freeze(sg_model *m, const char *prefix, int freeze_bn_stats) {
+    sg_model_graphs_drop(m); /* recorded passes no longer match the model */
     size_t plen = strlen(prefix);
     int n = 0;
     for (int i = 0; i < m->n_params; i++) {
@@ -942,6 +943,7 @@ int sg_model_freeze(sg_model *m, const char *prefix, int freeze_bn_stats) {
 }
 
 int sg_model_freeze_bn_stats(sg_model *m, const char *prefix) {
+    sg_model_graphs_drop(m); /* recorded passes no longer match the model */
     size_t plen = strlen(prefix);
     int n = 0;
     for (int li = 0; li < m->n_l; li++) {

@@ -7,7 +7,8 @@
  * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
  * walks the list to write the ONNX graph), model_io.c (for
  * sg_model_registry_size), model_profile.c (per-layer timing) and
- * model_traffic.c (the traffic model) only;
+ * model_traffic.c (the traffic model) and model_graphs.c (graph replay)
+ * only;
  * tests/model/test_onnx_export.c plants an unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
@@ -145,7 +146,43 @@ struct sg_model {
     int *grad_order; /* trainable params in backward order */
     int n_grad_order;
     struct sg_model_prof *prof; /* per-layer timing (model_profile.c); NULL = off */
+
+    /* graphs (model_graphs.c): on (sg_model_set_graphs), the plan's
+     * generation (bumped by every re-plan, model_plan.c), and per pass the
+     * recorded graph of the current plan with its eager runs before it */
+    int graphs_on;
+    uint64_t plan_gen;
+    struct sg_model_graph {
+        uint64_t plan_gen; /* the plan it belongs to */
+        int runs;          /* eager runs under that plan */
+        void *g;           /* the backend's graph, NULL until recorded */
+    } graph[3];            /* SG_MG_* */
 };
+
+/* model_graphs.c: the passes a graph may replace */
+enum { SG_MG_FORWARD = 0, SG_MG_BACKWARD = 1, SG_MG_BACKWARD_ACC = 2 };
+/* model_run.c's passes, handed to model_graphs.c (so calls go one way): the
+ * ops as issued (the eager passes, and what a graph records), and what a
+ * training forward does on the host besides issuing ops
+ * (num_batches_tracked, what backward reads), which a launch of a recorded
+ * forward repeats. */
+typedef struct sg_model_passes {
+    void (*forward)(sg_model *m, int train, uint64_t dropout_key);
+    void (*backward)(sg_model *m, int accumulate);
+    void (*forward_host_replay)(sg_model *m);
+} sg_model_passes;
+/* model_graphs.c: runs pass `which` (SG_MG_*) of the current plan through a
+ * graph when graphs are on and the pass qualifies: records it the second
+ * time it runs under a plan (the first eager run builds the backend's
+ * per-shape caches) and launches the recording after that. Returns 1 when
+ * the pass ran that way, 0 when the caller runs it eagerly. dropout_key:
+ * the forward's, for the eager ops recorded. */
+int sg_model_graph_run(sg_model *m, int which, uint64_t dropout_key, const sg_model_passes *p);
+/* model_graphs.c: frees the recorded graphs (a re-plan, destroy). */
+void sg_model_graphs_drop(sg_model *m);
+
+/* model_run.c: sg_model_passes.forward_host_replay (tests call it too). */
+void sg_model_forward_host_replay(sg_model *m);
 
 /* model_build.c: what a model of (valid) options o holds, from the graph
  * built on the host only (no device memory); model_io.c's

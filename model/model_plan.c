@@ -236,6 +236,9 @@ int sg_model_grad_order(const sg_model *m, int *out, int cap) {
 /* Forgets the plan; the arena itself is freed too unless keep_arena (a new
  * plan is about to be laid out and may fit in it). */
 static void release_plan(sg_model *m, int keep_arena) {
+    /* recorded graphs point into the old plan's tensors */
+    sg_model_graphs_drop(m);
+    m->plan_gen++;
     if (!keep_arena) {
         if (m->arena) m->be->ops->free(m->be, m->arena);
         m->arena = NULL;

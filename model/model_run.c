@@ -43,6 +43,16 @@ static void bn_apply(sg_model *m, const sg_layer *l) {
                            c, hw, l->relu);
 }
 
+/* The host's part of a training BN that took batch statistics over `total`
+ * values per channel: num_batches_tracked and what backward needs. A
+ * replayed forward graph repeats it (sg_model_forward_host_replay). */
+static void bn_took_batch_stats(sg_model *m, sg_layer *l, int64_t total) {
+    int64_t *nbt = m->params[l->bn_p[4]].i64;
+    if (*nbt < INT64_MAX) (*nbt)++; /* a loaded file may hold anything */
+    l->batch_stats_used = 1;
+    l->count_global = (double)total;
+}
+
 static void bn_forward(sg_model *m, sg_layer *l, int train) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
@@ -51,7 +61,6 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
     int n = m->n, c = yt->c, hw = yt->h * yt->w;
     sg_param *gamma = &m->params[l->bn_p[0]];
     sg_param *rm = &m->params[l->bn_p[2]], *rv = &m->params[l->bn_p[3]];
-    sg_param *nbt = &m->params[l->bn_p[4]];
     if (train && !l->frozen_stats) {
         int64_t local = (int64_t)n * hw;
         if (xt->dt == SG_ACT_F32) ops->bn_stats(be, xt->val, n, c, hw, m->stats);
@@ -80,9 +89,7 @@ static void bn_forward(sg_model *m, sg_layer *l, int train) {
         if (total > 1) {
             ops->bn_finalize(be, world > 1 ? m->parts : m->stats, m->counts, world, c, l->bn_eps,
                              l->bn_momentum, l->mean, l->invstd, rm->data, rv->data);
-            if (*nbt->i64 < INT64_MAX) (*nbt->i64)++; /* a loaded file may hold anything */
-            l->batch_stats_used = 1;
-            l->count_global = (double)total;
+            bn_took_batch_stats(m, l, total);
             PROF_MARK(m, l, SG_PROF_FWD_STATS);
             if (l->join < 0) bn_apply(m, l);
             return;
@@ -160,7 +167,7 @@ static void dropout2d_forward(sg_model *m, sg_layer *l, int train, uint64_t drop
         if (l->chscale) m->be->ops->free(m->be, l->chscale);
         l->chscale = nhwc ? m->be->ops->alloc(m->be, planes * sizeof(float)) : NULL;
     }
-    uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
+    uint64_t key = sg_rng_dropout_key(dropout_key, (uint64_t)l->drop_id);
     for (size_t i = 0; i < planes; i++) l->chmask[i] = sg_rng_uniform(key, i) >= l->p;
     if (nhwc) { /* the per-plane scale, staged behind the mask in the same host block */
         float alpha = 1.0f / (1.0f - l->p), *s = (float *)(void *)(l->chmask + scale_at(planes));
@@ -170,11 +177,41 @@ static void dropout2d_forward(sg_model *m, sg_layer *l, int train, uint64_t drop
     apply_plane_mask(m, l, xt->val, yt->val, planes, hw, 0);
 }
 
+void sg_model_forward_host_replay(sg_model *m) {
+    for (int li = 0; li < m->n_l; li++) {
+        sg_layer *l = &m->l[li];
+        if (l->type != L_BN) continue;
+        if (l->frozen_stats) {
+            l->batch_stats_used = 0;
+            continue;
+        }
+        /* a graph is recorded only without SyncBN across ranks: the layer's
+         * own values, more than one (sg_model_plan checked) */
+        const sg_tensor *yt = &m->t[l->out];
+        int64_t local = (int64_t)m->n * yt->h * yt->w;
+        m->counts[0] = local;
+        bn_took_batch_stats(m, l, local);
+    }
+    m->fwd_train = 1;
+}
+
+static void forward_ops(sg_model *m, int train, uint64_t dropout_key);
+static void backward_ops(sg_model *m, int accumulate);
+static const sg_model_passes g_passes = {forward_ops, backward_ops, sg_model_forward_host_replay};
+
 void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
     SG_CHECK(m->planned, "sg_model_forward: the model is not planned; call sg_model_plan first "
                          "(again after sg_model_set_hooks)");
     SG_CHECK(!train || m->planned == 1,
              "sg_model_forward(train=1) after sg_model_plan_infer: plan with sg_model_plan");
+    /* the dropout layers' masks come from this key when they run (backend.h,
+     * dropout_fwd), so a replayed graph draws this step's masks */
+    if (train && m->n_dropout) m->be->ops->set_step_key(m->be, dropout_key);
+    if (train && sg_model_graph_run(m, SG_MG_FORWARD, dropout_key, &g_passes)) return;
+    forward_ops(m, train, dropout_key);
+}
+
+static void forward_ops(sg_model *m, int train, uint64_t dropout_key) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;
@@ -218,10 +255,9 @@ void sg_model_forward(sg_model *m, int train, uint64_t dropout_key) {
             break;
         }
         case L_DROPOUT:
-            if (train) {
-                uint64_t key = sg_rng_key(dropout_key, (uint64_t)l->drop_id, 0, 0, SG_RNG_DROPOUT);
+            if (train) { /* key: sg_rng_dropout_key(dropout_key, drop_id), set above */
                 ops->dropout_fwd(be, xt->val, yt->val, l->mask, yt->count, yt->c, yt->h * yt->w,
-                                 l->p, key);
+                                 l->p, (uint64_t)l->drop_id);
             } else {
                 ops->copy(be, yt->val, xt->val, yt->count * sizeof(float));
             }
@@ -361,6 +397,12 @@ void sg_model_backward(sg_model *m, int accumulate) {
     SG_CHECK(m->planned == 1, "sg_model_backward: the model is not planned for training "
                               "(sg_model_plan, not sg_model_plan_infer)");
     SG_CHECK(m->fwd_train == 1, "sg_model_backward: needs a sg_model_forward(train=1) first");
+    if (sg_model_graph_run(m, accumulate ? SG_MG_BACKWARD_ACC : SG_MG_BACKWARD, 0, &g_passes))
+        return;
+    backward_ops(m, accumulate);
+}
+
+static void backward_ops(sg_model *m, int accumulate) {
     sg_backend *be = m->be;
     const sg_ops *ops = be->ops;
     int n = m->n;

@@ -127,6 +127,9 @@ typedef struct sg_bench_result {
     /* activation layout transposes the backend launched since it opened
      * (sg_backend_info.act_transposes: CUDA bf16 under NCHW; 0 under NHWC) */
     long act_transposes;
+    /* graphs recorded and launched since the backend opened
+     * (sg_backend_info.graph_*: cuda.graphs on CUDA; 0 elsewhere) */
+    long graph_captures, graph_launches;
     sg_bench_profile prof; /* --profile only (else zero) */
     int traffic_design;    /* SG_TR_*: the design of this run (sg_bench_traffic_design) */
     sg_traffic traffic;    /* the modelled step (batch x accum, crop); zero if it failed */

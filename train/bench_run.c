@@ -346,6 +346,8 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->conv_plan_misses = bi.conv_plan_misses;
         r->conv_plan_loaded = bi.conv_plan_loaded;
         r->act_transposes = bi.act_transposes;
+        r->graph_captures = bi.graph_captures;
+        r->graph_launches = bi.graph_launches;
         r->peak_rss_mib = peak_rss_mib(); /* before the peak measurement's buffers */
         if (o->peak_gflops > 0) {
             r->peak_gflops = o->peak_gflops;

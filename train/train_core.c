@@ -132,6 +132,9 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
                     "statistics",
                     n);
     }
+    /* cuda.graphs: the config checked the device; the backend says whether
+     * it can (a CUDA build always can) */
+    if (cfg->cuda.graphs && sg_model_set_graphs(c->m, 1) != SG_OK) return SG_ERR_CONFIG;
     int n = sg_model_num_params(c->m), np = 0;
     sg_opt_param *ps = calloc((size_t)n, sizeof *ps);
     SG_CHECK(ps != NULL, "out of host memory");

@@ -715,6 +715,7 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
         dbg->last_leftover_miou = NAN;
         dbg->leftover_samples = 0;
         dbg->iters_done = 0;
+        dbg->graph_captures = dbg->graph_launches = 0;
     }
     g_stop_signal = 0;
     g_first_from_parent = 0;
@@ -752,6 +753,16 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
     sg_stage_watch_stop(T.stages);
     T.stages = NULL;
     g_training = 0;
+    if (T.c.be && cfg->cuda.graphs) { /* what the graphs did, for the log and the tests */
+        sg_backend_info bi;
+        sg_backend_get_info(T.c.be, &bi);
+        SG_INFO("cuda.graphs: %ld passes recorded, %ld launched", bi.graph_captures,
+                bi.graph_launches);
+        if (dbg) {
+            dbg->graph_captures = bi.graph_captures;
+            dbg->graph_launches = bi.graph_launches;
+        }
+    }
     teardown(&T);
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     if (stop_signal) *stop_signal = stopped_by;

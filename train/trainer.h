@@ -42,6 +42,7 @@ typedef struct sg_train_debug {
     double last_leftover_miou;
     int64_t leftover_samples; /* total over all leftover passes, all ranks */
     int64_t iters_done;
+    long graph_captures, graph_launches; /* cuda.graphs: the backend's counts at the end */
 } sg_train_debug;
 
 /* resume: NULL (fresh run), "auto" (newest valid checkpoint of the run in

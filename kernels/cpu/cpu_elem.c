@@ -75,8 +75,11 @@ static void axpy(sg_backend *be, float alpha, const float *x, float *y, size_t c
  * sg_rng_uniform(key, i) >= p for the element's NCHW index i; kept values are
  * scaled by 1/(1-p). In NHWC storage index j = (b*hw + q)*c + ch holds NCHW
  * element (b*c + ch)*hw + q. */
+static void set_step_key(sg_backend *be, uint64_t key) { sg_cpu_of(be)->step_key = key; }
+
 static void dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
-                        int c, int hw, float p, uint64_t key) {
+                        int c, int hw, float p, uint64_t salt) {
+    uint64_t key = sg_rng_dropout_key(sg_cpu_of(be)->step_key, salt);
     float s = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     int all_drop = !(p < 1.0f);
     int nhwc = be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
@@ -198,6 +201,7 @@ void sg_cpu_fill_elem_ops(sg_ops *ops) {
     ops->add = add;
     ops->scale = scale;
     ops->axpy = axpy;
+    ops->set_step_key = set_step_key;
     ops->dropout_fwd = dropout_fwd;
     ops->dropout_bwd = dropout_bwd;
     ops->sgd_step = sgd_step;

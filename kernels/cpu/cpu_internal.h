@@ -18,6 +18,8 @@
  *             host_alloc host_free upload_async
  *             upload_wait stream stream_wait bind_thread
  *             mem_written (run_memory.c, run_weights.c)
+ *             graph_begin graph_end graph_launch
+ *             graph_free (fatal: no SG_CAP_GRAPHS)
  *   conv      conv_prepare conv_fwd conv_bwd_data        cpu_conv.c (+ cpu_conv_taps.c,
  *             conv_bwd_weight                              cpu_conv_matmul.c, cpu_conv_dw.c:
  *                                                          they fill nothing)
@@ -25,8 +27,8 @@
  *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cpu_bn.c
  *             bn_bwd_reduce bn_bwd_elem bn_param_grads
  *   elem      relu_fwd relu_bwd add scale axpy           cpu_elem.c
- *             dropout_fwd dropout_bwd sgd_step
- *             normalize_u8 sumsq
+ *             set_step_key dropout_fwd dropout_bwd
+ *             sgd_step normalize_u8 sumsq
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cpu_gate.c
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
@@ -74,6 +76,8 @@ typedef struct sg_cpu {
      * seen), never shrink. */
     void *act_buf[2];
     size_t act_bytes[2];
+    /* set_step_key's key, read by dropout_fwd (cpu_elem.c) */
+    uint64_t step_key;
 } sg_cpu;
 
 static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }

@@ -117,6 +117,33 @@ static void cpu_stream_wait(sg_backend *be, int waiter, int waitee) {
 }
 static void cpu_bind_thread(sg_backend *be) { (void)be; }
 
+/* Graphs: the CPU backend has none (no SG_CAP_GRAPHS: every op runs when
+ * it is issued, there is no launch overhead to save). Callers ask be->caps
+ * first, so reaching these is a bug in the caller. */
+static void cpu_no_graphs(const char *op) {
+    SG_FATAL("CPU backend: %s called, but the CPU backend has no graphs (SG_CAP_GRAPHS is not "
+             "in its caps): a bug in the caller, which must check be->caps first",
+             op);
+}
+static void cpu_graph_begin(sg_backend *be) {
+    (void)be;
+    cpu_no_graphs("graph_begin");
+}
+static void *cpu_graph_end(sg_backend *be) {
+    (void)be;
+    cpu_no_graphs("graph_end");
+    return NULL;
+}
+static int cpu_graph_launch(sg_backend *be, void *g) {
+    (void)be, (void)g;
+    cpu_no_graphs("graph_launch");
+    return -1;
+}
+static void cpu_graph_free(sg_backend *be, void *g) {
+    (void)be;
+    if (g) cpu_no_graphs("graph_free");
+}
+
 void sg_cpu_fill_memory_ops(sg_ops *o) {
     o->alloc = cpu_alloc;
     o->free = cpu_free;
@@ -133,4 +160,8 @@ void sg_cpu_fill_memory_ops(sg_ops *o) {
     o->stream_wait = cpu_stream_wait;
     o->bind_thread = cpu_bind_thread;
     o->mem_written = sg_cpu_written;
+    o->graph_begin = cpu_graph_begin;
+    o->graph_end = cpu_graph_end;
+    o->graph_launch = cpu_graph_launch;
+    o->graph_free = cpu_graph_free;
 }

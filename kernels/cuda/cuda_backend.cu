@@ -87,6 +87,8 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     info->conv_plan_misses = ps.misses;
     info->conv_plan_loaded = ps.loaded;
     info->act_transposes = cu->act_transposes;
+    info->graph_captures = cu->graph_captures;
+    info->graph_launches = cu->graph_launches;
     /* free / total of the device (other processes' use included); a failure
      * leaves them 0 = unknown rather than ending the run over a report */
     size_t free_b = 0, total_b = 0;
@@ -118,6 +120,7 @@ static void fill_ops(sg_ops *o) {
     sg_cuda_fill_loss_ops(o);
     sg_cuda_fill_tta_ops(o);
     sg_cuda_fill_act_bf16_ops(o);
+    sg_cuda_fill_graph_ops(o);
 }
 
 static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;
@@ -243,12 +246,16 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
     cu->chan_partial = (double *)sg_cuda_raw_alloc(
         cu, (size_t)SG_CUDA_CHAN_SLOTS * 3 * sizeof(double), "per-channel reduction scratch");
     CU_CHECK(cudaMallocHost((void **)&cu->red_host, 4 * sizeof(double)));
+    /* the step key dropout_fwd reads (cuda_graph.cu), 0 until set_step_key;
+     * raw_alloc memory is not zeroed */
+    cu->step_key_dev = (uint64_t *)sg_cuda_raw_alloc(cu, sizeof(uint64_t), "the step key");
+    CU_CHECK(cudaMemset(cu->step_key_dev, 0, sizeof(uint64_t)));
 
     SG_CHECK(pthread_once(&cuda_ops_once, fill_cuda_ops) == 0,
              "CUDA backend: pthread_once failed filling the op table");
     be->ops = &cuda_ops;
     be->impl = cu;
-    be->caps = SG_CAP_ASYNC_STREAMS | SG_CAP_DEVICE_COLLECTIVES;
+    be->caps = SG_CAP_ASYNC_STREAMS | SG_CAP_DEVICE_COLLECTIVES | SG_CAP_GRAPHS;
     be->device_index = device;
     be->layout = layout;
     SG_INFO("CUDA backend on cuda:%d: %s; cudnn benchmark=%d deterministic=%d; convolutions %s; "

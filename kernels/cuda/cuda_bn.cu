@@ -225,7 +225,9 @@ static void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const 
     if (parts <= BN_INLINE_PARTS) {
         for (int p = 0; p < parts; p++) ic.v[p] = counts[p];
     } else {
-        /* more parts than fit in the kernel's arguments: stage the counts */
+        /* more parts than fit in the kernel's arguments: stage the counts
+         * (from pageable memory, which a graph cannot record) */
+        sg_cu_no_capture(cu, "bn_finalize with more parts than its inline counts");
         if (parts > cu->counts_cap) {
             sg_cuda_raw_free(cu, cu->counts_dev, (size_t)cu->counts_cap * sizeof(int64_t));
             cu->counts_dev = (int64_t *)sg_cuda_raw_alloc(cu, (size_t)parts * sizeof(int64_t),

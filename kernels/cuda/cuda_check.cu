@@ -91,3 +91,12 @@ extern "C" int sg_cudnn_alloc_failed(int status) {
     return status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
            status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
 }
+
+void sg_cu_no_capture(sg_cuda *cu, const char *what) {
+    if (cu->capturing)
+        SG_FATAL("CUDA backend on %s: %s while a graph is being recorded (graph_begin): it "
+                 "allocates, waits for the device or returns a value to the host, which a CUDA "
+                 "graph cannot record; set cuda.graphs: false and report this line (a bug: the "
+                 "recorded sequence must not contain it)",
+                 cu->name, what);
+}

@@ -75,7 +75,10 @@ static void sg_cuda_axpy(sg_backend *be, float alpha, const float *x, float *y, 
  * (backend.h), which under NHWC is (img*c + ch)*hw + p for the storage
  * index (img*hw + p)*c + ch. */
 __global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, int c, int hw,
-                              int nhwc, float p, float scale, uint64_t key) {
+                              int nhwc, float p, float scale, const uint64_t *step_key,
+                              uint64_t salt) {
+    /* the step key as it is when the kernel runs (set_step_key, cuda_graph.cu) */
+    uint64_t key = sg_rng_dropout_key(*step_key, salt);
     GRID_STRIDE(i, n) {
         size_t key_i = i;
         if (nhwc) {
@@ -88,14 +91,15 @@ __global__ void k_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
     }
 }
 static void sg_cuda_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
-                                size_t count, int c, int hw, float p, uint64_t key) {
+                                size_t count, int c, int hw, float p, uint64_t salt) {
     /* NCHW, or one channel or pixel: the storage index is the NCHW one */
     int nhwc = sg_cu_nhwc(be) && c > 1 && hw > 1;
     SG_CHECK(!nhwc || count % ((size_t)c * hw) == 0,
              "CUDA backend: dropout_fwd of %zu elements is not whole [c=%d, hw=%d] images", count,
              c, hw);
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    LAUNCH(k_dropout_fwd, count, x, y, mask, count, c, hw, nhwc, p, scale, key);
+    LAUNCH(k_dropout_fwd, count, x, y, mask, count, c, hw, nhwc, p, scale, sg_cu(be)->step_key_dev,
+           salt);
 }
 
 __global__ void k_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t n,

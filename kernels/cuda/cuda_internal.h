@@ -32,6 +32,8 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cuda_elem.cu
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
+ *   graph     set_step_key graph_begin graph_end         cuda_graph.cu
+ *             graph_launch graph_free
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cuda_gate.cu
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cuda_pool.cu
@@ -192,6 +194,20 @@ typedef struct sg_cuda {
      * convolutions' NHWC copies under layout NCHW; get_info's
      * act_transposes), so that a run can show that an NHWC step has none */
     long act_transposes;
+
+    /* The step's parameters read by ops when they run (cuda_graph.cu):
+     * set_step_key's key in device memory, so that a replayed graph reads
+     * the key of its launch rather than the one it was recorded with */
+    uint64_t *step_key_dev;
+    /* Graphs (cuda_graph.cu). capturing: between graph_begin and graph_end;
+     * the ops that would wait for the device or allocate check it and stop
+     * with a fatal error naming themselves (sg_cu_no_capture). mem_gen
+     * counts the backend's own allocations and frees (workspace, scratch,
+     * tensors): a graph recorded at another generation may read freed
+     * memory, so graph_launch refuses it. */
+    int capturing;
+    uint64_t mem_gen, capture_gen; /* capture_gen: mem_gen at graph_begin */
+    long graph_captures, graph_launches;
 } sg_cuda;
 
 static inline sg_cuda *sg_cu(sg_backend *be) { return (sg_cuda *)be->impl; }
@@ -201,6 +217,11 @@ static inline cudaStream_t sg_cu_stream(sg_backend *be) { return sg_cu(be)->stre
  * stream ops, which other threads, e.g. a loader or a communication thread,
  * may call; a no-op cost when it is current already). */
 #define SG_CU_ENTER(cu) CU_CHECK(cudaSetDevice((cu)->device))
+
+/* Stops with a fatal error when a graph is being recorded: `what` waits for
+ * the device, returns a value to the host or allocates, none of which a
+ * graph can record (backend.h, graph_begin). Called by those ops. */
+void sg_cu_no_capture(sg_cuda *cu, const char *what);
 
 /* Grid for a grid-stride loop over `count` elements with `threads` per block. */
 static inline unsigned sg_cu_blocks(size_t count, int threads) {
@@ -336,6 +357,7 @@ void sg_cuda_fill_pool_ops(sg_ops *ops);      /* cuda_pool.cu */
 void sg_cuda_fill_loss_ops(sg_ops *ops);      /* cuda_loss.cu */
 void sg_cuda_fill_tta_ops(sg_ops *ops);       /* cuda_tta.cu */
 void sg_cuda_fill_act_bf16_ops(sg_ops *ops);  /* cuda_act_bf16.cu */
+void sg_cuda_fill_graph_ops(sg_ops *ops);     /* cuda_graph.cu */
 
 /* Device-side block reductions: cuda_reduce.cuh; per-channel reductions:
  * cuda_chan_reduce.cuh. */

@@ -68,6 +68,8 @@ static size_t table_remove(sg_cuda *cu, void *p) {
 
 void *sg_cuda_raw_alloc(sg_cuda *cu, size_t bytes, const char *what) {
     void *p = NULL;
+    sg_cu_no_capture(cu, what);
+    cu->mem_gen++;
     if (bytes == 0) bytes = 1;
     CU_CHECK(cudaSetDevice(cu->device));
     cudaError_t e = cudaMalloc(&p, bytes);
@@ -90,6 +92,8 @@ void *sg_cuda_raw_alloc(sg_cuda *cu, size_t bytes, const char *what) {
 
 void sg_cuda_raw_free(sg_cuda *cu, void *p, size_t bytes) {
     if (!p) return;
+    sg_cu_no_capture(cu, "freeing device memory");
+    cu->mem_gen++;
     CU_CHECK(cudaFree(p));
     cu->mem_in_use -= bytes ? bytes : 1;
 }
@@ -98,6 +102,7 @@ void sg_cuda_raw_free(sg_cuda *cu, void *p, size_t bytes) {
  * bytes, after the work in flight that may still use the old one. */
 void sg_cuda_raw_grow(sg_cuda *cu, void **buf, size_t *bytes, size_t need, const char *what) {
     if (need <= *bytes) return;
+    sg_cu_no_capture(cu, what);
     CU_CHECK(cudaStreamSynchronize(cu->streams[SG_STREAM_COMPUTE]));
     sg_cuda_raw_free(cu, *buf, *bytes);
     *buf = NULL;
@@ -142,11 +147,13 @@ void sg_cuda_memory_destroy(sg_cuda *cu) {
     sg_cuda_raw_free(cu, cu->red_result, 4 * sizeof(double));
     sg_cuda_raw_free(cu, cu->chan_partial, (size_t)SG_CUDA_CHAN_SLOTS * 3 * sizeof(double));
     sg_cuda_raw_free(cu, cu->counts_dev, (size_t)cu->counts_cap * sizeof(int64_t));
+    sg_cuda_raw_free(cu, cu->step_key_dev, sizeof(uint64_t));
     if (cu->red_host) CU_CHECK(cudaFreeHost(cu->red_host));
 }
 
 static void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
+    sg_cu_no_capture(sg_cu(be), "upload (synchronous)");
     cudaStream_t s = sg_cu_stream(be);
     if (!bytes) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
@@ -156,6 +163,7 @@ static void sg_cuda_upload(sg_backend *be, void *dst, const void *src, size_t by
 
 static void sg_cuda_download(sg_backend *be, void *dst, const void *src, size_t bytes) {
     SG_CU_ENTER(sg_cu(be));
+    sg_cu_no_capture(sg_cu(be), "download");
     cudaStream_t s = sg_cu_stream(be);
     if (!bytes) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
@@ -179,6 +187,7 @@ static void sg_cuda_zero(sg_backend *be, void *p, size_t bytes) {
 static void sg_cuda_sync(sg_backend *be) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
+    sg_cu_no_capture(cu, "sync");
     for (int i = 0; i < SG_CUDA_NSTREAMS; i++) CU_CHECK(cudaStreamSynchronize(cu->streams[i]));
 }
 
@@ -209,6 +218,7 @@ static void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee) {
              "CUDA backend: stream_wait(%d, %d): streams are SG_STREAM_COMPUTE, _COPY, _COMM",
              waiter, waitee);
     if (waiter == waitee) return;
+    sg_cu_no_capture(cu, "stream_wait");
     /* cudaStreamWaitEvent captures the event's state now, so one event per
      * waitee stream can be re-recorded freely. */
     CU_CHECK(cudaEventRecord(cu->events[waitee], cu->streams[waitee]));
@@ -225,6 +235,7 @@ static void sg_cuda_upload_async(sg_backend *be, void *dst, const void *src, siz
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
     if (!bytes) return;
+    sg_cu_no_capture(cu, "upload_async");
     CU_CHECK(cudaEventRecord(cu->upload_event, cu->streams[SG_STREAM_COMPUTE]));
     CU_CHECK(cudaStreamWaitEvent(cu->streams[SG_STREAM_COPY], cu->upload_event, 0));
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->streams[SG_STREAM_COPY]));
@@ -255,6 +266,7 @@ static void sg_cuda_bind_thread(sg_backend *be) { SG_CU_ENTER(sg_cu(be)); }
 void sg_cuda_read_result(sg_backend *be, double *out, int n) {
     sg_cuda *cu = sg_cu(be);
     SG_CU_ENTER(cu);
+    sg_cu_no_capture(cu, "an op returning a value to the host (loss, sumsq, kth_smallest)");
     cudaStream_t s = cu->streams[SG_STREAM_COMPUTE];
     CU_CHECK(cudaMemcpyAsync(cu->red_host, cu->red_result, (size_t)n * sizeof(double),
                              cudaMemcpyDeviceToHost, s));

@@ -286,6 +286,10 @@ const tb_case tb_cases[] = {
     {"upload_async", run_upload_async_order, .count = (size_t)64 << 20,
      .note = "256 MiB: the compute ops outlast the copy's start"},
     {"bind_thread", run_bind_thread, .count = 10007, .note = "ops from a second thread"},
+    /* graphs (SG_CAP_GRAPHS): recorded ops replayed bit for bit, the step
+     * key read at each launch; without the capability: none reported */
+    {"graph_begin", run_graph, .count = 100003, .p = 0.3f, .tol = EXACT,
+     .note = "scale, axpy, dropout recorded, launched 3 times"},
     /* mem_written, and the weight copies of bf16 convolutions: every path
      * that changes weights is seen by the next conv (all configurations) */
     {"mem_written", run_weights_written, .conv = {2, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},

@@ -149,6 +149,8 @@ void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c);
 void run_memory(tb_ctx *t, const tb_case *c);
 void run_upload_async_order(tb_ctx *t, const tb_case *c);
 void run_bind_thread(tb_ctx *t, const tb_case *c);
+/* run_graph.c */
+void run_graph(tb_ctx *t, const tb_case *c);
 
 /* run_weights.c: conv results after the weights change through every path
  * (the backends' converted weight copies are never stale); reads conv,

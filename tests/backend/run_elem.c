@@ -85,13 +85,15 @@ void run_dropout_fwd(tb_ctx *t, const tb_case *c) {
     int an = c->c ? c->n : 1, ac = c->c ? c->c : 1, ahw = c->c ? c->h * c->w : (int)c->count;
     size_t n = (size_t)an * ac * ahw;
     float p = c->p;
-    uint64_t key = dropout_key(c);
+    /* the mask key: the step key set before the op, mixed with its salt */
+    uint64_t step = dropout_key(c), salt = 11, key = sg_rng_dropout_key(step, salt);
     float *x = tb_input(t, n), *y = tb_hzeros(t, n);
     uint8_t *m = tb_hbytes(t, n);
     ref_dropout_fwd(x, y, m, n, p, key);
     float *x_d = tb_actf(t, x, an, ac, ahw), *y_d = tb_devf(t, tb_rand(t, n, 5, 6), n);
     uint8_t *m_d = tb_dev(t, NULL, n);
-    t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, key);
+    t->be->ops->set_step_key(t->be, step);
+    t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, salt);
     uint8_t *gm = tb_act_get(t, m_d, an, ac, ahw, 1);
     float *gy = tb_act_getf(t, y_d, an, ac, ahw);
     tb_same(t, "mask (bit-exact rule of backend.h)", m, gm, n);
@@ -107,10 +109,14 @@ void run_dropout_fwd(tb_ctx *t, const tb_case *c) {
     }
     tb_expect(t, bad == 0, "%zu elements break mask = uniform(key, i) >= p, y = x*(1/(1-p))", bad);
     tb_near(t, "kept fraction", (double)kept / n, p >= 1 ? 0.0 : 1.0 - p, 0.01);
-    if (p > 0 && p < 1) { /* another key, another mask */
-        t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, key + 1);
+    if (p > 0 && p < 1) { /* another step key or salt, another mask */
+        t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, salt + 1);
         tb_expect(t, memcmp(tb_act_get(t, m_d, an, ac, ahw, 1), gm, n) != 0,
-                  "key + 1 gave the same mask");
+                  "salt + 1 gave the same mask");
+        t->be->ops->set_step_key(t->be, step + 1);
+        t->be->ops->dropout_fwd(t->be, x_d, y_d, m_d, n, ac, ahw, p, salt);
+        tb_expect(t, memcmp(tb_act_get(t, m_d, an, ac, ahw, 1), gm, n) != 0,
+                  "step key + 1 gave the same mask");
     }
 }
 

@@ -420,6 +420,10 @@ static const struct {
     {"stream", "memory", "run_memory.c: native handles with SG_CAP_ASYNC_STREAMS, else NULL"},
     {"stream_wait", "memory", "run_memory.c, run_bind_thread"},
     {"conv_prepare", "conv_fwd", "run_conv.c: the rows with prepare = 1"},
+    {"set_step_key", "dropout_fwd", "run_elem.c: the masks follow the step key; run_graph.c"},
+    {"graph_end", "graph_begin", "run_graph.c: record, launch, refuse after memory moved"},
+    {"graph_launch", "graph_begin", "run_graph.c"},
+    {"graph_free", "graph_begin", "run_graph.c"},
 };
 
 static int has_rows_in(const tb_case *table, int n, const char *op) {

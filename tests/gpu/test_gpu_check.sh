@@ -26,7 +26,7 @@ stage() { # a bundle in $tmp/b
     ln -s "$segtrain" "$tmp/b/bin/segtrain"
     ln -s "$tbo" "$tmp/b/bin/test_backend_ops"
     for f in "$@"; do ln -s "$f" "$tmp/b/bin/$(basename "$f")"; done
-    for f in test_golden_cuda test_nccl test_cuda_plans; do
+    for f in test_golden_cuda test_model_graphs_cuda test_nccl test_cuda_plans; do
         [ -e "$tmp/b/bin/$f" ] || printf '#!/bin/sh\nexit 77\n' >"$tmp/b/bin/$f"
         chmod +x "$tmp/b/bin/$f" 2>/dev/null
     done
@@ -86,7 +86,7 @@ stage "$@"
 
 # 4. --list-bundle
 list=$(SG_BUNDLE="$tmp/b" "$check" --list-bundle | tr '\n' ' ')
-for f in bin/segtrain bin/test_backend_ops bin/test_golden_cuda bin/test_nccl ref/train-args \
+for f in bin/segtrain bin/test_backend_ops bin/test_golden_cuda bin/test_model_graphs_cuda bin/test_nccl ref/train-args \
          ref/cpu-metrics.jsonl ref/cpu-bf16-metrics.jsonl; do
     [[ " $list" == *" $f "* ]] || bad "--list-bundle does not name $f: $list"
 done

@@ -562,9 +562,9 @@ static void o_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int n, in
     real_ops->concat_bwd(be, dy, dsrc, n, c_src, c_dst, c_off, hw, acc);
 }
 static void o_dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t n, int c,
-                          int hw, float p, uint64_t key) {
+                          int hw, float p, uint64_t salt) {
     io(F((double)n), F((double)n) + (double)n);
-    real_ops->dropout_fwd(be, x, y, mask, n, c, hw, p, key);
+    real_ops->dropout_fwd(be, x, y, mask, n, c, hw, p, salt);
 }
 static void o_dropout_bwd(sg_backend *be, const float *dy, const uint8_t *mask, float *dx, size_t n,
                           float p, int acc) {

@@ -488,6 +488,16 @@ static void test_layout_of(void) {
     CHECK(sg_config_validate(&c) != SG_OK);
     out = th_cap_end();
     CHECK_STR_CONTAINS(out, "key 'cuda.layout': nhwc is the CUDA backend's");
+    /* cuda.graphs: CUDA only, off by default */
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=auto"), 0);
+    CHECK_EQ_INT(c.cuda.graphs, 0);
+    CHECK_EQ_INT(sg_config_set(&c, "cuda.graphs=true"), 0);
+    th_cap_begin();
+    CHECK(sg_config_validate(&c) != SG_OK);
+    out = th_cap_end();
+    CHECK_STR_CONTAINS(out, "key 'cuda.graphs': true needs device: cuda");
+    CHECK_EQ_INT(sg_config_set(&c, "device=cuda"), 0);
+    CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
 }
 
 int main(void) {
