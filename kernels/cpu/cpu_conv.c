@@ -434,7 +434,10 @@ static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, i
     else DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, user_md, cc->eng, pmd, cc->eng, NULL));
     DNNL_CHECK(dnnl_primitive_create(&a->reorder, rpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(rpd));
-    ws_reserve(&cc->ws[slot], a->prim_bytes);
+    /* ws[slot] is grown when the entry first runs (run_entry): conv_prepare
+     * builds the float32-input entry of every bf16 conv, which a conv fed
+     * bf16 activations never runs, and the weights' slot goes unused where
+     * the weight cache holds the copy */
 }
 
 /* Fatal, naming the geometry, unless d is a valid, consistently filled conv. */
@@ -694,6 +697,7 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, con
         conv_arg *a = &e->a[i];
         DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)ptrs[i]));
         if (a->reorder) {
+            if (!(i == 1 && wcopy)) ws_reserve(&cc->ws[i], a->prim_bytes); /* first run only */
             void *prim_buf = (i == 1 && wcopy) ? wcopy : cc->ws[i].p;
             DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, prim_buf));
             if (!a->is_output && (i != 1 || refill)) exec2(cc, a->reorder, a->user, a->prim);
@@ -916,13 +920,14 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_co
 
 /* Grows the buffers of a native GEMM pass and builds its matmul
  * primitives (a dry run), so that the steady state builds and grows
- * nothing. The bf16 copy of x is reserved too, though x may come as bf16
- * bits (the *_dt ops) and never need it. */
+ * nothing. The bf16 copy of x is not reserved: x may come as bf16 bits
+ * (the *_dt ops) and never need it (bf16_input grows it on the first call
+ * that does); dy, the input of backward-data, is always float32. */
 static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op,
                                 int act) {
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
-    ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
+    if (op == OP_BWD_DATA) ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
     if (op == OP_BWD_WEIGHT) ws_reserve(&cc->g16[1], n1 * sizeof(uint16_t));
     ws_reserve(&cc->acc, nout * sizeof(float));
     int nhwc = act == SG_LAYOUT_NHWC;
