@@ -154,6 +154,7 @@ struct sg_cpu_conv_cache {
     ws_buf g16[2];             /* native GEMM paths: bf16 copies of the two inputs */
     sg_conv_mm *mm;            /* matmul primitives (cpu_conv_matmul.c) */
     int taps_bf16;             /* SG_CPU_CONV_TAPS_BF16: TAPS_BF16_* */
+    int taps_f32_dense;        /* SG_CPU_CONV_TAPS_F32=dense: no fp32 per-tap backward */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -260,6 +261,16 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
             SG_FATAL("environment SG_CPU_CONV_TAPS_BF16='%s': expected auto, taps or dense "
                      "(unset it for auto)",
                      tenv);
+    }
+    /* test and measuring aid: the float32 NHWC backward passes on oneDNN's
+     * kernels instead of the per-tap GEMMs (sg_conv_taps_bwd_f32_applicable) */
+    const char *fenv = getenv("SG_CPU_CONV_TAPS_F32");
+    if (fenv && *fenv) {
+        if (strcmp(fenv, "dense") == 0) cc->taps_f32_dense = 1;
+        else if (strcmp(fenv, "auto") != 0)
+            SG_FATAL("environment SG_CPU_CONV_TAPS_F32='%s': expected auto or dense (unset it "
+                     "for auto)",
+                     fenv);
     }
     const char *env = getenv("SG_CPU_CONV_LAYOUT");
     if (env && *env) {
@@ -735,6 +746,7 @@ static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
 static int use_taps_op(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
     if (op != OP_FWD && act == SG_LAYOUT_NHWC && cc->layout_mode == LAYOUT_AUTO) {
         validate_desc(d);
+        if (cc->taps_f32_dense) return 0;
         return sg_conv_groups(d) == 1 && sg_conv_taps_bwd_f32_applicable(d);
     }
     return use_taps(cc, d) && (op != OP_FWD || act != SG_LAYOUT_NHWC);
