@@ -94,13 +94,13 @@ enum { OP_FWD = 0, OP_BWD_DATA = 1, OP_BWD_WEIGHT = 2 };
  * (tensors reordered in and out); CL (channels last, NHWC activations only) =
  * activations nhwc as stored, the weights as the primitive wants them (only
  * the small weight tensor is reordered). AUTO: choose_layout per shape. */
-enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2, LAYOUT_CL = 3 };
+enum { LAYOUT_PLAIN = 0, LAYOUT_BLOCKED = 1, LAYOUT_AUTO = 2, LAYOUT_CL = 3, LAYOUT_WINO = 4 };
 enum { BF16_OFF = 0, BF16_EMULATED = 1, BF16_NATIVE = 2 };
 /* Native bf16 sparse dilated convs: the measured rule (taps_beat_native),
  * or forced to the per-tap path / the dense primitive (a measuring aid). */
 enum { TAPS_BF16_AUTO = 0, TAPS_BF16_TAPS = 1, TAPS_BF16_DENSE = 2 };
 static const char *op_names[] = {"fwd", "bwd_data", "bwd_weight"};
-static const char *layout_names[] = {"plain", "blocked", "auto", "channels-last"};
+static const char *layout_names[] = {"plain", "blocked", "auto", "channels-last", "winograd"};
 
 /* One tensor argument of a primitive. */
 typedef struct conv_arg {
@@ -151,10 +151,12 @@ struct sg_cpu_conv_cache {
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
     ws_buf bf_a, bf_b, bf_out; /* emulated bf16: rounded inputs, result */
+    ws_buf ph[3];              /* phase path (use_phases): the inputs and output in phase order */
     ws_buf g16[2];             /* native GEMM paths: bf16 copies of the two inputs */
     sg_conv_mm *mm;            /* matmul primitives (cpu_conv_matmul.c) */
     int taps_bf16;             /* SG_CPU_CONV_TAPS_BF16: TAPS_BF16_* */
     int taps_f32_dense;        /* SG_CPU_CONV_TAPS_F32=dense: no fp32 per-tap backward */
+    int mm_fwd;                /* SG_CPU_CONV_MM_FWD=1: 1x1 forward passes as matmuls too */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -272,6 +274,15 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
                      "for auto)",
                      fenv);
     }
+    /* measuring aid: the 1x1 stride-1 forward passes on NHWC activations as
+     * matmuls, like their backward ones (use_mm_1x1) */
+    const char *menv = getenv("SG_CPU_CONV_MM_FWD");
+    if (menv && *menv) {
+        if (strcmp(menv, "1") == 0) cc->mm_fwd = 1;
+        else if (strcmp(menv, "0") != 0)
+            SG_FATAL("environment SG_CPU_CONV_MM_FWD='%s': expected 0 or 1 (unset it for 0)",
+                     menv);
+    }
     const char *env = getenv("SG_CPU_CONV_LAYOUT");
     if (env && *env) {
         if (strcmp(env, "plain") == 0) cc->layout_mode = LAYOUT_PLAIN;
@@ -327,6 +338,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->bf_a.p);
     sg_cpu_aligned_free(cc->bf_b.p);
     sg_cpu_aligned_free(cc->bf_out.p);
+    for (int i = 0; i < 3; i++) sg_cpu_aligned_free(cc->ph[i].p);
     sg_cpu_aligned_free(cc->g16[0].p);
     sg_cpu_aligned_free(cc->g16[1].p);
     sg_conv_taps_ws_free(&cc->taps);
@@ -365,8 +377,32 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * backward-weights; 1x1 forward / backward-data are a little faster on plain
  * nchw (no reorders); backward-data with few input channels (the RGB stem)
  * is faster plain. Tiny channel counts gain nothing from 16-wide blocks. */
+/* Float32 3x3 stride-1 undilated convs with pad 1 and channel counts that
+ * are multiples of 16 run as Winograd F(4x4, 3x3) convolutions (oneDNN's
+ * jit_wino_4x3, on its blocked layout, the activations reordered in and
+ * out): about half the time of the direct kernels in every pass on
+ * AVX-512 (bench_conv blocked, 2 threads, Zen 4, ms fwd / bwd-data /
+ * bwd-weights, direct -> Winograd: 256->256 at 32x32 13.3/12.5/14.7 ->
+ * 6.0/5.7/7.2; 1024->256 49.2/47.8/59.3 -> 21.5/22.5/26.9; 128->128
+ * 3.2/3.1/3.7 -> 1.5/1.4/2.0; 64->64 at 64x64 3.3/3.2/3.6 -> 1.8/1.8/2.0).
+ * It sums in another order through the transforms: results stay within
+ * the conv tolerance of the conformance suite. Not for bf16 (oneDNN has no
+ * bf16 Winograd on these ISAs), nor where the kernel is trimmed. Where the
+ * library has no Winograd kernel (no AVX-512) the entry is built direct
+ * (build_entry). A rule from the geometry alone: the results do not depend
+ * on the machine's load. */
+static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16) {
+    if (bf16 || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1) return 0;
+    if (d->r != 3 || d->s != 3 || d->stride_h != 1 || d->stride_w != 1 || d->dil_h != 1 ||
+        d->dil_w != 1 || d->pad_h != 1 || d->pad_w != 1)
+        return 0;
+    if (d->c % 16 || d->k % 16 || d->h < 2 || d->w < 2) return 0; /* h, w >= 2: nothing trimmed */
+    return 1;
+}
+
 static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
                          int act) {
+    if (use_wino(cc, d, bf16)) return LAYOUT_WINO;
     /* NHWC activations: oneDNN's channels-last kernels (jit, brgconv) read
      * and write them as stored; reordering them to a blocked layout is what
      * the NHWC layout exists to avoid. The exception, as in nchw: backward-
@@ -508,6 +544,46 @@ static uint64_t weight_tag(sg_cpu_conv_cache *cc, const conv_entry *e) {
     return 1 + ((uint64_t)id << 32) + ((uint64_t)(unsigned)e->i0 << 16) + (unsigned)e->j0;
 }
 
+/* e->pd for pass op with algorithm alg: the forward descriptor is the
+ * primitive itself for OP_FWD, the hint for the backward ones. Returns 1,
+ * 0 when a bf16 entry has no kernel (create_pd), or -1 when `optional` and
+ * the library has no kernel of this algorithm (nothing kept); other
+ * failures are fatal. */
+static int make_pd(sg_cpu_conv_cache *cc, conv_entry *e, int op, dnnl_alg_kind_t alg,
+                   const dnnl_memory_desc_t *xa, const dnnl_memory_desc_t *wa,
+                   const dnnl_memory_desc_t *ya, const dnnl_dims_t strides, const dnnl_dims_t dil,
+                   const dnnl_dims_t pad, const dnnl_dims_t pad_r, const_dnnl_primitive_attr_t attr,
+                   int optional) {
+    dnnl_convolution_desc_t fd, bd;
+    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, alg, xa, wa,
+                                                          NULL, ya, strides, dil, pad, pad_r));
+    dnnl_primitive_desc_t fpd = NULL;
+    if (optional) {
+        if (dnnl_primitive_desc_create(&fpd, &fd, attr, cc->eng, NULL) != dnnl_success) return -1;
+    } else if (!create_pd(cc, e, &fpd, &fd, attr, NULL)) {
+        return 0;
+    }
+    if (op == OP_FWD) {
+        e->pd = fpd;
+        return 1;
+    }
+    if (op == OP_BWD_DATA)
+        DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&bd, alg, xa, wa, ya, strides,
+                                                                    dil, pad, pad_r));
+    else
+        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
+            &bd, alg, xa, wa, NULL, ya, strides, dil, pad, pad_r));
+    int ok;
+    if (optional) {
+        ok = dnnl_primitive_desc_create(&e->pd, &bd, attr, cc->eng, fpd) == dnnl_success ? 1 : -1;
+        if (ok < 0) e->pd = NULL;
+    } else {
+        ok = create_pd(cc, e, &e->pd, &bd, attr, fpd);
+    }
+    DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+    return ok;
+}
+
 static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int layout,
                                int act, int bf16, int xdt, int ydt) {
     validate_desc(d);
@@ -538,7 +614,7 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     weight_md(&w_md, d, kr, ks, dnnl_f32, W_OIHW);
     plain_md(&y_md, d->n, d->k, d->oh, d->ow, ydt == SG_ACT_BF16 ? dnnl_bf16 : dnnl_f32, tag);
     /* the primitive's: see the LAYOUT_* enum */
-    int any_act = layout == LAYOUT_BLOCKED;
+    int any_act = layout == LAYOUT_BLOCKED || layout == LAYOUT_WINO;
     int wfmt = layout != LAYOUT_PLAIN ? W_ANY : act == SG_LAYOUT_NHWC ? W_HWIO : W_OIHW;
     plain_md(&xa, d->n, d->c, d->h, d->w, pdt, any_act ? dnnl_format_tag_any : tag);
     weight_md(&wa, d, kr, ks, pdt, wfmt);
@@ -552,27 +628,20 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     DNNL_CHECK(dnnl_primitive_attr_create(&attr));
     DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
 
-    /* The forward descriptor: the primitive itself for OP_FWD, the hint for
-     * the backward ones. */
-    dnnl_convolution_desc_t fd;
-    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                          dnnl_convolution_direct, &xa, &wa, NULL,
-                                                          &ya, strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t fpd = NULL;
-    int ok = create_pd(cc, e, &fpd, &fd, attr, NULL);
-    if (ok && op == OP_FWD) {
-        e->pd = fpd;
-    } else if (ok) {
-        dnnl_convolution_desc_t bd;
-        if (op == OP_BWD_DATA)
-            DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
-                &bd, dnnl_convolution_direct, &xa, &wa, &ya, strides, dil, pad, pad_r));
-        else
-            DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
-                &bd, dnnl_convolution_direct, &xa, &wa, NULL, &ya, strides, dil, pad, pad_r));
-        ok = create_pd(cc, e, &e->pd, &bd, attr, fpd);
-        DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+    /* LAYOUT_WINO asks for Winograd first (use_wino); where the library has
+     * no such kernel for a pass (no AVX-512) that pass is direct on the
+     * same blocked layout. */
+    int ok = -1;
+    if (layout == LAYOUT_WINO) {
+        ok = make_pd(cc, e, op, dnnl_convolution_winograd, &xa, &wa, &ya, strides, dil, pad,
+                     pad_r, attr, 1);
+        if (ok < 0)
+            SG_DEBUG("conv cache: no Winograd kernel for %s n%d c%d %dx%d k%d here: direct",
+                     op_names[op], d->n, d->c, d->h, d->w, d->k);
     }
+    if (ok < 0)
+        ok = make_pd(cc, e, op, dnnl_convolution_direct, &xa, &wa, &ya, strides, dil, pad, pad_r,
+                     attr, 0);
     DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     if (!ok) {
         /* no bf16 kernel here: this entry marks the geometry as emulated */
@@ -746,7 +815,7 @@ static int use_taps(const sg_cpu_conv_cache *cc, const sg_conv_desc *d) {
 static int use_taps_op(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
     if (op != OP_FWD && act == SG_LAYOUT_NHWC && cc->layout_mode == LAYOUT_AUTO) {
         validate_desc(d);
-        if (cc->taps_f32_dense) return 0;
+        if (cc->taps_f32_dense || use_wino(cc, d, 0)) return 0; /* Winograd beats both */
         return sg_conv_groups(d) == 1 && sg_conv_taps_bwd_f32_applicable(d);
     }
     return use_taps(cc, d) && (op != OP_FWD || act != SG_LAYOUT_NHWC);
@@ -799,11 +868,54 @@ static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, siz
  *    0.98-1.67; k = 64 is even or slower (fp32 256->64: 0.79).
  * The forward pass is even (oneDNN's brgconv is this GEMM already). */
 static int use_mm_1x1(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
-    if (cc->layout_mode != LAYOUT_AUTO || act != SG_LAYOUT_NHWC || op == OP_FWD) return 0;
+    if (cc->layout_mode != LAYOUT_AUTO || act != SG_LAYOUT_NHWC) return 0;
+    if (op == OP_FWD && !cc->mm_fwd) return 0;
     validate_desc(d);
     if (!sg_conv_mm_1x1(d)) return 0;
+    if (op == OP_FWD) return 1;
     if (op == OP_BWD_DATA) return d->k >= 128;
     return d->k >= 512 || (long)d->k * d->c >= 1280L * 256;
+}
+
+/* Float32 dilated 3x3 convs on NHWC activations as undilated Winograd
+ * convs over their phase sub-images (cpu_conv_phases.c): the undilated
+ * conv of sg_conv_phases_desc runs as use_wino's Winograd F(4x4, 3x3),
+ * where a dilated conv runs direct (or per tap) at about twice the time.
+ * Measured with bench_conv nhwc, 2 threads, Zen 4, ms fwd / bwd-data /
+ * bwd-weights, before -> after: see docs/BENCHMARKS.md ("Winograd"). */
+static int use_phases(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int act) {
+    if (act != SG_LAYOUT_NHWC || cc->layout_mode != LAYOUT_AUTO) return 0;
+    validate_desc(d);
+    if (!sg_conv_phases_applicable(d)) return 0;
+    sg_conv_desc p = sg_conv_phases_desc(d);
+    return use_wino(cc, &p, 0);
+}
+
+static void conv_phases(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, const float *in0,
+                        const float *in1, float *out, int accumulate) {
+    sg_conv_desc p = sg_conv_phases_desc(d);
+    int D = d->dil_h;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    conv_entry *e = get_entry(cc, &p, op, SG_LAYOUT_NHWC, 0);
+    if (op == OP_FWD) {
+        ws_reserve(&cc->ph[0], nx * sizeof(float));
+        ws_reserve(&cc->ph[2], ny * sizeof(float));
+        sg_conv_to_phases(cc->ph[0].p, in0, d->n, d->h, d->w, d->c, D);
+        run_entry(cc, e, cc->ph[0].p, in1, cc->ph[2].p, 0, NULL);
+        sg_conv_from_phases(out, cc->ph[2].p, d->n, d->oh, d->ow, d->k, D, 0);
+    } else if (op == OP_BWD_DATA) {
+        ws_reserve(&cc->ph[0], ny * sizeof(float));
+        ws_reserve(&cc->ph[2], nx * sizeof(float));
+        sg_conv_to_phases(cc->ph[0].p, in0, d->n, d->oh, d->ow, d->k, D);
+        run_entry(cc, e, cc->ph[0].p, in1, cc->ph[2].p, 0, NULL);
+        sg_conv_from_phases(out, cc->ph[2].p, d->n, d->h, d->w, d->c, D, accumulate);
+    } else {
+        ws_reserve(&cc->ph[0], nx * sizeof(float));
+        ws_reserve(&cc->ph[1], ny * sizeof(float));
+        sg_conv_to_phases(cc->ph[0].p, in0, d->n, d->h, d->w, d->c, D);
+        sg_conv_to_phases(cc->ph[1].p, in1, d->n, d->oh, d->ow, d->k, D);
+        run_entry(cc, e, cc->ph[0].p, cc->ph[1].p, out, accumulate, NULL);
+    }
 }
 
 /* A float32 convolution on activations in layout act: the per-tap GEMM
@@ -815,6 +927,8 @@ static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int a
     if (use_dw(cc, d, op)) {
         if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(&cc->dw_wt, d, nhwc, in0, in1, out, accumulate);
         else sg_conv_dw_bwd_weight(d, nhwc, in0, in1, out, accumulate);
+    } else if (use_phases(cc, d, act)) {
+        conv_phases(cc, d, op, in0, in1, out, accumulate);
     } else if (use_taps_op(cc, d, op, act)) {
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, NULL, d, nhwc, in0, in1, out);
         else if (op == OP_BWD_DATA)
@@ -825,7 +939,8 @@ static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int a
         op_counts(d, op, &n0, &n1, &nout);
         ws_reserve(&cc->acc, nout * sizeof(float));
         float *r = accumulate ? cc->acc.p : out;
-        if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, in0, in1, r);
+        if (op == OP_FWD) sg_conv_mm_1x1_fwd(cc->mm, d, 0, in0, in1, r);
+        else if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, in0, in1, r);
         else sg_conv_mm_1x1_bwd_weight(cc->mm, d, 0, in0, in1, r);
         if (accumulate) sg_cpu_add_into(out, r, nout);
     } else {
@@ -949,6 +1064,8 @@ static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_d
         else if (op == OP_BWD_DATA)
             sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
         else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL, 0);
+    } else if (op == OP_FWD) {
+        sg_conv_mm_1x1_fwd(cc->mm, d, 1, NULL, NULL, NULL);
     } else if (op == OP_BWD_DATA) {
         sg_conv_mm_1x1_bwd_data(cc->mm, d, 1, NULL, NULL, NULL);
     } else {
@@ -976,6 +1093,8 @@ static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc 
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, a, b, r);
         else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
         else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
+    } else if (op == OP_FWD) {
+        sg_conv_mm_1x1_fwd(cc->mm, d, 1, a, b, r);
     } else if (op == OP_BWD_DATA) {
         sg_conv_mm_1x1_bwd_data(cc->mm, d, 1, a, b, r);
     } else {
@@ -1025,6 +1144,11 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
             if (get_entry(cc, d, op, act, 1)->prim) continue;
         }
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
+        if (use_phases(cc, d, act)) { /* conv_phases' entry; its buffers grow at first use */
+            sg_conv_desc p = sg_conv_phases_desc(d);
+            get_entry(cc, &p, op, act, 0);
+            continue;
+        }
         if (use_dw(cc, d, op)) {
             if (act == SG_LAYOUT_NHWC && op == OP_BWD_DATA) sg_conv_dw_prepare(&cc->dw_wt, d);
             continue;
@@ -1034,7 +1158,8 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
         if (use_taps_op(cc, d, op, act)) sg_conv_taps_prepare(&cc->taps, d);
         else if (use_mm_1x1(cc, d, op, act)) {
             ws_reserve(&cc->acc, nout * sizeof(float));
-            if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, NULL, NULL, NULL);
+            if (op == OP_FWD) sg_conv_mm_1x1_fwd(cc->mm, d, 0, NULL, NULL, NULL);
+            else if (op == OP_BWD_DATA) sg_conv_mm_1x1_bwd_data(cc->mm, d, 0, NULL, NULL, NULL);
             else sg_conv_mm_1x1_bwd_weight(cc->mm, d, 0, NULL, NULL, NULL);
         } else get_entry(cc, d, op, act, 0);
     }
@@ -1078,7 +1203,8 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     for (conv_entry *e = cc->head; e; e = e->next) n++;
     size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->dw_wt.bytes +
                cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
-               cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes;
+               cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes +
+               cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     int mm_entries;
     size_t mm_scratch;

@@ -59,10 +59,22 @@ int sg_conv_mm_1x1(const sg_conv_desc *d);
  * (never accumulated); bf16 = 1: the inputs are bf16 bits, the result the
  * float32 sum (the caller rounds it). All tensors NULL: builds the
  * primitive only. */
+void sg_conv_mm_1x1_fwd(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *x,
+                        const void *w, float *y);
 void sg_conv_mm_1x1_bwd_data(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *dy,
                              const void *w, float *dx);
 void sg_conv_mm_1x1_bwd_weight(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *x,
                                const void *dy, float *dw);
+
+/* cpu_conv_phases.c: dilated 3x3 convs (stride 1, padding = dilation D,
+ * D dividing h and w, channels multiples of 16) as one undilated conv over
+ * the D*D phase sub-images stacked into the batch (sg_conv_phases_desc),
+ * NHWC activations in and out of that order. */
+int sg_conv_phases_applicable(const sg_conv_desc *d);
+sg_conv_desc sg_conv_phases_desc(const sg_conv_desc *d);
+void sg_conv_to_phases(float *dst, const float *src, int n, int h, int w, int c, int D);
+void sg_conv_from_phases(float *dst, const float *src, int n, int h, int w, int c, int D,
+                         int accumulate);
 
 /* Buffers of the per-tap GEMM path (cpu_conv_taps.c). */
 typedef struct sg_conv_taps_ws {

@@ -163,6 +163,13 @@ int sg_conv_mm_1x1(const sg_conv_desc *d) {
            d->pad_w == 0 && sg_conv_groups(d) == 1;
 }
 
+/* NHWC: y [pixels x k] = x [pixels x c] . W^T (W [k x c] row-major). */
+void sg_conv_mm_1x1_fwd(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *x,
+                        const void *w, float *y) {
+    long px = (long)d->n * d->h * d->w;
+    sg_conv_mm_gemm(mm, bf16, 'N', 'T', px, d->k, d->c, x, d->c, w, d->c, 0, y, d->k);
+}
+
 /* NHWC: dx [pixels x c] = dy [pixels x k] . W [k x c] (W is PyTorch's
  * [k, c, 1, 1], row-major [k x c] as it is). */
 void sg_conv_mm_1x1_bwd_data(sg_conv_mm *mm, const sg_conv_desc *d, int bf16, const void *dy,

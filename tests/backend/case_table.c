@@ -356,6 +356,15 @@ const tb_case tb_cases[] = {
      * a dense 3x3 (rate 1) and a rate-2 one where every tap reads most of the map */
     CONV_SQ(2, 64, 9, 11, 32, 3, 1, 1, 1, 1, "dense 3x3: float32 NHWC backward per tap"),
     CONV_SQ(2, 72, 12, 10, 24, 3, 1, 2, 2, 1, "rate 2: float32 NHWC backward per tap"),
+    /* float32 Winograd F(4x4, 3x3) on the CPU (cpu_conv.c use_wino: 3x3 pad 1,
+     * channels multiples of 16), and dilated 3x3 convs as Winograd on their
+     * phase sub-images (use_phases, NHWC: D divides h and w) */
+    CONV_SQ(2, 32, 8, 12, 48, 3, 1, 1, 1, 1, "3x3, c and k multiples of 16: Winograd"),
+    CONV_SQ(2, 16, 5, 7, 16, 3, 1, 1, 1, 0, "3x3 Winograd on a map smaller than its 6x6 tile"),
+    CONV_SQ(2, 32, 12, 8, 16, 3, 1, 2, 2, 1, "rate 2, h and w even: Winograd on 4 phases"),
+    CONV_SQ(1, 16, 16, 12, 32, 3, 1, 4, 4, 1, "rate 4: Winograd on 16 phases of 4x3"),
+    CONV(2, 16, 8, 6, 16, 3, 3, 1, 1, 2, 3, 2, 3, 1, "rate 2 x 3: not phase-split"),
+    CONV_SQ(2, 32, 13, 8, 16, 3, 1, 2, 2, 0, "rate 2, odd h: not phase-split"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),
