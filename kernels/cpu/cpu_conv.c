@@ -280,8 +280,7 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     if (menv && *menv) {
         if (strcmp(menv, "1") == 0) cc->mm_fwd = 1;
         else if (strcmp(menv, "0") != 0)
-            SG_FATAL("environment SG_CPU_CONV_MM_FWD='%s': expected 0 or 1 (unset it for 0)",
-                     menv);
+            SG_FATAL("environment SG_CPU_CONV_MM_FWD='%s': expected 0 or 1 (unset it for 0)", menv);
     }
     const char *env = getenv("SG_CPU_CONV_LAYOUT");
     if (env && *env) {
@@ -571,8 +570,8 @@ static int make_pd(sg_cpu_conv_cache *cc, conv_entry *e, int op, dnnl_alg_kind_t
         DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&bd, alg, xa, wa, ya, strides,
                                                                     dil, pad, pad_r));
     else
-        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
-            &bd, alg, xa, wa, NULL, ya, strides, dil, pad, pad_r));
+        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&bd, alg, xa, wa, NULL, ya,
+                                                                       strides, dil, pad, pad_r));
     int ok;
     if (optional) {
         ok = dnnl_primitive_desc_create(&e->pd, &bd, attr, cc->eng, fpd) == dnnl_success ? 1 : -1;
@@ -633,8 +632,8 @@ static conv_entry *build_entry(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
      * same blocked layout. */
     int ok = -1;
     if (layout == LAYOUT_WINO) {
-        ok = make_pd(cc, e, op, dnnl_convolution_winograd, &xa, &wa, &ya, strides, dil, pad,
-                     pad_r, attr, 1);
+        ok = make_pd(cc, e, op, dnnl_convolution_winograd, &xa, &wa, &ya, strides, dil, pad, pad_r,
+                     attr, 1);
         if (ok < 0)
             SG_DEBUG("conv cache: no Winograd kernel for %s n%d c%d %dx%d k%d here: direct",
                      op_names[op], d->n, d->c, d->h, d->w, d->k);

@@ -47,8 +47,8 @@ static void sg_cuda_graph_begin(sg_backend *be) {
     SG_CU_ENTER(cu);
     SG_CHECK(!cu->capturing, "CUDA backend: graph_begin while a graph is being recorded already "
                              "(graph_begin twice without graph_end: a bug in the caller)");
-    CU_CHECK(cudaStreamBeginCapture(cu->streams[SG_STREAM_COMPUTE],
-                                    cudaStreamCaptureModeThreadLocal));
+    CU_CHECK(
+        cudaStreamBeginCapture(cu->streams[SG_STREAM_COMPUTE], cudaStreamCaptureModeThreadLocal));
     cu->capturing = 1;
     cu->capture_gen = cu->mem_gen;
 }
