@@ -33,6 +33,14 @@
  * the backward passes of dilated depthwise convs to cpu_conv_dw.c; with NHWC
  * activations, the backward passes of large 1x1 stride-1 convs to one
  * matmul each (use_mm_1x1, cpu_conv_matmul.c), in float32 and bf16.
+ * Float32 3x3 pad-1 convs with channels in multiples of 16 run as Winograd
+ * F(4x4, 3x3) (use_wino: LAYOUT_WINO entries, oneDNN's jit_wino_4x3 on its
+ * blocked layout), and with NHWC activations the dilated 3x3 convs of the
+ * same kind as Winograd on their phase sub-images (use_phases,
+ * cpu_conv_phases.c): about half the time of the direct kernels.
+ * SG_CPU_CONV_WINO=0, SG_CPU_CONV_TAPS_F32=dense and SG_CPU_CONV_MM_FWD=1
+ * are measuring aids (no Winograd; float32 NHWC backward passes on oneDNN
+ * instead of per tap; the 1x1 forward passes as matmuls too).
  * SG_CPU_CONV_TAPS_BF16=taps|dense forces native bf16's sparse dilated convs
  * (all three passes) to the per-tap GEMMs or the dense primitive (a
  * measuring aid; auto, the default, is the measured rule).
@@ -157,6 +165,7 @@ struct sg_cpu_conv_cache {
     int taps_bf16;             /* SG_CPU_CONV_TAPS_BF16: TAPS_BF16_* */
     int taps_f32_dense;        /* SG_CPU_CONV_TAPS_F32=dense: no fp32 per-tap backward */
     int mm_fwd;                /* SG_CPU_CONV_MM_FWD=1: 1x1 forward passes as matmuls too */
+    int wino_off;              /* SG_CPU_CONV_WINO=0: no Winograd (use_wino, use_phases) */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -273,6 +282,14 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
             SG_FATAL("environment SG_CPU_CONV_TAPS_F32='%s': expected auto or dense (unset it "
                      "for auto)",
                      fenv);
+    }
+    /* measuring aid: the convolutions use_wino and use_phases send to
+     * Winograd run direct, as before it */
+    const char *wenv = getenv("SG_CPU_CONV_WINO");
+    if (wenv && *wenv) {
+        if (strcmp(wenv, "0") == 0) cc->wino_off = 1;
+        else if (strcmp(wenv, "1") != 0)
+            SG_FATAL("environment SG_CPU_CONV_WINO='%s': expected 0 or 1 (unset it for 1)", wenv);
     }
     /* measuring aid: the 1x1 stride-1 forward passes on NHWC activations as
      * matmuls, like their backward ones (use_mm_1x1) */
@@ -391,7 +408,8 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * (build_entry). A rule from the geometry alone: the results do not depend
  * on the machine's load. */
 static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16) {
-    if (bf16 || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1) return 0;
+    if (bf16 || cc->wino_off || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1)
+        return 0;
     if (d->r != 3 || d->s != 3 || d->stride_h != 1 || d->stride_w != 1 || d->dil_h != 1 ||
         d->dil_w != 1 || d->pad_h != 1 || d->pad_w != 1)
         return 0;
