@@ -408,8 +408,7 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * (build_entry). A rule from the geometry alone: the results do not depend
  * on the machine's load. */
 static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16) {
-    if (bf16 || cc->wino_off || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1)
-        return 0;
+    if (bf16 || cc->wino_off || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1) return 0;
     if (d->r != 3 || d->s != 3 || d->stride_h != 1 || d->stride_w != 1 || d->dil_h != 1 ||
         d->dil_w != 1 || d->pad_h != 1 || d->pad_w != 1)
         return 0;
