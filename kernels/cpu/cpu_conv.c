@@ -256,6 +256,23 @@ static int choose_precision(sg_cpu_conv_cache *cc, int precision) {
     return 0;
 }
 
+/* The index in choices[0..n) of environment variable NAME's value; unset
+ * or empty: def. Any other value is fatal, naming the choices. */
+static int env_choice(const char *name, const char *const choices[], int n, int def) {
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, choices[i]) == 0) return i;
+    char list[128] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0       ? ""
+                 : i == n - 1 ? " or "
+                              : ", ",
+                 choices[i]);
+    SG_FATAL("environment %s='%s': expected %s (unset it for %s)", name, v, list, choices[def]);
+}
+
 sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     (void)threads; /* oneDNN (OpenMP runtime) follows omp_set_num_threads */
     sg_cpu_conv_cache *cc = calloc(1, sizeof *cc);
@@ -263,52 +280,21 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     DNNL_CHECK(dnnl_engine_create(&cc->eng, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&cc->stream, cc->eng, dnnl_stream_default_flags));
     cc->mm = sg_conv_mm_create(cc->eng, cc->stream);
-    cc->layout_mode = LAYOUT_AUTO;
-    const char *tenv = getenv("SG_CPU_CONV_TAPS_BF16");
-    if (tenv && *tenv) {
-        if (strcmp(tenv, "taps") == 0) cc->taps_bf16 = TAPS_BF16_TAPS;
-        else if (strcmp(tenv, "dense") == 0) cc->taps_bf16 = TAPS_BF16_DENSE;
-        else if (strcmp(tenv, "auto") != 0)
-            SG_FATAL("environment SG_CPU_CONV_TAPS_BF16='%s': expected auto, taps or dense "
-                     "(unset it for auto)",
-                     tenv);
-    }
-    /* test and measuring aid: the float32 NHWC backward passes on oneDNN's
-     * kernels instead of the per-tap GEMMs (sg_conv_taps_bwd_f32_applicable) */
-    const char *fenv = getenv("SG_CPU_CONV_TAPS_F32");
-    if (fenv && *fenv) {
-        if (strcmp(fenv, "dense") == 0) cc->taps_f32_dense = 1;
-        else if (strcmp(fenv, "auto") != 0)
-            SG_FATAL("environment SG_CPU_CONV_TAPS_F32='%s': expected auto or dense (unset it "
-                     "for auto)",
-                     fenv);
-    }
-    /* measuring aid: the convolutions use_wino and use_phases send to
-     * Winograd run direct, as before it */
-    const char *wenv = getenv("SG_CPU_CONV_WINO");
-    if (wenv && *wenv) {
-        if (strcmp(wenv, "0") == 0) cc->wino_off = 1;
-        else if (strcmp(wenv, "1") != 0)
-            SG_FATAL("environment SG_CPU_CONV_WINO='%s': expected 0 or 1 (unset it for 1)", wenv);
-    }
-    /* measuring aid: the 1x1 stride-1 forward passes on NHWC activations as
-     * matmuls, like their backward ones (use_mm_1x1) */
-    const char *menv = getenv("SG_CPU_CONV_MM_FWD");
-    if (menv && *menv) {
-        if (strcmp(menv, "1") == 0) cc->mm_fwd = 1;
-        else if (strcmp(menv, "0") != 0)
-            SG_FATAL("environment SG_CPU_CONV_MM_FWD='%s': expected 0 or 1 (unset it for 0)", menv);
-    }
-    const char *env = getenv("SG_CPU_CONV_LAYOUT");
-    if (env && *env) {
-        if (strcmp(env, "plain") == 0) cc->layout_mode = LAYOUT_PLAIN;
-        else if (strcmp(env, "blocked") == 0) cc->layout_mode = LAYOUT_BLOCKED;
-        else if (strcmp(env, "auto") == 0) cc->layout_mode = LAYOUT_AUTO;
-        else
-            SG_FATAL("environment SG_CPU_CONV_LAYOUT='%s': expected plain, blocked or auto "
-                     "(unset it for auto)",
-                     env);
-    }
+    /* measuring aids (docs/BENCHMARKS.md): the native bf16 per-tap paths
+     * forced or off; the float32 NHWC backward passes on oneDNN's kernels
+     * instead of the per-tap GEMMs (sg_conv_taps_bwd_f32_applicable); the
+     * convolutions use_wino and use_phases send to Winograd run direct, as
+     * before it; the 1x1 stride-1 NHWC forward passes as matmuls, like their
+     * backward ones (use_mm_1x1); the oneDNN layout forced */
+    static const char *const taps_bf16[] = {"auto", "taps", "dense"}; /* TAPS_BF16_* */
+    static const char *const taps_f32[] = {"auto", "dense"};
+    static const char *const off_on[] = {"0", "1"};
+    static const char *const layouts[] = {"plain", "blocked", "auto"}; /* LAYOUT_* */
+    cc->taps_bf16 = env_choice("SG_CPU_CONV_TAPS_BF16", taps_bf16, 3, TAPS_BF16_AUTO);
+    cc->taps_f32_dense = env_choice("SG_CPU_CONV_TAPS_F32", taps_f32, 2, 0);
+    cc->wino_off = !env_choice("SG_CPU_CONV_WINO", off_on, 2, 1);
+    cc->mm_fwd = env_choice("SG_CPU_CONV_MM_FWD", off_on, 2, 0);
+    cc->layout_mode = env_choice("SG_CPU_CONV_LAYOUT", layouts, 3, LAYOUT_AUTO);
     if (choose_precision(cc, precision) != 0) {
         sg_cpu_conv_destroy(cc);
         return NULL;

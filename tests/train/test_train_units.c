@@ -447,6 +447,16 @@ static void test_check_batch_sizes(void) {
 /* cpu.layout: nchw and nhwc as given, auto per precision on the CPU;
  * cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each key set
  * to nhwc for the other device is refused by validation. */
+/* sg_config_set(SET) is taken, and sg_config_validate then refuses it,
+ * saying MSG */
+static void refused(sg_config *c, const char *set, const char *msg) {
+    CHECK_EQ_INT(sg_config_set(c, set), 0);
+    th_cap_begin();
+    CHECK(sg_config_validate(c) != SG_OK);
+    const char *out = th_cap_end();
+    CHECK_STR_CONTAINS(out, msg);
+}
+
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
@@ -476,26 +486,14 @@ static void test_layout_of(void) {
     CHECK_EQ_INT(sg_layout_of(&c, NULL), SG_LAYOUT_NCHW);
     CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=auto"), 0);
     /* each backend's key is its own: the other device's is refused */
-    CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=nhwc"), 0);
-    th_cap_begin();
-    CHECK(sg_config_validate(&c) != SG_OK);
-    const char *out = th_cap_end();
-    CHECK_STR_CONTAINS(out, "key 'cpu.layout': nhwc is the CPU backend's");
+    refused(&c, "cpu.layout=nhwc", "key 'cpu.layout': nhwc is the CPU backend's");
     CHECK_EQ_INT(sg_config_set(&c, "cpu.layout=auto"), 0);
     CHECK_EQ_INT(sg_config_set(&c, "device=cpu"), 0);
-    CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=nhwc"), 0);
-    th_cap_begin();
-    CHECK(sg_config_validate(&c) != SG_OK);
-    out = th_cap_end();
-    CHECK_STR_CONTAINS(out, "key 'cuda.layout': nhwc is the CUDA backend's");
+    refused(&c, "cuda.layout=nhwc", "key 'cuda.layout': nhwc is the CUDA backend's");
     /* cuda.graphs: CUDA only, off by default */
     CHECK_EQ_INT(sg_config_set(&c, "cuda.layout=auto"), 0);
     CHECK_EQ_INT(c.cuda.graphs, 0);
-    CHECK_EQ_INT(sg_config_set(&c, "cuda.graphs=true"), 0);
-    th_cap_begin();
-    CHECK(sg_config_validate(&c) != SG_OK);
-    out = th_cap_end();
-    CHECK_STR_CONTAINS(out, "key 'cuda.graphs': true needs device: cuda");
+    refused(&c, "cuda.graphs=true", "key 'cuda.graphs': true needs device: cuda");
     CHECK_EQ_INT(sg_config_set(&c, "device=cuda"), 0);
     CHECK_EQ_INT(sg_config_validate(&c), SG_OK);
 }
