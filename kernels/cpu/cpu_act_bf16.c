@@ -51,7 +51,7 @@ static void conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, in
     const float *xf = input_f32(be, x, x_dt, (size_t)d->n * d->c * d->h * d->w, "conv_fwd_dt");
     size_t ny = (size_t)d->n * d->k * d->oh * d->ow;
     float *yf = y_dt == SG_ACT_F32 ? y : sg_cpu_act_buf(be, 1, ny);
-    be->ops->conv_fwd(be, d, xf, w, yf);
+    sg_cpu_conv_f32(be, d, 1, xf, w, yf, 0);
     if (y_dt == SG_ACT_BF16) sg_cpu_bf16_narrow(y, yf, ny);
 }
 
@@ -61,7 +61,7 @@ static void conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void
     if (sg_cpu_conv_native_dt(be, d, 0, x, x_dt, dy, dw, SG_ACT_F32, accumulate)) return;
     const float *xf =
         input_f32(be, x, x_dt, (size_t)d->n * d->c * d->h * d->w, "conv_bwd_weight_dt");
-    be->ops->conv_bwd_weight(be, d, xf, dy, dw, accumulate);
+    sg_cpu_conv_f32(be, d, 0, xf, dy, dw, accumulate);
 }
 
 void sg_cpu_fill_act_bf16_ops(sg_ops *ops) {

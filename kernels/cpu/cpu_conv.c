@@ -1199,6 +1199,12 @@ int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const 
     return 1;
 }
 
+void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
+                     const float *in1, float *out, int accumulate) {
+    if (fwd) conv_fwd(be, d, x, in1, out);
+    else conv_bwd_weight(be, d, x, in1, out, accumulate);
+}
+
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
     int n = 0;

@@ -122,6 +122,13 @@ void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t p
 int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
                           const float *in1, void *out, int ydt, int accumulate);
 
+/* The float32 forward (fwd 1: in1 = w, out = y) or backward-weights pass
+ * (fwd 0: in1 = dy, out = dw) of cpu_conv.c, for the *_dt ops' converting
+ * path: called directly, not through be->ops, which a caller may have
+ * wrapped (a counting or profiling table would see one conv twice). */
+void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
+                     const float *in1, float *out, int accumulate);
+
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
