@@ -402,6 +402,19 @@ static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16
     return 1;
 }
 
+/* oneDNN 2.6's 1x1 backward-weights kernels (jit_1x1:avx2, seen here; the
+ * AVX-512 one shares the code) gather a strided source into a workspace
+ * ("rtus") at offsets computed for the blocked layout: with a channels-last
+ * source whose channels are not a multiple of the block they write past it
+ * and return wrong, call-to-call varying weight gradients (oneDNN issue
+ * 6035; conv_bwd_weight rows n4 c4 24x14 k2 1x1 stride 2 and n1 c3 16x14 k4
+ * failed on AVX2). Those convs run on the GEMM-based kernel (plain hwio
+ * weights), which has no such workspace. */
+static int nxc_rtus_bug(const sg_conv_desc *d) {
+    return d->r == 1 && d->s == 1 && (d->stride_h > 1 || d->stride_w > 1) && d->c % 16 != 0 &&
+           sg_conv_groups(d) == 1;
+}
+
 static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
                          int act) {
     if (use_wino(cc, d, bf16)) return LAYOUT_WINO;
@@ -413,6 +426,7 @@ static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
      * nhwc-plain, one thread: 18.7 against 35 ms). */
     if (act == SG_LAYOUT_NHWC) {
         if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
+        if (op == OP_BWD_WEIGHT && nxc_rtus_bug(d)) return LAYOUT_PLAIN;
         return op == OP_BWD_DATA && d->c < 16 && sg_conv_groups(d) == 1 ? LAYOUT_PLAIN : LAYOUT_CL;
     }
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
