@@ -284,7 +284,7 @@ static const sg_config_key g_keys[] = {
         "cpu.layout", cpu.layout, "auto", "auto|nchw|nhwc",
         "how the CPU backend stores activations: nchw, nhwc (channels last, oneDNN's convolutions "
         "read it without reordering), auto = the one measured faster for train.precision on "
-        "this kind of CPU; results are the same but for convolution summation order"),
+        "this kind of CPU; results are the same but for summation order (convolutions, BN statistics)"),
     K_ENUM("cuda.layout", cuda.layout, "auto", "auto|nchw|nhwc",
            "how the CUDA backend stores activations: nchw, nhwc (channels last: cuDNN's "
            "tensor-core convolutions read and write it without transposes), auto = nhwc under "

@@ -33,7 +33,7 @@ static double train(const char *run, const char *layout, const char *const *extr
     int n = 0;
     sets[n++] = lay;
     sets[n++] = "train.eval_every=4";
-    sets[n++] = "train.checkpoint_every=4";
+    sets[n++] = "train.checkpoint_every=2"; /* compare reads step 2's */
     /* a small step: at the fixture's 0.01 four steps of this tiny network
      * with batch-2 BN amplify a 1e-7 difference of summation order into
      * percent differences of some BN biases, in either layout */
@@ -61,7 +61,12 @@ static double loss_diff(const double *a, const double *b) {
 /* Two checks. With the same oneDNN kernels on both sides (the blocked conv
  * layout: activations reordered to oneDNN's blocked format either way) every
  * op but the convolutions' summation order is the same arithmetic: losses
- * within loss_tol, weights within weight_tol, val mIoU within 0.5 points.
+ * within loss_tol, weights after 2 steps within weight_tol, val mIoU within
+ * 0.5 points. Not after 4: batch norm's statistics accumulate in double in
+ * each layout's own order, equal once rounded to float but for a rare
+ * 1-ulp flip, and the tiny networks amplify one (DeepLabV3+'s image-pooling
+ * BN normalises 2 values): on AVX2 one running-mean element 1.5e-11 apart
+ * at step 2 became 0.18 in the momenta by step 4, losses still within 1e-6.
  * With each layout's own kernels (auto), training this small network is
  * chaotic enough that any change of summation order grows (a 1e-8 loss
  * difference at step 1 becomes 1e-4 by step 3): there NHWC must stay within
@@ -97,10 +102,11 @@ static void compare(const char *name, const char *const *extra, int n_extra, dou
     CHECK_MSG(e_same <= loss_tol, "%s: same conv kernels: losses differ by %.3g (tol %g)", name,
               e_same, loss_tol);
     char file[64];
-    snprintf(file, sizeof file, "iter_%08d.safetensors", ITERS);
+    snprintf(file, sizeof file, "iter_%08d.safetensors", 2);
     double e = th_ckpt_diff(fx_root, ra, rb, file);
-    CHECK_MSG(e >= 0 && e <= weight_tol, "%s: same conv kernels: weights max rel diff %g (tol %g)",
-              name, e, weight_tol);
+    CHECK_MSG(e >= 0 && e <= weight_tol,
+              "%s: same conv kernels: weights after 2 steps max rel diff %g (tol %g)", name, e,
+              weight_tol);
     fprintf(stderr, "%s: val mIoU blocked nchw %.6f nhwc %.6f; auto nchw %.6f nhwc %.6f\n", name,
             ma, mb, mc, md);
     CHECK_MSG(fabs(ma - mb) <= 5e-3, "%s: same conv kernels: val mIoU %.6f vs %.6f", name, ma, mb);
