@@ -166,6 +166,7 @@ struct sg_cpu_conv_cache {
     int taps_f32_dense;        /* SG_CPU_CONV_TAPS_F32=dense: no fp32 per-tap backward */
     int mm_fwd;                /* SG_CPU_CONV_MM_FWD=1: 1x1 forward passes as matmuls too */
     int wino_off;              /* SG_CPU_CONV_WINO=0: no Winograd (use_wino, use_phases) */
+    int wino_isa;              /* oneDNN has Winograd kernels on this ISA (AVX-512) */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -293,6 +294,8 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     cc->taps_bf16 = env_choice("SG_CPU_CONV_TAPS_BF16", taps_bf16, 3, TAPS_BF16_AUTO);
     cc->taps_f32_dense = env_choice("SG_CPU_CONV_TAPS_F32", taps_f32, 2, 0);
     cc->wino_off = !env_choice("SG_CPU_CONV_WINO", off_on, 2, 1);
+    cc->wino_isa = ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)dnnl_cpu_isa_avx512_core) ==
+                   (unsigned)dnnl_cpu_isa_avx512_core;
     cc->mm_fwd = env_choice("SG_CPU_CONV_MM_FWD", off_on, 2, 0);
     cc->layout_mode = env_choice("SG_CPU_CONV_LAYOUT", layouts, 3, LAYOUT_AUTO);
     if (choose_precision(cc, precision) != 0) {
@@ -390,11 +393,17 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * It sums in another order through the transforms: results stay within
  * the conv tolerance of the conformance suite. Not for bf16 (oneDNN has no
  * bf16 Winograd on these ISAs), nor where the kernel is trimmed. Where the
- * library has no Winograd kernel (no AVX-512) the entry is built direct
- * (build_entry). A rule from the geometry alone: the results do not depend
- * on the machine's load. */
+ * library has no Winograd kernel (oneDNN 2.6 has one for AVX-512 only) the
+ * rule is off (cc->wino_isa), so those convs keep the paths measured best
+ * there (per-tap backward passes, no phase sub-images: on AVX2 the phase
+ * path around a direct kernel only added its reorders); should the library
+ * still lack one for a shape, the entry is built direct (build_entry). A
+ * rule from the ISA and the geometry: the results do not depend on the
+ * machine's load. */
 static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16) {
-    if (bf16 || cc->wino_off || cc->layout_mode != LAYOUT_AUTO || sg_conv_groups(d) != 1) return 0;
+    if (bf16 || cc->wino_off || !cc->wino_isa || cc->layout_mode != LAYOUT_AUTO ||
+        sg_conv_groups(d) != 1)
+        return 0;
     if (d->r != 3 || d->s != 3 || d->stride_h != 1 || d->stride_w != 1 || d->dil_h != 1 ||
         d->dil_w != 1 || d->pad_h != 1 || d->pad_w != 1)
         return 0;
