@@ -11,6 +11,7 @@
 /* Each backend's constructor; a backend not compiled in has none. */
 #if SG_HAVE_CPU
 sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts);
+int sg_cpu_avx512(void);
 #endif
 #if SG_HAVE_CUDA
 sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts);
@@ -104,6 +105,14 @@ static int cuda_index(const char *device) {
         if (v > 1024) return -1;
     }
     return (int)v;
+}
+
+int sg_backend_cpu_avx512(void) {
+#if SG_HAVE_CPU
+    return sg_cpu_avx512();
+#else
+    return 0;
+#endif
 }
 
 sg_backend *sg_backend_create(const char *device, const sg_backend_opts *opts) {

@@ -257,6 +257,11 @@ static int choose_precision(sg_cpu_conv_cache *cc, int precision) {
     return 0;
 }
 
+int sg_cpu_avx512(void) {
+    return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)dnnl_cpu_isa_avx512_core) ==
+           (unsigned)dnnl_cpu_isa_avx512_core;
+}
+
 /* The index in choices[0..n) of environment variable NAME's value; unset
  * or empty: def. Any other value is fatal, naming the choices. */
 static int env_choice(const char *name, const char *const choices[], int n, int def) {
@@ -294,8 +299,7 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     cc->taps_bf16 = env_choice("SG_CPU_CONV_TAPS_BF16", taps_bf16, 3, TAPS_BF16_AUTO);
     cc->taps_f32_dense = env_choice("SG_CPU_CONV_TAPS_F32", taps_f32, 2, 0);
     cc->wino_off = !env_choice("SG_CPU_CONV_WINO", off_on, 2, 1);
-    cc->wino_isa = ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)dnnl_cpu_isa_avx512_core) ==
-                   (unsigned)dnnl_cpu_isa_avx512_core;
+    cc->wino_isa = sg_cpu_avx512();
     cc->mm_fwd = env_choice("SG_CPU_CONV_MM_FWD", off_on, 2, 0);
     cc->layout_mode = env_choice("SG_CPU_CONV_LAYOUT", layouts, 3, LAYOUT_AUTO);
     if (choose_precision(cc, precision) != 0) {

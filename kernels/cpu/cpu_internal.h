@@ -129,6 +129,9 @@ int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const 
 void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
                      const float *in1, float *out, int accumulate);
 
+/* Whether oneDNN runs AVX-512 code here (sg_backend_cpu_avx512). */
+int sg_cpu_avx512(void);
+
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
