@@ -84,7 +84,7 @@ static void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const voi
     size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
     const float *xf = xb ? widen(be, 0, x, nx) : (const float *)x;
     float *yf = yb ? act_buf(be, 1, ny) : (float *)y;
-    be->ops->conv_fwd(be, d, xf, w, yf);
+    sg_cuda_conv_f32(be, d, 1, xf, w, yf, 0);
     if (yb) narrow(be, yf, y, ny);
 }
 
@@ -93,8 +93,7 @@ static void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, co
     int xb = sg_cuda_act_dt(x_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
     if (sg_cuda_conv_native_dt(be, d, 0, x, xb, dy, dw, 0, accumulate)) return;
     size_t nx = (size_t)d->n * d->c * d->h * d->w;
-    be->ops->conv_bwd_weight(be, d, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw,
-                             accumulate);
+    sg_cuda_conv_f32(be, d, 0, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw, accumulate);
 }
 
 void sg_cuda_fill_act_bf16_ops(sg_ops *o) {

@@ -823,6 +823,12 @@ void sg_cuda_conv_destroy(sg_cuda *cu) {
     }
 }
 
+void sg_cuda_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
+                      const float *in1, float *out, int accumulate) {
+    if (fwd) sg_cuda_conv_fwd(be, d, x, in1, out);
+    else sg_cuda_conv_bwd_weight(be, d, x, in1, out, accumulate);
+}
+
 void sg_cuda_fill_conv_ops(sg_ops *o) {
     o->conv_prepare = sg_cuda_conv_prepare;
     o->conv_fwd = sg_cuda_conv_fwd;

@@ -336,6 +336,12 @@ void sg_cuda_conv_destroy(sg_cuda *cu);
  * the caller converts and runs the float32 op instead (cuda_act_bf16.cu). */
 int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
                            const float *in1, void *out, int yb, int accumulate);
+/* cuda_conv.cu: the float32 forward (fwd 1: in1 = w, out = y) or
+ * backward-weights pass (fwd 0: in1 = dy, out = dw), for the *_dt ops'
+ * converting path: called directly, not through be->ops, which a caller may
+ * have wrapped (a counting or profiling table would see one conv twice). */
+void sg_cuda_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
+                      const float *in1, float *out, int accumulate);
 
 /* cuda_act_bf16.cu: dt if it is SG_ACT_F32 or SG_ACT_BF16; else fatal,
  * naming op (a caller's bug). */

@@ -78,10 +78,11 @@ static int setup(void) {
  *    batch of 4 and of 2; DeepLabV3 ended 5 steps at 0.13 there.
  * Without SyncBN the FCN runs differ by ~3 after 2 steps. DeepLabV3's
  * one-step gradients on W ranks are compared in test_ddp. */
-#define EQ_SETS                                                            \
-    "--set model.arch=fcn --set model.head_dropout=0 --set train.iters=2 " \
-    "--set train.checkpoint_every=2 "
-#define EQ_CKPT "iter_00000002.safetensors"
+#define EQ_STEPS "2"
+#define EQ_SETS                                                                   \
+    "--set model.arch=fcn --set model.head_dropout=0 --set train.iters=" EQ_STEPS \
+    " --set train.checkpoint_every=" EQ_STEPS " "
+#define EQ_CKPT "iter_0000000" EQ_STEPS ".safetensors"
 
 static int eq_run(const char *run, int nproc, const char *sets) {
     setenv("SG_CPU_CONV_WINO", "0", 1); /* inherited by the launcher's workers */

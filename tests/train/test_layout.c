@@ -22,6 +22,7 @@
 #include "train_fixture.h"
 
 #define ITERS 4
+#define CMP_STEP 2 /* the checkpoint compare() reads (see there) */
 
 /* Trains `run` in `layout` with the extra settings; its losses per step go
  * to loss[ITERS]. Returns the in-training val mIoU (NaN on failure). */
@@ -33,7 +34,9 @@ static double train(const char *run, const char *layout, const char *const *extr
     int n = 0;
     sets[n++] = lay;
     sets[n++] = "train.eval_every=4";
-    sets[n++] = "train.checkpoint_every=2"; /* compare reads step 2's */
+    char ck[40];
+    snprintf(ck, sizeof ck, "train.checkpoint_every=%d", CMP_STEP);
+    sets[n++] = ck;
     /* a small step: at the fixture's 0.01 four steps of this tiny network
      * with batch-2 BN amplify a 1e-7 difference of summation order into
      * percent differences of some BN biases, in either layout */
@@ -102,11 +105,11 @@ static void compare(const char *name, const char *const *extra, int n_extra, dou
     CHECK_MSG(e_same <= loss_tol, "%s: same conv kernels: losses differ by %.3g (tol %g)", name,
               e_same, loss_tol);
     char file[64];
-    snprintf(file, sizeof file, "iter_%08d.safetensors", 2);
+    snprintf(file, sizeof file, "iter_%08d.safetensors", CMP_STEP);
     double e = th_ckpt_diff(fx_root, ra, rb, file);
     CHECK_MSG(e >= 0 && e <= weight_tol,
-              "%s: same conv kernels: weights after 2 steps max rel diff %g (tol %g)", name, e,
-              weight_tol);
+              "%s: same conv kernels: weights after %d steps max rel diff %g (tol %g)", name,
+              CMP_STEP, e, weight_tol);
     fprintf(stderr, "%s: val mIoU blocked nchw %.6f nhwc %.6f; auto nchw %.6f nhwc %.6f\n", name,
             ma, mb, mc, md);
     CHECK_MSG(fabs(ma - mb) <= 5e-3, "%s: same conv kernels: val mIoU %.6f vs %.6f", name, ma, mb);

@@ -444,9 +444,6 @@ static void test_check_batch_sizes(void) {
     CHECK_EQ_INT(sg_check_batch_sizes(tail, 2, 3, 0, own, 1, 4), SG_OK);
 }
 
-/* cpu.layout: nchw and nhwc as given, auto per precision on the CPU;
- * cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each key set
- * to nhwc for the other device is refused by validation. */
 /* sg_config_set(SET) is taken, and sg_config_validate then refuses it,
  * saying MSG */
 static void refused(sg_config *c, const char *set, const char *msg) {
@@ -457,6 +454,9 @@ static void refused(sg_config *c, const char *set, const char *msg) {
     CHECK_STR_CONTAINS(out, msg);
 }
 
+/* cpu.layout: nchw and nhwc as given, auto per precision and ISA on the
+ * CPU; cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each
+ * key set to nhwc for the other device is refused by validation. */
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
