@@ -37,10 +37,14 @@
  * F(4x4, 3x3) (use_wino: LAYOUT_WINO entries, oneDNN's jit_wino_4x3 on its
  * blocked layout), and with NHWC activations the dilated 3x3 convs of the
  * same kind as Winograd on their phase sub-images (use_phases,
- * cpu_conv_phases.c): about half the time of the direct kernels.
- * SG_CPU_CONV_WINO=0, SG_CPU_CONV_TAPS_F32=dense and SG_CPU_CONV_MM_FWD=1
- * are measuring aids (no Winograd; float32 NHWC backward passes on oneDNN
- * instead of per tap; the 1x1 forward passes as matmuls too).
+ * cpu_conv_phases.c): about half the time of the direct kernels. Where
+ * oneDNN has no Winograd (AVX2), the float32 3x3 "same" convs on NCHW
+ * activations, dilated ones included, run as this backend's own F(4x4, 3x3)
+ * (use_own_wino, cpu_conv_wino.c). SG_CPU_CONV_WINO=0,
+ * SG_CPU_CONV_TAPS_F32=dense and SG_CPU_CONV_MM_FWD=1 are measuring aids (no
+ * Winograd; float32 NHWC backward passes on oneDNN instead of per tap; the
+ * 1x1 forward passes as matmuls too); SG_CPU_CONV_WINO=own sends the 3x3
+ * "same" convs to the own Winograd on every ISA and layout (a test aid).
  * SG_CPU_CONV_TAPS_BF16=taps|dense forces native bf16's sparse dilated convs
  * (all three passes) to the per-tap GEMMs or the dense primitive (a
  * measuring aid; auto, the default, is the measured rule).
@@ -155,6 +159,7 @@ struct sg_cpu_conv_cache {
     ws_buf scratch;            /* oneDNN scratchpad */
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
+    sg_conv_wino_ws wino;      /* own Winograd path (use_own_wino, cpu_conv_wino.c) */
     int precision;             /* SG_PRECISION_* */
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
@@ -166,6 +171,7 @@ struct sg_cpu_conv_cache {
     int taps_f32_dense;        /* SG_CPU_CONV_TAPS_F32=dense: no fp32 per-tap backward */
     int mm_fwd;                /* SG_CPU_CONV_MM_FWD=1: 1x1 forward passes as matmuls too */
     int wino_off;              /* SG_CPU_CONV_WINO=0: no Winograd (use_wino, use_phases) */
+    int wino_own;              /* SG_CPU_CONV_WINO=own: cpu_conv_wino.c on every ISA and layout */
     int wino_isa;              /* oneDNN has Winograd kernels on this ISA (AVX-512) */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
@@ -295,10 +301,13 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     static const char *const taps_bf16[] = {"auto", "taps", "dense"}; /* TAPS_BF16_* */
     static const char *const taps_f32[] = {"auto", "dense"};
     static const char *const off_on[] = {"0", "1"};
+    static const char *const wino[] = {"0", "1", "own"};
     static const char *const layouts[] = {"plain", "blocked", "auto"}; /* LAYOUT_* */
     cc->taps_bf16 = env_choice("SG_CPU_CONV_TAPS_BF16", taps_bf16, 3, TAPS_BF16_AUTO);
     cc->taps_f32_dense = env_choice("SG_CPU_CONV_TAPS_F32", taps_f32, 2, 0);
-    cc->wino_off = !env_choice("SG_CPU_CONV_WINO", off_on, 2, 1);
+    int wino_choice = env_choice("SG_CPU_CONV_WINO", wino, 3, 1);
+    cc->wino_off = wino_choice == 0;
+    cc->wino_own = wino_choice == 2;
     cc->wino_isa = sg_cpu_avx512();
     cc->mm_fwd = env_choice("SG_CPU_CONV_MM_FWD", off_on, 2, 0);
     cc->layout_mode = env_choice("SG_CPU_CONV_LAYOUT", layouts, 3, LAYOUT_AUTO);
@@ -342,6 +351,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     for (int i = 0; i < 3; i++) sg_cpu_aligned_free(cc->ws[i].p);
     sg_cpu_aligned_free(cc->acc.p);
     sg_cpu_aligned_free(cc->wtrim.p);
+    sg_conv_wino_ws_free(&cc->wino);
     sg_cpu_aligned_free(cc->scratch.p);
     sg_cpu_aligned_free(cc->dw_wt.p);
     sg_cpu_aligned_free(cc->bf_a.p);
@@ -398,14 +408,15 @@ static int live_taps(int in, int out, int k, int stride, int pad, int dil, int *
  * the conv tolerance of the conformance suite. Not for bf16 (oneDNN has no
  * bf16 Winograd on these ISAs), nor where the kernel is trimmed. Where the
  * library has no Winograd kernel (oneDNN 2.6 has one for AVX-512 only) the
- * rule is off (cc->wino_isa), so those convs keep the paths measured best
- * there (per-tap backward passes, no phase sub-images: on AVX2 the phase
- * path around a direct kernel only added its reorders); should the library
+ * rule is off (cc->wino_isa): NCHW convs go to the own Winograd
+ * (use_own_wino), NHWC ones keep the paths measured best there (per-tap
+ * backward passes, no phase sub-images: on AVX2 the phase path around a
+ * direct kernel only added its reorders); should the library
  * still lack one for a shape, the entry is built direct (build_entry). A
  * rule from the ISA and the geometry: the results do not depend on the
  * machine's load. */
 static int use_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int bf16) {
-    if (bf16 || cc->wino_off || !cc->wino_isa || cc->layout_mode != LAYOUT_AUTO ||
+    if (bf16 || cc->wino_off || cc->wino_own || !cc->wino_isa || cc->layout_mode != LAYOUT_AUTO ||
         sg_conv_groups(d) != 1)
         return 0;
     if (d->r != 3 || d->s != 3 || d->stride_h != 1 || d->stride_w != 1 || d->dil_h != 1 ||
@@ -947,15 +958,40 @@ static void conv_phases(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, co
     }
 }
 
+/* Where oneDNN has no Winograd kernel (AVX2: cc->wino_isa off), float32
+ * 3x3 stride-1 convs with padding = dilation on NCHW activations run as
+ * cpu_conv_wino.c's F(4x4, 3x3), dilated ones on their phase tiles, after
+ * the per-tap rule (ASPP's sparse rates stay per tap). oneDNN's direct
+ * AVX2 kernels and its sgemm both run near the same rate here (~36
+ * GFLOP/s a core on Zen 2, against 80 for bare FMAs), so the quarter of the
+ * multiplies is what is won; measured in docs/BENCHMARKS.md ("Winograd on
+ * AVX2"). NHWC activations keep oneDNN's channels-last kernels and the
+ * per-tap backward passes (the tile gathers stride over channels there;
+ * not measured faster). A rule from the ISA and the geometry.
+ * SG_CPU_CONV_WINO=own sends these convs here on every ISA and in both
+ * layouts instead of to oneDNN's Winograd, phases and per-tap paths (a
+ * test and measuring aid: the conformance suite's cpu/wino-own configs). */
+static int use_own_wino(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int act) {
+    if (cc->wino_off || cc->layout_mode != LAYOUT_AUTO) return 0;
+    if (!cc->wino_own && (cc->wino_isa || act != SG_LAYOUT_NCHW)) return 0;
+    validate_desc(d);
+    return sg_conv_wino_applicable(d) && !use_taps(cc, d);
+}
+
 /* A float32 convolution on activations in layout act: the per-tap GEMM
- * path, the direct depthwise backward, a 1x1 backward matmul, or a float32
- * oneDNN entry. */
+ * path, the direct depthwise backward, a 1x1 backward matmul, the own
+ * Winograd path, or a float32 oneDNN entry. */
 static void conv_f32(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act,
                      const float *in0, const float *in1, float *out, int accumulate) {
     int nhwc = act == SG_LAYOUT_NHWC;
     if (use_dw(cc, d, op)) {
         if (op == OP_BWD_DATA) sg_conv_dw_bwd_data(&cc->dw_wt, d, nhwc, in0, in1, out, accumulate);
         else sg_conv_dw_bwd_weight(d, nhwc, in0, in1, out, accumulate);
+    } else if (use_own_wino(cc, d, act)) {
+        if (op == OP_FWD) sg_conv_wino_fwd(&cc->wino, d, nhwc, in0, in1, out);
+        else if (op == OP_BWD_DATA)
+            sg_conv_wino_bwd_data(&cc->wino, d, nhwc, in0, in1, out, accumulate);
+        else sg_conv_wino_bwd_weight(&cc->wino, d, nhwc, in0, in1, out, accumulate);
     } else if (use_phases(cc, d, act)) {
         conv_phases(cc, d, op, in0, in1, out, accumulate);
     } else if (use_taps_op(cc, d, op, act)) {
@@ -1173,6 +1209,10 @@ static void conv_prepare(sg_backend *be, const sg_conv_desc *d) {
             if (get_entry(cc, d, op, act, 1)->prim) continue;
         }
         if (cc->bf16 != BF16_OFF) reserve_emulated(cc, d, op);
+        if (use_own_wino(cc, d, act)) {
+            sg_conv_wino_reserve(&cc->wino, d);
+            continue;
+        }
         if (use_phases(cc, d, act)) { /* conv_phases' entry; its buffers grow at first use */
             sg_conv_desc p = sg_conv_phases_desc(d);
             get_entry(cc, &p, op, act, 0);
@@ -1239,7 +1279,8 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->dw_wt.bytes +
                cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
                cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes +
-               cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes;
+               cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes + cc->wino.u.bytes +
+               cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes + cc->wino.pos.bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     int mm_entries;
     size_t mm_scratch;

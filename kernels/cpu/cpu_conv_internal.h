@@ -115,6 +115,25 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
                              const void *x, const void *dy, float *dw, int accumulate);
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws);
 
+/* cpu_conv_wino.c: float32 Winograd F(4x4, 3x3) for 3x3 stride-1 convs
+ * with padding = dilation (any dilation; ungrouped, 16+ channels each
+ * side): the three passes on activations nchw (or nhwc), weights
+ * [k, c, 3, 3]. Its buffers grow on first use of a shape. */
+typedef struct sg_conv_wino_ws {
+    ws_buf u, v, m; /* transformed weights, inputs, outputs (or gradients) */
+    ws_buf wf;      /* backward data: the flipped, transposed kernel */
+    ws_buf pos;     /* tile origins of one chunk */
+} sg_conv_wino_ws;
+int sg_conv_wino_applicable(const sg_conv_desc *d);
+void sg_conv_wino_reserve(sg_conv_wino_ws *ws, const sg_conv_desc *d);
+void sg_conv_wino_fwd(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                      const float *w, float *y);
+void sg_conv_wino_bwd_data(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
+                           const float *w, float *dx, int accumulate);
+void sg_conv_wino_bwd_weight(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                             const float *dy, float *dw, int accumulate);
+void sg_conv_wino_ws_free(sg_conv_wino_ws *ws);
+
 /* cpu_conv_dw.c: 1 if d is a dilated depthwise conv (groups == c, k a
  * multiple of c, a dilation above 1), whose backward passes oneDNN runs as
  * a slow GEMM-based convolution; the direct backward passes (activations

@@ -365,6 +365,16 @@ const tb_case tb_cases[] = {
     CONV_SQ(1, 16, 16, 12, 32, 3, 1, 4, 4, 1, "rate 4: Winograd on 16 phases of 4x3"),
     CONV(2, 16, 8, 6, 16, 3, 3, 1, 1, 2, 3, 2, 3, 1, "rate 2 x 3: not phase-split"),
     CONV_SQ(2, 32, 13, 8, 16, 3, 1, 2, 2, 0, "rate 2, odd h: not phase-split"),
+    /* the CPU's own float32 Winograd (cpu_conv_wino.c: 3x3 stride 1, pad =
+     * rate, phase sub-images of 8+ pixels a side; AVX2's default, the
+     * cpu/wino-own configs elsewhere): phases of unequal size with part
+     * tiles, unequal rates, weight counts not a multiple of 8, and more
+     * tiles than one chunk (256) */
+    CONV(2, 32, 17, 19, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1, "own Winograd: rate 2, odd sizes"),
+    CONV(2, 16, 16, 25, 24, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: rates 2 x 3"),
+    CONV(1, 20, 26, 25, 17, 3, 3, 1, 1, 3, 3, 3, 3, 1, "own Winograd: rate 3, 340 kernels"),
+    CONV(2, 16, 64, 70, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, "own Winograd: 576 tiles, 3 chunks"),
+    CONV(2, 24, 35, 58, 40, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: a chunk ends inside a phase"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),

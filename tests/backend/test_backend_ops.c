@@ -27,6 +27,9 @@
  *         emulated) with activations stored NHWC (sg_backend_opts.layout),
  *         which run every row (every_row): each op that takes activations
  *         is checked in both layouts against the same NCHW reference;
+ *         then fp32 NCHW and NHWC with SG_CPU_CONV_WINO=own (the CPU
+ *         backend's own Winograd on every ISA: on AVX-512 the default
+ *         sends those convs to oneDNN's);
  *   cuda: cuDNN deterministic algorithms (reruns bit-identical), then
  *         cudnn.benchmark (measured algorithm choice), then TF32 allowed
  *         (cuDNN's heuristics), then bf16 (deterministic algorithms; NHWC).
@@ -78,18 +81,19 @@ typedef struct tb_config {
     double bf16_slack;       /* bf16: and this fraction of max|ref| */
     int every_row;           /* runs every row, as the first does (another activation
                                 layout: every op that takes activations is retested) */
+    const char *cpu_wino;    /* CPU: SG_CPU_CONV_WINO while creating it (NULL: unset) */
 } tb_config;
 
 #define BF16 .precision = SG_PRECISION_BF16
 #define NHWC .layout = SG_LAYOUT_NHWC
 static const tb_config cpu_configs[] = {
-    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0},
-    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0, 0},
-    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0, 0},
-    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 0},
-    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5, 0},
-    {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 1},
-    {"cpu/nhwc-bf16", "cpu", {.threads = 2, BF16, NHWC}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 1},
+    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0, NULL},
+    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0, 0, NULL},
+    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0, 0, NULL},
+    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 0, NULL},
+    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5, 0, NULL},
+    {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 1, NULL},
+    {"cpu/nhwc-bf16", "cpu", {.threads = 2, BF16, NHWC}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 1, NULL},
     {"cpu/nhwc-bf16-emu",
      "cpu",
      {.threads = 2, BF16, NHWC},
@@ -99,14 +103,19 @@ static const tb_config cpu_configs[] = {
      TB_BF16,
      1,
      1e-5,
-     1},
+     1,
+     NULL},
+    /* cpu_conv_wino.c's Winograd for every 3x3 "same" conv it takes, on
+     * any ISA (the AVX2 default for NCHW float32; oneDNN's on AVX-512) */
+    {"cpu/wino-own", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
+    {"cpu/nhwc-wino-own", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
 };
 static const tb_config cuda_configs[] = {
-    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0},
-    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0},
-    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0},
-    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0},
-    {"cuda/nhwc", "cuda:0", {.cudnn_deterministic = 1, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1},
+    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0, NULL},
+    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0, NULL},
+    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0, NULL},
+    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0, NULL},
+    {"cuda/nhwc", "cuda:0", {.cudnn_deterministic = 1, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1, NULL},
     {"cuda/nhwc-bf16",
      "cuda:0",
      {.cudnn_deterministic = 1, BF16, NHWC},
@@ -116,7 +125,8 @@ static const tb_config cuda_configs[] = {
      TB_BF16,
      2,
      1e-4,
-     1},
+     1,
+     NULL},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
@@ -229,10 +239,12 @@ static void env_pop(env_save *e) {
 }
 
 static sg_backend *create(const tb_config *cf) {
-    env_save layout, bf16;
+    env_save layout, bf16, wino;
     env_push(&layout, "SG_CPU_CONV_LAYOUT", cf->conv_layout);
     env_push(&bf16, "SG_CPU_BF16", cf->cpu_bf16);
+    env_push(&wino, "SG_CPU_CONV_WINO", cf->cpu_wino);
     sg_backend *be = sg_backend_create(cf->device, &cf->opts);
+    env_pop(&wino);
     env_pop(&bf16);
     env_pop(&layout);
     if (be && cf->lowp != TB_FP32) {

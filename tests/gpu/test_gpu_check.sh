@@ -121,9 +121,10 @@ PY
         fi
     done
     # a hang in the first configuration: killed at its share of the step's
-    # 20 s, recorded, and the other configurations still run
+    # 30 s (the CPU's 10 configurations weigh 15: the first gets 4 s),
+    # recorded, and the other configurations still run
     t0=$(date +%s)
-    env SG_BUNDLE="$tmp/b" OUT="$tmp/hang" GPU_CHECK_SKIP="$others" GPU_CHECK_CAPS="ops=20" \
+    env SG_BUNDLE="$tmp/b" OUT="$tmp/hang" GPU_CHECK_SKIP="$others" GPU_CHECK_CAPS="ops=30" \
         GPU_CHECK_OPS_BACKEND=cpu GPU_CHECK_OPS_ARGS="-o memory" SG_TB_PLANT=hang:0 \
         OMP_NUM_THREADS=1 "$check" >"$tmp/hang.txt" 2>&1
     rc=$? t1=$(date +%s)
@@ -140,7 +141,7 @@ PY
         bad "hang:0: not killed and recorded, or the other configurations lost (exit $rc):"
         cat "$tmp/hang.txt"
     fi
-    [ $((t1 - t0)) -le 30 ] || bad "the hang run took $((t1 - t0)) s (ops cap 20 s)"
+    [ $((t1 - t0)) -le 40 ] || bad "the hang run took $((t1 - t0)) s (ops cap 30 s)"
 fi
 
 [ $fail -eq 0 ] && echo "gpu-check without a GPU: all checks passed"

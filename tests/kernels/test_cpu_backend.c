@@ -10,7 +10,9 @@
  *  - host memory read directly: 64-byte aligned, zeroed allocations, the
  *    info it reports (name "cpu", its thread count), its capabilities;
  *  - the thread count: threads = 0 follows OMP_NUM_THREADS, else every
- *    core; an explicit count wins; a negative one is refused.
+ *    core; an explicit count wins; a negative one is refused;
+ *  - the backend's own Winograd (SG_CPU_CONV_WINO=own, cpu_conv_wino.c)
+ *    gives the same bits on 1, 2 and 3 threads, in both layouts.
  * The timing tool bench_conv lives beside it (not a test).
  */
 #include <omp.h>
@@ -199,6 +201,49 @@ static void test_threads(void) {
     if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
 }
 
+/* The three passes of a dilated 3x3 conv on cpu_conv_wino.c, on a new
+ * backend with `threads` threads, into out (y, dx, dw in a row). */
+static void wino_run(int threads, int layout, const sg_conv_desc *d, float *out) {
+    setenv("SG_CPU_CONV_WINO", "own", 1);
+    sg_backend_opts o = {.threads = threads, .layout = layout};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    unsetenv("SG_CPU_CONV_WINO");
+    CHECK(be != NULL);
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    size_t nw = sg_conv_weight_count(d);
+    float *x = be->ops->alloc(be, nx * 4), *w = be->ops->alloc(be, nw * 4);
+    float *y = be->ops->alloc(be, ny * 4), *dx = be->ops->alloc(be, nx * 4);
+    float *dw = be->ops->alloc(be, nw * 4);
+    tu_fill(x, nx, 11, -1, 1);
+    tu_fill(w, nw, 12, -1, 1);
+    be->ops->conv_fwd(be, d, x, w, y);
+    be->ops->conv_bwd_data(be, d, y, w, dx, 0);
+    be->ops->conv_bwd_weight(be, d, x, y, dw, 0);
+    memcpy(out, y, ny * 4);
+    memcpy(out + ny, dx, nx * 4);
+    memcpy(out + ny + nx, dw, nw * 4);
+    be->ops->free(be, x), be->ops->free(be, w), be->ops->free(be, y);
+    be->ops->free(be, dx), be->ops->free(be, dw);
+    sg_backend_destroy(be);
+}
+
+static void test_wino_threads(void) {
+    /* 2 x 3 phases of unequal sizes, 300 tiles: two chunks of 256 */
+    sg_conv_desc d = {2, 24, 35, 58, 40, 3, 3, 1, 1, 2, 3, 2, 3, 0, 0, 0};
+    CHECK(sg_conv_desc_init(&d) == 0);
+    size_t total = (size_t)d.n * (d.k * d.oh * d.ow + d.c * d.h * d.w) + sg_conv_weight_count(&d);
+    float *a = malloc(total * 4), *b = malloc(total * 4);
+    CHECK(a && b);
+    for (int layout = 0; layout < 2; layout++) {
+        wino_run(1, layout, &d, a);
+        for (int t = 2; t <= 3; t++) {
+            wino_run(t, layout, &d, b);
+            CHECK(memcmp(a, b, total * 4) == 0);
+        }
+    }
+    free(a), free(b);
+}
+
 int main(void) {
     const char *layouts[3] = {"plain", "blocked", "auto"};
     for (int i = 0; i < 3; i++) {
@@ -214,5 +259,6 @@ int main(void) {
     TEST_RUN(test_memory_info);
     sg_backend_destroy(g_be);
     TEST_RUN(test_threads);
+    TEST_RUN(test_wino_threads);
     return TEST_EXIT();
 }

@@ -1,0 +1,403 @@
+/* kernels/cpu/cpu_conv_wino.c - float32 3x3 stride-1 "same" convolutions
+ * (padding = dilation, any dilation) as Winograd F(4x4, 3x3), the three
+ * passes, for CPUs where oneDNN 2.6 has no Winograd kernel (it has one for
+ * AVX-512 only: cpu_conv.c use_wino). Each output tile of 4x4 pixels reads a
+ * 6x6 input tile; in the transformed domain a tile costs 36 multiplies per
+ * channel pair instead of 144, so the GEMMs do a quarter of the direct
+ * conv's work, and they run on dnnl_sgemm at the rate oneDNN's direct
+ * kernels reach (docs/BENCHMARKS.md "Winograd on AVX2").
+ *
+ * A dilated conv is the undilated one on each phase sub-image (pixels whose
+ * coordinates agree modulo the dilation), so a tile is (image, phase, tile
+ * row, tile column) and reads every D-th pixel: no phase copy. Lavin and
+ * Gray's matrices for the points 0, 1, -1, 2, -2 and infinity:
+ *   forward   y = A^T [(G g G^T) . (B^T d B)] A   summed over input channels
+ *   bwd data  the forward conv of dy with the kernel flipped, channels swapped
+ *   bwd wts   dg = G^T [sum over tiles (A dy A^T) . (B^T d B)] G
+ * Layout of the transformed operands, per chunk of tiles (a multiple of 8,
+ * the vector lanes of the transforms): V [36][c][tiles], M [36][k][tiles],
+ * U [36][k][c]; pass xi is one GEMM per xi (36 of them, split over the
+ * threads, each single-threaded: dnnl_sgemm runs on one thread inside a
+ * parallel region). Every value is computed by one thread in a fixed order,
+ * so results do not depend on the thread count. The sums differ from a
+ * direct conv's by rounding through the transforms (within the conformance
+ * suite's conv tolerance, as oneDNN's own Winograd).
+ *
+ * Activations NCHW or NHWC (strides), weights PyTorch's [k, c, 3, 3].
+ */
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_conv_internal.h"
+
+enum { LANES = 8, CHUNK_TILES = 256 };
+
+int sg_conv_wino_applicable(const sg_conv_desc *d) {
+    if (sg_conv_groups(d) != 1 || d->r != 3 || d->s != 3) return 0;
+    if (d->stride_h != 1 || d->stride_w != 1 || d->dil_h < 1 || d->dil_w < 1) return 0;
+    if (d->pad_h != d->dil_h || d->pad_w != d->dil_w) return 0;
+    /* Small channel counts make GEMMs too thin to beat direct kernels; a
+     * dilation as large as the map leaves taps reading only padding, which
+     * cpu_conv.c trims (a 1x1 conv is cheaper than any Winograd). */
+    if (d->dil_h >= d->h || d->dil_w >= d->w) return 0;
+    /* Phase sub-images under 8 pixels a side waste most of each 4x4 tile
+     * (ASPP's rate 12 on a 32x32 map: 2.7 pixels; measured slower than the
+     * dense kernel there). */
+    if (d->h / d->dil_h < 8 || d->w / d->dil_w < 8) return 0;
+    return d->c >= 16 && d->k >= 16 && d->oh == d->h && d->ow == d->w;
+}
+
+/* The tiles of one conv geometry: tile t is image n, phase (ry, rx), tile
+ * (ty, tx) of that phase; its output pixels are rows y0 + D_h*i, columns
+ * x0 + D_w*j (i, j < 4) and its input ones rows y0 + D_h*(i-1) (i < 6). */
+typedef struct wino_geo {
+    int n, h, w, dh, dw;
+    long tiles; /* all of them */
+    /* strides of an activation tensor in elements */
+    long sn, sc, sy, sx;
+} wino_geo;
+
+static wino_geo geo_of(const sg_conv_desc *d, int nhwc, int ch) {
+    wino_geo g = {.n = d->n, .h = d->h, .w = d->w, .dh = d->dil_h, .dw = d->dil_w};
+    long per_image = 0;
+    for (int ry = 0; ry < g.dh && ry < g.h; ry++)
+        for (int rx = 0; rx < g.dw && rx < g.w; rx++) {
+            int hs = (g.h - ry + g.dh - 1) / g.dh, ws = (g.w - rx + g.dw - 1) / g.dw;
+            per_image += (long)((hs + 3) / 4) * ((ws + 3) / 4);
+        }
+    g.tiles = per_image * g.n;
+    long hw = (long)g.h * g.w;
+    if (nhwc) g.sn = hw * ch, g.sc = 1, g.sy = (long)g.w * ch, g.sx = ch;
+    else g.sn = hw * ch, g.sc = hw, g.sy = g.w, g.sx = 1;
+    return g;
+}
+
+/* Fills the origins (image n, output pixel (y0, x0)) of tiles [t0, t0 + count); tiles past the end get
+ * y0 = -1 (no pixel: zero input, output dropped). */
+typedef struct tile_pos {
+    int n, y0, x0;
+} tile_pos;
+
+/* The element offset of a tile's output pixel (y0, x0), channel 0. */
+static inline long tile_base(const wino_geo *g, const tile_pos *p) {
+    return p->n * g->sn + p->y0 * g->sy + p->x0 * g->sx;
+}
+
+static void tile_positions(const wino_geo *g, long t0, int count, tile_pos *pos) {
+    /* Walk the tile order (n, ry, rx, ty, tx) from t0: cheap next-tile steps. */
+    long per_image = g->tiles / (g->n ? g->n : 1);
+    long t = t0;
+    int i = 0;
+    while (i < count && t < g->tiles) {
+        int n = (int)(t / per_image);
+        long r = t % per_image;
+        for (int ry = 0; ry < g->dh && ry < g->h && i < count; ry++)
+            for (int rx = 0; rx < g->dw && rx < g->w && i < count; rx++) {
+                int hs = (g->h - ry + g->dh - 1) / g->dh, ws = (g->w - rx + g->dw - 1) / g->dw;
+                long th = (hs + 3) / 4, tw = (ws + 3) / 4, np = th * tw;
+                if (r >= np) {
+                    r -= np;
+                    continue;
+                }
+                for (; r < np && i < count; r++, t++, i++) {
+                    int y0 = ry + g->dh * 4 * (int)(r / tw), x0 = rx + g->dw * 4 * (int)(r % tw);
+                    pos[i].n = n;
+                    pos[i].y0 = y0;
+                    pos[i].x0 = x0;
+                }
+                r = 0;
+            }
+    }
+    for (; i < count; i++) pos[i].n = 0, pos[i].y0 = -1, pos[i].x0 = 0;
+}
+
+/* B^T d (a 6-row column transform), on LANES tiles at once. */
+#define BT_ROWS(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
+    do {                                                       \
+        o0 = 4.0f * d0 - 5.0f * d2 + d4;                       \
+        o1 = -4.0f * d1 - 4.0f * d2 + d3 + d4;                 \
+        o2 = 4.0f * d1 - 4.0f * d2 - d3 + d4;                  \
+        o3 = -2.0f * d1 - d2 + 2.0f * d3 + d4;                 \
+        o4 = 2.0f * d1 - d2 - 2.0f * d3 + d4;                  \
+        o5 = 4.0f * d1 - 5.0f * d3 + d5;                       \
+    } while (0)
+
+/* V[xi][row][t] for LANES tiles of one channel: B^T d B of each 6x6 input
+ * tile (rows D_h apart, columns D_w apart, zero outside the image). vstride:
+ * elements between xi planes. */
+static void input_tiles(const wino_geo *g, const float *src, const tile_pos *pos, float *v,
+                        long vstride) {
+    float d[6][6][LANES], t[6][6][LANES];
+    for (int l = 0; l < LANES; l++) {
+        const tile_pos *p = &pos[l];
+        long off = p->y0 >= 0 ? tile_base(g, p) : 0;
+        for (int i = 0; i < 6; i++) {
+            int y = p->y0 + g->dh * (i - 1);
+            int row_ok = p->y0 >= 0 && y >= 0 && y < g->h;
+            for (int j = 0; j < 6; j++) {
+                int x = p->x0 + g->dw * (j - 1);
+                d[i][j][l] = row_ok && x >= 0 && x < g->w
+                                 ? src[off + (long)g->dh * (i - 1) * g->sy +
+                                       (long)g->dw * (j - 1) * g->sx]
+                                 : 0.0f;
+            }
+        }
+    }
+    for (int j = 0; j < 6; j++)
+        for (int l = 0; l < LANES; l++)
+            BT_ROWS(d[0][j][l], d[1][j][l], d[2][j][l], d[3][j][l], d[4][j][l], d[5][j][l],
+                    t[0][j][l], t[1][j][l], t[2][j][l], t[3][j][l], t[4][j][l], t[5][j][l]);
+    for (int i = 0; i < 6; i++) {
+        float o[6][LANES];
+        for (int l = 0; l < LANES; l++)
+            BT_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], t[i][4][l], t[i][5][l],
+                    o[0][l], o[1][l], o[2][l], o[3][l], o[4][l], o[5][l]);
+        for (int j = 0; j < 6; j++) memcpy(v + (i * 6 + j) * vstride, o[j], sizeof o[j]);
+    }
+}
+
+/* A^T m (6 rows to 4). */
+#define AT_ROWS(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3) \
+    do {                                               \
+        o0 = m0 + m1 + m2 + m3 + m4;                   \
+        o1 = m1 - m2 + 2.0f * m3 - 2.0f * m4;          \
+        o2 = m1 + m2 + 4.0f * m3 + 4.0f * m4;          \
+        o3 = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;     \
+    } while (0)
+
+/* y tiles of one output channel from M[xi][row][t]: A^T m A, written or
+ * added (accumulate) where the pixel exists. */
+static void output_tiles(const wino_geo *g, const float *m, long mstride, const tile_pos *pos,
+                         float *dst, int accumulate) {
+    float a[6][6][LANES], t[4][6][LANES], o[4][4][LANES];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) memcpy(a[i][j], m + (i * 6 + j) * mstride, sizeof a[i][j]);
+    for (int j = 0; j < 6; j++)
+        for (int l = 0; l < LANES; l++)
+            AT_ROWS(a[0][j][l], a[1][j][l], a[2][j][l], a[3][j][l], a[4][j][l], a[5][j][l],
+                    t[0][j][l], t[1][j][l], t[2][j][l], t[3][j][l]);
+    for (int i = 0; i < 4; i++)
+        for (int l = 0; l < LANES; l++)
+            AT_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], t[i][4][l], t[i][5][l],
+                    o[i][0][l], o[i][1][l], o[i][2][l], o[i][3][l]);
+    for (int l = 0; l < LANES; l++) {
+        const tile_pos *p = &pos[l];
+        if (p->y0 < 0) continue;
+        long off = tile_base(g, p);
+        for (int i = 0; i < 4; i++) {
+            int y = p->y0 + g->dh * i;
+            if (y >= g->h) break;
+            for (int j = 0; j < 4; j++) {
+                int x = p->x0 + g->dw * j;
+                if (x >= g->w) break;
+                float *q = dst + off + (long)g->dh * i * g->sy + (long)g->dw * j * g->sx;
+                *q = accumulate ? *q + o[i][j][l] : o[i][j][l];
+            }
+        }
+    }
+}
+
+/* A dy A^T of LANES 4x4 output-gradient tiles (zero where no pixel), into
+ * M[xi][row][t]: the adjoint of output_tiles. */
+static void grad_tiles(const wino_geo *g, const float *src, const tile_pos *pos, float *m,
+                       long mstride) {
+    float y[4][4][LANES], t[6][4][LANES];
+    for (int l = 0; l < LANES; l++) {
+        const tile_pos *p = &pos[l];
+        long off = p->y0 >= 0 ? tile_base(g, p) : 0;
+        for (int i = 0; i < 4; i++) {
+            int yy = p->y0 + g->dh * i;
+            int row_ok = p->y0 >= 0 && yy < g->h;
+            for (int j = 0; j < 4; j++) {
+                int x = p->x0 + g->dw * j;
+                y[i][j][l] = row_ok && x < g->w
+                                 ? src[off + (long)g->dh * i * g->sy + (long)g->dw * j * g->sx]
+                                 : 0.0f;
+            }
+        }
+    }
+#define A_ROWS(y0, y1, y2, y3, o0, o1, o2, o3, o4, o5) \
+    do {                                               \
+        o0 = y0;                                       \
+        o1 = y0 + y1 + y2 + y3;                        \
+        o2 = y0 - y1 + y2 - y3;                        \
+        o3 = y0 + 2.0f * y1 + 4.0f * y2 + 8.0f * y3;   \
+        o4 = y0 - 2.0f * y1 + 4.0f * y2 - 8.0f * y3;   \
+        o5 = y3;                                       \
+    } while (0)
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < LANES; l++)
+            A_ROWS(y[0][j][l], y[1][j][l], y[2][j][l], y[3][j][l], t[0][j][l], t[1][j][l],
+                   t[2][j][l], t[3][j][l], t[4][j][l], t[5][j][l]);
+    for (int i = 0; i < 6; i++) {
+        float o[6][LANES];
+        for (int l = 0; l < LANES; l++)
+            A_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], o[0][l], o[1][l], o[2][l],
+                   o[3][l], o[4][l], o[5][l]);
+        for (int j = 0; j < 6; j++) memcpy(m + (i * 6 + j) * mstride, o[j], sizeof o[j]);
+    }
+#undef A_ROWS
+}
+
+/* G's rows on three values (a 3-row column transform): 6 rows out. */
+#define G_ROWS(g0, g1, g2, o0, o1, o2, o3, o4, o5)          \
+    do {                                                    \
+        o0 = 0.25f * g0;                                    \
+        o1 = SIXTH * (-(g0 + g2) - g1);                     \
+        o2 = SIXTH * (g1 - (g0 + g2));                      \
+        o3 = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * SIXTH; \
+        o4 = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * SIXTH; \
+        o5 = g2;                                            \
+    } while (0)
+/* G^T's rows on six values: 3 rows out. */
+#define GT_ROWS(a0, a1, a2, a3, a4, a5, o0, o1, o2)                                \
+    do {                                                                           \
+        o0 = 0.25f * a0 - SIXTH * (a1 + a2) + (1.0f / 24.0f) * (a3 + a4);          \
+        o1 = SIXTH * (a2 - a1) + (1.0f / 12.0f) * (a3 - a4);                       \
+        o2 = SIXTH * ((a3 + a4) - (a1 + a2)) + a5;                                 \
+    } while (0)
+#define SIXTH (1.0f / 6.0f)
+
+/* G g G^T of the 3x3 kernels k[l * 9 ...] (l < count <= LANES) into
+ * u[xi * ustride + l]: LANES kernels at once, contiguous stores. */
+static void weight_tiles(const float *k, int count, float *u, long ustride) {
+    float g[9][LANES] = {{0}}, t[6][3][LANES], o[6][LANES];
+    for (int l = 0; l < count; l++)
+        for (int e = 0; e < 9; e++) g[e][l] = k[l * 9 + e];
+    for (int j = 0; j < 3; j++)
+        for (int l = 0; l < LANES; l++)
+            G_ROWS(g[j][l], g[3 + j][l], g[6 + j][l], t[0][j][l], t[1][j][l], t[2][j][l],
+                   t[3][j][l], t[4][j][l], t[5][j][l]);
+    for (int i = 0; i < 6; i++) {
+        for (int l = 0; l < LANES; l++)
+            G_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], o[0][l], o[1][l], o[2][l], o[3][l],
+                   o[4][l], o[5][l]);
+        for (int j = 0; j < 6; j++) memcpy(u + (i * 6 + j) * ustride, o[j], count * sizeof(float));
+    }
+}
+
+/* G^T du G of the transformed gradients du[xi * ustride + l] into the 3x3
+ * kernel gradients k[l * 9 ...] (l < count), written or added. */
+static void weight_grad_tiles(const float *du, long ustride, int count, float *k, int accumulate) {
+    float a[6][6][LANES] = {{{0}}}, t[3][6][LANES], r[3][3][LANES];
+    for (int i = 0; i < 36; i++) memcpy(a[i / 6][i % 6], du + i * ustride, count * sizeof(float));
+    for (int j = 0; j < 6; j++)
+        for (int l = 0; l < LANES; l++)
+            GT_ROWS(a[0][j][l], a[1][j][l], a[2][j][l], a[3][j][l], a[4][j][l], a[5][j][l],
+                    t[0][j][l], t[1][j][l], t[2][j][l]);
+    for (int i = 0; i < 3; i++)
+        for (int l = 0; l < LANES; l++)
+            GT_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], t[i][4][l], t[i][5][l],
+                    r[i][0][l], r[i][1][l], r[i][2][l]);
+    for (int l = 0; l < count; l++)
+        for (int e = 0; e < 9; e++) {
+            float *q = &k[l * 9 + e];
+            *q = accumulate ? *q + r[e / 3][e % 3][l] : r[e / 3][e % 3][l];
+        }
+}
+
+static long chunk_of(const wino_geo *g) {
+    long t = (g->tiles + LANES - 1) / LANES * LANES;
+    return t < CHUNK_TILES ? t : CHUNK_TILES;
+}
+
+void sg_conv_wino_reserve(sg_conv_wino_ws *ws, const sg_conv_desc *d) {
+    wino_geo g = geo_of(d, 0, d->c);
+    size_t tc = (size_t)chunk_of(&g), c = (size_t)d->c, k = (size_t)d->k;
+    size_t big = c > k ? c : k;
+    ws_reserve(&ws->u, 36 * c * k * sizeof(float));
+    ws_reserve(&ws->v, 36 * big * tc * sizeof(float));
+    ws_reserve(&ws->m, 36 * big * tc * sizeof(float));
+    ws_reserve(&ws->wf, 9 * c * k * sizeof(float));
+    ws_reserve(&ws->pos, tc * sizeof(tile_pos));
+}
+
+/* y (channels cout) = conv(x (channels cin), w [cout][cin][3][3]) on the
+ * geometry of d (its dilation), written or added. */
+static void wino_conv(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, int cin, int cout,
+                      const float *x, const float *w, float *y, int accumulate) {
+    wino_geo gi = geo_of(d, nhwc, cin), go = geo_of(d, nhwc, cout);
+    long tc = chunk_of(&gi);
+    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    tile_pos *pos = ws->pos.p;
+    long uplane = (long)cout * cin, vplane = (long)cin * tc, mplane = (long)cout * tc;
+#pragma omp parallel for schedule(static)
+    for (long kc = 0; kc < uplane; kc += LANES)
+        weight_tiles(w + kc * 9, uplane - kc < LANES ? (int)(uplane - kc) : LANES, u + kc, uplane);
+    for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
+        tile_positions(&gi, t0, (int)tc, pos);
+        long groups = tc / LANES;
+#pragma omp parallel for collapse(2) schedule(static)
+        for (long c = 0; c < cin; c++)
+            for (long b = 0; b < groups; b++)
+                input_tiles(&gi, x + c * gi.sc, pos + b * LANES, v + c * tc + b * LANES, vplane);
+#pragma omp parallel for schedule(static)
+        for (int xi = 0; xi < 36; xi++)
+            DNNL_CHECK(dnnl_sgemm('N', 'N', cout, tc, cin, 1.0f, u + xi * uplane, cin,
+                                  v + xi * vplane, tc, 0.0f, m + xi * mplane, tc));
+#pragma omp parallel for collapse(2) schedule(static)
+        for (long k = 0; k < cout; k++)
+            for (long b = 0; b < groups; b++)
+                output_tiles(&go, m + k * tc + b * LANES, mplane, pos + b * LANES,
+                             y + k * go.sc, accumulate);
+    }
+}
+
+void sg_conv_wino_fwd(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                      const float *w, float *y) {
+    sg_conv_wino_reserve(ws, d);
+    wino_conv(ws, d, nhwc, d->c, d->k, x, w, y, 0);
+}
+
+void sg_conv_wino_bwd_data(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *dy,
+                           const float *w, float *dx, int accumulate) {
+    sg_conv_wino_reserve(ws, d);
+    /* dx = conv(dy, w') with w'[c][k][i][j] = w[k][c][2-i][2-j] */
+    float *wf = ws->wf.p;
+    long K = d->k, C = d->c;
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < C; c++)
+        for (long k = 0; k < K; k++)
+            for (int t = 0; t < 9; t++) wf[(c * K + k) * 9 + t] = w[(k * C + c) * 9 + 8 - t];
+    wino_conv(ws, d, nhwc, d->k, d->c, dy, wf, dx, accumulate);
+}
+
+void sg_conv_wino_bwd_weight(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
+                             const float *dy, float *dw, int accumulate) {
+    sg_conv_wino_reserve(ws, d);
+    wino_geo gi = geo_of(d, nhwc, d->c), go = geo_of(d, nhwc, d->k);
+    long tc = chunk_of(&gi), C = d->c, K = d->k;
+    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    tile_pos *pos = ws->pos.p;
+    long uplane = K * C, vplane = C * tc, mplane = K * tc;
+    for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
+        tile_positions(&gi, t0, (int)tc, pos);
+        long groups = tc / LANES;
+#pragma omp parallel for collapse(2) schedule(static)
+        for (long c = 0; c < C; c++)
+            for (long b = 0; b < groups; b++)
+                input_tiles(&gi, x + c * gi.sc, pos + b * LANES, v + c * tc + b * LANES, vplane);
+#pragma omp parallel for collapse(2) schedule(static)
+        for (long k = 0; k < K; k++)
+            for (long b = 0; b < groups; b++)
+                grad_tiles(&go, dy + k * go.sc, pos + b * LANES, m + k * tc + b * LANES, mplane);
+        float beta = t0 == 0 ? 0.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+        for (int xi = 0; xi < 36; xi++)
+            DNNL_CHECK(dnnl_sgemm('N', 'T', K, C, tc, 1.0f, m + xi * mplane, tc, v + xi * vplane,
+                                  tc, beta, u + xi * uplane, C));
+    }
+#pragma omp parallel for schedule(static)
+    for (long kc = 0; kc < uplane; kc += LANES)
+        weight_grad_tiles(u + kc, uplane, uplane - kc < LANES ? (int)(uplane - kc) : LANES,
+                          dw + kc * 9, accumulate);
+}
+
+void sg_conv_wino_ws_free(sg_conv_wino_ws *ws) {
+    ws_buf *b[] = {&ws->u, &ws->v, &ws->m, &ws->wf, &ws->pos};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        sg_cpu_aligned_free(b[i]->p);
+        b[i]->p = NULL;
+        b[i]->bytes = 0;
+    }
+}
