@@ -29,7 +29,8 @@ int sg_precision_of(const sg_config *cfg) {
  * (docs/BENCHMARKS.md, "Activation layout"). On AVX-512 oneDNN's
  * channels-last kernels (brgconv) and segtrain's Winograd and matmul paths
  * read NHWC as stored; on AVX2 oneDNN 2.6 has neither brgconv nor Winograd,
- * and its blocked kernels behind NCHW are ~8% faster in fp32. */
+ * its blocked kernels behind NCHW are ~8% faster in fp32, and the CPU
+ * backend's own Winograd (kernels/cpu/cpu_conv_wino.c) runs on NCHW. */
 static const struct {
     int precision, avx512, layout;
     const char *why;
@@ -37,8 +38,8 @@ static const struct {
     {SG_PRECISION_FP32, 1, SG_LAYOUT_NHWC,
      "cpu.layout auto: channels last, measured faster for fp32 on AVX-512 CPUs"},
     {SG_PRECISION_FP32, 0, SG_LAYOUT_NCHW,
-     "cpu.layout auto: NCHW (oneDNN's blocked kernels), measured faster for fp32 on CPUs "
-     "without AVX-512"},
+     "cpu.layout auto: NCHW (oneDNN's blocked kernels, segtrain's own Winograd), measured "
+     "faster for fp32 on CPUs without AVX-512"},
     {SG_PRECISION_BF16, -1, SG_LAYOUT_NHWC,
      "cpu.layout auto: channels last, measured faster for bf16 on the CPU"},
 };

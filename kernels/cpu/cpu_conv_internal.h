@@ -2,8 +2,9 @@
  * (cpu_conv.c: oneDNN primitives and their cache; cpu_conv_taps.c: the
  * per-tap GEMM path for sparse dilated convolutions; cpu_conv_dw.c: the
  * backward passes of dilated depthwise convolutions; cpu_conv_matmul.c:
- * GEMMs as oneDNN matmul primitives): the oneDNN check macro and the
- * growable shared buffers.
+ * GEMMs as oneDNN matmul primitives; cpu_conv_phases.c: dilated convs on
+ * phase sub-images; cpu_conv_wino.c: the own float32 Winograd): the oneDNN
+ * check macro and the growable shared buffers.
  */
 #ifndef SG_KERNELS_CPU_CONV_INTERNAL_H
 #define SG_KERNELS_CPU_CONV_INTERNAL_H
