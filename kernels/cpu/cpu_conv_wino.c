@@ -111,6 +111,30 @@ static void tile_positions(const wino_geo *g, long t0, int count, tile_pos *pos)
     for (; i < count; i++) pos[i].n = 0, pos[i].y0 = -1, pos[i].x0 = 0;
 }
 
+/* d[(i * size + j) * LANES + l] = pixel (y0 + D_h (i + shift), x0 + D_w
+ * (j + shift)) of tile l of one channel plane, 0 outside the image or for a
+ * tile past the end: the 6x6 input tiles (shift -1) and the 4x4 output-
+ * gradient ones (shift 0). */
+static void gather(const wino_geo *g, const float *src, const tile_pos *pos, int size, int shift,
+                   float *d) {
+    for (int l = 0; l < LANES; l++) {
+        const tile_pos *p = &pos[l];
+        long off = p->y0 >= 0 ? tile_base(g, p) : 0;
+        for (int i = 0; i < size; i++) {
+            int y = p->y0 + g->dh * (i + shift);
+            int row_ok = p->y0 >= 0 && y >= 0 && y < g->h;
+            for (int j = 0; j < size; j++) {
+                int x = p->x0 + g->dw * (j + shift);
+                d[(i * size + j) * LANES + l] =
+                    row_ok && x >= 0 && x < g->w
+                        ? src[off + (long)g->dh * (i + shift) * g->sy +
+                              (long)g->dw * (j + shift) * g->sx]
+                        : 0.0f;
+            }
+        }
+    }
+}
+
 /* B^T d (a 6-row column transform), on LANES tiles at once. */
 #define BT_ROWS(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
     do {                                                       \
@@ -128,21 +152,7 @@ static void tile_positions(const wino_geo *g, long t0, int count, tile_pos *pos)
 static void input_tiles(const wino_geo *g, const float *src, const tile_pos *pos, float *v,
                         long vstride) {
     float d[6][6][LANES], t[6][6][LANES];
-    for (int l = 0; l < LANES; l++) {
-        const tile_pos *p = &pos[l];
-        long off = p->y0 >= 0 ? tile_base(g, p) : 0;
-        for (int i = 0; i < 6; i++) {
-            int y = p->y0 + g->dh * (i - 1);
-            int row_ok = p->y0 >= 0 && y >= 0 && y < g->h;
-            for (int j = 0; j < 6; j++) {
-                int x = p->x0 + g->dw * (j - 1);
-                d[i][j][l] = row_ok && x >= 0 && x < g->w
-                                 ? src[off + (long)g->dh * (i - 1) * g->sy +
-                                       (long)g->dw * (j - 1) * g->sx]
-                                 : 0.0f;
-            }
-        }
-    }
+    gather(g, src, pos, 6, -1, &d[0][0][0]);
     for (int j = 0; j < 6; j++)
         for (int l = 0; l < LANES; l++)
             BT_ROWS(d[0][j][l], d[1][j][l], d[2][j][l], d[3][j][l], d[4][j][l], d[5][j][l],
@@ -202,20 +212,7 @@ static void output_tiles(const wino_geo *g, const float *m, long mstride, const 
 static void grad_tiles(const wino_geo *g, const float *src, const tile_pos *pos, float *m,
                        long mstride) {
     float y[4][4][LANES], t[6][4][LANES];
-    for (int l = 0; l < LANES; l++) {
-        const tile_pos *p = &pos[l];
-        long off = p->y0 >= 0 ? tile_base(g, p) : 0;
-        for (int i = 0; i < 4; i++) {
-            int yy = p->y0 + g->dh * i;
-            int row_ok = p->y0 >= 0 && yy < g->h;
-            for (int j = 0; j < 4; j++) {
-                int x = p->x0 + g->dw * j;
-                y[i][j][l] = row_ok && x < g->w
-                                 ? src[off + (long)g->dh * i * g->sy + (long)g->dw * j * g->sx]
-                                 : 0.0f;
-            }
-        }
-    }
+    gather(g, src, pos, 4, 0, &y[0][0][0]);
 #define A_ROWS(y0, y1, y2, y3, o0, o1, o2, o3, o4, o5) \
     do {                                               \
         o0 = y0;                                       \
@@ -312,6 +309,20 @@ void sg_conv_wino_reserve(sg_conv_wino_ws *ws, const sg_conv_desc *d) {
     ws_reserve(&ws->pos, tc * sizeof(tile_pos));
 }
 
+/* The tile origins of the chunk of tc tiles from t0 into pos, and V of
+ * its channels (cin planes of x) into v ([36][cin][tc]); returns the
+ * chunk's LANES groups. */
+static long input_chunk(const wino_geo *gi, long t0, long tc, long cin, const float *x,
+                        tile_pos *pos, float *v) {
+    tile_positions(gi, t0, (int)tc, pos);
+    long groups = tc / LANES, vplane = cin * tc;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (long c = 0; c < cin; c++)
+        for (long b = 0; b < groups; b++)
+            input_tiles(gi, x + c * gi->sc, pos + b * LANES, v + c * tc + b * LANES, vplane);
+    return groups;
+}
+
 /* y (channels cout) = conv(x (channels cin), w [cout][cin][3][3]) on the
  * geometry of d (its dilation), written or added. */
 static void wino_conv(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, int cin, int cout,
@@ -325,12 +336,7 @@ static void wino_conv(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, int 
     for (long kc = 0; kc < uplane; kc += LANES)
         weight_tiles(w + kc * 9, uplane - kc < LANES ? (int)(uplane - kc) : LANES, u + kc, uplane);
     for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
-        tile_positions(&gi, t0, (int)tc, pos);
-        long groups = tc / LANES;
-#pragma omp parallel for collapse(2) schedule(static)
-        for (long c = 0; c < cin; c++)
-            for (long b = 0; b < groups; b++)
-                input_tiles(&gi, x + c * gi.sc, pos + b * LANES, v + c * tc + b * LANES, vplane);
+        long groups = input_chunk(&gi, t0, tc, cin, x, pos, v);
 #pragma omp parallel for schedule(static)
         for (int xi = 0; xi < 36; xi++)
             DNNL_CHECK(dnnl_sgemm('N', 'N', cout, tc, cin, 1.0f, u + xi * uplane, cin,
@@ -371,12 +377,7 @@ void sg_conv_wino_bwd_weight(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhw
     tile_pos *pos = ws->pos.p;
     long uplane = K * C, vplane = C * tc, mplane = K * tc;
     for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
-        tile_positions(&gi, t0, (int)tc, pos);
-        long groups = tc / LANES;
-#pragma omp parallel for collapse(2) schedule(static)
-        for (long c = 0; c < C; c++)
-            for (long b = 0; b < groups; b++)
-                input_tiles(&gi, x + c * gi.sc, pos + b * LANES, v + c * tc + b * LANES, vplane);
+        long groups = input_chunk(&gi, t0, tc, C, x, pos, v);
 #pragma omp parallel for collapse(2) schedule(static)
         for (long k = 0; k < K; k++)
             for (long b = 0; b < groups; b++)
