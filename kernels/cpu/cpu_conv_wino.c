@@ -125,11 +125,10 @@ static void gather(const wino_geo *g, const float *src, const tile_pos *pos, int
             int row_ok = p->y0 >= 0 && y >= 0 && y < g->h;
             for (int j = 0; j < size; j++) {
                 int x = p->x0 + g->dw * (j + shift);
-                d[(i * size + j) * LANES + l] =
-                    row_ok && x >= 0 && x < g->w
-                        ? src[off + (long)g->dh * (i + shift) * g->sy +
-                              (long)g->dw * (j + shift) * g->sx]
-                        : 0.0f;
+                d[(i * size + j) * LANES + l] = row_ok && x >= 0 && x < g->w
+                                                    ? src[off + (long)g->dh * (i + shift) * g->sy +
+                                                          (long)g->dw * (j + shift) * g->sx]
+                                                    : 0.0f;
             }
         }
     }
@@ -137,13 +136,13 @@ static void gather(const wino_geo *g, const float *src, const tile_pos *pos, int
 
 /* B^T d (a 6-row column transform), on LANES tiles at once. */
 #define BT_ROWS(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
-    do {                                                       \
-        o0 = 4.0f * d0 - 5.0f * d2 + d4;                       \
-        o1 = -4.0f * d1 - 4.0f * d2 + d3 + d4;                 \
-        o2 = 4.0f * d1 - 4.0f * d2 - d3 + d4;                  \
-        o3 = -2.0f * d1 - d2 + 2.0f * d3 + d4;                 \
-        o4 = 2.0f * d1 - d2 - 2.0f * d3 + d4;                  \
-        o5 = 4.0f * d1 - 5.0f * d3 + d5;                       \
+    do {                                                        \
+        o0 = 4.0f * d0 - 5.0f * d2 + d4;                        \
+        o1 = -4.0f * d1 - 4.0f * d2 + d3 + d4;                  \
+        o2 = 4.0f * d1 - 4.0f * d2 - d3 + d4;                   \
+        o3 = -2.0f * d1 - d2 + 2.0f * d3 + d4;                  \
+        o4 = 2.0f * d1 - d2 - 2.0f * d3 + d4;                   \
+        o5 = 4.0f * d1 - 5.0f * d3 + d5;                        \
     } while (0)
 
 /* V[xi][row][t] for LANES tiles of one channel: B^T d B of each 6x6 input
@@ -160,19 +159,19 @@ static void input_tiles(const wino_geo *g, const float *src, const tile_pos *pos
     for (int i = 0; i < 6; i++) {
         float o[6][LANES];
         for (int l = 0; l < LANES; l++)
-            BT_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], t[i][4][l], t[i][5][l],
-                    o[0][l], o[1][l], o[2][l], o[3][l], o[4][l], o[5][l]);
+            BT_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], t[i][3][l], t[i][4][l], t[i][5][l], o[0][l],
+                    o[1][l], o[2][l], o[3][l], o[4][l], o[5][l]);
         for (int j = 0; j < 6; j++) memcpy(v + (i * 6 + j) * vstride, o[j], sizeof o[j]);
     }
 }
 
 /* A^T m (6 rows to 4). */
 #define AT_ROWS(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3) \
-    do {                                               \
-        o0 = m0 + m1 + m2 + m3 + m4;                   \
-        o1 = m1 - m2 + 2.0f * m3 - 2.0f * m4;          \
-        o2 = m1 + m2 + 4.0f * m3 + 4.0f * m4;          \
-        o3 = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;     \
+    do {                                                \
+        o0 = m0 + m1 + m2 + m3 + m4;                    \
+        o1 = m1 - m2 + 2.0f * m3 - 2.0f * m4;           \
+        o2 = m1 + m2 + 4.0f * m3 + 4.0f * m4;           \
+        o3 = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;      \
     } while (0)
 
 /* y tiles of one output channel from M[xi][row][t]: A^T m A, written or
@@ -237,21 +236,21 @@ static void grad_tiles(const wino_geo *g, const float *src, const tile_pos *pos,
 }
 
 /* G's rows on three values (a 3-row column transform): 6 rows out. */
-#define G_ROWS(g0, g1, g2, o0, o1, o2, o3, o4, o5)          \
-    do {                                                    \
-        o0 = 0.25f * g0;                                    \
-        o1 = SIXTH * (-(g0 + g2) - g1);                     \
-        o2 = SIXTH * (g1 - (g0 + g2));                      \
+#define G_ROWS(g0, g1, g2, o0, o1, o2, o3, o4, o5)                   \
+    do {                                                             \
+        o0 = 0.25f * g0;                                             \
+        o1 = SIXTH * (-(g0 + g2) - g1);                              \
+        o2 = SIXTH * (g1 - (g0 + g2));                               \
         o3 = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * SIXTH; \
         o4 = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * SIXTH; \
-        o5 = g2;                                            \
+        o5 = g2;                                                     \
     } while (0)
 /* G^T's rows on six values: 3 rows out. */
-#define GT_ROWS(a0, a1, a2, a3, a4, a5, o0, o1, o2)                                \
-    do {                                                                           \
-        o0 = 0.25f * a0 - SIXTH * (a1 + a2) + (1.0f / 24.0f) * (a3 + a4);          \
-        o1 = SIXTH * (a2 - a1) + (1.0f / 12.0f) * (a3 - a4);                       \
-        o2 = SIXTH * ((a3 + a4) - (a1 + a2)) + a5;                                 \
+#define GT_ROWS(a0, a1, a2, a3, a4, a5, o0, o1, o2)                       \
+    do {                                                                  \
+        o0 = 0.25f * a0 - SIXTH * (a1 + a2) + (1.0f / 24.0f) * (a3 + a4); \
+        o1 = SIXTH * (a2 - a1) + (1.0f / 12.0f) * (a3 - a4);              \
+        o2 = SIXTH * ((a3 + a4) - (a1 + a2)) + a5;                        \
     } while (0)
 #define SIXTH (1.0f / 6.0f)
 
@@ -267,8 +266,8 @@ static void weight_tiles(const float *k, int count, float *u, long ustride) {
                    t[3][j][l], t[4][j][l], t[5][j][l]);
     for (int i = 0; i < 6; i++) {
         for (int l = 0; l < LANES; l++)
-            G_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], o[0][l], o[1][l], o[2][l], o[3][l],
-                   o[4][l], o[5][l]);
+            G_ROWS(t[i][0][l], t[i][1][l], t[i][2][l], o[0][l], o[1][l], o[2][l], o[3][l], o[4][l],
+                   o[5][l]);
         for (int j = 0; j < 6; j++) memcpy(u + (i * 6 + j) * ustride, o[j], count * sizeof(float));
     }
 }
@@ -344,8 +343,8 @@ static void wino_conv(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, int 
 #pragma omp parallel for collapse(2) schedule(static)
         for (long k = 0; k < cout; k++)
             for (long b = 0; b < groups; b++)
-                output_tiles(&go, m + k * tc + b * LANES, mplane, pos + b * LANES,
-                             y + k * go.sc, accumulate);
+                output_tiles(&go, m + k * tc + b * LANES, mplane, pos + b * LANES, y + k * go.sc,
+                             accumulate);
     }
 }
 
