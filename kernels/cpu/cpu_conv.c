@@ -40,11 +40,14 @@
  * cpu_conv_phases.c): about half the time of the direct kernels. Where
  * oneDNN has no Winograd (AVX2), the float32 3x3 "same" convs on NCHW
  * activations, dilated ones included, run as this backend's own F(4x4, 3x3)
- * (use_own_wino, cpu_conv_wino.c). SG_CPU_CONV_WINO=0,
+ * (use_own_wino, cpu_conv_wino.c); native bf16 3x3 "same" convs on NHWC
+ * activations from 128 channels run as Winograd with float32 GEMMs on their
+ * bf16 inputs (use_wino_bf16, cpu_conv_wino_cl.c). SG_CPU_CONV_WINO=0,
  * SG_CPU_CONV_TAPS_F32=dense and SG_CPU_CONV_MM_FWD=1 are measuring aids (no
  * Winograd; float32 NHWC backward passes on oneDNN instead of per tap; the
  * 1x1 forward passes as matmuls too); SG_CPU_CONV_WINO=own sends the 3x3
- * "same" convs to the own Winograd on every ISA and layout (a test aid).
+ * "same" convs to the own Winograd on every ISA and layout, and native
+ * bf16 NHWC ones of any channel count to cpu_conv_wino_cl.c (a test aid).
  * SG_CPU_CONV_TAPS_BF16=taps|dense forces native bf16's sparse dilated convs
  * (all three passes) to the per-tap GEMMs or the dense primitive (a
  * measuring aid; auto, the default, is the measured rule).
@@ -160,6 +163,7 @@ struct sg_cpu_conv_cache {
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
     sg_conv_wino_ws wino;      /* own Winograd path (use_own_wino, cpu_conv_wino.c) */
+    sg_conv_wcl_ws wcl;        /* native bf16 NHWC Winograd (use_wino_bf16, cpu_conv_wino_cl.c) */
     int precision;             /* SG_PRECISION_* */
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
@@ -352,6 +356,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_cpu_aligned_free(cc->acc.p);
     sg_cpu_aligned_free(cc->wtrim.p);
     sg_conv_wino_ws_free(&cc->wino);
+    sg_conv_wcl_ws_free(&cc->wcl);
     sg_cpu_aligned_free(cc->scratch.p);
     sg_cpu_aligned_free(cc->dw_wt.p);
     sg_cpu_aligned_free(cc->bf_a.p);
@@ -439,6 +444,17 @@ static int nxc_rtus_bug(const sg_conv_desc *d) {
            sg_conv_groups(d) == 1;
 }
 
+/* oneDNN 2.6's native bf16 backward-weights kernel on a channels-last
+ * source (jit_bf16:avx512_core_bf16, acdb) returns wrong weight gradients
+ * (relative error ~1.3) for dilated convs whose input channels are not a
+ * multiple of 16 on larger maps: conv_bwd_weight rows n2 c24 35x58 k40 3x3
+ * dilation 2x2 and 2x3 (c = 20, 24; k = 32, 40; n = 1, 2) failed on Zen 5,
+ * while c = 32, dilation 1 and a 12x14 map passed. Those convs run on the
+ * GEMM-based kernel (plain hwio weights), as nxc_rtus_bug's. */
+static int nxc_bf16_dilated_bug(const sg_conv_desc *d, int bf16) {
+    return bf16 && (d->dil_h > 1 || d->dil_w > 1) && d->c % 16 != 0;
+}
+
 static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
                          int act) {
     if (use_wino(cc, d, bf16)) return LAYOUT_WINO;
@@ -450,7 +466,8 @@ static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
      * nhwc-plain, one thread: 18.7 against 35 ms). */
     if (act == SG_LAYOUT_NHWC) {
         if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
-        if (op == OP_BWD_WEIGHT && nxc_rtus_bug(d)) return LAYOUT_PLAIN;
+        if (op == OP_BWD_WEIGHT && (nxc_rtus_bug(d) || nxc_bf16_dilated_bug(d, bf16)))
+            return LAYOUT_PLAIN;
         return op == OP_BWD_DATA && d->c < 16 && sg_conv_groups(d) == 1 ? LAYOUT_PLAIN : LAYOUT_CL;
     }
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
@@ -1065,12 +1082,32 @@ static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
     return op != OP_FWD || cc->taps_bf16 == TAPS_BF16_TAPS;
 }
 
+/* Native bf16 3x3 "same" convs on NHWC activations (sg_conv_wino_applicable,
+ * after the per-tap rule) as cpu_conv_wino_cl.c's Winograd F(4x4, 3x3) with
+ * float32 GEMMs: oneDNN 2.6 has no bf16 Winograd and its bf16 direct kernels
+ * run near the AVX512-BF16 peak already, so a quarter of the multiplies at
+ * half the rate is what can still be won. From 128 channels on each side:
+ * measured on Zen 5 (bench_conv nhwc-bf16, ms fwd + bwd-data + bwd-weights,
+ * oneDNN / Winograd), 2 threads: 1024->256 41.4 / 29.6-34, rate-4 512->512
+ * 39.8 / 33.2, rate-2 256->256 10.9 / 8.2, 128->128 2.5 / 2.0, but 64->64
+ * 2.4 / 2.7 (and 1 thread 4.7 / 5.6: too little work per GEMM for the
+ * transforms). docs/BENCHMARKS.md ("bf16 Winograd") has the step.
+ * SG_CPU_CONV_WINO=0 keeps them on oneDNN (a measuring aid); =own takes
+ * every applicable geometry, 16+ channels (a test aid). */
+static int use_wino_bf16(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int act) {
+    if (cc->wino_off || cc->layout_mode != LAYOUT_AUTO || act != SG_LAYOUT_NHWC) return 0;
+    validate_desc(d);
+    if (!sg_conv_wino_applicable(d) || use_taps(cc, d)) return 0;
+    return cc->wino_own || (d->c >= 128 && d->k >= 128);
+}
+
 /* The native bf16 passes that run as GEMMs on bf16 copies of the inputs
  * rather than as oneDNN conv primitives. */
-enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2 };
+enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2, GEMM_WINO = 3 };
 static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
     if (taps_beat_native(cc, d, op)) return GEMM_TAPS;
     if (use_mm_1x1(cc, d, op, act)) return GEMM_MM1X1;
+    if (use_wino_bf16(cc, d, act)) return GEMM_WINO;
     return GEMM_NONE;
 }
 
@@ -1078,6 +1115,7 @@ static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
  * weight_tag's (1 + id << 32 + ...), and apart from the emulation's 0. */
 #define TAG_TAPS_BF16 (UINT64_C(1) << 63)
 #define TAG_PLAIN_BF16 ((UINT64_C(1) << 63) + 1)
+#define TAG_WINO_BF16 ((UINT64_C(1) << 63) + 2) /* + 1: the backward-data copy */
 
 /* src as bf16 bits: src itself when stored so (dt SG_ACT_BF16), else its
  * rounded copy (round-to-nearest-even) in b. */
@@ -1089,12 +1127,15 @@ static const uint16_t *bf16_input(ws_buf *b, const void *src, int dt, size_t cou
 }
 
 /* The bf16 weights of a native GEMM forward / backward-data: the per-tap
- * copy (taps) or the plain [k][c] one (1x1), kept in the weight cache wc
+ * copy (taps), the plain [k][c] one (1x1), or the Winograd pass's layout
+ * (sg_conv_wcl_weights_bf16, one per pass), kept in the weight cache wc
  * (converted again only after the weights were written). */
-static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d,
+static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, int op, const sg_conv_desc *d,
                                     const float *w, sg_wcache *wc) {
     size_t nw = sg_conv_weight_count(d); /* ungrouped: the per-tap count too */
-    uint64_t tag = path == GEMM_TAPS ? TAG_TAPS_BF16 : TAG_PLAIN_BF16;
+    uint64_t tag = path == GEMM_TAPS   ? TAG_TAPS_BF16
+                   : path == GEMM_WINO ? TAG_WINO_BF16 + (op == OP_BWD_DATA)
+                                       : TAG_PLAIN_BF16;
     int refill = 1;
     uint16_t *copy;
     if (wc) {
@@ -1105,6 +1146,7 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_co
     }
     if (refill) {
         if (path == GEMM_TAPS) sg_conv_taps_weights_bf16(d, w, copy);
+        else if (path == GEMM_WINO) sg_conv_wcl_weights_bf16(d, op == OP_BWD_DATA, w, copy);
         else sg_cpu_bf16_narrow(copy, w, nw);
     }
     return copy;
@@ -1123,7 +1165,9 @@ static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_d
     if (op == OP_BWD_WEIGHT) ws_reserve(&cc->g16[1], n1 * sizeof(uint16_t));
     ws_reserve(&cc->acc, nout * sizeof(float));
     int nhwc = act == SG_LAYOUT_NHWC;
-    if (path == GEMM_TAPS) {
+    if (path == GEMM_WINO) {
+        sg_conv_wcl_reserve(&cc->wcl, d);
+    } else if (path == GEMM_TAPS) {
         sg_conv_taps_prepare(&cc->taps, d);
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, NULL, NULL, NULL);
         else if (op == OP_BWD_DATA)
@@ -1138,7 +1182,7 @@ static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_d
     }
 }
 
-/* A native bf16 pass as GEMMs (path GEMM_TAPS / GEMM_MM1X1): bf16 inputs
+/* A native bf16 pass as GEMMs (path GEMM_TAPS / GEMM_MM1X1 / GEMM_WINO): bf16 inputs
  * (in0 is x (fwd, bwd_weight; bf16 bits when xdt is SG_ACT_BF16) or dy; in1
  * the weights or dy), float32 accumulation, the sum rounded once to bf16 -
  * what the native primitives compute (backend.h) - then written (as bf16
@@ -1151,10 +1195,14 @@ static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc 
     int nhwc = act == SG_LAYOUT_NHWC;
     const uint16_t *a = bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
     const uint16_t *b = op == OP_BWD_WEIGHT ? bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1)
-                                            : weights_bf16(cc, path, d, in1, wc);
+                                            : weights_bf16(cc, path, op, d, in1, wc);
     ws_reserve(&cc->acc, nout * sizeof(float));
     float *r = (accumulate || ydt == SG_ACT_BF16) ? cc->acc.p : out;
-    if (path == GEMM_TAPS) {
+    if (path == GEMM_WINO) {
+        if (op == OP_FWD) sg_conv_wcl_fwd(&cc->wcl, d, a, b, r);
+        else if (op == OP_BWD_DATA) sg_conv_wcl_bwd_data(&cc->wcl, d, a, b, r);
+        else sg_conv_wcl_bwd_weight(&cc->wcl, d, a, b, r);
+    } else if (path == GEMM_TAPS) {
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, a, b, r);
         else if (op == OP_BWD_DATA) sg_conv_taps_bwd_data(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
         else sg_conv_taps_bwd_weight(&cc->taps, cc->mm, d, nhwc, a, b, r, 0);
@@ -1280,7 +1328,8 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
                cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
                cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes +
                cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes + cc->wino.u.bytes +
-               cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes + cc->wino.pos.bytes;
+               cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes + cc->wino.pos.bytes +
+               cc->wcl.u.bytes + cc->wcl.v.bytes + cc->wcl.m.bytes + cc->wcl.pos.bytes;
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     int mm_entries;
     size_t mm_scratch;

@@ -3,8 +3,9 @@
  * per-tap GEMM path for sparse dilated convolutions; cpu_conv_dw.c: the
  * backward passes of dilated depthwise convolutions; cpu_conv_matmul.c:
  * GEMMs as oneDNN matmul primitives; cpu_conv_phases.c: dilated convs on
- * phase sub-images; cpu_conv_wino.c: the own float32 Winograd): the oneDNN
- * check macro and the growable shared buffers.
+ * phase sub-images; cpu_conv_wino.c: the own float32 Winograd;
+ * cpu_conv_wino_cl.c: the same on NHWC bf16 inputs): the oneDNN check macro
+ * and the growable shared buffers.
  */
 #ifndef SG_KERNELS_CPU_CONV_INTERNAL_H
 #define SG_KERNELS_CPU_CONV_INTERNAL_H
@@ -134,6 +135,29 @@ void sg_conv_wino_bwd_data(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc,
 void sg_conv_wino_bwd_weight(sg_conv_wino_ws *ws, const sg_conv_desc *d, int nhwc, const float *x,
                              const float *dy, float *dw, int accumulate);
 void sg_conv_wino_ws_free(sg_conv_wino_ws *ws);
+
+/* cpu_conv_wino_cl.c: the same Winograd F(4x4, 3x3) for native bf16 on
+ * NHWC activations (channels on the vector lanes), for the geometries of
+ * sg_conv_wino_applicable: inputs bf16 bits (x, dy: NHWC; w: the copies
+ * of sg_conv_wcl_weights_bf16),
+ * float32 transforms and GEMMs, the float32 sums written (y, dx, dw; the
+ * caller rounds them). Its buffers grow on first use of a shape. */
+typedef struct sg_conv_wcl_ws {
+    ws_buf u, v, m; /* transformed weights, inputs, outputs (or gradients) */
+    ws_buf pos;     /* tile origins of one chunk */
+} sg_conv_wcl_ws;
+void sg_conv_wcl_reserve(sg_conv_wcl_ws *ws, const sg_conv_desc *d);
+/* The bf16 weights the passes read (9 * c * k uint16_t, round-to-nearest-
+ * even): forward [c][3*3][k], backward-data (bwd_data 1) the kernels
+ * turned by 180 degrees as [k][3*3][c]. */
+void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, int bwd_data, const float *w, uint16_t *copy);
+void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
+                     const uint16_t *w, float *y);
+void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
+                          const uint16_t *w, float *dx);
+void sg_conv_wcl_bwd_weight(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
+                            const uint16_t *dy, float *dw);
+void sg_conv_wcl_ws_free(sg_conv_wcl_ws *ws);
 
 /* cpu_conv_dw.c: 1 if d is a dilated depthwise conv (groups == c, k a
  * multiple of c, a dilation above 1), whose backward passes oneDNN runs as

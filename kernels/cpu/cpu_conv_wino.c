@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/cpu_conv_wino_f43.h"
 
 enum { LANES = 8, CHUNK_TILES = 256 };
 
@@ -45,70 +46,6 @@ int sg_conv_wino_applicable(const sg_conv_desc *d) {
      * dense kernel there). */
     if (d->h / d->dil_h < 8 || d->w / d->dil_w < 8) return 0;
     return d->c >= 16 && d->k >= 16 && d->oh == d->h && d->ow == d->w;
-}
-
-/* The tiles of one conv geometry: tile t is image n, phase (ry, rx), tile
- * (ty, tx) of that phase; its output pixels are rows y0 + D_h*i, columns
- * x0 + D_w*j (i, j < 4) and its input ones rows y0 + D_h*(i-1) (i < 6). */
-typedef struct wino_geo {
-    int n, h, w, dh, dw;
-    long tiles; /* all of them */
-    /* strides of an activation tensor in elements */
-    long sn, sc, sy, sx;
-} wino_geo;
-
-static wino_geo geo_of(const sg_conv_desc *d, int nhwc, int ch) {
-    wino_geo g = {.n = d->n, .h = d->h, .w = d->w, .dh = d->dil_h, .dw = d->dil_w};
-    long per_image = 0;
-    for (int ry = 0; ry < g.dh && ry < g.h; ry++)
-        for (int rx = 0; rx < g.dw && rx < g.w; rx++) {
-            int hs = (g.h - ry + g.dh - 1) / g.dh, ws = (g.w - rx + g.dw - 1) / g.dw;
-            per_image += (long)((hs + 3) / 4) * ((ws + 3) / 4);
-        }
-    g.tiles = per_image * g.n;
-    long hw = (long)g.h * g.w;
-    if (nhwc) g.sn = hw * ch, g.sc = 1, g.sy = (long)g.w * ch, g.sx = ch;
-    else g.sn = hw * ch, g.sc = hw, g.sy = g.w, g.sx = 1;
-    return g;
-}
-
-/* Fills the origins (image n, output pixel (y0, x0)) of tiles [t0, t0 + count); tiles past the end get
- * y0 = -1 (no pixel: zero input, output dropped). */
-typedef struct tile_pos {
-    int n, y0, x0;
-} tile_pos;
-
-/* The element offset of a tile's output pixel (y0, x0), channel 0. */
-static inline long tile_base(const wino_geo *g, const tile_pos *p) {
-    return p->n * g->sn + p->y0 * g->sy + p->x0 * g->sx;
-}
-
-static void tile_positions(const wino_geo *g, long t0, int count, tile_pos *pos) {
-    /* Walk the tile order (n, ry, rx, ty, tx) from t0: cheap next-tile steps. */
-    long per_image = g->tiles / (g->n ? g->n : 1);
-    long t = t0;
-    int i = 0;
-    while (i < count && t < g->tiles) {
-        int n = (int)(t / per_image);
-        long r = t % per_image;
-        for (int ry = 0; ry < g->dh && ry < g->h && i < count; ry++)
-            for (int rx = 0; rx < g->dw && rx < g->w && i < count; rx++) {
-                int hs = (g->h - ry + g->dh - 1) / g->dh, ws = (g->w - rx + g->dw - 1) / g->dw;
-                long th = (hs + 3) / 4, tw = (ws + 3) / 4, np = th * tw;
-                if (r >= np) {
-                    r -= np;
-                    continue;
-                }
-                for (; r < np && i < count; r++, t++, i++) {
-                    int y0 = ry + g->dh * 4 * (int)(r / tw), x0 = rx + g->dw * 4 * (int)(r % tw);
-                    pos[i].n = n;
-                    pos[i].y0 = y0;
-                    pos[i].x0 = x0;
-                }
-                r = 0;
-            }
-    }
-    for (; i < count; i++) pos[i].n = 0, pos[i].y0 = -1, pos[i].x0 = 0;
 }
 
 /* d[(i * size + j) * LANES + l] = pixel (y0 + D_h (i + shift), x0 + D_w
@@ -134,17 +71,6 @@ static void gather(const wino_geo *g, const float *src, const tile_pos *pos, int
     }
 }
 
-/* B^T d (a 6-row column transform), on LANES tiles at once. */
-#define BT_ROWS(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
-    do {                                                        \
-        o0 = 4.0f * d0 - 5.0f * d2 + d4;                        \
-        o1 = -4.0f * d1 - 4.0f * d2 + d3 + d4;                  \
-        o2 = 4.0f * d1 - 4.0f * d2 - d3 + d4;                   \
-        o3 = -2.0f * d1 - d2 + 2.0f * d3 + d4;                  \
-        o4 = 2.0f * d1 - d2 - 2.0f * d3 + d4;                   \
-        o5 = 4.0f * d1 - 5.0f * d3 + d5;                        \
-    } while (0)
-
 /* V[xi][row][t] for LANES tiles of one channel: B^T d B of each 6x6 input
  * tile (rows D_h apart, columns D_w apart, zero outside the image). vstride:
  * elements between xi planes. */
@@ -164,15 +90,6 @@ static void input_tiles(const wino_geo *g, const float *src, const tile_pos *pos
         for (int j = 0; j < 6; j++) memcpy(v + (i * 6 + j) * vstride, o[j], sizeof o[j]);
     }
 }
-
-/* A^T m (6 rows to 4). */
-#define AT_ROWS(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3) \
-    do {                                                \
-        o0 = m0 + m1 + m2 + m3 + m4;                    \
-        o1 = m1 - m2 + 2.0f * m3 - 2.0f * m4;           \
-        o2 = m1 + m2 + 4.0f * m3 + 4.0f * m4;           \
-        o3 = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;      \
-    } while (0)
 
 /* y tiles of one output channel from M[xi][row][t]: A^T m A, written or
  * added (accumulate) where the pixel exists. */
@@ -212,15 +129,6 @@ static void grad_tiles(const wino_geo *g, const float *src, const tile_pos *pos,
                        long mstride) {
     float y[4][4][LANES], t[6][4][LANES];
     gather(g, src, pos, 4, 0, &y[0][0][0]);
-#define A_ROWS(y0, y1, y2, y3, o0, o1, o2, o3, o4, o5) \
-    do {                                               \
-        o0 = y0;                                       \
-        o1 = y0 + y1 + y2 + y3;                        \
-        o2 = y0 - y1 + y2 - y3;                        \
-        o3 = y0 + 2.0f * y1 + 4.0f * y2 + 8.0f * y3;   \
-        o4 = y0 - 2.0f * y1 + 4.0f * y2 - 8.0f * y3;   \
-        o5 = y3;                                       \
-    } while (0)
     for (int j = 0; j < 4; j++)
         for (int l = 0; l < LANES; l++)
             A_ROWS(y[0][j][l], y[1][j][l], y[2][j][l], y[3][j][l], t[0][j][l], t[1][j][l],
@@ -232,27 +140,7 @@ static void grad_tiles(const wino_geo *g, const float *src, const tile_pos *pos,
                    o[3][l], o[4][l], o[5][l]);
         for (int j = 0; j < 6; j++) memcpy(m + (i * 6 + j) * mstride, o[j], sizeof o[j]);
     }
-#undef A_ROWS
 }
-
-/* G's rows on three values (a 3-row column transform): 6 rows out. */
-#define G_ROWS(g0, g1, g2, o0, o1, o2, o3, o4, o5)                   \
-    do {                                                             \
-        o0 = 0.25f * g0;                                             \
-        o1 = SIXTH * (-(g0 + g2) - g1);                              \
-        o2 = SIXTH * (g1 - (g0 + g2));                               \
-        o3 = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * SIXTH; \
-        o4 = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * SIXTH; \
-        o5 = g2;                                                     \
-    } while (0)
-/* G^T's rows on six values: 3 rows out. */
-#define GT_ROWS(a0, a1, a2, a3, a4, a5, o0, o1, o2)                       \
-    do {                                                                  \
-        o0 = 0.25f * a0 - SIXTH * (a1 + a2) + (1.0f / 24.0f) * (a3 + a4); \
-        o1 = SIXTH * (a2 - a1) + (1.0f / 12.0f) * (a3 - a4);              \
-        o2 = SIXTH * ((a3 + a4) - (a1 + a2)) + a5;                        \
-    } while (0)
-#define SIXTH (1.0f / 6.0f)
 
 /* G g G^T of the 3x3 kernels k[l * 9 ...] (l < count <= LANES) into
  * u[xi * ustride + l]: LANES kernels at once, contiguous stores. */

@@ -22,7 +22,9 @@
  *             graph_free (fatal: no SG_CAP_GRAPHS)
  *   conv      conv_prepare conv_fwd conv_bwd_data        cpu_conv.c (+ cpu_conv_taps.c,
  *             conv_bwd_weight                              cpu_conv_matmul.c, cpu_conv_dw.c,
- *                                                          cpu_conv_phases.c: they fill
+ *                                                          cpu_conv_phases.c,
+ *                                                          cpu_conv_wino.c,
+ *                                                          cpu_conv_wino_cl.c: they fill
  *                                                          nothing)
  *             bias_fwd bias_bwd                          cpu_conv_bias.c
  *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cpu_bn.c
@@ -44,7 +46,8 @@
  * Calls between the files go one way only (no loops): cpu_backend.c calls
  * the others and none calls it; cpu_act_bf16.c -> cpu_conv.c
  * (sg_cpu_conv_native_dt); cpu_conv.c -> cpu_conv_taps.c, cpu_conv_dw.c,
- * cpu_conv_phases.c and cpu_conv_matmul.c (through cpu_conv_internal.h),
+ * cpu_conv_phases.c, cpu_conv_wino.c, cpu_conv_wino_cl.c and
+ * cpu_conv_matmul.c (through cpu_conv_internal.h),
  * cpu_conv_taps.c ->
  * cpu_conv_matmul.c (its bf16 GEMMs), and cpu_conv.c -> cpu_elem.c
  * (sg_cpu_add_into); every op file may

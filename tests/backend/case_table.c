@@ -375,6 +375,12 @@ const tb_case tb_cases[] = {
     CONV(1, 20, 26, 25, 17, 3, 3, 1, 1, 3, 3, 3, 3, 1, "own Winograd: rate 3, 340 kernels"),
     CONV(2, 16, 64, 70, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, "own Winograd: 576 tiles, 3 chunks"),
     CONV(2, 24, 35, 58, 40, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: a chunk ends inside a phase"),
+    /* native bf16 on NHWC activations from 128 channels on each side: the
+     * Winograd with float32 GEMMs (cpu_conv_wino_cl.c; the rows above run
+     * it in cpu/nhwc-bf16-wino-own): a channel tail (136 = 8 * 17), and
+     * rate-2 phases with k = 144 */
+    CONV_SQ(1, 136, 9, 10, 128, 3, 1, 1, 1, 1, "bf16 Winograd, c = 136: a channel tail"),
+    CONV(1, 128, 12, 16, 144, 3, 3, 1, 1, 2, 2, 2, 2, 0, "bf16 Winograd: rate 2, k = 144"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),

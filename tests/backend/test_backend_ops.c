@@ -29,7 +29,8 @@
  *         is checked in both layouts against the same NCHW reference;
  *         then fp32 NCHW and NHWC with SG_CPU_CONV_WINO=own (the CPU
  *         backend's own Winograd on every ISA: on AVX-512 the default
- *         sends those convs to oneDNN's);
+ *         sends those convs to oneDNN's), and bf16 NHWC with it (native
+ *         bf16's Winograd at every channel count, not only from 128);
  *   cuda: cuDNN deterministic algorithms (reruns bit-identical), then
  *         cudnn.benchmark (measured algorithm choice), then TF32 allowed
  *         (cuDNN's heuristics), then bf16 (deterministic algorithms; NHWC).
@@ -119,6 +120,20 @@ static const tb_config cpu_configs[] = {
      * any ISA (the AVX2 default for NCHW float32; oneDNN's on AVX-512) */
     {"cpu/wino-own", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
     {"cpu/nhwc-wino-own", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
+    /* cpu_conv_wino_cl.c (native bf16, NHWC) for every 3x3 "same" conv of
+     * 16+ channels, not only from 128 on (on CPUs without bf16 instructions
+     * the emulation, on cpu_conv_wino.c) */
+    {"cpu/nhwc-bf16-wino-own",
+     "cpu",
+     {.threads = 2, BF16, NHWC},
+     "auto",
+     "auto",
+     1,
+     TB_BF16,
+     2,
+     1e-5,
+     0,
+     "own"},
 };
 static const tb_config cuda_configs[] = {
     {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0, NULL},

@@ -201,11 +201,12 @@ static void test_threads(void) {
     if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
 }
 
-/* The three passes of a dilated 3x3 conv on cpu_conv_wino.c, on a new
- * backend with `threads` threads, into out (y, dx, dw in a row). */
-static void wino_run(int threads, int layout, const sg_conv_desc *d, float *out) {
+/* The three passes of a dilated 3x3 conv on cpu_conv_wino.c (bf16 NHWC
+ * with bf16 instructions: cpu_conv_wino_cl.c), on a new backend with
+ * `threads` threads, into out (y, dx, dw in a row). */
+static void wino_run(int threads, int layout, int precision, const sg_conv_desc *d, float *out) {
     setenv("SG_CPU_CONV_WINO", "own", 1);
-    sg_backend_opts o = {.threads = threads, .layout = layout};
+    sg_backend_opts o = {.threads = threads, .layout = layout, .precision = precision};
     sg_backend *be = sg_backend_create("cpu", &o);
     unsetenv("SG_CPU_CONV_WINO");
     CHECK(be != NULL);
@@ -234,10 +235,13 @@ static void test_wino_threads(void) {
     size_t total = (size_t)d.n * (d.k * d.oh * d.ow + d.c * d.h * d.w) + sg_conv_weight_count(&d);
     float *a = malloc(total * 4), *b = malloc(total * 4);
     CHECK(a && b);
-    for (int layout = 0; layout < 2; layout++) {
-        wino_run(1, layout, &d, a);
+    /* NCHW fp32, NHWC fp32, NHWC bf16 */
+    for (int run = 0; run < 3; run++) {
+        int layout = run ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW;
+        int precision = run == 2 ? SG_PRECISION_BF16 : SG_PRECISION_FP32;
+        wino_run(1, layout, precision, &d, a);
         for (int t = 2; t <= 3; t++) {
-            wino_run(t, layout, &d, b);
+            wino_run(t, layout, precision, &d, b);
             CHECK(memcmp(a, b, total * 4) == 0);
         }
     }

@@ -1,0 +1,352 @@
+/* kernels/cpu/cpu_conv_wino_cl.c - the native bf16 3x3 stride-1 "same"
+ * convolutions (padding = dilation, any dilation) on NHWC activations as
+ * Winograd F(4x4, 3x3) with float32 transforms and float32 GEMMs: bf16
+ * inputs (x or dy, and the weights as bf16 bits), the float32 sums out (the
+ * caller rounds them once to bf16, cpu_conv.c run_native_gemm).
+ *
+ * Why: oneDNN 2.6 has no bf16 Winograd, and its bf16 direct kernels already
+ * run near the AVX512-BF16 peak, so the step's 3x3 convolutions (about a
+ * third of a bf16 ResNet-50 step) can only get faster by doing fewer
+ * multiplies. A tile costs 36 multiplies per channel pair instead of 144;
+ * in float32 (half the bf16 rate) that is still half the time of the bf16
+ * direct kernel on the GEMMs (docs/BENCHMARKS.md "bf16 Winograd"). The
+ * numbers stay those of a bf16 convolution with float32 accumulation: the
+ * inputs are bf16 values, every transform and product is float32, so the
+ * sums differ from the direct kernel's by float32 rounding through the
+ * transforms (as cpu_conv_wino.c's), far below the final bf16 rounding.
+ *
+ * cpu_conv_wino.c puts tiles on the vector lanes (NCHW: a channel plane's
+ * pixels are contiguous). Here the channels are: an NHWC pixel holds its
+ * channels contiguously, so a tile's 36 input pixels are 36 contiguous
+ * loads per block of 16 channels and nothing is gathered. Per chunk of up
+ * to CHUNK tiles (the tile geometry of cpu_conv_wino_f43.h, dilated convs
+ * on their phase tiles):
+ *   V [36][tile][cin]   B^T d B of each input tile
+ *   U [36][cin][cout]   G g G^T of each kernel (once per call)
+ *   M [36][tile][cout]  = V[xi] . U[xi]: 36 sgemms, split over the threads,
+ *                       each single-threaded (dnnl_sgemm inside a parallel
+ *                       region), then A^T m A into the output pixels.
+ * Backward-data is the forward conv of dy with the kernel flipped and the
+ * channels swapped (the weight transform reads it so, no copy); backward-
+ * weights sums dU[xi] = V[xi]^T . (A dy A^T)[xi] over the chunks, then
+ * G^T dU G. Every value is computed by one thread in a fixed order: the
+ * results do not depend on the thread count.
+ */
+#include <omp.h>
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/cpu_conv_wino_f43.h"
+#include "kernels/formulas/bf16.h"
+
+enum { CL = 16, CHUNK = 256 };
+
+/* CL channels of bf16 bits from src as floats; lanes past cnt are 0. */
+static inline void load_bf16(float *dst, const uint16_t *src, int cnt) {
+    if (cnt == CL) {
+#pragma omp simd
+        for (int l = 0; l < CL; l++) dst[l] = sg_bf16_to_f32(src[l]);
+    } else {
+        for (int l = 0; l < CL; l++) dst[l] = l < cnt ? sg_bf16_to_f32(src[l]) : 0.0f;
+    }
+}
+
+/* Non-temporal: U is written once per call and is larger than the caches
+ * (36 x 1024 x 256 floats: 38 MB), so it bypasses them (no read for
+ * ownership); SSE2, so every clone has it. Needs a 16-byte aligned dst. */
+static inline void store_nt(float *dst, const float *src, int cnt) {
+#if defined(__SSE2__)
+    if (cnt == CL && ((uintptr_t)dst & 15) == 0) {
+        for (int l = 0; l < CL; l += 4) _mm_stream_ps(dst + l, _mm_loadu_ps(src + l));
+        return;
+    }
+#endif
+    for (int l = 0; l < cnt; l++) dst[l] = src[l];
+}
+
+static inline void store(float *dst, const float *src, int cnt) {
+    if (cnt == CL) {
+#pragma omp simd
+        for (int l = 0; l < CL; l++) dst[l] = src[l];
+    } else {
+        for (int l = 0; l < cnt; l++) dst[l] = src[l];
+    }
+}
+
+/* The element offsets of a tile's size x size pixels (rows and columns D
+ * apart from (y0 + D shift, x0 + D shift)), -1 outside the image. */
+static void tile_offsets(const wino_geo *g, const tile_pos *p, int size, int shift, long *off) {
+    for (int i = 0; i < size; i++) {
+        int y = p->y0 + g->dh * (i + shift);
+        for (int j = 0; j < size; j++) {
+            int x = p->x0 + g->dw * (j + shift);
+            int in = p->y0 >= 0 && y >= 0 && y < g->h && x >= 0 && x < g->w;
+            off[i * size + j] = in ? p->n * g->sn + y * g->sy + x * g->sx : -1;
+        }
+    }
+}
+
+/* V[xi][row] (cin floats at v + xi * vplane) = B^T d B of one input tile. */
+SG_CPU_CLONES static void input_tile(const wino_geo *g, const uint16_t *x, const tile_pos *p,
+                                     int cin, float *v, long vplane) {
+    long off[36];
+    tile_offsets(g, p, 6, -1, off);
+    for (int c0 = 0; c0 < cin; c0 += CL) {
+        int cnt = cin - c0 < CL ? cin - c0 : CL;
+        float d[36][CL], t[36][CL];
+        for (int e = 0; e < 36; e++) {
+            if (off[e] >= 0) load_bf16(d[e], x + off[e] + c0, cnt);
+            else
+                for (int l = 0; l < CL; l++) d[e][l] = 0.0f;
+        }
+        for (int j = 0; j < 6; j++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                BT_ROWS(d[j][l], d[6 + j][l], d[12 + j][l], d[18 + j][l], d[24 + j][l],
+                        d[30 + j][l], t[j][l], t[6 + j][l], t[12 + j][l], t[18 + j][l],
+                        t[24 + j][l], t[30 + j][l]);
+        for (int i = 0; i < 6; i++) {
+            float o[6][CL];
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                BT_ROWS(t[i * 6][l], t[i * 6 + 1][l], t[i * 6 + 2][l], t[i * 6 + 3][l],
+                        t[i * 6 + 4][l], t[i * 6 + 5][l], o[0][l], o[1][l], o[2][l], o[3][l],
+                        o[4][l], o[5][l]);
+            for (int j = 0; j < 6; j++) store(v + (i * 6 + j) * vplane + c0, o[j], cnt);
+        }
+    }
+}
+
+/* A dy A^T of one 4x4 output-gradient tile (zero where no pixel) into
+ * M[xi][row] (cout floats at m + xi * mplane). */
+SG_CPU_CLONES static void grad_tile(const wino_geo *g, const uint16_t *dy, const tile_pos *p,
+                                    int cout, float *m, long mplane) {
+    long off[16];
+    tile_offsets(g, p, 4, 0, off);
+    for (int k0 = 0; k0 < cout; k0 += CL) {
+        int cnt = cout - k0 < CL ? cout - k0 : CL;
+        float y[16][CL], t[24][CL];
+        for (int e = 0; e < 16; e++) {
+            if (off[e] >= 0) load_bf16(y[e], dy + off[e] + k0, cnt);
+            else
+                for (int l = 0; l < CL; l++) y[e][l] = 0.0f;
+        }
+        for (int j = 0; j < 4; j++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                A_ROWS(y[j][l], y[4 + j][l], y[8 + j][l], y[12 + j][l], t[j][l], t[4 + j][l],
+                       t[8 + j][l], t[12 + j][l], t[16 + j][l], t[20 + j][l]);
+        for (int i = 0; i < 6; i++) {
+            float o[6][CL];
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                A_ROWS(t[i * 4][l], t[i * 4 + 1][l], t[i * 4 + 2][l], t[i * 4 + 3][l], o[0][l],
+                       o[1][l], o[2][l], o[3][l], o[4][l], o[5][l]);
+            for (int j = 0; j < 6; j++) store(m + (i * 6 + j) * mplane + k0, o[j], cnt);
+        }
+    }
+}
+
+/* A^T m A of one tile's M[xi][row] (cout floats at m + xi * mplane) into
+ * its output pixels of y (float32, NHWC), where they exist. */
+SG_CPU_CLONES static void output_tile(const wino_geo *g, const float *m, long mplane,
+                                      const tile_pos *p, int cout, float *y) {
+    long off[16];
+    tile_offsets(g, p, 4, 0, off);
+    for (int k0 = 0; k0 < cout; k0 += CL) {
+        int cnt = cout - k0 < CL ? cout - k0 : CL;
+        float a[36][CL], t[24][CL], o[16][CL];
+        for (int e = 0; e < 36; e++) {
+            const float *s = m + e * mplane + k0;
+#pragma omp simd
+            for (int l = 0; l < CL; l++) a[e][l] = l < cnt ? s[l] : 0.0f;
+        }
+        for (int j = 0; j < 6; j++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                AT_ROWS(a[j][l], a[6 + j][l], a[12 + j][l], a[18 + j][l], a[24 + j][l],
+                        a[30 + j][l], t[j][l], t[6 + j][l], t[12 + j][l], t[18 + j][l]);
+        for (int i = 0; i < 4; i++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                AT_ROWS(t[i * 6][l], t[i * 6 + 1][l], t[i * 6 + 2][l], t[i * 6 + 3][l],
+                        t[i * 6 + 4][l], t[i * 6 + 5][l], o[i * 4][l], o[i * 4 + 1][l],
+                        o[i * 4 + 2][l], o[i * 4 + 3][l]);
+        for (int e = 0; e < 16; e++)
+            if (off[e] >= 0) store(y + off[e] + k0, o[e], cnt);
+    }
+}
+
+/* One block of G g G^T: the 3x3 kernels of lanes l < cnt, tap e at
+ * w[e * ls + l] (the layouts of sg_conv_wcl_weights_bf16: 16 contiguous
+ * kernels per tap), transformed into u + xi * uplane + l. */
+SG_CPU_CLONES static void weight_block(const uint16_t *w, long ls, int cnt, float *u, long uplane) {
+    float g[9][CL], t[18][CL], o[6][CL];
+    for (int e = 0; e < 9; e++) load_bf16(g[e], w + e * ls, cnt);
+    for (int j = 0; j < 3; j++)
+#pragma omp simd
+        for (int l = 0; l < CL; l++)
+            G_ROWS(g[j][l], g[3 + j][l], g[6 + j][l], t[j][l], t[3 + j][l], t[6 + j][l],
+                   t[9 + j][l], t[12 + j][l], t[15 + j][l]);
+    for (int i = 0; i < 6; i++) {
+#pragma omp simd
+        for (int l = 0; l < CL; l++)
+            G_ROWS(t[i * 3][l], t[i * 3 + 1][l], t[i * 3 + 2][l], o[0][l], o[1][l], o[2][l],
+                   o[3][l], o[4][l], o[5][l]);
+        for (int j = 0; j < 6; j++) store_nt(u + (i * 6 + j) * uplane, o[j], cnt);
+    }
+}
+
+/* U[xi] (A x B, the GEMMs' B operand) of the bf16 kernels w [A][3*3][B]
+ * (sg_conv_wcl_weights_bf16: the forward pass's [c][3*3][k], backward-
+ * data's flipped [k][3*3][c]). */
+static void weight_transform(const uint16_t *w, int A, int B, float *u) {
+    long uplane = (long)A * B;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (long a = 0; a < A; a++)
+            for (int b0 = 0; b0 < B; b0 += CL)
+                weight_block(w + a * 9 * B + b0, B, B - b0 < CL ? B - b0 : CL, u + a * B + b0,
+                             uplane);
+#if defined(__SSE2__)
+        _mm_sfence(); /* each thread's streaming stores done before the GEMMs read U */
+#endif
+    }
+}
+
+void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, int bwd_data, const float *w, uint16_t *copy) {
+    long C = d->c, K = d->k;
+    if (!bwd_data) {
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < C; c++)
+            for (long k = 0; k < K; k++)
+                for (int e = 0; e < 9; e++)
+                    copy[(c * 9 + e) * K + k] = sg_bf16_bits(w[(k * C + c) * 9 + e]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (long k = 0; k < K; k++)
+            for (long c = 0; c < C; c++)
+                for (int e = 0; e < 9; e++)
+                    copy[(k * 9 + e) * C + c] = sg_bf16_bits(w[(k * C + c) * 9 + 8 - e]);
+    }
+}
+
+/* dw[k][c][3][3] for every k of one c = G^T dU G of dU[xi][c][k] (at du +
+ * xi * uplane + c * K). */
+SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, int C, int K,
+                                          float *dw) {
+    for (int k0 = 0; k0 < K; k0 += CL) {
+        int cnt = K - k0 < CL ? K - k0 : CL;
+        float a[36][CL], t[18][CL], r[9][CL];
+        for (int e = 0; e < 36; e++) {
+            const float *s = du + e * uplane + c * K + k0;
+#pragma omp simd
+            for (int l = 0; l < CL; l++) a[e][l] = l < cnt ? s[l] : 0.0f;
+        }
+        for (int j = 0; j < 6; j++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                GT_ROWS(a[j][l], a[6 + j][l], a[12 + j][l], a[18 + j][l], a[24 + j][l],
+                        a[30 + j][l], t[j][l], t[6 + j][l], t[12 + j][l]);
+        for (int i = 0; i < 3; i++)
+#pragma omp simd
+            for (int l = 0; l < CL; l++)
+                GT_ROWS(t[i * 6][l], t[i * 6 + 1][l], t[i * 6 + 2][l], t[i * 6 + 3][l],
+                        t[i * 6 + 4][l], t[i * 6 + 5][l], r[i * 3][l], r[i * 3 + 1][l],
+                        r[i * 3 + 2][l]);
+        for (int l = 0; l < cnt; l++)
+            for (int e = 0; e < 9; e++) dw[((long)(k0 + l) * C + c) * 9 + e] = r[e][l];
+    }
+}
+
+static long chunk_of(const wino_geo *g) { return g->tiles < CHUNK ? g->tiles : CHUNK; }
+
+void sg_conv_wcl_reserve(sg_conv_wcl_ws *ws, const sg_conv_desc *d) {
+    wino_geo g = geo_of(d, 1, d->c);
+    size_t tc = (size_t)chunk_of(&g), c = (size_t)d->c, k = (size_t)d->k;
+    ws_reserve(&ws->u, 36 * c * k * sizeof(float));
+    ws_reserve(&ws->v, 36 * (c > k ? c : k) * tc * sizeof(float));
+    ws_reserve(&ws->m, 36 * (c > k ? c : k) * tc * sizeof(float));
+    ws_reserve(&ws->pos, tc * sizeof(tile_pos));
+}
+
+/* y (cout channels) = the conv of x (cin channels) with U ([36][cin][cout])
+ * already in ws->u, on d's geometry. */
+static void wcl_conv(sg_conv_wcl_ws *ws, const sg_conv_desc *d, int cin, int cout,
+                     const uint16_t *x, float *y) {
+    wino_geo gi = geo_of(d, 1, cin), go = geo_of(d, 1, cout);
+    long tc = chunk_of(&gi), uplane = (long)cin * cout;
+    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    tile_pos *pos = ws->pos.p;
+    for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
+        long nt = gi.tiles - t0 < tc ? gi.tiles - t0 : tc;
+        long vplane = nt * cin, mplane = nt * cout;
+        tile_positions(&gi, t0, (int)nt, pos);
+#pragma omp parallel for schedule(static)
+        for (long t = 0; t < nt; t++) input_tile(&gi, x, &pos[t], cin, v + t * cin, vplane);
+#pragma omp parallel for schedule(static)
+        for (int xi = 0; xi < 36; xi++)
+            DNNL_CHECK(dnnl_sgemm('N', 'N', nt, cout, cin, 1.0f, v + xi * vplane, cin,
+                                  u + xi * uplane, cout, 0.0f, m + xi * mplane, cout));
+#pragma omp parallel for schedule(static)
+        for (long t = 0; t < nt; t++) output_tile(&go, m + t * cout, mplane, &pos[t], cout, y);
+    }
+}
+
+void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
+                     const uint16_t *w, float *y) {
+    sg_conv_wcl_reserve(ws, d);
+    long C = d->c, K = d->k;
+    weight_transform(w, (int)C, (int)K, ws->u.p);
+
+    wcl_conv(ws, d, d->c, d->k, x, y);
+}
+
+void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
+                          const uint16_t *w, float *dx) {
+    sg_conv_wcl_reserve(ws, d);
+    long C = d->c, K = d->k;
+    weight_transform(w, (int)K, (int)C, ws->u.p);
+    wcl_conv(ws, d, d->k, d->c, dy, dx);
+}
+
+void sg_conv_wcl_bwd_weight(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
+                            const uint16_t *dy, float *dw) {
+    sg_conv_wcl_reserve(ws, d);
+    wino_geo gi = geo_of(d, 1, d->c), go = geo_of(d, 1, d->k);
+    long tc = chunk_of(&gi), C = d->c, K = d->k, uplane = C * K;
+    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    tile_pos *pos = ws->pos.p;
+    for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
+        long nt = gi.tiles - t0 < tc ? gi.tiles - t0 : tc;
+        long vplane = nt * C, mplane = nt * K;
+        tile_positions(&gi, t0, (int)nt, pos);
+#pragma omp parallel for schedule(static)
+        for (long t = 0; t < nt; t++) {
+            input_tile(&gi, x, &pos[t], (int)C, v + t * C, vplane);
+            grad_tile(&go, dy, &pos[t], (int)K, m + t * K, mplane);
+        }
+        float beta = t0 == 0 ? 0.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+        for (int xi = 0; xi < 36; xi++)
+            DNNL_CHECK(dnnl_sgemm('T', 'N', C, K, nt, 1.0f, v + xi * vplane, C, m + xi * mplane, K,
+                                  beta, u + xi * uplane, K));
+    }
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < C; c++) weight_grad_row(u, uplane, c, (int)C, (int)K, dw);
+}
+
+void sg_conv_wcl_ws_free(sg_conv_wcl_ws *ws) {
+    ws_buf *b[] = {&ws->u, &ws->v, &ws->m, &ws->pos};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        sg_cpu_aligned_free(b[i]->p);
+        b[i]->p = NULL;
+        b[i]->bytes = 0;
+    }
+}
