@@ -163,7 +163,9 @@ struct sg_cpu_conv_cache {
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
     sg_conv_wino_ws wino;      /* own Winograd path (use_own_wino, cpu_conv_wino.c) */
-    sg_conv_wcl_ws wcl;        /* native bf16 NHWC Winograd (use_wino_bf16, cpu_conv_wino_cl.c) */
+    sg_conv_wcl_ws wcl;        /* native bf16 NHWC Winograd (use_wino_bf16, cpu_conv_wino_cl.c);
+                                  its transforms live in taps' buffers (one path runs at a
+                                  time: at 512x1024 bf16 that saves its 57 MB) */
     int precision;             /* SG_PRECISION_* */
     int bf16;                  /* BF16_OFF | BF16_EMULATED | BF16_NATIVE */
     char math[160];            /* how convolutions run, for get_info and the log */
@@ -296,6 +298,7 @@ sg_cpu_conv_cache *sg_cpu_conv_create(int threads, int precision) {
     DNNL_CHECK(dnnl_engine_create(&cc->eng, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&cc->stream, cc->eng, dnnl_stream_default_flags));
     cc->mm = sg_conv_mm_create(cc->eng, cc->stream);
+    cc->wcl.u = &cc->taps.a, cc->wcl.v = &cc->taps.b, cc->wcl.m = &cc->taps.wt;
     /* measuring aids (docs/BENCHMARKS.md): the native bf16 per-tap paths
      * forced or off; the float32 NHWC backward passes on oneDNN's kernels
      * instead of the per-tap GEMMs (sg_conv_taps_bwd_f32_applicable); the
@@ -1115,7 +1118,7 @@ static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
  * weight_tag's (1 + id << 32 + ...), and apart from the emulation's 0. */
 #define TAG_TAPS_BF16 (UINT64_C(1) << 63)
 #define TAG_PLAIN_BF16 ((UINT64_C(1) << 63) + 1)
-#define TAG_WINO_BF16 ((UINT64_C(1) << 63) + 2) /* + 1: the backward-data copy */
+#define TAG_WINO_BF16 ((UINT64_C(1) << 63) + 2)
 
 /* src as bf16 bits: src itself when stored so (dt SG_ACT_BF16), else its
  * rounded copy (round-to-nearest-even) in b. */
@@ -1127,14 +1130,15 @@ static const uint16_t *bf16_input(ws_buf *b, const void *src, int dt, size_t cou
 }
 
 /* The bf16 weights of a native GEMM forward / backward-data: the per-tap
- * copy (taps), the plain [k][c] one (1x1), or the Winograd pass's layout
- * (sg_conv_wcl_weights_bf16, one per pass), kept in the weight cache wc
- * (converted again only after the weights were written). */
-static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, int op, const sg_conv_desc *d,
+ * copy (taps), the plain [k][c] one (1x1), or the Winograd forward pass's
+ * [c][3*3][k] (sg_conv_wcl_weights_bf16; its backward-data reads the
+ * float32 weights), kept in the weight cache wc (converted again only after
+ * the weights were written). */
+static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d,
                                     const float *w, sg_wcache *wc) {
     size_t nw = sg_conv_weight_count(d); /* ungrouped: the per-tap count too */
     uint64_t tag = path == GEMM_TAPS   ? TAG_TAPS_BF16
-                   : path == GEMM_WINO ? TAG_WINO_BF16 + (op == OP_BWD_DATA)
+                   : path == GEMM_WINO ? TAG_WINO_BF16
                                        : TAG_PLAIN_BF16;
     int refill = 1;
     uint16_t *copy;
@@ -1146,7 +1150,7 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, int op, con
     }
     if (refill) {
         if (path == GEMM_TAPS) sg_conv_taps_weights_bf16(d, w, copy);
-        else if (path == GEMM_WINO) sg_conv_wcl_weights_bf16(d, op == OP_BWD_DATA, w, copy);
+        else if (path == GEMM_WINO) sg_conv_wcl_weights_bf16(d, w, copy);
         else sg_cpu_bf16_narrow(copy, w, nw);
     }
     return copy;
@@ -1194,13 +1198,16 @@ static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc 
     op_counts(d, op, &n0, &n1, &nout);
     int nhwc = act == SG_LAYOUT_NHWC;
     const uint16_t *a = bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
+    /* the Winograd backward-data rounds the float32 weights as it reads them */
+    int w32 = path == GEMM_WINO && op == OP_BWD_DATA;
     const uint16_t *b = op == OP_BWD_WEIGHT ? bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1)
-                                            : weights_bf16(cc, path, op, d, in1, wc);
+                        : w32               ? NULL
+                                            : weights_bf16(cc, path, d, in1, wc);
     ws_reserve(&cc->acc, nout * sizeof(float));
     float *r = (accumulate || ydt == SG_ACT_BF16) ? cc->acc.p : out;
     if (path == GEMM_WINO) {
         if (op == OP_FWD) sg_conv_wcl_fwd(&cc->wcl, d, a, b, r);
-        else if (op == OP_BWD_DATA) sg_conv_wcl_bwd_data(&cc->wcl, d, a, b, r);
+        else if (op == OP_BWD_DATA) sg_conv_wcl_bwd_data(&cc->wcl, d, a, in1, r);
         else sg_conv_wcl_bwd_weight(&cc->wcl, d, a, b, r);
     } else if (path == GEMM_TAPS) {
         if (op == OP_FWD) sg_conv_taps_fwd(&cc->taps, cc->mm, d, nhwc, a, b, r);
@@ -1329,7 +1336,7 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
                cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes +
                cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes + cc->wino.u.bytes +
                cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes + cc->wino.pos.bytes +
-               cc->wcl.u.bytes + cc->wcl.v.bytes + cc->wcl.m.bytes + cc->wcl.pos.bytes;
+               cc->wcl.pos.bytes; /* wcl's u, v, m are taps' */
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     int mm_entries;
     size_t mm_scratch;

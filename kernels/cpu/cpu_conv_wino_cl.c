@@ -18,8 +18,8 @@
  * cpu_conv_wino.c puts tiles on the vector lanes (NCHW: a channel plane's
  * pixels are contiguous). Here the channels are: an NHWC pixel holds its
  * channels contiguously, so a tile's 36 input pixels are 36 contiguous
- * loads per block of 16 channels and nothing is gathered. Per chunk of up
- * to CHUNK tiles (the tile geometry of cpu_conv_wino_f43.h, dilated convs
+ * loads per block of 16 channels and nothing is gathered. Per chunk of
+ * tiles (chunk_of; the tile geometry of cpu_conv_wino_f43.h, dilated convs
  * on their phase tiles):
  *   V [36][tile][cin]   B^T d B of each input tile
  *   U [36][cin][cout]   G g G^T of each kernel (once per call)
@@ -44,7 +44,7 @@
 #include "kernels/cpu/cpu_conv_wino_f43.h"
 #include "kernels/formulas/bf16.h"
 
-enum { CL = 16, CHUNK = 256 };
+enum { CL = 16, CHUNK_MIN = 32, CHUNK_MAX = 256, CHUNK_FLOATS = 65536 };
 
 /* CL channels of bf16 bits from src as floats; lanes past cnt are 0. */
 static inline void load_bf16(float *dst, const uint16_t *src, int cnt) {
@@ -182,12 +182,10 @@ SG_CPU_CLONES static void output_tile(const wino_geo *g, const float *m, long mp
     }
 }
 
-/* One block of G g G^T: the 3x3 kernels of lanes l < cnt, tap e at
- * w[e * ls + l] (the layouts of sg_conv_wcl_weights_bf16: 16 contiguous
- * kernels per tap), transformed into u + xi * uplane + l. */
-SG_CPU_CLONES static void weight_block(const uint16_t *w, long ls, int cnt, float *u, long uplane) {
-    float g[9][CL], t[18][CL], o[6][CL];
-    for (int e = 0; e < 9; e++) load_bf16(g[e], w + e * ls, cnt);
+/* G g G^T of the 3x3 kernels g[tap][lane] (lanes l < cnt) into
+ * u + xi * uplane + l. */
+SG_CPU_CLONES static void weight_block(float g[9][CL], int cnt, float *u, long uplane) {
+    float t[18][CL], o[6][CL];
     for (int j = 0; j < 3; j++)
 #pragma omp simd
         for (int l = 0; l < CL; l++)
@@ -202,39 +200,60 @@ SG_CPU_CLONES static void weight_block(const uint16_t *w, long ls, int cnt, floa
     }
 }
 
-/* U[xi] (A x B, the GEMMs' B operand) of the bf16 kernels w [A][3*3][B]
- * (sg_conv_wcl_weights_bf16: the forward pass's [c][3*3][k], backward-
- * data's flipped [k][3*3][c]). */
-static void weight_transform(const uint16_t *w, int A, int B, float *u) {
-    long uplane = (long)A * B;
+/* U[xi] (C x K, the forward GEMMs' B operand), row c, of the bf16 kernels
+ * wt [c][3*3][k] (sg_conv_wcl_weights_bf16: lanes k, 16 contiguous kernels
+ * a tap). */
+SG_CPU_CLONES static void weight_row_fwd(const uint16_t *wt, long c, int K, float *u, long uplane) {
+    for (int k0 = 0; k0 < K; k0 += CL) {
+        int cnt = K - k0 < CL ? K - k0 : CL;
+        float g[9][CL];
+        for (int e = 0; e < 9; e++) load_bf16(g[e], wt + (c * 9 + e) * K + k0, cnt);
+        weight_block(g, cnt, u + c * K + k0, uplane);
+    }
+}
+
+/* U[xi] (K x C, backward-data's B operand), row k, of the kernels turned
+ * by 180 degrees, read from the float32 weights w [k][c][3][3] and rounded
+ * to bf16 here (lanes c: 16 kernels, 144 contiguous floats). No cached
+ * copy: it would hold 2 more bytes a weight through the step. */
+SG_CPU_CLONES static void weight_row_bwd(const float *w, long k, int C, float *u, long uplane) {
+    for (int c0 = 0; c0 < C; c0 += CL) {
+        int cnt = C - c0 < CL ? C - c0 : CL;
+        const float *s = w + (k * C + c0) * 9;
+        float g[9][CL];
+        for (int l = 0; l < CL; l++)
+            for (int e = 0; e < 9; e++) g[8 - e][l] = l < cnt ? sg_bf16_round(s[l * 9 + e]) : 0.0f;
+        weight_block(g, cnt, u + k * C + c0, uplane);
+    }
+}
+
+/* U of a pass into u: the forward one from wt, backward-data's from w.
+ * Each thread's streaming stores are done before the GEMMs read U. */
+static void weight_transform(const uint16_t *wt, const float *w, int C, int K, int bwd_data,
+                             float *u) {
+    long uplane = (long)C * K;
 #pragma omp parallel
     {
+        if (!bwd_data) {
 #pragma omp for schedule(static)
-        for (long a = 0; a < A; a++)
-            for (int b0 = 0; b0 < B; b0 += CL)
-                weight_block(w + a * 9 * B + b0, B, B - b0 < CL ? B - b0 : CL, u + a * B + b0,
-                             uplane);
+            for (long c = 0; c < C; c++) weight_row_fwd(wt, c, K, u, uplane);
+        } else {
+#pragma omp for schedule(static)
+            for (long k = 0; k < K; k++) weight_row_bwd(w, k, C, u, uplane);
+        }
 #if defined(__SSE2__)
-        _mm_sfence(); /* each thread's streaming stores done before the GEMMs read U */
+        _mm_sfence();
 #endif
     }
 }
 
-void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, int bwd_data, const float *w, uint16_t *copy) {
+void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt) {
     long C = d->c, K = d->k;
-    if (!bwd_data) {
 #pragma omp parallel for schedule(static)
-        for (long c = 0; c < C; c++)
-            for (long k = 0; k < K; k++)
-                for (int e = 0; e < 9; e++)
-                    copy[(c * 9 + e) * K + k] = sg_bf16_bits(w[(k * C + c) * 9 + e]);
-    } else {
-#pragma omp parallel for schedule(static)
+    for (long c = 0; c < C; c++)
         for (long k = 0; k < K; k++)
-            for (long c = 0; c < C; c++)
-                for (int e = 0; e < 9; e++)
-                    copy[(k * 9 + e) * C + c] = sg_bf16_bits(w[(k * C + c) * 9 + 8 - e]);
-    }
+            for (int e = 0; e < 9; e++)
+                wt[(c * 9 + e) * K + k] = sg_bf16_bits(w[(k * C + c) * 9 + e]);
 }
 
 /* dw[k][c][3][3] for every k of one c = G^T dU G of dU[xi][c][k] (at du +
@@ -265,14 +284,23 @@ SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, 
     }
 }
 
-static long chunk_of(const wino_geo *g) { return g->tiles < CHUNK ? g->tiles : CHUNK; }
+/* Tiles per chunk: V and M hold 36 x chunk x channels floats, kept to
+ * about 9 MiB (CHUNK_FLOATS per transform point: 64 tiles at 1024
+ * channels, 256 at 256), which keeps the bf16 step's peak memory at
+ * 512x1024 near what it was with oneDNN's kernels; the sgemms run as fast
+ * on 64 rows as on 256 (Zen 5: 414 against 430 GFLOP/s, 1024->256). */
+static long chunk_of(const wino_geo *g, const sg_conv_desc *d) {
+    long ch = d->c > d->k ? d->c : d->k, t = CHUNK_FLOATS / ch;
+    t = t < CHUNK_MIN ? CHUNK_MIN : t > CHUNK_MAX ? CHUNK_MAX : t;
+    return g->tiles < t ? g->tiles : t;
+}
 
 void sg_conv_wcl_reserve(sg_conv_wcl_ws *ws, const sg_conv_desc *d) {
     wino_geo g = geo_of(d, 1, d->c);
-    size_t tc = (size_t)chunk_of(&g), c = (size_t)d->c, k = (size_t)d->k;
-    ws_reserve(&ws->u, 36 * c * k * sizeof(float));
-    ws_reserve(&ws->v, 36 * (c > k ? c : k) * tc * sizeof(float));
-    ws_reserve(&ws->m, 36 * (c > k ? c : k) * tc * sizeof(float));
+    size_t tc = (size_t)chunk_of(&g, d), c = (size_t)d->c, k = (size_t)d->k;
+    ws_reserve(ws->u, 36 * c * k * sizeof(float));
+    ws_reserve(ws->v, 36 * (c > k ? c : k) * tc * sizeof(float));
+    ws_reserve(ws->m, 36 * (c > k ? c : k) * tc * sizeof(float));
     ws_reserve(&ws->pos, tc * sizeof(tile_pos));
 }
 
@@ -281,8 +309,8 @@ void sg_conv_wcl_reserve(sg_conv_wcl_ws *ws, const sg_conv_desc *d) {
 static void wcl_conv(sg_conv_wcl_ws *ws, const sg_conv_desc *d, int cin, int cout,
                      const uint16_t *x, float *y) {
     wino_geo gi = geo_of(d, 1, cin), go = geo_of(d, 1, cout);
-    long tc = chunk_of(&gi), uplane = (long)cin * cout;
-    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    long tc = chunk_of(&gi, d), uplane = (long)cin * cout;
+    float *u = ws->u->p, *v = ws->v->p, *m = ws->m->p;
     tile_pos *pos = ws->pos.p;
     for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
         long nt = gi.tiles - t0 < tc ? gi.tiles - t0 : tc;
@@ -303,16 +331,16 @@ void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *
                      const uint16_t *w, float *y) {
     sg_conv_wcl_reserve(ws, d);
     long C = d->c, K = d->k;
-    weight_transform(w, (int)C, (int)K, ws->u.p);
+    weight_transform(w, NULL, (int)C, (int)K, 0, ws->u->p);
 
     wcl_conv(ws, d, d->c, d->k, x, y);
 }
 
 void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
-                          const uint16_t *w, float *dx) {
+                          const float *w, float *dx) {
     sg_conv_wcl_reserve(ws, d);
     long C = d->c, K = d->k;
-    weight_transform(w, (int)K, (int)C, ws->u.p);
+    weight_transform(NULL, w, (int)C, (int)K, 1, ws->u->p);
     wcl_conv(ws, d, d->k, d->c, dy, dx);
 }
 
@@ -320,8 +348,8 @@ void sg_conv_wcl_bwd_weight(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uin
                             const uint16_t *dy, float *dw) {
     sg_conv_wcl_reserve(ws, d);
     wino_geo gi = geo_of(d, 1, d->c), go = geo_of(d, 1, d->k);
-    long tc = chunk_of(&gi), C = d->c, K = d->k, uplane = C * K;
-    float *u = ws->u.p, *v = ws->v.p, *m = ws->m.p;
+    long tc = chunk_of(&gi, d), C = d->c, K = d->k, uplane = C * K;
+    float *u = ws->u->p, *v = ws->v->p, *m = ws->m->p;
     tile_pos *pos = ws->pos.p;
     for (long t0 = 0; t0 < gi.tiles; t0 += tc) {
         long nt = gi.tiles - t0 < tc ? gi.tiles - t0 : tc;
@@ -343,10 +371,7 @@ void sg_conv_wcl_bwd_weight(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uin
 }
 
 void sg_conv_wcl_ws_free(sg_conv_wcl_ws *ws) {
-    ws_buf *b[] = {&ws->u, &ws->v, &ws->m, &ws->pos};
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-        sg_cpu_aligned_free(b[i]->p);
-        b[i]->p = NULL;
-        b[i]->bytes = 0;
-    }
+    sg_cpu_aligned_free(ws->pos.p);
+    ws->pos.p = NULL;
+    ws->pos.bytes = 0;
 }
