@@ -44,7 +44,7 @@
 #include "kernels/cpu/cpu_conv_wino_f43.h"
 #include "kernels/formulas/bf16.h"
 
-enum { CL = 16, CHUNK_MIN = 32, CHUNK_MAX = 256, CHUNK_FLOATS = 65536 };
+enum { CL = 16, CHUNK_MIN = 32, CHUNK_MAX = 256, CHUNK_FLOATS = 131072 };
 
 /* CL channels of bf16 bits from src as floats; lanes past cnt are 0. */
 static inline void load_bf16(float *dst, const uint16_t *src, int cnt) {
@@ -287,10 +287,13 @@ SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, 
 }
 
 /* Tiles per chunk: V and M hold 36 x chunk x channels floats, kept to
- * about 9 MiB (CHUNK_FLOATS per transform point: 64 tiles at 1024
- * channels, 256 at 256), which keeps the bf16 step's peak memory at
- * 512x1024 near what it was with oneDNN's kernels; the sgemms run as fast
- * on 64 rows as on 256 (Zen 5: 414 against 430 GFLOP/s, 1024->256). */
+ * about 18 MiB each (CHUNK_FLOATS per transform point: 128 tiles at 1024
+ * channels, 256 at 512). They live in the per-tap path's buffers, which
+ * ASPP's backward passes grow to 67 MB at 512x1024, so the bf16 step's
+ * peak memory there does not move (4038 MiB; 4047 on oneDNN's kernels).
+ * The backward-weights GEMMs sum over the chunk's tiles, so fewer, longer
+ * chunks help them (1024->256 on 2 threads: 15.1 ms with 64-tile chunks,
+ * 13.4 with 128); the other sgemms run as fast on 64 rows as on 256. */
 static long chunk_of(const wino_geo *g, const sg_conv_desc *d) {
     long ch = d->c > d->k ? d->c : d->k, t = CHUNK_FLOATS / ch;
     t = t < CHUNK_MIN ? CHUNK_MIN : t > CHUNK_MAX ? CHUNK_MAX : t;
