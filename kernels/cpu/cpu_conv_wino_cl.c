@@ -93,6 +93,16 @@ static void tile_offsets(const wino_geo *g, const tile_pos *p, int size, int shi
     }
 }
 
+/* d[e] = CL channels of pixel e of a tile (src + off[e]; lanes past cnt
+ * and pixels outside the image, off -1, are 0), for the n pixels. */
+static inline void load_tile(float (*d)[CL], const uint16_t *src, const long *off, int n, int cnt) {
+    for (int e = 0; e < n; e++) {
+        if (off[e] >= 0) load_bf16(d[e], src + off[e], cnt);
+        else
+            for (int l = 0; l < CL; l++) d[e][l] = 0.0f;
+    }
+}
+
 /* V[xi][row] (cin floats at v + xi * vplane) = B^T d B of one input tile. */
 SG_CPU_CLONES static void input_tile(const wino_geo *g, const uint16_t *x, const tile_pos *p,
                                      int cin, float *v, long vplane) {
@@ -101,11 +111,7 @@ SG_CPU_CLONES static void input_tile(const wino_geo *g, const uint16_t *x, const
     for (int c0 = 0; c0 < cin; c0 += CL) {
         int cnt = cin - c0 < CL ? cin - c0 : CL;
         float d[36][CL], t[36][CL];
-        for (int e = 0; e < 36; e++) {
-            if (off[e] >= 0) load_bf16(d[e], x + off[e] + c0, cnt);
-            else
-                for (int l = 0; l < CL; l++) d[e][l] = 0.0f;
-        }
+        load_tile(d, x + c0, off, 36, cnt);
         for (int j = 0; j < 6; j++)
 #pragma omp simd
             for (int l = 0; l < CL; l++)
@@ -133,11 +139,7 @@ SG_CPU_CLONES static void grad_tile(const wino_geo *g, const uint16_t *dy, const
     for (int k0 = 0; k0 < cout; k0 += CL) {
         int cnt = cout - k0 < CL ? cout - k0 : CL;
         float y[16][CL], t[24][CL];
-        for (int e = 0; e < 16; e++) {
-            if (off[e] >= 0) load_bf16(y[e], dy + off[e] + k0, cnt);
-            else
-                for (int l = 0; l < CL; l++) y[e][l] = 0.0f;
-        }
+        load_tile(y, dy + k0, off, 16, cnt);
         for (int j = 0; j < 4; j++)
 #pragma omp simd
             for (int l = 0; l < CL; l++)
@@ -335,16 +337,16 @@ static void wcl_conv(sg_conv_wcl_ws *ws, const sg_conv_desc *d, int cin, int cou
 void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
                      const uint16_t *w, float *y) {
     sg_conv_wcl_reserve(ws, d);
-    long C = d->c, K = d->k;
-    weight_transform(w, NULL, (int)C, (int)K, 0, ws->u->p);
+    weight_transform(w, NULL, d->c, d->k, 0, ws->u->p);
     wcl_conv(ws, d, d->c, d->k, x, y);
 }
 
+/* dx = the forward conv of dy (k channels in, c out) with the flipped
+ * kernels */
 void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
                           const float *w, float *dx) {
     sg_conv_wcl_reserve(ws, d);
-    long C = d->c, K = d->k;
-    weight_transform(NULL, w, (int)C, (int)K, 1, ws->u->p);
+    weight_transform(NULL, w, d->c, d->k, 1, ws->u->p);
     wcl_conv(ws, d, d->k, d->c, dy, dx);
 }
 
