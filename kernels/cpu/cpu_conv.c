@@ -179,6 +179,7 @@ struct sg_cpu_conv_cache {
     int wino_off;              /* SG_CPU_CONV_WINO=0: no Winograd (use_wino, use_phases) */
     int wino_own;              /* SG_CPU_CONV_WINO=own: cpu_conv_wino.c on every ISA and layout */
     int wino_isa;              /* oneDNN has Winograd kernels on this ISA (AVX-512) */
+    int amx;                   /* oneDNN's ISA has AMX (its bf16 kernels use the tiles) */
     dnnl_memory_desc_t *wmds;  /* distinct native bf16 weight layouts (weight_tag) */
     int n_wmds, cap_wmds;
 };
@@ -256,9 +257,13 @@ static int choose_precision(sg_cpu_conv_cache *cc, int precision) {
                  isa_s, has ? " usable for convolutions" : "");
         return -1;
     }
+    cc->amx = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_amx) ==
+              (unsigned)dnnl_cpu_isa_avx512_core_amx;
     if (want != 2 && probe) {
         cc->bf16 = BF16_NATIVE;
-        snprintf(cc->math, sizeof cc->math, "bf16: oneDNN native (ISA %s, e.g. %s)", isa_s, probe);
+        snprintf(cc->math, sizeof cc->math, "bf16: oneDNN native (ISA %s, e.g. %s)%s", isa_s, probe,
+                 cc->amx || cc->wino_off ? ""
+                                         : "; 3x3 from 128 channels on NHWC: segtrain's Winograd");
     } else {
         cc->bf16 = BF16_EMULATED;
         snprintf(cc->math, sizeof cc->math,
@@ -1095,10 +1100,14 @@ static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
  * 39.8 / 33.2, rate-2 256->256 10.9 / 8.2, 128->128 2.5 / 2.0, but 64->64
  * 2.4 / 2.7 (and 1 thread 4.7 / 5.6: too little work per GEMM for the
  * transforms). docs/BENCHMARKS.md ("bf16 Winograd") has the step.
- * SG_CPU_CONV_WINO=0 keeps them on oneDNN (a measuring aid); =own takes
- * every applicable geometry, 16+ channels (a test aid). */
+ * Not with AMX: oneDNN's bf16 kernels run on its tile multiplies there,
+ * several times the AVX512-BF16 rate, which float32 GEMMs cannot approach
+ * (no AMX machine measured). SG_CPU_CONV_WINO=0 keeps them on oneDNN (a
+ * measuring aid); =own takes every applicable geometry, 16+ channels, on
+ * any ISA (a test aid). */
 static int use_wino_bf16(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int act) {
     if (cc->wino_off || cc->layout_mode != LAYOUT_AUTO || act != SG_LAYOUT_NHWC) return 0;
+    if (cc->amx && !cc->wino_own) return 0;
     validate_desc(d);
     if (!sg_conv_wino_applicable(d) || use_taps(cc, d)) return 0;
     return cc->wino_own || (d->c >= 128 && d->k >= 128);
