@@ -1096,10 +1096,11 @@ static int taps_beat_native(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
  * run near the AVX512-BF16 peak already, so a quarter of the multiplies at
  * half the rate is what can still be won. From 128 channels on each side:
  * measured on Zen 5 (bench_conv nhwc-bf16, ms fwd + bwd-data + bwd-weights,
- * oneDNN / Winograd), 2 threads: 1024->256 41.4 / 29.6-34, rate-4 512->512
- * 39.8 / 33.2, rate-2 256->256 10.9 / 8.2, 128->128 2.5 / 2.0, but 64->64
- * 2.4 / 2.7 (and 1 thread 4.7 / 5.6: too little work per GEMM for the
- * transforms). docs/BENCHMARKS.md ("bf16 Winograd") has the step.
+ * oneDNN / Winograd, two rounds), 2 threads: 1024->256 39.6-41.4 /
+ * 35.2-36.2, rate-4 512->512 41.5-42.5 / 28.1-31.2, rate-2 256->256
+ * 10.2-11.6 / 8.2-8.4, 128->128 2.5-2.7 / 2.2, but 64->64 2.4 / 2.7 (and 1
+ * thread 4.7 / 5.6: too little work per GEMM for the transforms).
+ * docs/BENCHMARKS.md ("bf16 Winograd") has the step.
  * Not with AMX: oneDNN's bf16 kernels run on its tile multiplies there,
  * several times the AVX512-BF16 rate, which float32 GEMMs cannot approach
  * (no AMX machine measured). SG_CPU_CONV_WINO=0 keeps them on oneDNN (a
