@@ -159,6 +159,7 @@ struct sg_cpu_conv_cache {
     ws_buf acc;                /* accumulate scratch (plain layout); native bf16
                                   GEMM paths: the float32 sum before rounding */
     ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
+    ws_buf ctr;                /* GEMM_CENTER's 1x1 weight gradient */
     ws_buf scratch;            /* oneDNN scratchpad */
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
@@ -363,6 +364,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     for (int i = 0; i < 3; i++) sg_cpu_aligned_free(cc->ws[i].p);
     sg_cpu_aligned_free(cc->acc.p);
     sg_cpu_aligned_free(cc->wtrim.p);
+    sg_cpu_aligned_free(cc->ctr.p);
     sg_conv_wino_ws_free(&cc->wino);
     sg_conv_wcl_ws_free(&cc->wcl);
     sg_cpu_aligned_free(cc->scratch.p);
@@ -923,11 +925,15 @@ static void op_counts(const sg_conv_desc *d, int op, size_t *n0, size_t *n1, siz
  * docs/BENCHMARKS.md "Convolutions as matmul on the CPU"):
  *  - backward-weights, dW [k x c] = dy^T x: the matmul splits the work over
  *    the k x c output only, not the long pixel reduction, so it needs a
- *    large weight: k >= 512 or k*c >= 1280*256. At 2 threads bf16 / fp32:
+ *    large weight: k >= 512 or k*c >= 1024*256. At 2 threads bf16 / fp32:
  *    512->2048 1.39 / 1.36, 1024->2048 1.32 / 1.48, 128->512 1.19 / 1.01,
- *    2048->256 1.38 / 1.15, 1280->256 1.30 / 1.36; below the rule 1024->256
- *    0.96 / 1.11, 512->256 0.92 / 0.96, 512->128 0.84 / 0.94, 256->64 0.48 /
- *    1.39. One thread: 1.09-1.51 on every shape of the rule.
+ *    2048->256 1.38 / 1.15, 1280->256 1.30 / 1.36; below the rule 512->256
+ *    0.92 / 0.96, 512->128 0.84 / 0.94, 256->64 0.48 / 1.39. One thread:
+ *    1.09-1.51 on every shape of the rule. 1024->256 (ResNet-50's layer3,
+ *    5 calls a step) was 0.96 / 1.11 there, but inside the step (`segtrain
+ *    bench --profile`, ms per step for the 5, oneDNN / matmul, alternated
+ *    twice) it is 10.5-11.0 / 8.0-8.2 bf16 and 15.7-16.6 / 14.5-15.0 fp32 on
+ *    2 threads, 19.9-22.5 / 14.5-14.6 bf16 on 1: in the rule since.
  *  - backward-data, dx = dy W [k x c]: k >= 128. 2 threads bf16 1.04-2.04
  *    (512->2048), fp32 0.93 (256->128) to 1.69 (2048->512); 1 thread
  *    0.98-1.67; k = 64 is even or slower (fp32 256->64: 0.79).
@@ -939,7 +945,7 @@ static int use_mm_1x1(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op
     if (!sg_conv_mm_1x1(d)) return 0;
     if (op == OP_FWD) return 1;
     if (op == OP_BWD_DATA) return d->k >= 128;
-    return d->k >= 512 || (long)d->k * d->c >= 1280L * 256;
+    return d->k >= 512 || (long)d->k * d->c >= 1024L * 256;
 }
 
 /* Float32 dilated 3x3 convs on NHWC activations as undilated Winograd
@@ -1114,12 +1120,43 @@ static int use_wino_bf16(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
     return cc->wino_own || (d->c >= 128 && d->k >= 128);
 }
 
+/* A stride-1 "same" conv whose only live tap is the centre: every other
+ * tap is at least the map size away (ASPP's rate 36 on 32x32 maps). It is
+ * the 1x1 conv of the centre tap. */
+static int center_only(const sg_conv_desc *d) {
+    if (d->r * d->s == 1 || d->r % 2 == 0 || d->s % 2 == 0 || sg_conv_groups(d) != 1) return 0;
+    if (d->stride_h != 1 || d->stride_w != 1) return 0;
+    if (d->pad_h != d->dil_h * (d->r / 2) || d->pad_w != d->dil_w * (d->s / 2)) return 0;
+    if (d->oh != d->h || d->ow != d->w) return 0;
+    return (d->r == 1 || d->dil_h >= d->h) && (d->s == 1 || d->dil_w >= d->w);
+}
+
+/* center_only's conv as the 1x1 conv it is. */
+static sg_conv_desc center_desc(const sg_conv_desc *d) {
+    sg_conv_desc c = *d;
+    c.r = c.s = 1;
+    c.pad_h = c.pad_w = 0;
+    c.dil_h = c.dil_w = 1;
+    return c;
+}
+
 /* The native bf16 passes that run as GEMMs on bf16 copies of the inputs
- * rather than as oneDNN conv primitives. */
-enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2, GEMM_WINO = 3 };
+ * rather than as oneDNN conv primitives. GEMM_CENTER: the weight gradient
+ * of a center_only conv as use_mm_1x1's matmul, where oneDNN runs its
+ * trimmed 1x1 kernel with the gradient in bf16, reordered and scattered
+ * into the taps (ASPP rate 36 2048->256 at 32x32, `segtrain bench
+ * --profile`, 1 thread, ms per step, oneDNN / matmul, alternated twice:
+ * 13.3, 11.8 / 7.8, 7.7). Its backward-data stays on oneDNN, whose trimmed
+ * bf16 weights are cached (bench_conv: 5.3, 5.8 there against 7.5, 6.4
+ * with the centre tap gathered and converted on every call). */
+enum { GEMM_NONE = 0, GEMM_TAPS = 1, GEMM_MM1X1 = 2, GEMM_WINO = 3, GEMM_CENTER = 4 };
 static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int act) {
     if (taps_beat_native(cc, d, op)) return GEMM_TAPS;
     if (use_mm_1x1(cc, d, op, act)) return GEMM_MM1X1;
+    if (center_only(d) && op == OP_BWD_WEIGHT) {
+        sg_conv_desc c = center_desc(d);
+        if (use_mm_1x1(cc, &c, op, act)) return GEMM_CENTER;
+    }
     if (use_wino_bf16(cc, d, act)) return GEMM_WINO;
     return GEMM_NONE;
 }
@@ -1173,6 +1210,12 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_co
  * that does); dy, the input of backward-data, is always float32. */
 static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op,
                                 int act) {
+    if (path == GEMM_CENTER) { /* backward-weights only */
+        sg_conv_desc c = center_desc(d);
+        ws_reserve(&cc->ctr, (size_t)d->k * d->c * sizeof(float));
+        prepare_native_gemm(cc, GEMM_MM1X1, &c, op, act);
+        return;
+    }
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     if (op == OP_BWD_DATA) ws_reserve(&cc->g16[0], n0 * sizeof(uint16_t));
@@ -1196,7 +1239,34 @@ static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_d
     }
 }
 
-/* A native bf16 pass as GEMMs (path GEMM_TAPS / GEMM_MM1X1 / GEMM_WINO): bf16 inputs
+static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op, int act,
+                            const void *in0, int xdt, const float *in1, void *out, int ydt,
+                            int accumulate, sg_wcache *wc);
+
+/* GEMM_CENTER (a weight gradient): the 1x1 conv's, into cc->ctr, then
+ * written into the centre tap, the other taps 0 (accumulate: left as they
+ * are, the centre tap added to). */
+static void run_center(sg_cpu_conv_cache *cc, const sg_conv_desc *d, int act, const void *x,
+                       int xdt, const float *dy, float *dw, int accumulate) {
+    sg_conv_desc c = center_desc(d);
+    size_t kc = (size_t)d->k * d->c;
+    int taps = d->r * d->s, t0 = (d->r / 2) * d->s + d->s / 2;
+    ws_reserve(&cc->ctr, kc * sizeof(float));
+    float *g = cc->ctr.p;
+    run_native_gemm(cc, GEMM_MM1X1, &c, OP_BWD_WEIGHT, act, x, xdt, dy, g, SG_ACT_F32, 0, NULL);
+#pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
+    for (size_t q = 0; q < kc; q++) {
+        float *o = dw + q * taps;
+        if (accumulate) {
+            o[t0] += g[q];
+            continue;
+        }
+        for (int t = 0; t < taps; t++) o[t] = 0.0f;
+        o[t0] = g[q];
+    }
+}
+
+/* A native bf16 pass as GEMMs (path GEMM_TAPS / MM1X1 / WINO / CENTER): bf16 inputs
  * (in0 is x (fwd, bwd_weight; bf16 bits when xdt is SG_ACT_BF16) or dy; in1
  * the weights or dy), float32 accumulation, the sum rounded once to bf16 -
  * what the native primitives compute (backend.h) - then written (as bf16
@@ -1204,6 +1274,10 @@ static void prepare_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_d
 static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d, int op, int act,
                             const void *in0, int xdt, const float *in1, void *out, int ydt,
                             int accumulate, sg_wcache *wc) {
+    if (path == GEMM_CENTER) { /* native_gemm_path: backward-weights only */
+        run_center(cc, d, act, in0, xdt, in1, out, accumulate);
+        return;
+    }
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     int nhwc = act == SG_LAYOUT_NHWC;
@@ -1341,12 +1415,12 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
     int n = 0;
     for (conv_entry *e = cc->head; e; e = e->next) n++;
-    size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->scratch.bytes + cc->dw_wt.bytes +
-               cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes + cc->bf_a.bytes +
-               cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes + cc->g16[1].bytes +
-               cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes + cc->wino.u.bytes +
-               cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes + cc->wino.pos.bytes +
-               cc->wcl.pos.bytes; /* wcl's u, v, m are taps' */
+    size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->ctr.bytes + cc->scratch.bytes +
+               cc->dw_wt.bytes + cc->taps.wt.bytes + cc->taps.a.bytes + cc->taps.b.bytes +
+               cc->bf_a.bytes + cc->bf_b.bytes + cc->bf_out.bytes + cc->g16[0].bytes +
+               cc->g16[1].bytes + cc->ph[0].bytes + cc->ph[1].bytes + cc->ph[2].bytes +
+               cc->wino.u.bytes + cc->wino.v.bytes + cc->wino.m.bytes + cc->wino.wf.bytes +
+               cc->wino.pos.bytes + cc->wcl.pos.bytes; /* wcl's u, v, m are taps' */
     for (int i = 0; i < 3; i++) b += cc->ws[i].bytes;
     int mm_entries;
     size_t mm_scratch;

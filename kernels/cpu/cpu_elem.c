@@ -77,23 +77,34 @@ static void axpy(sg_backend *be, float alpha, const float *x, float *y, size_t c
  * element (b*c + ch)*hw + q. */
 static void set_step_key(sg_backend *be, uint64_t key) { sg_cpu_of(be)->step_key = key; }
 
+/* Element j of dropout_fwd, whose NCHW index is i. */
+static inline void dropout_elem(const float *x, float *y, uint8_t *mask, size_t j, uint64_t key,
+                                size_t i, float p, float s, int all_drop) {
+    int keep = !all_drop && sg_rng_uniform(key, i) >= p;
+    mask[j] = (uint8_t)keep;
+    y[j] = keep ? x[j] * s : 0.0f;
+}
+
 static void dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask, size_t count,
                         int c, int hw, float p, uint64_t salt) {
     uint64_t key = sg_rng_dropout_key(sg_cpu_of(be)->step_key, salt);
     float s = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     int all_drop = !(p < 1.0f);
     int nhwc = be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
-    size_t cs = c > 0 ? (size_t)c : 1, hws = hw > 0 ? (size_t)hw : 1, plane = cs * hws;
+    if (!nhwc) {
 #pragma omp parallel for schedule(static) PAR_IF(count)
-    for (size_t j = 0; j < count; j++) {
-        size_t i = j;
-        if (nhwc) {
-            size_t b = j / plane, r = j % plane, q = r / cs, ch = r % cs;
-            i = (b * cs + ch) * hws + q;
-        }
-        int keep = !all_drop && sg_rng_uniform(key, i) >= p;
-        mask[j] = (uint8_t)keep;
-        y[j] = keep ? x[j] * s : 0.0f;
+        for (size_t j = 0; j < count; j++) dropout_elem(x, y, mask, j, key, j, p, s, all_drop);
+        return;
+    }
+    /* NHWC: pixel row r = b*hw + q holds channels ch at j = r*c + ch, NCHW
+     * index (b*c + ch)*hw + q: one division per row, none per element (the
+     * divisions per element took most of the time) */
+    size_t cs = (size_t)c, hws = (size_t)hw, rows = count / cs;
+#pragma omp parallel for schedule(static) PAR_IF(count)
+    for (size_t r = 0; r < rows; r++) {
+        size_t b = r / hws, q = r % hws, i0 = b * cs * hws + q;
+        for (size_t ch = 0; ch < cs; ch++)
+            dropout_elem(x, y, mask, r * cs + ch, key, i0 + ch * hws, p, s, all_drop);
     }
 }
 

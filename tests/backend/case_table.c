@@ -346,12 +346,15 @@ const tb_case tb_cases[] = {
     CONV_SQ(2, 65, 9, 13, 17, 3, 1, 5, 5, 0, "per-tap GEMMs, c = 65, k = 17: odd channel runs"),
     /* the matmul paths of the CPU (cpu_conv.c use_mm_1x1, cpu_conv_matmul.c):
      * 1x1 stride-1 backward passes on NHWC activations as one GEMM (k >= 128
-     * backward-data; k >= 512 or k*c >= 1280*256 backward-weights), and the
-     * per-tap GEMMs in native bf16 (bf16 matmuls) */
+     * backward-data; k >= 512 or k*c >= 1024*256 backward-weights), convs
+     * with only the centre tap live as those 1x1 convs in native bf16, and
+     * the per-tap GEMMs in native bf16 (bf16 matmuls) */
     CONV_SQ(2, 24, 5, 7, 512, 1, 1, 0, 1, 1, "1x1 k = 512: backward passes as matmuls (NHWC)"),
     CONV_SQ(1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
     CONV_SQ(2, 33, 6, 5, 129, 1, 1, 0, 1, 0, "1x1 k = 129: backward-data as matmul only"),
     CONV_SQ(2, 96, 10, 14, 40, 3, 1, 7, 7, 1, "sparse, bf16 taps: partial rows, full rows"),
+    CONV_SQ(2, 24, 5, 6, 512, 3, 1, 8, 8, 0, "only the centre tap live, k = 512: bf16 1x1 matmuls"),
+    CONV(2, 40, 7, 4, 160, 1, 3, 1, 1, 0, 4, 1, 4, 1, "1x3, only the centre tap live, k = 160"),
     /* float32 NHWC backward passes as per-tap GEMMs (sg_conv_taps_bwd_f32_applicable):
      * a dense 3x3 (rate 1) and a rate-2 one where every tap reads most of the map */
     CONV_SQ(2, 64, 9, 11, 32, 3, 1, 1, 1, 1, "dense 3x3: float32 NHWC backward per tap"),
@@ -630,6 +633,7 @@ const tb_case tb_cases[] = {
     CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_F32, "bn+relu -> conv (bias)"),
     CONV_DT(1, 16, 12, 10, 17, 1, 2, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "1x1 stride 2 (blocked)"),
     CONV_DT(2, 5, 13, 13, 4, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16, "dilated (ASPP, taps path)"),
+    CONV_DT(2, 24, 5, 6, 512, 3, 1, 8, 8, SG_ACT_BF16, SG_ACT_BF16, "only the centre tap live"),
     CONV_DT(1, 3, 17, 15, 16, 7, 2, 3, 1, SG_ACT_F32, SG_ACT_BF16, "the stem"),
     CONV_DT_G(16, 2, 16, 9, 11, 16, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
               "depthwise: bn+relu -> dwconv -> bn"),
