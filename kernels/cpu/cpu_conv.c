@@ -1165,7 +1165,6 @@ static int native_gemm_path(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, 
  * weight_tag's (1 + id << 32 + ...), and apart from the emulation's 0. */
 #define TAG_TAPS_BF16 (UINT64_C(1) << 63)
 #define TAG_PLAIN_BF16 ((UINT64_C(1) << 63) + 1)
-#define TAG_WINO_BF16 ((UINT64_C(1) << 63) + 2)
 
 /* src as bf16 bits: src itself when stored so (dt SG_ACT_BF16), else its
  * rounded copy (round-to-nearest-even) in b. */
@@ -1177,16 +1176,13 @@ static const uint16_t *bf16_input(ws_buf *b, const void *src, int dt, size_t cou
 }
 
 /* The bf16 weights of a native GEMM forward / backward-data: the per-tap
- * copy (taps), the plain [k][c] one (1x1), or the Winograd forward pass's
- * [c][3*3][k] (sg_conv_wcl_weights_bf16; its backward-data reads the
- * float32 weights), kept in the weight cache wc (converted again only after
- * the weights were written). */
+ * copy (taps) or the plain [k][c] one (1x1), kept in the weight cache wc
+ * (converted again only after the weights were written). The Winograd
+ * passes read the float32 weights and round them themselves. */
 static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_conv_desc *d,
                                     const float *w, sg_wcache *wc) {
     size_t nw = sg_conv_weight_count(d); /* ungrouped: the per-tap count too */
-    uint64_t tag = path == GEMM_TAPS   ? TAG_TAPS_BF16
-                   : path == GEMM_WINO ? TAG_WINO_BF16
-                                       : TAG_PLAIN_BF16;
+    uint64_t tag = path == GEMM_TAPS ? TAG_TAPS_BF16 : TAG_PLAIN_BF16;
     int refill = 1;
     uint16_t *copy;
     if (wc) {
@@ -1197,7 +1193,6 @@ static const uint16_t *weights_bf16(sg_cpu_conv_cache *cc, int path, const sg_co
     }
     if (refill) {
         if (path == GEMM_TAPS) sg_conv_taps_weights_bf16(d, w, copy);
-        else if (path == GEMM_WINO) sg_conv_wcl_weights_bf16(d, w, copy);
         else sg_cpu_bf16_narrow(copy, w, nw);
     }
     return copy;
@@ -1282,15 +1277,15 @@ static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc 
     op_counts(d, op, &n0, &n1, &nout);
     int nhwc = act == SG_LAYOUT_NHWC;
     const uint16_t *a = bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
-    /* the Winograd backward-data rounds the float32 weights as it reads them */
-    int w32 = path == GEMM_WINO && op == OP_BWD_DATA;
+    /* the Winograd passes round the float32 weights as they read them */
+    int w32 = path == GEMM_WINO;
     const uint16_t *b = op == OP_BWD_WEIGHT ? bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1)
                         : w32               ? NULL
                                             : weights_bf16(cc, path, d, in1, wc);
     ws_reserve(&cc->acc, nout * sizeof(float));
     float *r = (accumulate || ydt == SG_ACT_BF16) ? cc->acc.p : out;
     if (path == GEMM_WINO) {
-        if (op == OP_FWD) sg_conv_wcl_fwd(&cc->wcl, d, a, b, r);
+        if (op == OP_FWD) sg_conv_wcl_fwd(&cc->wcl, d, a, in1, r);
         else if (op == OP_BWD_DATA) sg_conv_wcl_bwd_data(&cc->wcl, d, a, in1, r);
         else sg_conv_wcl_bwd_weight(&cc->wcl, d, a, b, r);
     } else if (path == GEMM_TAPS) {

@@ -138,9 +138,8 @@ void sg_conv_wino_ws_free(sg_conv_wino_ws *ws);
 
 /* cpu_conv_wino_cl.c: the same Winograd F(4x4, 3x3) for native bf16 on
  * NHWC activations (channels on the vector lanes), for the geometries of
- * sg_conv_wino_applicable: inputs bf16 bits (x, dy: NHWC; the forward
- * pass's w: the copy of sg_conv_wcl_weights_bf16; backward-data's w: the
- * float32 [k, c, 3, 3], rounded as read),
+ * sg_conv_wino_applicable: inputs bf16 bits (x, dy: NHWC; w: the float32
+ * [k, c, 3, 3], rounded as read),
  * float32 transforms and GEMMs, the float32 sums written (y, dx, dw; the
  * caller rounds them). Its buffers grow on first use of a shape. */
 typedef struct sg_conv_wcl_ws {
@@ -151,12 +150,8 @@ typedef struct sg_conv_wcl_ws {
     ws_buf pos; /* tile origins of one chunk (owned) */
 } sg_conv_wcl_ws;
 void sg_conv_wcl_reserve(sg_conv_wcl_ws *ws, const sg_conv_desc *d);
-/* The bf16 weights the forward pass reads: [c][3*3][k] (9 * c * k
- * uint16_t, round-to-nearest-even; cpu_conv.c keeps it in the weight
- * cache). Backward-data reads the float32 weights and rounds them itself. */
-void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt);
-void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
-                     const uint16_t *w, float *y);
+void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x, const float *w,
+                     float *y);
 void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
                           const float *w, float *dx);
 void sg_conv_wcl_bwd_weight(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,

@@ -1,8 +1,8 @@
 /* kernels/cpu/cpu_conv_wino_cl.c - the native bf16 3x3 stride-1 "same"
  * convolutions (padding = dilation, any dilation) on NHWC activations as
  * Winograd F(4x4, 3x3) with float32 transforms and float32 GEMMs: bf16
- * inputs (x or dy as bf16 bits; the weights as a bf16 copy, or rounded to
- * bf16 as read), the float32 sums out (the caller rounds them once to bf16,
+ * inputs (x or dy as bf16 bits; the float32 weights rounded to bf16 as
+ * read), the float32 sums out (the caller rounds them once to bf16,
  * cpu_conv.c run_native_gemm).
  *
  * Why: oneDNN 2.6 has no bf16 Winograd, and its bf16 direct kernels already
@@ -23,8 +23,9 @@
  * tiles (chunk_of; the tile geometry of cpu_conv_wino_f43.h, dilated convs
  * on their phase tiles):
  *   V [36][tile][cin]   B^T d B of each input tile
- *   U [36][cin][cout]   G g G^T of each kernel (once per call, streamed
- *                       past the caches: 38 MB at 512 x 512)
+ *   U [36][cin][cout]   G g G^T of each kernel (once per call, from the
+ *                       float32 weights; streamed past the caches: 38 MB
+ *                       at 512 x 512)
  *   M [36][tile][cout]  = V[xi] . U[xi]: 36 sgemms, split over the threads,
  *                       each single-threaded (dnnl_sgemm inside a parallel
  *                       region), then A^T m A into the output pixels.
@@ -204,22 +205,13 @@ SG_CPU_CLONES static void weight_block(float g[9][CL], int cnt, float *u, long u
     }
 }
 
-/* U[xi] (C x K, the forward GEMMs' B operand), row c, of the bf16 kernels
- * wt [c][3*3][k] (sg_conv_wcl_weights_bf16: lanes k, 16 contiguous kernels
- * a tap). */
-SG_CPU_CLONES static void weight_row_fwd(const uint16_t *wt, long c, int K, float *u, long uplane) {
-    for (int k0 = 0; k0 < K; k0 += CL) {
-        int cnt = K - k0 < CL ? K - k0 : CL;
-        float g[9][CL];
-        for (int e = 0; e < 9; e++) load_bf16(g[e], wt + (c * 9 + e) * K + k0, cnt);
-        weight_block(g, cnt, u + c * K + k0, uplane);
-    }
-}
-
-/* U[xi] (K x C, backward-data's B operand), row k, of the kernels turned
- * by 180 degrees, read from the float32 weights w [k][c][3][3] and rounded
- * to bf16 here (lanes c: 16 kernels, 144 contiguous floats). No cached
- * copy: it would hold 2 more bytes a weight through the step. */
+/* U[xi] (K x C, backward-data's B operand), row k, of the float32 weights
+ * w [k][c][3][3] turned by 180 degrees (flip) and rounded to bf16 as read
+ * (lanes c: 16 kernels, 144 contiguous floats). Neither pass keeps a bf16
+ * copy of the weights: it would hold 2 more bytes a weight through the
+ * step, and the forward pass read from one was slower (`segtrain bench
+ * --profile`, 1 thread, the Winograd convs' forward ms per step, copy /
+ * float32, alternated 3 times: 106.9, 100.8, 100.3 / 98.5, 99.7, 95.2). */
 SG_CPU_CLONES static void weight_row_bwd(const float *w, long k, int C, float *u, long uplane) {
     for (int c0 = 0; c0 < C; c0 += CL) {
         int cnt = C - c0 < CL ? C - c0 : CL;
@@ -231,16 +223,32 @@ SG_CPU_CLONES static void weight_row_bwd(const float *w, long k, int C, float *u
     }
 }
 
-/* U of a pass into u: the forward one from wt, backward-data's from w.
- * Each thread's streaming stores are done before the GEMMs read U. */
-static void weight_transform(const uint16_t *wt, const float *w, int C, int K, int bwd_data,
-                             float *u) {
+/* U[xi] (C x K, the forward GEMMs' B operand), row c, of the float32
+ * weights w [k][c][3][3], rounded to bf16 as read (lanes k: 16 kernels 9 *
+ * C floats apart). */
+SG_CPU_CLONES static void weight_row_fwd(const float *w, long c, int C, int K, float *u,
+                                         long uplane) {
+    for (int k0 = 0; k0 < K; k0 += CL) {
+        int cnt = K - k0 < CL ? K - k0 : CL;
+        const float *s = w + ((long)k0 * C + c) * 9;
+        float g[9][CL];
+        for (int l = 0; l < CL; l++)
+            for (int e = 0; e < 9; e++)
+                g[e][l] = l < cnt ? sg_bf16_round(s[(long)l * C * 9 + e]) : 0.0f;
+        weight_block(g, cnt, u + c * K + k0, uplane);
+    }
+}
+
+/* U of a pass into u: the forward one ([36][C][K]) or backward-data's
+ * ([36][K][C], flipped). Each thread's streaming stores are done before
+ * the GEMMs read U. */
+static void weight_transform(const float *w, int C, int K, int bwd_data, float *u) {
     long uplane = (long)C * K;
 #pragma omp parallel
     {
         if (!bwd_data) {
 #pragma omp for schedule(static)
-            for (long c = 0; c < C; c++) weight_row_fwd(wt, c, K, u, uplane);
+            for (long c = 0; c < C; c++) weight_row_fwd(w, c, C, K, u, uplane);
         } else {
 #pragma omp for schedule(static)
             for (long k = 0; k < K; k++) weight_row_bwd(w, k, C, u, uplane);
@@ -249,15 +257,6 @@ static void weight_transform(const uint16_t *wt, const float *w, int C, int K, i
         _mm_sfence();
 #endif
     }
-}
-
-void sg_conv_wcl_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt) {
-    long C = d->c, K = d->k;
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < C; c++)
-        for (long k = 0; k < K; k++)
-            for (int e = 0; e < 9; e++)
-                wt[(c * 9 + e) * K + k] = sg_bf16_bits(w[(k * C + c) * 9 + e]);
 }
 
 /* dw[k][c][3][3] for every k of one c = G^T dU G of dU[xi][c][k] (at du +
@@ -334,10 +333,10 @@ static void wcl_conv(sg_conv_wcl_ws *ws, const sg_conv_desc *d, int cin, int cou
     }
 }
 
-void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x,
-                     const uint16_t *w, float *y) {
+void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *x, const float *w,
+                     float *y) {
     sg_conv_wcl_reserve(ws, d);
-    weight_transform(w, NULL, d->c, d->k, 0, ws->u->p);
+    weight_transform(w, d->c, d->k, 0, ws->u->p);
     wcl_conv(ws, d, d->c, d->k, x, y);
 }
 
@@ -346,7 +345,7 @@ void sg_conv_wcl_fwd(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *
 void sg_conv_wcl_bwd_data(sg_conv_wcl_ws *ws, const sg_conv_desc *d, const uint16_t *dy,
                           const float *w, float *dx) {
     sg_conv_wcl_reserve(ws, d);
-    weight_transform(NULL, w, d->c, d->k, 1, ws->u->p);
+    weight_transform(w, d->c, d->k, 1, ws->u->p);
     wcl_conv(ws, d, d->k, d->c, dy, dx);
 }
 
