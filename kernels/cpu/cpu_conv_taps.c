@@ -295,32 +295,73 @@ static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg
     }
 }
 
-/* NHWC backward-weight: dW_ij [k x c] += dy[rect]^T [k x area] . x[rect + off] [area x c] */
+/* Whole images: the rectangle is the map and reads the same pixels (the
+ * centre tap of a "same" conv), so the n images' rectangles are one
+ * contiguous run of pixels. */
+static int whole_image(const sg_conv_desc *d, const rect *r) {
+    return full_rows(d, r) && r->oy0 == 0 && r->oy1 == d->oh && r->dy == 0 && d->oh == d->h;
+}
+
+/* Images whose gathered rectangles of `area` pixels fit the operand
+ * buffers together: sg_conv_taps_prepare's max(c, k) * oh * ow floats, so
+ * the count depends on the geometry only (prepare's dry run builds the
+ * GEMMs that the real calls run). */
+static int images_per_gemm(const taps_gemm *g, const sg_conv_desc *d, size_t area, int ch) {
+    size_t big = (size_t)(d->c > d->k ? d->c : d->k) * d->oh * d->ow * sizeof(float);
+    size_t one = area * (size_t)ch * g->es;
+    size_t nb = one ? big / one : 1;
+    return nb < 1 ? 1 : nb > (size_t)d->n ? d->n : (int)nb;
+}
+
+/* NHWC backward-weight: dW_ij [k x c] += dy[rect]^T [k x area] . x[rect + off] [area x c],
+ * summed over the images in as few GEMMs as fit (a longer reduction, and
+ * dW_ij read and written fewer times; the first writes it, so nothing is
+ * zeroed first but the dead taps): whole images in place at once, rows
+ * of whole width in place per image, other rectangles gathered for as
+ * many images as images_per_gemm allows. */
 static void taps_bwd_weight_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
                                  const void *x, const void *dy) {
     float *wt = ws->wt.p;
-    void *ga = ws->a.p, *gb = ws->b.p;
+    char *ga = ws->a.p, *gb = ws->b.p;
     int c = d->c, k = d->k;
     size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    for (int b = 0; b < d->n; b++) {
-        const void *xb = at(g, x, (size_t)b * xs), *gyb = at(g, dy, (size_t)b * ys);
-        for (int i = 0; i < d->r; i++)
-            for (int j = 0; j < d->s; j++) {
-                rect r = tap_rect(d, i, j);
-                size_t area = rect_area(&r);
-                if (!area) continue;
-                float *wij = wt + (size_t)(i * d->s + j) * kc;
-                if (full_rows(d, &r)) {
-                    gemm(g, 'T', 'N', k, c, (long)area, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
-                         at(g, xb, (size_t)(r.oy0 + r.dy) * d->w * c), c, 1.0f, wij, c);
-                } else {
-                    gather_cl(g->es, gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    gather_cl(g->es, xb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
-                              r.ox1 + r.dx, gb);
-                    gemm(g, 'T', 'N', k, c, (long)area, ga, k, gb, c, 1.0f, wij, c);
-                }
+    for (int i = 0; i < d->r; i++)
+        for (int j = 0; j < d->s; j++) {
+            rect r = tap_rect(d, i, j);
+            size_t area = rect_area(&r);
+            float *wij = wt + (size_t)(i * d->s + j) * kc;
+            if (!area) { /* a dead tap */
+                zero(g->dry ? NULL : wij, kc);
+                continue;
             }
-    }
+            float beta = 0.0f; /* the tap's first GEMM writes dW_ij, the others add */
+            if (whole_image(d, &r)) {
+                gemm(g, 'T', 'N', k, c, (long)(area * d->n), dy, k, x, c, beta, wij, c);
+                continue;
+            }
+            if (full_rows(d, &r)) {
+                for (int b = 0; b < d->n; b++) {
+                    const void *xb = at(g, x, (size_t)b * xs), *gyb = at(g, dy, (size_t)b * ys);
+                    gemm(g, 'T', 'N', k, c, (long)area, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
+                         at(g, xb, (size_t)(r.oy0 + r.dy) * d->w * c), c, beta, wij, c);
+                    beta = 1.0f;
+                }
+                continue;
+            }
+            int nb = images_per_gemm(g, d, area, c > k ? c : k);
+            for (int b0 = 0; b0 < d->n; b0 += nb) {
+                int nbb = d->n - b0 < nb ? d->n - b0 : nb;
+                for (int b = b0; b < b0 + nbb; b++) {
+                    size_t q = (size_t)(b - b0) * area;
+                    gather_cl(g->es, at(g, dy, (size_t)b * ys), k, d->ow, r.oy0, r.oy1, r.ox0,
+                              r.ox1, ga + q * k * g->es);
+                    gather_cl(g->es, at(g, x, (size_t)b * xs), c, d->w, r.oy0 + r.dy, r.oy1 + r.dy,
+                              r.ox0 + r.dx, r.ox1 + r.dx, gb + q * c * g->es);
+                }
+                gemm(g, 'T', 'N', k, c, (long)(area * nbb), ga, k, gb, c, beta, wij, c);
+                beta = 1.0f;
+            }
+        }
 }
 
 void sg_conv_taps_fwd(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_desc *d, int nhwc,
@@ -406,9 +447,9 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
     void *ga = ws->a.p, *gb = ws->b.p;
     int taps = d->r * d->s;
     size_t kc = (size_t)d->k * d->c, xs = (size_t)d->h * d->w, ys = (size_t)d->oh * d->ow;
-    memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
     if (g.dry) dw = NULL;
     if (nhwc) taps_bwd_weight_nhwc(ws, &g, d, x, dy);
+    else memset(wt, 0, (size_t)taps * kc * sizeof(float)); /* dead taps stay 0 */
     for (int b = 0; b < d->n && !nhwc; b++) {
         const void *xb = at(&g, x, (size_t)b * d->c * xs);
         const void *gyb = at(&g, dy, (size_t)b * d->k * ys);

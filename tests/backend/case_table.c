@@ -353,6 +353,7 @@ const tb_case tb_cases[] = {
     CONV_SQ(1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
     CONV_SQ(2, 33, 6, 5, 129, 1, 1, 0, 1, 0, "1x1 k = 129: backward-data as matmul only"),
     CONV_SQ(2, 96, 10, 14, 40, 3, 1, 7, 7, 1, "sparse, bf16 taps: partial rows, full rows"),
+    CONV(2, 64, 7, 20, 24, 3, 3, 1, 1, 8, 8, 8, 8, 0, "per tap with 6 dead taps (rows)"),
     CONV_SQ(2, 24, 5, 6, 512, 3, 1, 8, 8, 0, "only the centre tap live, k = 512: bf16 1x1 matmuls"),
     CONV(2, 40, 7, 4, 160, 1, 3, 1, 1, 0, 4, 1, 4, 1, "1x3, only the centre tap live, k = 160"),
     /* float32 NHWC backward passes as per-tap GEMMs (sg_conv_taps_bwd_f32_applicable):
