@@ -77,7 +77,7 @@ typedef struct sg_cpu {
      * storage (the *_dt ops of cpu_act_bf16.c and cpu_bn.c) float32 copies
      * of a bf16 input and a float32 result before it is stored as bf16;
      * in NHWC also cpu_bn.c's per-channel coefficients and partial sums
-     * (slot 1). Grow to the largest size asked (the first time a shape is
+     * (slot 1) and cpu_loss.c's class-major blocks (slot 0). Grow to the largest size asked (the first time a shape is
      * seen), never shrink. */
     void *act_buf[2];
     size_t act_bytes[2];

@@ -9,12 +9,21 @@
  * arithmetic is kernels/formulas/cross_entropy.h, shared with the CUDA
  * backend. The loss options (class weights, OHEM's selection key, the true
  * class's probability and the exact k-th smallest) are here too.
- * NHWC (be->layout): a pixel's classes are contiguous, so CE runs pixel by
- * pixel inside the same tasks and chunks, with the same per-pixel arithmetic
- * and class order: the gradients and the summed loss (pixels in the same
- * order) are the same bits as NCHW. Labels, predictions, probabilities and
- * selection keys are per pixel: the same in both layouts.
+ * NHWC (be->layout): a pixel's classes are contiguous, so CE copies a
+ * block of pixels to class-major order, runs the NCHW block on it and
+ * copies the gradients back, inside the same tasks and chunks: the same
+ * per-pixel arithmetic and class order, so the gradients and the summed
+ * loss (pixels in the same order) are the same bits as NCHW. Labels,
+ * predictions, probabilities and selection keys are per pixel: the same in
+ * both layouts.
+ * exp: cpu_expf below, not glibc's expf: glibc's is a call per value, which
+ * no loop vectorizes, and it took most of the loss's time (5M values a
+ * step for DeepLabV3 at 256x256 with its auxiliary loss).
  */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/formulas/cross_entropy.h"
 #include "kernels/formulas/radix_select.h"
@@ -22,45 +31,121 @@
 #define CE_BLOCK 256
 #define CE_CHUNKS 256 /* fixed partial sums of the loss (see ce_fwd_bwd) */
 
+/* exp(x) in float32, branch-free so that loops over it vectorize: x =
+ * n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), exp(r) by
+ * Cephes' expf polynomial (relative error below 2e-7, 1-2 ulp: within the
+ * couple of ulp glibc's and CUDA's expf keep from each other), times 2^n as
+ * two powers of two built in the exponent bits (each normal for n in
+ * [-126, 128]). Below -87.34 (where the result would be subnormal) it is 0,
+ * above 88.72 it overflows to +inf, NaN stays NaN. Plain operators only (no
+ * contraction in C11): the same bits in every clone and lane. */
+static inline float cpu_expf(float x) {
+    const float hi = 88.8f, lo = -87.33654f;
+    float xc = x > hi ? hi : (x < lo ? lo : x);
+    xc = x != x ? 0.0f : xc;                           /* NaN: no conversion of NaN below */
+    float t = xc * 1.44269504088896341f + 12582912.0f; /* round(x / ln2) + 1.5 * 2^23 */
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t ni = (int32_t)n, na = ni / 2, nb = ni - na;
+    int32_t ea = (na + 127) << 23, eb = (nb + 127) << 23;
+    float sa, sb;
+    memcpy(&sa, &ea, sizeof sa);
+    memcpy(&sb, &eb, sizeof sb);
+    float y = p * sa * sb;
+    y = x < lo ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+/* The shifted exponential exp(l - mx) of formulas/cross_entropy.h, with
+ * cpu_expf. */
+static inline float ce_exp(float l, float mx) { return cpu_expf(sg_fsub(l, mx)); }
+
 /* Whether activations are stored NHWC and that differs from NCHW. */
 static int is_nhwc(const sg_backend *be, int c, int hw) {
     return be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
 }
 
-/* One NHWC pixel of ce_core: its c logits l (contiguous), gradients dl (may
- * alias l; NULL: none), weight pw. Adds its weighted loss to *loss. */
-static void ce_pixel_nhwc(const float *l, float *dl, int c, int y, float pw, float grad_scale,
-                          double *loss) {
-    float ly = pw != 0.0f ? l[y] : 0.0f; /* read before dl (may alias l) is written */
-    float mx = l[0], se = 0.0f;
-    for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[k]);
-    if (dl) {
-        for (int k = 0; k < c; k++) {
-            dl[k] = sg_ce_exp(l[k], mx); /* exp(l - max) once, kept for the gradient */
-            se = sg_ce_sum(se, dl[k]);
-        }
-    } else {
-        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[k], mx));
-    }
-    if (pw != 0.0f) *loss += sg_ce_wloss(pw, sg_ce_loss(mx, se, ly));
-    if (!dl) return;
-    if (pw == 0.0f) { /* exactly 0, even where the logits are not finite */
-        for (int k = 0; k < c; k++) dl[k] = 0.0f;
-        return;
-    }
-    float gsp = sg_ce_pixel_scale(grad_scale, pw), inv = sg_ce_inv(gsp, se);
+/* Floats of a thread's class-major copy of an NHWC block (ce_core). */
+#define CE_NHWC_FLOATS 16384
+
+/* One block of len pixels of ce_core, classes apart by stride ks in l and
+ * in dl (may alias l; NULL: no gradient): the loss of each pixel with
+ * weight pw[q] != 0 added to *loss (in pixel order) and pw[q] to *wsum. */
+SG_CPU_CLONES static void ce_block(const float *l, size_t ks, const uint8_t *lab, const float *pw,
+                                   int len, int c, float grad_scale, float *dl, double *loss,
+                                   double *wsum) {
+    float mx[CE_BLOCK], se[CE_BLOCK], ly[CE_BLOCK];
+    for (int q = 0; q < len; q++) mx[q] = l[q], se[q] = 0.0f;
+    for (int k = 1; k < c; k++) {
+        const float *lk = l + (size_t)k * ks;
 #pragma omp simd
-    for (int k = 0; k < c; k++) dl[k] = sg_ce_grad(dl[k], inv);
-    dl[y] = sg_ce_grad_label(dl[y], gsp);
+        for (int q = 0; q < len; q++) mx[q] = sg_ce_max(mx[q], lk[q]);
+    }
+    /* The label's logit, read before dl is written (it may alias l: every
+     * element is read before it is overwritten). */
+    for (int q = 0; q < len; q++) ly[q] = pw[q] != 0.0f ? l[(size_t)lab[q] * ks + q] : 0.0f;
+    /* exp(l - max) once per logit; kept in dl for the gradient. */
+    for (int k = 0; k < c; k++) {
+        const float *lk = l + (size_t)k * ks;
+        if (dl) {
+            float *dk = dl + (size_t)k * ks;
+#pragma omp simd
+            for (int q = 0; q < len; q++) {
+                dk[q] = ce_exp(lk[q], mx[q]);
+                se[q] = sg_ce_sum(se[q], dk[q]);
+            }
+        } else {
+#pragma omp simd
+            for (int q = 0; q < len; q++) se[q] = sg_ce_sum(se[q], ce_exp(lk[q], mx[q]));
+        }
+    }
+    for (int q = 0; q < len; q++) {
+        if (pw[q] == 0.0f) continue;
+        *loss += sg_ce_wloss(pw[q], sg_ce_loss(mx[q], se[q], ly[q]));
+        *wsum += (double)pw[q];
+    }
+    if (!dl) return;
+    float gsp[CE_BLOCK], inv[CE_BLOCK]; /* grad_scale * w_p, / sum; 0 where w_p = 0 */
+    for (int q = 0; q < len; q++) {
+        gsp[q] = sg_ce_pixel_scale(grad_scale, pw[q]);
+        inv[q] = pw[q] != 0.0f ? sg_ce_inv(gsp[q], se[q]) : 0.0f;
+    }
+    for (int k = 0; k < c; k++) {
+        float *dk = dl + (size_t)k * ks;
+#pragma omp simd
+        for (int q = 0; q < len; q++) dk[q] = sg_ce_grad(dk[q], inv[q]);
+    }
+    for (int q = 0; q < len; q++) {
+        int y = lab[q];
+        if (pw[q] != 0.0f) {
+            dl[(size_t)y * ks + q] = sg_ce_grad_label(dl[(size_t)y * ks + q], gsp[q]);
+        } else { /* exactly 0, even where the logits are not finite */
+            for (int k = 0; k < c; k++) dl[(size_t)k * ks + q] = 0.0f;
+        }
+    }
 }
 
 /* The fused loss of ce_fwd_bwd and ce_weighted: pixel p counts with weight
  * w_p (backend.h, ce_weighted); w_p == 1 for every valid pixel reproduces the
  * plain loss bit for bit (grad_scale * 1 and 1.0 * loss are exact). */
-static void ce_core(int nhwc, const float *logits, const uint8_t *labels, int n, int c, int hw,
-                    int ignore, const float *class_w, const float *sel_key, float sel_below,
+static void ce_core(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
+                    int hw, int ignore, const float *class_w, const float *sel_key, float sel_below,
                     float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
-    int blocks = (hw + CE_BLOCK - 1) / CE_BLOCK;
+    /* NHWC blocks are copied class-major into a per-thread buffer of
+     * CE_NHWC_FLOATS: fewer pixels a block with many classes (the same
+     * results: the loss is summed pixel by pixel in order either way) */
+    int nhwc = is_nhwc(be, c, hw);
+    int bl = CE_BLOCK;
+    if (nhwc && (long)bl * c > CE_NHWC_FLOATS) bl = c < CE_NHWC_FLOATS ? CE_NHWC_FLOATS / c : 1;
+    int blocks = (hw + bl - 1) / bl;
     long tasks = (long)n * blocks;
     /* The loss is summed per fixed chunk of tasks, then the chunks in order:
      * the result does not depend on the thread count or on which thread
@@ -68,88 +153,41 @@ static void ce_core(int nhwc, const float *logits, const uint8_t *labels, int n,
     double part_loss[CE_CHUNKS];
     double part_w[CE_CHUNKS];
     long per_chunk = (tasks + CE_CHUNKS - 1) / CE_CHUNKS;
+    float *bufs = nhwc ? sg_cpu_act_buf(be, 0, (size_t)bl * c * omp_get_max_threads()) : NULL;
 #pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SG_CPU_PAR_MIN)
     for (int ch = 0; ch < CE_CHUNKS; ch++) {
         double loss = 0, wsum = 0;
+        float pw[CE_BLOCK];
         long t_end = (ch + 1) * per_chunk < tasks ? (ch + 1) * per_chunk : tasks;
         for (long t = ch * per_chunk; t < t_end; t++) {
-            int i = (int)(t / blocks), p0 = (int)(t % blocks) * CE_BLOCK;
-            int len = hw - p0 < CE_BLOCK ? hw - p0 : CE_BLOCK;
-            if (nhwc) { /* the same pixels, in the same order, one at a time */
-                size_t px = (size_t)i * hw + p0;
-                for (int q = 0; q < len; q++) {
-                    int y = labels[px + q];
-                    float pw = sg_ce_pixel_weight(sg_ce_valid(y, c, ignore),
-                                                  class_w && y < c ? class_w[y] : 1.0f,
-                                                  sel_key ? sel_key[px + q] < sel_below : 1);
-                    ce_pixel_nhwc(logits + (px + q) * c, dlogits ? dlogits + (px + q) * c : NULL, c,
-                                  y, pw, grad_scale, &loss);
-                    if (pw != 0.0f) wsum += (double)pw;
-                }
-                continue;
-            }
-            const float *l = logits + (size_t)i * c * hw + p0;
-            const uint8_t *lab = labels + (size_t)i * hw + p0;
-            const float *key = sel_key ? sel_key + (size_t)i * hw + p0 : NULL;
-            float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
-            float mx[CE_BLOCK], se[CE_BLOCK], pw[CE_BLOCK];
+            int i = (int)(t / blocks), p0 = (int)(t % blocks) * bl;
+            int len = hw - p0 < bl ? hw - p0 : bl;
+            size_t px = (size_t)i * hw + p0; /* the block's first pixel */
+            const uint8_t *lab = labels + px;
             for (int q = 0; q < len; q++) {
-                mx[q] = l[q];
-                se[q] = 0;
                 int y = lab[q];
                 pw[q] = sg_ce_pixel_weight(sg_ce_valid(y, c, ignore),
                                            class_w && y < c ? class_w[y] : 1.0f,
-                                           key ? key[q] < sel_below : 1);
+                                           sel_key ? sel_key[px + q] < sel_below : 1);
             }
-            for (int k = 1; k < c; k++) {
-                const float *lk = l + (size_t)k * hw;
-#pragma omp simd
-                for (int q = 0; q < len; q++) mx[q] = sg_ce_max(mx[q], lk[q]);
+            if (!nhwc) {
+                const float *l = logits + (size_t)i * c * hw + p0;
+                float *dl = dlogits ? dlogits + (size_t)i * c * hw + p0 : NULL;
+                ce_block(l, (size_t)hw, lab, pw, len, c, grad_scale, dl, &loss, &wsum);
+                continue;
             }
-            /* The label's logit, read before dlogits is written (it may alias
-             * logits: every element is read before it is overwritten). */
-            float ly[CE_BLOCK];
-            for (int q = 0; q < len; q++) {
-                int y = lab[q];
-                ly[q] = pw[q] != 0.0f ? l[(size_t)y * hw + q] : 0.0f;
-            }
-            /* exp(l - max) once per logit; kept in dlogits for the gradient. */
-            for (int k = 0; k < c; k++) {
-                const float *lk = l + (size_t)k * hw;
-                if (dl) {
-                    float *dk = dl + (size_t)k * hw;
-                    for (int q = 0; q < len; q++) {
-                        dk[q] = sg_ce_exp(lk[q], mx[q]);
-                        se[q] = sg_ce_sum(se[q], dk[q]);
-                    }
-                } else {
-                    for (int q = 0; q < len; q++) se[q] = sg_ce_sum(se[q], sg_ce_exp(lk[q], mx[q]));
-                }
-            }
-            for (int q = 0; q < len; q++) {
-                if (pw[q] == 0.0f) continue;
-                loss += sg_ce_wloss(pw[q], sg_ce_loss(mx[q], se[q], ly[q]));
-                wsum += (double)pw[q];
-            }
-            if (!dl) continue;
-            float gsp[CE_BLOCK], inv[CE_BLOCK]; /* grad_scale * w_p, / sum; 0 where w_p = 0 */
-            for (int q = 0; q < len; q++) {
-                gsp[q] = sg_ce_pixel_scale(grad_scale, pw[q]);
-                inv[q] = pw[q] != 0.0f ? sg_ce_inv(gsp[q], se[q]) : 0.0f;
-            }
-            for (int k = 0; k < c; k++) {
-                float *dk = dl + (size_t)k * hw;
-#pragma omp simd
-                for (int q = 0; q < len; q++) dk[q] = sg_ce_grad(dk[q], inv[q]);
-            }
-            for (int q = 0; q < len; q++) {
-                int y = lab[q];
-                if (pw[q] != 0.0f) {
-                    dl[(size_t)y * hw + q] = sg_ce_grad_label(dl[(size_t)y * hw + q], gsp[q]);
-                } else { /* exactly 0, even where the logits are not finite */
-                    for (int k = 0; k < c; k++) dl[(size_t)k * hw + q] = 0.0f;
-                }
-            }
+            /* NHWC: the block class-major into buf, the NCHW block on it,
+             * the gradients back */
+            float *buf = bufs + (size_t)bl * c * omp_get_thread_num();
+            const float *l = logits + px * c;
+            for (int q = 0; q < len; q++)
+                for (int k = 0; k < c; k++) buf[(size_t)k * len + q] = l[(size_t)q * c + k];
+            ce_block(buf, (size_t)len, lab, pw, len, c, grad_scale, dlogits ? buf : NULL, &loss,
+                     &wsum);
+            if (!dlogits) continue;
+            float *dl = dlogits + px * c;
+            for (int q = 0; q < len; q++)
+                for (int k = 0; k < c; k++) dl[(size_t)q * c + k] = buf[(size_t)k * len + q];
         }
         part_loss[ch] = loss;
         part_w[ch] = wsum;
@@ -167,8 +205,8 @@ static void ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *label
                        int hw, int ignore, float grad_scale, float *dlogits, double *loss_sum,
                        int64_t *valid) {
     double w = 0;
-    ce_core(is_nhwc(be, c, hw), logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale,
-            dlogits, loss_sum, &w);
+    ce_core(be, logits, labels, n, c, hw, ignore, NULL, NULL, 0.0f, grad_scale, dlogits, loss_sum,
+            &w);
     *valid = (int64_t)w; /* a count below 2^53: exact in double */
 }
 
@@ -176,8 +214,8 @@ static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labe
                         int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum) {
-    ce_core(is_nhwc(be, c, hw), logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below,
-            grad_scale, dlogits, loss_sum, weight_sum);
+    ce_core(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale, dlogits,
+            loss_sum, weight_sum);
 }
 
 static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
@@ -197,8 +235,8 @@ static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *la
         }
         float mx = l[0], se = 0;
         for (int k = 1; k < c; k++) mx = sg_ce_max(mx, l[k * ks]);
-        for (int k = 0; k < c; k++) se = sg_ce_sum(se, sg_ce_exp(l[k * ks], mx));
-        prob[p] = sg_ce_prob(sg_ce_exp(l[y * ks], mx), se);
+        for (int k = 0; k < c; k++) se = sg_ce_sum(se, ce_exp(l[k * ks], mx));
+        prob[p] = sg_ce_prob(ce_exp(l[y * ks], mx), se);
     }
 }
 

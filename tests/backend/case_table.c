@@ -913,6 +913,8 @@ const tb_case tb_cases[] = {
     {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 2, .c = 21, .h = 41, .w = 43, .lo = -8, .hi = 8,
      .grad_scale = 0.25f, .inplace = 1, .tol = 1e-6,
      .note = "NHWC: 21 classes, in place, threaded"},
+    {"ce_fwd_bwd", run_ce_fwd_bwd, .n = 2, .c = 150, .h = 29, .w = 7, .lo = -8, .hi = 8,
+     .grad_scale = 0.25f, .tol = 1e-6, .note = "150 classes: NHWC blocks of 109 pixels"},
     /* loss options (issue 16): class weights, OHEM's selection, k-th smallest */
     {"ce_weighted", run_ce_weighted, .n = 3, .c = 7, .h = 3301, .w = 1, .lo = -8, .hi = 8,
      .grad_scale = 0.25f, .tol = 1e-6, .note = "drawn weights, several blocks, threaded"},
