@@ -15,12 +15,10 @@
  * w = class_w[y] if valid and selected, else 0: loss w * loss_p (double),
  * gradient as above with grad_scale * w (float), exactly 0 where w == 0.
  * The order of the pixels (the reduction of the loss) is each backend's.
- * The basic operations are rounded alike on both backends (hostdev.h); exp
- * and log are each side's own: log from the math library (glibc on the
- * CPU, CUDA's on the device); expf from CUDA's library on the device, while
- * the CPU's loss uses kernels/cpu/cpu_loss.c's vectorizable cpu_expf (1-2
- * ulp; sg_ce_exp below, glibc's expf, serves the CPU's other users). They
- * agree to within a couple of ulp, not bit for bit.
+ * The basic operations are rounded alike on both backends (hostdev.h); expf
+ * and log come from each side's math library (glibc on the CPU, CUDA's on
+ * the device), which agree to within their documented couple of ulp, not
+ * bit for bit.
  */
 #ifndef SG_KERNELS_FORMULAS_CROSS_ENTROPY_H
 #define SG_KERNELS_FORMULAS_CROSS_ENTROPY_H
