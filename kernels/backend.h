@@ -379,6 +379,14 @@ typedef struct sg_ops {
                         const float *w, void *y, int y_dt);
     void (*conv_bwd_weight_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
                                const float *dy, float *dw, int accumulate);
+    /* The backward of one conv whose weights and input both take gradients:
+     * conv_bwd_weight_dt(x, dy -> dw, acc_w), then conv_bwd_data(dy, w ->
+     * dx, acc_x), bit for bit those two calls, in one so that a backend can
+     * share their work on dy (the CPU's bf16 GEMM paths round dy to bf16
+     * once for both). */
+    void (*conv_bwd_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                        const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                        int acc_x);
     void (*bn_stats_dt)(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                         float *stats);
     void (*bn_fwd_dt)(sg_backend *be, const void *x, int x_dt, const float *mean,
@@ -490,8 +498,8 @@ typedef struct sg_ops {
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
     X(bind_thread)                                                                       \
     X(mem_written)                                                                       \
-    X(conv_fwd_dt) X(conv_bwd_weight_dt) X(bn_stats_dt) X(bn_fwd_dt) X(bn_bwd_reduce_dt)   \
-    X(bn_bwd_elem_dt)                                                                      \
+    X(conv_fwd_dt) X(conv_bwd_weight_dt) X(conv_bwd_dt) X(bn_stats_dt) X(bn_fwd_dt)        \
+    X(bn_bwd_reduce_dt) X(bn_bwd_elem_dt)                                                  \
     X(bn_add_relu_fwd) X(bn_bwd_reduce_res)                                                \
     X(set_step_key)                                                                        \
     X(graph_begin) X(graph_end) X(graph_launch) X(graph_free)

@@ -64,7 +64,19 @@ static void conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void
     sg_cpu_conv_f32(be, d, 0, xf, dy, dw, accumulate);
 }
 
+/* Both backward passes: on the native bf16 GEMM paths with dy rounded to
+ * bf16 once (sg_cpu_conv_native_bwd), else the two ops. */
+static void conv_bwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                        const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                        int acc_x) {
+    check_dt(x_dt, "conv_bwd_dt", "x_dt");
+    if (sg_cpu_conv_native_bwd(be, d, x, x_dt, dy, w, dw, acc_w, dx, acc_x)) return;
+    conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc_w);
+    be->ops->conv_bwd_data(be, d, dy, w, dx, acc_x);
+}
+
 void sg_cpu_fill_act_bf16_ops(sg_ops *ops) {
     ops->conv_fwd_dt = conv_fwd_dt;
     ops->conv_bwd_weight_dt = conv_bwd_weight_dt;
+    ops->conv_bwd_dt = conv_bwd_dt;
 }

@@ -160,6 +160,8 @@ struct sg_cpu_conv_cache {
                                   GEMM paths: the float32 sum before rounding */
     ws_buf wtrim;              /* live-tap weights of a trimmed kernel (plain oihw) */
     ws_buf ctr;                /* GEMM_CENTER's 1x1 weight gradient */
+    const uint16_t *dy16;      /* sg_cpu_conv_native_bwd: dy as bf16 (in g16[1]) for
+                                  both passes of the call, else NULL */
     ws_buf scratch;            /* oneDNN scratchpad */
     ws_buf dw_wt;              /* NHWC depthwise backward: weights per tap (cpu_conv_dw.c) */
     sg_conv_taps_ws taps;      /* per-tap GEMM path (cpu_conv_taps.c) */
@@ -465,6 +467,17 @@ static int nxc_bf16_dilated_bug(const sg_conv_desc *d, int bf16) {
     return bf16 && (d->dil_h > 1 || d->dil_w > 1) && d->c % 16 != 0;
 }
 
+/* oneDNN 2.6's native bf16 backward-data kernel for strided 1x1 convs on
+ * channels-last tensors (jit_bf16_1x1:avx512_core_bf16, acdb) returns wrong
+ * input gradients (relative error 0.6-0.8) when the output channels are not
+ * a multiple of the block: rows n1 c16/c32/c48 12x10 and 24x20 k17 1x1
+ * stride 2 failed on Zen 5, k = 16, 20, 24 and 32 passed. Those convs run
+ * on the GEMM-based kernel, as nxc_rtus_bug's. */
+static int nxc_bf16_strided_1x1_bug(const sg_conv_desc *d, int bf16) {
+    return bf16 && d->r == 1 && d->s == 1 && (d->stride_h > 1 || d->stride_w > 1) &&
+           d->k % 16 != 0 && sg_conv_groups(d) == 1;
+}
+
 static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int op, int bf16,
                          int act) {
     if (use_wino(cc, d, bf16)) return LAYOUT_WINO;
@@ -478,6 +491,7 @@ static int choose_layout(const sg_cpu_conv_cache *cc, const sg_conv_desc *d, int
         if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
         if (op == OP_BWD_WEIGHT && (nxc_rtus_bug(d) || nxc_bf16_dilated_bug(d, bf16)))
             return LAYOUT_PLAIN;
+        if (op == OP_BWD_DATA && nxc_bf16_strided_1x1_bug(d, bf16)) return LAYOUT_PLAIN;
         return op == OP_BWD_DATA && d->c < 16 && sg_conv_groups(d) == 1 ? LAYOUT_PLAIN : LAYOUT_CL;
     }
     if (cc->layout_mode != LAYOUT_AUTO) return cc->layout_mode;
@@ -1276,12 +1290,18 @@ static void run_native_gemm(sg_cpu_conv_cache *cc, int path, const sg_conv_desc 
     size_t n0, n1, nout;
     op_counts(d, op, &n0, &n1, &nout);
     int nhwc = act == SG_LAYOUT_NHWC;
-    const uint16_t *a = bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
+    /* dy (in0 of backward-data, in1 of backward-weights): cc->dy16 where
+     * sg_cpu_conv_native_bwd rounded it for both */
+    const uint16_t *a =
+        op == OP_BWD_DATA && cc->dy16
+            ? cc->dy16
+            : bf16_input(&cc->g16[0], in0, op == OP_BWD_DATA ? SG_ACT_F32 : xdt, n0);
     /* the Winograd passes round the float32 weights as they read them */
     int w32 = path == GEMM_WINO;
-    const uint16_t *b = op == OP_BWD_WEIGHT ? bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1)
-                        : w32               ? NULL
-                                            : weights_bf16(cc, path, d, in1, wc);
+    const uint16_t *b = op == OP_BWD_WEIGHT
+                            ? (cc->dy16 ? cc->dy16 : bf16_input(&cc->g16[1], in1, SG_ACT_F32, n1))
+                        : w32 ? NULL
+                              : weights_bf16(cc, path, d, in1, wc);
     ws_reserve(&cc->acc, nout * sizeof(float));
     float *r = (accumulate || ydt == SG_ACT_BF16) ? cc->acc.p : out;
     if (path == GEMM_WINO) {
@@ -1397,6 +1417,26 @@ int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const 
     conv_entry *e = get_entry_dt(cc, d, op, be->layout, 1, xdt, fwd ? ydt : SG_ACT_F32);
     if (!e->prim) return 0; /* no bf16 kernel for this geometry: emulated */
     run_entry(cc, e, x, in1, out, accumulate, sg_cpu_of(be)->wcache);
+    return 1;
+}
+
+int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x, int xdt,
+                           const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                           int acc_x) {
+    sg_cpu_conv_cache *cc = conv_cache(be);
+    sg_wcache *wc = sg_cpu_of(be)->wcache;
+    /* with the weight cache the backward-data weights never use g16[1] */
+    if (cc->bf16 != BF16_NATIVE || !wc) return 0;
+    int pw = native_gemm_path(cc, d, OP_BWD_WEIGHT, be->layout);
+    int pd = native_gemm_path(cc, d, OP_BWD_DATA, be->layout);
+    if (pw == GEMM_NONE || pd == GEMM_NONE) return 0;
+    size_t n0, n1, nout;
+    op_counts(d, OP_BWD_WEIGHT, &n0, &n1, &nout);
+    cc->dy16 = bf16_input(&cc->g16[1], dy, SG_ACT_F32, n1);
+    run_native_gemm(cc, pw, d, OP_BWD_WEIGHT, be->layout, x, xdt, dy, dw, SG_ACT_F32, acc_w, wc);
+    run_native_gemm(cc, pd, d, OP_BWD_DATA, be->layout, dy, SG_ACT_F32, w, dx, SG_ACT_F32, acc_x,
+                    wc);
+    cc->dy16 = NULL;
     return 1;
 }
 

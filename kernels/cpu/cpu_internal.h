@@ -38,7 +38,7 @@
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cpu_loss.c
  *             kth_smallest argmax confusion
  *   tta       flip_w softmax_fwd                         cpu_tta.c
- *   act_bf16  conv_fwd_dt conv_bwd_weight_dt             cpu_act_bf16.c
+ *   act_bf16  conv_fwd_dt conv_bwd_weight_dt conv_bwd_dt cpu_act_bf16.c
  *             bn_stats_dt bn_fwd_dt bn_bwd_reduce_dt     cpu_bn.c (the float32 BN's
  *             bn_bwd_elem_dt                               kernels on widened planes)
  *   (helpers) bf16 rounding / widening, no ops           cpu_bf16.c
@@ -124,6 +124,14 @@ void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t p
  * oneDNN lacks a bf16 kernel for): the caller converts instead. */
 int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
                           const float *in1, void *out, int ydt, int accumulate);
+
+/* conv_bwd_dt's shared path (cpu_conv.c): where native bf16 runs both
+ * backward passes of d as GEMMs (native_gemm_path), dy is rounded to bf16
+ * once and both run on it - the values each pass would round it to, so the
+ * results of the two ops. Returns 0 (nothing done) otherwise. */
+int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x, int xdt,
+                           const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                           int acc_x);
 
 /* The float32 forward (fwd 1: in1 = w, out = y) or backward-weights pass
  * (fwd 0: in1 = dy, out = dw) of cpu_conv.c, for the *_dt ops' converting

@@ -96,7 +96,17 @@ static void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, co
     sg_cuda_conv_f32(be, d, 0, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw, accumulate);
 }
 
+/* Both backward passes: the two ops, in the stated order (nothing is
+ * shared here yet). */
+static void sg_cuda_conv_bwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                                const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                                int acc_x) {
+    sg_cuda_conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc_w);
+    be->ops->conv_bwd_data(be, d, dy, w, dx, acc_x);
+}
+
 void sg_cuda_fill_act_bf16_ops(sg_ops *o) {
     o->conv_fwd_dt = sg_cuda_conv_fwd_dt;
     o->conv_bwd_weight_dt = sg_cuda_conv_bwd_weight_dt;
+    o->conv_bwd_dt = sg_cuda_conv_bwd_dt;
 }

@@ -40,7 +40,7 @@
  *   loss      ce_fwd_bwd ce_weighted ce_label_prob       cuda_loss.cu
  *             kth_smallest argmax confusion
  *   tta       flip_w softmax_fwd                         cuda_tta.cu
- *   act_bf16  conv_fwd_dt conv_bwd_weight_dt             cuda_act_bf16.cu
+ *   act_bf16  conv_fwd_dt conv_bwd_weight_dt conv_bwd_dt cuda_act_bf16.cu
  *             bn_stats_dt bn_fwd_dt bn_bwd_reduce_dt     cuda_bn.cu (the float32 BN
  *             bn_bwd_elem_dt                               kernels' bf16 instances)
  *   (helpers) error reporting, no ops                    cuda_check.cu

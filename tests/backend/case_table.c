@@ -118,7 +118,11 @@
         CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, G, N, C, H, W, K, R, ST,   \
                        PAD, DIL, XDT, SG_ACT_F32, NOTE),                                           \
         CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, G, N, C, H, W, K, R, ST,   \
-                       PAD, DIL, XDT, SG_ACT_F32, NOTE)
+                       PAD, DIL, XDT, SG_ACT_F32, NOTE),                                           \
+        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 0, G, N, C, H, W, K, R, ST, PAD, DIL, XDT,  \
+                       SG_ACT_F32, NOTE),                                                          \
+        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 1, G, N, C, H, W, K, R, ST, PAD, DIL, XDT,  \
+                       SG_ACT_F32, NOTE)
 #define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE) \
     CONV_DT_G(0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)
 /* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
@@ -328,6 +332,7 @@ const tb_case tb_cases[] = {
     CONV_SQ(1, 3, 17, 13, 5, 3, 1, 1, 1, 1, "odd sizes"),
     CONV_SQ(4, 6, 15, 11, 4, 3, 2, 1, 1, 1, "batch 4, stride 2"),
     CONV_SQ(1, 4, 9, 9, 7, 1, 2, 0, 1, 1, "1x1 stride 2"),
+    CONV_SQ(1, 32, 12, 10, 17, 1, 2, 0, 1, 0, "1x1 stride 2, k = 17: bf16 backward-data (NHWC)"),
     CONV_SQ(4, 3, 33, 31, 8, 7, 2, 3, 1, 1, "the stem, batch 4"),
     CONV_SQ(2, 5, 13, 14, 3, 3, 1, 2, 2, 1, "dilation 2"),
     CONV_SQ(1, 3, 29, 27, 4, 3, 1, 12, 12, 1, "dilation 12"),
@@ -648,6 +653,8 @@ const tb_case tb_cases[] = {
             "sparse dilated, float32 x, bf16 y"),
     CONV_DT(2, 40, 4, 5, 512, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_F32,
             "1x1 k = 512: backward-weight as a matmul on bf16 x"),
+    CONV_DT(1, 128, 9, 10, 128, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
+            "3x3, 128 channels: the bf16 Winograd (conv_bwd_dt: dy rounded once)"),
     CONV_DT_G(20, 2, 20, 9, 8, 20, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_F32,
               "depthwise dilated, c = 20 (the direct backward-weight)"),
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},

@@ -140,6 +140,7 @@ void run_softmax_fwd(tb_ctx *t, const tb_case *c);
  * recomputed) */
 void run_conv_fwd_dt(tb_ctx *t, const tb_case *c);
 void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c);
+void run_conv_bwd_dt(tb_ctx *t, const tb_case *c);
 void run_bn_stats_dt(tb_ctx *t, const tb_case *c);
 void run_bn_fwd_dt(tb_ctx *t, const tb_case *c);
 void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c);

@@ -122,6 +122,35 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
     }
 }
 
+/* conv_bwd_dt: both gradients against the references, and the same as
+ * conv_bwd_weight_dt then conv_bwd_data (bit for bit on a deterministic
+ * backend). acc is both passes' accumulate. */
+void run_conv_bwd_dt(tb_ctx *t, const tb_case *c) {
+    sg_conv_desc d;
+    size_t nx, nw, ny;
+    if (!TB_HAS(t, conv_bwd_dt) || !conv_geometry(t, c, &d, &nx, &nw, &ny)) return;
+    const sg_ops *o = t->be->ops;
+    int xhw = d.h * d.w;
+    float *x = tb_input(t, nx), *dy = tb_rand(t, ny, -1, 1), *w = tb_rand(t, nw, -1, 1);
+    float *dw0 = tb_rand(t, nw, -1, 1), *dx0 = tb_rand(t, nx, -1, 1);
+    round_if(x, nx, c->x_dt);
+    float *dw = tb_hcopy(t, dw0, nw), *dx = tb_hcopy(t, dx0, nx);
+    ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
+    ref_conv_bwd_data(&d, dy, w, dx, c->acc);
+    void *x_d = conv_act(t, x, d.n, d.c, xhw, c->x_dt);
+    float *dy_d = tb_actf(t, dy, d.n, d.k, d.oh * d.ow), *w_d = tb_devf(t, w, nw);
+    float *dw_d = tb_devf(t, dw0, nw), *dx_d = tb_actf(t, dx0, d.n, d.c, xhw);
+    o->conv_bwd_dt(t->be, &d, x_d, c->x_dt, dy_d, w_d, dw_d, c->acc, dx_d, c->acc);
+    float *gw = tb_getf(t, dw_d, nw), *gx = tb_act_getf(t, dx_d, d.n, d.c, xhw);
+    tb_close(t, "dw", dw, gw, nw, t->tol);
+    tb_close(t, "dx", dx, gx, nx, t->tol);
+    float *dw2_d = tb_devf(t, dw0, nw), *dx2_d = tb_actf(t, dx0, d.n, d.c, xhw);
+    o->conv_bwd_weight_dt(t->be, &d, x_d, c->x_dt, dy_d, dw2_d, c->acc);
+    o->conv_bwd_data(t->be, &d, dy_d, w_d, dx2_d, c->acc);
+    same_as_f32(t, "dw vs conv_bwd_weight_dt", gw, tb_getf(t, dw2_d, nw), nw, SG_ACT_F32);
+    same_as_f32(t, "dx vs conv_bwd_data", gx, tb_act_getf(t, dx2_d, d.n, d.c, xhw), nx, SG_ACT_F32);
+}
+
 /* ---- BN: x, y, dy and dx are activations, in the backend's layout ---- */
 
 /* dev_act in the backend's layout: host floats v (NCHW [n, c, hw]; bf16

@@ -593,6 +593,15 @@ static void o_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const vo
     io(dsz(d, 0) * B(x_dt) + F(dsz(d, 1)) + (acc ? W : 0), W);
     real_ops->conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc);
 }
+/* both backward passes: counted as the two ops (which the backends' own
+ * conv_bwd_dt computes, with dy's conversion shared on the CPU's bf16 GEMM
+ * paths: an internal copy the model does not count anyway) */
+static void o_conv_bwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
+                          const float *dy, const float *w, float *dw, int acc_w, float *dx,
+                          int acc_x) {
+    o_conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc_w);
+    o_conv_bwd_data(be, d, dy, w, dx, acc_x);
+}
 static void o_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                           float *stats) {
     io(E(n, c, hw) * B(x_dt), F(2 * c));
@@ -669,6 +678,7 @@ static void count_ops(sg_backend *be) {
     o.sgd_step = o_sgd_step;
     o.conv_fwd_dt = o_conv_fwd_dt;
     o.conv_bwd_weight_dt = o_conv_bwd_weight_dt;
+    o.conv_bwd_dt = o_conv_bwd_dt;
     o.bn_stats_dt = o_bn_stats_dt;
     o.bn_fwd_dt = o_bn_fwd_dt;
     o.bn_bwd_reduce_dt = o_bn_bwd_reduce_dt;
