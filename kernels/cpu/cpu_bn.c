@@ -864,6 +864,7 @@ static inline float keep_bits(float g, int keep) {
     return g;
 }
 #define KEEP_Y(i, ch, xv) keep_bits(g[i], y[i] > 0.0f)
+#define KEEP_Y16(i, ch, xv) keep_bits(g[i], sg_bf16_to_f32(y16[i]) > 0.0f)
 /* relu(v) > 0 exactly when v > 0 (NaN: neither), so the recomputed mask
  * skips the relu's select. */
 #define KEEP_REC(i, ch, xv) keep_bits(g[i], sg_bn_fwd_elem(xv, m[ch], a[ch], b[ch]) > 0.0f)
@@ -907,15 +908,20 @@ static inline float keep_bits(float g, int keep) {
     }
 
 /* s[ch] += sum(g), sx[ch] += sum(g*(x-m)) over np rows, g masked by y > 0
- * if relu; with dr (relu and y only: bn_bwd_reduce_res) the masked g is
- * also stored into (acc: added to) dr. plane_reduce / plane_reduce_res per
- * element, each channel summed row by row. */
+ * if relu (y float32, or y16 bf16 bits read as they are: no widened copy);
+ * with dr (relu and y only: bn_bwd_reduce_res) the masked g is also stored
+ * into (acc: added to) dr. plane_reduce / plane_reduce_res per element,
+ * each channel summed row by row. */
 #define ROWS_REDUCE(name, T, LOAD)                                                                 \
-    SG_CPU_CLONES static void name(const float *g, const T *x, const float *y, float *dr, long np, \
-                                   int c, const float *m, const float *a, const float *b,          \
-                                   int relu, int acc, double *s, double *sx) {                     \
+    SG_CPU_CLONES static void name(const float *g, const T *x, const float *y,                     \
+                                   const uint16_t *y16, float *dr, long np, int c, const float *m, \
+                                   const float *a, const float *b, int relu, int acc, double *s,   \
+                                   double *sx) {                                                   \
         size_t c1 = (size_t)c;                                                                     \
         if (!relu) REDUCE_ROWS(LOAD, NO_MASK, DR_NONE)                                             \
+        else if (y16 && !dr) REDUCE_ROWS(LOAD, KEEP_Y16, DR_NONE)                                  \
+        else if (y16 && acc) REDUCE_ROWS(LOAD, KEEP_Y16, DR_ADD)                                   \
+        else if (y16) REDUCE_ROWS(LOAD, KEEP_Y16, DR_SET)                                          \
         else if (!y) REDUCE_ROWS(LOAD, KEEP_REC, DR_NONE)                                          \
         else if (!dr) REDUCE_ROWS(LOAD, KEEP_Y, DR_NONE)                                           \
         else if (acc) REDUCE_ROWS(LOAD, KEEP_Y, DR_ADD)                                            \
@@ -925,29 +931,27 @@ ROWS_REDUCE(rows_reduce, float, F32_LOAD)
 ROWS_REDUCE(rows_reduce_bf16, uint16_t, BF16_LOAD)
 
 /* rows_reduce / rows_reduce_bf16 by x_dt on rows rows of w lanes at
- * element offset o (y: float32 rows at yp, or NULL). */
-static void reduce_rows_dt(const float *dy, const void *x, int x_dt, const float *yp, float *dres,
-                           size_t o, long rows, int w, const float *m, const float *a,
-                           const float *b, int relu, int accumulate, double *ps, double *psx) {
+ * element offset o (y: float32 rows at yp, bf16 ones at y16p, or neither). */
+static void reduce_rows_dt(const float *dy, const void *x, int x_dt, const float *yp,
+                           const uint16_t *y16p, float *dres, size_t o, long rows, int w,
+                           const float *m, const float *a, const float *b, int relu, int accumulate,
+                           double *ps, double *psx) {
     float *dr = dres ? dres + o : NULL;
     if (x_dt == SG_ACT_F32)
-        rows_reduce(dy + o, (const float *)x + o, yp, dr, rows, w, m, a, b, relu, accumulate, ps,
-                    psx);
+        rows_reduce(dy + o, (const float *)x + o, yp, y16p, dr, rows, w, m, a, b, relu, accumulate,
+                    ps, psx);
     else
-        rows_reduce_bf16(dy + o, (const uint16_t *)x + o, yp, dr, rows, w, m, a, b, relu,
+        rows_reduce_bf16(dy + o, (const uint16_t *)x + o, yp, y16p, dr, rows, w, m, a, b, relu,
                          accumulate, ps, psx);
 }
-
-/* Floats of a thread's widened-y chunk (bn_bwd_reduce_res with y in bf16). */
-#define NHWC_Y_CHUNK 8192
 
 /* bn_bwd_reduce_dt, and bn_bwd_reduce_res (relu, dres: the masked g).
  * Rows in groups (nhwc_group): each part sums G*c lanes over its whole
  * groups, its rows left into the first c, then folds the G copies of a
  * channel into the first in order. A bf16-stored y (the join's output) is
- * widened a chunk of rows at a time into a per-thread buffer: each
- * channel's sums still run row by row in order, so the chunking changes no
- * bit. */
+ * read as bf16 bits, its mask the float32 comparison of the widened value
+ * (a widened copy, as before, cost a pass over it: 8 ms of the 1-thread
+ * bf16 ResNet-50 step). */
 static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
                             int y_dt, const float *mean, const float *invstd, const float *gamma,
                             const float *beta, float *red, float *dres, int n, int c, int hw,
@@ -965,8 +969,6 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
         nhwc_repeat(a, a, c, G), nhwc_repeat(b, beta, c, G);
     }
     int ybf = y && y_dt == SG_ACT_BF16;
-    size_t ychunk = gc > NHWC_Y_CHUNK ? gc : NHWC_Y_CHUNK;
-    float *ybufs = ybf ? sg_cpu_act_buf(be, 0, ychunk * (size_t)omp_get_max_threads()) : NULL;
 #pragma omp parallel for schedule(static) if ((size_t)s.npix * c >= SG_CPU_PAR_MIN)
     for (long k = 0; k < s.parts; k++) {
         double *ps = part + 2 * (size_t)k * gp, *psx = ps + gp;
@@ -974,27 +976,14 @@ static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int 
         long p0, p1;
         nhwc_part(&s, k, &p0, &p1);
         long ng = (p1 - p0) / G; /* whole groups, then the rows left */
-        float *yb = ybf ? ybufs + ychunk * (size_t)omp_get_thread_num() : NULL;
         for (int h = 0; h < 2; h++) {
             size_t o = (size_t)p0 * c + (h ? (size_t)ng * gc : 0);
             long rows = h ? (p1 - p0) % G : ng;
             int w = h ? c : (int)gc;
-            if (!ybf) {
-                const float *yp = y ? (const float *)y + o : NULL;
-                reduce_rows_dt(dy, x, x_dt, yp, dres, o, rows, w, m, a, b, relu, accumulate, ps,
-                               psx);
-                continue;
-            }
-            long step = (long)(ychunk / (size_t)w);
-            for (long r0 = 0; r0 < rows; r0 += step) {
-                long nr = rows - r0 < step ? rows - r0 : step;
-                size_t oc = o + (size_t)r0 * w, cnt = (size_t)nr * w;
-                const uint16_t *ys = (const uint16_t *)y + oc;
-#pragma omp simd
-                for (size_t q = 0; q < cnt; q++) yb[q] = sg_bf16_to_f32(ys[q]);
-                reduce_rows_dt(dy, x, x_dt, yb, dres, oc, nr, w, m, a, b, relu, accumulate, ps,
-                               psx);
-            }
+            const float *yp = y && !ybf ? (const float *)y + o : NULL;
+            const uint16_t *y16p = ybf ? (const uint16_t *)y + o : NULL;
+            reduce_rows_dt(dy, x, x_dt, yp, y16p, dres, o, rows, w, m, a, b, relu, accumulate, ps,
+                           psx);
         }
         for (int r = 1; r < G; r++)
             for (int ch = 0; ch < c; ch++)
