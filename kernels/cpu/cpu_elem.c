@@ -98,8 +98,8 @@ static void dropout_fwd(sg_backend *be, const float *x, float *y, uint8_t *mask,
     int nhwc = be->layout == SG_LAYOUT_NHWC && c > 1 && hw > 1;
     /* NHWC: pixel row r = b*hw + q holds channels ch at j = r*c + ch, NCHW
      * index (b*c + ch)*hw + q: one division per row, none per element (the
-     * divisions per element took most of the time). NCHW: rows of c too,
-     * for the same loop. */
+     * divisions per element took most of the time). NCHW: runs of 4096
+     * elements, whose index is their position. */
     size_t cs = c > 0 ? (size_t)c : 1, hws = hw > 0 ? (size_t)hw : 1, rows = count / cs;
     if (!nhwc) {
         cs = count < 4096 ? (count ? count : 1) : 4096;
