@@ -416,20 +416,14 @@ static void backward_ops(sg_model *m, int accumulate) {
         case L_CONV: {
             sg_param *w = &m->params[l->w_param];
             int bias = l->b_param >= 0 && m->params[l->b_param].trainable;
-            if (w->trainable && xt->req_grad && !m->prof) {
-                /* both gradients in one op, which may share its work on dy
-                 * (the profile keeps the two passes apart instead) */
+            /* both gradients in one op, which may share its work on dy (the
+             * profile keeps the two passes apart instead) */
+            int both = w->trainable && xt->req_grad && !m->prof;
+            if (both) {
                 ops->conv_bwd_dt(be, &l->desc, xt->val, xt->dt, yt->grad, w->data, w->grad,
                                  accumulate, xt->grad, l->acc_in[0]);
                 ready(m, l->w_param);
-                if (bias) {
-                    ops->bias_bwd(be, yt->grad, m->params[l->b_param].grad, n, yt->c, yt->h * yt->w,
-                                  accumulate);
-                    ready(m, l->b_param);
-                }
-                break;
-            }
-            if (w->trainable) {
+            } else if (w->trainable) {
                 if (xt->dt == SG_ACT_F32)
                     ops->conv_bwd_weight(be, &l->desc, xt->val, yt->grad, w->grad, accumulate);
                 else
@@ -442,6 +436,7 @@ static void backward_ops(sg_model *m, int accumulate) {
                               accumulate);
                 ready(m, l->b_param);
             }
+            if (both) break;
             if (w->trainable || bias) PROF_MARK(m, l, SG_PROF_BWD_WEIGHT);
             if (xt->req_grad) {
                 ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);

@@ -57,6 +57,15 @@ static inline void load_bf16(float *dst, const uint16_t *src, int cnt) {
     }
 }
 
+static inline void store(float *dst, const float *src, int cnt) {
+    if (cnt == CL) {
+#pragma omp simd
+        for (int l = 0; l < CL; l++) dst[l] = src[l];
+    } else {
+        for (int l = 0; l < cnt; l++) dst[l] = src[l];
+    }
+}
+
 /* Non-temporal: U is written once per call and read once by the GEMMs,
  * and from 512 channels on it is larger than the caches (36 x 512 x
  * 512 floats: 38 MB), so it bypasses them (no read for ownership: the
@@ -69,16 +78,7 @@ static inline void store_nt(float *dst, const float *src, int cnt) {
         return;
     }
 #endif
-    for (int l = 0; l < cnt; l++) dst[l] = src[l];
-}
-
-static inline void store(float *dst, const float *src, int cnt) {
-    if (cnt == CL) {
-#pragma omp simd
-        for (int l = 0; l < CL; l++) dst[l] = src[l];
-    } else {
-        for (int l = 0; l < cnt; l++) dst[l] = src[l];
-    }
+    store(dst, src, cnt);
 }
 
 /* The element offsets of a tile's size x size pixels (rows and columns D

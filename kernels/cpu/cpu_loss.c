@@ -22,7 +22,6 @@
  * results by 1 - 1e-7, a sensitivity of that test to the last bit that
  * was not resolved.
  */
-#include <math.h>
 #include <omp.h>
 
 #include "kernels/cpu/cpu_internal.h"
