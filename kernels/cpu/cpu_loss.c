@@ -16,11 +16,9 @@
  * loss (pixels in the same order) are the same bits as NCHW. Labels,
  * predictions, probabilities and selection keys are per pixel: the same in
  * both layouts.
- * exp is glibc's expf (sg_ce_exp): a vectorizable one of segtrain's own
- * (Cephes' polynomial, 1-2 ulp) halved the loss's time, but moved a
- * gradient-accumulation test past its tolerance; so did scaling glibc's
- * results by 1 - 1e-7, a sensitivity of that test to the last bit that
- * was not resolved.
+ * exp is the formula header's own (sg_ce_expf, Cephes' polynomial), not
+ * glibc's expf: the class loops vectorise with it, and the loss of a bf16
+ * R50 step at 256x256 on one thread went from 14.4 to 7.4 ms.
  */
 #include <omp.h>
 
