@@ -27,6 +27,8 @@
  * x[rect + off] [pixels x c] . W_ij^T. Whole-row rectangles are again used
  * in place (the channel count as the leading dimension); others are
  * gathered row by row (each a contiguous run of pixels x channels).
+ * Backward-data there goes by rectangles of dx instead, all the live taps
+ * of a tap row in one GEMM (taps_bwd_data_nhwc).
  */
 #include <string.h>
 
@@ -38,6 +40,10 @@ typedef struct rect {
     int oy0, oy1, ox0, ox1; /* output rows [oy0, oy1) x cols [ox0, ox1) */
     int dy, dx;             /* input = output + (dy, dx) */
 } rect;
+
+/* The largest kernel side of this path: backward-data's runs of a
+ * dimension (dim_runs, at most 2k + 1) live in arrays on the stack. */
+enum { RUNS_MAX_K = 15 };
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -61,6 +67,7 @@ static int full_rows(const sg_conv_desc *d, const rect *r) {
 
 int sg_conv_taps_applicable(const sg_conv_desc *d) {
     if (d->stride_h != 1 || d->stride_w != 1 || (d->dil_h == 1 && d->dil_w == 1)) return 0;
+    if (d->r > RUNS_MAX_K || d->s > RUNS_MAX_K) return 0;
     /* Small GEMMs would lose to oneDNN's direct kernels. */
     if (d->c < 64 || d->k < 16) return 0;
     return sg_conv_taps_density(d) < 0.75; /* less than 75% of the dense work */
@@ -76,6 +83,7 @@ int sg_conv_taps_applicable(const sg_conv_desc *d) {
  * its per-tap bf16 matmuls lose there (681, 691 / 723, 684 ms). */
 int sg_conv_taps_bwd_f32_applicable(const sg_conv_desc *d) {
     if (d->stride_h != 1 || d->stride_w != 1 || d->r * d->s == 1) return 0;
+    if (d->r > RUNS_MAX_K || d->s > RUNS_MAX_K) return 0;
     if (d->c < 64 || d->k < 16) return 0;
     return sg_conv_taps_density(d) < 0.97;
 }
@@ -218,11 +226,21 @@ void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *
         for (int t = 0; t < taps; t++) wt[t * kc + q] = sg_bf16_bits(w[q * taps + t]);
 }
 
-void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
+/* The bytes of ws->a and ws->b that d needs: an image's operand each, and
+ * in ws->a at least one pixel row of backward-data's A. */
+static void taps_ws_bytes(const sg_conv_desc *d, size_t *a, size_t *b) {
     size_t big = (size_t)(d->c > d->k ? d->c : d->k) * d->oh * d->ow;
+    size_t arow = (size_t)d->w * d->s * d->k;
+    *a = (big > arow ? big : arow) * sizeof(float);
+    *b = big * sizeof(float);
+}
+
+void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
+    size_t a, b;
+    taps_ws_bytes(d, &a, &b);
     ws_reserve(&ws->wt, sg_conv_taps_weight_count(d) * sizeof(float));
-    ws_reserve(&ws->a, big * sizeof(float));
-    ws_reserve(&ws->b, big * sizeof(float));
+    ws_reserve(&ws->a, a);
+    ws_reserve(&ws->b, b);
 }
 
 /* The per-tap weights of a forward / backward-data call: w itself (bf16:
@@ -265,34 +283,124 @@ static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv
     }
 }
 
-/* NHWC backward-data: dx[rect + off] [area x c] += dy[rect] [area x k] . W_ij */
-static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
-                               const void *dy, const void *wt, float *dx, int accumulate) {
-    void *ga = ws->a.p;
-    float *gb = ws->b.p;
-    int c = d->c, k = d->k;
-    size_t kc = (size_t)k * c, xs = (size_t)d->h * d->w * c, ys = (size_t)d->oh * d->ow * k;
-    if (!accumulate) zero(dx, (size_t)d->n * xs);
-    for (int b = 0; b < d->n; b++) {
-        const void *gyb = at(g, dy, (size_t)b * ys);
-        float *gxb = out_at(dx, (size_t)b * xs);
-        for (int i = 0; i < d->r; i++)
-            for (int j = 0; j < d->s; j++) {
-                rect r = tap_rect(d, i, j);
-                size_t area = rect_area(&r);
-                if (!area) continue;
-                const void *wij = at(g, wt, (size_t)(i * d->s + j) * kc);
-                if (full_rows(d, &r)) {
-                    gemm(g, 'N', 'N', (long)area, c, k, at(g, gyb, (size_t)r.oy0 * d->ow * k), k,
-                         wij, c, 1.0f, out_at(gxb, (size_t)(r.oy0 + r.dy) * d->w * c), c);
-                } else {
-                    gather_cl(g->es, gyb, k, d->ow, r.oy0, r.oy1, r.ox0, r.ox1, ga);
-                    gemm(g, 'N', 'N', (long)area, c, k, ga, k, wij, c, 0.0f, gb, c);
-                    scatter_add_cl(gb, c, d->w, r.oy0 + r.dy, r.oy1 + r.dy, r.ox0 + r.dx,
-                                   r.ox1 + r.dx, gxb);
-                }
+/* NHWC backward-data by regions of dx: along each dimension the input
+ * coordinates fall into runs (at most 2 * taps + 1) read by the same range
+ * of taps [t0, t0 + n), and a rectangle of a row run and a column run is
+ * read by the same taps throughout. Per rectangle and tap row i, one GEMM
+ * over all its live taps of that row at once: dx[rect] [pixels x c] (+)=
+ * A [pixels x n*k] . W_(i, t0..t0+n) [n*k x c], A the dy pixels each tap
+ * reads, side by side (gathered; dy has only k channels, so it is small),
+ * W the per-tap weights of those taps, contiguous in [tap][k][c]. Against a
+ * GEMM per tap (9 passes over dx for ASPP's rate 12, each a k-long
+ * reduction, most through a scatter-add) dx is written once per tap row
+ * from a reduction up to 3k long. R50's ASPP 2048->256 on 32x32, batch 2,
+ * `bench_conv 3`, 1 thread, backward-data ms, per tap / by regions, two
+ * rounds: bf16 rate 12 31.0, 31.3 / 26.2, 26.0, rate 24 16.0, 16.0 / 12.2,
+ * 12.3; float32 rate 12 56.6, 55.2 / 51.9, 51.4, rate 24 28.0, 27.7 /
+ * 26.1, 25.5 (docs/BENCHMARKS.md). */
+typedef struct run {
+    int p0, p1; /* coordinates [p0, p1) */
+    int t0, n;  /* live taps [t0, t0 + n) */
+} run;
+
+/* The runs of one dimension: in input coordinates, taps of size k,
+ * dilation dil, padding pad, out output coordinates; returns the count. */
+static int dim_runs(int in, int k, int dil, int pad, int out, run *rs) {
+    int nr = 0;
+    for (int p = 0; p < in; p++) {
+        int t0 = 0, n = 0;
+        for (int t = 0; t < k; t++) {
+            int o = p - (t * dil - pad);
+            if (o >= 0 && o < out) {
+                if (!n) t0 = t;
+                n++;
+            }
+        }
+        if (nr && rs[nr - 1].t0 == t0 && rs[nr - 1].n == n) rs[nr - 1].p1 = p + 1;
+        else rs[nr++] = (run){p, p + 1, t0, n};
+    }
+    return nr;
+}
+
+/* A [rows x rw pixels][n taps][k] for tap row i of pixel rows q0.. of a
+ * rectangle (row q: image q / rh, input row y0 + q % rh). */
+static void gather_taps_cl(const taps_gemm *g, const sg_conv_desc *d, const void *dy, const run *ry,
+                           const run *rx, int i, long q0, long nq, void *a) {
+    if (!dy) return; /* dry run */
+    int k = d->k, rw = rx->p1 - rx->p0, rh = ry->p1 - ry->p0;
+    size_t ys = (size_t)d->oh * d->ow * k, row = (size_t)rx->n * k * g->es, kb = (size_t)k * g->es;
+    int oy_off = i * d->dil_h - d->pad_h;
+#pragma omp parallel for schedule(static) if ((size_t)nq * rw * rx->n * k >= SG_CPU_PAR_MIN)
+    for (long q = 0; q < nq; q++) {
+        long b = (q0 + q) / rh;
+        int oy = ry->p0 + (int)((q0 + q) % rh) - oy_off;
+        const char *src = (const char *)dy + (b * ys + (size_t)oy * d->ow * k) * g->es;
+        char *dst = (char *)a + (size_t)q * rw * row;
+        for (int x = 0; x < rw; x++)
+            for (int jj = 0; jj < rx->n; jj++) {
+                int ox = rx->p0 + x - ((rx->t0 + jj) * d->dil_w - d->pad_w);
+                memcpy(dst + (size_t)x * row + jj * kb, src + (size_t)ox * kb, kb);
             }
     }
+}
+
+/* Pixel rows q0.. of a rectangle of dx (see gather_taps_cl) from cbuf
+ * [rows x rw][c], added with accumulate, else copied; cbuf NULL: zeroed. */
+static void put_rows_cl(const sg_conv_desc *d, const float *cbuf, const run *ry, const run *rx,
+                        long q0, long nq, int accumulate, float *dx) {
+    if (!dx) return; /* dry run */
+    int c = d->c, rw = rx->p1 - rx->p0, rh = ry->p1 - ry->p0;
+    size_t xs = (size_t)d->h * d->w * c, len = (size_t)rw * c;
+#pragma omp parallel for schedule(static) if ((size_t)nq * len >= SG_CPU_PAR_MIN)
+    for (long q = 0; q < nq; q++) {
+        long b = (q0 + q) / rh;
+        int y = ry->p0 + (int)((q0 + q) % rh);
+        float *o = dx + b * xs + ((size_t)y * d->w + rx->p0) * c;
+        const float *s = cbuf ? cbuf + (size_t)q * len : NULL;
+        if (!s) memset(o, 0, len * sizeof(float));
+        else if (!accumulate) memcpy(o, s, len * sizeof(float));
+        else {
+#pragma omp simd
+            for (size_t e = 0; e < len; e++) o[e] += s[e];
+        }
+    }
+}
+
+static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv_desc *d,
+                               const void *dy, const void *wt, float *dx, int accumulate) {
+    run ry[2 * RUNS_MAX_K + 1], rx[2 * RUNS_MAX_K + 1];
+    int nry = dim_runs(d->h, d->r, d->dil_h, d->pad_h, d->oh, ry);
+    int nrx = dim_runs(d->w, d->s, d->dil_w, d->pad_w, d->ow, rx);
+    int c = d->c, k = d->k;
+    size_t kc = (size_t)k * c, cap_a, cap_c;
+    taps_ws_bytes(d, &cap_a, &cap_c);
+    for (int a = 0; a < nry; a++)
+        for (int b = 0; b < nrx; b++) {
+            int rw = rx[b].p1 - rx[b].p0;
+            long rows = (long)d->n * (ry[a].p1 - ry[a].p0);
+            if (!ry[a].n || !rx[b].n) { /* read by no tap: a zero gradient */
+                if (!accumulate) put_rows_cl(d, NULL, &ry[a], &rx[b], 0, rows, 0, dx);
+                continue;
+            }
+            /* pixel rows per GEMM: A and C fit what sg_conv_taps_prepare
+             * reserves for d (not the buffers' size, which other shapes may
+             * have grown: the GEMMs depend on the geometry alone) */
+            size_t arow = (size_t)rw * rx[b].n * k * g->es, crow = (size_t)rw * c * sizeof(float);
+            long fit_a = (long)(cap_a / arow), fit_c = (long)(cap_c / crow);
+            long per = fit_a < fit_c ? fit_a : fit_c;
+            if (per > rows) per = rows;
+            for (long q0 = 0; q0 < rows; q0 += per) {
+                long nq = rows - q0 < per ? rows - q0 : per;
+                for (int ii = 0; ii < ry[a].n; ii++) {
+                    int i = ry[a].t0 + ii;
+                    gather_taps_cl(g, d, dy, &ry[a], &rx[b], i, q0, nq, ws->a.p);
+                    gemm(g, 'N', 'N', nq * rw, c, (long)rx[b].n * k, ws->a.p, (long)rx[b].n * k,
+                         at(g, wt, (size_t)(i * d->s + rx[b].t0) * kc), c, ii ? 1.0f : 0.0f,
+                         ws->b.p, c);
+                }
+                put_rows_cl(d, ws->b.p, &ry[a], &rx[b], q0, nq, accumulate, dx);
+            }
+        }
 }
 
 /* Whole images: the rectangle is the map and reads the same pixels (the
