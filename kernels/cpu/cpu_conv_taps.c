@@ -218,12 +218,44 @@ size_t sg_conv_taps_weight_count(const sg_conv_desc *d) {
     return (size_t)d->r * d->s * d->k * d->c;
 }
 
+/* The per-tap regrouping [k*c][taps] <-> [taps][k*c] in blocks of TBLK
+ * (k, c) pairs: a block's taps x TBLK values stay in L1 while each tap's
+ * run is read or written contiguously, and the lanes go over the pairs. */
+#define TBLK 256
+
+SG_CPU_CLONES static void to_taps_bf16(const float *w, uint16_t *wt, size_t q0, size_t n, int taps,
+                                       size_t kc) {
+    for (int t = 0; t < taps; t++) {
+        uint16_t *o = wt + t * kc + q0;
+        const float *s = w + q0 * taps + t;
+#pragma omp simd
+        for (size_t q = 0; q < n; q++) o[q] = sg_bf16_bits(s[q * taps]);
+    }
+}
+
+SG_CPU_CLONES static void from_taps(const float *wt, float *dw, size_t q0, size_t n, int taps,
+                                    size_t kc, int accumulate) {
+    for (int t = 0; t < taps; t++) {
+        const float *s = wt + t * kc + q0;
+        float *o = dw + q0 * taps + t;
+        if (accumulate) {
+#pragma omp simd
+            for (size_t q = 0; q < n; q++) o[q * taps] += s[q];
+        } else {
+#pragma omp simd
+            for (size_t q = 0; q < n; q++) o[q * taps] = s[q];
+        }
+    }
+}
+
 void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *wt) {
     int taps = d->r * d->s;
-    size_t kc = (size_t)d->k * d->c;
+    size_t kc = (size_t)d->k * d->c, blocks = (kc + TBLK - 1) / TBLK;
 #pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
-    for (size_t q = 0; q < kc; q++)
-        for (int t = 0; t < taps; t++) wt[t * kc + q] = sg_bf16_bits(w[q * taps + t]);
+    for (size_t b = 0; b < blocks; b++) {
+        size_t q0 = b * TBLK;
+        to_taps_bf16(w, wt, q0, kc - q0 < TBLK ? kc - q0 : TBLK, taps, kc);
+    }
 }
 
 /* The bytes of ws->a and ws->b that d needs: an image's operand each, and
@@ -582,13 +614,13 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
             }
     }
     if (!dw) return; /* dry run */
-                     /* dw[k][c][t] (+)= wt[t][k][c] */
+    /* dw[k][c][t] (+)= wt[t][k][c] */
+    size_t blocks = (kc + TBLK - 1) / TBLK;
 #pragma omp parallel for schedule(static) if (kc * taps >= SG_CPU_PAR_MIN)
-    for (size_t q = 0; q < kc; q++)
-        for (int t = 0; t < taps; t++) {
-            float v = wt[t * kc + q];
-            dw[q * taps + t] = accumulate ? dw[q * taps + t] + v : v;
-        }
+    for (size_t b = 0; b < blocks; b++) {
+        size_t q0 = b * TBLK;
+        from_taps(wt, dw, q0, kc - q0 < TBLK ? kc - q0 : TBLK, taps, kc, accumulate);
+    }
 }
 
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws) {
