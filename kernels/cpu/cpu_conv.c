@@ -124,6 +124,9 @@ typedef struct conv_arg {
     dnnl_memory_t user;       /* plain layout, handle set per call */
     dnnl_memory_t prim;       /* primitive's layout (== user when no reorder) */
     dnnl_primitive_t reorder; /* user->prim (input) or prim->user (output), or NULL */
+    int pack;                 /* float32 weights into a bf16 layout sg_conv_pack_bf16
+                                 writes itself, faster than the reorder (pmd) */
+    dnnl_memory_desc_t pmd;   /* the primitive's layout, with pack */
     size_t prim_bytes;        /* size of the primitive-layout copy (reorder only) */
     size_t user_count;        /* floats in the plain tensor */
 } conv_arg;
@@ -539,8 +542,27 @@ static void weight_md(dnnl_memory_desc_t *md, const sg_conv_desc *d, int kr, int
     DNNL_CHECK(dnnl_memory_desc_init_by_tag(md, 5, dims, dt, tag));
 }
 
+/* A float32 [k][c][r][s] tensor, dense: what cpu_conv_pack.c reads. */
+static int dense_oihw_f32(const dnnl_memory_desc_t *md) {
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    if (md->ndims != 4 || md->data_type != dnnl_f32 || md->format_kind != dnnl_blocked) return 0;
+    if (md->offset0 != 0 || b->inner_nblks != 0) return 0;
+    const dnnl_dim_t *d = md->dims;
+    return b->strides[3] == 1 && b->strides[2] == d[3] && b->strides[1] == d[2] * d[3] &&
+           b->strides[0] == d[1] * d[2] * d[3];
+}
+
+/* SG_CPU_WEIGHT_PACK=0: the bf16 weights through oneDNN's reorder always
+ * (a measuring and test aid; the bytes are the same). */
+static int getenv_pack_off(void) {
+    const char *v = getenv("SG_CPU_WEIGHT_PACK");
+    return v && strcmp(v, "0") == 0;
+}
+
 /* Builds one argument: user memory in plain layout, and if the primitive
- * chose another layout, a memory for it plus the reorder between them. */
+ * chose another layout, a memory for it plus the reorder between them
+ * (float32 weights into the bf16 layouts of cpu_conv_pack.c: packed there
+ * instead). */
 static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, int is_output,
                       const dnnl_memory_desc_t *user_md, dnnl_query_t query) {
     conv_arg *a = &e->a[slot];
@@ -562,6 +584,11 @@ static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, i
     else DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, user_md, cc->eng, pmd, cc->eng, NULL));
     DNNL_CHECK(dnnl_primitive_create(&a->reorder, rpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(rpd));
+    if (arg == DNNL_ARG_WEIGHTS && !is_output && dense_oihw_f32(user_md) &&
+        sg_conv_pack_bf16_ok(pmd) && !getenv_pack_off()) {
+        a->pack = 1;
+        a->pmd = *pmd;
+    }
     /* ws[slot] is grown when the entry first runs (run_entry): conv_prepare
      * builds the float32-input entry of every bf16 conv, which a conv fed
      * bf16 activations never runs, and the weights' slot goes unused where
@@ -861,7 +888,10 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, con
             if (!(i == 1 && wcopy)) ws_reserve(&cc->ws[i], a->prim_bytes); /* first run only */
             void *prim_buf = (i == 1 && wcopy) ? wcopy : cc->ws[i].p;
             DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, prim_buf));
-            if (!a->is_output && (i != 1 || refill)) exec2(cc, a->reorder, a->user, a->prim);
+            if (!a->is_output && (i != 1 || refill)) {
+                if (a->pack) sg_conv_pack_bf16(&a->pmd, ptrs[i], prim_buf);
+                else exec2(cc, a->reorder, a->user, a->prim);
+            }
         }
         args[nargs++] = (dnnl_exec_arg_t){a->arg, a->prim};
     }

@@ -117,6 +117,14 @@ void sg_conv_taps_bwd_weight(sg_conv_taps_ws *ws, sg_conv_mm *mm, const sg_conv_
                              const void *x, const void *dy, float *dw, int accumulate);
 void sg_conv_taps_ws_free(sg_conv_taps_ws *ws);
 
+/* cpu_conv_pack.c: float32 weights [k][c][r][s] (1x1, 3x3) into a bf16
+ * blocked layout md of oneDNN's brgconv kernels (k in blocks, c in pairs
+ * innermost), rounded to nearest even: the bytes oneDNN's reorder writes,
+ * padding included. _ok: whether md is such a layout; sg_conv_pack_bf16
+ * returns 0 (and writes nothing) where it is not. */
+int sg_conv_pack_bf16_ok(const dnnl_memory_desc_t *md);
+int sg_conv_pack_bf16(const dnnl_memory_desc_t *md, const float *w, uint16_t *dst);
+
 /* cpu_conv_wino.c: float32 Winograd F(4x4, 3x3) for 3x3 stride-1 convs
  * with padding = dilation (any dilation; ungrouped, 16+ channels each
  * side): the three passes on activations nchw (or nhwc), weights

@@ -12,7 +12,10 @@
  *  - the thread count: threads = 0 follows OMP_NUM_THREADS, else every
  *    core; an explicit count wins; a negative one is refused;
  *  - the backend's own Winograd (SG_CPU_CONV_WINO=own, cpu_conv_wino.c)
- *    gives the same bits on 1, 2 and 3 threads, in both layouts.
+ *    gives the same bits on 1, 2 and 3 threads, in both layouts;
+ *  - its packing of float32 weights into oneDNN's blocked bf16 layouts
+ *    (cpu_conv_pack.c) writes the bytes oneDNN's reorder writes, padding
+ *    and rounding ties included, and declines the layouts it does not know.
  * The timing tool bench_conv lives beside it (not a test).
  */
 #include <omp.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_conv_internal.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "tests/testutil.h"
 
@@ -248,6 +252,74 @@ static void test_wino_threads(void) {
     free(a), free(b);
 }
 
+/* cpu_conv_pack.c against oneDNN's reorder, byte for byte: both outputs
+ * start as the same garbage, so the padding must be written too. */
+static void pack_case(long k, long c, long r, long s, dnnl_format_tag_t tag) {
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success);
+    CHECK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags) == dnnl_success);
+    dnnl_dims_t dims = {k, c, r, s};
+    dnnl_memory_desc_t src_md, dst_md;
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, dims, dnnl_f32, dnnl_oihw) == dnnl_success);
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, dims, dnnl_bf16, tag) == dnnl_success);
+    size_t n = (size_t)k * c * r * s, bytes = dnnl_memory_desc_get_size(&dst_md);
+    float *w = malloc(n * sizeof(float));
+    uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+    tu_fill(w, n, (uint64_t)(k * 131 + c), -2.0f, 2.0f);
+    /* ties of the rounding (bit 15 set, bits 0-14 clear), both parities */
+    for (size_t i = 0; i < n; i += 7) {
+        uint32_t u;
+        memcpy(&u, &w[i], sizeof u);
+        u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&w[i], &u, sizeof u);
+    }
+    memset(ref, 0xa5, bytes);
+    memset(got, 0xa5, bytes);
+    dnnl_memory_t ms, md;
+    CHECK(dnnl_memory_create(&ms, &src_md, eng, w) == dnnl_success);
+    CHECK(dnnl_memory_create(&md, &dst_md, eng, ref) == dnnl_success);
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t pr;
+    CHECK(dnnl_reorder_primitive_desc_create(&pd, &src_md, eng, &dst_md, eng, NULL) ==
+          dnnl_success);
+    CHECK(dnnl_primitive_create(&pr, pd) == dnnl_success);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ms}, {DNNL_ARG_TO, md}};
+    CHECK(dnnl_primitive_execute(pr, st, 2, args) == dnnl_success);
+    CHECK(dnnl_stream_wait(st) == dnnl_success);
+    CHECK_MSG(sg_conv_pack_bf16(&dst_md, w, (uint16_t *)got) == 1, "%ldx%ldx%ldx%ld declined", k, c,
+              r, s);
+    CHECK_MSG(memcmp(ref, got, bytes) == 0, "%ldx%ldx%ldx%ld: bytes differ from the reorder's", k,
+              c, r, s);
+    dnnl_primitive_destroy(pr);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_memory_destroy(ms);
+    dnnl_memory_destroy(md);
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
+    free(w);
+    free(ref);
+    free(got);
+}
+
+static void test_weight_pack(void) {
+    omp_set_num_threads(2);
+    pack_case(256, 2048, 3, 3, dnnl_AcdB64a2b); /* ASPP's rates 12 and 24 */
+    pack_case(2048, 512, 1, 1, dnnl_AcdB64a2b);
+    pack_case(19, 256, 1, 1, dnnl_AcdB64a2b); /* k padded to 64 */
+    pack_case(33, 17, 3, 3, dnnl_AcdB32a2b);  /* k to 64, c to 18 */
+    pack_case(24, 40, 3, 3, dnnl_AcdB16a2b);
+    pack_case(20, 7, 1, 1, dnnl_AcdB48a2b);
+    /* not these: 7x7 taps, inner blocks in another order */
+    dnnl_dims_t d7 = {64, 3, 7, 7}, d3 = {32, 32, 3, 3};
+    dnnl_memory_desc_t m7, mo;
+    CHECK(dnnl_memory_desc_init_by_tag(&m7, 4, d7, dnnl_bf16, dnnl_AcdB64a2b) == dnnl_success);
+    CHECK(dnnl_memory_desc_init_by_tag(&mo, 4, d3, dnnl_bf16, dnnl_ABcd16b16a2b) == dnnl_success);
+    CHECK(!sg_conv_pack_bf16_ok(&m7));
+    CHECK(!sg_conv_pack_bf16_ok(&mo));
+    CHECK(sg_conv_pack_bf16(&mo, NULL, NULL) == 0);
+}
+
 int main(void) {
     const char *layouts[3] = {"plain", "blocked", "auto"};
     for (int i = 0; i < 3; i++) {
@@ -264,5 +336,6 @@ int main(void) {
     sg_backend_destroy(g_be);
     TEST_RUN(test_threads);
     TEST_RUN(test_wino_threads);
+    TEST_RUN(test_weight_pack);
     return TEST_EXIT();
 }
