@@ -56,9 +56,8 @@ static void pair_run(const uint16_t *c16, long row, long ob, long i0, long i1, u
 #if defined(__x86_64__) && defined(__GNUC__)
 /* pair_run with AVX-512 gathers, 16 kernels at a time (ob is a multiple of
  * 16 in these layouts); reads 2 bytes past the last value (c16 has room). */
-__attribute__((target("avx512f,avx512bw"))) static void pair_run_avx512(const uint16_t *c16,
-                                                                       long row, long ob, long i0,
-                                                                       long i1, uint32_t *run) {
+__attribute__((target("avx512f,avx512bw"))) static void
+pair_run_avx512(const uint16_t *c16, long row, long ob, long i0, long i1, uint32_t *run) {
     const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i idx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int)(row * 2)));
     const __m512i low = _mm512_set1_epi32(0xffff);
@@ -81,9 +80,9 @@ SG_CPU_CLONES static void pack_block(const dnnl_memory_desc_t *md, const float *
     const dnnl_dims_t *st = &md->format_desc.blocking.strides;
     long ob = md->format_desc.blocking.inner_blks[0];
     long K = md->dims[0], C = md->dims[1], S = md->dims[3], rs = md->dims[2] * S;
-    long row = 2 * PAIRS * rs;                            /* values a kernel's row */
+    long row = 2 * PAIRS * rs;                           /* values a kernel's row */
     long nc = C - 2 * p0 < 2 * np ? C - 2 * p0 : 2 * np; /* the block's real channels */
-    uint16_t c16[OB_MAX * 2 * PAIRS * TAPS_MAX + 2];      /* 36 KB at most */
+    uint16_t c16[OB_MAX * 2 * PAIRS * TAPS_MAX + 2];     /* 36 KB at most */
     for (long o = 0; o < ob; o++) {
         long k = a * ob + o, n = k < K ? nc * rs : 0;
         const float *src = w + (k * C + 2 * p0) * rs;
@@ -117,7 +116,8 @@ int sg_conv_pack_bf16(const dnnl_memory_desc_t *md, const float *w, uint16_t *ds
     long na = md->padded_dims[0] / ob, npair = md->padded_dims[1] / 2;
     long nb = (npair + PAIRS - 1) / PAIRS;
 #if defined(__x86_64__) && defined(__GNUC__)
-    int avx512 = ob % 16 == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    int avx512 = ob % 16 == 0 && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw");
 #else
     int avx512 = 0;
 #endif
