@@ -168,6 +168,7 @@ SG_CPU_CLONES static void output_tile(const wino_geo *g, const float *m, long mp
         float a[36][CL], t[24][CL], o[16][CL];
         for (int e = 0; e < 36; e++) {
             const float *s = m + e * mplane + k0;
+            __builtin_prefetch(s + 4 * CL); /* 36 streams: see weight_grad_row */
 #pragma omp simd
             for (int l = 0; l < CL; l++) a[e][l] = l < cnt ? s[l] : 0.0f;
         }
@@ -267,7 +268,12 @@ SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, 
         int cnt = K - k0 < CL ? K - k0 : CL;
         float a[36][CL], t[18][CL], r[9][CL];
         for (int e = 0; e < 36; e++) {
+            /* 36 streams at once, more than the hardware prefetchers
+             * follow: each one 4 blocks ahead by hand (the share of this
+             * pass in a 1-thread bf16 R50 step's `perf record` 2.22% ->
+             * 1.56-1.64%, of output_tile's 36 1.32% -> 0.93-1.03%) */
             const float *s = du + e * uplane + c * K + k0;
+            __builtin_prefetch(s + 4 * CL);
 #pragma omp simd
             for (int l = 0; l < CL; l++) a[e][l] = l < cnt ? s[l] : 0.0f;
         }
