@@ -882,10 +882,11 @@ static inline float keep_bits(float g, int keep) {
     }
 
 /* Prefetches n elements of g, x (and y16) from element o, one per 64-byte
- * line, for the loads two groups of four rows on: the hardware's
+ * line, for the loads four groups of four rows on: the hardware's
  * prefetchers left this loop waiting on its loads (NHWC bf16 R50 step, one
- * thread, `--profile` bn bwd reduce ms, without / with, alternated twice:
- * 31.5, 32.1 / 26.0, 25.2). */
+ * thread, `--profile` bn bwd reduce ms, without / two groups on,
+ * alternated twice: 31.5, 32.1 / 26.0, 25.2; four groups on took 2.50-2.53%
+ * of the step's `perf record` against two's 2.61-2.78%). */
 #define REDUCE_PREFETCH(o, n)                                                 \
     for (size_t q_ = 0; q_ < (n); q_ += 16) {                                 \
         __builtin_prefetch(g + (o) + q_);                                     \
@@ -902,7 +903,7 @@ static inline float keep_bits(float g, int keep) {
         long p = 0;                                                \
         for (; p + 4 <= np; p += 4) {                              \
             size_t o = (size_t)p * c1;                             \
-            REDUCE_PREFETCH(o + 8 * c1, 4 * c1)                    \
+            REDUCE_PREFETCH(o + 16 * c1, 4 * c1)                   \
             _Pragma("omp simd") for (int ch = 0; ch < c; ch++) {   \
                 double mm = (double)m[ch], t = s[ch], tx = sx[ch]; \
                 REDUCE_ELEM(LOAD, G, DR, o + ch)                   \

@@ -233,6 +233,11 @@ SG_CPU_CLONES static void weight_row_fwd(const float *w, long c, int C, int K, f
         int cnt = K - k0 < CL ? K - k0 : CL;
         const float *s = w + ((long)k0 * C + c) * 9;
         float g[9][CL];
+        /* 16 kernels 9C floats apart, each read 9 floats a call: more
+         * streams than the hardware follows, so the line 4 calls on by
+         * hand (this pass's share of the 1-thread bf16 R50 step's `perf
+         * record`: 1.21% -> 0.72-0.77%, weight_block's 0.82 -> 1.02-1.12) */
+        for (int l = 0; l < cnt; l++) __builtin_prefetch(s + (long)l * C * 9 + 4 * 9);
         for (int l = 0; l < CL; l++)
             for (int e = 0; e < 9; e++)
                 g[e][l] = l < cnt ? sg_bf16_round(s[(long)l * C * 9 + e]) : 0.0f;
