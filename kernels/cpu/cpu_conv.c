@@ -74,13 +74,15 @@
  *    storage without a second tensor format in the op interface.
  *
  * Weight copies (bf16, both paths): the converted weights of the forward
- * and backward-data convolutions - the native primitive's bf16 layout, or
- * the emulation's rounded plain copy - are kept per weight tensor in the
- * backend's weight cache (kernels/weight_cache.h) and converted again only
- * after the weights were written (sgd_step, upload, copy, zero, scale, axpy,
- * free, ops->mem_written mark them stale); entries whose weight layouts are
- * equal share one copy (weight_tag). SG_WEIGHT_CACHE=0 converts on every
- * call (a test aid: the results are bit-identical).
+ * and backward-data convolutions - the native primitive's bf16 layout
+ * (brgconv's blocked layouts packed by cpu_conv_pack.c, others by oneDNN's
+ * reorder), or the emulation's rounded plain copy - are kept per weight
+ * tensor in the backend's weight cache (kernels/weight_cache.h) and
+ * converted again only after the weights were written (sgd_step, upload,
+ * copy, zero, scale, axpy, free, ops->mem_written mark them stale); entries
+ * whose weight layouts are equal share one copy (weight_tag).
+ * SG_WEIGHT_CACHE=0 converts on every call, SG_CPU_WEIGHT_PACK=0 through
+ * oneDNN's reorder only (test aids: the results are bit-identical).
  *
  * bf16 activation storage (sg_cpu_conv_native_dt, for cpu_act_bf16.c): a
  * native entry may take its x (and, forward, its y) as bf16 bits in plain
@@ -889,8 +891,8 @@ static void run_entry(sg_cpu_conv_cache *cc, conv_entry *e, const void *in0, con
             void *prim_buf = (i == 1 && wcopy) ? wcopy : cc->ws[i].p;
             DNNL_CHECK(dnnl_memory_set_data_handle(a->prim, prim_buf));
             if (!a->is_output && (i != 1 || refill)) {
-                if (a->pack) sg_conv_pack_bf16(&a->pmd, ptrs[i], prim_buf);
-                else exec2(cc, a->reorder, a->user, a->prim);
+                if (!a->pack || !sg_conv_pack_bf16(&a->pmd, ptrs[i], prim_buf))
+                    exec2(cc, a->reorder, a->user, a->prim);
             }
         }
         args[nargs++] = (dnnl_exec_arg_t){a->arg, a->prim};

@@ -259,12 +259,12 @@ void sg_conv_taps_weights_bf16(const sg_conv_desc *d, const float *w, uint16_t *
 }
 
 /* The bytes of ws->a and ws->b that d needs: an image's operand each, and
- * in ws->a at least one pixel row of backward-data's A. */
+ * at least one pixel row of backward-data's A and C. */
 static void taps_ws_bytes(const sg_conv_desc *d, size_t *a, size_t *b) {
     size_t big = (size_t)(d->c > d->k ? d->c : d->k) * d->oh * d->ow;
-    size_t arow = (size_t)d->w * d->s * d->k;
+    size_t arow = (size_t)d->w * d->s * d->k, crow = (size_t)d->w * d->c;
     *a = (big > arow ? big : arow) * sizeof(float);
-    *b = big * sizeof(float);
+    *b = (big > crow ? big : crow) * sizeof(float);
 }
 
 void sg_conv_taps_prepare(sg_conv_taps_ws *ws, const sg_conv_desc *d) {
@@ -421,6 +421,7 @@ static void taps_bwd_data_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg
             long fit_a = (long)(cap_a / arow), fit_c = (long)(cap_c / crow);
             long per = fit_a < fit_c ? fit_a : fit_c;
             if (per > rows) per = rows;
+            if (per < 1) per = 1; /* taps_ws_bytes holds a row: never */
             for (long q0 = 0; q0 < rows; q0 += per) {
                 long nq = rows - q0 < per ? rows - q0 : per;
                 for (int ii = 0; ii < ry[a].n; ii++) {

@@ -349,6 +349,8 @@ const tb_case tb_cases[] = {
     CONV_SQ(2, 17, 11, 9, 33, 1, 1, 0, 1, 0, "1x1, c and k not multiples of 8 or 16"),
     CONV_SQ(3, 24, 13, 11, 40, 3, 2, 1, 1, 1, "3x3 stride 2, c = 24, k = 40: vector tails"),
     CONV_SQ(2, 65, 9, 13, 17, 3, 1, 5, 5, 0, "per-tap GEMMs, c = 65, k = 17: odd channel runs"),
+    CONV(2, 64, 5, 20, 24, 3, 3, 1, 1, 2, 2, 4, 4, 1,
+         "per tap, padding 2 at rate 4: input rows no tap reads (a zero gradient)"),
     /* the matmul paths of the CPU (cpu_conv.c use_mm_1x1, cpu_conv_matmul.c):
      * 1x1 stride-1 backward passes on NHWC activations as one GEMM (k >= 128
      * backward-data; k >= 512 or k*c >= 1024*256 backward-weights), convs
