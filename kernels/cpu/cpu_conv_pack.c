@@ -69,6 +69,8 @@ pair_run_avx512(const uint16_t *c16, long row, long ob, long i0, long i1, uint32
         _mm512_storeu_si512(run + o, v);
     }
 }
+#else
+#define pair_run_avx512 pair_run /* never chosen: avx512 is 0 */
 #endif
 
 /* One block: kernels [a*ob, a*ob + ob) x channel pairs [p0, p0 + np).
@@ -97,13 +99,7 @@ SG_CPU_CLONES static void pack_block(const dnnl_memory_desc_t *md, const float *
         for (int p = 0; p < np; p++) {
             uint32_t run[OB_MAX];
             long i0 = 2 * p * rs + q, i1 = i0 + rs;
-#if defined(__x86_64__) && defined(__GNUC__)
-            if (avx512) pair_run_avx512(c16, row, ob, i0, i1, run);
-            else pair_run(c16, row, ob, i0, i1, run);
-#else
-            (void)avx512;
-            pair_run(c16, row, ob, i0, i1, run);
-#endif
+            (avx512 ? pair_run_avx512 : pair_run)(c16, row, ob, i0, i1, run);
             memcpy(dst + a * (*st)[0] + (p0 + p) * (*st)[1] + r * (*st)[2] + s * (*st)[3], run,
                    (size_t)ob * sizeof(uint32_t));
         }
