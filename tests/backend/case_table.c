@@ -36,40 +36,50 @@
  * inputs within 2^-10, float32 sums */
 #define TOL_CONV_TF32 3e-3
 #define TOL_FD 1e-2
+/* the per-tap GEMMs: NCHW float32, NHWC float32 backward, bf16 backward */
+#define TAPS "taps taps-bwd taps-bf16"
 
 /* One conv geometry -> its five cases: forward, backward-data and
  * backward-weight with accumulate 0 and 1, on every configuration.
- * prep = 1: conv_prepare first (the model's path), 0: first use builds. */
-#define CONV_CASE(OP, RUN, ACC, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE)  \
-    {                                                                                     \
-        OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC, \
-                 .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA,             \
-                 .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,  \
-                 .note = NOTE                                                             \
+ * prep = 1: conv_prepare first (the model's path), 0: first use builds.
+ * The _AT forms name the CPU convolution paths the row is for (PATH:
+ * "NAME" or "PASS:NAME", space-separated; tests/backend/cpu_paths.h): the
+ * suite fails where another path runs a pass those paths run. */
+#define CONV_CASE(OP, RUN, ACC, PATH, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE) \
+    {                                                                                          \
+        OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC,      \
+                 .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA,                  \
+                 .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,       \
+                 .note = NOTE, .path = PATH                                                    \
     }
-#define CONV(...)                                                          \
-    CONV_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                   \
-        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),     \
-        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),     \
-        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__), \
-        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
+#define CONV_AT(PATH, ...)                                                       \
+    CONV_CASE("conv_fwd", run_conv_fwd, 0, PATH, __VA_ARGS__),                   \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 0, PATH, __VA_ARGS__),     \
+        CONV_CASE("conv_bwd_data", run_conv_bwd_data, 1, PATH, __VA_ARGS__),     \
+        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, PATH, __VA_ARGS__), \
+        CONV_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, PATH, __VA_ARGS__)
+#define CONV(...) CONV_AT(NULL, __VA_ARGS__)
 /* The same five cases for a grouped convolution (groups G; depthwise: G = C = K). */
-#define CONV_G_CASE(OP, RUN, ACC, G, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE) \
+#define CONV_G_CASE(OP, RUN, ACC, PATH, G, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, \
+                    NOTE)                                                                     \
     {                                                                                         \
         OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0, G}, .acc = ACC,  \
                  .prepare = PREP, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA,                 \
                  .tol_bf16 = TOL_CONV_BF16, .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,      \
-                 .note = NOTE                                                                 \
+                 .note = NOTE, .path = PATH                                                   \
     }
-#define CONV_G(...)                                                          \
-    CONV_G_CASE("conv_fwd", run_conv_fwd, 0, __VA_ARGS__),                   \
-        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 0, __VA_ARGS__),     \
-        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 1, __VA_ARGS__),     \
-        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, __VA_ARGS__), \
-        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, __VA_ARGS__)
+#define CONV_G_AT(PATH, ...)                                                       \
+    CONV_G_CASE("conv_fwd", run_conv_fwd, 0, PATH, __VA_ARGS__),                   \
+        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 0, PATH, __VA_ARGS__),     \
+        CONV_G_CASE("conv_bwd_data", run_conv_bwd_data, 1, PATH, __VA_ARGS__),     \
+        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 0, PATH, __VA_ARGS__), \
+        CONV_G_CASE("conv_bwd_weight", run_conv_bwd_weight, 1, PATH, __VA_ARGS__)
+#define CONV_G(...) CONV_G_AT(NULL, __VA_ARGS__)
 /* square kernel, same stride/pad/dilation on both axes */
 #define CONV_SQ(N, C, H, W, K, R, ST, PAD, DIL, PREP, NOTE) \
     CONV(N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, PREP, NOTE)
+#define CONV_SQ_AT(PATH, N, C, H, W, K, R, ST, PAD, DIL, PREP, NOTE) \
+    CONV_AT(PATH, N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, PREP, NOTE)
 /* The loss is linear in x, w and the bias, so a central difference is exact
  * for any step: a large one keeps the forward's float rounding (cuDNN's
  * Winograd / FFT algorithms) out of the quotient. */
@@ -106,25 +116,28 @@
 
 /* bf16 activation storage: one conv geometry (square kernel, groups G) with
  * x / y storage -> forward and backward-weight (accumulate 0 and 1) cases. */
-#define CONV_DT_CASE_G(OP, RUN, ACC, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)          \
+#define CONV_DT_CASE_G(OP, RUN, ACC, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)    \
     {                                                                                            \
         OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0, G}, .acc = ACC, \
                  .prepare = 1, .x_dt = XDT, .y_dt = YDT, .tol = TOL_CONV_BF16,                   \
-                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE                       \
+                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE, .path = PATH         \
     }
-#define CONV_DT_G(G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                               \
-    CONV_DT_CASE_G("conv_fwd_dt", run_conv_fwd_dt, 0, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, \
-                   NOTE),                                                                          \
-        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, G, N, C, H, W, K, R, ST,   \
-                       PAD, DIL, XDT, SG_ACT_F32, NOTE),                                           \
-        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, G, N, C, H, W, K, R, ST,   \
-                       PAD, DIL, XDT, SG_ACT_F32, NOTE),                                           \
-        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 0, G, N, C, H, W, K, R, ST, PAD, DIL, XDT,  \
-                       SG_ACT_F32, NOTE),                                                          \
-        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 1, G, N, C, H, W, K, R, ST, PAD, DIL, XDT,  \
-                       SG_ACT_F32, NOTE)
+#define CONV_DT_G_AT(PATH, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)                      \
+    CONV_DT_CASE_G("conv_fwd_dt", run_conv_fwd_dt, 0, PATH, G, N, C, H, W, K, R, ST, PAD, DIL,     \
+                   XDT, YDT, NOTE),                                                                \
+        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, PATH, G, N, C, H, W, K, R, \
+                       ST, PAD, DIL, XDT, SG_ACT_F32, NOTE),                                       \
+        CONV_DT_CASE_G("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, PATH, G, N, C, H, W, K, R, \
+                       ST, PAD, DIL, XDT, SG_ACT_F32, NOTE),                                       \
+        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 0, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                       XDT, SG_ACT_F32, NOTE),                                                     \
+        CONV_DT_CASE_G("conv_bwd_dt", run_conv_bwd_dt, 1, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                       XDT, SG_ACT_F32, NOTE)
+#define CONV_DT_G(...) CONV_DT_G_AT(NULL, __VA_ARGS__)
 #define CONV_DT(N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE) \
     CONV_DT_G(0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)
+#define CONV_DT_AT(PATH, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE) \
+    CONV_DT_G_AT(PATH, 0, N, C, H, W, K, R, ST, PAD, DIL, XDT, YDT, NOTE)
 /* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
 #define TOL_BF16_STORE 4e-3
 
@@ -322,10 +335,10 @@ const tb_case tb_cases[] = {
     CONV_SQ(2, 3, 20, 17, 4, 3, 1, 24, 24, 0, "dilation > size: outer taps dead (CPU trims)"),
     CONV_SQ(1, 3, 30, 10, 5, 3, 1, 12, 12, 1, "dead taps along the width only"),
     CONV_SQ(2, 16, 8, 8, 16, 3, 1, 36, 36, 0, "trimmed, blocked layout (ASPP at OS 8)"),
-    CONV_SQ(2, 64, 13, 11, 24, 3, 1, 6, 6, 1, "sparse: per-tap GEMMs on the CPU"),
-    CONV_SQ(1, 80, 9, 9, 16, 3, 1, 7, 7, 0, "sparse, square"),
-    CONV_SQ(2, 64, 7, 12, 16, 3, 1, 5, 5, 1, "sparse, h != w: partial rows and columns"),
-    CONV_SQ(2, 3, 15, 15, 8, 7, 2, 3, 1, 0, "the stem: 7x7 stride 2"),
+    CONV_SQ_AT(TAPS, 2, 64, 13, 11, 24, 3, 1, 6, 6, 1, "sparse: per-tap GEMMs on the CPU"),
+    CONV_SQ_AT(TAPS, 1, 80, 9, 9, 16, 3, 1, 7, 7, 0, "sparse, square"),
+    CONV_SQ_AT(TAPS, 2, 64, 7, 12, 16, 3, 1, 5, 5, 1, "sparse, h != w: partial rows and columns"),
+    CONV_SQ_AT("bd:onednn-plain", 2, 3, 15, 15, 8, 7, 2, 3, 1, 0, "the stem: 7x7 stride 2"),
     CONV_SQ(2, 32, 9, 7, 16, 3, 1, 2, 2, 1, "wide enough for the blocked layout"),
     CONV_SQ(1, 32, 8, 8, 48, 1, 1, 0, 1, 0, "1x1 blocked"),
     CONV_SQ(3, 16, 10, 11, 32, 3, 2, 1, 1, 1, "3x3 stride 2 blocked, odd"),
@@ -333,7 +346,7 @@ const tb_case tb_cases[] = {
     CONV_SQ(4, 6, 15, 11, 4, 3, 2, 1, 1, 1, "batch 4, stride 2"),
     CONV_SQ(1, 4, 9, 9, 7, 1, 2, 0, 1, 1, "1x1 stride 2"),
     CONV_SQ(1, 32, 12, 10, 17, 1, 2, 0, 1, 0, "1x1 stride 2, k = 17: bf16 backward-data (NHWC)"),
-    CONV_SQ(4, 3, 33, 31, 8, 7, 2, 3, 1, 1, "the stem, batch 4"),
+    CONV_SQ_AT("bd:onednn-plain", 4, 3, 33, 31, 8, 7, 2, 3, 1, 1, "the stem, batch 4"),
     CONV_SQ(2, 5, 13, 14, 3, 3, 1, 2, 2, 1, "dilation 2"),
     CONV_SQ(1, 3, 29, 27, 4, 3, 1, 12, 12, 1, "dilation 12"),
     CONV_SQ(1, 2, 75, 73, 3, 3, 1, 36, 36, 1, "dilation 36 (ASPP)"),
@@ -348,32 +361,42 @@ const tb_case tb_cases[] = {
     CONV_SQ(2, 17, 8, 9, 1, 3, 1, 1, 1, 1, "k = 1: one output value a pixel"),
     CONV_SQ(2, 17, 11, 9, 33, 1, 1, 0, 1, 0, "1x1, c and k not multiples of 8 or 16"),
     CONV_SQ(3, 24, 13, 11, 40, 3, 2, 1, 1, 1, "3x3 stride 2, c = 24, k = 40: vector tails"),
-    CONV_SQ(2, 65, 9, 13, 17, 3, 1, 5, 5, 0, "per-tap GEMMs, c = 65, k = 17: odd channel runs"),
-    CONV(2, 64, 5, 20, 24, 3, 3, 1, 1, 2, 2, 4, 4, 1,
-         "per tap, padding 2 at rate 4: input rows no tap reads (a zero gradient)"),
+    CONV_SQ_AT(TAPS, 2, 65, 9, 13, 17, 3, 1, 5, 5, 0,
+               "per-tap GEMMs, c = 65, k = 17: odd channel runs"),
+    CONV_AT("taps-bwd", 2, 64, 5, 20, 24, 3, 3, 1, 1, 2, 2, 4, 4, 1,
+            "per tap, padding 2 at rate 4: input rows no tap reads (a zero gradient)"),
     /* the matmul paths of the CPU (cpu_conv.c use_mm_1x1, cpu_conv_matmul.c):
      * 1x1 stride-1 backward passes on NHWC activations as one GEMM (k >= 128
      * backward-data; k >= 512 or k*c >= 1024*256 backward-weights), convs
      * with only the centre tap live as those 1x1 convs in native bf16, and
      * the per-tap GEMMs in native bf16 (bf16 matmuls) */
-    CONV_SQ(2, 24, 5, 7, 512, 1, 1, 0, 1, 1, "1x1 k = 512: backward passes as matmuls (NHWC)"),
-    CONV_SQ(1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
-    CONV_SQ(2, 33, 6, 5, 129, 1, 1, 0, 1, 0, "1x1 k = 129: backward-data as matmul only"),
-    CONV_SQ(2, 96, 10, 14, 40, 3, 1, 7, 7, 1, "sparse, bf16 taps: partial rows, full rows"),
-    CONV(2, 64, 7, 20, 24, 3, 3, 1, 1, 8, 8, 8, 8, 0, "per tap with 6 dead taps (rows)"),
-    CONV_SQ(2, 24, 5, 6, 512, 3, 1, 8, 8, 0, "only the centre tap live, k = 512: bf16 1x1 matmuls"),
+    CONV_SQ_AT("mm1x1", 2, 24, 5, 7, 512, 1, 1, 0, 1, 1,
+               "1x1 k = 512: backward passes as matmuls (NHWC)"),
+    CONV_SQ_AT("mm1x1", 1, 1283, 3, 2, 256, 1, 1, 0, 1, 0, "1x1 1283->256: backward-weight by k*c"),
+    CONV_SQ_AT("bd:mm1x1 bw:onednn-cl", 2, 33, 6, 5, 129, 1, 1, 0, 1, 0,
+               "1x1 k = 129: backward-data as matmul only"),
+    CONV_SQ_AT(TAPS, 2, 96, 10, 14, 40, 3, 1, 7, 7, 1,
+               "sparse, bf16 taps: partial rows, full rows"),
+    CONV_AT(TAPS, 2, 64, 7, 20, 24, 3, 3, 1, 1, 8, 8, 8, 8, 0, "per tap with 6 dead taps (rows)"),
+    CONV_SQ_AT("bw:center", 2, 24, 5, 6, 512, 3, 1, 8, 8, 0,
+               "only the centre tap live, k = 512: bf16 1x1 matmuls"),
     CONV(2, 40, 7, 4, 160, 1, 3, 1, 1, 0, 4, 1, 4, 1, "1x3, only the centre tap live, k = 160"),
     /* float32 NHWC backward passes as per-tap GEMMs (sg_conv_taps_bwd_f32_applicable):
      * a dense 3x3 (rate 1) and a rate-2 one where every tap reads most of the map */
-    CONV_SQ(2, 64, 9, 11, 32, 3, 1, 1, 1, 1, "dense 3x3: float32 NHWC backward per tap"),
-    CONV_SQ(2, 72, 12, 10, 24, 3, 1, 2, 2, 1, "rate 2: float32 NHWC backward per tap"),
+    CONV_SQ_AT("taps-bwd", 2, 64, 9, 11, 24, 3, 1, 1, 1, 1,
+               "dense 3x3: float32 NHWC backward per tap"),
+    CONV_SQ_AT("taps-bwd", 2, 72, 12, 10, 24, 3, 1, 2, 2, 1,
+               "rate 2: float32 NHWC backward per tap"),
     /* float32 Winograd F(4x4, 3x3) on the CPU (cpu_conv.c use_wino: 3x3 pad 1,
      * channels multiples of 16), and dilated 3x3 convs as Winograd on their
      * phase sub-images (use_phases, NHWC: D divides h and w) */
-    CONV_SQ(2, 32, 8, 12, 48, 3, 1, 1, 1, 1, "3x3, c and k multiples of 16: Winograd"),
-    CONV_SQ(2, 16, 5, 7, 16, 3, 1, 1, 1, 0, "3x3 Winograd on a map smaller than its 6x6 tile"),
-    CONV_SQ(2, 32, 12, 8, 16, 3, 1, 2, 2, 1, "rate 2, h and w even: Winograd on 4 phases"),
-    CONV_SQ(1, 16, 16, 12, 32, 3, 1, 4, 4, 1, "rate 4: Winograd on 16 phases of 4x3"),
+    CONV_SQ_AT("onednn-wino wino-own", 2, 32, 8, 12, 48, 3, 1, 1, 1, 1,
+               "3x3, c and k multiples of 16: Winograd"),
+    CONV_SQ_AT("onednn-wino", 2, 16, 5, 7, 16, 3, 1, 1, 1, 0,
+               "3x3 Winograd on a map smaller than its 6x6 tile"),
+    CONV_SQ_AT("phases", 2, 32, 12, 8, 16, 3, 1, 2, 2, 1,
+               "rate 2, h and w even: Winograd on 4 phases"),
+    CONV_SQ_AT("phases", 1, 16, 16, 12, 32, 3, 1, 4, 4, 1, "rate 4: Winograd on 16 phases of 4x3"),
     CONV(2, 16, 8, 6, 16, 3, 3, 1, 1, 2, 3, 2, 3, 1, "rate 2 x 3: not phase-split"),
     CONV_SQ(2, 32, 13, 8, 16, 3, 1, 2, 2, 0, "rate 2, odd h: not phase-split"),
     /* the CPU's own float32 Winograd (cpu_conv_wino.c: 3x3 stride 1, pad =
@@ -381,17 +404,23 @@ const tb_case tb_cases[] = {
      * cpu/wino-own configs elsewhere): phases of unequal size with part
      * tiles, unequal rates, weight counts not a multiple of 8, and more
      * tiles than one chunk (256) */
-    CONV(2, 32, 17, 19, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1, "own Winograd: rate 2, odd sizes"),
-    CONV(2, 16, 16, 25, 24, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: rates 2 x 3"),
-    CONV(1, 20, 26, 25, 17, 3, 3, 1, 1, 3, 3, 3, 3, 1, "own Winograd: rate 3, 340 kernels"),
-    CONV(2, 16, 64, 70, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, "own Winograd: 576 tiles, 3 chunks"),
-    CONV(2, 24, 35, 58, 40, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: a chunk ends inside a phase"),
+    CONV_AT("wino-own", 2, 32, 17, 19, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1,
+            "own Winograd: rate 2, odd sizes"),
+    CONV_AT("wino-own", 2, 16, 16, 25, 24, 3, 3, 1, 1, 2, 3, 2, 3, 0, "own Winograd: rates 2 x 3"),
+    CONV_AT("wino-own", 1, 20, 26, 25, 17, 3, 3, 1, 1, 3, 3, 3, 3, 1,
+            "own Winograd: rate 3, 340 kernels"),
+    CONV_AT("wino-own", 2, 16, 64, 70, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0,
+            "own Winograd: 576 tiles, 3 chunks"),
+    CONV_AT("wino-own", 2, 24, 35, 58, 40, 3, 3, 1, 1, 2, 3, 2, 3, 0,
+            "own Winograd: a chunk ends inside a phase"),
     /* native bf16 on NHWC activations from 128 channels on each side: the
      * Winograd with float32 GEMMs (cpu_conv_wino_cl.c; the rows above run
      * it in cpu/nhwc-bf16-wino-own): a channel tail (136 = 8 * 17), and
      * rate-2 phases with k = 144 */
-    CONV_SQ(1, 136, 9, 10, 128, 3, 1, 1, 1, 1, "bf16 Winograd, c = 136: a channel tail"),
-    CONV(1, 128, 12, 16, 144, 3, 3, 1, 1, 2, 2, 2, 2, 0, "bf16 Winograd: rate 2, k = 144"),
+    CONV_SQ_AT("wino-cl", 1, 136, 9, 10, 128, 3, 1, 1, 1, 1,
+               "bf16 Winograd, c = 136: a channel tail"),
+    CONV_AT("wino-cl", 1, 128, 12, 16, 144, 3, 3, 1, 1, 2, 2, 2, 2, 0,
+            "bf16 Winograd: rate 2, k = 144"),
     /* drawn once with a seeded generator: non-square kernels, per-axis
      * stride, padding and dilation, channels around the blocked threshold */
     CONV(2, 24, 17, 3, 21, 1, 1, 1, 1, 1, 3, 3, 3, 0, "random"),
@@ -429,26 +458,26 @@ const tb_case tb_cases[] = {
     CONV_G(8, 2, 8, 10, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, "depthwise 3x3 (plain layout)"),
     CONV_G(16, 2, 16, 11, 12, 16, 3, 3, 2, 2, 1, 1, 1, 1, 0, "depthwise 3x3 stride 2"),
     CONV_G(32, 2, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, "depthwise, 32 channels (blocked)"),
-    CONV_G(16, 1, 16, 13, 11, 16, 5, 5, 1, 1, 4, 4, 2, 2, 0, "depthwise 5x5 dilation 2"),
-    CONV_G(16, 1, 16, 9, 9, 16, 3, 3, 1, 1, 12, 12, 12, 12, 1,
-           "depthwise ASPP rate 12 on 9x9: dead taps trimmed"),
-    CONV_G(16, 2, 16, 13, 11, 16, 3, 3, 1, 1, 6, 6, 6, 6, 0,
-           "depthwise rate 6: sparse, yet not the per-tap path"),
+    CONV_G_AT("dw", 16, 1, 16, 13, 11, 16, 5, 5, 1, 1, 4, 4, 2, 2, 0, "depthwise 5x5 dilation 2"),
+    CONV_G_AT("dw", 16, 1, 16, 9, 9, 16, 3, 3, 1, 1, 12, 12, 12, 12, 1,
+              "depthwise ASPP rate 12 on 9x9: dead taps trimmed"),
+    CONV_G_AT("dw", 16, 2, 16, 13, 11, 16, 3, 3, 1, 1, 6, 6, 6, 6, 0,
+              "depthwise rate 6: sparse, yet not the per-tap path"),
     CONV_G(4, 2, 4, 7, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0, "depthwise, channel multiplier 2"),
-    CONV_G(4, 2, 4, 9, 10, 8, 3, 3, 2, 1, 2, 2, 2, 3, 1,
-           "depthwise x2, dilated, per-axis stride (the CPU's direct backward)"),
-    CONV_G(24, 3, 24, 11, 9, 24, 5, 5, 1, 1, 4, 4, 2, 2, 0,
-           "depthwise 5x5 dilation 2, 24 channels (MobileNetV3's dilated stage)"),
+    CONV_G_AT("dw", 4, 2, 4, 9, 10, 8, 3, 3, 2, 1, 2, 2, 2, 3, 1,
+              "depthwise x2, dilated, per-axis stride (the CPU's direct backward)"),
+    CONV_G_AT("dw", 24, 3, 24, 11, 9, 24, 5, 5, 1, 1, 4, 4, 2, 2, 0,
+              "depthwise 5x5 dilation 2, 24 channels (MobileNetV3's dilated stage)"),
     CONV_G(2, 3, 6, 9, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, "2 groups, stride 2"),
     CONV_G(4, 2, 32, 6, 6, 32, 1, 1, 1, 1, 0, 0, 1, 1, 0, "4 groups, 1x1"),
     CONV_G(3, 2, 9, 8, 13, 6, 3, 5, 1, 2, 1, 2, 2, 1, 1,
            "3 groups, non-square kernel, per-axis stride / pad / dilation"),
-    CONV_G(20, 2, 20, 9, 11, 20, 3, 3, 1, 1, 2, 2, 2, 2, 0,
-           "depthwise dilated, c = 20: the direct NHWC backward's vector tail"),
-    CONV_G(70, 1, 70, 8, 7, 70, 3, 3, 1, 1, 3, 3, 3, 3, 1,
-           "depthwise dilated, c = 70: 16-channel chunks and a tail (NHWC backward-weight)"),
-    CONV_G(5, 2, 5, 9, 8, 15, 3, 3, 2, 1, 2, 2, 2, 1, 0,
-           "depthwise x3 dilated, c = 5, per-axis stride (NHWC: strided channel reads)"),
+    CONV_G_AT("dw", 20, 2, 20, 9, 11, 20, 3, 3, 1, 1, 2, 2, 2, 2, 0,
+              "depthwise dilated, c = 20: the direct NHWC backward's vector tail"),
+    CONV_G_AT("dw", 70, 1, 70, 8, 7, 70, 3, 3, 1, 1, 3, 3, 3, 3, 1,
+              "depthwise dilated, c = 70: 16-channel chunks and a tail (NHWC backward-weight)"),
+    CONV_G_AT("dw", 5, 2, 5, 9, 8, 15, 3, 3, 2, 1, 2, 2, 2, 1, 0,
+              "depthwise x3 dilated, c = 5, per-axis stride (NHWC: strided channel reads)"),
     {"conv_fwd", run_conv_fwd, .conv = {1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2},
      .in = dw_hand_x, .in2 = dw_hand_w, .want = dw_hand_y, .nwant = 18, .want_tol = 1e-5,
      .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
@@ -639,8 +668,9 @@ const tb_case tb_cases[] = {
     CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_F32, SG_ACT_BF16, "maxpool/add -> conv -> bn"),
     CONV_DT(2, 6, 9, 11, 8, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_F32, "bn+relu -> conv (bias)"),
     CONV_DT(1, 16, 12, 10, 17, 1, 2, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "1x1 stride 2 (blocked)"),
-    CONV_DT(2, 5, 13, 13, 4, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16, "dilated (ASPP, taps path)"),
-    CONV_DT(2, 24, 5, 6, 512, 3, 1, 8, 8, SG_ACT_BF16, SG_ACT_BF16, "only the centre tap live"),
+    CONV_DT(2, 5, 13, 13, 4, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16, "dilated (ASPP rate 6)"),
+    CONV_DT_AT("bw:center", 2, 24, 5, 6, 512, 3, 1, 8, 8, SG_ACT_BF16, SG_ACT_BF16,
+               "only the centre tap live"),
     CONV_DT(1, 3, 17, 15, 16, 7, 2, 3, 1, SG_ACT_F32, SG_ACT_BF16, "the stem"),
     CONV_DT_G(16, 2, 16, 9, 11, 16, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
               "depthwise: bn+relu -> dwconv -> bn"),
@@ -648,16 +678,16 @@ const tb_case tb_cases[] = {
     CONV_DT(2, 20, 7, 9, 24, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_BF16,
             "c = 20, k = 24, dilated: channel runs off the vector width"),
     CONV_DT(3, 17, 1, 1, 9, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_BF16, "hw = 1 (1x1 map)"),
-    CONV_DT(2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16,
-            "sparse dilated: the per-tap GEMMs on bf16 x"),
-    CONV_DT(2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_F32, SG_ACT_BF16,
-            "sparse dilated, float32 x, bf16 y"),
-    CONV_DT(2, 40, 4, 5, 512, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_F32,
-            "1x1 k = 512: backward-weight as a matmul on bf16 x"),
-    CONV_DT(1, 128, 9, 10, 128, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
-            "3x3, 128 channels: the bf16 Winograd (conv_bwd_dt: dy rounded once)"),
-    CONV_DT_G(20, 2, 20, 9, 8, 20, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_F32,
-              "depthwise dilated, c = 20 (the direct backward-weight)"),
+    CONV_DT_AT(TAPS, 2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_BF16, SG_ACT_BF16,
+               "sparse dilated: the per-tap GEMMs on bf16 x"),
+    CONV_DT_AT(TAPS, 2, 64, 13, 11, 24, 3, 1, 6, 6, SG_ACT_F32, SG_ACT_BF16,
+               "sparse dilated, float32 x, bf16 y"),
+    CONV_DT_AT("bw:mm1x1", 2, 40, 4, 5, 512, 1, 1, 0, 1, SG_ACT_BF16, SG_ACT_F32,
+               "1x1 k = 512: backward-weight as a matmul on bf16 x"),
+    CONV_DT_AT("wino-cl", 1, 128, 9, 10, 128, 3, 1, 1, 1, SG_ACT_BF16, SG_ACT_BF16,
+               "3x3, 128 channels: the bf16 Winograd (conv_bwd_dt: dy rounded once)"),
+    CONV_DT_G_AT("dw", 20, 2, 20, 9, 8, 20, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_F32,
+                 "depthwise dilated, c = 20 (the direct backward-weight)"),
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_B, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_F, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},

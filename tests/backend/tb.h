@@ -91,6 +91,9 @@ struct tb_case {
                          fused join's y_dt also SG_ACT_F32R) */
     int r_dt;         /* the fused join: storage of the identity res */
     const char *note; /* why the case exists (printed on failure) */
+    /* CPU: the convolution paths the row is meant to run on ("NAME" or
+     * "PASS:NAME", space-separated; tests/backend/cpu_paths.h) */
+    const char *path;
 };
 
 /* One run of a case. Runners read be, tol and det; the rest is the harness's. */

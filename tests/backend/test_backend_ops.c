@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include "tests/backend/cases.h"
+#include "tests/backend/cpu_paths.h"
 
 #ifndef TB_HAVE_CPU
 #define TB_HAVE_CPU 1
@@ -74,93 +75,76 @@ typedef struct tb_config {
     const char *name;
     const char *device;
     sg_backend_opts opts;
-    const char *conv_layout; /* CPU: SG_CPU_CONV_LAYOUT while creating it */
-    const char *cpu_bf16;    /* CPU: SG_CPU_BF16 while creating it (NULL: unset) */
-    int det;                 /* reruns give the same bits */
-    int lowp;                /* TB_FP32 | TB_TF32 | TB_BF16: which tolerance rows state */
-    int bf16_steps;          /* bf16: ulps allowed against the bf16-exact reference */
-    double bf16_slack;       /* bf16: and this fraction of max|ref| */
-    int every_row;           /* runs every row, as the first does (another activation
+    const char *cpu_conv; /* CPU: SG_CPU_CONV while creating it (NULL: unset) */
+    const char *cpu_bf16; /* CPU: SG_CPU_BF16 while creating it (NULL: unset) */
+    int det;              /* reruns give the same bits */
+    int lowp;             /* TB_FP32 | TB_TF32 | TB_BF16: which tolerance rows state */
+    int bf16_steps;       /* bf16: ulps allowed against the bf16-exact reference */
+    double bf16_slack;    /* bf16: and this fraction of max|ref| */
+    int every_row;        /* runs every row, as the first does (another activation
                                 layout: every op that takes activations is retested) */
-    const char *cpu_wino;    /* CPU: SG_CPU_CONV_WINO while creating it (NULL: unset) */
 } tb_config;
 
 #define BF16 .precision = SG_PRECISION_BF16
 #define NHWC .layout = SG_LAYOUT_NHWC
+/* The own Winograd paths on every conv they can take, in place of
+ * oneDNN's Winograd and the phase sub-images. */
+#define WINO_OWN "force:wino-own,off:onednn-wino,off:phases"
 static const tb_config cpu_configs[] = {
-    {"cpu", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0, NULL},
-    {"cpu/plain", "cpu", {.threads = 2}, "plain", NULL, 1, TB_FP32, 0, 0, 0, NULL},
-    {"cpu/blocked", "cpu", {.threads = 2}, "blocked", NULL, 1, TB_FP32, 0, 0, 0, NULL},
-    {"cpu/bf16", "cpu", {.threads = 2, BF16}, "auto", "auto", 1, TB_BF16, 2, 1e-5, 0, NULL},
-    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, "auto", "emulated", 1, TB_BF16, 1, 1e-5, 0, NULL},
-    {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 1, NULL},
-    {"cpu/nhwc-bf16",
-     "cpu",
-     {.threads = 2, BF16, NHWC},
-     "auto",
-     "auto",
-     1,
-     TB_BF16,
-     2,
-     1e-5,
-     1,
-     NULL},
+    {"cpu", "cpu", {.threads = 2}, NULL, NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/plain", "cpu", {.threads = 2}, "force:onednn-plain", NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/blocked", "cpu", {.threads = 2}, "force:onednn-blocked", NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/bf16", "cpu", {.threads = 2, BF16}, NULL, "auto", 1, TB_BF16, 2, 1e-5, 0},
+    {"cpu/bf16-emu", "cpu", {.threads = 2, BF16}, NULL, "emulated", 1, TB_BF16, 1, 1e-5, 0},
+    {"cpu/nhwc", "cpu", {.threads = 2, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1},
+    {"cpu/nhwc-bf16", "cpu", {.threads = 2, BF16, NHWC}, NULL, "auto", 1, TB_BF16, 2, 1e-5, 1},
     {"cpu/nhwc-bf16-emu",
      "cpu",
      {.threads = 2, BF16, NHWC},
-     "auto",
+     NULL,
      "emulated",
      1,
      TB_BF16,
      1,
      1e-5,
+     1},
+    /* every bf16 conv through the emulation with native bf16 present (as a
+     * geometry oneDNN had no bf16 kernel for would): the *_dt ops' own
+     * conversions around it */
+    {"cpu/bf16-fallback",
+     "cpu",
+     {.threads = 2, BF16},
+     "force:emulated",
+     "auto",
      1,
-     NULL},
-    /* cpu_conv_wino.c's Winograd for every 3x3 "same" conv it takes, on
-     * any ISA (the AVX2 default for NCHW float32; oneDNN's on AVX-512) */
-    {"cpu/wino-own", "cpu", {.threads = 2}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
-    {"cpu/nhwc-wino-own", "cpu", {.threads = 2, NHWC}, "auto", NULL, 1, TB_FP32, 0, 0, 0, "own"},
-    /* cpu_conv_wino_cl.c (native bf16, NHWC) for every 3x3 "same" conv of
-     * 16+ channels, not only from 128 on (on CPUs without bf16 instructions
-     * the emulation, on cpu_conv_wino.c) */
+     TB_BF16,
+     1,
+     1e-5,
+     0},
+    /* wino.c's Winograd for every 3x3 "same" conv it takes, on any ISA
+     * (the AVX2 default for NCHW float32; oneDNN's on AVX-512) */
+    {"cpu/wino-own", "cpu", {.threads = 2}, WINO_OWN, NULL, 1, TB_FP32, 0, 0, 0},
+    {"cpu/nhwc-wino-own", "cpu", {.threads = 2, NHWC}, WINO_OWN, NULL, 1, TB_FP32, 0, 0, 0},
+    /* wino_cl.c (native bf16, NHWC) for every 3x3 "same" conv of 16+
+     * channels, not only from 128 on, and with AMX (on CPUs without bf16
+     * instructions the emulation, on wino.c) */
     {"cpu/nhwc-bf16-wino-own",
      "cpu",
      {.threads = 2, BF16, NHWC},
-     "auto",
+     "force:wino-cl," WINO_OWN,
      "auto",
      1,
      TB_BF16,
      2,
      1e-5,
-     0,
-     "own"},
+     0},
 };
 static const tb_config cuda_configs[] = {
-    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0, NULL},
-    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0, NULL},
-    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0, NULL},
-    {"cuda/bf16",
-     "cuda:0",
-     {.cudnn_deterministic = 1, BF16},
-     NULL,
-     NULL,
-     1,
-     TB_BF16,
-     2,
-     1e-4,
-     0,
-     NULL},
-    {"cuda/nhwc",
-     "cuda:0",
-     {.cudnn_deterministic = 1, NHWC},
-     NULL,
-     NULL,
-     1,
-     TB_FP32,
-     0,
-     0,
-     1,
-     NULL},
+    {"cuda/det", "cuda:0", {.cudnn_deterministic = 1}, NULL, NULL, 1, TB_FP32, 0, 0, 0},
+    {"cuda/bench", "cuda:0", {.cudnn_benchmark = 1}, NULL, NULL, 0, TB_FP32, 0, 0, 0},
+    {"cuda/tf32", "cuda:0", {.allow_tf32 = 1}, NULL, NULL, 0, TB_TF32, 0, 0, 0},
+    {"cuda/bf16", "cuda:0", {.cudnn_deterministic = 1, BF16}, NULL, NULL, 1, TB_BF16, 2, 1e-4, 0},
+    {"cuda/nhwc", "cuda:0", {.cudnn_deterministic = 1, NHWC}, NULL, NULL, 1, TB_FP32, 0, 0, 1},
     {"cuda/nhwc-bf16",
      "cuda:0",
      {.cudnn_deterministic = 1, BF16, NHWC},
@@ -170,8 +154,7 @@ static const tb_config cuda_configs[] = {
      TB_BF16,
      2,
      1e-4,
-     1,
-     NULL},
+     1},
 };
 
 /* Per-op tallies, in the order the ops first appear in the table. */
@@ -284,14 +267,12 @@ static void env_pop(env_save *e) {
 }
 
 static sg_backend *create(const tb_config *cf) {
-    env_save layout, bf16, wino;
-    env_push(&layout, "SG_CPU_CONV_LAYOUT", cf->conv_layout);
+    env_save conv, bf16;
+    env_push(&conv, "SG_CPU_CONV", cf->cpu_conv);
     env_push(&bf16, "SG_CPU_BF16", cf->cpu_bf16);
-    env_push(&wino, "SG_CPU_CONV_WINO", cf->cpu_wino);
     sg_backend *be = sg_backend_create(cf->device, &cf->opts);
-    env_pop(&wino);
     env_pop(&bf16);
-    env_pop(&layout);
+    env_pop(&conv);
     if (be && cf->lowp != TB_FP32) {
         sg_backend_info bi;
         sg_backend_get_info(be, &bi);
@@ -340,7 +321,8 @@ static int run_config(const tb_config *cf, int index, int *ran) {
                cf->name, cf->device);
         return -1;
     }
-    int failed = 0;
+    int failed = tb_paths_config(cf->name, be, cf->cpu_conv != NULL, g.table, g.ncases);
+    g.failed += failed;
     for (int i = g.from_row; i < g.ncases; i++) {
         const tb_case *c = &g.table[i];
         if (index > 0 && !c->all_configs && !cf->every_row) continue;
@@ -361,6 +343,7 @@ static int run_config(const tb_config *cf, int index, int *ran) {
         be->ops->sync(be);
         g.running = NULL;
         int ok = tb_end(&t);
+        if (tb_paths_case(&t, c, i)) ok = 0;
         op_tally *o = tally(c->op);
         o->cases++;
         if (o->configs < index + 1) o->configs = index + 1;
@@ -445,8 +428,17 @@ static int run_backend(const char *name, int *total, int *total_failed) {
         return 1;
     }
     print_tallies();
-    printf("%s: %d/%d cases passed (%d failed) in %.1f s\n", name, ran - failed, ran, failed,
-           now_s() - t0);
+    /* the coverage of the CPU convolution paths: only a whole run counts */
+    char paths[96] = "";
+    if (!g.only && !g.only_config && g.from_row == 0 && g.table == tb_cases) {
+        int skipped, missing = tb_paths_report(&skipped);
+        failed += missing, g.failed += missing;
+        if (missing || skipped)
+            snprintf(paths, sizeof paths, "; conv paths: %d missing, %d skipped on this processor",
+                     missing, skipped);
+    }
+    printf("%s: %d/%d cases passed (%d failed%s) in %.1f s\n", name, ran - failed, ran, failed,
+           paths, now_s() - t0);
     *total += ran;
     *total_failed += failed;
     return failed ? 1 : 0;

@@ -73,7 +73,8 @@ static int setup(void) {
  *    small differences: 1.5e-5 after 1 step, 5e-5 after 5;
  *  - FCN: ~2e-6 for 4 steps, then 4e-2 at step 3 of a 5-step run (a tie
  *    somewhere, such as the stem's max-pool, resolved the other way);
- *  - Winograd (SG_CPU_CONV_WINO, AVX-512 only): oneDNN picks its schedule
+ *  - oneDNN's Winograd (AVX-512 only; SG_CPU_CONV turns it and the phase
+ *    sub-images that run on it off): oneDNN picks its schedule
  *    by batch size, so a sample's forward is not bit-identical between a
  *    batch of 4 and of 2; DeepLabV3 ended 5 steps at 0.13 there.
  * Without SyncBN the FCN runs differ by ~3 after 2 steps. DeepLabV3's
@@ -85,11 +86,12 @@ static int setup(void) {
 #define EQ_CKPT "iter_0000000" EQ_STEPS ".safetensors"
 
 static int eq_run(const char *run, int nproc, const char *sets) {
-    setenv("SG_CPU_CONV_WINO", "0", 1); /* inherited by the launcher's workers */
+    /* inherited by the launcher's workers */
+    setenv("SG_CPU_CONV", "off:onednn-wino,off:phases", 1);
     char all[512];
     snprintf(all, sizeof all, EQ_SETS "%s", sets);
     int rc = th_train_run(g_bin, g_dir, run, nproc, all);
-    unsetenv("SG_CPU_CONV_WINO");
+    unsetenv("SG_CPU_CONV");
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /* tests/kernels/bench_conv.c - times the CPU backend's convolutions on the
  * layer shapes of DeepLabV3-ResNet50 (batch 2, 256x256 crops, output stride
  * 8) in each conv layout: plain nchw/oihw vs oneDNN's chosen (blocked)
- * layout with reorders, as selected by SG_CPU_CONV_LAYOUT. A measuring tool,
+ * layout with reorders (SG_CPU_CONV=force:onednn-plain / force:onednn-blocked;
+ * auto: the measured rules of kernels/cpu/conv/paths.c). A measuring tool,
  * not a test (built, never run by meson test).
  *
  *   bench_conv [iters] [layout ...]     default: 3 iterations, plain blocked auto
@@ -154,7 +155,10 @@ int main(int argc, char **argv) {
             int nhwc = strncmp(layouts[l], "nhwc", 4) == 0;
             const char *lay = nhwc ? (layouts[l][4] == '-' ? layouts[l] + 5 : "auto") : layouts[l];
             int bf16 = strncmp(lay, "bf16", 4) == 0;
-            setenv("SG_CPU_CONV_LAYOUT", bf16 ? "auto" : lay, 1);
+            const char *force = strcmp(lay, "plain") == 0     ? "force:onednn-plain"
+                                : strcmp(lay, "blocked") == 0 ? "force:onednn-blocked"
+                                                              : "";
+            setenv("SG_CPU_CONV", force, 1);
             if (bf16)
                 setenv("SG_CPU_BF16", strcmp(lay, "bf16-emu") == 0 ? "emulated" : "native", 1);
             sg_backend_opts bo = {.precision = bf16 ? SG_PRECISION_BF16 : SG_PRECISION_FP32,

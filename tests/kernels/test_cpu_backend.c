@@ -4,17 +4,21 @@
  *  - the conv primitive cache (sg_cpu_conv_stats, CPU-internal): after
  *    conv_prepare the ops build no primitive, and after their first call
  *    (which grows the conversion buffers the call needs) they grow no
- *    workspace, in each conv layout (SG_CPU_CONV_LAYOUT=plain|blocked|auto);
+ *    workspace, with the measured rules and with oneDNN's plain or blocked
+ *    layout forced (SG_CPU_CONV=force:onednn-plain|force:onednn-blocked);
+ *  - SG_CPU_CONV: a forced row runs, a row turned off does not, and an
+ *    unknown name, a fallback turned off, or a row both forced and off is a
+ *    fatal error naming the choices;
  *  - its wording of the fatal error for a wrong conv output size (exit 1,
  *    naming the geometry; run in a child process);
  *  - host memory read directly: 64-byte aligned, zeroed allocations, the
  *    info it reports (name "cpu", its thread count), its capabilities;
  *  - the thread count: threads = 0 follows OMP_NUM_THREADS, else every
  *    core; an explicit count wins; a negative one is refused;
- *  - the backend's own Winograd (SG_CPU_CONV_WINO=own, cpu_conv_wino.c)
+ *  - the backend's own Winograd (SG_CPU_CONV=force:wino-own, conv/wino.c)
  *    gives the same bits on 1, 2 and 3 threads, in both layouts;
  *  - its packing of float32 weights into oneDNN's blocked bf16 layouts
- *    (cpu_conv_pack.c) writes the bytes oneDNN's reorder writes, padding
+ *    (conv/pack.c) writes the bytes oneDNN's reorder writes, padding
  *    and rounding ties included, and declines the layouts it does not know.
  * The timing tool bench_conv lives beside it (not a test).
  */
@@ -23,7 +27,8 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_paths.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "tests/testutil.h"
 
@@ -87,7 +92,7 @@ static void test_conv_steady_state(void) {
 
 /* A wrong output size is a fatal error naming the geometry, exit status 1
  * (run in a child process, stderr captured). */
-/* Runs conv_fwd on d in a child process (on a new backend with conv layout
+/* Runs conv_fwd on d in a child process (on a new backend with SG_CPU_CONV
  * `layout`, or NULL: the test's backend); returns its stderr (fatal error
  * expected: exit status 1). */
 static void conv_fatal(sg_conv_desc d, const char *layout, char *buf, size_t cap) {
@@ -100,7 +105,7 @@ static void conv_fatal(sg_conv_desc d, const char *layout, char *buf, size_t cap
         close(fds[0]);
         sg_backend *be = g_be;
         if (layout) {
-            setenv("SG_CPU_CONV_LAYOUT", layout, 1);
+            setenv("SG_CPU_CONV", layout, 1);
             sg_backend_opts o = {.threads = 1};
             be = sg_backend_create("cpu", &o);
             if (!be) _exit(3);
@@ -134,7 +139,7 @@ static void test_conv_bad_desc(void) {
     sg_conv_desc g = {1, 6, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 3};
     CHECK(sg_conv_desc_init(&g) == 0);
     CHECK(sg_conv_desc_check(&g) != 0);
-    const char *layouts[] = {NULL, "plain", "blocked"};
+    const char *layouts[] = {NULL, "force:onednn-plain", "force:onednn-blocked"};
     for (int l = 0; l < 3; l++) {
         g.groups = 3;
         conv_fatal(g, layouts[l], buf, sizeof buf);
@@ -205,14 +210,14 @@ static void test_threads(void) {
     if (keep[0]) setenv("OMP_NUM_THREADS", keep, 1);
 }
 
-/* The three passes of a dilated 3x3 conv on cpu_conv_wino.c (bf16 NHWC
- * with bf16 instructions: cpu_conv_wino_cl.c), on a new backend with
+/* The three passes of a dilated 3x3 conv on conv/wino.c (bf16 NHWC with
+ * bf16 instructions: conv/wino_cl.c), on a new backend with
  * `threads` threads, into out (y, dx, dw in a row). */
 static void wino_run(int threads, int layout, int precision, const sg_conv_desc *d, float *out) {
-    setenv("SG_CPU_CONV_WINO", "own", 1);
+    setenv("SG_CPU_CONV", "force:wino-cl,force:wino-own", 1);
     sg_backend_opts o = {.threads = threads, .layout = layout, .precision = precision};
     sg_backend *be = sg_backend_create("cpu", &o);
-    unsetenv("SG_CPU_CONV_WINO");
+    unsetenv("SG_CPU_CONV");
     CHECK(be != NULL);
     size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
     size_t nw = sg_conv_weight_count(d);
@@ -320,16 +325,95 @@ static void test_weight_pack(void) {
     CHECK(sg_conv_pack_bf16(&mo, NULL, NULL) == 0);
 }
 
-int main(void) {
-    const char *layouts[3] = {"plain", "blocked", "auto"};
+/* SG_CPU_CONV: a 3x3 "same" conv 64 -> 32 on NCHW activations runs on
+ * oneDNN's Winograd where it has one, else on the own Winograd; forced to
+ * the per-tap GEMMs (their NHWC backward row, whose geometry it fits) it
+ * runs there, with the Winograd rows turned off on oneDNN's blocked
+ * layout, and forced to the plain layout there. */
+static void fwd_path(const char *env, int *ran) {
+    *ran = -2;
+    if (env) setenv("SG_CPU_CONV", env, 1);
+    sg_backend_opts o = {.threads = 1};
+    sg_backend *be = sg_backend_create("cpu", &o);
+    unsetenv("SG_CPU_CONV");
+    CHECK(be != NULL);
+    sg_conv_desc d = {2, 64, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    CHECK(sg_conv_desc_init(&d) == 0);
+    float *x = be->ops->alloc(be, (size_t)2 * 64 * 144 * 4);
+    float *w = be->ops->alloc(be, (size_t)32 * 64 * 9 * 4);
+    float *y = be->ops->alloc(be, (size_t)2 * 32 * 144 * 4);
+    be->ops->conv_fwd(be, &d, x, w, y);
+    *ran = sg_cpu_conv_path_ran(be, SG_CPU_CONV_FWD, NULL);
+    be->ops->free(be, x);
+    be->ops->free(be, w);
+    be->ops->free(be, y);
+    sg_backend_destroy(be);
+}
+
+static void test_conv_force_off(void) {
+    int wino = sg_cpu_avx512() ? sg_cpu_conv_path_find("onednn-wino")
+                               : sg_cpu_conv_path_find("wino-own");
+    static const char *const env[][2] = {
+        {"force:taps-bwd", "taps-bwd"},
+        {"off:onednn-wino,off:wino-own", "onednn-blocked"},
+        {"force:onednn-plain", "onednn-plain"},
+    };
+    int ran;
+    fwd_path(NULL, &ran);
+    CHECK_EQ_INT(ran, wino);
     for (int i = 0; i < 3; i++) {
-        setenv("SG_CPU_CONV_LAYOUT", layouts[i], 1);
+        fwd_path(env[i][0], &ran);
+        CHECK_EQ_INT(ran, sg_cpu_conv_path_find(env[i][1]));
+    }
+}
+
+/* A malformed SG_CPU_CONV is a fatal error naming what is wrong. */
+static void env_refused(const char *env, const char *want) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        setenv("SG_CPU_CONV", env, 1);
+        sg_backend_opts o = {.threads = 1};
+        sg_backend_create("cpu", &o);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[2048];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof buf - 1 && (r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = 0;
+    close(fds[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    CHECK_STR_CONTAINS(buf, want);
+}
+
+static void test_conv_env_refused(void) {
+    env_refused("force:nosuchpath", "is not force:NAME or off:NAME with NAME one of: onednn-wino");
+    env_refused("taps", "'taps' is not force:NAME or off:NAME");
+    env_refused("off:onednn-blocked", "onednn-blocked cannot be turned off");
+    env_refused("force:taps,off:taps", "taps is both forced and turned off");
+}
+
+int main(void) {
+    const char *layouts[3] = {"force:onednn-plain", "force:onednn-blocked", ""};
+    for (int i = 0; i < 3; i++) {
+        setenv("SG_CPU_CONV", layouts[i], 1);
         g_be = cpu_backend(2);
-        fprintf(stderr, "-- conv layout %s\n", layouts[i]);
+        fprintf(stderr, "-- SG_CPU_CONV='%s'\n", layouts[i]);
         TEST_RUN(test_conv_steady_state);
         sg_backend_destroy(g_be);
     }
-    unsetenv("SG_CPU_CONV_LAYOUT");
+    unsetenv("SG_CPU_CONV");
+    TEST_RUN(test_conv_force_off);
+    TEST_RUN(test_conv_env_refused);
     g_be = cpu_backend(2);
     TEST_RUN(test_conv_bad_desc);
     TEST_RUN(test_memory_info);

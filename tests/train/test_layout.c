@@ -88,10 +88,10 @@ static void compare(const char *name, const char *const *extra, int n_extra, dou
     snprintf(rc, sizeof rc, "%s_nchw", name);
     snprintf(rd, sizeof rd, "%s_nhwc", name);
     double la[ITERS] = {0}, lb[ITERS] = {0}, lc[ITERS] = {0}, ld[ITERS] = {0};
-    setenv("SG_CPU_CONV_LAYOUT", "blocked", 1);
+    setenv("SG_CPU_CONV", "force:onednn-blocked", 1);
     double ma = train(ra, "nchw", extra, n_extra, la);
     double mb = train(rb, "nhwc", extra, n_extra, lb);
-    unsetenv("SG_CPU_CONV_LAYOUT");
+    unsetenv("SG_CPU_CONV");
     double mc = train(rc, "nchw", extra, n_extra, lc);
     double md = train(rd, "nhwc", extra, n_extra, ld);
     CHECK_MSG(!isnan(ma) && !isnan(mb) && !isnan(mc) && !isnan(md),

@@ -27,7 +27,7 @@
  * count (backward-data: even the same bits as the nchw loops, which add the
  * same terms in the same order).
  */
-#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/conv/conv_internal.h"
 
 /* Output positions o in [*lo, *hi) whose input o*stride - pad + t*dil is
  * inside [0, in). */

@@ -32,7 +32,7 @@
  */
 #include <string.h>
 
-#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/formulas/bf16.h"
 
 /* The output rectangle of tap (i, j) and its input offset. */

@@ -28,8 +28,8 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_conv_internal.h"
-#include "kernels/cpu/cpu_conv_wino_f43.h"
+#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/wino_f43.h"
 
 enum { LANES = 8, CHUNK_TILES = 256 };
 

@@ -22,7 +22,7 @@
  */
 #include <string.h>
 
-#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/conv/conv_internal.h"
 
 int sg_conv_phases_applicable(const sg_conv_desc *d) {
     int D = d->dil_h;

@@ -41,8 +41,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "kernels/cpu/cpu_conv_internal.h"
-#include "kernels/cpu/cpu_conv_wino_f43.h"
+#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/wino_f43.h"
 #include "kernels/formulas/bf16.h"
 
 enum { CL = 16, CHUNK_MIN = 32, CHUNK_MAX = 256, CHUNK_FLOATS = 131072 };

@@ -25,7 +25,7 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/cpu/cpu_conv_internal.h"
+#include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/formulas/bf16.h"
 
 /* A block: PAIRS channel pairs of up to OB_MAX kernels of up to TAPS_MAX
