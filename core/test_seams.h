@@ -7,7 +7,7 @@
  * file of the project, tests included. Code that reads a seam wraps the
  * read and everything the seam changes in `#if SG_TEST_SEAMS ... #endif`;
  * a test that needs a seam returns TEST_SKIP (77) when SG_TEST_SEAMS is 0,
- * saying why (tu_need_seams, tests/testutil.h). An unknown or malformed
+ * saying why (tu_have_seams, tests/testutil.h). An unknown or malformed
  * value of a seam is an error where it is read, as for any setting.
  *
  * The seams (what they do is documented where they are read):
