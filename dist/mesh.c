@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/test_seams.h"
 #include "core/util.h"
 #include "dist/mesh_wire.h"
 #include "dist/net_addr.h"
@@ -36,14 +37,16 @@ struct sg_mesh {
     uint32_t seq; /* collectives so far (every rank counts the same) */
     /* test seam (SG_TEST_MESH_KILL, see mesh.h): this rank SIGKILLs itself
      * at the kill_nth collective of kill_bytes per rank (0: of any size);
-     * kill_nth 0: never */
+     * kill_nth 0: never. In every build, so that the layout does not depend
+     * on -Dtest_seams; set and read only in builds with the seams. */
     long kill_bytes, kill_nth, kill_seen;
 };
 
+#if SG_TEST_SEAMS
 /* Reads SG_TEST_MESH_KILL=RANK:BYTES:NTH into m. SG_OK (unset, or set for
  * another rank), or SG_ERR_CONFIG after logging a malformed value. */
 static sg_status read_kill_seam(sg_mesh *m) {
-    const char *v = getenv("SG_TEST_MESH_KILL");
+    const char *v = sg_test_seam("SG_TEST_MESH_KILL");
     if (!v || !*v) return SG_OK;
     char buf[64];
     long f[3];
@@ -67,6 +70,14 @@ static sg_status read_kill_seam(sg_mesh *m) {
             m->rank, m->kill_nth, m->kill_bytes);
     return SG_OK;
 }
+
+/* The seam's kill, as this rank starts a collective of `bytes` per rank. */
+static void kill_seam_point(sg_mesh *m, size_t bytes) {
+    if (m->kill_nth && (!m->kill_bytes || (long)bytes == m->kill_bytes) &&
+        ++m->kill_seen == m->kill_nth)
+        raise(SIGKILL); /* die as `kill -9` would, mid-step */
+}
+#endif
 
 static void tune(int fd) {
     int one = 1, buf = 1 << 20;
@@ -257,10 +268,12 @@ sg_mesh *sg_mesh_create(sg_store *store, int rank, int world, double timeout_s, 
     m->fd = malloc((size_t)world * sizeof *m->fd);
     SG_CHECK(m->fd, "out of memory");
     for (int q = 0; q < world; q++) m->fd[q] = -1;
+#if SG_TEST_SEAMS
     if (read_kill_seam(m) != SG_OK) {
         sg_mesh_destroy(m);
         return NULL;
     }
+#endif
     double deadline = sg_now_s() + timeout_s;
     size_t token_len = token ? strlen(token) : 0;
     if (token_len == 0 || token_len > SG_TOKEN_MAX) {
@@ -399,9 +412,9 @@ typedef struct peer_io {
 
 static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf,
                           size_t bytes, char *err, size_t errlen) {
-    if (m->kill_nth && (!m->kill_bytes || (long)bytes == m->kill_bytes) &&
-        ++m->kill_seen == m->kill_nth)
-        raise(SIGKILL); /* the test seam: die as `kill -9` would, mid-step */
+#if SG_TEST_SEAMS
+    kill_seam_point(m, bytes);
+#endif
     sg_mesh_msg_hdr h = sg_mesh_make_header(m->seq, (uint32_t)bytes);
     m->seq++;
     size_t total = sizeof h + bytes;

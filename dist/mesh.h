@@ -19,7 +19,8 @@
  * already connected is refused and logged (naming its address) while the
  * real ranks connect.
  *
- * Test seam: SG_TEST_MESH_KILL=RANK:BYTES:NTH makes rank RANK kill itself
+ * Test seam (core/test_seams.h, builds with -Dtest_seams=true only):
+ * SG_TEST_MESH_KILL=RANK:BYTES:NTH makes rank RANK kill itself
  * (SIGKILL) as it starts its NTH collective of BYTES bytes per rank (BYTES
  * 0: of any size), so a test ends a rank at an exact point of a step (a
  * SyncBN all-gather, tests/dist/test_kill_syncbn.c); a malformed value

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/test_seams.h"
 
 typedef struct wc_entry {
     uintptr_t src, end; /* source range [src, end) */
@@ -31,25 +32,33 @@ struct sg_wcache {
     void *ctx;
 };
 
-int sg_wcache_enabled(void) {
-    const char *env = getenv("SG_WEIGHT_CACHE");
-    return !(env && strcmp(env, "0") == 0);
+/* Whether the cache keeps its copies: 1, or 0 with the test seam
+ * SG_WEIGHT_CACHE=0 (core/test_seams.h; to show the cached run is
+ * bit-identical to converting on every call); -1 after logging a malformed
+ * value. Always 1 in a build without test seams. */
+static int cache_on(void) {
+#if SG_TEST_SEAMS
+    const char *env = sg_test_seam("SG_WEIGHT_CACHE");
+    if (!env || !*env || strcmp(env, "1") == 0) return 1;
+    if (strcmp(env, "0") == 0) return 0;
+    SG_ERROR("environment SG_WEIGHT_CACHE='%s': expected 0 (convert weights on every "
+             "convolution, a test seam) or 1 (cache the converted weights; the default)",
+             env);
+    return -1;
+#else
+    return 1;
+#endif
 }
 
 sg_wcache *sg_wcache_create(sg_wcache_alloc_fn alloc, sg_wcache_free_fn release, void *ctx) {
-    const char *env = getenv("SG_WEIGHT_CACHE");
-    if (env && *env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
-        SG_ERROR("environment SG_WEIGHT_CACHE='%s': expected 0 (convert weights on every "
-                 "convolution, a test aid) or 1 (cache the converted weights; the default)",
-                 env);
-        return NULL;
-    }
+    int on = cache_on();
+    if (on < 0) return NULL;
     sg_wcache *wc = calloc(1, sizeof *wc);
     if (!wc) SG_FATAL("out of host memory creating the weight cache");
     pthread_mutex_init(&wc->mu, NULL);
     wc->lo = UINTPTR_MAX;
     wc->hi = 0;
-    wc->enabled = sg_wcache_enabled();
+    wc->enabled = on;
     wc->alloc = alloc;
     wc->release = release;
     wc->ctx = ctx;
@@ -62,7 +71,7 @@ void sg_wcache_destroy(sg_wcache *wc) {
     for (int i = 0; i < wc->n; i++) bytes += wc->e[i].copy_bytes;
     SG_DEBUG("weight cache: %d bf16 weight copies (%.1f MiB), %llu conversions%s", wc->n,
              bytes / 1048576.0, (unsigned long long)wc->refills,
-             wc->enabled ? "" : " (SG_WEIGHT_CACHE=0: converted on every call)");
+             wc->enabled ? "" : " (the cache off: converted on every call)");
     for (int i = 0; i < wc->n; i++) wc->release(wc->ctx, wc->e[i].copy, wc->e[i].copy_bytes);
     free(wc->e);
     pthread_mutex_destroy(&wc->mu);

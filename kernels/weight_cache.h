@@ -32,9 +32,10 @@
  * aligned host memory; CUDA: device memory counted in mem_in_use). The
  * copies live until the source is freed or the cache is destroyed.
  *
- * Test aid: SG_WEIGHT_CACHE=0 in the environment turns the cache off
- * (sg_wcache_get then always says "refill" into one scratch copy per key),
- * so a test can show the cached run is bit-identical to the uncached one.
+ * Test seam (core/test_seams.h, builds with -Dtest_seams=true only):
+ * SG_WEIGHT_CACHE=0 in the environment turns the cache off (sg_wcache_get
+ * then always says "refill" into one scratch copy per key), so a test can
+ * show the cached run is bit-identical to the uncached one.
  */
 #ifndef SG_KERNELS_WEIGHT_CACHE_H
 #define SG_KERNELS_WEIGHT_CACHE_H
@@ -51,7 +52,8 @@ typedef struct sg_wcache sg_wcache;
 typedef void *(*sg_wcache_alloc_fn)(void *ctx, size_t bytes);
 typedef void (*sg_wcache_free_fn)(void *ctx, void *p, size_t bytes);
 
-/* Returns the cache, or NULL after logging (SG_WEIGHT_CACHE malformed). */
+/* Returns the cache, or NULL after logging (the seam SG_WEIGHT_CACHE
+ * malformed). */
 sg_wcache *sg_wcache_create(sg_wcache_alloc_fn alloc, sg_wcache_free_fn release, void *ctx);
 void sg_wcache_destroy(sg_wcache *wc);
 
@@ -72,9 +74,6 @@ void sg_wcache_freed(sg_wcache *wc, const void *p, size_t bytes);
 /* Introspection for tests: number of copies, bytes they hold, and how many
  * refills sg_wcache_get asked for since creation. */
 void sg_wcache_stats(const sg_wcache *wc, int *copies, size_t *bytes, uint64_t *refills);
-
-/* 1 unless SG_WEIGHT_CACHE=0 (what sg_wcache_create will do). */
-int sg_wcache_enabled(void);
 
 #ifdef __cplusplus
 }

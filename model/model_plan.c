@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/test_seams.h"
 #include "model/model_internal.h"
 
 #define ALIGN 256
@@ -141,17 +142,21 @@ static int layer_has_trainable(const sg_model *m, const sg_layer *l) {
     return 0;
 }
 
-/* Whether BN layers are fused with their residual join (the test aid
- * SG_BN_FUSE=0 turns it off, to compare with the unfused chain; =1, the
- * default: on). */
+/* Whether BN layers are fused with their residual join: yes, unless the
+ * test seam SG_BN_FUSE=0 (core/test_seams.h) turns it off to compare with
+ * the unfused chain; always in a build without test seams. */
 static int bn_fuse_enabled(void) {
-    const char *env = getenv("SG_BN_FUSE");
+#if SG_TEST_SEAMS
+    const char *env = sg_test_seam("SG_BN_FUSE");
     if (!env) return 1;
     SG_CHECK(strcmp(env, "0") == 0 || strcmp(env, "1") == 0,
              "environment SG_BN_FUSE='%s': expected 0 (batch norm and the residual add in "
-             "separate passes: a test aid) or 1 (fused, the default); unset it",
+             "separate passes: a test seam) or 1 (fused, the default); unset it",
              env);
     return env[0] == '1';
+#else
+    return 1;
+#endif
 }
 
 /* Marks each BN without ReLU whose output is read by one L_ADD_RELU alone

@@ -3,7 +3,8 @@
  * A test is a main() that calls TEST_RUN(fn) for each case; a failed CHECK
  * prints file:line and the values, marks the case failed and returns from it.
  * TEST_EXIT() returns 1 if anything failed, so meson counts the executable
- * as failed. A test that cannot run here (no GPU) returns TEST_SKIP (77).
+ * as failed. A test that cannot run here (no GPU, or a test seam that this
+ * build does not have: tu_have_seams) returns TEST_SKIP (77).
  */
 #ifndef SG_TESTS_TESTUTIL_H
 #define SG_TESTS_TESTUTIL_H
@@ -14,7 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/test_seams.h"
+
 #define TEST_SKIP 77
+
+/* Whether this build has the test seams (core/test_seams.h). A test that
+ * sets one returns TEST_SKIP when not, after this has said why: `what`
+ * names the test or part that needs them. */
+static inline int tu_have_seams(const char *what) {
+#if SG_TEST_SEAMS
+    (void)what;
+    return 1;
+#else
+    printf("SKIP: %s sets a test seam, and this build has none: configure a build with "
+           "-Dtest_seams=true to run it (scripts/test-asan's build-asan/ has them)\n",
+           what);
+    return 0;
+#endif
+}
 
 static int tu_failed_cases = 0, tu_cases = 0, tu_case_failed = 0;
 

@@ -18,7 +18,9 @@
  *    the launcher naming rank 0 as killed by signal 9;
  *  - show rank 1 reporting the failed collective;
  *  - show no sanitizer report, glibc heap-corruption abort or crash.
- * And a malformed SG_TEST_MESH_KILL is refused, never ignored. */
+ * And a malformed SG_TEST_MESH_KILL is refused, never ignored. The seam is
+ * in builds with -Dtest_seams=true only (core/test_seams.h): skipped, 77,
+ * in the others. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +114,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_kill_syncbn PATH-TO-segtrain\n");
         return 2;
     }
+    if (!tu_have_seams("test_kill_syncbn (SG_TEST_MESH_KILL)")) return TEST_SKIP;
     g_bin = argv[1];
     sg_log_set_level(SG_LOG_WARN);
     if (setup()) {

@@ -1,10 +1,16 @@
 /* tests/kernels/test_weight_cache.c - the bf16 weight copies
- * (kernels/weight_cache.h) are never stale and are really reused:
- *  - the cache itself: a copy is refilled on first use and after a write
- *    overlapping its source (inside, at an edge, NULL = anything), not after
- *    writes elsewhere or touching only the byte past its end; freeing the
- *    source's allocation drops the copy; SG_WEIGHT_CACHE is validated;
- *  - the CPU backend in bf16 (native where the processor has bf16
+ * (kernels/weight_cache.h) are never stale and are really reused. Two
+ * parts, one per argument:
+ *  unit  - the cache itself: a copy is refilled on first use and after a
+ *    write overlapping its source (inside, at an edge, NULL = anything),
+ *    not after writes elsewhere or touching only the byte past its end;
+ *    freeing the source's allocation drops the copy; the fp32 CPU backend
+ *    keeps no copies; in a build without test seams, SG_WEIGHT_CACHE
+ *    (0 or malformed) changes nothing;
+ *  paths - needs the test seam SG_WEIGHT_CACHE (core/test_seams.h; skipped,
+ *    77, in a build without seams): the cache off always refills, a
+ *    malformed SG_WEIGHT_CACHE is refused; and the CPU backend in bf16
+ *    (native where the processor has bf16
  *    instructions, and emulated): for convolutions of every kind the cache
  *    serves (blocked 3x3, plain 1x1, a trimmed dilated kernel), the weights
  *    are changed through each path - upload (whole and one element),
@@ -94,10 +100,33 @@ static void test_cache_unit(void) {
     CHECK_EQ_INT(refill, 1); /* a new tensor at the same address */
     sg_wcache_destroy(wc);
     CHECK_EQ_INT(n_alloc, n_free);
+}
 
-    /* the test aid: off = always refill; a bad value is refused */
+/* A build without test seams reads no SG_WEIGHT_CACHE: "0" and a malformed
+ * value change nothing, the copies are still reused. */
+static void test_no_seam(void) {
+    float src[64];
+    int refill;
+    const char *vals[] = {"0", "yes"};
+    for (int i = 0; i < 2; i++) {
+        setenv("SG_WEIGHT_CACHE", vals[i], 1);
+        sg_wcache *wc = sg_wcache_create(t_alloc, t_free, NULL);
+        unsetenv("SG_WEIGHT_CACHE");
+        CHECK_MSG(wc, "SG_WEIGHT_CACHE=%s refused in a build without test seams", vals[i]);
+        sg_wcache_get(wc, src, sizeof src, 0, 4, &refill);
+        sg_wcache_get(wc, src, sizeof src, 0, 4, &refill);
+        sg_wcache_destroy(wc);
+        CHECK_MSG(refill == 0,
+                  "SG_WEIGHT_CACHE=%s turned the cache off in a build without test seams", vals[i]);
+    }
+}
+
+/* The test seam: off = always refill; a bad value is refused. */
+static void test_cache_off(void) {
+    float src[64];
+    int refill;
     setenv("SG_WEIGHT_CACHE", "0", 1);
-    wc = sg_wcache_create(t_alloc, t_free, NULL);
+    sg_wcache *wc = sg_wcache_create(t_alloc, t_free, NULL);
     CHECK(wc);
     sg_wcache_get(wc, src, sizeof src, 0, 4, &refill);
     sg_wcache_get(wc, src, sizeof src, 0, 4, &refill);
@@ -380,10 +409,20 @@ static void test_fp32_has_none(void) {
     sg_backend_destroy(be);
 }
 
-int main(void) {
-    TEST_RUN(test_cache_unit);
-    TEST_RUN(test_paths_emulated);
-    TEST_RUN(test_paths_native);
-    TEST_RUN(test_fp32_has_none);
+int main(int argc, char **argv) {
+    const char *part = argc > 1 ? argv[1] : "";
+    if (strcmp(part, "unit") == 0) {
+        TEST_RUN(test_cache_unit);
+        TEST_RUN(test_fp32_has_none);
+        if (!SG_TEST_SEAMS) TEST_RUN(test_no_seam);
+    } else if (strcmp(part, "paths") == 0) {
+        if (!tu_have_seams("test_weight_cache paths (SG_WEIGHT_CACHE=0)")) return TEST_SKIP;
+        TEST_RUN(test_cache_off);
+        TEST_RUN(test_paths_emulated);
+        TEST_RUN(test_paths_native);
+    } else {
+        fprintf(stderr, "usage: test_weight_cache unit|paths\n");
+        return 2;
+    }
     return TEST_EXIT();
 }

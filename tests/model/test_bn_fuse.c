@@ -6,8 +6,9 @@
  * counts its calls and its memory passes (element reads and writes per
  * call, as backend.h states each op's traffic: bn_stats reads x once,
  * bn_fwd reads x and writes y, add reads two and writes one, ...). One
- * step runs fused (the default) and one unfused (SG_BN_FUSE=0, a fresh
- * model with the same weights and input). Checked:
+ * step runs fused (the default) and one unfused (the test seam
+ * SG_BN_FUSE=0, core/test_seams.h: skipped, 77, in a build without test
+ * seams; a fresh model with the same weights and input). Checked:
  *  - fused, no residual add and no relu_bwd runs at all: each join runs
  *    bn_add_relu_fwd once (forward) and bn_bwd_reduce_res once (backward),
  *    where the unfused step ran bn_fwd + add and relu_bwd twice;
@@ -282,6 +283,7 @@ static void test_resnet50(void) { check_backbone(SG_RESNET50, 4); }
 static void test_resnet18(void) { check_backbone(SG_RESNET18, 4); }
 
 int main(void) {
+    if (!tu_have_seams("test_bn_fuse (SG_BN_FUSE=0)")) return TEST_SKIP;
     wrap(mt_backend());
     TEST_RUN(test_resnet50);
     TEST_RUN(test_resnet18);
