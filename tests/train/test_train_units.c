@@ -454,17 +454,20 @@ static void refused(sg_config *c, const char *set, const char *msg) {
     CHECK_STR_CONTAINS(out, msg);
 }
 
-/* cpu.layout: nchw and nhwc as given, auto per precision and ISA on the
- * CPU; cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each
- * key set to nhwc for the other device is refused by validation. */
+/* cpu.layout: nchw and nhwc as given, auto = the CPU backend's preferred
+ * layout for the precision (its table per ISA: tests/kernels/
+ * test_cpu_layout.c); cuda.layout on CUDA, auto = NHWC under bf16, NCHW
+ * under fp32; each key set to nhwc for the other device is refused by
+ * validation. */
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
-    const char *why = NULL;
-    /* auto on the CPU, fp32: per ISA */
-    CHECK_EQ_INT(sg_layout_of(&c, &why), sg_backend_cpu_avx512() ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW);
-    CHECK_STR_CONTAINS(why, sg_backend_cpu_avx512() ? "measured faster for fp32 on AVX-512"
-                                                    : "measured faster for fp32 on CPUs without");
+    const char *why = NULL, *backend_why = NULL;
+    /* auto on the CPU, fp32: what the backend prefers, with its reason */
+    CHECK_EQ_INT(sg_layout_of(&c, &why),
+                 sg_backend_cpu_preferred_layout(SG_PRECISION_FP32, &backend_why));
+    CHECK_STR_CONTAINS(why, backend_why);
+    CHECK_STR_CONTAINS(why, "measured faster for fp32");
     CHECK_EQ_INT(sg_config_set(&c, "train.precision=bf16"), 0);
     CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NHWC);
     CHECK_STR_CONTAINS(why, "measured faster for bf16");
