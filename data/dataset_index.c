@@ -1,6 +1,7 @@
 /* data/dataset_index.c - builds a split's sorted index: the Cityscapes
- * directory walk (labelTrainIds or labelIds masks) and list-file parsing, each
- * checking up front that every mask exists; and the small helpers every
+ * directory walk (labelTrainIds or labelIds masks) and the list format's
+ * "image mask" lines (read by list_file.h), each checking up front that
+ * every mask exists; and the small helpers every
  * index builder shares (dataset_internal.h). VOC and ADE20K are in
  * dataset_index_voc.c. */
 #include <dirent.h>
@@ -12,6 +13,7 @@
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
+#include "data/list_file.h"
 
 /* ---- small helpers ---- */
 
@@ -194,52 +196,33 @@ sg_status sg_ds_open_cityscapes(sg_dataset *ds, const sg_data_cfg *cfg, const ch
 
 sg_status sg_ds_open_list(sg_dataset *ds, const sg_data_cfg *cfg, const char *split, int use_map) {
     char *list = sg_ds_join(cfg->root, split);
-    FILE *f = fopen(list, "r");
-    if (!f) {
-        SG_ERROR("cannot open list file %s: %s (the split names a file of 'image mask' lines, "
-                 "absolute or relative to data.root)",
-                 list, strerror(errno));
+    sg_list_file lf;
+    if (sg_list_open(&lf, list, "list file",
+                     "the split names a file of 'image mask' lines, absolute or relative to "
+                     "data.root") != SG_OK) {
         free(list);
         return SG_ERR_RUNTIME;
     }
     ds_vec v = {0};
-    char line[8192];
-    int lineno = 0;
     sg_status rc = SG_OK;
-    while (rc == SG_OK && fgets(line, sizeof line, f)) {
-        lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            SG_ERROR("%s:%d: line longer than %zu characters", list, lineno, sizeof line - 2);
-            rc = SG_ERR_RUNTIME;
-            break;
-        }
-        char *tok[3] = {0};
-        int nt = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t;
-             t = strtok_r(NULL, " \t\r\n", &save)) {
-            if (nt < 3) tok[nt] = t;
-            nt++;
-        }
-        if (nt == 0 || tok[0][0] == '#') continue;
-        if (nt != 2) {
+    int got;
+    while ((got = sg_list_next(&lf)) > 0) {
+        if (lf.field[0][0] == '#') continue; /* a comment */
+        if (lf.n_fields != 2) {
             SG_ERROR("%s:%d: expected 'image_path mask_path' (2 fields separated by spaces), got "
                      "%d field%s (paths cannot contain spaces)",
-                     list, lineno, nt, nt == 1 ? "" : "s");
+                     list, lf.lineno, lf.n_fields, lf.n_fields == 1 ? "" : "s");
             rc = SG_ERR_RUNTIME;
             break;
         }
         ds_entry *e = sg_ds_vec_push(&v);
-        e->rel = sg_ds_strdup(tok[0]);
-        e->img = sg_ds_join(cfg->root, tok[0]);
-        e->mask = sg_ds_join(cfg->root, tok[1]);
-        e->line = lineno;
+        e->rel = sg_ds_strdup(lf.field[0]);
+        e->img = sg_ds_join(cfg->root, lf.field[0]);
+        e->mask = sg_ds_join(cfg->root, lf.field[1]);
+        e->line = lf.lineno;
     }
-    if (rc == SG_OK && ferror(f)) {
-        SG_ERROR("reading %s failed: %s", list, strerror(errno));
-        rc = SG_ERR_RUNTIME;
-    }
-    fclose(f);
+    if (got < 0) rc = SG_ERR_RUNTIME;
+    sg_list_close(&lf);
     if (rc == SG_OK && v.n == 0) {
         SG_ERROR("split '%s' is empty: list file %s has no 'image mask' lines", split, list);
         rc = SG_ERR_RUNTIME;

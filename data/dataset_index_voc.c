@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "data/dataset_internal.h"
+#include "data/list_file.h"
 
 #define VOC_LIST_DIR "ImageSets/Segmentation"
 #define MAX_SPLIT_PARTS 16
@@ -32,55 +33,38 @@ static sg_status read_voc_list(const sg_data_cfg *cfg, const char *part, int par
     char rel[SG_STR + 64];
     snprintf(rel, sizeof rel, "%s/%s.txt", VOC_LIST_DIR, part);
     char *list = sg_ds_join(cfg->root, rel);
-    FILE *f = fopen(list, "r");
-    if (!f) {
-        SG_ERROR("cannot open the VOC split file %s: %s (data.format voc: split '%s' names "
-                 "<root>/%s/%s.txt; VOC2012 has train and val, and train+aug with "
-                 "SegmentationClassAug; data.root is the VOC2012 directory)",
-                 list, strerror(errno), part, VOC_LIST_DIR, part);
+    char hint[3 * SG_STR + 256];
+    snprintf(hint, sizeof hint,
+             "data.format voc: split '%s' names <root>/%s/%s.txt; VOC2012 has train and val, and "
+             "train+aug with SegmentationClassAug; data.root is the VOC2012 directory",
+             part, VOC_LIST_DIR, part);
+    sg_list_file lf;
+    if (sg_list_open(&lf, list, "the VOC split file", hint) != SG_OK) {
         free(list);
         return SG_ERR_RUNTIME;
     }
-    char line[8192];
-    int lineno = 0;
     sg_status rc = SG_OK;
     int64_t before = v->n;
-    while (rc == SG_OK && fgets(line, sizeof line, f)) {
-        lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            SG_ERROR("%s:%d: line longer than %zu characters", list, lineno, sizeof line - 2);
-            rc = SG_ERR_RUNTIME;
-            break;
-        }
-        char *tok[2] = {0};
-        int nt = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t;
-             t = strtok_r(NULL, " \t\r\n", &save)) {
-            if (nt < 2) tok[nt] = t;
-            nt++;
-        }
-        if (nt == 0) continue;
-        if (nt != 1 || strchr(tok[0], '/')) {
+    int got;
+    while ((got = sg_list_next(&lf)) > 0) {
+        if (lf.n_fields != 1 || strchr(lf.field[0], '/')) {
             SG_ERROR("%s:%d: expected one image name per line (e.g. 2007_000032), got '%s%s%s' "
                      "(is this a Segmentation split file?)",
-                     list, lineno, tok[0], nt > 1 ? " " : "", nt > 1 ? tok[1] : "");
+                     list, lf.lineno, lf.field[0], lf.n_fields > 1 ? " " : "",
+                     lf.n_fields > 1 ? lf.field[1] : "");
             rc = SG_ERR_RUNTIME;
             break;
         }
         ds_entry *e = sg_ds_vec_push(v);
-        size_t n = strlen(tok[0]) + 32;
+        size_t n = strlen(lf.field[0]) + 32;
         e->rel = malloc(n);
         SG_CHECK(e->rel != NULL, "out of memory");
-        snprintf(e->rel, n, "JPEGImages/%s.jpg", tok[0]);
-        e->line = lineno;
+        snprintf(e->rel, n, "JPEGImages/%s.jpg", lf.field[0]);
+        e->line = lf.lineno;
         e->part = part_no;
     }
-    if (rc == SG_OK && ferror(f)) {
-        SG_ERROR("reading %s failed: %s", list, strerror(errno));
-        rc = SG_ERR_RUNTIME;
-    }
-    fclose(f);
+    if (got < 0) rc = SG_ERR_RUNTIME;
+    sg_list_close(&lf);
     if (rc == SG_OK && v->n == before) {
         SG_ERROR("VOC split file %s lists no images", list);
         rc = SG_ERR_RUNTIME;

@@ -11,7 +11,7 @@
 /* Each backend's constructor; a backend not compiled in has none. */
 #if SG_HAVE_CPU
 sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts);
-int sg_cpu_avx512(void);
+int sg_cpu_preferred_layout(int precision, const char **why);
 #endif
 #if SG_HAVE_CUDA
 sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts *opts);
@@ -107,11 +107,12 @@ static int cuda_index(const char *device) {
     return (int)v;
 }
 
-int sg_backend_cpu_avx512(void) {
+int sg_backend_cpu_preferred_layout(int precision, const char **why) {
 #if SG_HAVE_CPU
-    return sg_cpu_avx512();
+    return sg_cpu_preferred_layout(precision, why);
 #else
-    return 0;
+    if (why) *why = "cpu.layout auto: NCHW (no CPU backend in this build)";
+    return SG_LAYOUT_NCHW;
 #endif
 }
 

@@ -641,10 +641,13 @@ void sg_backend_get_info(sg_backend *be, sg_backend_info *info);
 void sg_act_relayout(void *dst, const void *src, int n, int c, int hw, size_t esize, int from,
                      int to);
 
-/* 1 if the CPU backend's kernels run AVX-512 code on this processor (the
- * ISA oneDNN dispatches to, ONEDNN_MAX_CPU_ISA included); 0 on narrower
- * ISAs (AVX2) or without a CPU backend. cpu.layout auto keys on it. */
-int sg_backend_cpu_avx512(void);
+/* SG_LAYOUT_* the CPU backend's activations run fastest in for `precision`
+ * (SG_PRECISION_*) on this processor: what cpu.layout auto means. The CPU
+ * backend decides from the ISA oneDNN dispatches to (ONEDNN_MAX_CPU_ISA
+ * included) with what `segtrain bench` measured (its table, in
+ * kernels/cpu/cpu_backend.c); NCHW without a CPU backend. `why` (may be
+ * NULL) gets a few words for the log. */
+int sg_backend_cpu_preferred_layout(int precision, const char **why);
 
 /* 1 if the CUDA backend was compiled into this binary. */
 int sg_backend_cuda_compiled(void);

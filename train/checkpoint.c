@@ -29,6 +29,36 @@ sg_status sg_ckpt_save(const char *path, sg_model *m, const sg_sgd *opt, const s
     return sg_ckpt_save_ema(path, m, opt, st, sched, cfg, NULL);
 }
 
+/* Adds the checkpoint's tensors, downloading float32 ones from the device
+ * through one host buffer grown to the largest. */
+typedef struct {
+    sg_ckpt_builder *b;
+    sg_backend *be;
+    float *host;
+    size_t cap; /* floats */
+} tensor_writer;
+
+/* Adds `name` with p's shape: the host int64s `i64` when not NULL (a
+ * num_batches_tracked), else `count` float32s downloaded from device `dev`.
+ * Returns 0, or 1 when sg_ckpt_add failed (logged). */
+static int add_tensor(tensor_writer *w, const char *name, const sg_param *p, const int64_t *i64,
+                      const float *dev, size_t count) {
+    int64_t shape[4];
+    for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
+    if (i64)
+        return sg_ckpt_add(w->b, name, SG_ST_I64, p->ndim, shape, i64, count * sizeof(int64_t)) !=
+               SG_OK;
+    if (count > w->cap) {
+        free(w->host);
+        w->cap = count;
+        w->host = malloc(w->cap * sizeof(float));
+        SG_CHECK(w->host != NULL, "out of memory (%zu floats) saving a checkpoint", w->cap);
+    }
+    w->be->ops->download(w->be, w->host, dev, count * sizeof(float));
+    return sg_ckpt_add(w->b, name, SG_ST_F32, p->ndim, shape, w->host, count * sizeof(float)) !=
+           SG_OK;
+}
+
 sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
                            const sg_train_state *st, const sg_lr_schedule *sched,
                            const sg_config *cfg, sg_ema_state *ema) {
@@ -36,29 +66,16 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
     sg_ckpt_builder b;
     sg_ckpt_builder_init(&b);
     int rc = 0;
-    size_t host_cap = 0;
-    float *host = NULL;
+    tensor_writer w = {.b = &b, .be = be};
+    char name[256];
     be->ops->sync(be);
+    /* the model: every registry entry, in state-dict order */
     int n = sg_model_num_params(m);
     for (int i = 0; i < n && rc == 0; i++) {
         sg_param *p = sg_model_param(m, i);
-        int64_t shape[4];
-        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
-        if (p->dtype == SG_DT_I64) {
-            rc = sg_ckpt_add(&b, p->name, SG_ST_I64, p->ndim, shape, p->i64,
-                             p->count * sizeof(int64_t)) != SG_OK;
-            continue;
-        }
-        if (p->count > host_cap) {
-            free(host);
-            host_cap = p->count;
-            host = malloc(host_cap * sizeof(float));
-            SG_CHECK(host != NULL, "out of memory (%zu floats) saving a checkpoint", host_cap);
-        }
-        be->ops->download(be, host, p->data, p->count * sizeof(float));
-        rc = sg_ckpt_add(&b, p->name, SG_ST_F32, p->ndim, shape, host, p->count * sizeof(float)) !=
-             SG_OK;
+        rc = add_tensor(&w, p->name, p, p->dtype == SG_DT_I64 ? p->i64 : NULL, p->data, p->count);
     }
+    /* the momentum buffers: optimizer.momentum.<name>, shaped as their entry */
     for (int i = 0; opt && opt->initialized && i < opt->n && rc == 0; i++) {
         const sg_sgd_entry *e = &opt->e[i];
         if (!e->buf) continue;
@@ -70,45 +87,18 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
             rc = 1;
             break;
         }
-        int64_t shape[4];
-        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
-        if (e->count > host_cap) {
-            free(host);
-            host_cap = e->count;
-            host = malloc(host_cap * sizeof(float));
-            SG_CHECK(host != NULL, "out of memory saving a checkpoint");
-        }
-        be->ops->download(be, host, e->buf, e->count * sizeof(float));
-        char name[256];
         snprintf(name, sizeof name, "optimizer.momentum.%s", e->name);
-        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host, e->count * sizeof(float)) !=
-             SG_OK;
+        rc = add_tensor(&w, name, p, NULL, e->buf, e->count);
     }
     /* the EMA: ema.<name> for every registry entry, in state-dict order */
     for (int i = 0; ema && i < n && rc == 0; i++) {
         sg_param *p = sg_model_param(m, i);
-        int64_t shape[4];
-        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
-        char name[256];
-        snprintf(name, sizeof name, "ema.%s", p->name);
         int64_t *i64 = NULL;
         float *src = sg_ema_tensor(ema, p, &i64);
-        if (p->dtype == SG_DT_I64) {
-            rc = sg_ckpt_add(&b, name, SG_ST_I64, p->ndim, shape, i64,
-                             p->count * sizeof(int64_t)) != SG_OK;
-            continue;
-        }
-        if (p->count > host_cap) {
-            free(host);
-            host_cap = p->count;
-            host = malloc(host_cap * sizeof(float));
-            SG_CHECK(host != NULL, "out of memory saving a checkpoint");
-        }
-        be->ops->download(be, host, src, p->count * sizeof(float));
-        rc = sg_ckpt_add(&b, name, SG_ST_F32, p->ndim, shape, host, p->count * sizeof(float)) !=
-             SG_OK;
+        snprintf(name, sizeof name, "ema.%s", p->name);
+        rc = add_tensor(&w, name, p, p->dtype == SG_DT_I64 ? i64 : NULL, src, p->count);
     }
-    free(host);
+    free(w.host);
 
     rc |= sg_ckpt_meta(&b, "format", SG_CKPT_FORMAT) != SG_OK;
     meta_i64(&b, "format_version", SG_CKPT_FORMAT_VERSION, &rc);
@@ -128,27 +118,7 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
 
     sg_json j = {0};
     sg_json_begin(&j);
-    if (sched) {
-        sg_json_str(&j, "kind", sg_lr_kind_name(sched->kind));
-        sg_json_num(&j, "base_lr", sched->base_lr);
-        sg_json_num(&j, "power", sched->power);
-        sg_json_num(&j, "min_lr", sched->min_lr);
-        if (sched->kind == SG_LR_STEP) {
-            sg_json_num(&j, "gamma", sched->gamma);
-            char ms[SG_LIST_MAX * 22 + 4] = "";
-            size_t len = 0;
-            for (int k = 0; k < sched->n_steps && len < sizeof ms; k++)
-                len += (size_t)snprintf(ms + len, sizeof ms - len, "%s%lld", k ? "," : "",
-                                        (long long)sched->steps[k]);
-            sg_json_str(&j, "milestones", ms);
-        }
-        sg_json_str(&j, "warmup", sg_lr_warmup_name(sched->warmup_kind));
-        sg_json_int(&j, "warmup_iters", sched->warmup_iters);
-        sg_json_num(&j, "warmup_ratio", sched->warmup_ratio);
-        sg_json_int(&j, "total_steps", (long long)sched->total_steps);
-        sg_json_int(&j, "step", (long long)st->iter);
-        sg_json_num(&j, "next_lr", sg_lr_at(sched, st->iter));
-    }
+    if (sched) sg_lr_schedule_json(sched, st->iter, &j);
     sg_json_end(&j);
     rc |= sg_ckpt_meta(&b, "lr_schedule", j.buf) != SG_OK;
     /* All randomness is counter-based (kernels/rng.h): the state is the seed

@@ -24,26 +24,6 @@ int sg_precision_of(const sg_config *cfg) {
     return strcmp(cfg->train.precision, "bf16") == 0 ? SG_PRECISION_BF16 : SG_PRECISION_FP32;
 }
 
-/* cpu.layout auto on the CPU, per precision and ISA (avx512: 1 AVX-512, 0
- * narrower, -1 either): what `segtrain bench` measured faster
- * (docs/BENCHMARKS.md, "Activation layout"). On AVX-512 oneDNN's
- * channels-last kernels (brgconv) and segtrain's Winograd and matmul paths
- * read NHWC as stored; on AVX2 oneDNN 2.6 has neither brgconv nor Winograd,
- * its blocked kernels behind NCHW are ~8% faster in fp32, and the CPU
- * backend's own Winograd (kernels/cpu/cpu_conv_wino.c) runs on NCHW. */
-static const struct {
-    int precision, avx512, layout;
-    const char *why;
-} cpu_auto_layout[] = {
-    {SG_PRECISION_FP32, 1, SG_LAYOUT_NHWC,
-     "cpu.layout auto: channels last, measured faster for fp32 on AVX-512 CPUs"},
-    {SG_PRECISION_FP32, 0, SG_LAYOUT_NCHW,
-     "cpu.layout auto: NCHW (oneDNN's blocked kernels, segtrain's own Winograd), measured "
-     "faster for fp32 on CPUs without AVX-512"},
-    {SG_PRECISION_BF16, -1, SG_LAYOUT_NHWC,
-     "cpu.layout auto: channels last, measured faster for bf16 on the CPU"},
-};
-
 /* cuda.layout auto, per precision: NHWC where cuDNN's bf16 tensor-core
  * convolutions then run on the activations as they are (no transposes);
  * NCHW under fp32, the simple baseline. */
@@ -70,15 +50,8 @@ int sg_layout_of(const sg_config *cfg, const char **why) {
     int layout = SG_LAYOUT_NCHW;
     if (strcmp(cfg->device, "cpu") != 0) layout = cuda_layout_of(cfg, &w);
     else if (!strcmp(cfg->cpu.layout, "nhwc")) layout = SG_LAYOUT_NHWC;
-    else if (!strcmp(cfg->cpu.layout, "auto")) {
-        int p = sg_precision_of(cfg), avx512 = sg_backend_cpu_avx512();
-        for (size_t i = 0; i < sizeof cpu_auto_layout / sizeof cpu_auto_layout[0]; i++)
-            if (cpu_auto_layout[i].precision == p &&
-                (cpu_auto_layout[i].avx512 < 0 || cpu_auto_layout[i].avx512 == avx512)) {
-                layout = cpu_auto_layout[i].layout;
-                w = cpu_auto_layout[i].why;
-            }
-    }
+    else if (!strcmp(cfg->cpu.layout, "auto"))
+        layout = sg_backend_cpu_preferred_layout(sg_precision_of(cfg), &w);
     if (why) *why = w;
     return layout;
 }

@@ -29,10 +29,10 @@ int sg_precision_of(const sg_config *cfg);
 
 /* SG_LAYOUT_* the backend stores activations in: on CUDA cuda.layout
  * nchw|nhwc as given, auto = NHWC under train.precision bf16, NCHW under
- * fp32; on the CPU cpu.layout nchw|nhwc as given, auto = the
- * layout measured faster for the precision (the table in device.c, from
- * docs/BENCHMARKS.md's "Activation layout" section). `why` (may be NULL)
- * gets a few words for the log. */
+ * fp32; on the CPU cpu.layout nchw|nhwc as given, auto = the layout the
+ * CPU backend measured faster for the precision on this processor
+ * (sg_backend_cpu_preferred_layout, kernels/backend.h). `why` (may be
+ * NULL) gets a few words for the log. */
 int sg_layout_of(const sg_config *cfg, const char **why);
 
 /* Opens the backend cfg->device names for this process: the device mapped by

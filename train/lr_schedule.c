@@ -128,3 +128,26 @@ double sg_lr_at(const sg_lr_schedule *s, int64_t step) {
     if (in_warmup) lr *= warmup_factor(s, step);
     return lr;
 }
+
+void sg_lr_schedule_json(const sg_lr_schedule *s, int64_t step, sg_json *j) {
+    sg_json_str(j, "kind", sg_lr_kind_name(s->kind));
+    sg_json_num(j, "base_lr", s->base_lr);
+    sg_json_num(j, "power", s->power);
+    sg_json_num(j, "min_lr", s->min_lr);
+    if (s->kind == SG_LR_STEP) {
+        sg_json_num(j, "gamma", s->gamma);
+        /* the milestones as one "a,b,c" string, as train.lr_steps lists them */
+        char ms[SG_LIST_MAX * 22 + 4] = "";
+        size_t len = 0;
+        for (int k = 0; k < s->n_steps && len < sizeof ms; k++)
+            len += (size_t)snprintf(ms + len, sizeof ms - len, "%s%lld", k ? "," : "",
+                                    (long long)s->steps[k]);
+        sg_json_str(j, "milestones", ms);
+    }
+    sg_json_str(j, "warmup", sg_lr_warmup_name(s->warmup_kind));
+    sg_json_int(j, "warmup_iters", s->warmup_iters);
+    sg_json_num(j, "warmup_ratio", s->warmup_ratio);
+    sg_json_int(j, "total_steps", (long long)s->total_steps);
+    sg_json_int(j, "step", (long long)step);
+    sg_json_num(j, "next_lr", sg_lr_at(s, step));
+}

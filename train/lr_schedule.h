@@ -43,6 +43,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "io/json.h"
 
 enum { SG_LR_POLY = 0, SG_LR_CONSTANT = 1, SG_LR_COSINE = 2, SG_LR_STEP = 3 };
 enum { SG_WARMUP_LINEAR = 0, SG_WARMUP_CONSTANT = 1, SG_WARMUP_NONE = 2 };
@@ -72,5 +73,13 @@ double sg_lr_at(const sg_lr_schedule *s, int64_t step);
 /* The schedule's name ("poly", ...) and the warmup's ("linear", ...). */
 const char *sg_lr_kind_name(int kind);
 const char *sg_lr_warmup_name(int warmup_kind);
+
+/* Writes the schedule into j, an open object, as the checkpoint's
+ * lr_schedule metadata records it: kind, base_lr, power, min_lr, for step
+ * gamma and milestones ("a,b,c"), warmup, warmup_iters, warmup_ratio,
+ * total_steps, then where the run stands: step (the next optimizer step)
+ * and next_lr (its lr). For people and tools reading the file; resuming
+ * rebuilds the schedule from the config, not from this. */
+void sg_lr_schedule_json(const sg_lr_schedule *s, int64_t step, sg_json *j);
 
 #endif

@@ -1,5 +1,6 @@
-/* kernels/cpu/cpu_backend.c - the CPU backend: creation, destroy, get_info
- * and the assembly of the op table.
+/* kernels/cpu/cpu_backend.c - the CPU backend: creation, destroy, get_info,
+ * the assembly of the op table, and the activation layout cpu.layout auto
+ * picks per precision and ISA.
  *
  * Owns the lifetime of the sg_cpu state (cpu_internal.h): the OpenMP thread
  * count (shared by oneDNN, which Debian builds on OpenMP), the conv cache,
@@ -106,6 +107,41 @@ static void cpu_destroy(sg_backend *be) {
     sg_cpu_act_buf_free(c);
     free(c);
     free(be);
+}
+
+/* cpu.layout auto, per precision and ISA (avx512: 1 AVX-512, 0 narrower,
+ * -1 either): what `segtrain bench` measured faster (docs/BENCHMARKS.md,
+ * "Activation layout"). On AVX-512 oneDNN's channels-last kernels (brgconv)
+ * and segtrain's Winograd and matmul paths read NHWC as stored; on AVX2
+ * oneDNN 2.6 has neither brgconv nor Winograd, its blocked kernels behind
+ * NCHW are ~8% faster in fp32, and the CPU backend's own Winograd
+ * (kernels/cpu/cpu_conv_wino.c) runs on NCHW. */
+static const struct {
+    int precision, avx512, layout;
+    const char *why;
+} cpu_auto_layout[] = {
+    {SG_PRECISION_FP32, 1, SG_LAYOUT_NHWC,
+     "cpu.layout auto: channels last, measured faster for fp32 on AVX-512 CPUs"},
+    {SG_PRECISION_FP32, 0, SG_LAYOUT_NCHW,
+     "cpu.layout auto: NCHW (oneDNN's blocked kernels, segtrain's own Winograd), measured "
+     "faster for fp32 on CPUs without AVX-512"},
+    {SG_PRECISION_BF16, -1, SG_LAYOUT_NHWC,
+     "cpu.layout auto: channels last, measured faster for bf16 on the CPU"},
+};
+
+/* kernels/backend.c's sg_backend_cpu_preferred_layout (the contract is in
+ * kernels/backend.h). */
+int sg_cpu_preferred_layout(int precision, const char **why) {
+    int avx512 = sg_cpu_avx512();
+    for (size_t i = 0; i < sizeof cpu_auto_layout / sizeof cpu_auto_layout[0]; i++)
+        if (cpu_auto_layout[i].precision == precision &&
+            (cpu_auto_layout[i].avx512 < 0 || cpu_auto_layout[i].avx512 == avx512)) {
+            if (why) *why = cpu_auto_layout[i].why;
+            return cpu_auto_layout[i].layout;
+        }
+    /* an unknown precision: sg_backend_create refuses it anyway */
+    if (why) *why = "cpu.layout auto: NCHW (precision not in the CPU backend's layout table)";
+    return SG_LAYOUT_NCHW;
 }
 
 static sg_ops cpu_ops;

@@ -264,7 +264,24 @@ static void test_bad_index(void) {
     ds = sg_dataset_open(&c, "nolist.txt", 19);
     out = th_cap_end();
     CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "cannot open list file");
     CHECK_STR_CONTAINS(out, "nolist.txt");
+    /* the line limit (data/list_file.h): 8190 characters and the newline
+     * are read as a line (here one field, refused as such); 8191 are
+     * refused as too long, naming file:line */
+    static char longl[8300];
+    for (int extra = 0; extra <= 1; extra++) {
+        int n = snprintf(longl, sizeof longl, "a.png a_m.png\n");
+        memset(longl + n, 'x', (size_t)(8190 + extra));
+        snprintf(longl + n + 8190 + extra, sizeof longl - (size_t)(n + 8190 + extra), "\n");
+        dt_write_text(dt_path("list2/long.txt"), longl);
+        th_cap_begin();
+        ds = sg_dataset_open(&c, "long.txt", 19);
+        out = th_cap_end();
+        CHECK(ds == NULL);
+        CHECK_STR_CONTAINS(out, extra ? "long.txt:2: line longer than 8190 characters"
+                                      : "long.txt:2: expected 'image_path mask_path'");
+    }
 
     /* options: ignore_index must not be a class; num_classes fits 8 bits */
     c.ignore_index = 5;
@@ -387,13 +404,17 @@ static void test_voc(void) {
     CHECK(ds && sg_dataset_size(ds) == 1);
     sg_dataset_close(ds);
 
-    /* errors: a missing split file, a bad line, a name twice in one file,
-     * missing image and mask, a Cityscapes label map */
+    /* errors: a missing split file, a bad line, a line too long, a name
+     * twice in one file, missing image and mask, a Cityscapes label map */
+    static char longl[8300]; /* a name of 8191 characters: past the line limit */
+    memset(longl, 'x', 8191);
+    snprintf(longl + 8191, sizeof longl - 8191, "\n");
     struct {
         const char *split, *list, *msg1, *msg2;
     } bad[] = {
         {"trainval", NULL, "ImageSets/Segmentation/trainval.txt", "train+aug"},
         {"bad", "2007_000032 1\n", "bad.txt:1", "one image name per line"},
+        {"long", longl, "long.txt:1", "line longer than 8190 characters"},
         {"twice", "2007_000032\n2009_000001\n2007_000032\n", "listed twice", "lines 1 and 3"},
         {"missing", "2007_000032\nnope_1\nnope_2\n", "2 of 3 images and 2 masks",
          "nope_1.png (nor in SegmentationClassAug/)"}};

@@ -48,6 +48,42 @@ static void test_poly(void) {
     CHECK_NEAR(sg_lr_at(&s, 3), 0.007, 1e-15);
 }
 
+/* The schedule as the checkpoint's lr_schedule metadata records it
+ * (sg_lr_schedule_json): the exact text, step schedule with its milestones
+ * and a linear warmup, and a poly one (no gamma, no milestones). */
+static void test_schedule_json(void) {
+    sg_train_cfg t = base_train();
+    strcpy(t.lr_schedule, "step");
+    t.lr = 0.05;
+    t.lr_gamma = 0.5;
+    t.lr_steps[0] = 1, t.lr_steps[1] = 3, t.n_lr_steps = 2;
+    t.warmup_iters = 2;
+    t.warmup_ratio = 0.01;
+    sg_lr_schedule s;
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 4), 0);
+    sg_json j = {0};
+    sg_json_begin(&j);
+    sg_lr_schedule_json(&s, 4, &j);
+    sg_json_end(&j);
+    int same = strcmp(j.buf, "{\"kind\":\"step\",\"base_lr\":0.050000000000000003,\"power\":"
+                             "0.90000000000000002,\"min_lr\":0,\"gamma\":0.5,\"milestones\":\"1,"
+                             "3\",\"warmup\":\"linear\",\"warmup_iters\":2,\"warmup_ratio\":0.01,"
+                             "\"total_steps\":4,\"step\":4,\"next_lr\":0.012500000000000001}") == 0;
+    if (!same) fprintf(stderr, "  got %s\n", j.buf);
+    sg_json_free(&j);
+    CHECK(same);
+    strcpy(t.lr_schedule, "poly");
+    CHECK_EQ_INT(sg_lr_schedule_init(&s, &t, 4), 0);
+    sg_json_begin(&j);
+    sg_lr_schedule_json(&s, 0, &j);
+    sg_json_end(&j);
+    same = strstr(j.buf, "\"kind\":\"poly\"") && !strstr(j.buf, "gamma") &&
+           !strstr(j.buf, "milestones") && strstr(j.buf, "\"step\":0,\"next_lr\":0.0005");
+    if (!same) fprintf(stderr, "  got %s\n", j.buf);
+    sg_json_free(&j);
+    CHECK(same);
+}
+
 static void test_constant_warmup(void) {
     sg_train_cfg t = base_train();
     strcpy(t.lr_schedule, "constant");
@@ -454,17 +490,20 @@ static void refused(sg_config *c, const char *set, const char *msg) {
     CHECK_STR_CONTAINS(out, msg);
 }
 
-/* cpu.layout: nchw and nhwc as given, auto per precision and ISA on the
- * CPU; cuda.layout on CUDA, auto = NHWC under bf16, NCHW under fp32; each
- * key set to nhwc for the other device is refused by validation. */
+/* cpu.layout: nchw and nhwc as given, auto = the CPU backend's preferred
+ * layout for the precision (its table per ISA: tests/kernels/
+ * test_cpu_layout.c); cuda.layout on CUDA, auto = NHWC under bf16, NCHW
+ * under fp32; each key set to nhwc for the other device is refused by
+ * validation. */
 static void test_layout_of(void) {
     sg_config c;
     sg_config_defaults(&c);
-    const char *why = NULL;
-    /* auto on the CPU, fp32: per ISA */
-    CHECK_EQ_INT(sg_layout_of(&c, &why), sg_backend_cpu_avx512() ? SG_LAYOUT_NHWC : SG_LAYOUT_NCHW);
-    CHECK_STR_CONTAINS(why, sg_backend_cpu_avx512() ? "measured faster for fp32 on AVX-512"
-                                                    : "measured faster for fp32 on CPUs without");
+    const char *why = NULL, *backend_why = NULL;
+    /* auto on the CPU, fp32: what the backend prefers, with its reason */
+    CHECK_EQ_INT(sg_layout_of(&c, &why),
+                 sg_backend_cpu_preferred_layout(SG_PRECISION_FP32, &backend_why));
+    CHECK_STR_CONTAINS(why, backend_why);
+    CHECK_STR_CONTAINS(why, "measured faster for fp32");
     CHECK_EQ_INT(sg_config_set(&c, "train.precision=bf16"), 0);
     CHECK_EQ_INT(sg_layout_of(&c, &why), SG_LAYOUT_NHWC);
     CHECK_STR_CONTAINS(why, "measured faster for bf16");
@@ -503,6 +542,7 @@ static void test_layout_of(void) {
 int main(void) {
     TEST_RUN(test_poly);
     TEST_RUN(test_constant_warmup);
+    TEST_RUN(test_schedule_json);
     TEST_RUN(test_schedule_errors);
     TEST_RUN(test_every_step_closed_forms);
     TEST_RUN(test_schedule_config_keys);
