@@ -8,7 +8,7 @@
  * Achieved FLOP/s = that / the median step time, per rank; the fraction is of
  * the per-device peak (measured with the backend's conv, or --peak-gflops).
  *
- * Traffic: the modelled DRAM bytes and FLOPs per phase (model/model_traffic.h)
+ * Traffic: the modelled DRAM bytes and FLOPs per phase (train/bench_traffic.h)
  * of the design the run follows, with the achieved GB/s and FLOP/s over the
  * measured phase times; --traffic prints the model for every design at the
  * config's batch and crop and exits without planning or running the model. */
@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "io/json.h"
-#include "model/model_traffic.h"
+#include "train/bench_traffic.h"
 #include "train/config_rules.h"
 #include "train/device.h"
 #include "train/metrics.h"
@@ -449,7 +449,7 @@ static int run_traffic(const sg_config *cfg, const char *json) {
     int rc = m ? 0 : 1;
     sg_traffic t[SG_TR_N_DESIGNS];
     for (int d = 0; rc == 0 && d < SG_TR_N_DESIGNS; d++)
-        if (sg_model_traffic(m, d, cfg->train.batch_size, cfg->train.accum_steps,
+        if (sg_bench_traffic(m, d, cfg->train.batch_size, cfg->train.accum_steps,
                              cfg->data.crop_size[0], cfg->data.crop_size[1], &t[d], NULL) != SG_OK)
             rc = 1;
     if (rc == 0) {

@@ -6,9 +6,9 @@
  * (model_run.c) walks the list forward, and in reverse for backward.
  * Shared by model_build.c, model_plan.c, model_run.c, model_onnx.c (which
  * walks the list to write the ONNX graph), model_io.c (for
- * sg_model_registry_size), model_profile.c (per-layer timing) and
- * model_traffic.c (the traffic model) and model_graphs.c (graph replay)
- * only;
+ * sg_model_registry_size), model_profile.c (per-layer timing),
+ * model_graphs.c (graph replay) and, outside model/, the benchmark's
+ * traffic model train/bench_traffic.c only;
  * tests/model/test_onnx_export.c plants an unknown layer type through it.
  */
 #ifndef SG_MODEL_MODEL_INTERNAL_H
@@ -199,7 +199,7 @@ void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
  * input [n, 3, h, w], and each tensor's storage (t[].dt, t[].rnd: as a plan
  * under train.precision bf16 would store it when act_bf16 is 1), into t[]
  * and l[]:
- * copies of m's arrays (model_traffic.c), m itself untouched. SG_OK, or
+ * copies of m's arrays (train/bench_traffic.c), m itself untouched. SG_OK, or
  * SG_ERR_CONFIG (logged) if a layer's output would be empty. */
 sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
                           int act_bf16);

@@ -31,7 +31,7 @@
  * which the result reports with how the backend runs its convolutions.
  *
  * The result also holds the modelled DRAM bytes and FLOPs of the step
- * (model/model_traffic.h) under the design that matches the run
+ * (train/bench_traffic.h) under the design that matches the run
  * (sg_bench_traffic_design), so cmd/bench.c prints achieved GB/s and
  * FLOP/s per phase beside the measured times. Owns nothing after it
  * returns; cmd/bench.c prints and writes JSON.
@@ -44,7 +44,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "kernels/backend.h"
-#include "model/model_traffic.h"
+#include "train/bench_traffic.h"
 #include "train/train_core.h" /* the phases SG_PH_* */
 
 extern const char *const sg_bench_phase_names[SG_PH_N];
@@ -135,7 +135,7 @@ typedef struct sg_bench_result {
     sg_traffic traffic;    /* the modelled step (batch x accum, crop); zero if it failed */
 } sg_bench_result;
 
-/* The traffic design (model/model_traffic.h) a run on this backend follows:
+/* The traffic design (train/bench_traffic.h) a run on this backend follows:
  * CUDA under bf16 with NCHW activations -> cuda-bf16-convert (the
  * transposes around cuDNN); bf16 otherwise (the CPU, CUDA with NHWC
  * activations) -> cpu-bf16 (the bf16 activation storage; the backend's own

@@ -339,7 +339,7 @@ sg_status sg_bench_run(const sg_config *cfg, const sg_bench_opts *o, sg_bench_re
         r->activation_mib = (double)sg_model_activation_bytes(b.c.m) / 1048576.0;
         r->params = sg_model_param_count(b.c.m, 0);
         r->traffic_design = sg_bench_traffic_design(bi.name, bi.precision, b.c.be->layout);
-        if (sg_model_traffic(b.c.m, r->traffic_design, b.c.B, b.c.K, b.c.crop_h, b.c.crop_w,
+        if (sg_bench_traffic(b.c.m, r->traffic_design, b.c.B, b.c.K, b.c.crop_h, b.c.crop_w,
                              &r->traffic, NULL) != SG_OK)
             memset(&r->traffic, 0, sizeof r->traffic); /* the plan took this shape: not reached */
         r->conv_plan_hits = bi.conv_plan_hits;

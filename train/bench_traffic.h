@@ -1,8 +1,12 @@
-/* model/model_traffic.h - a model of the DRAM traffic and FLOPs of one
+/* train/bench_traffic.h - a model of the DRAM traffic and FLOPs of one
  * training step (`segtrain bench`, `segtrain bench --traffic`).
  *
+ * A measuring aid of the benchmark, not part of training, so it lives with
+ * the bench's code (train/bench_run.c and cmd/bench.c call it), not in
+ * model/; it reads the model's private layer list (model/model_internal.h).
+ *
  * For a model at batch n (per micro-batch, accum micro-batches per step) and
- * crop h x w, sg_model_traffic walks the layer list with the shapes the plan
+ * crop h x w, sg_bench_traffic walks the layer list with the shapes the plan
  * would give (no plan, no device memory) and counts, per phase (forward,
  * loss, backward, optimizer), the bytes every kernel pass reads and writes
  * under a named design of the storage and the kernels:
@@ -11,7 +15,7 @@
  *   nhwc-f32          the same bytes (the CPU with cpu.layout nhwc: only
  *                     where elements lie changes);
  *   cpu-bf16          the CPU under train.precision bf16: float32 but for
- *                     the tensors the plan stores as bf16 (model_plan.c
+ *                     the tensors the plan stores as bf16 (model/model_plan.c
  *                     act_storage: conv outputs read by BN alone, BN+ReLU
  *                     outputs read by convs alone); oneDNN's own internal
  *                     conversions are not modelled;
@@ -34,8 +38,8 @@
  * loss and the optimizer count 0 FLOPs. Bytes of the data phase (upload,
  * normalize) and of communication are not modelled.
  */
-#ifndef SG_MODEL_MODEL_TRAFFIC_H
-#define SG_MODEL_MODEL_TRAFFIC_H
+#ifndef SG_TRAIN_BENCH_TRAFFIC_H
+#define SG_TRAIN_BENCH_TRAFFIC_H
 
 #include "model/model.h"
 
@@ -103,7 +107,7 @@ const char *sg_traffic_class_name(int cls);
  * the totals are the layers' sum plus the loss and optimizer phases.
  * Returns SG_OK, or SG_ERR_CONFIG (logged) when the input is too small for
  * the network. An unknown layer kind is a fatal internal error. */
-sg_status sg_model_traffic(const sg_model *m, int design, int n, int accum, int h, int w,
+sg_status sg_bench_traffic(const sg_model *m, int design, int n, int accum, int h, int w,
                            sg_traffic *out, sg_traffic *per_layer);
 
 /* The sums of a result: bytes read + written over all phases, and FLOPs. */

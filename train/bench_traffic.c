@@ -1,8 +1,8 @@
-/* model/model_traffic.c - the traffic and FLOP model of a training step
- * (model_traffic.h).
+/* train/bench_traffic.c - the traffic and FLOP model of a training step
+ * (train/bench_traffic.h).
  *
  * One walk over the layer list per micro-batch, in the runner's order
- * (model_run.c): forward, then the loss of the logits, then backward in
+ * (model/model_run.c): forward, then the loss of the logits, then backward in
  * reverse, skipping what the runner skips (a layer whose output needs no
  * gradient; the data gradient of an input that needs none, e.g. the first
  * conv's; the weight gradient of a frozen weight). Each kernel pass is one
@@ -14,7 +14,7 @@
  * gradient: one more read; autograd writes each and adds them: one more
  * pass).
  */
-#include "model/model_traffic.h"
+#include "train/bench_traffic.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -273,7 +273,7 @@ static void bn_bwd_torch(walk *k, const sg_layer *L) {
     }
 }
 
-/* segtrain's BN backward (model_run.c bn_backward). a: the join it is fused
+/* segtrain's BN backward (model/model_run.c bn_backward). a: the join it is fused
  * into, or NULL. */
 static void bn_bwd(walk *k, const sg_layer *L, const sg_layer *a) {
     int x = L->in[0], y = L->out;
@@ -504,10 +504,10 @@ static void micro_batch(walk *k, sg_traffic *per_layer, int first) {
     k->lay = NULL;
 }
 
-sg_status sg_model_traffic(const sg_model *m, int design, int n, int accum, int h, int w,
+sg_status sg_bench_traffic(const sg_model *m, int design, int n, int accum, int h, int w,
                            sg_traffic *out, sg_traffic *per_layer) {
     SG_CHECK(design >= 0 && design < SG_TR_N_DESIGNS && accum >= 1,
-             "sg_model_traffic: design %d, accum %d (internal error)", design, accum);
+             "sg_bench_traffic: design %d, accum %d (internal error)", design, accum);
     memset(out, 0, sizeof *out);
     if (per_layer) memset(per_layer, 0, (size_t)m->n_l * sizeof *per_layer);
     if (n < 1 || h < 1 || w < 1) {

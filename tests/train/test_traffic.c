@@ -1,5 +1,5 @@
-/* tests/model/test_traffic.c - the traffic and FLOP model of a training step
- * (model/model_traffic.h) and `segtrain bench --traffic`.
+/* tests/train/test_traffic.c - the traffic and FLOP model of a training step
+ * (train/bench_traffic.h) and `segtrain bench --traffic`.
  *   hand    - one conv (3x3, 3 -> 4 channels, no bias) + BN + ReLU block
  *             whose output is the logits, at batch 2 and 5x5: the bytes of
  *             every phase under nchw-f32, cuda-bf16-convert, nhwc-bf16 and
@@ -35,9 +35,9 @@
 #include "core/log.h"
 #include "model/model_internal.h"
 #include "model/model_profile.h"
-#include "model/model_traffic.h"
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
+#include "train/bench_traffic.h"
 
 static const char *g_segtrain;
 
@@ -168,7 +168,7 @@ static void test_hand(void) {
     for (int i = 0; i < 4; i++) {
         int d = designs[i];
         sg_traffic t;
-        CHECK_EQ_INT(sg_model_traffic(&h.m, d, 2, 1, 5, 5, &t, NULL), SG_OK);
+        CHECK_EQ_INT(sg_bench_traffic(&h.m, d, 2, 1, 5, 5, &t, NULL), SG_OK);
         CHECK_MSG(same_phases(&t, &w[d]), "design %s", sg_traffic_design_name(d));
         CHECK(t.ph[SG_TR_FWD].flops == 2 * macs && t.ph[SG_TR_BWD].flops == 2 * macs);
         CHECK(t.ph[SG_TR_LOSS].flops == 0 && t.ph[SG_TR_OPT].flops == 0);
@@ -216,7 +216,7 @@ static void test_sums(void) {
     CHECK(first_macs > 0);
     double want_flops = 3 * sg_model_flops(m, H, Wd) * n - 2 * first_macs;
     for (int d = 0; d < SG_TR_N_DESIGNS; d++) {
-        CHECK_EQ_INT(sg_model_traffic(m, d, n, 1, H, Wd, &t[d], lay), SG_OK);
+        CHECK_EQ_INT(sg_bench_traffic(m, d, n, 1, H, Wd, &t[d], lay), SG_OK);
         sg_traffic sum;
         memset(&sum, 0, sizeof sum);
         for (int li = 0; li < L; li++) {
@@ -243,7 +243,7 @@ static void test_sums(void) {
     /* planned or not, the same model */
     sg_model_release_plan(m);
     sg_traffic again;
-    CHECK_EQ_INT(sg_model_traffic(m, SG_TR_NCHW_F32, n, 1, H, Wd, &again, NULL), SG_OK);
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_NCHW_F32, n, 1, H, Wd, &again, NULL), SG_OK);
     CHECK(memcmp(&again, &t[SG_TR_NCHW_F32], sizeof again) == 0);
     CHECK(memcmp(&t[SG_TR_NHWC_F32], &t[SG_TR_NCHW_F32], sizeof again) == 0);
     /* the target converts nothing and moves the fewest bytes of segtrain's designs */
@@ -261,7 +261,7 @@ static void test_sums(void) {
      * backward more than twice (weight gradients read back), optimizer once */
     sg_traffic a2;
     for (int d = 0; d < SG_TR_N_DESIGNS; d++) {
-        CHECK_EQ_INT(sg_model_traffic(m, d, n, 2, H, Wd, &a2, NULL), SG_OK);
+        CHECK_EQ_INT(sg_bench_traffic(m, d, n, 2, H, Wd, &a2, NULL), SG_OK);
         double wc = t[d].cat[SG_TRC_WCAST];
         CHECK(near(a2.ph[SG_TR_FWD].read + a2.ph[SG_TR_FWD].write,
                    2 * (t[d].ph[SG_TR_FWD].read + t[d].ph[SG_TR_FWD].write) - wc));
@@ -275,11 +275,11 @@ static void test_sums(void) {
     /* a frozen backbone: no weight gradients there, fewer FLOPs and bytes */
     sg_model_freeze(m, "encoder", 0);
     sg_traffic fz;
-    CHECK_EQ_INT(sg_model_traffic(m, SG_TR_NCHW_F32, n, 1, H, Wd, &fz, NULL), SG_OK);
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_NCHW_F32, n, 1, H, Wd, &fz, NULL), SG_OK);
     CHECK(sg_traffic_flops(&fz) < want_flops);
     CHECK(fz.ph[SG_TR_OPT].read < t[SG_TR_NCHW_F32].ph[SG_TR_OPT].read);
     /* an empty input is refused, not modelled */
-    CHECK_EQ_INT(sg_model_traffic(m, SG_TR_NCHW_F32, n, 1, 0, 8, &fz, NULL), SG_ERR_CONFIG);
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_NCHW_F32, n, 1, 0, 8, &fz, NULL), SG_ERR_CONFIG);
     free(lay);
     sg_model_destroy(m);
 }
@@ -330,7 +330,7 @@ static void test_kinds(void) {
         for (int li = 0; li < L; li++) seen[m->l[li].type]++;
         for (int d = 0; d < SG_TR_N_DESIGNS; d++) {
             sg_traffic t;
-            CHECK_EQ_INT(sg_model_traffic(m, d, 2, 1, 64, 64, &t, lay), SG_OK);
+            CHECK_EQ_INT(sg_bench_traffic(m, d, 2, 1, 64, 64, &t, lay), SG_OK);
             for (int li = 0; li < L; li++) {
                 const sg_layer *l = &m->l[li];
                 double fw = lay[li].ph[SG_TR_FWD].read + lay[li].ph[SG_TR_FWD].write;
@@ -712,7 +712,7 @@ static int ops_step(sg_backend *be, int design, int i, int accum) {
     be->ops->upload(be, sg_model_input(m), x, nin * sizeof(float));
     be->ops->upload(be, dlab, lab, px);
     sg_traffic t;
-    if (sg_model_traffic(m, design, NB, accum, HH, WW, &t, NULL) != SG_OK) return 0;
+    if (sg_bench_traffic(m, design, NB, accum, HH, WW, &t, NULL) != SG_OK) return 0;
     double ph[SG_TR_N_PHASES][2] = {{0}};
     count_ops(be);
     for (int k = 0; k < accum; k++) {
@@ -784,7 +784,7 @@ static void test_unknown_kind(void) {
         sg_model *m = sg_model_create(mt_backend(), &mo);
         m->l[3].type = 99;
         sg_traffic t;
-        sg_model_traffic(m, SG_TR_NCHW_F32, 1, 1, 32, 32, &t, NULL);
+        sg_bench_traffic(m, SG_TR_NCHW_F32, 1, 1, 32, 32, &t, NULL);
         _exit(0);
     }
     int st;
