@@ -47,10 +47,10 @@ static void report_names(const sg_pth *p) {
 int sg_cmd_convert(int argc, char **argv) {
     sg_cli_opt opts[] = {{NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
-    sg_status st = sg_cli_parse(&cli, argc, argv, "segtrain convert IN.pth OUT.safetensors", opts);
+    sg_status st =
+        sg_cli_begin_args(&cli, argc, argv, "segtrain convert IN.pth OUT.safetensors", opts);
     if (st != SG_OK) return sg_exit_code(st);
-    if (cli.help) {
-        sg_cli_print_help(stdout, &cli, opts);
+    if (cli.done) { /* --help: the usage and options are out; what convert accepts follows */
         printf("\nReads a PyTorch checkpoint (torch.save, zip or legacy format) without Python\n"
                "and writes its state_dict as safetensors under the same names, for\n"
                "model.pretrained. Accepts a state_dict or a dict holding one under 'model'\n"
@@ -60,7 +60,6 @@ int sg_cmd_convert(int argc, char **argv) {
                "found. Floating tensors are written as F32, integer and bool ones as I64.\n");
         return 0;
     }
-    sg_log_set_level(cli.log_level);
     if (cli.n_args != 2)
         return sg_exit_code(
             sg_cli_usage_error(&cli, "expected IN.pth and OUT.safetensors (got %d argument%s)",

@@ -48,21 +48,12 @@ int sg_cmd_eval(int argc, char **argv) {
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
     const char *usage = "segtrain eval --checkpoint CK [--config FILE] [--split S] [--out F.json]";
-    sg_status st = sg_cli_parse(&cli, argc, argv, usage, opts);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.help) {
-        sg_cli_print_help(stdout, &cli, opts);
-        return 0;
-    }
-    sg_log_set_level(cli.log_level);
+    sg_status st = sg_cli_begin_args(&cli, argc, argv, usage, opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     sg_config cfg;
-    st = sg_config_for_checkpoint(&cli, ck, &cfg);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.print_config) { /* annotated like train's: where each value came from */
-        sg_config_write_origins(&cfg, stdout);
-        return 0;
-    }
+    st = sg_cli_load_checkpoint_config(&cli, ck, &cfg);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     const char *sp = split ? split : cfg.data.val_split;
     if (!sp[0]) {
         SG_ERROR("no split to evaluate: set data.val_split or pass --split");

@@ -151,16 +151,11 @@ int sg_cmd_export(int argc, char **argv) {
          &format, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
-    sg_status st = sg_cli_parse(&cli, argc, argv,
-                                "segtrain export --checkpoint CK --out FILE [--names "
-                                "torchvision|mmseg] [--ema]",
-                                opts);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.help) {
-        sg_cli_print_help(stdout, &cli, opts);
-        return 0;
-    }
-    sg_log_set_level(cli.log_level);
+    sg_status st = sg_cli_begin_args(&cli, argc, argv,
+                                     "segtrain export --checkpoint CK --out FILE [--names "
+                                     "torchvision|mmseg] [--ema]",
+                                     opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     if (!out) return sg_exit_code(sg_cli_usage_error(&cli, "--out is required"));
     if (strcmp(names, "segtrain") != 0 && strcmp(names, "torchvision") != 0 &&

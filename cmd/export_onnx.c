@@ -283,13 +283,8 @@ int sg_cmd_export_onnx(int argc, char **argv) {
                         "[--opset N] [--size HxW | --dynamic-hw] [--batch N|dynamic] "
                         "[--with-argmax] [--include-normalize] [--no-fold-bn] [--names "
                         "torchvision] [--external-data]";
-    sg_status st = sg_cli_parse(&cli, argc, argv, usage, opts);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.help) {
-        sg_cli_print_help(stdout, &cli, opts);
-        return 0;
-    }
-    sg_log_set_level(cli.log_level);
+    sg_status st = sg_cli_begin_args(&cli, argc, argv, usage, opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (!ck) return sg_exit_code(sg_cli_usage_error(&cli, "--checkpoint is required"));
     if (!out) return sg_exit_code(sg_cli_usage_error(&cli, "--out is required"));
     if (!fmt || strcmp(fmt, "onnx") != 0)

@@ -279,17 +279,12 @@ int sg_cmd_predict(int argc, char **argv) {
          &logits, NULL},
         {NULL, NULL, NULL, NULL, NULL}};
     sg_cli cli;
-    sg_status st = sg_cli_parse(&cli, argc, argv,
-                                "segtrain predict --checkpoint CK --input IMAGE|DIR --output "
-                                "PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits "
-                                "FILE.npy]",
-                                opts);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.help) {
-        sg_cli_print_help(stdout, &cli, opts);
-        return 0;
-    }
-    sg_log_set_level(cli.log_level);
+    sg_status st = sg_cli_begin_args(&cli, argc, argv,
+                                     "segtrain predict --checkpoint CK --input IMAGE|DIR --output "
+                                     "PNG|DIR [--color] [--overlay] [--label-ids] [--save-logits "
+                                     "FILE.npy]",
+                                     opts);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (!ck || !input || !output)
         return sg_exit_code(
             sg_cli_usage_error(&cli, "--checkpoint, --input and --output are required"));
@@ -297,12 +292,8 @@ int sg_cmd_predict(int argc, char **argv) {
         return sg_exit_code(
             sg_cli_usage_error(&cli, "choose one of --color, --overlay, --label-ids"));
     sg_config cfg;
-    st = sg_config_for_checkpoint(&cli, ck, &cfg);
-    if (st != SG_OK) return sg_exit_code(st);
-    if (cli.print_config) { /* annotated like train's: where each value came from */
-        sg_config_write_origins(&cfg, stdout);
-        return 0;
-    }
+    st = sg_cli_load_checkpoint_config(&cli, ck, &cfg);
+    if (st != SG_OK || cli.done) return sg_exit_code(st);
     if (label_ids && cfg.model.num_classes != 19) {
         SG_ERROR("--label-ids maps the 19 Cityscapes trainIds; this model has %d classes",
                  cfg.model.num_classes);

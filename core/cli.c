@@ -172,6 +172,18 @@ sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_co
     return SG_OK;
 }
 
+sg_status sg_cli_begin_args(sg_cli *cli, int argc, char **argv, const char *usage,
+                            const sg_cli_opt *opts) {
+    sg_status st = sg_cli_parse(cli, argc, argv, usage, opts);
+    if (st != SG_OK) return st;
+    sg_log_set_level(cli->log_level);
+    if (cli->help) {
+        sg_cli_print_help(stdout, cli, opts);
+        cli->done = 1;
+    }
+    return SG_OK;
+}
+
 sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
                        const sg_cli_opt *opts) {
     return sg_cli_begin_with(cli, cfg, argc, argv, usage, opts, NULL);
@@ -179,14 +191,8 @@ sg_status sg_cli_begin(sg_cli *cli, sg_config *cfg, int argc, char **argv, const
 
 sg_status sg_cli_begin_with(sg_cli *cli, sg_config *cfg, int argc, char **argv, const char *usage,
                             const sg_cli_opt *opts, const sg_config_rule *rules) {
-    sg_status st = sg_cli_parse(cli, argc, argv, usage, opts);
-    if (st != SG_OK) return st;
-    sg_log_set_level(cli->log_level);
-    if (cli->help) {
-        sg_cli_print_help(stdout, cli, opts);
-        cli->done = 1;
-        return SG_OK;
-    }
+    sg_status st = sg_cli_begin_args(cli, argc, argv, usage, opts);
+    if (st != SG_OK || cli->done) return st;
     st = sg_cli_load_config_with(cli, cfg, rules);
     if (st != SG_OK) return st;
     if (cli->print_config) {

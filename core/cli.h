@@ -63,7 +63,7 @@ typedef struct sg_cli {
     int n_sets;
     int print_config;                  /* --print-config given */
     int help;                          /* --help given */
-    int done;                          /* sg_cli_begin served --help or
+    int done;                          /* sg_cli_begin(_args) served --help or
                                             --print-config: the command is over */
     int log_level;                     /* SG_LOG_* after --quiet/--verbose */
     const char *args[SG_CLI_MAX_ARGS]; /* positional arguments, in order */
@@ -76,6 +76,15 @@ typedef struct sg_cli {
 sg_status sg_cli_parse(sg_cli *cli, int argc, char **argv, const char *usage,
                        const sg_cli_opt *opts);
 
+/* sg_cli_parse + log level + (on --help: usage and options to stdout,
+ * done): the start every command shares, for the commands that load no
+ * configuration or load it their own way (eval and predict from a
+ * checkpoint: train/from_checkpoint.h). Returns SG_OK with cli->done = 0
+ * when the command should go on, SG_OK with cli->done = 1 after --help,
+ * SG_ERR_CONFIG after a usage error (printed). */
+sg_status sg_cli_begin_args(sg_cli *cli, int argc, char **argv, const char *usage,
+                            const sg_cli_opt *opts);
+
 /* Loads the configuration cli names: defaults, then --config, then each
  * --set in order, then sg_config_validate. Returns SG_OK, or SG_ERR_CONFIG
  * after logging the error (file:line:column and the key). */
@@ -85,8 +94,8 @@ sg_status sg_cli_load_config(const sg_cli *cli, sg_config *cfg);
  * data/formats.h's sg_format_config_rules). */
 sg_status sg_cli_load_config_with(const sg_cli *cli, sg_config *cfg, const sg_config_rule *rules);
 
-/* sg_cli_parse + log level + (on --help: usage to stdout, done) +
- * sg_cli_load_config + (on --print-config: YAML to stdout, done).
+/* sg_cli_begin_args + sg_cli_load_config + (on --print-config: YAML to
+ * stdout, done).
  * Returns SG_OK with cli->done = 0 when the command should go on, SG_OK with
  * cli->done = 1 after --help or --print-config (the command succeeded),
  * SG_ERR_CONFIG after a usage or configuration error, SG_ERR_RUNTIME when

@@ -1,6 +1,7 @@
 /* train/from_checkpoint.c - see from_checkpoint.h. */
 #include "train/from_checkpoint.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -29,6 +30,16 @@ sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config 
     for (int i = 0; rc == SG_OK && i < cli->n_sets; i++) rc = sg_config_set(cfg, cli->sets[i]);
     if (rc == SG_OK) rc = sg_config_validate_with(cfg, sg_train_config_rules);
     return rc == SG_OK ? SG_OK : SG_ERR_CONFIG;
+}
+
+sg_status sg_cli_load_checkpoint_config(sg_cli *cli, const char *ck, sg_config *cfg) {
+    sg_status st = sg_config_for_checkpoint(cli, ck, cfg);
+    if (st != SG_OK) return st;
+    if (cli->print_config) {
+        sg_config_write_origins(cfg, stdout);
+        cli->done = 1;
+    }
+    return SG_OK;
 }
 
 /* The file's model tensors (everything but optimizer.* and ema.*, which

@@ -19,6 +19,12 @@
  * Returns SG_OK, or SG_ERR_CONFIG (logged, naming the cause; an unreadable
  * checkpoint too: it is the user's --checkpoint). */
 sg_status sg_config_for_checkpoint(const sg_cli *cli, const char *ck, sg_config *cfg);
+/* What eval and predict do after sg_cli_begin_args: sg_config_for_checkpoint,
+ * then on --print-config the configuration annotated with where each value
+ * came from (sg_config_write_origins) on stdout and cli->done = 1 (the
+ * command is over and succeeded). Returns sg_config_for_checkpoint's
+ * status. */
+sg_status sg_cli_load_checkpoint_config(sg_cli *cli, const char *ck, sg_config *cfg);
 
 /* Creates the model described by cfg on be and loads ck into it: a segtrain
  * checkpoint (validated, every tensor required; its EMA weights ema.* when

@@ -28,6 +28,7 @@
 #include "io/safetensors.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "testutil.h"
 
 static const char *g_bin;
@@ -42,23 +43,20 @@ static int setup(void) {
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(
-        f,
-        "seed: 7\ndevice: cpu\nthreads: 1\n"
-        "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
-        "  num_classes: 19\n  aux_head: true\n  aspp_dropout: 0.0\n  aux_dropout: 0.0\n"
-        "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
-        "  label_map: cityscapes\n  crop_size: [40, 40]\n  scale_range: [1.0, 1.0]\n  hflip: false\n"
-        "  shuffle: false\n  workers: 1\n  prefetch: 2\n"
-        "train:\n  iters: 5\n  batch_size: 2\n  lr: 0.02\n  momentum: 0.9\n  log_every: 1\n"
-        "  checkpoint_every: 5\n  keep_checkpoints: 2\n  eval_every: 0\n"
-        "eval:\n  batch_size: 2\n"
-        "dist:\n  timeout_s: 20\n",
-        g_dir);
-    fclose(f);
-    return 0;
+    /* the tiny network (tests/tiny_config.h) with what this test changes */
+    const char *const sets[] = {"threads=1",
+                                "model.aspp_dropout=0.0",
+                                "model.aux_dropout=0.0",
+                                "data.crop_size=[40, 40]",
+                                "data.scale_range=[1.0, 1.0]",
+                                "data.hflip=false",
+                                "data.shuffle=false",
+                                "train.iters=5",
+                                "train.lr=0.02",
+                                "train.checkpoint_every=5",
+                                "train.keep_checkpoints=2",
+                                "dist.timeout_s=20"};
+    return fx_write_config(path, g_dir, sets, (int)(sizeof sets / sizeof sets[0]));
 }
 
 /* The equalities below compare 2 steps of the FCN head (no dropout) on the

@@ -28,6 +28,7 @@
 
 #include "core/log.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "testutil.h"
 
 static const char *g_bin;
@@ -41,21 +42,17 @@ static int setup(void) {
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(f,
-            "seed: 7\ndevice: cpu\nthreads: 1\n"
-            "model:\n  backbone: resnet18\n  base_width: 16\n  output_stride: 8\n"
-            "  aspp_rates: [2, 4, 6]\n  num_classes: 19\n  aux_head: true\n  sync_bn: true\n"
-            "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n"
-            "  val_split: val\n  label_map: cityscapes\n  crop_size: [32, 32]\n"
-            "  workers: 1\n  prefetch: 2\n"
-            "train:\n  iters: 6\n  batch_size: 2\n  lr: 0.02\n  log_every: 1\n"
-            "  checkpoint_every: 0\n  eval_every: 0\n"
-            "dist:\n  timeout_s: 10\n",
-            g_dir);
-    fclose(f);
-    return 0;
+    /* the tiny network (tests/tiny_config.h) with what this test changes */
+    const char *const sets[] = {"threads=1",
+                                "model.base_width=16",
+                                "model.sync_bn=true",
+                                "data.crop_size=[32, 32]",
+                                "train.iters=6",
+                                "train.lr=0.02",
+                                "train.keep_checkpoints=3",
+                                "eval.batch_size=1",
+                                "dist.timeout_s=10"};
+    return fx_write_config(path, g_dir, sets, (int)(sizeof sets / sizeof sets[0]));
 }
 
 /* What in a log means the survivor did not end cleanly. */

@@ -50,6 +50,7 @@
 #include "tests/ckpt_diff.h"
 #include "tests/dist/netns_relay.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "testutil.h"
 
 static const char *g_bin;
@@ -123,22 +124,18 @@ static int setup_data(void) {
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(
-        f,
-        "seed: 7\ndevice: cpu\nthreads: 1\n"
-        "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
-        "  num_classes: 19\n  aux_head: true\n"
-        "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
-        "  label_map: cityscapes\n  crop_size: [32, 32]\n  scale_range: [0.75, 1.25]\n  hflip: true\n"
-        "  workers: 1\n"
-        "train:\n  iters: 16\n  batch_size: 2\n  lr: 0.02\n  log_every: 1\n"
-        "  checkpoint_every: 4\n  keep_checkpoints: 5\n  eval_every: 0\n"
-        "dist:\n  timeout_s: 20\n",
-        g_dir);
-    fclose(f);
-    return 0;
+    /* the tiny network (tests/tiny_config.h) with what this test changes */
+    const char *const sets[] = {"threads=1",
+                                "data.crop_size=[32, 32]",
+                                "data.scale_range=[0.75, 1.25]",
+                                "data.prefetch=4",
+                                "train.iters=16",
+                                "train.lr=0.02",
+                                "train.checkpoint_every=4",
+                                "train.keep_checkpoints=5",
+                                "eval.batch_size=1",
+                                "dist.timeout_s=20"};
+    return fx_write_config(path, g_dir, sets, (int)(sizeof sets / sizeof sets[0]));
 }
 
 /* Starts node `node`'s launcher inside its namespace (output to

@@ -34,6 +34,7 @@
 #include "core/log.h"
 #include "tests/ckpt_diff.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "testutil.h"
 
 #define ITERS 24
@@ -51,24 +52,17 @@ static int setup(void) {
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(
-        f,
-        "seed: 7\ndevice: cpu\nthreads: 1\n"
-        "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n  aspp_rates: [2, 4, 6]\n"
-        "  num_classes: 19\n  aux_head: true\n  aspp_dropout: 0.1\n  aux_dropout: 0.1\n"
-        "data:\n  format: cityscapes\n  root: %s/data\n  train_split: train\n  val_split: val\n"
-        "  label_map: cityscapes\n  crop_size: [32, 32]\n  scale_range: [0.75, 1.25]\n  hflip: true\n"
-        "  shuffle: true\n  workers: 1\n  prefetch: 2\n"
-        "train:\n  iters: " ITERS_S
-        "\n  batch_size: 2\n  lr: 0.02\n  momentum: 0.9\n  log_every: 1\n"
-        "  checkpoint_every: 2\n  keep_checkpoints: 3\n  eval_every: 0\n"
-        "eval:\n  batch_size: 2\n"
-        "dist:\n  timeout_s: 10\n",
-        g_dir);
-    fclose(f);
-    return 0;
+    /* the tiny network (tests/tiny_config.h) with what this test changes */
+    const char *const sets[] = {"threads=1",
+                                "model.aspp_dropout=0.1",
+                                "data.crop_size=[32, 32]",
+                                "data.scale_range=[0.75, 1.25]",
+                                "train.iters=" ITERS_S,
+                                "train.lr=0.02",
+                                "train.checkpoint_every=2",
+                                "train.keep_checkpoints=3",
+                                "dist.timeout_s=10"};
+    return fx_write_config(path, g_dir, sets, (int)(sizeof sets / sizeof sets[0]));
 }
 
 /* Lines of run's metrics.jsonl that are steps of attempt `restart`, and the

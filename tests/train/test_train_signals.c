@@ -31,6 +31,7 @@
 
 #include "core/log.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
 
@@ -55,20 +56,15 @@ static int setup(void) {
         return -1;
     char path[512];
     snprintf(path, sizeof path, "%s/base.yaml", g_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(f,
-            "seed: 1\ndevice: cpu\nthreads: 1\n"
-            "model:\n  backbone: resnet18\n  base_width: 8\n  output_stride: 8\n"
-            "  aspp_rates: [2, 4, 6]\n  num_classes: 19\n  aux_head: true\n"
-            "data:\n  format: cityscapes\n  root: %s/data\n  label_map: cityscapes\n"
-            "  crop_size: [32, 32]\n  workers: 1\n  prefetch: 2\n"
-            "train:\n  iters: 100000\n  batch_size: 2\n  lr: 0.01\n  log_every: 1\n"
-            "  checkpoint_every: 0\n  keep_checkpoints: 2\n  eval_every: 0\n"
-            "dist:\n  timeout_s: 10\n",
-            g_dir);
-    fclose(f);
-    return 0;
+    /* the tiny network (tests/tiny_config.h) with what this test changes */
+    const char *const sets[] = {"seed=1",
+                                "threads=1",
+                                "data.crop_size=[32, 32]",
+                                "train.iters=100000",
+                                "train.keep_checkpoints=2",
+                                "eval.batch_size=1",
+                                "dist.timeout_s=10"};
+    return fx_write_config(path, g_dir, sets, (int)(sizeof sets / sizeof sets[0]));
 }
 
 /* Lines in run's metrics.jsonl (rank 0 writes one per step). */

@@ -1,6 +1,6 @@
 /* tests/train/train_fixture.h - shared by the end-to-end training tests: a
- * temporary directory, a synthetic dataset, a tiny-network config, and a
- * run of it on several forked ranks. */
+ * temporary directory, a synthetic dataset, the tiny network's config
+ * (tests/tiny_config.h) on it, and a run of it on several forked ranks. */
 #ifndef SG_TESTS_TRAIN_FIXTURE_H
 #define SG_TESTS_TRAIN_FIXTURE_H
 
@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "data/synth.h"
 #include "tests/helpers.h"
+#include "tests/tiny_config.h"
 #include "train/trainer.h"
 
 static char fx_root[512];
@@ -46,44 +47,11 @@ static void fx_cleanup(int failed) {
     if (failed) fprintf(stderr, "kept %s for inspection\n", fx_root);
 }
 
-/* The tiny network config on the fixture's data; `extra` is YAML appended
- * (sections may repeat keys only through --set style overrides below). */
+/* The tiny network's config (tests/tiny_config.h) on the fixture's data,
+ * run_dir <fixture>/<run>, then each "section.key=value" of sets in order;
+ * validated, and the run directory prepared. 0, or nonzero (logged). */
 static int fx_config(sg_config *cfg, const char *run, const char *const *sets, int n_sets) {
-    char yaml[4096];
-    snprintf(yaml, sizeof yaml,
-             "run_dir: %s/%s\n"
-             "seed: 7\n"
-             "device: cpu\n"
-             "threads: 2\n"
-             "model:\n"
-             "  backbone: resnet18\n"
-             "  base_width: 8\n"
-             "  output_stride: 8\n"
-             "  aspp_rates: [2, 4, 6]\n"
-             "  num_classes: 19\n"
-             "  aux_head: true\n"
-             "data:\n"
-             "  format: cityscapes\n"
-             "  root: %s/data\n"
-             "  train_split: train\n"
-             "  val_split: val\n"
-             "  label_map: cityscapes\n"
-             "  crop_size: [48, 48]\n"
-             "  workers: 1\n"
-             "  prefetch: 2\n"
-             "train:\n"
-             "  iters: 4\n"
-             "  batch_size: 2\n"
-             "  lr: 0.01\n"
-             "  log_every: 1\n"
-             "  checkpoint_every: 0\n"
-             "  keep_checkpoints: 0\n"
-             "  eval_every: 0\n"
-             "eval:\n"
-             "  batch_size: 2\n",
-             fx_root, run, fx_root);
-    sg_config_defaults(cfg);
-    if (sg_config_load_string(cfg, yaml, "fixture.yaml") != 0) return -1;
+    if (fx_tiny_config(cfg, fx_root, run) != SG_OK) return -1;
     /* $SG_TEST_LAYOUT: the same tests with the CPU backend's activations
      * in that layout (the *_nhwc tests) */
     const char *lay = getenv("SG_TEST_LAYOUT");
