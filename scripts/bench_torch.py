@@ -26,14 +26,15 @@ op names (a class's time is its outermost op's, children included), split by
 the step's phase (forward, loss, backward, optimizer); "other" is the step's
 time outside every classified op (Python, the dispatcher, autograd's engine).
 PyTorch computes a conv's data and weight gradients in one op
-(convolution_backward): its "conv bwd" is both. Example, the CPU target row of
-docs/BENCHMARKS.md:
+(convolution_backward): its "conv bwd" is both. Example, the CPU job of
+docs/BENCHMARKS.md ("CPU training step against PyTorch"; scripts/bench_compare
+runs it with the settings resolved from configs/bench-r50-cpu.yaml):
 
-    /usr/bin/python3 scripts/bench_torch.py --backbone resnet50 --batch 2 \
+    .venv-torch/bin/python scripts/bench_torch.py --backbone resnet50 --batch 2 \
         --crop 256 256 --classes 19 --threads 2 --iters 5 --warmup 2 --json out.json
 
-The newest PyTorch from PyPI: scripts/torch-venv, then .venv-torch/bin/python
-instead of /usr/bin/python3.
+.venv-torch is the newest PyTorch from PyPI (scripts/torch-venv); Debian's
+/usr/bin/python3 with its torch runs it too.
 """
 import argparse
 import json

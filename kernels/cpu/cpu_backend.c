@@ -113,9 +113,9 @@ static void cpu_destroy(sg_backend *be) {
  * -1 either): what `segtrain bench` measured faster (docs/BENCHMARKS.md,
  * "Activation layout"). On AVX-512 oneDNN's channels-last kernels (brgconv)
  * and segtrain's Winograd and matmul paths read NHWC as stored; on AVX2
- * oneDNN 2.6 has neither brgconv nor Winograd, its blocked kernels behind
- * NCHW are ~8% faster in fp32, and the CPU backend's own Winograd
- * (kernels/cpu/cpu_conv_wino.c) runs on NCHW. */
+ * oneDNN 2.6 has neither brgconv nor Winograd, so its blocked kernels
+ * behind NCHW win in fp32 (measured on Zen 2 in the same section), and the
+ * CPU backend's own Winograd (kernels/cpu/conv/wino.c) runs on NCHW. */
 static const struct {
     int precision, avx512, layout;
     const char *why;

@@ -10,8 +10,9 @@ CHECK is one of:
             scratch directory where configs/ is the checkout's), scripts/
             must exist and be executable. A line the checker does not know
             is a failure, so a new kind of example gets a rule here.
-  links     every relative link of README.md, docs/*.md and tests/README.md
-            names a file of the checkout, and its #anchor a heading there.
+  links     every relative link of README.md, docs/*.md, docs/lab/*.md and
+            tests/README.md names a file of the checkout, and its #anchor a
+            heading there.
   length    README.md is at most 150 lines; no "issue N" in README.md,
             docs/ or configs/ (user-facing text names no tracker).
 Exits 0 when all is well, 1 naming each problem.
@@ -189,8 +190,11 @@ def anchors(path):
 
 
 def check_links(src):
-    docs = ["README.md", "tests/README.md"] + sorted(
-        "docs/" + f for f in os.listdir(os.path.join(src, "docs")) if f.endswith(".md"))
+    docs = ["README.md", "tests/README.md"]
+    for d in ("docs", "docs/lab"):  # docs/lab: the historical lab notebooks
+        if os.path.isdir(os.path.join(src, d)):
+            docs += sorted(d + "/" + f for f in os.listdir(os.path.join(src, d))
+                           if f.endswith(".md"))
     n = 0
     for doc in docs:
         text = open(os.path.join(src, doc)).read()
