@@ -883,10 +883,8 @@ static inline float keep_bits(float g, int keep) {
 
 /* Prefetches n elements of g, x (and y16) from element o, one per 64-byte
  * line, for the loads four groups of four rows on: the hardware's
- * prefetchers left this loop waiting on its loads (NHWC bf16 R50 step, one
- * thread, `--profile` bn bwd reduce ms, without / two groups on,
- * alternated twice: 31.5, 32.1 / 26.0, 25.2; four groups on took 2.50-2.53%
- * of the step's `perf record` against two's 2.61-2.78%). */
+ * prefetchers left this loop waiting on its loads (the NHWC bf16 step's
+ * profile, four groups ahead beating two and none: docs/lab/cpu-step-2026.md). */
 #define REDUCE_PREFETCH(o, n)                                                 \
     for (size_t q_ = 0; q_ < (n); q_ += 16) {                                 \
         __builtin_prefetch(g + (o) + q_);                                     \
@@ -966,8 +964,7 @@ static void reduce_rows_dt(const float *dy, const void *x, int x_dt, const float
  * groups, its rows left into the first c, then folds the G copies of a
  * channel into the first in order. A bf16-stored y (the join's output) is
  * read as bf16 bits, its mask the float32 comparison of the widened value
- * (a widened copy, as before, cost a pass over it: 8 ms of the 1-thread
- * bf16 ResNet-50 step). */
+ * (a widened copy, as before, cost a whole pass over it). */
 static void nhwc_bwd_reduce(sg_backend *be, const float *dy, const void *x, int x_dt, const void *y,
                             int y_dt, const float *mean, const float *invstd, const float *gamma,
                             const float *beta, float *red, float *dres, int n, int c, int hw,

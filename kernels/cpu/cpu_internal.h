@@ -3,7 +3,7 @@
  *
  * The CPU backend keeps host memory (64-byte aligned, counted for
  * get_info), the OpenMP thread count, and the oneDNN engine/stream with the
- * convolution primitive cache (cpu_conv.c).
+ * convolution paths and their caches (conv/).
  *
  * The ops are split into the same groups as the conformance suite's runners
  * (tests/backend/run_<group>.c) and as the CUDA backend (cuda_internal.h):
@@ -20,12 +20,10 @@
  *             mem_written (run_memory.c, run_weights.c)
  *             graph_begin graph_end graph_launch
  *             graph_free (fatal: no SG_CAP_GRAPHS)
- *   conv      conv_prepare conv_fwd conv_bwd_data        cpu_conv.c (+ cpu_conv_taps.c,
- *             conv_bwd_weight                              cpu_conv_matmul.c, cpu_conv_dw.c,
- *                                                          cpu_conv_phases.c,
- *                                                          cpu_conv_wino.c,
- *                                                          cpu_conv_wino_cl.c: they fill
- *                                                          nothing)
+ *   conv      conv_prepare conv_fwd conv_bwd_data        conv/conv.c (+ the rest of
+ *             conv_bwd_weight                              conv/: the path table and
+ *                                                          its paths, which fill
+ *                                                          nothing; conv_internal.h)
  *             bias_fwd bias_bwd                          cpu_conv_bias.c
  *   bn        bn_stats bn_finalize bn_eval_params bn_fwd cpu_bn.c
  *             bn_bwd_reduce bn_bwd_elem bn_param_grads
@@ -44,16 +42,13 @@
  *   (helpers) bf16 rounding / widening, no ops           cpu_bf16.c
  *
  * Calls between the files go one way only (no loops): cpu_backend.c calls
- * the others and none calls it; cpu_act_bf16.c -> cpu_conv.c
- * (sg_cpu_conv_native_dt); cpu_conv.c -> cpu_conv_taps.c, cpu_conv_dw.c,
- * cpu_conv_phases.c, cpu_conv_wino.c, cpu_conv_wino_cl.c and
- * cpu_conv_matmul.c (through cpu_conv_internal.h),
- * cpu_conv_taps.c ->
- * cpu_conv_matmul.c (its bf16 GEMMs), and cpu_conv.c -> cpu_elem.c
- * (sg_cpu_add_into); every op file may
- * call cpu_memory.c and cpu_bf16.c, which call no other file of the
- * backend. kernels/backend.c calls sg_cpu_backend_create only, and nothing
- * here calls kernels/backend.c (sg_conv_desc_init is inline in backend.h).
+ * the others and none calls it; cpu_act_bf16.c -> conv/conv.c
+ * (sg_cpu_conv_native_dt); inside conv/ calls go down the list of
+ * conv/conv_internal.h, and conv/ -> cpu_elem.c (sg_cpu_add_into); every op
+ * file may call cpu_memory.c and cpu_bf16.c, which call no other file of
+ * the backend. kernels/backend.c calls sg_cpu_backend_create and
+ * sg_cpu_preferred_layout only, and nothing here calls kernels/backend.c
+ * (sg_conv_desc_init is inline in backend.h).
  */
 #ifndef SG_KERNELS_CPU_INTERNAL_H
 #define SG_KERNELS_CPU_INTERNAL_H
@@ -63,7 +58,7 @@
 
 #include "kernels/backend.h"
 
-typedef struct sg_cpu_conv_cache sg_cpu_conv_cache; /* cpu_conv.c */
+typedef struct sg_cpu_conv_cache sg_cpu_conv_cache; /* conv/conv_internal.h */
 
 typedef struct sg_cpu {
     int threads;
@@ -102,7 +97,7 @@ void sg_cpu_act_buf_free(sg_cpu *c);
  * upload, copy, zero, scale, axpy, sgd_step, mem_written. */
 void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
-/* Conv cache lifetime (cpu_conv.c). precision: SG_PRECISION_* (backend.h);
+/* Conv cache lifetime (conv/conv.c). precision: SG_PRECISION_* (backend.h);
  * for bf16 it picks oneDNN's native bf16 primitives or the exact emulation
  * (SG_CPU_BF16=auto|native|emulated, default auto: native when oneDNN's
  * effective ISA has bf16 instructions) and logs the choice once. Returns NULL
@@ -115,18 +110,18 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
 void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t precision_cap,
                           char *math, size_t math_cap);
 
-/* Native bf16 convolutions over bf16-stored activations (cpu_conv.c):
+/* Native bf16 convolutions over bf16-stored activations (conv/conv.c):
  * forward (fwd = 1: x, w -> y) or backward-weights (fwd = 0: x, dy -> dw,
  * accumulate) with x stored as xdt and (forward) y as ydt (SG_ACT_*),
- * through a oneDNN bf16 primitive whose user memory has those types. Returns
- * 1 when it ran; 0 (nothing done) where this backend has no native bf16
- * primitive for d (emulated bf16, fp32, the per-tap path, or a geometry
- * oneDNN lacks a bf16 kernel for): the caller converts instead. */
+ * on the row of the path table that takes it, which reads and writes those
+ * types itself. Returns 1 when it ran; 0 (nothing done) where that row is
+ * the emulation (emulated bf16, fp32, or a geometry oneDNN lacks a bf16
+ * kernel for): the caller converts instead. */
 int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
                           const float *in1, void *out, int ydt, int accumulate);
 
-/* conv_bwd_dt's shared path (cpu_conv.c): where native bf16 runs both
- * backward passes of d as GEMMs (native_gemm_path), dy is rounded to bf16
+/* conv_bwd_dt's shared path (conv/conv.c): where native bf16 runs both
+ * backward passes of d on bf16 GEMM rows (conv/native.c), dy is rounded to bf16
  * once and both run on it - the values each pass would round it to, so the
  * results of the two ops. Returns 0 (nothing done) otherwise. */
 int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x, int xdt,
@@ -134,14 +129,18 @@ int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x,
                            int acc_x);
 
 /* The float32 forward (fwd 1: in1 = w, out = y) or backward-weights pass
- * (fwd 0: in1 = dy, out = dw) of cpu_conv.c, for the *_dt ops' converting
+ * (fwd 0: in1 = dy, out = dw) of conv/conv.c, for the *_dt ops' converting
  * path: called directly, not through be->ops, which a caller may have
  * wrapped (a counting or profiling table would see one conv twice). */
 void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
                      const float *in1, float *out, int accumulate);
 
-/* Whether oneDNN runs AVX-512 code here (sg_backend_cpu_avx512). */
+/* Whether oneDNN runs AVX-512 code here (conv/conv.c; the path table's
+ * isa column, cpu.layout auto). */
 int sg_cpu_avx512(void);
+/* The layout cpu.layout auto picks (cpu_backend.c; kernels/backend.c's
+ * sg_backend_cpu_preferred_layout), with the reason in words. */
+int sg_cpu_preferred_layout(int precision, const char **why);
 
 /* Introspection for tests: primitives cached and bytes of the shared conv
  * workspaces (neither changes once every shape has been seen). */
@@ -150,7 +149,7 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
 /* Each file of an op group fills its entries of the table (see the table
  * above). */
 void sg_cpu_fill_memory_ops(sg_ops *ops);    /* cpu_memory.c */
-void sg_cpu_fill_conv_ops(sg_ops *ops);      /* cpu_conv.c */
+void sg_cpu_fill_conv_ops(sg_ops *ops);      /* conv/conv.c */
 void sg_cpu_fill_conv_bias_ops(sg_ops *ops); /* cpu_conv_bias.c */
 void sg_cpu_fill_bn_ops(sg_ops *ops);        /* cpu_bn.c */
 void sg_cpu_fill_elem_ops(sg_ops *ops);      /* cpu_elem.c */

@@ -173,9 +173,33 @@ int tb_paths_case(tb_ctx *t, const tb_case *c, int row) {
     return bad;
 }
 
-int tb_paths_report(int *skipped) {
+/* Appends to buf the rows with a cell this processor lacks: "name" when
+ * every cell of the row is such, else "name (precision, ...)". */
+static void skipped_names(char *buf, size_t cap, const int skip[MAXP][3]) {
+    for (int i = 0; i < sg_cpu_conv_path_count() && i < MAXP; i++) {
+        int any = skip[i][0] | skip[i][1] | skip[i][2];
+        if (!any) continue;
+        sg_cpu_conv_path_info in;
+        sg_cpu_conv_path_get(i, &in);
+        char precs[48] = "";
+        int all = 1;
+        for (int p = 0; p < 3; p++) {
+            int cols = (in.precisions >> p & 1) && g.seen_prec[p];
+            if (cols && !skip[i][p]) all = 0;
+            if (skip[i][p])
+                snprintf(precs + strlen(precs), sizeof precs - strlen(precs), "%s%s",
+                         precs[0] ? ", " : "", prec_names[p]);
+        }
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "%s%s%s%s%s", n ? ", " : "", in.name, all ? "" : " (",
+                 all ? "" : precs, all ? "" : ")");
+    }
+}
+
+int tb_paths_report(char *skipped, size_t cap) {
     int np = sg_cpu_conv_path_count(), missing = 0;
-    *skipped = 0;
+    int skip[MAXP][3] = {{0}};
+    skipped[0] = 0;
     if (!g.seen_prec[0] && !g.seen_prec[1] && !g.seen_prec[2]) return 0;
     printf("CPU convolution paths: passes run per precision (fwd bd bw; '-' not in the row's "
            "columns, 'skip' the processor lacks what its rule needs)\n");
@@ -191,32 +215,28 @@ int tb_paths_report(int *skipped) {
                 int in_cols = (in.passes >> pass & 1) && (in.precisions >> p & 1);
                 int avail = in_cols && (g.isa_ok >> i & 1) && g.seen_prec[p];
                 char cell[16];
-                if (n) snprintf(cell, sizeof cell, "%ld", n);
-                else if (!in_cols) snprintf(cell, sizeof cell, "-");
-                else if (!avail) snprintf(cell, sizeof cell, "skip"), (*skipped)++;
-                else snprintf(cell, sizeof cell, "MISSING"), missing++;
+                if (n) {
+                    snprintf(cell, sizeof cell, "%ld", n);
+                } else if (!in_cols) {
+                    snprintf(cell, sizeof cell, "-");
+                } else if (!avail) {
+                    snprintf(cell, sizeof cell, "skip");
+                    skip[i][p] = 1;
+                } else {
+                    snprintf(cell, sizeof cell, "MISSING");
+                    missing++;
+                    printf("  FAIL paths: %s %s %s: available on this processor, run by no "
+                           "case (a row whose geometry it takes is missing, or its rule "
+                           "changed)\n",
+                           in.name, pass_names[pass], prec_names[p]);
+                }
                 snprintf(cells[p] + strlen(cells[p]), sizeof cells[p] - strlen(cells[p]), "%s%s",
                          pass ? " " : "", cell);
             }
         }
         printf("  %-16s %-18s %-18s %-18s\n", in.name, cells[0], cells[1], cells[2]);
     }
-    for (int i = 0; i < np && i < MAXP; i++) {
-        sg_cpu_conv_path_info in;
-        sg_cpu_conv_path_get(i, &in);
-        for (int p = 0; p < 3; p++)
-            for (int pass = 0; pass < 3; pass++)
-                if (!g.ran[i][pass][p] && (in.passes >> pass & 1) && (in.precisions >> p & 1) &&
-                    (g.isa_ok >> i & 1) && g.seen_prec[p])
-                    printf("  FAIL paths: %s %s %s: available on this processor, run by no case "
-                           "(a row whose geometry it takes is missing, or its rule changed)\n",
-                           in.name, pass_names[pass], prec_names[p]);
-        long any = 0;
-        for (int p = 0; p < 3; p++)
-            for (int pass = 0; pass < 3; pass++) any += g.ran[i][pass][p];
-        if (!(g.isa_ok >> i & 1) && !any)
-            printf("  skipped: %s (its rule needs %s; this processor has not)\n", in.name, in.isa);
-    }
+    skipped_names(skipped, cap, skip);
     return missing;
 }
 
@@ -230,8 +250,9 @@ int tb_paths_case(tb_ctx *t, const tb_case *c, int row) {
     (void)t, (void)c, (void)row;
     return 0;
 }
-int tb_paths_report(int *skipped) {
-    *skipped = 0;
+int tb_paths_report(char *skipped, size_t cap) {
+    (void)cap;
+    skipped[0] = 0;
     return 0;
 }
 

@@ -18,6 +18,8 @@
 #ifndef SG_TESTS_BACKEND_CPU_PATHS_H
 #define SG_TESTS_BACKEND_CPU_PATHS_H
 
+#include <stddef.h>
+
 #include "tests/backend/tb.h"
 
 /* A configuration starts on be (forced: it sets SG_CPU_CONV). Returns the
@@ -26,8 +28,9 @@ int tb_paths_config(const char *config, sg_backend *be, int forced, const tb_cas
 /* After case c ran on that configuration: records the rows that ran and
  * checks c's names. Returns 1 on a failure (printed). */
 int tb_paths_case(tb_ctx *t, const tb_case *c, int row);
-/* After the backend's last configuration: the matrix; returns the rows
- * missing (each printed as a failure) and counts the skipped cells. */
-int tb_paths_report(int *skipped);
+/* After the backend's last configuration: the matrix; returns the cells
+ * missing (each printed as a failure) and names in skipped the paths (and
+ * precisions) this processor lacks ("" when none). */
+int tb_paths_report(char *skipped, size_t cap);
 
 #endif

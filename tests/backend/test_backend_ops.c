@@ -429,13 +429,14 @@ static int run_backend(const char *name, int *total, int *total_failed) {
     }
     print_tallies();
     /* the coverage of the CPU convolution paths: only a whole run counts */
-    char paths[96] = "";
+    char paths[640] = "";
     if (!g.only && !g.only_config && g.from_row == 0 && g.table == tb_cases) {
-        int skipped, missing = tb_paths_report(&skipped);
+        char skipped[512];
+        int missing = tb_paths_report(skipped, sizeof skipped);
         failed += missing, g.failed += missing;
-        if (missing || skipped)
-            snprintf(paths, sizeof paths, "; conv paths: %d missing, %d skipped on this processor",
-                     missing, skipped);
+        if (missing || skipped[0])
+            snprintf(paths, sizeof paths, "; conv paths: %d missing; not on this processor: %s",
+                     missing, skipped[0] ? skipped : "none");
     }
     printf("%s: %d/%d cases passed (%d failed%s) in %.1f s\n", name, ran - failed, ran, failed,
            paths, now_s() - t0);

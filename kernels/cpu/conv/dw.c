@@ -1,14 +1,13 @@
-/* kernels/cpu/cpu_conv_dw.c - the backward passes of dilated depthwise
- * convolutions, direct (part of the conv group: cpu_conv.c picks this path
- * in auto layout mode and calls it through cpu_conv_internal.h; this file
- * fills no op).
+/* kernels/cpu/conv/dw.c - the backward passes of dilated depthwise
+ * convolutions, direct (part of the conv group: the row dw of the path
+ * table, paths.c, calls it through conv_internal.h; this file fills no
+ * op).
  *
  * oneDNN 2.6 has jit depthwise kernels for the forward pass and for the
  * undilated backward passes, but runs a dilated depthwise backward (the
  * dilated stages of MobileNetV3, the separable ASPP branches of DeepLabV3+)
- * as a GEMM-based convolution, 15-25x slower than its forward (bench_conv
- * with SG_BENCH_SHAPE=2,240,32,32,240,5,1,4,2,240, one thread: backward
- * 22 + 19 ms against 0.8 ms forward; 4.3 + 3.7 ms here).
+ * as a GEMM-based convolution, many times slower than its forward
+ * (docs/BENCHMARKS.md, "Depthwise convolutions (CPU)").
  *
  * Each plane is independent: backward-data scatters dy * w into its input
  * plane over the valid output range of each tap; backward-weight sums

@@ -1,13 +1,13 @@
-/* kernels/cpu/cpu_conv_matmul.c - GEMMs as oneDNN matmul primitives, for
- * the conv group (cpu_conv.c picks the paths and calls them through
- * cpu_conv_internal.h; this file fills no op):
+/* kernels/cpu/conv/matmul.c - GEMMs as oneDNN matmul primitives, for
+ * the conv group (the path table (paths.c) picks the paths and calls them through
+ * conv_internal.h; this file fills no op):
  *  - sg_conv_mm_gemm: C (+)= op(A) op(B) in dnnl_sgemm's row-major terms,
  *    float32 or bf16 x bf16 -> float32 (oneDNN 2.6's C API has no bf16
  *    GEMM; its matmul primitive has one, brg:avx512_core_bf16 on AVX512-BF16
  *    and AMX). The per-tap path of native bf16 runs on it.
  *  - the backward passes of 1x1 stride-1 convolutions on NHWC activations,
  *    which are single GEMMs over the N*H*W pixels, and which oneDNN's conv
- *    primitives run slower than its matmul (cpu_conv.c: use_mm_1x1).
+ *    primitives run slower than its matmul (the row mm1x1, native.c).
  *
  * Primitives are cached per distinct GEMM (dtype, transposes, sizes,
  * leading dimensions, add): a conv needs a few (one per distinct tap

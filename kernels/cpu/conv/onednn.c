@@ -131,7 +131,7 @@ static int dense_oihw_f32(const dnnl_memory_desc_t *md) {
 
 /* Builds one argument: user memory in plain layout, and if the primitive
  * chose another layout, a memory for it plus the reorder between them
- * (float32 weights into the bf16 layouts of cpu_conv_pack.c: packed there
+ * (float32 weights into the bf16 layouts of pack.c: packed there
  * instead). */
 static void build_arg(sg_cpu_conv_cache *cc, conv_entry *e, int slot, int arg, int is_output,
                       const dnnl_memory_desc_t *user_md, dnnl_query_t query) {

@@ -1,13 +1,12 @@
-/* kernels/cpu/cpu_conv_pack.c - float32 weights [k][c][r][s] into the bf16
- * layout of oneDNN's brgconv kernels (part of the conv group: cpu_conv.c
- * calls it through cpu_conv_internal.h where a native bf16 entry's weight
+/* kernels/cpu/conv/pack.c - float32 weights [k][c][r][s] into the bf16
+ * layout of oneDNN's brgconv kernels (part of the conv group: onednn.c
+ * calls it through conv_internal.h where a native bf16 entry's weight
  * layout is one of these, instead of oneDNN's reorder).
  *
  * Why: the bf16 weight copies are made again after every SGD step, and
  * oneDNN 2.6's reorder into these layouts ("AcdB64a2b" and kin) reads the
- * float32 weights 64 kernels at a time with strides: in the bf16 R50 step
- * on one thread its weight reorders took about 20 ms a step (9.7 of them
- * for ASPP's two 256x2048x3x3 kernels). Here a block of 64 kernels x 32
+ * float32 weights 64 kernels at a time with strides, a visible share of
+ * the bf16 step on one thread (docs/lab/cpu-step-2026.md). Here a block of 64 kernels x 32
  * input channels is read row by row (each kernel's run of 32 x r x s floats
  * is contiguous), rounded to bf16 (round-to-nearest-even,
  * formulas/bf16.h: the bits oneDNN's conversion gives), and each (tap,

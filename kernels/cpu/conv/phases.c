@@ -1,6 +1,7 @@
-/* kernels/cpu/cpu_conv_phases.c - dilated 3x3 convolutions as undilated
- * ones on phase sub-images (part of the conv group: cpu_conv.c picks this
- * path and runs the undilated convolution; this file fills no op).
+/* kernels/cpu/conv/phases.c - dilated 3x3 convolutions as undilated
+ * ones on phase sub-images (part of the conv group: the row phases of the
+ * path table, own_f32.c, runs the undilated convolution on oneDNN; this
+ * file fills no op).
  *
  * A stride-1 3x3 convolution with dilation D and padding D reads, for the
  * output pixel (D*i + a, D*j + b), only inputs of the same phase (a, b):
@@ -10,7 +11,7 @@
  * forms). When D divides the height and width every phase image has the
  * same size, so the D*D phases become D*D times the batch: one undilated
  * convolution over [n*D*D, c, h/D, w/D], which runs as Winograd F(4x4, 3x3)
- * (cpu_conv.c, use_wino) where the dilated one can only run direct. The
+ * (onednn_rules.c) where the dilated one can only run direct. The
  * backward passes are the undilated ones' on the same phase images, and the
  * weight gradient sums over the enlarged batch, which is the sum over the
  * phases. ResNet-50 at output stride 8 has 14 such convolutions (layer3's

@@ -1,7 +1,7 @@
-/* kernels/cpu/cpu_conv_taps.c - stride-1 dilated convolutions as one GEMM
+/* kernels/cpu/conv/taps.c - stride-1 dilated convolutions as one GEMM
  * per kernel tap over the region where that tap reads the image (part of
- * the conv group: cpu_conv.c picks this path and calls it through
- * cpu_conv_internal.h; this file fills no op).
+ * the conv group: the path table (paths.c) picks this path and calls it through
+ * conv_internal.h; this file fills no op).
  *
  * ASPP at output stride 8 runs 3x3 convs with dilation 12/24/36 on maps of
  * about 32x32: most taps of most outputs read zero padding, yet a dense conv
@@ -16,9 +16,9 @@
  * the GEMMs). Buffers live in sg_conv_taps_ws, grown on the first call of a
  * shape only.
  *
- * bf16 (native bf16 of cpu_conv.c, mm set): the same loops on bf16
+ * bf16 (native bf16 of native.c, mm set): the same loops on bf16
  * operands (x, dy, their gathered copies, the per-tap weights) through the
- * bf16 matmul primitives of cpu_conv_matmul.c (float32 accumulation, C +=
+ * bf16 matmul primitives of matmul.c (float32 accumulation, C +=
  * by the sum post-op); results and the weight-gradient accumulator stay
  * float32, for the caller to round once.
  *
@@ -75,12 +75,10 @@ int sg_conv_taps_applicable(const sg_conv_desc *d) {
 
 /* float32 backward passes on NHWC activations: oneDNN 2.6's backward
  * kernels for stride-1 3x3 convs are slower than the per-tap GEMMs even
- * where every tap reads most of the image (rate 1, 2, 4 on 32x32 maps: 6-16%
- * of the dense work in padding), and much slower at 64x128. R50 OS8, batch 2,
- * float32, `segtrain bench`, ms per step, before / after, alternated: 256x256
- * 2 threads 1221, 1160 / 1092, 1116 (CPU 2413, 2294 / 2154, 2196); 1 thread
- * 2199, 2217 / 2086, 2155; 512x1024 2 threads 13118 / 10357. Not for bf16:
- * its per-tap bf16 matmuls lose there (681, 691 / 723, 684 ms). */
+ * where every tap reads most of the image (ASPP's rates 1, 2 and 4 on 32x32
+ * maps, a few percent of the dense work in padding), and much slower on
+ * larger maps; not for bf16, where its per-tap bf16 matmuls lose
+ * (docs/BENCHMARKS.md, "CPU convolution paths"). */
 int sg_conv_taps_bwd_f32_applicable(const sg_conv_desc *d) {
     if (d->stride_h != 1 || d->stride_w != 1 || d->r * d->s == 1) return 0;
     if (d->r > RUNS_MAX_K || d->s > RUNS_MAX_K) return 0;
@@ -89,7 +87,7 @@ int sg_conv_taps_bwd_f32_applicable(const sg_conv_desc *d) {
 }
 
 double sg_conv_taps_density(const sg_conv_desc *d) {
-    /* Compared with the dense conv over the live taps only: cpu_conv.c
+    /* Compared with the dense conv over the live taps only: onednn.c
      * trims taps that read nothing but padding (ASPP rate 36 on 32x32 is a
      * 1x1 conv there, which oneDNN runs as fast as one GEMM). */
     size_t useful = 0;
@@ -325,11 +323,8 @@ static void taps_fwd_nhwc(sg_conv_taps_ws *ws, const taps_gemm *g, const sg_conv
  * W the per-tap weights of those taps, contiguous in [tap][k][c]. Against a
  * GEMM per tap (9 passes over dx for ASPP's rate 12, each a k-long
  * reduction, most through a scatter-add) dx is written once per tap row
- * from a reduction up to 3k long. R50's ASPP 2048->256 on 32x32, batch 2,
- * `bench_conv 3`, 1 thread, backward-data ms, per tap / by regions, two
- * rounds: bf16 rate 12 31.0, 31.3 / 26.2, 26.0, rate 24 16.0, 16.0 / 12.2,
- * 12.3; float32 rate 12 56.6, 55.2 / 51.9, 51.4, rate 24 28.0, 27.7 /
- * 26.1, 25.5 (docs/BENCHMARKS.md). */
+ * from a reduction up to 3k long: faster in both precisions
+ * (docs/BENCHMARKS.md, "oneDNN layouts and sparse dilated convs"). */
 typedef struct run {
     int p0, p1; /* coordinates [p0, p1) */
     int t0, n;  /* live taps [t0, t0 + n) */

@@ -1,7 +1,7 @@
-/* kernels/cpu/cpu_conv_wino.c - float32 3x3 stride-1 "same" convolutions
+/* kernels/cpu/conv/wino.c - float32 3x3 stride-1 "same" convolutions
  * (padding = dilation, any dilation) as Winograd F(4x4, 3x3), the three
  * passes, for CPUs where oneDNN 2.6 has no Winograd kernel (it has one for
- * AVX-512 only: cpu_conv.c use_wino). Each output tile of 4x4 pixels reads a
+ * AVX-512 only: the row onednn-wino). Each output tile of 4x4 pixels reads a
  * 6x6 input tile; in the transformed domain a tile costs 36 multiplies per
  * channel pair instead of 144, so the GEMMs do a quarter of the direct
  * conv's work, and they run on dnnl_sgemm at the rate oneDNN's direct
@@ -39,7 +39,7 @@ int sg_conv_wino_applicable(const sg_conv_desc *d) {
     if (d->pad_h != d->dil_h || d->pad_w != d->dil_w) return 0;
     /* Small channel counts make GEMMs too thin to beat direct kernels; a
      * dilation as large as the map leaves taps reading only padding, which
-     * cpu_conv.c trims (a 1x1 conv is cheaper than any Winograd). */
+     * onednn.c trims (a 1x1 conv is cheaper than any Winograd). */
     if (d->dil_h >= d->h || d->dil_w >= d->w) return 0;
     /* Phase sub-images under 8 pixels a side waste most of each 4x4 tile
      * (ASPP's rate 12 on a 32x32 map: 2.7 pixels; measured slower than the

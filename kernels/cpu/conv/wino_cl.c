@@ -1,9 +1,9 @@
-/* kernels/cpu/cpu_conv_wino_cl.c - the native bf16 3x3 stride-1 "same"
+/* kernels/cpu/conv/wino_cl.c - the native bf16 3x3 stride-1 "same"
  * convolutions (padding = dilation, any dilation) on NHWC activations as
  * Winograd F(4x4, 3x3) with float32 transforms and float32 GEMMs: bf16
  * inputs (x or dy as bf16 bits; the float32 weights rounded to bf16 as
  * read), the float32 sums out (the caller rounds them once to bf16,
- * cpu_conv.c run_native_gemm).
+ * native.c).
  *
  * Why: oneDNN 2.6 has no bf16 Winograd, and its bf16 direct kernels already
  * run near the AVX512-BF16 peak, so the step's 3x3 convolutions (about a
@@ -14,13 +14,13 @@
  * numbers stay those of a bf16 convolution with float32 accumulation: the
  * inputs are bf16 values, every transform and product is float32, so the
  * sums differ from the direct kernel's by float32 rounding through the
- * transforms (as cpu_conv_wino.c's), far below the final bf16 rounding.
+ * transforms (as wino.c's), far below the final bf16 rounding.
  *
- * cpu_conv_wino.c puts tiles on the vector lanes (NCHW: a channel plane's
+ * wino.c puts tiles on the vector lanes (NCHW: a channel plane's
  * pixels are contiguous). Here the channels are: an NHWC pixel holds its
  * channels contiguously, so a tile's 36 input pixels are 36 contiguous
  * loads per block of 16 channels and nothing is gathered. Per chunk of
- * tiles (chunk_of; the tile geometry of cpu_conv_wino_f43.h, dilated convs
+ * tiles (chunk_of; the tile geometry of wino_f43.h, dilated convs
  * on their phase tiles):
  *   V [36][tile][cin]   B^T d B of each input tile
  *   U [36][cin][cout]   G g G^T of each kernel (once per call, from the
@@ -68,9 +68,8 @@ static inline void store(float *dst, const float *src, int cnt) {
 
 /* Non-temporal: U is written once per call and read once by the GEMMs,
  * and from 512 channels on it is larger than the caches (36 x 512 x
- * 512 floats: 38 MB), so it bypasses them (no read for ownership: the
- * transform of a 1024->256 kernel went from 2.7 to 0.85 ms on 2 threads);
- * SSE2, so every clone has it. Needs a 16-byte aligned dst. */
+ * 512 floats: 38 MB), so it bypasses them (no read for ownership, which
+ * made this transform several times slower); SSE2, so every clone has it. Needs a 16-byte aligned dst. */
 static inline void store_nt(float *dst, const float *src, int cnt) {
 #if defined(__SSE2__)
     if (cnt == CL && ((uintptr_t)dst & 15) == 0) {
@@ -235,8 +234,7 @@ SG_CPU_CLONES static void weight_row_fwd(const float *w, long c, int C, int K, f
         float g[9][CL];
         /* 16 kernels 9C floats apart, each read 9 floats a call: more
          * streams than the hardware follows, so the line 4 calls on by
-         * hand (this pass's share of the 1-thread bf16 R50 step's `perf
-         * record`: 1.21% -> 0.72-0.77%, weight_block's 0.82 -> 1.02-1.12) */
+         * hand (measured in the bf16 step's profile: docs/lab/cpu-step-2026.md) */
         for (int l = 0; l < cnt; l++) __builtin_prefetch(s + (long)l * C * 9 + 4 * 9);
         for (int l = 0; l < CL; l++)
             for (int e = 0; e < 9; e++)
@@ -274,9 +272,8 @@ SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, 
         float a[36][CL], t[18][CL], r[9][CL];
         for (int e = 0; e < 36; e++) {
             /* 36 streams at once, more than the hardware prefetchers
-             * follow: each one 4 blocks ahead by hand (the share of this
-             * pass in a 1-thread bf16 R50 step's `perf record` 2.22% ->
-             * 1.56-1.64%, of output_tile's 36 1.32% -> 0.93-1.03%) */
+             * follow: each one 4 blocks ahead by hand (measured in the
+             * bf16 step's profile: docs/lab/cpu-step-2026.md) */
             const float *s = du + e * uplane + c * K + k0;
             __builtin_prefetch(s + 4 * CL);
 #pragma omp simd
@@ -301,11 +298,10 @@ SG_CPU_CLONES static void weight_grad_row(const float *du, long uplane, long c, 
 /* Tiles per chunk: V and M hold 36 x chunk x channels floats, kept to
  * about 18 MiB each (CHUNK_FLOATS per transform point: 128 tiles at 1024
  * channels, 256 at 512). They live in the per-tap path's buffers, which
- * ASPP's backward passes grow to 67 MB at 512x1024, so the bf16 step's
- * peak memory there does not move (4038 MiB; 4047 on oneDNN's kernels).
- * The backward-weights GEMMs sum over the chunk's tiles, so fewer, longer
- * chunks help them (1024->256 on 2 threads: 15.1 ms with 64-tile chunks,
- * 13.4 with 128); the other sgemms run as fast on 64 rows as on 256. */
+ * ASPP's backward passes grow larger at 512x1024, so the bf16 step's
+ * peak memory does not move. The backward-weights GEMMs sum over the
+ * chunk's tiles, so fewer, longer chunks help them (128 tiles beat 64);
+ * the other sgemms run as fast on 64 rows as on 256. */
 static long chunk_of(const wino_geo *g, const sg_conv_desc *d) {
     long ch = d->c > d->k ? d->c : d->k, t = CHUNK_FLOATS / ch;
     t = t < CHUNK_MIN ? CHUNK_MIN : t > CHUNK_MAX ? CHUNK_MAX : t;

@@ -1,8 +1,8 @@
-/* kernels/cpu/cpu_conv_wino_f43.h - private to the two Winograd files
- * (cpu_conv_wino.c: tiles on the vector lanes, any layout; cpu_conv_wino_cl.c:
+/* kernels/cpu/conv/wino_f43.h - private to the two Winograd files
+ * (wino.c: tiles on the vector lanes, any layout; wino_cl.c:
  * channels on the lanes, NHWC): the tile geometry of a 3x3 "same" conv with
  * any dilation (a tile is image, phase, tile row, tile column; see
- * cpu_conv_wino.c) and Lavin and Gray's F(4x4, 3x3) transforms as row
+ * wino.c) and Lavin and Gray's F(4x4, 3x3) transforms as row
  * macros on scalars (the callers loop them over their lanes).
  */
 #ifndef SG_KERNELS_CPU_CONV_WINO_F43_H
