@@ -8,7 +8,8 @@
  *   paths.c         THE path table, the one chooser every entry uses,
  *                   SG_CPU_CONV (force / off), the bf16 emulation wrapper
  *   own_f32.c       the rows of the backend's own float32 paths
- *   native.c        the rows of the native bf16 GEMM paths
+ *   native.c        the rows of the native bf16 GEMM paths (mm1x1 in both
+ *                   precisions)
  *   onednn.c        oneDNN's primitive cache and its rows
  *   onednn_rules.c  oneDNN's layout rule and its bug workarounds
  *   taps.c matmul.c dw.c wino.c wino_cl.c phases.c pack.c: the paths'
