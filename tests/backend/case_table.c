@@ -44,7 +44,8 @@
  * prep = 1: conv_prepare first (the model's path), 0: first use builds.
  * The _AT forms name the CPU convolution paths the row is for (PATH:
  * "NAME" or "PASS:NAME", space-separated; tests/backend/cpu_paths.h): the
- * suite fails where another path runs a pass those paths run. */
+ * suite fails where another path runs a pass those paths run. A row that
+ * names none is for oneDNN's rows (onednn-wino, -cl, -plain, -blocked). */
 #define CONV_CASE(OP, RUN, ACC, PATH, N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, PREP, NOTE) \
     {                                                                                          \
         OP, RUN, .conv = {N, C, H, W, K, R, S, SH, SW, PH, PW, DH, DW, 0, 0}, .acc = ACC,      \
@@ -83,14 +84,17 @@
 /* The loss is linear in x, w and the bias, so a central difference is exact
  * for any step: a large one keeps the forward's float rounding (cuDNN's
  * Winograd / FFT algorithms) out of the quotient. */
-#define GRAD_CONV_G(G, N, C, H, W, K, R, ST, PAD, DIL, NOTE)                                   \
+#define GRAD_CONV_G_AT(PATH, G, N, C, H, W, K, R, ST, PAD, DIL, NOTE)                          \
     {                                                                                          \
         "grad_conv", run_grad_conv,                                                            \
             .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0, G}, .fd_h = 0.25f, \
-            .tol = TOL_FD, .all_configs = 1, .note = NOTE                                      \
+            .tol = TOL_FD, .all_configs = 1, .note = NOTE, .path = PATH                        \
     }
+#define GRAD_CONV_G(...) GRAD_CONV_G_AT(NULL, __VA_ARGS__)
 #define GRAD_CONV(N, C, H, W, K, R, ST, PAD, DIL, NOTE) \
     GRAD_CONV_G(0, N, C, H, W, K, R, ST, PAD, DIL, NOTE)
+#define GRAD_CONV_AT(PATH, N, C, H, W, K, R, ST, PAD, DIL, NOTE) \
+    GRAD_CONV_G_AT(PATH, 0, N, C, H, W, K, R, ST, PAD, DIL, NOTE)
 
 /* Batch-norm shapes: n, c, h, w and the input range. The offset ones have
  * a variance small next to the mean (numerical stability). */
@@ -312,7 +316,8 @@ const tb_case tb_cases[] = {
     {"mem_written", run_weights_written, .conv = {2, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
      .prepare = 1, .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
      .tol_tf32 = TOL_CONV_TF32, .all_configs = 1,
-     .note = "3x3 (blocked layouts): weights changed by every op and mem_written"},
+     .note = "3x3 (blocked layouts): weights changed by every op and mem_written",
+     .path = "onednn-wino wino-own onednn-cl onednn-blocked"},
     {"mem_written", run_weights_written, .conv = {2, 32, 8, 8, 16, 1, 1, 2, 2, 0, 0, 1, 1, 0, 0},
      .tol = TOL_CONV, .tol_cuda = TOL_CONV_CUDA, .tol_bf16 = TOL_CONV_BF16,
      .tol_tf32 = TOL_CONV_TF32, .all_configs = 1, .note = "1x1 stride 2 (plain layouts)"},
@@ -1057,12 +1062,13 @@ const tb_case tb_cases[] = {
     GRAD_CONV(1, 2, 5, 5, 2, 3, 1, 12, 12, "dilation 12 on 5x5: dead taps"),
     GRAD_CONV(1, 16, 5, 4, 16, 3, 1, 1, 1, "blocked layout under auto"),
     GRAD_CONV(3, 2, 5, 7, 3, 1, 2, 0, 1, "1x1 stride 2, batch 3"),
-    GRAD_CONV(1, 64, 5, 6, 16, 3, 1, 3, 3, "sparse dilated: per-tap GEMMs"),
-    GRAD_CONV_G(16, 1, 16, 7, 6, 16, 3, 2, 2, 2, "depthwise, stride 2, dilation 2"),
+    GRAD_CONV_AT(TAPS, 1, 64, 5, 6, 16, 3, 1, 3, 3, "sparse dilated: per-tap GEMMs"),
+    GRAD_CONV_G_AT("dw", 16, 1, 16, 7, 6, 16, 3, 2, 2, 2, "depthwise, stride 2, dilation 2"),
     GRAD_CONV_G(2, 2, 6, 5, 7, 4, 3, 1, 1, 1, "2 groups"),
     GRAD_CONV(2, 17, 5, 4, 9, 3, 2, 1, 1, "c = 17, k = 9: odd channel runs"),
-    GRAD_CONV_G(20, 1, 20, 6, 5, 20, 3, 1, 2, 2, "depthwise dilated, c = 20: the direct backward"),
-    GRAD_CONV(1, 65, 5, 6, 17, 3, 1, 3, 3, "per-tap GEMMs, c = 65, k = 17"),
+    GRAD_CONV_G_AT("dw", 20, 1, 20, 6, 5, 20, 3, 1, 2, 2,
+                   "depthwise dilated, c = 20: the direct backward"),
+    GRAD_CONV_AT(TAPS, 1, 65, 5, 6, 17, 3, 1, 3, 3, "per-tap GEMMs, c = 65, k = 17"),
     {"grad_hardswish", run_grad_hardswish, .count = 97, .lo = -5, .hi = 5, .fd_h = 1e-3f,
      .tol = TOL_FD},
     {"grad_hardsigmoid", run_grad_hardsigmoid, .count = 97, .lo = -5, .hi = 5, .fd_h = 1e-3f,

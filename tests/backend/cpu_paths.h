@@ -5,10 +5,11 @@
  *    one pass of one conv unless the table declares the pair
  *    (sg_cpu_conv_path_overlaps), and float32 convs land on exactly one of
  *    oneDNN's layout rows;
- *  - names: a case whose row names paths (tb_case.path: "NAME" or
- *    "PASS:NAME", PASS fwd | bd | bw, space-separated) fails when another
- *    row ran a pass the named paths run on this configuration (their
- *    passes, precision, layout and processor columns);
+ *  - names: a conv case fails when another row ran a pass that the paths
+ *    its row names (tb_case.path: "NAME" or "PASS:NAME", PASS fwd | bd |
+ *    bw, space-separated; a row that names none is for oneDNN's rows) run
+ *    on this configuration (their passes, precision, layout and processor
+ *    columns);
  *  - coverage: every row, pass and precision a row of the path table may
  *    run on this processor ran in some case, else a failure; what the
  *    processor lacks is reported as skipped. Printed as a matrix.
