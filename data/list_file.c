@@ -18,19 +18,42 @@ sg_status sg_list_open(sg_list_file *l, const char *path, const char *what, cons
     return SG_OK;
 }
 
-int sg_list_next(sg_list_file *l) {
-    while (fgets(l->line, sizeof l->line, l->f)) {
-        l->lineno++;
-        size_t len = strlen(l->line);
-        /* a full buffer without the newline: the line goes on past it */
-        if (len == sizeof l->line - 1 && l->line[len - 1] != '\n') {
-            SG_ERROR("%s:%d: line longer than %zu characters", l->path, l->lineno,
+/* Reads one line into l->line (without its newline) byte by byte, so that
+ * a NUL byte cannot hide the rest of a line from the length check (fgets
+ * and strlen would read a long line holding one as two). 1: a line; 0: the
+ * end of the file; -1 after logging. */
+static int read_line(sg_list_file *l) {
+    size_t len = 0;
+    int ch;
+    while ((ch = getc(l->f)) != EOF && ch != '\n') {
+        if (len == sizeof l->line - 2) {
+            SG_ERROR("%s:%d: line longer than %zu characters", l->path, l->lineno + 1,
                      sizeof l->line - 2);
             return -1;
         }
+        if (ch == 0) {
+            SG_ERROR("%s:%d: a NUL byte: not a text file (a list file names one sample a line)",
+                     l->path, l->lineno + 1);
+            return -1;
+        }
+        l->line[len++] = (char)ch;
+    }
+    if (ch == EOF && ferror(l->f)) {
+        SG_ERROR("reading %s failed: %s", l->path, strerror(errno));
+        return -1;
+    }
+    if (ch == EOF && len == 0) return 0;
+    l->line[len] = 0;
+    l->lineno++;
+    return 1;
+}
+
+int sg_list_next(sg_list_file *l) {
+    int rc;
+    while ((rc = read_line(l)) == 1) {
         int nf = 0;
-        for (char *save = NULL, *t = strtok_r(l->line, " \t\r\n", &save); t;
-             t = strtok_r(NULL, " \t\r\n", &save)) {
+        for (char *save = NULL, *t = strtok_r(l->line, " \t\r", &save); t;
+             t = strtok_r(NULL, " \t\r", &save)) {
             if (nf < SG_LIST_FIELDS) l->field[nf] = t;
             nf++;
         }
@@ -38,11 +61,7 @@ int sg_list_next(sg_list_file *l) {
         l->n_fields = nf;
         if (nf > 0) return 1;
     }
-    if (ferror(l->f)) {
-        SG_ERROR("reading %s failed: %s", l->path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 void sg_list_close(sg_list_file *l) {

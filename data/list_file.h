@@ -33,7 +33,7 @@ sg_status sg_list_open(sg_list_file *l, const char *path, const char *what, cons
 /* Reads up to the next line with a field: 1 with l->lineno, l->n_fields
  * and l->field set (valid until the next call); 0 at the end of the file;
  * -1 after logging "<path>:<line>: line longer than 8190 characters" or
- * "reading <path> failed: <reason>". */
+ * "<path>:<line>: a NUL byte" or "reading <path> failed: <reason>". */
 int sg_list_next(sg_list_file *l);
 
 /* Closes the file (after any sg_list_next result, or none). */

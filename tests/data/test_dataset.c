@@ -282,6 +282,16 @@ static void test_bad_index(void) {
         CHECK_STR_CONTAINS(out, extra ? "long.txt:2: line longer than 8190 characters"
                                       : "long.txt:2: expected 'image_path mask_path'");
     }
+    /* a NUL byte is refused, naming file:line (it hid the rest of a long
+     * line from the limit once: two lines were read from one) */
+    static const char nul[] = "a.png a_m.png\nb\0c.png b_m.png\n";
+    FILE *nf = fopen(dt_path("list2/nul.txt"), "wb");
+    CHECK(nf && fwrite(nul, 1, sizeof nul - 1, nf) == sizeof nul - 1 && fclose(nf) == 0);
+    th_cap_begin();
+    ds = sg_dataset_open(&c, "nul.txt", 19);
+    out = th_cap_end();
+    CHECK(ds == NULL);
+    CHECK_STR_CONTAINS(out, "nul.txt:2: a NUL byte");
 
     /* options: ignore_index must not be a class; num_classes fits 8 bits */
     c.ignore_index = 5;
