@@ -18,7 +18,7 @@
  *   SG_BN_FUSE=0|1     0: batch norm and the residual join in separate
  *                      passes (model/model_plan.c)
  *   SG_CPU_WEIGHT_PACK=0|1  0: the CPU's bf16 weights through oneDNN's
- *                      reorder instead of the packing (kernels/cpu/conv/conv.c)
+ *                      reorder instead of the packing (kernels/cpu/conv/ops.c)
  * A new seam is added to this list and to sg_test_seam's.
  */
 #ifndef SG_CORE_TEST_SEAMS_H

@@ -20,7 +20,7 @@
  *             mem_written (run_memory.c, run_weights.c)
  *             graph_begin graph_end graph_launch
  *             graph_free (fatal: no SG_CAP_GRAPHS)
- *   conv      conv_prepare conv_fwd conv_bwd_data        conv/conv.c (+ the rest of
+ *   conv      conv_prepare conv_fwd conv_bwd_data        conv/ops.c (+ the rest of
  *             conv_bwd_weight                              conv/: the path table and
  *                                                          its paths, which fill
  *                                                          nothing; conv_internal.h)
@@ -42,7 +42,7 @@
  *   (helpers) bf16 rounding / widening, no ops           cpu_bf16.c
  *
  * Calls between the files go one way only (no loops): cpu_backend.c calls
- * the others and none calls it; cpu_act_bf16.c -> conv/conv.c
+ * the others and none calls it; cpu_act_bf16.c -> conv/ops.c
  * (sg_cpu_conv_native_dt); inside conv/ calls go down the list of
  * conv/conv_internal.h, and conv/ -> cpu_elem.c (sg_cpu_add_into); every op
  * file may call cpu_memory.c and cpu_bf16.c, which call no other file of
@@ -97,7 +97,7 @@ void sg_cpu_act_buf_free(sg_cpu *c);
  * upload, copy, zero, scale, axpy, sgd_step, mem_written. */
 void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
-/* Conv cache lifetime (conv/conv.c). precision: SG_PRECISION_* (backend.h);
+/* Conv cache lifetime (conv/ops.c). precision: SG_PRECISION_* (backend.h);
  * for bf16 it picks oneDNN's native bf16 primitives or the exact emulation
  * (SG_CPU_BF16=auto|native|emulated, default auto: native when oneDNN's
  * effective ISA has bf16 instructions) and logs the choice once. Returns NULL
@@ -110,7 +110,7 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc);
 void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t precision_cap,
                           char *math, size_t math_cap);
 
-/* Native bf16 convolutions over bf16-stored activations (conv/conv.c):
+/* Native bf16 convolutions over bf16-stored activations (conv/ops.c):
  * forward (fwd = 1: x, w -> y) or backward-weights (fwd = 0: x, dy -> dw,
  * accumulate) with x stored as xdt and (forward) y as ydt (SG_ACT_*),
  * on the row of the path table that takes it, which reads and writes those
@@ -120,7 +120,7 @@ void sg_cpu_conv_describe(const sg_cpu_conv_cache *cc, char *precision, size_t p
 int sg_cpu_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xdt,
                           const float *in1, void *out, int ydt, int accumulate);
 
-/* conv_bwd_dt's shared path (conv/conv.c): where native bf16 runs both
+/* conv_bwd_dt's shared path (conv/ops.c): where native bf16 runs both
  * backward passes of d on bf16 GEMM rows (conv/native.c), dy is rounded to bf16
  * once and both run on it - the values each pass would round it to, so the
  * results of the two ops. Returns 0 (nothing done) otherwise. */
@@ -129,13 +129,13 @@ int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x,
                            int acc_x);
 
 /* The float32 forward (fwd 1: in1 = w, out = y) or backward-weights pass
- * (fwd 0: in1 = dy, out = dw) of conv/conv.c, for the *_dt ops' converting
+ * (fwd 0: in1 = dy, out = dw) of conv/ops.c, for the *_dt ops' converting
  * path: called directly, not through be->ops, which a caller may have
  * wrapped (a counting or profiling table would see one conv twice). */
 void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
                      const float *in1, float *out, int accumulate);
 
-/* Whether oneDNN runs AVX-512 code here (conv/conv.c; the path table's
+/* Whether oneDNN runs AVX-512 code here (conv/ops.c; the path table's
  * isa column, cpu.layout auto). */
 int sg_cpu_avx512(void);
 /* The layout cpu.layout auto picks (cpu_backend.c; kernels/backend.c's
@@ -149,7 +149,7 @@ void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes);
 /* Each file of an op group fills its entries of the table (see the table
  * above). */
 void sg_cpu_fill_memory_ops(sg_ops *ops);    /* cpu_memory.c */
-void sg_cpu_fill_conv_ops(sg_ops *ops);      /* conv/conv.c */
+void sg_cpu_fill_conv_ops(sg_ops *ops);      /* conv/ops.c */
 void sg_cpu_fill_conv_bias_ops(sg_ops *ops); /* cpu_conv_bias.c */
 void sg_cpu_fill_bn_ops(sg_ops *ops);        /* cpu_bn.c */
 void sg_cpu_fill_elem_ops(sg_ops *ops);      /* cpu_elem.c */

@@ -3,7 +3,7 @@
  * conv cache every file works in, the path table's row type, and each
  * file's entry points. The map (docs/ARCHITECTURE.md, "CPU convolution
  * paths"):
- *   conv.c          the ops (conv_prepare, conv_fwd/bwd_*, the *_dt entry
+ *   ops.c           the ops (conv_prepare, conv_fwd/bwd_*, the *_dt entry
  *                   points), the cache's lifetime, the precision choice
  *   paths.c         THE path table, the one chooser every entry uses,
  *                   SG_CPU_CONV (force / off), the bf16 emulation wrapper

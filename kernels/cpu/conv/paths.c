@@ -1,6 +1,6 @@
 /* kernels/cpu/conv/paths.c - THE table of the CPU backend's convolution
  * paths, the one chooser every entry point uses (the ops, conv_prepare,
- * the *_dt ops: conv.c), SG_CPU_CONV, and the bf16 emulation wrapper.
+ * the *_dt ops: ops.c), SG_CPU_CONV, and the bf16 emulation wrapper.
  *
  * The chooser takes the first row, in table order, whose columns admit
  * the call - the pass (passes), the precision (precisions), the
@@ -215,8 +215,9 @@ static void emulated_prep(sg_cpu_conv_cache *cc, const conv_call *c) {
  * written or added. */
 static void emulated_run(sg_cpu_conv_cache *cc, const conv_call *c) {
     if (c->xdt != SG_ACT_F32 || c->ydt != SG_ACT_F32)
-        SG_FATAL("CPU conv: the bf16 emulation takes float32 tensors only (conv.c widens bf16 "
-                 "storage first; a bug)");
+        SG_FATAL(
+            "CPU conv: the bf16 emulation takes float32 tensors only (cpu_act_bf16.c widens bf16 "
+            "storage first; a bug)");
     size_t n0, n1, nout;
     sg_conv_op_counts(c->d, c->op, &n0, &n1, &nout);
     reserve_emulated(cc, c->d, c->op);

@@ -1,4 +1,4 @@
-/* kernels/cpu/conv/conv.c - the CPU backend's convolution ops (the conv
+/* kernels/cpu/conv/ops.c - the CPU backend's convolution ops (the conv
  * group of tests/backend/run_conv.c but for the bias, cpu_conv_bias.c;
  * kernels/cuda/cuda_conv.cu on the GPU): conv_prepare, conv_fwd,
  * conv_bwd_data, conv_bwd_weight, and the entry points of the *_dt ops
