@@ -66,13 +66,14 @@ void sg_cuda_act_buf_free(sg_cuda *cu) {
 
 static const float *widen(sg_backend *be, int slot, const void *src, size_t n) {
     float *dst = act_buf(be, slot, n);
-    k_bf16_widen<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>((const uint16_t *)src, dst, n);
+    SG_LAUNCH(elem_blocks(n), 256, 0, sg_cu_stream(be), k_bf16_widen)
+    ((const uint16_t *)src, dst, n);
     CU_LAUNCH_CHECK("k_bf16_widen");
     return dst;
 }
 
 static void narrow(sg_backend *be, const float *src, void *dst, size_t n) {
-    k_bf16_narrow<<<elem_blocks(n), 256, 0, sg_cu_stream(be)>>>(src, (uint16_t *)dst, n);
+    SG_LAUNCH(elem_blocks(n), 256, 0, sg_cu_stream(be), k_bf16_narrow)(src, (uint16_t *)dst, n);
     CU_LAUNCH_CHECK("k_bf16_narrow");
 }
 

@@ -172,10 +172,10 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                                     chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_stats_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(x, n, c, hw, nhwc,
-                                                                               cu->chan_partial);
+    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_stats_part<X>)
+    (x, n, c, hw, nhwc, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_stats_part");
-    k_bn_stats_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, stats);
+    SG_LAUNCH((c + 127) / 128, 128, 0, st, k_bn_stats_merge)(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
 }
 
@@ -239,8 +239,8 @@ static void sg_cuda_bn_finalize(sg_backend *be, const float *parts_stats, const 
                                  cudaMemcpyHostToDevice, cu->streams[SG_STREAM_COMPUTE]));
         cdev = cu->counts_dev;
     }
-    k_bn_finalize<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(
-        parts_stats, ic, cdev, parts, c, eps, momentum, mean, invstd, running_mean, running_var);
+    SG_LAUNCH((c + 127) / 128, 128, 0, sg_cu_stream(be), k_bn_finalize)
+    (parts_stats, ic, cdev, parts, c, eps, momentum, mean, invstd, running_mean, running_var);
     CU_LAUNCH_CHECK("k_bn_finalize");
 }
 
@@ -256,8 +256,8 @@ static void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
                                    const float *running_var, int c, float eps, float *mean,
                                    float *invstd) {
     if (c <= 0) return;
-    k_bn_eval_params<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(running_mean, running_var, c,
-                                                                    eps, mean, invstd);
+    SG_LAUNCH((c + 127) / 128, 128, 0, sg_cu_stream(be), k_bn_eval_params)
+    (running_mean, running_var, c, eps, mean, invstd);
     CU_LAUNCH_CHECK("k_bn_eval_params");
 }
 
@@ -298,8 +298,8 @@ static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *i
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_bn_fwd<X, Y><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_fwd<X, Y>)
+    (x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);
     CU_LAUNCH_CHECK("k_bn_fwd");
 }
 
@@ -343,8 +343,8 @@ __device__ static void bwd_part_store(double *part, int nhwc, int ch, int c, dou
 /* The partial sums of `splits` blocks per channel into red[0..c) and
  * red[c..2c) on the compute stream. */
 static void bwd_merge(sg_backend *be, int c, int splits, float *red) {
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(sg_cu(be)->chan_partial, c,
-                                                                    splits, red, red + c, 0);
+    SG_LAUNCH((c + 127) / 128, 128, 0, sg_cu_stream(be), k_chan_sum_merge)
+    (sg_cu(be)->chan_partial, c, splits, red, red + c, 0);
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn backward)");
 }
 
@@ -387,8 +387,8 @@ static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const flo
     int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                                     chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_part<X><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
-        dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
+    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_part<X>)
+    (dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
     bwd_merge(be, c, splits, red);
 }
@@ -459,9 +459,8 @@ static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float
     if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
     dim3 t = sg_cu_plane_block(inner);
-    k_bn_bwd_elem<X><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu,
-        accumulate);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_bwd_elem<X>)
+    (dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu, accumulate);
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
 
@@ -518,8 +517,9 @@ static void bn_add_relu_fwd(sg_backend *be, const void *x, const float *mean, co
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_bn_add_relu_fwd<X, R, Y, RND><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        (const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, inner, planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be),
+              k_bn_add_relu_fwd<X, R, Y, RND>)
+    ((const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_bn_add_relu_fwd");
 }
 
@@ -603,8 +603,8 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, co
         chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                            chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X, Y>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    k_bn_bwd_reduce_res_part<X, Y><<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(
-        dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, nhwc, accumulate, cu->chan_partial);
+    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_res_part<X, Y>)
+    (dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, nhwc, accumulate, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
     bwd_merge(be, c, splits, red);
 }
@@ -636,8 +636,8 @@ __global__ void k_bn_param_grads(const float *red, const float *invstd, float *d
 static void sg_cuda_bn_param_grads(sg_backend *be, const float *red, const float *invstd,
                                    float *dgamma, float *dbeta, int c, int accumulate) {
     if (c <= 0) return;
-    k_bn_param_grads<<<(c + 127) / 128, 128, 0, sg_cu_stream(be)>>>(red, invstd, dgamma, dbeta, c,
-                                                                    accumulate);
+    SG_LAUNCH((c + 127) / 128, 128, 0, sg_cu_stream(be), k_bn_param_grads)
+    (red, invstd, dgamma, dbeta, c, accumulate);
     CU_LAUNCH_CHECK("k_bn_param_grads");
 }
 

@@ -165,9 +165,9 @@ static void transpose(sg_backend *be, const void *src, void *dst, int n, int R, 
              "(a batch above 65535); use a smaller batch",
              n, R, Q);
     if (!tiles) return;
-    k_transpose<S, D, T>
-        <<<dim3((unsigned)tiles, 1, (unsigned)n), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be)>>>(
-            (const S *)src, (D *)dst, R, Q, acc);
+    SG_LAUNCH(dim3((unsigned)tiles, 1, (unsigned)n), dim3(TILE, TILE_ROWS), 0, sg_cu_stream(be),
+              k_transpose<S, D, T>)
+    ((const S *)src, (D *)dst, R, Q, acc);
     CU_LAUNCH_CHECK("k_transpose");
 }
 

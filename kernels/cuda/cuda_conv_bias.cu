@@ -45,8 +45,8 @@ static void sg_cuda_bias_fwd(sg_backend *be, float *y, const float *b, int n, in
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_bias_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(y, b, c, inner,
-                                                                               planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bias_fwd)
+    (y, b, c, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_bias_fwd");
 }
 
@@ -57,11 +57,11 @@ static void sg_cuda_bias_bwd(sg_backend *be, const float *dy, float *db, int n, 
     int nhwc = sg_cu_nhwc(be);
     int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw, 2048 / SG_CHAN_THREADS);
     cudaStream_t st = sg_cu_stream(be);
-    k_bias_bwd_part<<<chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st>>>(dy, n, c, hw, nhwc,
-                                                                            cu->chan_partial);
+    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bias_bwd_part)
+    (dy, n, c, hw, nhwc, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bias_bwd_part");
-    k_chan_sum_merge<<<(c + 127) / 128, 128, 0, st>>>(cu->chan_partial, c, splits, db, NULL,
-                                                      accumulate);
+    SG_LAUNCH((c + 127) / 128, 128, 0, st, k_chan_sum_merge)
+    (cu->chan_partial, c, splits, db, NULL, accumulate);
     CU_LAUNCH_CHECK("k_chan_sum_merge (bias)");
 }
 

@@ -202,9 +202,10 @@ static double sg_cuda_sumsq(sg_backend *be, const float *x, size_t count) {
     cudaStream_t s = sg_cu_stream(be);
     unsigned blocks = sg_cu_blocks(count, SG_CUDA_RED_THREADS);
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
-    k_sumsq_partial<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(x, count, cu->red_partial);
+    SG_LAUNCH(blocks, SG_CUDA_RED_THREADS, 0, s, k_sumsq_partial)(x, count, cu->red_partial);
     CU_LAUNCH_CHECK("k_sumsq_partial");
-    k_sum_partials<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
+    SG_LAUNCH(1, SG_CUDA_RED_THREADS, 0, s, k_sum_partials)
+    (cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_sum_partials");
     double r;
     sg_cuda_read_result(be, &r, 1);

@@ -56,8 +56,8 @@ static void sg_cuda_chan_scale_fwd(sg_backend *be, const float *x, const float *
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_chan_scale_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, s, y, c, hw, inner, planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_chan_scale_fwd)
+    (x, s, y, c, hw, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_chan_scale_fwd");
 }
 
@@ -118,14 +118,14 @@ static void sg_cuda_chan_scale_bwd(sg_backend *be, const float *dy, const float 
     SG_CHECK(planes <= 0x7fffffffu, "CUDA backend: chan_scale_bwd of %zu planes (n %d, c %d)",
              planes, n, c);
     if (sg_cu_nhwc(be) && c > 1 && hw > 1) {
-        k_chan_scale_bwd_nhwc<<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
-                                SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(dy, x, s, dx, ds, c, hw,
-                                                                        acc_dx, acc_ds);
+        SG_LAUNCH(dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)), SG_CHAN_THREADS, 0,
+                  sg_cu_stream(be), k_chan_scale_bwd_nhwc)
+        (dy, x, s, dx, ds, c, hw, acc_dx, acc_ds);
         CU_LAUNCH_CHECK("k_chan_scale_bwd_nhwc");
         return;
     }
-    k_chan_scale_bwd<<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(
-        dy, x, s, dx, ds, hw, acc_dx, acc_ds);
+    SG_LAUNCH((unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be), k_chan_scale_bwd)
+    (dy, x, s, dx, ds, hw, acc_dx, acc_ds);
     CU_LAUNCH_CHECK("k_chan_scale_bwd");
 }
 

@@ -38,7 +38,7 @@ __global__ void k_set_step_key(uint64_t *dst, uint64_t key) { *dst = key; }
 
 static void sg_cuda_set_step_key(sg_backend *be, uint64_t key) {
     sg_cuda *cu = sg_cu(be);
-    k_set_step_key<<<1, 1, 0, sg_cu_stream(be)>>>(cu->step_key_dev, key);
+    SG_LAUNCH(1, 1, 0, sg_cu_stream(be), k_set_step_key)(cu->step_key_dev, key);
     CU_LAUNCH_CHECK("k_set_step_key");
 }
 

@@ -46,6 +46,7 @@
  *   (helpers) error reporting, no ops                    cuda_check.cu
  *             block / per-channel reductions             cuda_reduce.cuh,
  *                                                        cuda_chan_reduce.cuh
+ *             kernel launches (SG_LAUNCH, no raw <<<)    cuda_launch.h
  *
  * Calls between the files go one way only (no loops): cuda_backend.cu calls
  * the others and none calls it; cuda_act_bf16.cu -> cuda_conv.cu
@@ -65,6 +66,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/conv_plans.h"
+#include "kernels/cuda/cuda_launch.h"
 #include "kernels/cuda/cudnn_status.h"
 
 /* ---- error checking ---- */
@@ -237,12 +239,12 @@ static inline unsigned sg_cu_blocks(size_t count, int threads) {
 #define GRID_STRIDE(i, total)                                                   \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (total); \
          i += (size_t)gridDim.x * blockDim.x)
-#define LAUNCH(kernel, count, ...)                                                      \
-    do {                                                                                \
-        if ((count) == 0) return;                                                       \
-        kernel<<<sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>( \
-            __VA_ARGS__);                                                               \
-        CU_LAUNCH_CHECK(#kernel);                                                       \
+#define LAUNCH(kernel, count, ...)                                                            \
+    do {                                                                                      \
+        if ((count) == 0) return;                                                             \
+        SG_LAUNCH(sg_cu_blocks((count), EW_THREADS), EW_THREADS, 0, sg_cu_stream(be), kernel) \
+        (__VA_ARGS__);                                                                        \
+        CU_LAUNCH_CHECK(#kernel);                                                             \
     } while (0)
 
 /* Per-plane launches (ops whose value depends on the channel): grid.y walks

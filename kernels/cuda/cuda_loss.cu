@@ -105,11 +105,12 @@ static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, i
     cudaStream_t s = sg_cu_stream(be);
     unsigned blocks = sg_cu_blocks(pixels, SG_CUDA_RED_THREADS);
     if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
-    k_ce<<<blocks, SG_CUDA_RED_THREADS, 0, s>>>(logits, labels, c, hw, sg_cu_nhwc(be), pixels,
-                                                ignore, class_w, sel_key, sel_below, grad_scale,
-                                                dlogits, cu->red_partial, (int)blocks);
+    SG_LAUNCH(blocks, SG_CUDA_RED_THREADS, 0, s, k_ce)
+    (logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, class_w, sel_key, sel_below, grad_scale,
+     dlogits, cu->red_partial, (int)blocks);
     CU_LAUNCH_CHECK("k_ce");
-    k_ce_total<<<1, SG_CUDA_RED_THREADS, 0, s>>>(cu->red_partial, (int)blocks, cu->red_result);
+    SG_LAUNCH(1, SG_CUDA_RED_THREADS, 0, s, k_ce_total)
+    (cu->red_partial, (int)blocks, cu->red_result);
     CU_LAUNCH_CHECK("k_ce_total");
     double r[2];
     sg_cuda_read_result(be, r, 2);
@@ -157,8 +158,8 @@ static void sg_cuda_ce_label_prob(sg_backend *be, const float *logits, const uin
     SG_CHECK(c > 0, "CUDA backend: ce_label_prob with %d classes", c);
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
-    k_label_prob<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
-        logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, prob);
+    SG_LAUNCH(sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be), k_label_prob)
+    (logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, prob);
     CU_LAUNCH_CHECK("k_label_prob");
 }
 
@@ -219,12 +220,12 @@ static float sg_cuda_kth_smallest(sg_backend *be, const float *x, size_t count, 
     unsigned blocks = sg_cu_blocks(count, EW_THREADS);
     unsigned cap = (unsigned)cu->sm_count * 4;
     if (blocks > cap) blocks = cap;
-    k_rs_init<<<1, RS_BINS, 0, s>>>(hist, k);
+    SG_LAUNCH(1, RS_BINS, 0, s, k_rs_init)(hist, k);
     CU_LAUNCH_CHECK("k_rs_init");
     for (int shift = 24; shift >= 0; shift -= 8) {
-        k_rs_hist<<<blocks, EW_THREADS, 0, s>>>(x, count, hist, shift);
+        SG_LAUNCH(blocks, EW_THREADS, 0, s, k_rs_hist)(x, count, hist, shift);
         CU_LAUNCH_CHECK("k_rs_hist");
-        k_rs_pick<<<1, RS_BINS, 0, s>>>(hist, shift, cu->red_result);
+        SG_LAUNCH(1, RS_BINS, 0, s, k_rs_pick)(hist, shift, cu->red_result);
         CU_LAUNCH_CHECK("k_rs_pick");
     }
     double r;
@@ -255,8 +256,8 @@ static void sg_cuda_argmax(sg_backend *be, const float *logits, uint8_t *pred, i
     SG_CHECK(c > 0 && c <= 256, "CUDA backend: argmax over %d classes (uint8 output: 1..256)", c);
     size_t pixels = (size_t)n * hw;
     if (!pixels) return;
-    k_argmax<<<sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be)>>>(
-        logits, pred, c, hw, sg_cu_nhwc(be), pixels);
+    SG_LAUNCH(sg_cu_blocks(pixels, EW_THREADS), EW_THREADS, 0, sg_cu_stream(be), k_argmax)
+    (logits, pred, c, hw, sg_cu_nhwc(be), pixels);
     CU_LAUNCH_CHECK("k_argmax");
 }
 
@@ -292,11 +293,12 @@ static void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t
         /* few blocks: each block's histogram covers many pixels */
         unsigned cap = (unsigned)sg_cu(be)->sm_count * 4;
         if (blocks > cap) blocks = cap;
-        k_confusion_smem<<<blocks, EW_THREADS, 0, sg_cu_stream(be)>>>(pred, labels, count, c, conf);
+        SG_LAUNCH(blocks, EW_THREADS, 0, sg_cu_stream(be), k_confusion_smem)
+        (pred, labels, count, c, conf);
         CU_LAUNCH_CHECK("k_confusion_smem");
     } else {
-        k_confusion_global<<<blocks, EW_THREADS, 0, sg_cu_stream(be)>>>(pred, labels, count, c,
-                                                                        conf);
+        SG_LAUNCH(blocks, EW_THREADS, 0, sg_cu_stream(be), k_confusion_global)
+        (pred, labels, count, c, conf);
         CU_LAUNCH_CHECK("k_confusion_global");
     }
 }

@@ -67,8 +67,8 @@ static void sg_cuda_maxpool_fwd(sg_backend *be, const float *x, float *y, int32_
     size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
     if (!planes || !inner) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_maxpool_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, y, idx, c, h, w, oh, ow, inner, planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_maxpool_fwd)
+    (x, y, idx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_fwd");
 }
 
@@ -106,8 +106,8 @@ static void sg_cuda_maxpool_bwd(sg_backend *be, const float *dy, const int32_t *
     size_t planes = sg_cu_planes(nhwc, n, c, h * w);
     if (!planes || !inner) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_maxpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, idx, dx, c, h, w, oh, ow, inner, planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_maxpool_bwd)
+    (dy, idx, dx, c, h, w, oh, ow, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_maxpool_bwd");
 }
 
@@ -146,14 +146,16 @@ static void avgpool_fwd(sg_backend *be, const X *x, float *y, int n, int c, int 
     if (!planes) return;
     if (sg_cu_nhwc(be) && c > 1 && hw > 1) {
         SG_CHECK(n <= 0x7fffffff, "CUDA backend: avgpool of %d images", n);
-        k_avgpool_fwd_nhwc<X><<<dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)),
-                                SG_CHAN_THREADS, 0, sg_cu_stream(be)>>>(x, y, c, hw);
+        SG_LAUNCH(dim3((unsigned)n, (unsigned)((c + SG_COL_W - 1) / SG_COL_W)), SG_CHAN_THREADS, 0,
+                  sg_cu_stream(be), k_avgpool_fwd_nhwc<X>)
+        (x, y, c, hw);
         CU_LAUNCH_CHECK("k_avgpool_fwd_nhwc");
         return;
     }
     SG_CHECK(planes <= 0x7fffffffu && hw > 0, "CUDA backend: avgpool of %zu planes of %d", planes,
              hw);
-    k_avgpool_fwd<X><<<(unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be)>>>(x, y, hw);
+    SG_LAUNCH((unsigned)planes, SG_CUDA_RED_THREADS, 0, sg_cu_stream(be), k_avgpool_fwd<X>)
+    (x, y, hw);
     CU_LAUNCH_CHECK("k_avgpool_fwd");
 }
 
@@ -183,8 +185,8 @@ static void sg_cuda_avgpool_bwd(sg_backend *be, const float *dy, float *dx, int 
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_avgpool_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, c, hw, inner, planes, nhwc, accumulate);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_avgpool_bwd)
+    (dy, dx, c, hw, inner, planes, nhwc, accumulate);
     CU_LAUNCH_CHECK("k_avgpool_bwd");
 }
 
@@ -225,8 +227,8 @@ template <typename S, typename D>
 static void concat_fwd(sg_backend *be, const void *src, void *dst, int c_src, int c_dst, int c_off,
                        int hw, int inner, size_t planes, int nhwc) {
     dim3 t = sg_cu_plane_block(inner);
-    k_concat_dt<S, D><<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        (const S *)src, (D *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_concat_dt<S, D>)
+    ((const S *)src, (D *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_concat_dt (forward)");
 }
 
@@ -241,8 +243,8 @@ static void sg_cuda_concat_fwd(sg_backend *be, const void *src, int src_dt, void
     if (!planes || hw <= 0 || c_src <= 0) return;
     if (!sb && !db) {
         dim3 t = sg_cu_plane_block(inner);
-        k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-            (const float *)src, (float *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
+        SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_concat)
+        ((const float *)src, (float *)dst, c_src, c_dst, c_off, hw, inner, planes, nhwc, 0, 0);
         CU_LAUNCH_CHECK("k_concat (forward)");
     } else if (sb && db) {
         concat_fwd<uint16_t, uint16_t>(be, src, dst, c_src, c_dst, c_off, hw, inner, planes, nhwc);
@@ -261,8 +263,8 @@ static void sg_cuda_concat_bwd(sg_backend *be, const float *dy, float *dsrc, int
     size_t planes = sg_cu_planes(nhwc, n, c_src, hw);
     if (!planes || hw <= 0 || c_src <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_concat<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dsrc, c_src, c_dst, c_off, hw, inner, planes, nhwc, 1, accumulate);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_concat)
+    (dy, dsrc, c_src, c_dst, c_off, hw, inner, planes, nhwc, 1, accumulate);
     CU_LAUNCH_CHECK("k_concat (backward)");
 }
 
@@ -369,9 +371,9 @@ static void sg_cuda_resize_fwd(sg_backend *be, const float *x, float *y, int n, 
     size_t planes = sg_cu_planes(nhwc, n, c, oh * ow);
     if (!planes || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_resize_fwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        x, y, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
-        nhwc);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_resize_fwd)
+    (x, y, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
+     nhwc);
     CU_LAUNCH_CHECK("k_resize_fwd");
 }
 
@@ -383,9 +385,9 @@ static void sg_cuda_resize_bwd(sg_backend *be, const float *dy, float *dx, int n
     size_t planes = sg_cu_planes(nhwc, n, c, h * w);
     if (!planes || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    k_resize_bwd<<<sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be)>>>(
-        dy, dx, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
-        nhwc, accumulate);
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_resize_bwd)
+    (dy, dx, c, h, w, oh, ow, sg_bilinear_scale(h, oh), sg_bilinear_scale(w, ow), inner, planes,
+     nhwc, accumulate);
     CU_LAUNCH_CHECK("k_resize_bwd");
 }
 

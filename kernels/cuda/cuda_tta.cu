@@ -29,8 +29,8 @@ static void sg_cuda_flip_w(sg_backend *be, const float *x, float *y, int n, int 
     size_t total = (size_t)n * c * h * w;
     if (!total) return;
     size_t inner = sg_cu_nhwc(be) ? (size_t)c : 1;
-    k_flip_w<<<sg_cu_blocks(total, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be)>>>(x, y, w, inner,
-                                                                                     total);
+    SG_LAUNCH(sg_cu_blocks(total, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be), k_flip_w)
+    (x, y, w, inner, total);
     CU_LAUNCH_CHECK("k_flip_w");
 }
 
@@ -58,8 +58,8 @@ static void sg_cuda_softmax_fwd(sg_backend *be, const float *x, float *y, int n,
                                 int accumulate) {
     size_t pixels = (size_t)n * hw;
     if (!pixels || c <= 0) return;
-    k_softmax<<<sg_cu_blocks(pixels, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be)>>>(
-        x, y, c, hw, sg_cu_nhwc(be), pixels, accumulate);
+    SG_LAUNCH(sg_cu_blocks(pixels, TTA_THREADS), TTA_THREADS, 0, sg_cu_stream(be), k_softmax)
+    (x, y, c, hw, sg_cu_nhwc(be), pixels, accumulate);
     CU_LAUNCH_CHECK("k_softmax");
 }
 
