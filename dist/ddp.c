@@ -58,7 +58,7 @@ static void launch_ready(sg_ddp *d) {
 }
 
 void sg_ddp_grad_ready(sg_ddp *d, int index) {
-    if (!d || d->world == 1 || !d->sync) return;
+    if (!d || d->local_only || !d->sync) return;
     if (index < 0 || index >= d->n || d->bucket_of[index] < 0) return; /* frozen / not ours */
     if (d->ready[index]) {
         SG_WARN("DDP: gradient %d reported ready twice in one backward (ignored)", index);
@@ -87,7 +87,7 @@ void sg_ddp_set_sync(sg_ddp *d, int sync) {
 }
 
 sg_status sg_ddp_wait(sg_ddp *d) {
-    if (!d || d->world == 1) return SG_OK;
+    if (!d || d->local_only) return SG_OK;
     if (!d->sync) return SG_OK;
     double t0 = sg_now_s();
     /* every bucket, every step: gradients backward never reported (unused
@@ -162,6 +162,7 @@ sg_ddp *sg_ddp_create_raw(sg_comm *comm, float *const *grads, const size_t *coun
     d->comm = comm;
     d->be = sg_comm_device_backend(comm);
     d->world = sg_comm_world(comm);
+    d->local_only = strcmp(sg_comm_backend_name(comm), "single") == 0;
     d->inv_world = 1.0f / (float)d->world;
     d->sync = 1;
     d->n = n;
@@ -214,7 +215,7 @@ sg_ddp *sg_ddp_create_raw(sg_comm *comm, float *const *grads, const size_t *coun
     }
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
-    if (d->world > 1) {
+    if (!d->local_only) {
         /* born with every signal blocked (core/sigmask.h): signals go to
          * the training thread (its stop flag), not here */
         sigset_t old;

@@ -21,6 +21,10 @@ struct sg_ddp {
     sg_backend *be;
     sg_model *model; /* NULL for the raw interface */
     int world;
+    /* no transport (world 1, not forced): every call returns at once. A
+     * world of 1 with SG_DIST_FORCE_TRANSPORT runs the whole path, buckets
+     * and comm stream included, as PyTorch's DDP does at world size 1 */
+    int local_only;
     float inv_world;
     int sync;
     /* gradients */

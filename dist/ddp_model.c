@@ -19,7 +19,7 @@ static void hook_bn_allreduce(void *ctx, float *red, int c2) {
 }
 
 sg_status sg_ddp_broadcast_state(sg_ddp *d) {
-    if (!d || d->world == 1 || !d->model) return SG_OK;
+    if (!d || d->local_only || !d->model) return SG_OK;
     sg_model *m = d->model;
     size_t weight_bytes = sg_model_param_count(m, 0) * sizeof(float);
     size_t buffer_bytes = sg_model_buffer_count(m) * sizeof(float);

@@ -2,7 +2,7 @@
  * shared by its parts (test-only C++; never linked into the product).
  *
  * The emulated device is one process-wide device run on the CPU. Its parts:
- *   emu.h          force-included into every kernels/cuda/*.cu compiled as
+ *   emu.h          force-included into every kernels/cuda .cu file compiled as
  *                  host C++: threadIdx & co., barriers, shuffles, atomics,
  *                  __shared__, and SG_LAUNCH (the launch macro's emulated form)
  *   fiber.c        CUDA threads as fibers (x86-64 context switch, ucontext
@@ -65,12 +65,18 @@ sg_emu_mem sg_emu_classify(const void *p, size_t bytes, const void **base, size_
  * stays valid for the program's life (a literal). `uses` lists the device
  * ranges it reads or writes (pointer, bytes); each is checked to be live
  * when the work runs (a buffer freed while work on another stream still
- * needed it is a fault, not silent corruption). Returns cudaSuccess, or the
+ * needed it is a fault, not silent corruption), and two pieces of work on
+ * different streams that touch one byte, one of them writing, must be
+ * ordered by stream order, events or a host synchronisation, else it is a
+ * fault (a missing event wait shows even when the values happen to agree).
+ * Returns cudaSuccess, or the
  * error the real runtime would give (an invalid stream, capture
  * invalidated). */
 struct sg_emu_use {
     const void *p;
     size_t bytes;
+    int write = 1; /* 0: only read (a kernel's pointer-to-const argument, a copy's source) */
+    int arg = -1;  /* the kernel argument it came from, for reports (-1: not a kernel's) */
 };
 cudaError_t sg_emu_enqueue(cudaStream_t s, const char *what, std::vector<sg_emu_use> uses,
                            std::function<void()> work);

@@ -1,8 +1,8 @@
 /* tests/dist/test_nccl.c - the NCCL transport on one GPU (world 1 with the
  * transport forced on by SG_DIST_FORCE_TRANSPORT=1, since NCCL refuses two
  * ranks on one device): all-reduce of device floats and of host doubles and
- * int64 (staged through device memory), broadcast, all-gather, barrier, and
- * the DDP comm-stream path. Exits 77 (skipped) without a CUDA device. */
+ * int64 (staged through device memory), broadcast, all-gather, barrier,
+ * SyncBN's enqueued collectives, and DDP's buckets on the comm stream. Exits 77 (skipped) without a CUDA device. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -91,6 +91,59 @@ static void test_syncbn_enqueued(void) {
     o->free(g_be, parts);
 }
 
+/* DDP on the comm stream (world 1 with the transport forced runs the whole
+ * path): gradients written by kernels on the compute stream, bucketed (one
+ * bucket in place over a contiguous range, one copied into a flat buffer),
+ * all-reduced on the comm stream after it waits for the compute stream, and
+ * copied back after the compute stream waits for the comm stream. On the
+ * emulated device a missing wait between the two streams is a fault even
+ * though one rank's sum is the value itself. */
+static void test_ddp_comm_stream(void) {
+    const sg_ops *o = g_be->ops;
+    enum { NG = 4 };
+    size_t count[NG] = {1000, 37, 4096, 300};
+    /* 0 and 1 adjacent in one allocation (an in-place bucket), 2 and 3 apart */
+    float *arena = o->alloc(g_be, (count[0] + count[1]) * sizeof(float));
+    float *grads[NG] = {arena, arena + count[0], o->alloc(g_be, count[2] * sizeof(float)),
+                        o->alloc(g_be, count[3] * sizeof(float))};
+    float *src[NG], *h[NG];
+    for (int k = 0; k < NG; k++) {
+        h[k] = malloc(count[k] * sizeof(float));
+        for (size_t i = 0; i < count[k]; i++) h[k][i] = (float)((i * 13 + (size_t)k) % 101) - 50;
+        src[k] = o->alloc(g_be, count[k] * sizeof(float));
+        o->upload(g_be, src[k], h[k], count[k] * sizeof(float));
+    }
+    int order[NG] = {3, 2, 1, 0};
+    /* buckets of ~4 KiB: {3, 2}, {1, 0} */
+    sg_ddp *d = sg_ddp_create_raw(g_c, grads, count, NG, order, NG, 0.004, 0.004);
+    CHECK(d != NULL);
+    CHECK(sg_ddp_num_buckets(d) >= 2);
+    float *back = malloc(4096 * sizeof(float));
+    for (int step = 1; step <= 2; step++) {
+        for (int j = 0; j < NG; j++) {
+            int k = order[j];
+            o->scale(g_be, src[k], grads[k], (float)step, count[k]); /* a compute-stream kernel */
+            sg_ddp_grad_ready(d, k);
+        }
+        CHECK(sg_ddp_wait(d) == SG_OK);
+        for (int k = 0; k < NG; k++) {
+            o->download(g_be, back, grads[k], count[k] * sizeof(float));
+            int same = 1;
+            for (size_t i = 0; i < count[k]; i++) same &= back[i] == (float)step * h[k][i];
+            CHECK(same);
+        }
+    }
+    sg_ddp_destroy(d);
+    for (int k = 0; k < NG; k++) {
+        o->free(g_be, src[k]);
+        free(h[k]);
+    }
+    o->free(g_be, arena);
+    o->free(g_be, grads[2]);
+    o->free(g_be, grads[3]);
+    free(back);
+}
+
 int main(void) {
     if (!sg_backend_cuda_compiled() || sg_backend_cuda_device_count() < 1) {
         fprintf(stderr, "no CUDA device: skipped\n");
@@ -111,6 +164,7 @@ int main(void) {
     if (!g_c) return 1;
     TEST_RUN(test_collectives);
     TEST_RUN(test_syncbn_enqueued);
+    TEST_RUN(test_ddp_comm_stream);
     sg_comm_destroy(g_c);
     sg_backend_destroy(g_be);
     return TEST_EXIT();

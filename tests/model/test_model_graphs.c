@@ -135,6 +135,7 @@ static void losses(sg_backend *be, sg_model *m, uint8_t *dlab) {
 }
 
 static void train(sg_backend *be, int graphs, result *r) {
+    memset(r, 0, sizeof *r); /* nbt[] is compared whole: the entries past the BN count too */
     sg_model *m = tiny(be);
     CHECK_EQ_INT(sg_model_set_graphs(m, graphs), SG_OK);
     CHECK_EQ_INT(sg_model_plan(m, N, H, W), 0);
