@@ -247,9 +247,13 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
         cu, (size_t)SG_CUDA_CHAN_SLOTS * 3 * sizeof(double), "per-channel reduction scratch");
     CU_CHECK(cudaMallocHost((void **)&cu->red_host, 4 * sizeof(double)));
     /* the step key dropout_fwd reads (cuda_graph.cu), 0 until set_step_key;
-     * raw_alloc memory is not zeroed */
+     * raw_alloc memory is not zeroed. Zeroed on the compute stream, where
+     * set_step_key writes it: cudaMemset would queue it on the legacy
+     * stream, which the non-blocking streams do not wait for, so the zero
+     * could land after the first key */
     cu->step_key_dev = (uint64_t *)sg_cuda_raw_alloc(cu, sizeof(uint64_t), "the step key");
-    CU_CHECK(cudaMemset(cu->step_key_dev, 0, sizeof(uint64_t)));
+    CU_CHECK(cudaMemsetAsync(cu->step_key_dev, 0, sizeof(uint64_t),
+                             cu->streams[SG_STREAM_COMPUTE]));
 
     SG_CHECK(pthread_once(&cuda_ops_once, fill_cuda_ops) == 0,
              "CUDA backend: pthread_once failed filling the op table");
