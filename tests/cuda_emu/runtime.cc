@@ -561,9 +561,10 @@ const char *cudaGetErrorName(cudaError_t e) {
     case x: return #x;
         N(cudaSuccess)
         N(cudaErrorInvalidValue)
-        N(cudaErrorMemoryAllocation) N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidDevice)
-            N(cudaErrorNoDevice) N(cudaErrorInsufficientDriver) N(cudaErrorIllegalAddress)
-                N(cudaErrorLaunchFailure) N(cudaErrorNotReady) N(cudaErrorInvalidResourceHandle)
+        N(cudaErrorMemoryAllocation)
+        N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidDevice) N(cudaErrorNoDevice)
+            N(cudaErrorInsufficientDriver) N(cudaErrorIllegalAddress) N(cudaErrorLaunchFailure)
+                N(cudaErrorNotReady) N(cudaErrorInvalidResourceHandle)
                     N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
                         N(cudaErrorStreamCaptureWrongThread) N(cudaErrorInvalidDevicePointer)
                             N(cudaErrorNoKernelImageForDevice) N(cudaErrorUnsupportedPtxVersion)

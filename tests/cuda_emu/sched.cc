@@ -55,8 +55,14 @@ struct thread_t {
     uint3 idx;
     unsigned lin;
     int state;
-    unsigned warp_mask;      /* the mask of the warp barrier it waits at */
-    unsigned long long shfl; /* the value it offers in a shuffle */
+    unsigned warp_mask; /* the mask of the warp barrier it waits at */
+    /* the values it offers in shuffles, double-buffered: a lane writes the
+     * next shuffle's value into the other slot, so one barrier per shuffle
+     * suffices (a lane cannot reach the shuffle after next, which reuses
+     * this slot, before every lane has read this one: that needs the next
+     * barrier, which waits for them) */
+    unsigned long long shfl[2];
+    unsigned shfl_n; /* shuffles so far */
 };
 
 constexpr size_t STACK_BYTES = 64 * 1024;
@@ -69,6 +75,10 @@ thread_t *cur;
 unsigned n_threads;
 const std::function<void()> *body;
 const char *kernel_name = "";
+/* per warp of the running block: the lanes that exist, that have ended, and
+ * that wait at a warp barrier (shuffle, __syncwarp): a barrier completes in
+ * O(1) per arrival */
+unsigned warp_exist[MAX_THREADS / 32], warp_done[MAX_THREADS / 32], warp_waiting[MAX_THREADS / 32];
 bool aborted; /* a fault ended the block: its fibers are abandoned */
 
 enum order_t { O_FORWARD, O_REVERSE, O_RANDOM };
@@ -99,6 +109,7 @@ void thread_main(void *arg) {
     sg_fiber_entered(&t->fiber, &host);
     (*body)();
     t->state = T_DONE;
+    warp_done[t->lin / 32] |= 1u << (t->lin & 31u);
     sg_fiber_switch(&t->fiber, &host, 1);
     abort(); /* never resumed */
 }
@@ -120,19 +131,6 @@ std::string where_now() {
              sg_emu_blockIdx.y, sg_emu_blockIdx.z, cur ? cur->idx.x : 0, cur ? cur->idx.y : 0,
              cur ? cur->idx.z : 0);
     return b;
-}
-
-/* Releases the warp barrier when every lane in the mask waits at one with
- * the same mask. */
-void try_release_warp(unsigned base, unsigned mask) {
-    for (unsigned l = 0; l < 32; l++) {
-        if (!(mask >> l & 1)) continue;
-        unsigned i = base + l;
-        if (i >= n_threads || threads[i].state != T_WARP_BAR || threads[i].warp_mask != mask)
-            return;
-    }
-    for (unsigned l = 0; l < 32; l++)
-        if (mask >> l & 1) threads[base + l].state = T_READY;
 }
 
 void describe_states(char *out, size_t len) {
@@ -169,15 +167,21 @@ bool run_block() {
         t->idx.y = (i / sg_emu_blockDim.x) % sg_emu_blockDim.y;
         t->idx.z = i / (sg_emu_blockDim.x * sg_emu_blockDim.y);
         t->state = T_READY;
+        t->shfl_n = 0;
         sg_fiber_start(&t->fiber, thread_main, t);
+    }
+    for (unsigned w = 0; w < (n_threads + 31) / 32; w++) {
+        unsigned lanes = n_threads - w * 32 >= 32 ? 32 : n_threads - w * 32;
+        warp_exist[w] = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+        warp_done[w] = warp_waiting[w] = 0;
     }
     if (poison_blocks) memset(__start_sgemu_shared, 0xff, shared_bytes());
     sg_emu_epoch++;
     sg_emu_in_block = 1;
-    std::vector<unsigned> perm(n_threads);
+    static std::vector<unsigned> perm;
+    perm.resize(n_threads);
+    for (unsigned i = 0; i < n_threads; i++) perm[i] = order == O_REVERSE ? n_threads - 1 - i : i;
     for (;;) {
-        for (unsigned i = 0; i < n_threads; i++)
-            perm[i] = order == O_REVERSE ? n_threads - 1 - i : i;
         if (order == O_RANDOM) std::shuffle(perm.begin(), perm.end(), rng);
         bool ran = false;
         for (unsigned k = 0; k < n_threads; k++) {
@@ -193,7 +197,6 @@ bool run_block() {
                 sg_emu_in_block = 0;
                 return false;
             }
-            if (t->state == T_WARP_BAR) try_release_warp(t->lin & ~31u, t->warp_mask);
         }
         if (ran) continue;
         unsigned done = 0, bar = 0;
@@ -275,29 +278,47 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
     body = NULL;
 }
 
-/* Waits at a warp barrier of `mask`. */
+/* Waits at a warp barrier of `mask`: the last lane to arrive releases the
+ * others and goes on without a switch. */
 void warp_wait(unsigned mask, const char *what) {
     thread_t *t = cur;
     if (!t) {
         fprintf(stderr, "emulated CUDA device: %s called outside a kernel\n", what);
         abort();
     }
-    unsigned lane = t->lin & 31u, base = t->lin & ~31u;
-    if (!(mask >> lane & 1)) {
+    unsigned lane = t->lin & 31u, w = t->lin / 32, bit = 1u << lane;
+    if (!(mask & bit))
         sg_emu_fault(cudaErrorLaunchFailure,
-                     "%s: %s with mask 0x%08x, which does not name the "
-                     "calling lane %u (CUDA C++ Programming Guide, warp shuffle functions)",
+                     "%s: %s with mask 0x%08x, which does not name the calling lane %u (CUDA C++ "
+                     "Programming Guide, warp shuffle functions)",
                      where_now().c_str(), what, mask, lane);
+    unsigned bad = (mask & ~warp_exist[w]) | (mask & warp_done[w]);
+    if (bad) {
+        unsigned l = (unsigned)__builtin_ctz(bad);
+        sg_emu_fault(cudaErrorLaunchFailure, "%s: %s with mask 0x%08x names lane %u, which %s",
+                     where_now().c_str(), what, mask, l,
+                     (mask & ~warp_exist[w]) >> l & 1
+                         ? "does not exist (blockDim is not a multiple of 32)"
+                         : "has ended");
+        mask &= ~bad;
     }
-    for (unsigned l = 0; l < 32; l++)
-        if ((mask >> l & 1) && (base + l >= n_threads || threads[base + l].state == T_DONE))
-            sg_emu_fault(cudaErrorLaunchFailure, "%s: %s with mask 0x%08x names lane %u, which %s",
-                         where_now().c_str(), what, mask, l,
-                         base + l >= n_threads ? "does not exist (blockDim is not "
-                                                 "a multiple of 32)"
-                                               : "has ended");
-    t->state = T_WARP_BAR;
+    mask |= bit;
     t->warp_mask = mask;
+    warp_waiting[w] |= bit;
+    if ((warp_waiting[w] & mask) == mask) {
+        unsigned base = w * 32;
+        for (unsigned m = mask & ~bit; m; m &= m - 1) {
+            thread_t *o = &threads[base + (unsigned)__builtin_ctz(m)];
+            if (o->warp_mask != mask)
+                sg_emu_fault(cudaErrorLaunchFailure,
+                             "%s: %s with mask 0x%08x while lane %u waits at one with mask 0x%08x",
+                             where_now().c_str(), what, mask, o->lin & 31u, o->warp_mask);
+            o->state = T_READY;
+        }
+        warp_waiting[w] &= ~mask;
+        return;
+    }
+    t->state = T_WARP_BAR;
     yield_to_host();
 }
 
@@ -324,7 +345,8 @@ extern "C" unsigned long long sg_emu_shfl(unsigned mask, unsigned long long v, i
                      where_now().c_str(), names[kind], width);
         width = 32;
     }
-    t->shfl = v;
+    unsigned slot = t->shfl_n++ & 1u;
+    t->shfl[slot] = v;
     warp_wait(mask, names[kind]);
     unsigned lane = t->lin & 31u, base = t->lin & ~31u, w = (unsigned)width;
     unsigned group = lane / w * w, src = lane;
@@ -338,14 +360,12 @@ extern "C" unsigned long long sg_emu_shfl(unsigned mask, unsigned long long v, i
         break;
     }
     unsigned long long r = v;
-    if (src < 32 && (mask >> src & 1)) r = threads[base + src].shfl;
+    if (src < 32 && (mask >> src & 1)) r = threads[base + src].shfl[slot];
     else
         sg_emu_fault(cudaErrorLaunchFailure,
                      "%s: %s reads lane %u, which the mask 0x%08x does not name (undefined "
                      "value)",
                      where_now().c_str(), names[kind], src, mask);
-    /* second barrier: no lane offers its next value before all have read */
-    warp_wait(mask, names[kind]);
     return r;
 }
 
