@@ -252,8 +252,8 @@ extern "C" sg_backend *sg_cuda_backend_create(int device, const sg_backend_opts 
      * stream, which the non-blocking streams do not wait for, so the zero
      * could land after the first key */
     cu->step_key_dev = (uint64_t *)sg_cuda_raw_alloc(cu, sizeof(uint64_t), "the step key");
-    CU_CHECK(cudaMemsetAsync(cu->step_key_dev, 0, sizeof(uint64_t),
-                             cu->streams[SG_STREAM_COMPUTE]));
+    CU_CHECK(
+        cudaMemsetAsync(cu->step_key_dev, 0, sizeof(uint64_t), cu->streams[SG_STREAM_COMPUTE]));
 
     SG_CHECK(pthread_once(&cuda_ops_once, fill_cuda_ops) == 0,
              "CUDA backend: pthread_once failed filling the op table");

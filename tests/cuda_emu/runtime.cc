@@ -472,7 +472,11 @@ void sg_emu_fault(cudaError_t e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "emulated CUDA device: %s\n", msg);
+    /* one fault tends to repeat in every thread: the first 20 are enough */
+    static int shown;
+    if (shown < 20) fprintf(stderr, "emulated CUDA device: %s\n", msg);
+    else if (shown == 20) fprintf(stderr, "emulated CUDA device: more faults not shown\n");
+    shown++;
     if (sticky == cudaSuccess) sticky = e;
 }
 
@@ -562,14 +566,15 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaSuccess)
         N(cudaErrorInvalidValue)
         N(cudaErrorMemoryAllocation)
-        N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidDevice) N(cudaErrorNoDevice)
-            N(cudaErrorInsufficientDriver) N(cudaErrorIllegalAddress) N(cudaErrorLaunchFailure)
-                N(cudaErrorNotReady) N(cudaErrorInvalidResourceHandle)
-                    N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
-                        N(cudaErrorStreamCaptureWrongThread) N(cudaErrorInvalidDevicePointer)
-                            N(cudaErrorNoKernelImageForDevice) N(cudaErrorUnsupportedPtxVersion)
+        N(cudaErrorInvalidConfiguration)
+        N(cudaErrorInvalidDevice)
+        N(cudaErrorNoDevice) N(cudaErrorInsufficientDriver) N(cudaErrorIllegalAddress)
+            N(cudaErrorLaunchFailure) N(cudaErrorNotReady) N(cudaErrorInvalidResourceHandle)
+                N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
+                    N(cudaErrorStreamCaptureWrongThread) N(cudaErrorInvalidDevicePointer)
+                        N(cudaErrorNoKernelImageForDevice) N(cudaErrorUnsupportedPtxVersion)
 #undef N
-                                default : return "cudaErrorUnknown";
+                            default : return "cudaErrorUnknown";
     }
 }
 
