@@ -560,22 +560,32 @@ cudaError_t cudaPeekAtLastError(void) {
 }
 
 const char *cudaGetErrorName(cudaError_t e) {
-    switch (e) {
-#define N(x) \
-    case x: return #x;
-        N(cudaSuccess)
-        N(cudaErrorInvalidValue)
-        N(cudaErrorMemoryAllocation)
-        N(cudaErrorInvalidConfiguration)
-        N(cudaErrorInvalidDevice)
-        N(cudaErrorNoDevice) N(cudaErrorInsufficientDriver) N(cudaErrorIllegalAddress)
-            N(cudaErrorLaunchFailure) N(cudaErrorNotReady) N(cudaErrorInvalidResourceHandle)
-                N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
-                    N(cudaErrorStreamCaptureWrongThread) N(cudaErrorInvalidDevicePointer)
-                        N(cudaErrorNoKernelImageForDevice) N(cudaErrorUnsupportedPtxVersion)
-#undef N
-                            default : return "cudaErrorUnknown";
-    }
+    static const struct {
+        cudaError_t e;
+        const char *name;
+    } names[] = {
+        {cudaSuccess, "cudaSuccess"},
+        {cudaErrorInvalidValue, "cudaErrorInvalidValue"},
+        {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation"},
+        {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration"},
+        {cudaErrorInvalidDevice, "cudaErrorInvalidDevice"},
+        {cudaErrorNoDevice, "cudaErrorNoDevice"},
+        {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver"},
+        {cudaErrorIllegalAddress, "cudaErrorIllegalAddress"},
+        {cudaErrorLaunchFailure, "cudaErrorLaunchFailure"},
+        {cudaErrorNotReady, "cudaErrorNotReady"},
+        {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle"},
+        {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported"},
+        {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated"},
+        {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread"},
+        {cudaErrorIllegalState, "cudaErrorIllegalState"},
+        {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer"},
+        {cudaErrorNoKernelImageForDevice, "cudaErrorNoKernelImageForDevice"},
+        {cudaErrorUnsupportedPtxVersion, "cudaErrorUnsupportedPtxVersion"},
+    };
+    for (const auto &n : names)
+        if (n.e == e) return n.name;
+    return "cudaErrorUnknown";
 }
 
 const char *cudaGetErrorString(cudaError_t e) {
