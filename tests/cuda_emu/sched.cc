@@ -79,7 +79,6 @@ const char *kernel_name = "";
  * that wait at a warp barrier (shuffle, __syncwarp): a barrier completes in
  * O(1) per arrival */
 unsigned warp_exist[MAX_THREADS / 32], warp_done[MAX_THREADS / 32], warp_waiting[MAX_THREADS / 32];
-bool aborted; /* a fault ended the block: its fibers are abandoned */
 
 enum order_t { O_FORWARD, O_REVERSE, O_RANDOM };
 order_t order = O_FORWARD;
@@ -118,11 +117,6 @@ void thread_main(void *arg) {
 void yield_to_host() {
     thread_t *t = cur;
     sg_fiber_switch(&t->fiber, &host, 0);
-    if (aborted) {
-        /* the block was given up while this fiber waited: never happens, a
-         * given-up block's fibers are not resumed */
-        abort();
-    }
 }
 
 std::string where_now() {
@@ -193,10 +187,6 @@ bool run_block() {
             sg_fiber_switch(&host, &t->fiber, 0);
             cur = NULL;
             ran = true;
-            if (aborted) {
-                sg_emu_in_block = 0;
-                return false;
-            }
         }
         if (ran) continue;
         unsigned done = 0, bar = 0;
@@ -270,7 +260,6 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
         sg_emu_blockIdx.z = (unsigned)(b / ((size_t)grid.x * grid.y));
         if (!run_block()) {
             /* the fibers of a given-up block are dropped; fresh ones next time */
-            aborted = false;
             break;
         }
     }
@@ -370,32 +359,22 @@ extern "C" unsigned long long sg_emu_shfl(unsigned mask, unsigned long long v, i
 }
 
 /* Atomics: the device runs one thread at a time, so plain read-modify-write
- * is atomic; out of line so that race.cc's hooks never see them. */
-extern "C" unsigned sg_emu_atomic_add_u32(unsigned *p, unsigned v) {
-    unsigned o = *p;
+ * is atomic; out of line so that race.cc's hooks never see them. Integer
+ * sums wrap, as on the device. */
+template <class T> static T add_old(T *p, T v) {
+    T o = *p;
     *p = o + v;
     return o;
 }
+extern "C" unsigned sg_emu_atomic_add_u32(unsigned *p, unsigned v) { return add_old(p, v); }
 extern "C" int sg_emu_atomic_add_i32(int *p, int v) {
-    int o = *p;
-    *p = (int)((unsigned)o + (unsigned)v);
-    return o;
+    return (int)add_old((unsigned *)p, (unsigned)v);
 }
 extern "C" unsigned long long sg_emu_atomic_add_u64(unsigned long long *p, unsigned long long v) {
-    unsigned long long o = *p;
-    *p = o + v;
-    return o;
+    return add_old(p, v);
 }
-extern "C" float sg_emu_atomic_add_f32(float *p, float v) {
-    float o = *p;
-    *p = o + v;
-    return o;
-}
-extern "C" double sg_emu_atomic_add_f64(double *p, double v) {
-    double o = *p;
-    *p = o + v;
-    return o;
-}
+extern "C" float sg_emu_atomic_add_f32(float *p, float v) { return add_old(p, v); }
+extern "C" double sg_emu_atomic_add_f64(double *p, double v) { return add_old(p, v); }
 
 extern "C" const char *sg_emu_where(void) {
     static std::string s;
