@@ -15,7 +15,8 @@
  *             result whose planned storage (sg_tensor_act_esize /
  *             sg_tensor_grad_esize) is not bf16; its other classes are
  *             cpu-bf16's (BN, elementwise, loss, optimizer) and
- *             cuda-bf16-convert's (cuDNN itself)
+ *             cuda-bf16-convert's (cuDNN itself); a CUDA bf16 run reports
+ *             cuda-bf16-nhwc under NHWC, cuda-bf16-convert under NCHW
  *   sums    - a tiny DeepLabV3 ResNet-50: the phases are the layers' sum
  *             (plus the loss and the optimizer); FLOPs = 3 x 2 x the model's
  *             multiply-adds x batch, less the first conv's data gradient;
@@ -49,6 +50,7 @@
 #include "model/model_profile.h"
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
+#include "train/bench.h"
 #include "train/bench_traffic.h"
 
 static const char *g_segtrain;
@@ -409,6 +411,11 @@ static void test_follows(void) {
     free(l);
     sg_model_destroy(m);
     sg_backend_destroy(be);
+    /* the design a timed run reports (bench_run.c) */
+    CHECK(sg_bench_traffic_design("cuda:0", "bf16", SG_LAYOUT_NHWC) == SG_TR_CUDA_BF16_NHWC);
+    CHECK(sg_bench_traffic_design("cuda:0", "bf16", SG_LAYOUT_NCHW) == SG_TR_CUDA_BF16_CONVERT);
+    CHECK(sg_bench_traffic_design("cpu", "bf16", SG_LAYOUT_NHWC) == SG_TR_CPU_BF16);
+    CHECK(sg_bench_traffic_design("cuda:0", "fp32", SG_LAYOUT_NHWC) == SG_TR_NHWC_F32);
 }
 
 /* ---------------- kinds ---------------- */
