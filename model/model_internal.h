@@ -203,6 +203,13 @@ void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
  * SG_ERR_CONFIG (logged) if a layer's output would be empty. */
 sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w,
                           int act_bf16);
+/* Bytes per element of tensor t's activation (val: 2 when t->dt is
+ * SG_ACT_BF16, else 4) and of its gradient (grad: 4 for every tensor
+ * today). The storage decisions' one reading: the plan sizes its arena
+ * with them and the traffic model (train/bench_traffic.c) counts bytes with
+ * them, so a plan that stores a gradient in bf16 changes both here. */
+int sg_tensor_act_esize(const sg_tensor *t);
+int sg_tensor_grad_esize(const sg_tensor *t);
 void sg_model_update_grad_flags(sg_model *m);
 void sg_model_release_plan(sg_model *m);
 

@@ -370,6 +370,16 @@ static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int 
     free(readers);
 }
 
+int sg_tensor_act_esize(const sg_tensor *t) {
+    return t->dt == SG_ACT_BF16 ? (int)sizeof(uint16_t) : (int)sizeof(float);
+}
+
+/* Every gradient is float32 (sg_tensor.grad, the ops' float * gradients). */
+int sg_tensor_grad_esize(const sg_tensor *t) {
+    (void)t;
+    return (int)sizeof(float);
+}
+
 /* Whether plans of m store activations in bf16 (act_storage): under
  * train.precision bf16 (the backend's precision), unless the test aid
  * SG_BF16_STORAGE=0 turns it off (=1: on, the default). Returns SG_OK, or
@@ -484,10 +494,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
          * identity) directly), nor its gradient: no memory */
         int unused = ti->producer >= 0 && l[ti->producer].type == L_BN && l[ti->producer].join >= 0;
         item *v = &it[ni++];
-        v->bytes =
-            unused
-                ? 0
-                : align_up(ti->count * (ti->dt == SG_ACT_BF16 ? sizeof(uint16_t) : sizeof(float)));
+        v->bytes = unused ? 0 : align_up(ti->count * (size_t)sg_tensor_act_esize(ti));
         v->dst = &ti->val_off;
         if (train && keep[i]) {
             v->start = 0;
@@ -502,7 +509,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         }
         if (train && i != 0) {
             item *g = &it[ni++];
-            g->bytes = unused ? 0 : align_up(ti->count * sizeof(float));
+            g->bytes = unused ? 0 : align_up(ti->count * (size_t)sg_tensor_grad_esize(ti));
             g->dst = &ti->grad_off;
             g->start = final ? 0 : 2 * L - 1 - ti->last_consumer;
             g->end = 2 * L - 1 - ti->producer;

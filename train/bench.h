@@ -136,12 +136,12 @@ typedef struct sg_bench_result {
 } sg_bench_result;
 
 /* The traffic design (train/bench_traffic.h) a run on this backend follows:
- * CUDA under bf16 with NCHW activations -> cuda-bf16-convert (the
- * transposes around cuDNN); bf16 otherwise (the CPU, CUDA with NHWC
- * activations) -> cpu-bf16 (the bf16 activation storage; the backend's own
- * roundings of float32 conv inputs are not modelled); float32 with NHWC
- * activations -> nhwc-f32; else nchw-f32. backend: sg_backend_info.name; precision "fp32" | "bf16";
- * layout SG_LAYOUT_*. */
+ * CUDA under bf16 -> cuda-bf16-convert with NCHW activations (the
+ * transposes around cuDNN), cuda-bf16-nhwc with NHWC ones (the roundings
+ * of float32 operands); bf16 on the CPU -> cpu-bf16 (the bf16 activation
+ * storage; oneDNN's own conversions are not modelled); float32 with NHWC
+ * activations -> nhwc-f32; else nchw-f32. backend: sg_backend_info.name;
+ * precision "fp32" | "bf16"; layout SG_LAYOUT_*. */
 int sg_bench_traffic_design(const char *backend, const char *precision, int layout);
 
 /* Runs the benchmark. Returns SG_OK, SG_ERR_RUNTIME or SG_ERR_CONFIG

@@ -297,8 +297,8 @@ static sg_status measure(bench *b, sg_bench_result *r) {
 
 int sg_bench_traffic_design(const char *backend, const char *precision, int layout) {
     int bf16 = strcmp(precision, "bf16") == 0;
-    if (bf16 && strncmp(backend, "cuda", 4) == 0 && layout != SG_LAYOUT_NHWC)
-        return SG_TR_CUDA_BF16_CONVERT;
+    if (bf16 && strncmp(backend, "cuda", 4) == 0)
+        return layout == SG_LAYOUT_NHWC ? SG_TR_CUDA_BF16_NHWC : SG_TR_CUDA_BF16_CONVERT;
     if (bf16) return SG_TR_CPU_BF16;
     return layout == SG_LAYOUT_NHWC ? SG_TR_NHWC_F32 : SG_TR_NCHW_F32;
 }

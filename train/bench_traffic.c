@@ -7,12 +7,24 @@
  * gradient; the data gradient of an input that needs none, e.g. the first
  * conv's; the weight gradient of a frozen weight). Each kernel pass is one
  * call of pass() with the bytes it reads and writes. The designs differ in
- * a small table (rules) and in three places: the convolutions (cuda_conv.cu
- * converts around each cuDNN call), batch norm and the residual join
- * (segtrain's fused kernels, or PyTorch's separate ones) and how gradients of
- * a tensor with several readers are summed (segtrain's kernels add into the
- * gradient: one more read; autograd writes each and adds them: one more
- * pass).
+ * a small table (rules) and in three places: the convolutions (CUDA's bf16
+ * convs copy an operand to bf16 NHWC and widen a result where its storage
+ * is not what cuDNN reads and writes: conv_in / conv_out), batch norm and
+ * the residual join (segtrain's fused kernels, or PyTorch's separate ones)
+ * and how gradients of a tensor with several readers are summed (segtrain's
+ * kernels add into the gradient: one more read; autograd writes each and
+ * adds them: one more pass).
+ *
+ * Why the cuda-bf16-* rows cannot drift from the code: they hold no byte
+ * counts of their own. Every tensor's bytes come from the plan's storage
+ * decisions as the runner meets them - sg_model_shapes' t[].dt (the same
+ * act_storage the plan runs), the element sizes sg_tensor_act_esize /
+ * sg_tensor_grad_esize (the ones the plan sizes its arena with), acc_in,
+ * req_grad, the fused joins and trainable flags - and the one CUDA rule is
+ * cuda_conv.cu's: cuDNN runs bf16 NHWC in and out, so an operand or result
+ * whose storage is not 2 bytes a value (under NCHW: every one) passes
+ * through a conversion. A plan that stores more tensors in bf16 (a bf16
+ * gradient: sg_tensor_grad_esize returns 2) moves these rows by itself.
  */
 #include "train/bench_traffic.h"
 
@@ -22,11 +34,19 @@
 #include "core/log.h"
 #include "model/model_internal.h"
 
+/* CUDA's bf16 convolutions (kernels/cuda/cuda_conv.cu) run cuDNN on bf16
+ * NHWC operands into a bf16 NHWC result. Under layout NCHW every operand is
+ * copied into bf16 NHWC scratch (a transpose; rounding a float32 one) and
+ * every result copied back; under NHWC only an operand stored in float32 is
+ * rounded into scratch and only a float32 result widened from it - a
+ * bf16-stored one is read or written by cuDNN itself (sg_cuda_conv_native_dt). */
+enum { CU_NCHW = 1, CU_NHWC = 2 };
+
 typedef struct rules {
     const char *name, *about;
-    int storage;      /* activation bytes from the plan's bf16 storage (t.dt: 2 or 4) */
+    int storage;      /* bytes from the plan's storage (sg_tensor_act_esize / _grad_esize) */
     double act, grad; /* else bytes per activation element; gradient element */
-    int convert;      /* convs convert inputs to bf16 NHWC copies and back (cuda_conv.cu) */
+    int cuda;         /* CUDA's bf16 convs (cuda_conv.cu): CU_NCHW or CU_NHWC, else 0 */
     int torch;        /* PyTorch's kernels: BN, ReLU, add apart; autograd's gradient sums */
     double wconv;     /* bytes per weight a conv reads: float32 or the bf16 copy */
     int wcast;        /* float32 -> bf16 copy of every conv weight once per step */
@@ -45,11 +65,16 @@ static const rules design_rules[SG_TR_N_DESIGNS] = {
          1, 4, 4, 0, 0, 4, 0, 4, 1},
     [SG_TR_CUDA_BF16_CONVERT] =
         {"cuda-bf16-convert",
-         "float32 NCHW (bf16-stored where exact), each conv converting to bf16 NHWC copies and back",
-         1, 4, 4, 1, 0, 2, 1, 4, 1},
-    [SG_TR_NHWC_BF16] = {"nhwc-bf16",
-                         "activations and gradients bf16 NHWC end to end, no conversions", 0, 2, 2,
-                         0, 0, 2, 1, 4, 1},
+         "CUDA bf16, layout NCHW: the plan's storage, each conv converting to bf16 NHWC copies and back",
+         1, 4, 4, CU_NCHW, 0, 2, 1, 4, 1},
+    [SG_TR_CUDA_BF16_NHWC] =
+        {"cuda-bf16-nhwc",
+         "CUDA bf16, layout NHWC, as built: the plan's storage; cuDNN reads and writes bf16-stored activations, float32 ones and every gradient rounded / widened around it",
+         1, 4, 4, CU_NHWC, 0, 2, 1, 4, 1},
+    [SG_TR_NHWC_BF16] =
+        {"nhwc-bf16",
+         "a target, not built: activations and gradients bf16 NHWC end to end, no conversions", 0,
+         2, 2, 0, 0, 2, 1, 4, 1},
     [SG_TR_TORCH_AMP] =
         {"torch-amp",
          "PyTorch AMP channels_last on CUDA: bf16 NHWC, separate BN / ReLU / add kernels", 0, 2, 2,
@@ -124,12 +149,16 @@ static void flops(walk *k, double f) {
 
 static double cnt(const walk *k, int ti) { return (double)k->t[ti].count; }
 
-/* Bytes of activation ti, of its gradient, of c float32 values. */
+/* Bytes of activation ti, of its gradient (as the plan stores them, or the
+ * design's fixed sizes), of c float32 values. */
 static double A(const walk *k, int ti) {
-    double b = k->r->storage ? (k->t[ti].dt == SG_ACT_BF16 ? 2.0 : 4.0) : k->r->act;
+    double b = k->r->storage ? sg_tensor_act_esize(&k->t[ti]) : k->r->act;
     return cnt(k, ti) * b;
 }
-static double G(const walk *k, int ti) { return cnt(k, ti) * k->r->grad; }
+static double G(const walk *k, int ti) {
+    double b = k->r->storage ? sg_tensor_grad_esize(&k->t[ti]) : k->r->grad;
+    return cnt(k, ti) * b;
+}
 static double V(double c) { return 4.0 * c; }
 
 static int needs_grad(const walk *k, int ti) { return k->t[ti].req_grad; }
@@ -154,17 +183,40 @@ static double conv_macs(const sg_layer *L) {
     return (double)d->n * (double)sg_conv_weight_count(d) * d->oh * d->ow;
 }
 
+/* Whether a CUDA bf16 conv reads or writes n elements stored in `bytes`
+ * as they are: not under NCHW (transposed), nor a float32 tensor. */
+static int cu_direct(const walk *k, double bytes, double n) {
+    return k->r->cuda == CU_NHWC && bytes == 2 * n;
+}
+
+/* A conv operand of n elements stored in `bytes`: the bytes the conv
+ * kernel reads (a CUDA bf16 conv's copy of it counted as a conversion). */
+static double conv_in(walk *k, double bytes, double n) {
+    if (!k->r->cuda || cu_direct(k, bytes, n)) return bytes;
+    pass(k, SG_TRC_CONVERT, bytes, 2 * n); /* act_to_bf16 / bf16_to_nhwc */
+    return 2 * n;
+}
+
+/* A conv result of n elements into storage of `bytes`, old: the bytes of
+ * its old value read when accumulating (else 0). Returns the bytes the
+ * conv kernel writes; adds to *rd what it reads besides its operands (the
+ * old value when it accumulates itself). */
+static double conv_out(walk *k, double bytes, double n, double old, double *rd) {
+    if (!k->r->cuda || cu_direct(k, bytes, n)) {
+        *rd += old;
+        return bytes;
+    }
+    pass(k, SG_TRC_CONVERT, 2 * n + old, bytes); /* act_from_bf16 / bf16_from_nhwc */
+    return 2 * n;
+}
+
 static void conv_fwd(walk *k, const sg_layer *L, int first_micro) {
     int x = L->in[0], y = L->out;
     double W = (double)sg_conv_weight_count(&L->desc);
     if (k->r->wcast && first_micro) pass(k, SG_TRC_WCAST, 4 * W, 2 * W);
-    if (k->r->convert) { /* to_nhwc_bf16 (bf16-stored: the transpose), cuDNN, from_nhwc_bf16 */
-        pass(k, SG_TRC_CONVERT, A(k, x), 2 * cnt(k, x));
-        pass(k, SG_TRC_CONV, 2 * cnt(k, x) + 2 * W, 2 * cnt(k, y));
-        pass(k, SG_TRC_CONVERT, 2 * cnt(k, y), A(k, y));
-    } else {
-        pass(k, SG_TRC_CONV, A(k, x) + k->r->wconv * W, A(k, y));
-    }
+    double rd = conv_in(k, A(k, x), cnt(k, x)) + k->r->wconv * W;
+    double wr = conv_out(k, A(k, y), cnt(k, y), 0, &rd);
+    pass(k, SG_TRC_CONV, rd, wr);
     flops(k, 2 * conv_macs(L));
     if (L->b_param >= 0) pass(k, SG_TRC_CONV, A(k, y) + V(L->desc.k), A(k, y)); /* bias_fwd */
 }
@@ -173,11 +225,10 @@ static void conv_fwd(walk *k, const sg_layer *L, int first_micro) {
 static void conv_bwd_weight(walk *k, const sg_layer *L) {
     int x = L->in[0], y = L->out;
     double W = (double)sg_conv_weight_count(&L->desc), acc = k->acc_w ? 4 * W : 0;
-    if (k->r->convert) { /* x and dy converted, dw KRSC bf16 back to float32 */
-        pass(k, SG_TRC_CONVERT, A(k, x), 2 * cnt(k, x));
-        pass(k, SG_TRC_CONVERT, G(k, y), 2 * cnt(k, y));
-        pass(k, SG_TRC_CONV, 2 * cnt(k, x) + 2 * cnt(k, y), 2 * W);
-        pass(k, SG_TRC_CONVERT, 2 * W + acc, 4 * W);
+    if (k->r->cuda) { /* x and dy as bf16 operands, dw KRSC bf16 back to float32 */
+        double rd = conv_in(k, A(k, x), cnt(k, x)) + conv_in(k, G(k, y), cnt(k, y));
+        pass(k, SG_TRC_CONV, rd, 2 * W);
+        pass(k, SG_TRC_CONVERT, 2 * W + acc, 4 * W); /* dw_from_krsc */
     } else if (k->r->torch) { /* cuDNN writes a bf16 dw; autocast's cast back to float32 */
         pass(k, SG_TRC_CONV, A(k, x) + G(k, y), 2 * W);
         pass(k, SG_TRC_CONVERT, 2 * W, 4 * W);
@@ -188,18 +239,14 @@ static void conv_bwd_weight(walk *k, const sg_layer *L) {
     flops(k, 2 * conv_macs(L));
 }
 
+/* The data gradient (CUDA bf16: dy as an operand once more, its own copy) */
 static void conv_bwd_data(walk *k, const sg_layer *L) {
     int x = L->in[0], y = L->out;
     double W = (double)sg_conv_weight_count(&L->desc);
-    if (k->r->convert) { /* dy converted again; dx from NHWC bf16, added when accumulating */
-        pass(k, SG_TRC_CONVERT, G(k, y), 2 * cnt(k, y));
-        pass(k, SG_TRC_CONV, 2 * cnt(k, y) + 2 * W, 2 * cnt(k, x));
-        pass(k, SG_TRC_CONVERT, 2 * cnt(k, x) + (L->acc_in[0] ? G(k, x) : 0), G(k, x));
-    } else {
-        double rd = G(k, y) + k->r->wconv * W;
-        double old = acc_grad(k, x, L->acc_in[0]);
-        pass(k, SG_TRC_CONV, rd + old, G(k, x));
-    }
+    double rd = conv_in(k, G(k, y), cnt(k, y)) + k->r->wconv * W;
+    double old = acc_grad(k, x, L->acc_in[0]);
+    double wr = conv_out(k, G(k, x), cnt(k, x), old, &rd);
+    pass(k, SG_TRC_CONV, rd, wr);
     flops(k, 2 * conv_macs(L));
 }
 

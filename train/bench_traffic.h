@@ -19,11 +19,21 @@
  *                     act_storage: conv outputs read by BN alone, BN+ReLU
  *                     outputs read by convs alone); oneDNN's own internal
  *                     conversions are not modelled;
- *   cuda-bf16-convert CUDA under bf16 today (kernels/cuda/cuda_conv.cu): the
- *                     storage of cpu-bf16, and every convolution converts its
- *                     inputs to bf16 NHWC copies and its result back;
- *   nhwc-bf16         the target: activations and their gradients bf16 NHWC
- *                     end to end, no conversions; BN statistics and
+ *   cuda-bf16-convert CUDA under bf16 with layout NCHW (kernels/cuda/
+ *                     cuda_conv.cu): the storage of cpu-bf16, and every
+ *                     convolution copies its operands to bf16 NHWC (a
+ *                     transpose, rounding a float32 one) and its result back;
+ *   cuda-bf16-nhwc    CUDA under bf16 with layout NHWC, as built: the same
+ *                     storage; cuDNN reads and writes a bf16-stored
+ *                     activation itself, a float32 operand (every gradient:
+ *                     dy once for each backward pass) is rounded to a bf16
+ *                     copy and a float32 result (dx, added when
+ *                     accumulating) widened from one;
+ *                     both cuda rows take every byte from the plan's storage
+ *                     decisions (sg_model_shapes, sg_tensor_act_esize,
+ *                     sg_tensor_grad_esize), none from a table;
+ *   nhwc-bf16         a target, not built: activations and their gradients
+ *                     bf16 NHWC end to end, no conversions; BN statistics and
  *                     parameters, the loss math, weight gradients, master
  *                     weights and the optimizer float32;
  *   torch-amp         PyTorch AMP channels_last on CUDA as its kernels run
@@ -48,6 +58,7 @@ typedef enum {
     SG_TR_NHWC_F32,
     SG_TR_CPU_BF16,
     SG_TR_CUDA_BF16_CONVERT,
+    SG_TR_CUDA_BF16_NHWC,
     SG_TR_NHWC_BF16,
     SG_TR_TORCH_AMP,
     SG_TR_N_DESIGNS
@@ -86,8 +97,8 @@ typedef struct sg_traffic {
     double cat[SG_TRC_N]; /* bytes read + written by class, summed over phases */
 } sg_traffic;
 
-/* "nchw-f32", "nhwc-f32", "cpu-bf16", "cuda-bf16-convert", "nhwc-bf16",
- * "torch-amp"; NULL out of range. */
+/* "nchw-f32", "nhwc-f32", "cpu-bf16", "cuda-bf16-convert", "cuda-bf16-nhwc",
+ * "nhwc-bf16", "torch-amp"; NULL out of range. */
 const char *sg_traffic_design_name(int design);
 /* What a design stores, in a few words; NULL out of range. */
 const char *sg_traffic_design_about(int design);

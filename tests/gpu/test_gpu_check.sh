@@ -9,8 +9,14 @@
 # exits or crashes the process (SG_TB_PLANT) on the CPU backend is recorded
 # with its op, configuration and row, and the rest reruns in a new process;
 # a case that hangs is killed at its configuration's share of the step's
-# time and the other configurations still run.
+# time and the other configurations still run; the dry run builds the
+# bundle's library path from staged wheel trees (CUDA 13's nvidia/cu13/lib,
+# CUDA 12's cuda_nvrtc + cublas) and reports cuDNN's runtime-compiled
+# engines unavailable loudly; --plan prints the caps; --rerun-failed takes
+# the steps a results JSON did not pass, within 240 s, leaving out (and
+# recording) what does not fit; --only takes named steps.
 set -uo pipefail
+shopt -s extglob
 src=$1 segtrain=$2 tbo=$3
 shift 3
 check=$src/scripts/gpu-check
@@ -58,6 +64,10 @@ assert s["budget_s"] == 420 and s["mode"] == "dry"
 assert [p["step"] for p in s["plan"]][:3] == ["env", "ops", "ops-large"], s["plan"]
 PY
 grep -q "planted step: ignoring SIGTERM" "$tmp/ok/ops.log" || bad "the planted step's log is not in OUT"
+for want in "wheel layout cu13: library path $tmp/b/lib:" "wheel layout cuda_nvrtc cublas: library path" \
+            "engines check, CUDA 99: unavailable: " "engines check, CUDA 13"; do
+    grep -qF "$want" "$tmp/ok.txt" || bad "the dry run does not say '$want'"
+done
 [ "$(find "$tmp/ok" -type f | wc -l)" -le 8 ] || bad "more than 8 files in OUT"
 
 # 2. plans over the budget are refused before anything runs
@@ -73,6 +83,54 @@ dry skip GPU_CHECK_BUDGET_S=300 GPU_CHECK_SKIP="bench-segtrain bench-torch bench
     { bad "a 300 s budget with 4 steps skipped: exit $rc"; cat "$tmp/skip.txt"; }
 dry badcap GPU_CHECK_CAPS="opps=10"
 [ $rc -eq 2 ] || bad "an unknown step in GPU_CHECK_CAPS was accepted (exit $rc)"
+
+# 2b. --plan, --only, --rerun-failed
+out=$("$check" --plan)
+rc=$?
+[ $rc -eq 0 ] && [[ "$out" == *"of a 420 s budget"* ]] && [[ "$out" == *" bench-segtrain-bf16="* ]] &&
+    echo "ok: --plan: $(echo "$out" | tail -1)" || bad "--plan (exit $rc): $out"
+python3 - "$tmp" <<'PY'
+import json, sys
+steps = ["env", "ops", "ops-large", "golden-cuda", "nccl", "train-fp32", "train-bf16",
+         "bench-segtrain-bf16", "bench-torch-bf16", "bench-segtrain", "bench-torch", "memcheck"]
+st = dict(zip(steps, ["pass", "fail", "killed", "pass", "pass", "pass", "not-run", "fail",
+                      "not-available", "pending", "pending", "pending"]))
+json.dump({"plan": [{"step": k, "cap_s": 1, "status": st[k]} for k in steps],
+           "steps": {k: {"status": v} for k, v in st.items() if v != "pending"}},
+          open(sys.argv[1] + "/first.json", "w"))
+json.dump({"plan": [{"step": k, "cap_s": 1, "status": "pass"} for k in steps]},
+          open(sys.argv[1] + "/allpass.json", "w"))
+PY
+out=$("$check" --plan --rerun-failed "$tmp/first.json")
+[[ "$out" == *"summary): ops="* ]] && [[ "$out" == *"of a 240 s budget"* ]] &&
+    [[ "$out" != *" env="* ]] && [[ "$out" != *" golden-cuda="* ]] && [[ "$out" != *" bench-torch-bf16="* ]] &&
+    echo "ok: --plan --rerun-failed: $(echo "$out" | tr '\n' ' ')" || bad "--plan --rerun-failed: $out"
+env SG_BUNDLE="$tmp/b" OUT="$tmp/rerun" GPU_CHECK_PLANT_HANG_S=1 "$check" --dry-run \
+    --rerun-failed "$tmp/first.json" >"$tmp/rerun.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || bad "the rerun's dry run exited $rc"
+python3 - "$tmp/rerun/gpu-check.json" <<'PY' || { bad "the rerun's dry run (exit $rc):"; cat "$tmp/rerun.txt"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+# the steps that did not pass (not-available aside), in order: in the plan
+# while their caps fit 240 s, the rest recorded not-run
+redo = ["ops", "ops-large", "train-bf16", "bench-segtrain-bf16", "bench-segtrain", "bench-torch",
+        "memcheck"]
+plan = [p["step"] for p in s["plan"]]
+out = [k for k, v in s["steps"].items() if v["status"] == "not-run"]
+assert s["budget_s"] == 240 and s["mode"] == "dry", s
+assert plan[:2] == ["ops", "ops-large"] and sorted(plan + out) == sorted(redo), (plan, out)
+assert sum(p["cap_s"] + 3 for p in s["plan"] if p["cap_s"]) + 10 <= 240, s["plan"]
+PY
+out=$("$check" --rerun-failed "$tmp/allpass.json" 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [[ "$out" == *"nothing to rerun"* ]] || bad "a rerun of a passing check (exit $rc): $out"
+"$check" --plan --rerun-failed "$tmp/missing.json" >/dev/null 2>&1
+[ $? -eq 2 ] || bad "--rerun-failed with no JSON was accepted"
+out=$("$check" --plan --only bench-torch,env)
+[[ "$out" == *"summary): env="+([0-9])" bench-torch="+([0-9])$'\n'* ]] || bad "--only env,bench-torch: $out"
+"$check" --plan --only ops,nosuchstep >/dev/null 2>&1
+[ $? -eq 2 ] || bad "--only with an unknown step was accepted"
 
 # 3. a missing bundle file is named
 for f in bin/test_nccl bin/test_golden_cuda ref/cpu-bf16-metrics.jsonl; do

@@ -2,10 +2,21 @@
  * (train/bench_traffic.h) and `segtrain bench --traffic`.
  *   hand    - one conv (3x3, 3 -> 4 channels, no bias) + BN + ReLU block
  *             whose output is the logits, at batch 2 and 5x5: the bytes of
- *             every phase under nchw-f32, cuda-bf16-convert, nhwc-bf16 and
- *             torch-amp against counts written out pass by pass below (not
- *             with the model's code), and its FLOPs (forward and weight
- *             gradient; no data gradient for the image)
+ *             every phase under nchw-f32, cuda-bf16-convert, cuda-bf16-nhwc,
+ *             nhwc-bf16 and torch-amp against counts written out pass by
+ *             pass below (not with the model's code), and its FLOPs (forward
+ *             and weight gradient; no data gradient for the image); then the
+ *             plan's decision flipped (a bias on the conv: its output is
+ *             stored float32) moves cuda-bf16-nhwc by the bytes of that
+ *             tensor's extra width and its widening pass, nothing else
+ *   follows - a tiny DeepLabV3 ResNet-50: the storage the model reads
+ *             (sg_model_shapes) is what a bf16 plan stores; cuda-bf16-nhwc's
+ *             conversions are, conv by conv, those of every operand and
+ *             result whose planned storage (sg_tensor_act_esize /
+ *             sg_tensor_grad_esize) is not bf16; its other classes are
+ *             cpu-bf16's (BN, elementwise, loss, optimizer) and
+ *             cuda-bf16-convert's (cuDNN itself); a CUDA bf16 run reports
+ *             cuda-bf16-nhwc under NHWC, cuda-bf16-convert under NCHW
  *   sums    - a tiny DeepLabV3 ResNet-50: the phases are the layers' sum
  *             (plus the loss and the optimizer); FLOPs = 3 x 2 x the model's
  *             multiply-adds x batch, less the first conv's data gradient;
@@ -23,7 +34,8 @@
  *             every layer kind but Dropout2d; under bf16 convolutions (the
  *             plan's bf16 storage, the *_dt ops) exactly what cpu-bf16 models
  *   cli     - (argv[2]: the segtrain binary) `bench --traffic --json` prints
- *             every design and writes the documented fields; a timed run
+ *             every design and writes the documented fields, the
+ *             cuda-bf16-nhwc row the model's own for that config; a timed run
  *             prints and writes its design's model with achieved GB/s over
  *             its measured phases; --traffic with timing options is a usage
  *             error
@@ -32,11 +44,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "model/model_internal.h"
 #include "model/model_profile.h"
 #include "tests/model/model_testutil.h"
 #include "tests/testutil.h"
+#include "train/bench.h"
 #include "train/bench_traffic.h"
 
 static const char *g_segtrain;
@@ -50,7 +64,7 @@ typedef struct hand {
     sg_model m;
     sg_tensor t[3];
     sg_layer l[2];
-    sg_param p[6];
+    sg_param p[7]; /* the 7th: hand_flip's bias */
 } hand;
 
 static void hand_model(hand *h) {
@@ -113,6 +127,41 @@ static int same_phases(const sg_traffic *t, const want *w) {
     return ok;
 }
 
+/* The plan's storage of tensor 1 flipped: with a (frozen) bias the conv's
+ * output is no longer exact in bf16, so the plan stores it float32
+ * (model_plan.c act_storage). cuda-bf16-nhwc then widens cuDNN's bf16
+ * result into it (2Y -> 4Y), the bias pass reads and writes it (4Y + V ->
+ * 4Y), and BN's statistics, apply, reduce and dx passes read it at 4 bytes
+ * (2Y more each); its gradient, x and the weight are unchanged. want: the
+ * row without the bias. */
+static void hand_flip(hand *h, const want *w, double X, double Y, double V) {
+    sg_tensor t[3];
+    sg_layer l[2];
+    memcpy(t, h->t, sizeof t);
+    memcpy(l, h->l, sizeof l);
+    CHECK_EQ_INT(sg_model_shapes(&h->m, t, l, 2, 5, 5, 1), SG_OK);
+    CHECK(t[1].dt == SG_ACT_BF16 && t[2].dt == SG_ACT_F32);
+    h->p[6] = h->p[1]; /* a frozen bias of 4 */
+    snprintf(h->p[6].name, sizeof h->p[6].name, "bias");
+    h->p[6].trainable = 0;
+    h->m.n_params = 7;
+    h->l[0].b_param = 6;
+    memcpy(t, h->t, sizeof t);
+    memcpy(l, h->l, sizeof l);
+    CHECK_EQ_INT(sg_model_shapes(&h->m, t, l, 2, 5, 5, 1), SG_OK);
+    CHECK(t[1].dt == SG_ACT_F32);
+    want f = *w;
+    f.rd[SG_TR_FWD] += 2 * Y + (4 * Y + V) + 2 * Y + 2 * Y;
+    f.wr[SG_TR_FWD] += 4 * Y + 4 * Y;
+    f.rd[SG_TR_BWD] += 2 * Y + 2 * Y;
+    sg_traffic tr;
+    CHECK_EQ_INT(sg_bench_traffic(&h->m, SG_TR_CUDA_BF16_NHWC, 2, 1, 5, 5, &tr, NULL), SG_OK);
+    CHECK_MSG(same_phases(&tr, &f), "cuda-bf16-nhwc, tensor 1 stored float32");
+    CHECK(tr.cat[SG_TRC_CONVERT] == 6 * X + (6 * X + 6 * Y + 6 * 108) + 6 * Y);
+    h->m.n_params = 6;
+    h->l[0].b_param = -1;
+}
+
 static void test_hand(void) {
     hand h;
     hand_model(&h);
@@ -144,6 +193,13 @@ static void test_hand(void) {
          (10 * Y + V) + 3 * V + (10 * Y + 5 * V) + 4 * X + 4 * Y + (2 * X + 2 * Y) + 2 * W, opt_rd},
         {2 * W + 2 * X + 2 * Y + 2 * Y + 2 * V + 4 * V + 4 * Y, 4 * Y,
          2 * V + 2 * V + 4 * Y + 2 * X + 2 * Y + 2 * W + 4 * W, opt_wr}};
+    /* cuda-bf16-nhwc: cuda-bf16-convert but cuDNN writes the bf16-stored
+     * tensor 1 itself (no 2Y -> 2Y copy back); x (float32) and the float32
+     * dy still rounded (4X -> 2X, 4Y -> 2Y). Float32 gradients assumed
+     * (checked below). */
+    w[SG_TR_CUDA_BF16_NHWC] = w[SG_TR_CUDA_BF16_CONVERT];
+    w[SG_TR_CUDA_BF16_NHWC].rd[SG_TR_FWD] -= 2 * Y;
+    w[SG_TR_CUDA_BF16_NHWC].wr[SG_TR_FWD] -= 2 * Y;
     /* nhwc-bf16: every activation and gradient 2 bytes, the weight copy,
      * bf16 logits in and dlogits out, float32 weight gradients */
     w[SG_TR_NHWC_BF16] = (want){
@@ -162,10 +218,11 @@ static void test_hand(void) {
          4 * Y + 4 * Y + 3 * V + (4 * Y + 5 * V) + (2 * X + 2 * Y) + 2 * W, opt_rd},
         {2 * W + 2 * Y + 2 * V + 4 * V + 2 * Y + 2 * Y, 4 * Y + 4 * Y + 4 * Y + 4 * Y + 2 * Y,
          2 * Y + 2 * V + 2 * V + 2 * Y + 2 * W + 4 * W, opt_wr}};
-    const int designs[] = {SG_TR_NCHW_F32, SG_TR_CUDA_BF16_CONVERT, SG_TR_NHWC_BF16,
-                           SG_TR_TORCH_AMP};
+    const int designs[] = {SG_TR_NCHW_F32, SG_TR_CUDA_BF16_CONVERT, SG_TR_CUDA_BF16_NHWC,
+                           SG_TR_NHWC_BF16, SG_TR_TORCH_AMP};
     const double macs = 2.0 * 4 * 27 * 25;
-    for (int i = 0; i < 4; i++) {
+    CHECK(sg_tensor_grad_esize(&h.t[1]) == 4 && sg_tensor_grad_esize(&h.t[2]) == 4);
+    for (int i = 0; i < 5; i++) {
         int d = designs[i];
         sg_traffic t;
         CHECK_EQ_INT(sg_bench_traffic(&h.m, d, 2, 1, 5, 5, &t, NULL), SG_OK);
@@ -175,12 +232,14 @@ static void test_hand(void) {
         /* cuda: x (4X -> 2X) and the result (2Y -> 2Y) forward; x, dy and dw
          * backward. torch: the loss's casts, the weight gradient's cast */
         double conv = d == SG_TR_CUDA_BF16_CONVERT ? 6 * X + 4 * Y + (6 * X + 6 * Y + 6 * W) : 0;
+        if (d == SG_TR_CUDA_BF16_NHWC) conv = 6 * X + (6 * X + 6 * Y + 6 * W);
         if (d == SG_TR_TORCH_AMP) conv = 6 * Y + 6 * Y + 6 * W;
         CHECK_MSG(t.cat[SG_TRC_CONVERT] == conv, "%s: convert %.0f, expected %.0f",
                   sg_traffic_design_name(d), t.cat[SG_TRC_CONVERT], conv);
     }
     /* the model's arrays are copies: h's tensors still have no shape */
     CHECK(h.t[1].count == 0 && h.l[0].desc.n == 0);
+    hand_flip(&h, &w[SG_TR_CUDA_BF16_NHWC], X, Y, V);
 }
 
 /* ---------------- sums ---------------- */
@@ -282,6 +341,81 @@ static void test_sums(void) {
     CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_NCHW_F32, n, 1, 0, 8, &fz, NULL), SG_ERR_CONFIG);
     free(lay);
     sg_model_destroy(m);
+}
+
+/* ---------------- follows ---------------- */
+
+static void test_follows(void) {
+    sg_model_opts mo;
+    mt_tiny_opts(&mo, SG_RESNET50);
+    sg_backend_opts bo = {.threads = 1, .precision = SG_PRECISION_BF16};
+    sg_backend *be = sg_backend_create("cpu", &bo);
+    CHECK(be != NULL);
+    sg_model *m = sg_model_create(be, &mo);
+    CHECK(m != NULL);
+    const int n = 2, H = 40, Wd = 56;
+    sg_tensor *t = malloc((size_t)m->n_t * sizeof *t);
+    sg_layer *l = malloc((size_t)m->n_l * sizeof *l);
+    CHECK(t && l);
+    memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
+    memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
+    CHECK_EQ_INT(sg_model_shapes(m, t, l, n, H, Wd, 1), SG_OK);
+    /* what the model reads is what the bf16 plan stores */
+    CHECK_EQ_INT(sg_model_plan(m, n, H, Wd), SG_OK);
+    int same = 1, bf16 = 0, f32 = 0;
+    for (int i = 0; i < m->n_t; i++) {
+        same &= t[i].dt == m->t[i].dt && t[i].count == m->t[i].count;
+        bf16 += t[i].dt == SG_ACT_BF16;
+        f32 += t[i].dt == SG_ACT_F32;
+    }
+    CHECK(same && bf16 > 0 && f32 > 0);
+    /* the conversions, conv by conv, from the planned storage: an operand
+     * not stored bf16 rounded (e + 2 bytes an element), a result widened
+     * (2 + e, and e more read when accumulating), dw from KRSC (6 bytes a
+     * weight; the first micro-batch: none read back) */
+    double cv = 0;
+    for (int li = 0; li < m->n_l; li++) {
+        const sg_layer *L = &l[li];
+        if (L->type != L_CONV) continue;
+        int x = L->in[0], y = L->out;
+        double X = (double)t[x].count, Y = (double)t[y].count;
+        int ex = sg_tensor_act_esize(&t[x]), ey = sg_tensor_act_esize(&t[y]);
+        int gx = sg_tensor_grad_esize(&t[x]), gy = sg_tensor_grad_esize(&t[y]);
+        if (ex != 2) cv += (ex + 2) * X;
+        if (ey != 2) cv += (2 + ey) * Y;
+        if (!t[y].req_grad) continue;
+        if (m->params[L->w_param].trainable) {
+            if (ex != 2) cv += (ex + 2) * X;
+            if (gy != 2) cv += (gy + 2) * Y;
+            cv += 6.0 * (double)sg_conv_weight_count(&L->desc);
+        }
+        if (t[x].req_grad) {
+            if (gy != 2) cv += (gy + 2) * Y;
+            if (gx != 2) cv += (2 + gx + (L->acc_in[0] ? gx : 0)) * X;
+        }
+    }
+    sg_traffic nh, cpu, nchw;
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_CUDA_BF16_NHWC, n, 1, H, Wd, &nh, NULL), SG_OK);
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_CPU_BF16, n, 1, H, Wd, &cpu, NULL), SG_OK);
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_CUDA_BF16_CONVERT, n, 1, H, Wd, &nchw, NULL), SG_OK);
+    CHECK_MSG(near(nh.cat[SG_TRC_CONVERT], cv), "conversions %.0f, from the plan %.0f",
+              nh.cat[SG_TRC_CONVERT], cv);
+    CHECK(cv > 0 && nh.cat[SG_TRC_CONVERT] < nchw.cat[SG_TRC_CONVERT]);
+    const int same_as_cpu[] = {SG_TRC_BN, SG_TRC_ELEM, SG_TRC_LOSS, SG_TRC_OPT};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(nh.cat[same_as_cpu[i]] == cpu.cat[same_as_cpu[i]], "class %s",
+                  sg_traffic_class_name(same_as_cpu[i]));
+    CHECK(nh.cat[SG_TRC_CONV] == nchw.cat[SG_TRC_CONV] &&
+          nh.cat[SG_TRC_WCAST] == nchw.cat[SG_TRC_WCAST]);
+    free(t);
+    free(l);
+    sg_model_destroy(m);
+    sg_backend_destroy(be);
+    /* the design a timed run reports (bench_run.c) */
+    CHECK(sg_bench_traffic_design("cuda:0", "bf16", SG_LAYOUT_NHWC) == SG_TR_CUDA_BF16_NHWC);
+    CHECK(sg_bench_traffic_design("cuda:0", "bf16", SG_LAYOUT_NCHW) == SG_TR_CUDA_BF16_CONVERT);
+    CHECK(sg_bench_traffic_design("cpu", "bf16", SG_LAYOUT_NHWC) == SG_TR_CPU_BF16);
+    CHECK(sg_bench_traffic_design("cuda:0", "fp32", SG_LAYOUT_NHWC) == SG_TR_NHWC_F32);
 }
 
 /* ---------------- kinds ---------------- */
@@ -830,6 +964,11 @@ static void test_cli(void) {
         if (!strstr(js, key)) fields = 0;
     }
     double rd = th_json_num(js, "read_mb"), gf = th_json_num(js, "gflop");
+    /* the printed cuda-bf16-nhwc row is the model's for that config */
+    const char *row = strstr(js, "\"cuda-bf16-nhwc\":{");
+    const char *row_step = row ? strstr(row, "\"step\":{") : NULL;
+    double row_rd = row_step ? th_json_num(row_step, "read_mb") : NAN;
+    double row_wr = row_step ? th_json_num(row_step, "write_mb") : NAN;
     int shape = strstr(js, "\"crop\":[4096,8192]") && th_json_num(js, "batch") == 64 &&
                 th_json_num(js, "accum_steps") == 2 && strstr(js, "\"classes_mb\":{") &&
                 strstr(js, "\"step\":{") && strstr(js, "\"optimizer\":{");
@@ -838,6 +977,24 @@ static void test_cli(void) {
     free(js);
     CHECK(names && fields && shape && header);
     CHECK(rd > 0 && gf > 0);
+    sg_config cfg;
+    sg_config_defaults(&cfg);
+    CHECK_EQ_INT(sg_config_load_file(&cfg, yaml), SG_OK);
+    sg_model_opts mo;
+    CHECK_EQ_INT(sg_model_opts_from_config(&mo, &cfg), SG_OK);
+    sg_model *m = sg_model_create(mt_backend(), &mo);
+    CHECK(m != NULL);
+    sg_traffic mt;
+    CHECK_EQ_INT(sg_bench_traffic(m, SG_TR_CUDA_BF16_NHWC, 64, 2, 4096, 8192, &mt, NULL), SG_OK);
+    double want_rd = 0, want_wr = 0;
+    for (int p = 0; p < SG_TR_N_PHASES; p++) {
+        want_rd += mt.ph[p].read;
+        want_wr += mt.ph[p].write;
+    }
+    CHECK_MSG(row_rd == want_rd / 1e6 && row_wr == want_wr / 1e6,
+              "printed cuda-bf16-nhwc %.17g / %.17g MB, the model %.17g / %.17g", row_rd, row_wr,
+              want_rd / 1e6, want_wr / 1e6);
+    sg_model_destroy(m);
     /* a run reports its design's model beside the measured phases */
     snprintf(cmd, sizeof cmd,
              "'%s' bench --config '%s' --set data.crop_size=[32,48] --set train.batch_size=2 "
@@ -869,6 +1026,7 @@ int main(int argc, char **argv) {
     sg_log_set_level(SG_LOG_WARN);
     TEST_RUN(test_hand);
     TEST_RUN(test_sums);
+    TEST_RUN(test_follows);
     TEST_RUN(test_kinds);
     TEST_RUN(test_ops);
     TEST_RUN(test_unknown_kind);
