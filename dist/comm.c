@@ -542,6 +542,12 @@ fail:
     return NULL;
 }
 
+void sg_comm_quiesce(sg_comm *c) {
+    if (!c || !c->tr) return;
+    if (!c->broken) (void)flush_main(c); /* logged on failure */
+    if (c->tr->quiesce) c->tr->quiesce(c->tr);
+}
+
 void sg_comm_destroy(sg_comm *c) {
     if (!c) return;
     if (!c->broken) (void)flush_main(c); /* logged on failure */

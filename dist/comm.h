@@ -83,6 +83,14 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
 /* Leaves the job: a final barrier is NOT done here (call sg_comm_barrier
  * first when ranks must leave together). NULL is allowed. */
 void sg_comm_destroy(sg_comm *c);
+/* Teardown, before freeing device memory that collectives may have used:
+ * waits (dist.timeout_s at most) for the collectives still in flight on the
+ * device (NCCL: SyncBN's, enqueued on the compute stream), and once any
+ * collective failed aborts them instead, so that no kernel stays blocked on
+ * a dead peer and no later free, which waits for the device, can hang.
+ * Failures are logged (the communicator is broken afterwards). The
+ * communicator stays usable for sg_comm_destroy. NULL is allowed. */
+void sg_comm_quiesce(sg_comm *c);
 
 /* Getters: plain values, not statuses. */
 int sg_comm_rank(const sg_comm *c);

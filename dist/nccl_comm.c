@@ -8,8 +8,37 @@
  * ncclCommGetAsyncError until it completes or dist.timeout_s passes; then
  * that channel's communicator is aborted (ncclCommAbort) and the other
  * channel's thread aborts its own at its next call, so a dead or hung peer
- * never hangs this rank. The lifecycle (waits, failure, release exactly once)
- * is dist/nccl_state.c, tested on stubs; this file maps it to NCCL and CUDA.
+ * never hangs this rank. SG_CH_MAIN's enqueued SyncBN collectives have no
+ * thread waiting on them: the watchdog aborts that communicator as soon as
+ * either channel fails (else a SyncBN kernel could stay blocked on the
+ * compute stream, and every later cudaFree, which waits for the device,
+ * behind it). The lifecycle (waits, failure, release exactly once) is
+ * dist/nccl_state.c, tested on stubs; this file maps it to NCCL and CUDA.
+ *
+ * Two communicators used from two threads: NCCL's user guide ("Using
+ * multiple NCCL communicators concurrently",
+ * https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/communicators.html)
+ * warns that NCCL kernels block waiting for their peers and that any CUDA
+ * call may synchronise the device, so operations on different communicators
+ * need the same order on every rank or they can deadlock. The rule here:
+ * - each channel issues its collectives in one order, the same on every
+ *   rank (SG_CH_MAIN: the training loop's program order; SG_CH_GRAD: DDP's
+ *   bucket order);
+ * - the two streams wait for each other only at points of the step that
+ *   are the same on every rank (DDP: the comm stream after the compute
+ *   stream when a bucket is handed over, the compute stream after the comm
+ *   stream in sg_ddp_wait), so no rank's stream waits for a collective that
+ *   a peer orders after one that peer waits for;
+ * - both communicators are warmed up at creation by one small collective
+ *   each, SG_CH_MAIN then SG_CH_GRAD on every rank, before any training
+ *   thread exists, so NCCL's first-use setup (connections, buffers: device
+ *   allocations that may synchronise the device) does not happen while a
+ *   collective of the other communicator is in flight.
+ * Between SG_CH_MAIN's SyncBN collectives and SG_CH_GRAD's buckets during
+ * backward the host issue order is not the same across ranks (two threads);
+ * the stream waits above keep the device order consistent. Collectives
+ * that a larger size makes NCCL connect anew can still set up at first use;
+ * NCCL_RUNTIME_CONNECT=0 makes NCCL connect everything at creation.
  * Owns the communicators, the events and a scratch word for barriers. */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -196,6 +225,32 @@ static sg_status nc_barrier(sg_transport *t, int ch, char *err, size_t len) {
     return rc;
 }
 
+/* After a call on SG_CH_GRAD: a failure there (the shared flag raised)
+ * wakes the watchdog, which aborts SG_CH_MAIN's communicator. */
+static sg_status grad_done(nccl_impl *n, int ch, sg_status rc) {
+    if (ch == SG_CH_GRAD && rc != SG_OK) {
+        pthread_mutex_lock(&n->mu);
+        pthread_cond_signal(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+    }
+    return rc;
+}
+static sg_status nc_allreduce_ch(sg_transport *t, int ch, void *buf, size_t count, int dtype,
+                                 char *err, size_t len) {
+    return grad_done(t->impl, ch, nc_allreduce(t, ch, buf, count, dtype, err, len));
+}
+static sg_status nc_broadcast_ch(sg_transport *t, int ch, void *buf, size_t bytes, int root,
+                                 char *err, size_t len) {
+    return grad_done(t->impl, ch, nc_broadcast(t, ch, buf, bytes, root, err, len));
+}
+static sg_status nc_allgather_ch(sg_transport *t, int ch, const void *in, void *out, size_t bytes,
+                                 char *err, size_t len) {
+    return grad_done(t->impl, ch, nc_allgather(t, ch, in, out, bytes, err, len));
+}
+static sg_status nc_barrier_ch(sg_transport *t, int ch, char *err, size_t len) {
+    return grad_done(t->impl, ch, nc_barrier(t, ch, err, len));
+}
+
 /* ---- SyncBN's collectives, enqueued on the compute stream (SG_CH_MAIN) ----
  * Issued, an event recorded after them, and handed to the watchdog; the
  * host does not wait. flush waits for the last one (the communicator calls
@@ -265,6 +320,23 @@ static sg_status nc_flush(sg_transport *t, char *err, size_t len) {
     return rc;
 }
 
+/* Teardown, before device memory is freed: SG_CH_MAIN's enqueued
+ * collectives waited for (dist.timeout_s) while no channel failed, and its
+ * communicator aborted once one did, so no kernel stays blocked on the
+ * compute stream. */
+static void nc_quiesce(sg_transport *t) {
+    nccl_impl *n = t->impl;
+    pthread_mutex_lock(&n->mu);
+    char err[512] = "";
+    if (n->pending && n->st.comm[SG_CH_MAIN] && !atomic_load(&n->st.failed) &&
+        sg_ncs_wait(&n->st, SG_CH_MAIN, SG_NCS_DONE, n->done[SG_CH_MAIN],
+                    "SyncBN collectives (enqueued) at teardown", err, sizeof err) != SG_OK)
+        SG_ERROR("rank %d: %s", n->rank, err);
+    n->pending = 0;
+    if (atomic_load(&n->st.failed) && n->st.comm[SG_CH_MAIN]) sg_ncs_fail(&n->st, SG_CH_MAIN);
+    pthread_mutex_unlock(&n->mu);
+}
+
 static long nc_poll_sleeps(sg_transport *t, int ch) {
     nccl_impl *n = t->impl;
     return atomic_load(&n->st.sleeps[ch]);
@@ -275,15 +347,26 @@ static long nc_poll_sleeps(sg_transport *t, int ch) {
  * training thread goes on issuing work); past dist.timeout_s, or on an
  * asynchronous NCCL or CUDA error, aborts that communicator, which ends the
  * blocked kernels, so the training thread's next wait on the stream fails
- * instead of hanging. */
+ * instead of hanging. Once either channel failed (SG_CH_GRAD's thread
+ * signals it), aborts that communicator at once: its enqueued collectives
+ * wait for peers that may never come, and nothing else would end them. */
 static void *watchdog(void *arg) {
     nccl_impl *n = arg;
     if (cudaSetDevice(n->device) != cudaSuccess) (void)cudaGetLastError();
     pthread_mutex_lock(&n->mu);
     while (!n->stop) {
-        if (!n->pending || !n->st.comm[SG_CH_MAIN] || atomic_load(&n->st.failed)) {
-            n->pending = n->pending && n->st.comm[SG_CH_MAIN] && !atomic_load(&n->st.failed);
-            if (!n->pending) pthread_cond_wait(&n->cv, &n->mu);
+        if (atomic_load(&n->st.failed)) {
+            if (n->st.comm[SG_CH_MAIN]) {
+                SG_WARN("rank %d: NCCL: a collective failed; aborting the SyncBN communicator "
+                        "too, so that no collective stays blocked on the compute stream",
+                        n->rank);
+                sg_ncs_fail(&n->st, SG_CH_MAIN);
+            }
+            n->pending = 0;
+        }
+        if (!n->pending || !n->st.comm[SG_CH_MAIN]) {
+            n->pending = 0;
+            pthread_cond_wait(&n->cv, &n->mu);
             continue;
         }
         char why[256] = "";
@@ -370,11 +453,12 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
     t->name = "nccl";
     t->device_memory = 1;
     t->impl = n;
-    t->allreduce = nc_allreduce;
-    t->broadcast = nc_broadcast;
-    t->allgather = nc_allgather;
-    t->barrier = nc_barrier;
+    t->allreduce = nc_allreduce_ch;
+    t->broadcast = nc_broadcast_ch;
+    t->allgather = nc_allgather_ch;
+    t->barrier = nc_barrier_ch;
     t->destroy = nc_destroy;
+    t->quiesce = nc_quiesce;
     t->allreduce_enqueue = nc_allreduce_enqueue;
     t->allgather_enqueue = nc_allgather_enqueue;
     t->flush = nc_flush;
@@ -452,6 +536,17 @@ sg_transport *sg_transport_nccl_create(sg_store *store, struct sg_backend *be, i
             return NULL;
         }
     }
+    /* the warm-up (the order rule at the top): one collective per
+     * communicator, SG_CH_MAIN then SG_CH_GRAD, on every rank, before any
+     * thread of ours uses either */
+    for (int ch = 0; ch < SG_CH_COUNT; ch++)
+        if (nc_barrier_raw(t, ch, err, sizeof err) != SG_OK) {
+            SG_ERROR("rank %d: NCCL setup: the first collective on the %s communicator failed: "
+                     "%s. See the other ranks' logs (a rank that died or never joined).",
+                     rank, ch == SG_CH_MAIN ? "SyncBN" : "gradient", err);
+            init_fail(t);
+            return NULL;
+        }
     /* born with the stop signals blocked, as every helper thread */
     sigset_t old;
     sg_sigmask_block_all(&old);

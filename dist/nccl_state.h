@@ -8,7 +8,10 @@
  *   thread) and, once both are done, by sg_ncs_shutdown;
  * - a failure on one channel aborts that channel's communicator only and
  *   raises the shared `failed` flag; the other channel's thread sees the flag
- *   at its next call or while it polls, and aborts its own communicator;
+ *   at its next call or while it polls, and aborts its own communicator
+ *   (SG_CH_MAIN's collectives that were only enqueued have no thread
+ *   polling: dist/nccl_comm.c's watchdog aborts that communicator once the
+ *   flag is up, and its teardown does before any device memory is freed);
  * - a communicator is released exactly once (finalize + destroy when no
  *   channel failed, else abort) and its handle is cleared, so nothing is
  *   called on it afterwards.

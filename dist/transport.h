@@ -51,6 +51,12 @@ struct sg_transport {
     /* Optional: times the calling thread slept in a poll loop waiting on
      * channel ch so far (NULL: the transport's waits never sleep-poll). */
     long (*poll_sleeps)(sg_transport *t, int ch);
+    /* Optional (NULL: nothing is ever left in flight): at teardown, from the
+     * training thread, before device memory is freed. Ends what is still in
+     * flight on SG_CH_MAIN: waits for it (timeout) while no channel failed,
+     * aborts it once one did, so that no device work stays blocked on a
+     * peer. Logged on failure. */
+    void (*quiesce)(sg_transport *t);
 };
 
 size_t sg_dtype_size(int dtype);

@@ -201,6 +201,9 @@ sg_status sg_train_core_setup(sg_train_core *c, const sg_config *cfg) {
 }
 
 void sg_train_core_close(sg_train_core *c) {
+    /* first: after a failure a collective may still block the device, and
+     * each free below waits for the device (dist/comm.h) */
+    sg_comm_quiesce(c->comm);
     if (c->slot)
         for (int k = 0; k < c->K; k++) {
             if (c->slot[k].img) c->be->ops->free(c->be, c->slot[k].img);

@@ -15,7 +15,8 @@
  *                  points in an adversarial order, events, graphs
  *   fake_cudnn.cc  the cuDNN API the project calls: a naive convolution
  *                  accumulated in double, and cuDNN 9's refusals
- *   fake_nccl.cc   NCCL for one rank
+ *   fake_nccl.cc   NCCL for one rank, whose peers can be made to die (a
+ *                  test's switch): collectives then hang until aborted
  *   race.cc        ThreadSanitizer's entry points, reimplemented: two threads
  *                  of a block touching one __shared__ byte between two
  *                  barriers (one of them writing) is a fault
@@ -80,6 +81,13 @@ struct sg_emu_use {
 };
 cudaError_t sg_emu_enqueue(cudaStream_t s, const char *what, std::vector<sg_emu_use> uses,
                            std::function<void()> work);
+/* The same for work that may not start before `gate` returns true (called
+ * under the device lock whenever the device looks for work to run): a
+ * collective waiting for its peers. While its gate is shut, what waits for
+ * it waits with the device lock released (another host thread must open
+ * it, e.g. by ncclCommAbort), and cudaEventQuery says cudaErrorNotReady. */
+cudaError_t sg_emu_enqueue_gated(cudaStream_t s, const char *what, std::vector<sg_emu_use> uses,
+                                 std::function<bool()> gate, std::function<void()> work);
 
 /* Runs every piece of queued work that `s` depends on and then s's own
  * (s NULL: the whole device). */

@@ -9,7 +9,15 @@
  * issued on the communication stream without waiting for the compute work
  * that wrote its buffer is a fault even though one rank's sum is the value
  * itself.
+ *
+ * A test can make the other ranks die (fake_nccl.h): the collectives are
+ * then gated work (emu_device.h) that never starts, as a real NCCL kernel
+ * spins for a peer that will never send, until ncclCommAbort of their
+ * communicator ends them (their output left as it was).
  */
+#include "tests/cuda_emu/fake_nccl.h"
+
+#include <memory>
 #include <nccl.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,9 +27,16 @@
 
 struct ncclComm {
     int nranks, rank, device;
-    bool aborted;
+    int index; /* creation order in this process */
+    /* set by ncclCommAbort; shared with the collectives still queued */
+    std::shared_ptr<bool> aborted;
     std::string last;
 };
+
+/* under the device lock */
+static bool peers_dead;
+static unsigned peers_seen_by;
+static int comms_made;
 
 static size_t type_size(ncclDataType_t t) {
     switch (t) {
@@ -56,14 +71,18 @@ static ncclResult_t copy_collective(const char *what, const void *in, void *out,
                                     ncclComm_t comm, cudaStream_t stream) {
     sg_emu_guard g;
     if (!comm) return ncclInvalidArgument;
-    if (comm->aborted) return ncclInvalidUsage;
     if (check_buf(comm, what, in, bytes) != ncclSuccess ||
         check_buf(comm, what, out, bytes) != ncclSuccess)
         return ncclInvalidArgument;
     std::vector<sg_emu_use> uses{sg_emu_use{in, bytes, 0}, sg_emu_use{out, bytes, 1}};
-    cudaError_t e = sg_emu_enqueue(stream, what, uses, [in, out, bytes] {
-        if (in != out) memmove(out, in, bytes);
-    });
+    std::shared_ptr<bool> aborted = comm->aborted;
+    /* with the peers dead it never starts until aborted, and then ends
+     * without a result */
+    cudaError_t e = sg_emu_enqueue_gated(
+        stream, what, uses, [aborted] { return *aborted || !peers_dead; },
+        [in, out, bytes, aborted] {
+            if (!*aborted && in != out) memmove(out, in, bytes);
+        });
     return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
@@ -111,6 +130,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
     ncclComm *c = new ncclComm();
     c->nranks = nranks;
     c->rank = rank;
+    c->index = comms_made++;
+    c->aborted = std::make_shared<bool>(false);
     cudaGetDevice(&c->device);
     *comm = c;
     return ncclSuccess;
@@ -121,8 +142,14 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async) {
+    sg_emu_guard g;
     if (!comm) return ncclInvalidArgument;
     *async = sg_emu_sticky() != cudaSuccess ? ncclUnhandledCudaError : ncclSuccess;
+    if (*async == ncclSuccess && peers_dead && comm->index < 32 &&
+        (peers_seen_by >> comm->index & 1u)) {
+        comm->last = "the other ranks died (emulated: sg_emu_nccl_kill_peers)";
+        *async = ncclRemoteError;
+    }
     return ncclSuccess;
 }
 
@@ -132,6 +159,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    sg_emu_guard g;
+    if (comm) *comm->aborted = true; /* its queued collectives may run now, emptily */
     delete comm;
     return ncclSuccess;
 }
@@ -155,6 +184,12 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
     size_t es = type_size(type);
     if (!es) return ncclInvalidArgument;
     return copy_collective("ncclAllGather", send, recv, count * es, comm, stream);
+}
+
+void sg_emu_nccl_kill_peers(unsigned seen_by) {
+    sg_emu_guard g;
+    peers_dead = true;
+    peers_seen_by = seen_by;
 }
 
 } // extern "C"

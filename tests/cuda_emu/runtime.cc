@@ -17,7 +17,12 @@
  * one picked by SG_EMU_STREAMS: by default the most recently issued, so work
  * that should have waited for another stream and did not runs before what
  * it needed. Events carry the generation of their latest record; a wait
- * holds its stream until that record has run.
+ * holds its stream until that record has run. Gated work (a collective
+ * whose peers have not joined) holds its stream until its gate opens, which
+ * only another host thread can make happen (ncclCommAbort): a
+ * synchronisation that needs it waits with the device lock released, as a
+ * GPU's cudaFree waits behind a stuck NCCL kernel, and an event query
+ * answers not ready.
  *
  * Ordering check: every piece of work gets a vector clock when issued
  * (stream order, event waits, and host synchronisation: what the host has
@@ -42,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <string>
+#include <time.h>
 #include <vector>
 
 #include "tests/cuda_emu/emu_device.h"
@@ -51,6 +57,7 @@ void sg_emu_set_launch_error(cudaError_t e);
 namespace {
 
 pthread_mutex_t mu;
+thread_local int mu_depth; /* this thread's holds of the recursive lock */
 pthread_once_t mu_once = PTHREAD_ONCE_INIT;
 void mu_init() {
     pthread_mutexattr_t a;
@@ -195,6 +202,7 @@ struct work_t {
     std::function<void()> fn;
     event_t *ev;
     uint64_t gen;
+    std::function<bool()> gate; /* W_WORK that may not start yet (empty: none) */
 };
 struct capture_t {
     pthread_t thread;
@@ -324,7 +332,30 @@ void run_work(work_t &w) {
     }
 }
 
-bool runnable(const work_t &w) { return w.kind != W_WAIT || !w.ev->pending.count(w.gen); }
+bool runnable(const work_t &w) {
+    if (w.kind == W_WORK) return !w.gate || w.gate();
+    return w.kind != W_WAIT || !w.ev->pending.count(w.gen);
+}
+
+/* Some stream's next work is gated shut: only another host thread can let
+ * the device go on. */
+bool gated_shut() {
+    for (stream_t *s : streams)
+        if (!s->q.empty() && s->q.front().kind == W_WORK && s->q.front().gate &&
+            !s->q.front().gate())
+            return true;
+    return false;
+}
+
+/* Lets the other host threads in for about a millisecond (the device lock
+ * released however deep this thread holds it), then takes it back. */
+void wait_outside() {
+    int depth = mu_depth;
+    for (int i = 0; i < depth; i++) sg_emu_unlock();
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+    for (int i = 0; i < depth; i++) sg_emu_lock();
+}
 
 /* Runs one runnable head; false when none. */
 bool step() {
@@ -349,6 +380,10 @@ bool step() {
 template <class Done> void drain_until(Done done, const char *what) {
     while (!done())
         if (!step()) {
+            if (gated_shut()) { /* a collective waits for its peers: so does the host */
+                wait_outside();
+                continue;
+            }
             fprintf(stderr,
                     "emulated CUDA device: %s can never complete (a wait on an event "
                     "whose record cannot run)\n",
@@ -420,8 +455,12 @@ cudaError_t ret_async(cudaError_t e) { return ret(sticky != cudaSuccess ? sticky
 void sg_emu_lock(void) {
     pthread_once(&mu_once, mu_init);
     pthread_mutex_lock(&mu);
+    mu_depth++;
 }
-void sg_emu_unlock(void) { pthread_mutex_unlock(&mu); }
+void sg_emu_unlock(void) {
+    mu_depth--;
+    pthread_mutex_unlock(&mu);
+}
 
 sg_emu_mem sg_emu_classify(const void *p, size_t bytes, const void **base, size_t *size) {
     sg_emu_guard g;
@@ -437,6 +476,11 @@ sg_emu_mem sg_emu_classify(const void *p, size_t bytes, const void **base, size_
 
 cudaError_t sg_emu_enqueue(cudaStream_t s, const char *what, std::vector<sg_emu_use> uses,
                            std::function<void()> work) {
+    return sg_emu_enqueue_gated(s, what, std::move(uses), nullptr, std::move(work));
+}
+
+cudaError_t sg_emu_enqueue_gated(cudaStream_t s, const char *what, std::vector<sg_emu_use> uses,
+                                 std::function<bool()> gate, std::function<void()> work) {
     sg_emu_guard g;
     stream_t *st = stream_of(s);
     if (!st->live) return cudaErrorInvalidResourceHandle;
@@ -445,6 +489,7 @@ cudaError_t sg_emu_enqueue(cudaStream_t s, const char *what, std::vector<sg_emu_
     w.what = what;
     w.uses = std::move(uses);
     w.fn = std::move(work);
+    w.gate = std::move(gate);
     return issue(st, std::move(w));
 }
 
@@ -783,12 +828,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 }
 
 /* A query is a point where the device makes progress: it runs what the
- * event waits for (the host polls in a loop; a GPU would get there). */
+ * event waits for (the host polls in a loop; a GPU would get there), unless
+ * that is behind gated work: then not ready. */
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     sg_emu_guard g;
     event_t *ev = (event_t *)e;
     if (!ev) return ret(cudaErrorInvalidResourceHandle);
     if (thread_capturing()) return ret(refuse_in_capture("cudaEventQuery"));
+    uint64_t gen = ev->recorded;
+    while (ev->pending.count(gen) && step()) {}
+    if (ev->pending.count(gen) && gated_shut()) /* not an error: not recorded as the last */
+        return sticky != cudaSuccess ? ret(sticky) : cudaErrorNotReady;
     event_done(ev);
     return ret_async(cudaSuccess);
 }
