@@ -19,6 +19,7 @@
  *   relu_*, add, scale, axpy, sumsq: count, acc, relu, inplace, alpha, in, want
  *   dropout_*: count, p, key, acc
  *   sgd_step: count, sgd, in (param), in2 (gradients), want (param per step)
+ *   sgd_multi_step: count (the first tensor's; six more of fixed sizes), sgd
  *   normalize_u8: n h w
  *   maxpool_*, resize_*, concat_*: n c h w, oh ow, c_dst c_off, acc, fill lo hi,
  *     in, want (maxpool_fwd: the argmax indices)
@@ -92,6 +93,8 @@ void run_sumsq(tb_ctx *t, const tb_case *c);
 void run_dropout_fwd(tb_ctx *t, const tb_case *c);
 void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
+/* run_optim.c */
+void run_sgd_multi_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
 
 /* run_gate.c: hardswish, hardsigmoid, sigmoid (count, lo hi, acc, inplace,
