@@ -298,6 +298,16 @@ typedef struct sg_ops {
                         int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum);
+    /* ce_weighted with no result on the host, so nothing waits for the
+     * device (the training step reads its losses once, at its end): the
+     * loss sum s = sum_p w_p * loss_p, the double ce_weighted returns, is
+     * added on the compute stream to a double in backend memory,
+     * *acc = *acc + (s / div1) / div2 (acc NULL: not added). dlogits as
+     * ce_weighted's, bit for bit; the weight sum is not kept. */
+    void (*ce_weighted_acc)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                            int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                            float sel_below, float grad_scale, float *dlogits, double *acc,
+                            double div1, double div2);
     /* prob[p] = softmax(logits[:, p])[y_p] with ce_fwd_bwd's arithmetic
      * (e[y] / sum), +INFINITY where the label is ignored (== ignore or >= c).
      * prob [n*hw] must not alias logits. */
@@ -517,7 +527,7 @@ typedef struct sg_ops {
     X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
     X(dropout_fwd) X(dropout_bwd)                                                        \
     X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
-    X(ce_weighted) X(ce_label_prob) X(kth_smallest)                                      \
+    X(ce_weighted) X(ce_weighted_acc) X(ce_label_prob) X(kth_smallest)                  \
     X(sgd_step) X(sgd_multi_plan) X(sgd_multi_step) X(sgd_multi_free)                    \
     X(normalize_u8) X(sumsq)                                                             \
     X(flip_w) X(softmax_fwd)                                                             \

@@ -29,7 +29,8 @@
  *   flip_w: n c h w, in, want; softmax_fwd: n c h w, lo hi, acc, in, want
  *   ce_weighted: as ce_fwd_bwd, plus in2 (class weights; NULL: drawn in [0, 2)
  *     with class 1 at 0) and p (> 0: selection keys drawn in [0, 1), selected
- *     below p); want = loss sum, weight sum, dlogits. ce_label_prob: n c h w, lo hi,
+ *     below p); want = loss sum, weight sum, dlogits. ce_weighted_acc: n c h w,
+ *     lo hi, grad_scale, acc (class weights drawn), p (selection), count (div2). ce_label_prob: n c h w, lo hi,
  *     ignore, labels. kth_smallest: count, fill lo hi, in (else every 7th
  *     +inf, some -0 and +0), nine ranks each.
  *   memory, upload_async, bind_thread: count (bytes / floats)
@@ -93,6 +94,8 @@ void run_sumsq(tb_ctx *t, const tb_case *c);
 void run_dropout_fwd(tb_ctx *t, const tb_case *c);
 void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
+/* run_loss_acc.c */
+void run_ce_weighted_acc(tb_ctx *t, const tb_case *c);
 /* run_optim.c */
 void run_sgd_multi_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
