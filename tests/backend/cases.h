@@ -94,8 +94,6 @@ void run_sumsq(tb_ctx *t, const tb_case *c);
 void run_dropout_fwd(tb_ctx *t, const tb_case *c);
 void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
-/* run_loss_acc.c */
-void run_ce_weighted_acc(tb_ctx *t, const tb_case *c);
 /* run_optim.c */
 void run_sgd_multi_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
@@ -129,6 +127,7 @@ void run_concat_fwd(tb_ctx *t, const tb_case *c);
 void run_concat_bwd(tb_ctx *t, const tb_case *c);
 
 /* run_loss.c */
+void run_ce_weighted_acc(tb_ctx *t, const tb_case *c);
 void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c);
 void run_ce_weighted(tb_ctx *t, const tb_case *c);
 void run_ce_label_prob(tb_ctx *t, const tb_case *c);
