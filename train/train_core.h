@@ -20,7 +20,8 @@
  * sg_train_core_loader makes the training loader both use.
  *
  * sg_train_step is one optimizer step on micro-batches already uploaded to
- * the slots: one all-reduce of (valid pixels, images[, pixels per class]),
+ * the slots, or staged in their host memory (it uploads those itself, each
+ * while the one before computes): one all-reduce of (valid pixels, images[, pixels per class]),
  * then per micro-batch normalize_u8, forward(train, key(seed, iter, micro,
  * rank, DROPOUT)), the loss on out and aux (loss_norm global: grad scale
  * world/D with D the step's global valid pixels, or with class weights the

@@ -1,4 +1,4 @@
-/* train/train_step.c - one optimizer step on uploaded micro-batches
+/* train/train_step.c - one optimizer step on uploaded or staged micro-batches
  * (sg_train_step, see train/train_core.h), with optional per-phase hooks for
  * the benchmark. */
 #include <stddef.h>
