@@ -38,7 +38,8 @@
  *    same bytes in both), per-pixel tensors ([n, hw]: labels, predictions,
  *    ce_label_prob, maxpool indices, which are plane positions y*w + x), and
  *    the uint8 HWC images normalize_u8 reads. Purely elementwise ops (relu,
- *    add, scale, axpy, the gates, dropout_bwd, sgd_step, sumsq) do not care.
+ *    add, scale, axpy, the gates, dropout_bwd, sgd_step, sgd_multi_step, sumsq)
+ *    do not care.
  *    Every op's result is the same in both layouts up to where it stores an
  *    element (bit for bit where the op promises bits; the convolutions
  *    within their tolerance, as a library may sum in another order).
@@ -98,6 +99,18 @@ static inline int sg_conv_desc_init(sg_conv_desc *d) {
     d->ow = (d->w + 2 * d->pad_w - d->dil_w * (d->s - 1) - 1) / d->stride_w + 1;
     return (d->oh > 0 && d->ow > 0) ? 0 : -1;
 }
+
+/* One tensor of the fused optimizer step (sgd_multi_plan): parameter,
+ * gradient and momentum buffer (NULL without momentum), count floats each,
+ * stepped at the learning rate of its group (0 <= group < SG_SGD_GROUPS). */
+typedef struct sg_sgd_tensor {
+    float *param;
+    const float *grad;
+    float *buf;
+    size_t count;
+    int group;
+} sg_sgd_tensor;
+enum { SG_SGD_GROUPS = 4 };
 
 typedef struct sg_ops {
     const char *name; /* "cpu", "cuda" */
@@ -285,6 +298,16 @@ typedef struct sg_ops {
                         int hw, int ignore, const float *class_w, const float *sel_key,
                         float sel_below, float grad_scale, float *dlogits, double *loss_sum,
                         double *weight_sum);
+    /* ce_weighted with no result on the host, so nothing waits for the
+     * device (the training step reads its losses once, at its end): the
+     * loss sum s = sum_p w_p * loss_p, the double ce_weighted returns, is
+     * added on the compute stream to a double in backend memory,
+     * *acc = *acc + (s / div1) / div2 (acc NULL: not added). dlogits as
+     * ce_weighted's, bit for bit; the weight sum is not kept. */
+    void (*ce_weighted_acc)(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                            int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                            float sel_below, float grad_scale, float *dlogits, double *acc,
+                            double div1, double div2);
     /* prob[p] = softmax(logits[:, p])[y_p] with ce_fwd_bwd's arithmetic
      * (e[y] / sum), +INFINITY where the label is ignored (== ignore or >= c).
      * prob [n*hw] must not alias logits. */
@@ -302,6 +325,18 @@ typedef struct sg_ops {
      * p -= lr*d. */
     void (*sgd_step)(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
                      float lr, float momentum, float dampening, float wd, int nesterov, int first);
+    /* sgd_step over many tensors at once: the optimizer's whole step as one
+     * pass (CUDA: one kernel launch, whatever the number of tensors).
+     * sgd_multi_plan takes the n tensors once (built before the steps: it
+     * may allocate and copy; the rows must not overlap) and returns the
+     * plan; sgd_multi_step updates every row as sgd_step would, with lr =
+     * lr[row.group]: the same bits as one sgd_step per row. A plan stays
+     * valid while its tensors live; sgd_multi_free releases it (NULL:
+     * nothing). */
+    void *(*sgd_multi_plan)(sg_backend *be, const sg_sgd_tensor *t, int n);
+    void (*sgd_multi_step)(sg_backend *be, void *plan, const float lr[SG_SGD_GROUPS],
+                           float momentum, float dampening, float wd, int nesterov, int first);
+    void (*sgd_multi_free)(sg_backend *be, void *plan);
 
     /* ---- input ---- */
     /* src uint8 [n, h, w, 3] (HWC) -> dst float [n, 3, h, w], (v/255 - mean)/std. */
@@ -350,7 +385,7 @@ typedef struct sg_ops {
      * derived copies of weights (the bf16 weight copies of
      * train.precision bf16, kernels/weight_cache.h) and drop the ones made
      * from that range. Writes through the ops (upload, upload_async, copy,
-     * zero, scale, axpy, sgd_step) need no such call: they do it
+     * zero, scale, axpy, sgd_step, sgd_multi_step) need no such call: they do it
      * themselves. Cheap when the range holds no weights. */
     void (*mem_written)(sg_backend *be, const void *p, size_t bytes);
 
@@ -492,8 +527,9 @@ typedef struct sg_ops {
     X(resize_bwd) X(concat_fwd) X(concat_bwd)                                            \
     X(dropout_fwd) X(dropout_bwd)                                                        \
     X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
-    X(ce_weighted) X(ce_label_prob) X(kth_smallest)                                      \
-    X(sgd_step) X(normalize_u8) X(sumsq)                                                 \
+    X(ce_weighted) X(ce_weighted_acc) X(ce_label_prob) X(kth_smallest)                  \
+    X(sgd_step) X(sgd_multi_plan) X(sgd_multi_step) X(sgd_multi_free)                    \
+    X(normalize_u8) X(sumsq)                                                             \
     X(flip_w) X(softmax_fwd)                                                             \
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \
     X(bind_thread)                                                                       \

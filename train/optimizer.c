@@ -35,6 +35,32 @@ static sg_status check_prefixes_used(const sg_opt_param *params, int n,
     return SG_OK;
 }
 
+/* The fused step's plan over the trained tensors (frozen ones left out),
+ * one learning-rate group per distinct lr_mult, in order of appearance. */
+static sg_status build_plan(sg_sgd *opt) {
+    sg_sgd_tensor *rows = calloc((size_t)(opt->n ? opt->n : 1), sizeof *rows);
+    SG_CHECK(rows != NULL, "out of memory for %d optimizer rows", opt->n);
+    int nr = 0;
+    for (int i = 0; i < opt->n; i++) {
+        const sg_sgd_entry *e = &opt->e[i];
+        if (e->frozen) continue;
+        int g = 0;
+        while (g < opt->n_groups && opt->group_mult[g] != e->lr_mult) g++;
+        if (g == opt->n_groups) {
+            /* 1.0 and train.head_lr_mult: two at most today */
+            SG_CHECK(g < SG_SGD_GROUPS,
+                     "more than %d learning-rate multipliers among the parameters (internal "
+                     "error: train.head_lr_mult gives two)",
+                     SG_SGD_GROUPS);
+            opt->group_mult[opt->n_groups++] = e->lr_mult;
+        }
+        rows[nr++] = (sg_sgd_tensor){e->param, e->grad, e->buf, e->count, g};
+    }
+    opt->plan = opt->be->ops->sgd_multi_plan(opt->be, rows, nr);
+    free(rows);
+    return SG_OK;
+}
+
 sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, int n,
                       const sg_train_cfg *t) {
     memset(opt, 0, sizeof *opt);
@@ -73,11 +99,12 @@ sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, i
         if (e->lr_mult != 1.0) opt->n_head++;
         if (opt->momentum != 0.0) e->buf = be->ops->alloc(be, e->count * sizeof(float));
     }
-    return SG_OK;
+    return build_plan(opt);
 }
 
 void sg_sgd_free(sg_sgd *opt) {
     if (!opt->e) return;
+    if (opt->plan) opt->be->ops->sgd_multi_free(opt->be, opt->plan);
     for (int i = 0; i < opt->n; i++)
         if (opt->e[i].buf) opt->be->ops->free(opt->be, opt->e[i].buf);
     free(opt->e);
@@ -85,14 +112,12 @@ void sg_sgd_free(sg_sgd *opt) {
 }
 
 void sg_sgd_step(sg_sgd *opt, double lr) {
-    for (int i = 0; i < opt->n; i++) {
-        sg_sgd_entry *e = &opt->e[i];
-        if (e->frozen) continue;
-        opt->be->ops->sgd_step(opt->be, e->param, e->grad, e->buf, e->count,
-                               (float)(lr * e->lr_mult), (float)opt->momentum,
-                               (float)opt->dampening, (float)opt->weight_decay, opt->nesterov,
-                               !opt->initialized);
-    }
+    /* each group's rate rounded as sgd_step per tensor had it: (float)(lr * mult) */
+    float lr_g[SG_SGD_GROUPS] = {0};
+    for (int g = 0; g < opt->n_groups; g++) lr_g[g] = (float)(lr * opt->group_mult[g]);
+    opt->be->ops->sgd_multi_step(opt->be, opt->plan, lr_g, (float)opt->momentum,
+                                 (float)opt->dampening, (float)opt->weight_decay, opt->nesterov,
+                                 !opt->initialized);
     opt->initialized = 1;
 }
 

@@ -5,7 +5,8 @@
  *
  * A parameter is also frozen when its sg_opt_param says so (the model's
  * registry is the authority; the prefixes only add to it).
- * Owns the momentum buffers (device memory from the backend). A prefix
+ * Owns the momentum buffers (device memory from the backend) and the
+ * backend's plan of the fused step (sgd_multi_plan). A prefix
  * matches whole name components: "encoder.layer1" matches
  * "encoder.layer1.0.conv1.weight" but not "encoder.layer10.x".
  */
@@ -43,6 +44,11 @@ typedef struct sg_sgd {
     int nesterov;
     int initialized; /* 0 until the first step filled the momentum buffers */
     int n_frozen, n_head;
+    /* the backend's fused step over the trained tensors (sgd_multi_plan),
+     * and the lr multiplier of each of its groups */
+    void *plan;
+    double group_mult[SG_SGD_GROUPS];
+    int n_groups;
 } sg_sgd;
 
 /* 1 if name equals prefix or starts with prefix followed by '.'. */
@@ -57,7 +63,9 @@ sg_status sg_sgd_init(sg_sgd *opt, sg_backend *be, const sg_opt_param *params, i
                       const sg_train_cfg *t);
 void sg_sgd_free(sg_sgd *opt);
 
-/* One optimizer step at base learning rate lr over every non-frozen parameter. */
+/* One optimizer step at base learning rate lr over every non-frozen
+ * parameter: one sgd_multi_step (one kernel launch on CUDA), the same bits
+ * as sgd_step per parameter at (float)(lr * lr_mult). */
 void sg_sgd_step(sg_sgd *opt, double lr);
 
 /* Index of the entry named name, or -1. */

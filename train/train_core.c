@@ -162,6 +162,8 @@ sg_status sg_train_core_attach(sg_train_core *c) {
     for (int k = 0; k < c->K; k++) {
         c->slot[k].img = c->be->ops->alloc(c->be, px * 3);
         c->slot[k].lab = c->be->ops->alloc(c->be, px);
+        c->slot[k].img_host = c->be->ops->host_alloc(c->be, px * 3);
+        c->slot[k].lab_host = c->be->ops->host_alloc(c->be, px);
     }
     const sg_train_cfg *t = &c->cfg->train;
     if (t->n_class_weights > 0) { /* validated: one per class, finite, >= 0 */
@@ -169,6 +171,8 @@ sg_status sg_train_core_attach(sg_train_core *c) {
         c->class_w = c->be->ops->alloc(c->be, (size_t)c->C * sizeof(float));
         c->be->ops->upload(c->be, c->class_w, c->class_w_host, (size_t)c->C * sizeof(float));
     }
+    c->loss_acc = c->be->ops->alloc(c->be, 2 * sizeof(double));
+    c->loss_host = c->be->ops->host_alloc(c->be, 2 * sizeof(double));
     c->ohem_thresh = (float)t->ohem_thresh;
     if (c->ohem_thresh > 0) c->ohem_prob = c->be->ops->alloc(c->be, px * sizeof(float));
     if (c->class_w || c->ohem_prob) {
@@ -208,12 +212,17 @@ void sg_train_core_close(sg_train_core *c) {
         for (int k = 0; k < c->K; k++) {
             if (c->slot[k].img) c->be->ops->free(c->be, c->slot[k].img);
             if (c->slot[k].lab) c->be->ops->free(c->be, c->slot[k].lab);
+            if (c->slot[k].img_host) c->be->ops->host_free(c->be, c->slot[k].img_host);
+            if (c->slot[k].lab_host) c->be->ops->host_free(c->be, c->slot[k].lab_host);
         }
     free(c->slot);
     c->slot = NULL;
     if (c->class_w) c->be->ops->free(c->be, c->class_w);
     if (c->ohem_prob) c->be->ops->free(c->be, c->ohem_prob);
+    if (c->loss_acc) c->be->ops->free(c->be, c->loss_acc);
+    if (c->loss_host) c->be->ops->host_free(c->be, c->loss_host);
     c->class_w = c->ohem_prob = NULL;
+    c->loss_acc = c->loss_host = NULL;
     free(c->lab_host);
     free(c->counts);
     c->lab_host = NULL;

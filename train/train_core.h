@@ -20,7 +20,8 @@
  * sg_train_core_loader makes the training loader both use.
  *
  * sg_train_step is one optimizer step on micro-batches already uploaded to
- * the slots: one all-reduce of (valid pixels, images[, pixels per class]),
+ * the slots, or staged in their host memory (it uploads those itself, each
+ * while the one before computes): one all-reduce of (valid pixels, images[, pixels per class]),
  * then per micro-batch normalize_u8, forward(train, key(seed, iter, micro,
  * rank, DROPOUT)), the loss on out and aux (loss_norm global: grad scale
  * world/D with D the step's global valid pixels, or with class weights the
@@ -31,9 +32,13 @@
  * takes every valid pixel. The denominator D does not depend on the
  * selection (mmseg's, with avg_non_ignore: the unselected pixels add 0 to
  * the sum but still count), so it is known before the first forward and
- * the step stays exact across ranks and micro-batches. With class weights
+ * the step stays exact across ranks and micro-batches. The loss ops
+ * (ce_weighted_acc) add their sums on the device; the step reads them once,
+ * after the optimizer (one wait for the device a step, where there were two
+ * a micro-batch). With class weights
  * or OHEM each micro-batch's labels are downloaded once to count them per
- * class (B x crop bytes). DDP sync on the last micro-batch,
+ * class (B x crop bytes), and OHEM reads its threshold back (kth_smallest).
+ * DDP sync on the last micro-batch,
  * backward (accumulating after the first); sg_ddp_wait, sg_sgd_step(lr), and
  * one f64 all-reduce of (main loss, aux loss, stop flag), so every rank gets
  * the same global loss and stop decision.
@@ -58,9 +63,16 @@
 enum { SG_PH_DATA, SG_PH_FWD, SG_PH_LOSS, SG_PH_BWD, SG_PH_COMM, SG_PH_OPT, SG_PH_N };
 
 /* One micro-batch on the device: n images of h x w (RGB u8, HWC) and their
- * labels; valid = label pixels that are not data.ignore_index. */
+ * labels; valid = label pixels that are not data.ignore_index.
+ * img_host / lab_host: host_alloc memory of the same size (pinned on CUDA).
+ * staged = 1: the micro-batch is there, not yet on the device, and
+ * sg_train_step uploads it (upload_async on the copy stream: micro-batch
+ * k + 1 travels while k computes); the host copies stay untouched until
+ * the step returns. staged = 0: img / lab hold it already. */
 typedef struct sg_micro_batch {
     uint8_t *img, *lab;
+    uint8_t *img_host, *lab_host;
+    int staged;
     int n, h, w;
     int64_t valid;
 } sg_micro_batch;
@@ -76,8 +88,9 @@ typedef struct sg_train_core {
     int B, K, C, crop_h, crop_w; /* batch_size, accum_steps, classes, crop */
     int global_norm;             /* train.loss_norm == global */
     float mean[3], std[3];
-    sg_micro_batch *slot;              /* [K]: img/lab sized for B x crop; the caller
-                                     uploads into them and sets n, h, w, valid */
+    sg_micro_batch *slot;              /* [K]: img/lab (and their host twins) sized
+                                     for B x crop; the caller uploads into them,
+                                     or stages (staged = 1), and sets n, h, w, valid */
     const volatile sig_atomic_t *stop; /* set before open (or NULL): a stop
                                      signal's flag, which ends joining the
                                      other ranks at once (dist/comm.h) */
@@ -88,6 +101,10 @@ typedef struct sg_train_core {
     float *ohem_prob;        /* device [B x crop]: true-class probabilities */
     uint8_t *lab_host;       /* host [B x crop]: a micro-batch's labels, counted
                                      per class (class weights or OHEM on) */
+    double *loss_acc;        /* device [2]: the step's main and aux loss sums,
+                                added by the loss ops, read once at the end */
+    double *loss_host;       /* host_alloc [2]: where they are read to (pinned
+                                on CUDA: one wait, no staging) */
     int64_t *counts;         /* host [2 + C + K*C]: the step's counts, then
                                 [2 + C + K*world]: their all-reduce with every
                                 rank's micro-batch sizes (SyncBN) */

@@ -1,4 +1,4 @@
-/* train/train_step.c - one optimizer step on uploaded micro-batches
+/* train/train_step.c - one optimizer step on uploaded or staged micro-batches
  * (sg_train_step, see train/train_core.h), with optional per-phase hooks for
  * the benchmark. */
 #include <stddef.h>
@@ -16,8 +16,21 @@ static void phase_end(const sg_step_opts *so, int phase) {
  * weights or OHEM on): downloaded once, B x crop bytes. */
 static void count_classes(sg_train_core *c, const sg_micro_batch *mb, int64_t *count) {
     size_t px = (size_t)mb->n * mb->h * mb->w;
+    if (mb->staged) { /* still on the host */
+        sg_class_count(mb->lab_host, px, c->C, count);
+        return;
+    }
     c->be->ops->download(c->be, c->lab_host, mb->lab, px);
     sg_class_count(c->lab_host, px, c->C, count);
+}
+
+/* A staged micro-batch onto the device, on the copy stream: it overlaps
+ * the compute issued after it, and waits for the compute issued before it
+ * (which may still read the slot). */
+static void upload_staged(sg_backend *be, const sg_micro_batch *mb) {
+    size_t px = (size_t)mb->n * mb->h * mb->w;
+    be->ops->upload_async(be, mb->img, mb->img_host, px * 3);
+    be->ops->upload_async(be, mb->lab, mb->lab_host, px);
 }
 
 /* D, the loss's denominator, from a count of valid pixels and the per-class
@@ -99,7 +112,8 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
     }
     double global_den = denominator(c, cnt[0], by_class ? cnt + 2 : NULL);
     phase_end(so, SG_PH_COMM);
-    double main_sum = 0, aux_sum = 0;
+    ops->zero(be, c->loss_acc, 2 * sizeof(double));
+    if (K > 0 && mb[0].staged) upload_staged(be, &mb[0]);
     float aux_w = (float)cfg->train.aux_weight;
     int has_aux = sg_model_aux(c->m) != NULL;
     for (int k = 0; k < K; k++) {
@@ -109,6 +123,12 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         /* the shape sg_train_core_attach planned, unless the caller sends a
          * smaller micro-batch: the model logs what it refuses */
         if (sg_model_plan(c->m, n, h, w) != SG_OK) return SG_ERR_RUNTIME;
+        if (mb[k].staged) {
+            ops->upload_wait(be); /* micro-batch k is on the device... */
+            /* ...and k + 1 travels while k computes (its slot was last read
+             * by the previous step, issued before this upload) */
+            if (k + 1 < K && mb[k + 1].staged) upload_staged(be, &mb[k + 1]);
+        }
         ops->normalize_u8(be, mb[k].img, sg_model_input(c->m), n, h, w, c->mean, c->std);
         phase_end(so, SG_PH_DATA);
         uint64_t key = sg_rng_key((uint64_t)cfg->seed, (uint64_t)so->iter, (uint64_t)k,
@@ -122,38 +142,33 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
         double scale;
         if (c->global_norm) scale = global_den > 0 ? (double)c->world / global_den : 0.0;
         else scale = den > 0 ? 1.0 / (den * K) : 0.0;
-        double ls = 0, la = 0;
-        if (!by_class) {
-            int64_t v = 0;
-            ops->ce_fwd_bwd(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, (float)scale,
-                            sg_model_dout(c->m), &ls, &v);
-            if (has_aux)
-                ops->ce_fwd_bwd(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore,
-                                (float)(scale * aux_w), sg_model_daux(c->m), &la, &v);
-        } else {
-            double ws = 0;
-            float below = 0;
-            if (c->ohem_prob) { /* mmseg's OHEMPixelSampler on this forward */
-                int64_t nvalid = 0;
-                for (int i = 0; i < C; i++) nvalid += mc[i];
-                ops->ce_label_prob(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore,
-                                   c->ohem_prob);
-                below = sg_ohem_threshold(be, c->ohem_prob, (size_t)n * hw, nvalid, c->ohem_thresh,
-                                          (int64_t)cfg->train.ohem_min_kept * n);
-            }
-            ops->ce_weighted(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
-                             c->ohem_prob, below, (float)scale, sg_model_dout(c->m), &ls, &ws);
-            if (has_aux)
-                ops->ce_weighted(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
-                                 NULL, 0.0f, (float)(scale * aux_w), sg_model_daux(c->m), &la, &ws);
+        /* the loss sums stay on the device, added to the step's two
+         * accumulators (main, aux) as the host added them: the sum itself
+         * (global) or sum / D / K (local; nothing without valid pixels) */
+        double *acc_main = c->loss_acc, *acc_aux = c->loss_acc + 1;
+        double div1 = 1.0, div2 = 1.0;
+        if (!c->global_norm) {
+            div1 = den;
+            div2 = K;
+            if (!(den > 0)) acc_main = acc_aux = NULL;
         }
-        if (c->global_norm) {
-            main_sum += ls;
-            aux_sum += la;
-        } else if (den > 0) {
-            main_sum += ls / den / K;
-            aux_sum += la / den / K;
+        const float *sel = NULL;
+        float below = 0;
+        if (c->ohem_prob) { /* mmseg's OHEMPixelSampler on this forward */
+            int64_t nvalid = 0;
+            for (int i = 0; i < C; i++) nvalid += mc[i];
+            ops->ce_label_prob(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, c->ohem_prob);
+            below = sg_ohem_threshold(be, c->ohem_prob, (size_t)n * hw, nvalid, c->ohem_thresh,
+                                      (int64_t)cfg->train.ohem_min_kept * n);
+            sel = c->ohem_prob;
         }
+        /* without class weights and selection: ce_fwd_bwd bit for bit */
+        ops->ce_weighted_acc(be, sg_model_out(c->m), mb[k].lab, n, C, hw, ignore, c->class_w, sel,
+                             below, (float)scale, sg_model_dout(c->m), acc_main, div1, div2);
+        if (has_aux)
+            ops->ce_weighted_acc(be, sg_model_aux(c->m), mb[k].lab, n, C, hw, ignore, c->class_w,
+                                 NULL, 0.0f, (float)(scale * aux_w), sg_model_daux(c->m), acc_aux,
+                                 div1, div2);
         phase_end(so, SG_PH_LOSS);
         sg_ddp_set_sync(c->ddp, k == K - 1);
         sg_model_backward(c->m, k > 0);
@@ -163,9 +178,12 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
     if (sg_ddp_wait(c->ddp) != 0) return SG_ERR_RUNTIME;
     phase_end(so, SG_PH_COMM);
     sg_sgd_step(&c->opt, so->lr);
+    /* the step's one read of the device: its two loss sums */
+    double *sums = c->loss_host;
+    ops->download(be, sums, c->loss_acc, 2 * sizeof(double));
     phase_end(so, SG_PH_OPT);
     /* global loss and the stop flag, the same on every rank */
-    double red[3] = {main_sum, aux_sum, so->stop ? (double)*so->stop : 0.0};
+    double red[3] = {sums[0], sums[1], so->stop ? (double)*so->stop : 0.0};
     if (sg_comm_allreduce_f64(c->comm, red, 3) != 0) return SG_ERR_RUNTIME;
     double denom = c->global_norm ? (global_den > 0 ? global_den : 1.0) : c->world;
     o->loss_main = red[0] / denom;

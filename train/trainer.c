@@ -485,13 +485,12 @@ static sg_status start_epoch_list(trainer *T) {
 
 /* ---------------- one optimizer step ---------------- */
 
-/* The step's micro-batches from the loader, uploaded to the device slots
- * (all of them first: the step needs the whole step's valid-pixel count
- * before its first forward), then sg_train_step. SG_OK or SG_ERR_RUNTIME
- * (logged). */
+/* The step's micro-batches from the loader, staged in the slots' host
+ * memory (all of them first: the step needs the whole step's valid-pixel
+ * count before its first forward), then sg_train_step, which uploads them
+ * while it computes. SG_OK or SG_ERR_RUNTIME (logged). */
 static sg_status train_step(trainer *T, double lr, sg_step_out *o, int *stop_signal) {
     sg_train_core *c = &T->c;
-    const sg_ops *ops = c->be->ops;
     int K = 0;
     for (int k = 0; k < c->K; k++) {
         sg_batch *b = NULL;
@@ -506,9 +505,12 @@ static sg_status train_step(trainer *T, double lr, sg_step_out *o, int *stop_sig
             sg_loader_release(T->loader, b);
             return SG_ERR_RUNTIME;
         }
+        /* staged in the slot's host memory (the loader's batch goes back
+         * at once); sg_train_step uploads it asynchronously */
         sg_micro_batch *mb = &c->slot[k];
-        ops->upload(c->be, mb->img, b->images, px * 3);
-        ops->upload(c->be, mb->lab, b->labels, px);
+        memcpy(mb->img_host, b->images, px * 3);
+        memcpy(mb->lab_host, b->labels, px);
+        mb->staged = 1;
         mb->n = b->n;
         mb->h = b->h;
         mb->w = b->w;

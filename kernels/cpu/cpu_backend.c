@@ -163,6 +163,7 @@ static void fill_ops(void) {
     sg_cpu_fill_loss_ops(o);
     sg_cpu_fill_tta_ops(o);
     sg_cpu_fill_act_bf16_ops(o);
+    sg_cpu_fill_optim_ops(o);
 }
 
 sg_backend *sg_cpu_backend_create(const sg_backend_opts *opts) {

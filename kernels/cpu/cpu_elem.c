@@ -181,7 +181,12 @@ SG_CPU_CLONES static void sgd_chunk(float *param, const float *grad, float *buf,
     }
 }
 
-#define SGD_CHUNK 16384
+void sg_cpu_sgd_span(float *param, const float *grad, float *buf, size_t n, float lr,
+                     float momentum, float damp1, float wd, int nesterov, int first) {
+    sgd_chunk(param, grad, buf, n, lr, momentum, damp1, wd, nesterov, first);
+}
+
+#define SGD_CHUNK SG_CPU_SGD_CHUNK
 
 static void sgd_step(sg_backend *be, float *param, const float *grad, float *buf, size_t count,
                      float lr, float momentum, float dampening, float wd, int nesterov, int first) {

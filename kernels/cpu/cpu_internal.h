@@ -30,6 +30,8 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cpu_elem.c
  *             set_step_key dropout_fwd dropout_bwd
  *             sgd_step normalize_u8 sumsq
+ *   optim     sgd_multi_plan sgd_multi_step              cpu_optim.c
+ *             sgd_multi_free
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cpu_gate.c
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
@@ -42,7 +44,8 @@
  *   (helpers) bf16 rounding / widening, no ops           cpu_bf16.c
  *
  * Calls between the files go one way only (no loops): cpu_backend.c calls
- * the others and none calls it; cpu_act_bf16.c -> conv/ops.c
+ * the others and none calls it; cpu_optim.c -> cpu_elem.c
+ * (sg_cpu_sgd_span); cpu_act_bf16.c -> conv/ops.c
  * (sg_cpu_conv_native_dt); inside conv/ calls go down the list of
  * conv/conv_internal.h, and conv/ -> cpu_elem.c (sg_cpu_add_into); every op
  * file may call cpu_memory.c and cpu_bf16.c, which call no other file of
@@ -94,7 +97,7 @@ void sg_cpu_act_buf_free(sg_cpu *c);
 /* cpu_memory.c: memory [p, p + bytes) of be was written by an op (p NULL:
  * any): marks the bf16 weight copies made from it stale
  * (kernels/weight_cache.h). Every op that may write weights calls it:
- * upload, copy, zero, scale, axpy, sgd_step, mem_written. */
+ * upload, copy, zero, scale, axpy, sgd_step, sgd_multi_step, mem_written. */
 void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
 /* Conv cache lifetime (conv/ops.c). precision: SG_PRECISION_* (backend.h);
@@ -158,7 +161,15 @@ void sg_cpu_fill_pool_ops(sg_ops *ops);      /* cpu_pool.c */
 void sg_cpu_fill_loss_ops(sg_ops *ops);      /* cpu_loss.c */
 void sg_cpu_fill_tta_ops(sg_ops *ops);       /* cpu_tta.c */
 void sg_cpu_fill_act_bf16_ops(sg_ops *ops);  /* cpu_act_bf16.c */
+void sg_cpu_fill_optim_ops(sg_ops *ops);     /* cpu_optim.c */
 
+/* cpu_elem.c: sgd_step's update of n values on the calling thread (buf
+ * NULL: no momentum; damp1 = sg_sgd_damp1(dampening)), for sgd_multi_step
+ * (cpu_optim.c), which splits every tensor into SG_CPU_SGD_CHUNK pieces as
+ * sgd_step does. */
+void sg_cpu_sgd_span(float *param, const float *grad, float *buf, size_t n, float lr,
+                     float momentum, float damp1, float wd, int nesterov, int first);
+#define SG_CPU_SGD_CHUNK 16384
 /* cpu_elem.c: dst (+)= src, count floats, threaded. */
 void sg_cpu_add_into(float *dst, const float *src, size_t count);
 /* cpu_bf16.c: dst = bf16(src) (dst may be src), dst += bf16(src); threaded,

@@ -179,6 +179,19 @@ static void ce_weighted(sg_backend *be, const float *logits, const uint8_t *labe
             loss_sum, weight_sum);
 }
 
+/* ce_core with the sum added to *acc (host memory on this backend) */
+static void ce_weighted_acc(sg_backend *be, const float *logits, const uint8_t *labels, int n,
+                            int c, int hw, int ignore, const float *class_w, const float *sel_key,
+                            float sel_below, float grad_scale, float *dlogits, double *acc,
+                            double div1, double div2) {
+    double loss = 0, wsum = 0;
+    ce_core(be, logits, labels, n, c, hw, ignore, class_w, sel_key, sel_below, grad_scale, dlogits,
+            &loss, &wsum);
+    if (!acc) return;
+    if ((size_t)n * hw == 0) return; /* as the CUDA backend: nothing added */
+    *acc = *acc + loss / div1 / div2;
+}
+
 static void ce_label_prob(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c,
                           int hw, int ignore, float *prob) {
     size_t pixels = (size_t)n * hw;
@@ -276,6 +289,7 @@ void sg_cpu_fill_loss_ops(sg_ops *ops) {
     ops->argmax = argmax;
     ops->confusion = confusion;
     ops->ce_weighted = ce_weighted;
+    ops->ce_weighted_acc = ce_weighted_acc;
     ops->ce_label_prob = ce_label_prob;
     ops->kth_smallest = kth_smallest;
 }

@@ -121,6 +121,7 @@ static void fill_ops(sg_ops *o) {
     sg_cuda_fill_tta_ops(o);
     sg_cuda_fill_act_bf16_ops(o);
     sg_cuda_fill_graph_ops(o);
+    sg_cuda_fill_optim_ops(o);
 }
 
 static pthread_once_t cuda_ops_once = PTHREAD_ONCE_INIT;

@@ -32,6 +32,8 @@
  *   elem      relu_fwd relu_bwd add scale axpy           cuda_elem.cu
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
+ *   optim     sgd_multi_plan sgd_multi_step              cuda_optim.cu
+ *             sgd_multi_free
  *   graph     set_step_key graph_begin graph_end         cuda_graph.cu
  *             graph_launch graph_free
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cuda_gate.cu
@@ -366,6 +368,7 @@ void sg_cuda_fill_loss_ops(sg_ops *ops);      /* cuda_loss.cu */
 void sg_cuda_fill_tta_ops(sg_ops *ops);       /* cuda_tta.cu */
 void sg_cuda_fill_act_bf16_ops(sg_ops *ops);  /* cuda_act_bf16.cu */
 void sg_cuda_fill_graph_ops(sg_ops *ops);     /* cuda_graph.cu */
+void sg_cuda_fill_optim_ops(sg_ops *ops);     /* cuda_optim.cu */
 
 /* Device-side block reductions: cuda_reduce.cuh; per-channel reductions:
  * cuda_chan_reduce.cuh. */

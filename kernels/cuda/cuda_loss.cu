@@ -91,6 +91,16 @@ __global__ void k_ce_total(const double *partial, int nblocks, double *out) {
     }
 }
 
+/* k_ce_total's sum, added to *acc as (sum / div1) / div2 instead */
+__global__ void k_ce_acc(const double *partial, int nblocks, double *acc, double div1,
+                         double div2) {
+    __shared__ double sh[32];
+    double l = 0;
+    for (int i = threadIdx.x; i < nblocks; i += blockDim.x) l += partial[i];
+    l = sg_block_sum(l, sh);
+    if (threadIdx.x == 0) acc[0] = acc[0] + l / div1 / div2;
+}
+
 static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, int n, int c, int hw,
                    int ignore, const float *class_w, const float *sel_key, float sel_below,
                    float grad_scale, float *dlogits, double *loss_sum, double *weight_sum) {
@@ -116,6 +126,29 @@ static void ce_run(sg_backend *be, const float *logits, const uint8_t *labels, i
     sg_cuda_read_result(be, r, 2);
     *loss_sum = r[0];
     *weight_sum = r[1];
+}
+
+/* ce_run's kernels, the sum added on the device (ce_weighted_acc): no read-back */
+static void sg_cuda_ce_weighted_acc(sg_backend *be, const float *logits, const uint8_t *labels,
+                                    int n, int c, int hw, int ignore, const float *class_w,
+                                    const float *sel_key, float sel_below, float grad_scale,
+                                    float *dlogits, double *acc, double div1, double div2) {
+    sg_cuda *cu = sg_cu(be);
+    size_t pixels = (size_t)n * hw;
+    SG_CHECK(c > 0, "CUDA backend: ce_weighted_acc with %d classes", c);
+    if (!pixels) return; /* a sum of 0: *acc + 0 / div1 / div2 is *acc for div1, div2 != 0 */
+    cudaStream_t s = sg_cu_stream(be);
+    unsigned blocks = sg_cu_blocks(pixels, SG_CUDA_RED_THREADS);
+    if (blocks > SG_CUDA_RED_BLOCKS) blocks = SG_CUDA_RED_BLOCKS;
+    SG_LAUNCH(blocks, SG_CUDA_RED_THREADS, 0, s, k_ce)
+    (logits, labels, c, hw, sg_cu_nhwc(be), pixels, ignore, class_w, sel_key, sel_below, grad_scale,
+     dlogits, cu->red_partial, (int)blocks);
+    CU_LAUNCH_CHECK("k_ce");
+    if (!acc) return;
+    SG_LAUNCH(1, SG_CUDA_RED_THREADS, 0, s, k_ce_acc)
+    (cu->red_partial, (int)blocks, acc, div1, div2);
+    CU_LAUNCH_CHECK("k_ce_acc");
+    sg_cuda_written(be, acc, sizeof(double));
 }
 
 static void sg_cuda_ce_fwd_bwd(sg_backend *be, const float *logits, const uint8_t *labels, int n,
@@ -306,6 +339,7 @@ static void sg_cuda_confusion(sg_backend *be, const uint8_t *pred, const uint8_t
 void sg_cuda_fill_loss_ops(sg_ops *o) {
     o->ce_fwd_bwd = sg_cuda_ce_fwd_bwd;
     o->ce_weighted = sg_cuda_ce_weighted;
+    o->ce_weighted_acc = sg_cuda_ce_weighted_acc;
     o->ce_label_prob = sg_cuda_ce_label_prob;
     o->kth_smallest = sg_cuda_kth_smallest;
     o->argmax = sg_cuda_argmax;

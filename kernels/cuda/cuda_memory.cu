@@ -206,9 +206,12 @@ static void *sg_cuda_host_alloc(sg_backend *be, size_t bytes) {
     return p;
 }
 
+/* On the backend's device, like every memory op (a loader thread may free
+ * its pinned buffers while another device is current on it). */
 static void sg_cuda_host_free(sg_backend *be, void *p) {
-    (void)be;
-    if (p) CU_CHECK(cudaFreeHost(p));
+    if (!p) return;
+    SG_CU_ENTER(sg_cu(be));
+    CU_CHECK(cudaFreeHost(p));
 }
 
 static void sg_cuda_stream_wait(sg_backend *be, int waiter, int waitee) {

@@ -19,6 +19,7 @@
  *   relu_*, add, scale, axpy, sumsq: count, acc, relu, inplace, alpha, in, want
  *   dropout_*: count, p, key, acc
  *   sgd_step: count, sgd, in (param), in2 (gradients), want (param per step)
+ *   sgd_multi_step: count (the first tensor's; six more of fixed sizes), sgd
  *   normalize_u8: n h w
  *   maxpool_*, resize_*, concat_*: n c h w, oh ow, c_dst c_off, acc, fill lo hi,
  *     in, want (maxpool_fwd: the argmax indices)
@@ -28,7 +29,8 @@
  *   flip_w: n c h w, in, want; softmax_fwd: n c h w, lo hi, acc, in, want
  *   ce_weighted: as ce_fwd_bwd, plus in2 (class weights; NULL: drawn in [0, 2)
  *     with class 1 at 0) and p (> 0: selection keys drawn in [0, 1), selected
- *     below p); want = loss sum, weight sum, dlogits. ce_label_prob: n c h w, lo hi,
+ *     below p); want = loss sum, weight sum, dlogits. ce_weighted_acc: n c h w,
+ *     lo hi, grad_scale, acc (class weights drawn), p (selection), count (div2). ce_label_prob: n c h w, lo hi,
  *     ignore, labels. kth_smallest: count, fill lo hi, in (else every 7th
  *     +inf, some -0 and +0), nine ranks each.
  *   memory, upload_async, bind_thread: count (bytes / floats)
@@ -92,6 +94,8 @@ void run_sumsq(tb_ctx *t, const tb_case *c);
 void run_dropout_fwd(tb_ctx *t, const tb_case *c);
 void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
+/* run_optim.c */
+void run_sgd_multi_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
 
 /* run_gate.c: hardswish, hardsigmoid, sigmoid (count, lo hi, acc, inplace,
@@ -123,6 +127,7 @@ void run_concat_fwd(tb_ctx *t, const tb_case *c);
 void run_concat_bwd(tb_ctx *t, const tb_case *c);
 
 /* run_loss.c */
+void run_ce_weighted_acc(tb_ctx *t, const tb_case *c);
 void run_ce_fwd_bwd(tb_ctx *t, const tb_case *c);
 void run_ce_weighted(tb_ctx *t, const tb_case *c);
 void run_ce_label_prob(tb_ctx *t, const tb_case *c);

@@ -441,6 +441,33 @@ cudaError_t issue(stream_t *s, work_t w) {
     return cudaSuccess;
 }
 
+/* ---- counters (SG_EMU_COUNTS=1: printed on stderr at exit), so a test
+ * or a person can see what the host asked of the device: work issued by
+ * kind, device-to-host copies, the times the host waited for the device,
+ * graph launches ---- */
+struct counts_t {
+    long kernels, copies, d2h, memsets, waits, graph_launches;
+} counts;
+void print_counts(void) {
+    fprintf(stderr,
+            "emulated CUDA device: counts: %ld kernels and library calls issued, %ld copies "
+            "(%ld device-to-host), %ld memsets, %ld host waits for the device, %ld graph "
+            "launches\n",
+            counts.kernels, counts.copies, counts.d2h, counts.memsets, counts.waits,
+            counts.graph_launches);
+}
+pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+void counts_init(void) {
+    const char *e = getenv("SG_EMU_COUNTS");
+    if (e && *e && strcmp(e, "0") != 0) atexit(print_counts);
+}
+void count_work(const char *what) {
+    pthread_once(&counts_once, counts_init);
+    if (!strcmp(what, "cudaMemcpyAsync")) counts.copies++;
+    else if (!strcmp(what, "cudaMemsetAsync")) counts.memsets++;
+    else counts.kernels++;
+}
+
 cudaError_t ret(cudaError_t e) {
     if (e != cudaSuccess) last_error = e;
     return e;
@@ -490,11 +517,13 @@ cudaError_t sg_emu_enqueue_gated(cudaStream_t s, const char *what, std::vector<s
     w.uses = std::move(uses);
     w.fn = std::move(work);
     w.gate = std::move(gate);
+    count_work(what);
     return issue(st, std::move(w));
 }
 
 void sg_emu_drain(cudaStream_t s) {
     sg_emu_guard g;
+    counts.waits++;
     if (!s) {
         drain_until(
             [] {
@@ -823,6 +852,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     sg_emu_guard g;
     event_t *ev = (event_t *)e;
     if (!ev) return ret(cudaErrorInvalidResourceHandle);
+    counts.waits++;
     event_done(ev);
     return ret_async(cudaSuccess);
 }
@@ -885,6 +915,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         return ret(cudaErrorInvalidValue);
     }
     std::vector<sg_emu_use> u;
+    if (!d_dev && s_dev) counts.d2h++;
     if (kd != SG_EMU_MEM_NONE) u.push_back(sg_emu_use{dst, bytes, 1});
     if (ks != SG_EMU_MEM_NONE) u.push_back(sg_emu_use{src, bytes, 0});
     cudaError_t e;
@@ -984,6 +1015,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
     graph_t *gr = (graph_t *)exec;
     stream_t *st = stream_of(s);
     if (!gr || !st->live) return ret(cudaErrorInvalidResourceHandle);
+    counts.graph_launches++;
     for (const work_t &w : gr->work) {
         cudaError_t e = issue(st, w);
         if (e != cudaSuccess) return ret(e);

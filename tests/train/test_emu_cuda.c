@@ -29,6 +29,11 @@
  *                  buckets on the comm stream through the emulated one-rank
  *                  NCCL, bit-identical to the plain cuda:0 run (EXACT); both
  *                  in NHWC, the cheaper layout here (DDP does not see it).
+ *   step_waits   - what a training step asks of the device (SG_EMU_COUNTS=1;
+ *                  runs of n and 2n steps, the difference over n): one wait
+ *                  and one device-to-host copy a step, with 1 or 2
+ *                  micro-batches; with graphs also 2 graph launches and
+ *                  under 16 kernels from the host.
  *   eval_predict - a checkpoint trained on cuda:0 (lr 0.02, so that it
  *                  predicts more than one class) evaluated and predicted on
  *                  cuda:0 and cpu: eval's mIoU, mAcc and pixel accuracy within
@@ -416,6 +421,76 @@ static void test_nccl(void) {
     compare("nccl forced vs plain", "cuda", &plain, "cuda_nccl", &forced, EXACT);
 }
 
+/* ---------------- what a training step asks of the device ---------------- */
+
+/* The emulated device's counts (SG_EMU_COUNTS=1) that run `run` printed at
+ * exit: kernels, copies, device-to-host copies, memsets, host waits, graph
+ * launches. 0, or -1 (said why). */
+static int emu_counts(const char *run, long v[6]) {
+    const char *log = th_read_log(g_dir, run);
+    const char *p = strstr(log, "emulated CUDA device: counts: ");
+    if (p && sscanf(p,
+                    "emulated CUDA device: counts: %ld kernels and library calls issued, %ld "
+                    "copies (%ld device-to-host), %ld memsets, %ld host waits for the device, "
+                    "%ld graph launches",
+                    &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) == 6)
+        return 0;
+    fprintf(stderr, "  run %s: no counts line in its log:\n%s\n", run, log);
+    return -1;
+}
+
+/* A step's counts: runs of `a` and 2a steps with the same setup, final
+ * evaluation and checkpoint (none in between), their difference over a
+ * (the 8 images of the data set: one epoch for the longer run, so no new
+ * epoch's list either). */
+static int step_counts(const char *name, const char *sets, int a, long per[6]) {
+    long c[2][6];
+    for (int r = 0; r < 2; r++) {
+        char run[64], all[512];
+        snprintf(run, sizeof run, "%s_%d", name, a * (1 + r));
+        snprintf(all, sizeof all, "%s --set train.iters=%d --set train.checkpoint_every=0", sets,
+                 a * (1 + r));
+        if (th_train_run(g_bin, g_dir, run, 0, all) != 0) {
+            fprintf(stderr, "  run %s failed; its log:\n%s\n", run, th_read_log(g_dir, run));
+            return -1;
+        }
+        if (emu_counts(run, c[r]) != 0) return -1;
+    }
+    for (int i = 0; i < 6; i++) per[i] = (c[1][i] - c[0][i]) / a;
+    fprintf(stderr,
+            "  %s: a step issues %ld kernels, %ld copies (%ld device-to-host), %ld memsets, "
+            "%ld graph launches, and waits for the device %ld time(s)\n",
+            name, per[0], per[1], per[2], per[3], per[5], per[4]);
+    return 0;
+}
+
+/* The step waits for the device once, to read its two loss sums (one
+ * device-to-host copy), however many micro-batches: the losses stay on the
+ * device (ce_weighted_acc), the micro-batches go up with upload_async, the
+ * optimizer is one launch (sgd_multi_step). With graphs the host issues a
+ * handful of kernels besides the two passes. */
+static void test_step_waits(void) {
+    setenv("SG_EMU_COUNTS", "1", 1);
+    const char *nhwc = "--set device=cuda:0 --set cuda.layout=nhwc";
+    char sets[256];
+    long one[6], acc[6], gr[6];
+    CHECK(step_counts("waits", nhwc, 2, one) == 0);
+    CHECK_MSG(one[4] == 1 && one[2] == 1,
+              "a step waited %ld times, %ld copies to the host (want 1, 1)", one[4], one[2]);
+    snprintf(sets, sizeof sets, "%s --set train.accum_steps=2", nhwc);
+    CHECK(step_counts("waits_accum", sets, 1, acc) == 0);
+    CHECK_MSG(acc[4] == 1 && acc[2] == 1,
+              "a step of 2 micro-batches waited %ld times, %ld copies to the host (want 1, 1)",
+              acc[4], acc[2]);
+    snprintf(sets, sizeof sets, "%s --set cuda.graphs=true", nhwc);
+    CHECK(step_counts("waits_graphs", sets, 2, gr) == 0);
+    CHECK_MSG(gr[4] == 1 && gr[5] == 2 && gr[0] < 16,
+              "with graphs a step waited %ld times, launched %ld graphs and %ld kernels (want 1, "
+              "2, under 16)",
+              gr[4], gr[5], gr[0]);
+    unsetenv("SG_EMU_COUNTS");
+}
+
 /* ---------------- eval and predict on one checkpoint ---------------- */
 
 /* A .npy float32 [C,H,W] file (what predict --save-logits writes): the
@@ -627,7 +702,7 @@ static int setup(void) {
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr,
-                "usage: %s fp32_nchw|fp32_nhwc|bf16_nhwc|graphs|accum|nccl|eval_predict "
+                "usage: %s fp32_nchw|fp32_nhwc|bf16_nhwc|graphs|accum|nccl|eval_predict|step_waits "
                 "PATH-TO-segtrain\n",
                 argv[0]);
         return 2;
@@ -655,6 +730,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "accum")) TEST_RUN(test_accum);
     else if (!strcmp(c, "nccl")) TEST_RUN(test_nccl);
     else if (!strcmp(c, "eval_predict")) TEST_RUN(test_eval_predict);
+    else if (!strcmp(c, "step_waits")) TEST_RUN(test_step_waits);
     else {
         fprintf(stderr, "unknown case %s\n", c);
         th_sh("rm -rf '%s'", g_dir);

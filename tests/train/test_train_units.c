@@ -298,6 +298,35 @@ static void h_sgd(sg_backend *be, float *p, const float *g, float *buf, size_t n
     }
 }
 
+/* the fused step as the backends define it: sgd_step per row (h_sgd counts
+ * the rows) at its group's rate */
+typedef struct {
+    sg_sgd_tensor t[8];
+    int n;
+} h_plan;
+static void *h_sgd_multi_plan(sg_backend *be, const sg_sgd_tensor *t, int n) {
+    (void)be;
+    h_plan *p = calloc(1, sizeof *p);
+    if (!p || n > 8) { /* the test's fake holds 8 rows */
+        fprintf(stderr, "FAIL h_sgd_multi_plan: %d rows (at most 8) or out of memory\n", n);
+        exit(1);
+    }
+    memcpy(p->t, t, (size_t)n * sizeof *t);
+    p->n = n;
+    return p;
+}
+static void h_sgd_multi_step(sg_backend *be, void *plan, const float lr[SG_SGD_GROUPS], float mom,
+                             float damp, float wd, int nesterov, int first) {
+    h_plan *p = plan;
+    for (int i = 0; i < p->n; i++)
+        h_sgd(be, p->t[i].param, p->t[i].grad, p->t[i].buf, p->t[i].count, lr[p->t[i].group], mom,
+              damp, wd, nesterov, first);
+}
+static void h_sgd_multi_free(sg_backend *be, void *plan) {
+    (void)be;
+    free(plan);
+}
+
 static void test_name_prefix(void) {
     CHECK(sg_name_matches_prefix("encoder.layer1.0.conv1.weight", "encoder.layer1"));
     CHECK(!sg_name_matches_prefix("encoder.layer10.0.conv1.weight", "encoder.layer1"));
@@ -314,6 +343,9 @@ static void test_sgd_groups(void) {
     ops.alloc = h_alloc;
     ops.free = h_free;
     ops.sgd_step = h_sgd;
+    ops.sgd_multi_plan = h_sgd_multi_plan;
+    ops.sgd_multi_step = h_sgd_multi_step;
+    ops.sgd_multi_free = h_sgd_multi_free;
     sg_backend be = {.ops = &ops};
     float p[4][2] = {{1, 2}, {3, 4}, {5, 6}, {7, 8}}, g[4][2] = {{1, 1}, {1, 1}, {1, 1}, {1, 1}};
     sg_opt_param params[4] = {{"encoder.conv1.weight", p[0], g[0], 2, 0},

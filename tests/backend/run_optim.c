@@ -1,0 +1,70 @@
+/* tests/backend/run_optim.c - the runner of the fused optimizer step
+ * (sgd_multi_plan, sgd_multi_step, sgd_multi_free): several tensors of
+ * sizes around the backends' piece boundaries (and an empty one), in three
+ * learning-rate groups, stepped c->sgd.steps times against the naive
+ * reference (ref_sgd_step per tensor, within tol) and against the backend's
+ * own sgd_step per tensor (bit for bit: backend.h promises the same bits).
+ */
+#include <string.h>
+
+#include "tests/backend/cases.h"
+#include "tests/kernels/ref_ops.h"
+
+enum { ROWS = 7 };
+
+void run_sgd_multi_step(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, sgd_multi_plan) || !TB_HAS(t, sgd_multi_step) || !TB_HAS(t, sgd_multi_free))
+        return;
+    const sg_ops *o = t->be->ops;
+    tb_sgd s = c->sgd;
+    int use_buf = s.momentum != 0;
+    size_t cnt[ROWS] = {c->count, 1, 4096, 4097, 0, 3, 16385};
+    /* lr of each group as train/optimizer.c rounds it: (float)(lr * mult) */
+    float lr[SG_SGD_GROUPS] = {s.lr, (float)((double)s.lr * 10.0), (float)((double)s.lr * 0.5),
+                               0.0f};
+    float *p[ROWS], *g[ROWS], *b[ROWS];    /* host reference */
+    float *pm[ROWS], *gd[ROWS], *bm[ROWS]; /* device: sgd_multi_step */
+    float *ps[ROWS], *bs[ROWS];            /* device: sgd_step per tensor */
+    sg_sgd_tensor rows[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        size_t n = cnt[i] ? cnt[i] : 1;
+        p[i] = tb_rand(t, n, -1, 1);
+        g[i] = tb_rand(t, n * s.steps, -1, 1);
+        b[i] = s.first ? tb_hzeros(t, n) : tb_rand(t, n, -1, 1);
+        pm[i] = tb_devf(t, p[i], n);
+        ps[i] = tb_devf(t, p[i], n);
+        gd[i] = tb_devf(t, g[i], n);
+        bm[i] = use_buf ? tb_devf(t, b[i], n) : NULL;
+        bs[i] = use_buf ? tb_devf(t, b[i], n) : NULL;
+        rows[i] = (sg_sgd_tensor){pm[i], gd[i], bm[i], cnt[i], i % 3};
+    }
+    void *plan = o->sgd_multi_plan(t->be, rows, ROWS);
+    int ok = 1;
+    for (int k = 0; k < s.steps && ok; k++) {
+        int first = s.first && k == 0;
+        for (int i = 0; i < ROWS; i++) {
+            if (!cnt[i]) continue;
+            float *gk = g[i] + (size_t)k * cnt[i];
+            tb_put(t, gd[i], gk, cnt[i] * sizeof(float));
+            ref_sgd_step(p[i], gk, use_buf ? b[i] : NULL, cnt[i], lr[i % 3], s.momentum,
+                         s.dampening, s.wd, s.nesterov, first);
+            o->sgd_step(t->be, ps[i], gd[i], bs[i], cnt[i], lr[i % 3], s.momentum, s.dampening,
+                        s.wd, s.nesterov, first);
+        }
+        o->sgd_multi_step(t->be, plan, lr, s.momentum, s.dampening, s.wd, s.nesterov, first);
+        for (int i = 0; i < ROWS && ok; i++) {
+            if (!cnt[i]) continue;
+            size_t bytes = cnt[i] * sizeof(float);
+            float *got = tb_getf(t, pm[i], cnt[i]);
+            ok = tb_close(t, "param", p[i], got, cnt[i], t->tol) &&
+                 tb_same(t, "param against sgd_step per tensor", tb_get(t, ps[i], bytes), got,
+                         bytes);
+            if (ok && use_buf)
+                ok = tb_close_dev(t, "momentum buffer", b[i], bm[i], cnt[i], t->tol) &&
+                     tb_same(t, "momentum buffer against sgd_step per tensor",
+                             tb_get(t, bs[i], bytes), tb_get(t, bm[i], bytes), bytes);
+        }
+    }
+    o->sgd_multi_free(t->be, plan);
+    o->sgd_multi_free(t->be, NULL);
+}
