@@ -447,6 +447,9 @@ static sg_status setup(trainer *T, const char *resume) {
 }
 
 static void teardown(trainer *T) {
+    /* first: a collective stuck behind a failed peer would make the frees
+     * below wait on the device (dist/comm.h) */
+    sg_comm_quiesce(T->c.comm);
     free(T->idx);
     free(T->perm);
     if (T->have_ev_val) sg_evaluator_free(&T->ev_val);
