@@ -409,32 +409,46 @@ typedef struct sg_ops {
      *    with the forward formula (formulas/bn.h; needs invstd, gamma, beta,
      *    which are ignored when y != NULL) - bit for bit the float32 output's
      *    mask, where a stored bf16 output would lose positive values below
-     *    2^-133 to 0. */
+     *    2^-133 to 0.
+     *  - Gradients may be stored in bf16 too (model_plan.c's gradient
+     *    storage, as PyTorch AMP keeps them): `dy_dt` says how the gradient
+     *    an op reads is stored, `dx_dt` how the one it writes is. A bf16 dy
+     *    is read exactly (widened), as a bf16 x is. A bf16 dx is rounded to
+     *    bf16 (RNE) once, where it is written: bn_bwd_elem_dt rounds its
+     *    float32 result; conv_bwd_dt under SG_PRECISION_BF16 stores the
+     *    bf16 result of the convolution as it is (exact; under fp32 it
+     *    rounds the float32 result). A bf16 dx is written, never added to:
+     *    accumulate (acc_x) must be 0 with dx_dt SG_ACT_BF16 (a gradient
+     *    with several writers keeps its float32 sum), a fatal error
+     *    otherwise. Under SG_PRECISION_BF16 a convolution rounds dy to bf16
+     *    anyway, so a bf16 dy (rounded where BN wrote it) gives the same
+     *    results as the float32 dy it was rounded from. */
     void (*conv_fwd_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
                         const float *w, void *y, int y_dt);
     void (*conv_bwd_weight_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                               const float *dy, float *dw, int accumulate);
-    /* The backward of one conv whose weights and input both take gradients:
-     * conv_bwd_weight_dt(x, dy -> dw, acc_w), then conv_bwd_data(dy, w ->
-     * dx, acc_x), bit for bit those two calls, in one so that a backend can
-     * share their work on dy (the CPU's bf16 GEMM paths round dy to bf16
-     * once for both). */
+                               const void *dy, int dy_dt, float *dw, int accumulate);
+    /* The backward of one conv: conv_bwd_weight_dt(x, dy -> dw, acc_w),
+     * then conv_bwd_data(dy, w -> dx, acc_x) with dy stored as dy_dt and dx
+     * as dx_dt, bit for bit those two calls (on float32 copies of the bf16
+     * tensors), in one so that a backend can share their work on dy (the
+     * CPU's bf16 GEMM paths round dy to bf16 once for both). dw NULL: the
+     * backward-data pass only; dx NULL: the backward-weights pass only. */
     void (*conv_bwd_dt)(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                        const float *dy, const float *w, float *dw, int acc_w, float *dx,
-                        int acc_x);
+                        const void *dy, int dy_dt, const float *w, float *dw, int acc_w, void *dx,
+                        int dx_dt, int acc_x);
     void (*bn_stats_dt)(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                         float *stats);
     void (*bn_fwd_dt)(sg_backend *be, const void *x, int x_dt, const float *mean,
                       const float *invstd, const float *gamma, const float *beta, void *y, int y_dt,
                       int n, int c, int hw, int relu);
-    void (*bn_bwd_reduce_dt)(sg_backend *be, const float *dy, const void *x, int x_dt,
+    void (*bn_bwd_reduce_dt)(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
                              const float *y, const float *mean, const float *invstd,
                              const float *gamma, const float *beta, float *red, int n, int c,
                              int hw, int relu);
-    void (*bn_bwd_elem_dt)(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                           const float *mean, const float *invstd, const float *gamma,
-                           const float *beta, const float *red, double count, float *dx, int n,
-                           int c, int hw, int relu, int accumulate);
+    void (*bn_bwd_elem_dt)(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
+                           const float *y, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, const float *red, double count,
+                           void *dx, int dx_dt, int n, int c, int hw, int relu, int accumulate);
 
     /* ---- batch norm fused with a residual join (model/model_run.c uses
      * them where a BN without ReLU feeds only relu(. + identity), the last

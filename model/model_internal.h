@@ -55,10 +55,13 @@ typedef struct sg_tensor {
     /* Storage of val (model_plan.c, act_storage): SG_ACT_F32, or SG_ACT_BF16
      * (2 bytes per value; only conv outputs read by batch norm alone and
      * BN+ReLU outputs read by convs alone, under train.precision bf16; val
-     * then points at bf16 bits and only the *_dt ops may touch it). The
-     * gradient is always float32. rnd: written rounded to bf16 under
-     * train.precision bf16 (a fused join's output), stored so or not. */
-    int dt, rnd;
+     * then points at bf16 bits and only the *_dt ops may touch it). rnd:
+     * written rounded to bf16 under train.precision bf16 (a fused join's
+     * output), stored so or not. gdt: storage of grad (model_plan.c,
+     * grad_storage): SG_ACT_F32, or SG_ACT_BF16 where a bf16 conv and the
+     * BN kernels alone write it once and read it (grad then points at bf16
+     * bits; only the *_dt ops' dy / dx may touch it). */
+    int dt, rnd, gdt;
     float *val, *grad;
 } sg_tensor;
 
@@ -196,8 +199,9 @@ void sg_model_prof_mark(sg_model *m, const sg_layer *l, int pass);
 
 /* model_plan.c */
 /* Shapes of every tensor (t[].c/h/w/count) and conv descs (l[].desc) for the
- * input [n, 3, h, w], and each tensor's storage (t[].dt, t[].rnd: as a plan
- * under train.precision bf16 would store it when act_bf16 is 1), into t[]
+ * input [n, 3, h, w], and each tensor's storage (t[].dt, t[].rnd, t[].gdt:
+ * as a plan under train.precision bf16 would store it when act_bf16 is 1;
+ * gdt reads the BN fusion of sg_model_update_grad_flags), into t[]
  * and l[]:
  * copies of m's arrays (train/bench_traffic.c), m itself untouched. SG_OK, or
  * SG_ERR_CONFIG (logged) if a layer's output would be empty. */

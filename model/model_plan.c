@@ -19,8 +19,11 @@
  * BN+ReLU outputs read only by convolutions (both exact), and the residual
  * stream (fused joins' outputs, rounded to bf16 under bf16 precision either
  * way). model_run.c then calls the *_dt ops for the layers touching them.
+ * Gradients follow (grad_storage): bf16 where a bf16 conv and the BN
+ * kernels alone write and read one, written once (AMP's bf16 gradients).
  * Under fp32, or with the test aid SG_BF16_STORAGE=0, every tensor is
- * float32 (the rounding points stay).
+ * float32 (the rounding points stay); SG_BF16_STORAGE=act keeps the
+ * gradients float32 only.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 static void act_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int act_bf16);
+static void grad_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int grad_bf16);
 
 /* Fills shapes of t[] and conv descs of l[] for input [n,3,h,w]. Returns
  * SG_OK, or SG_ERR_CONFIG (logged) if a layer's output would be empty. */
@@ -110,6 +114,7 @@ sg_status sg_model_shapes(const sg_model *m, sg_tensor *t, sg_layer *l, int n, i
                           int act_bf16) {
     sg_status st = compute_shapes(m, t, l, n, h, w);
     if (st == SG_OK) act_storage(m, t, l, act_bf16);
+    if (st == SG_OK) grad_storage(m, t, l, act_bf16 == 1);
     return st;
 }
 
@@ -374,30 +379,76 @@ int sg_tensor_act_esize(const sg_tensor *t) {
     return t->dt == SG_ACT_BF16 ? (int)sizeof(uint16_t) : (int)sizeof(float);
 }
 
-/* Every gradient is float32 (sg_tensor.grad, the ops' float * gradients). */
+/* The gradient's storage, grad_storage's decision (sg_tensor.gdt). */
 int sg_tensor_grad_esize(const sg_tensor *t) {
-    (void)t;
-    return (int)sizeof(float);
+    return t->gdt == SG_ACT_BF16 ? (int)sizeof(uint16_t) : (int)sizeof(float);
+}
+
+/* Storage of every gradient (sg_tensor.gdt), the mirror of act_storage
+ * and of what PyTorch AMP keeps: a bf16 convolution's backward-data
+ * produces a bf16 gradient and reads its dy as bf16, and batch norm (run in
+ * float32 under autocast) returns a bf16 gradient for a bf16 input. A
+ * gradient is stored as bf16 (grad_bf16: the plan stores activations in
+ * bf16) when its tensor is itself stored in bf16, is read by exactly one
+ * layer (so the gradient is written once: a sum of several readers'
+ * gradients, the residual stream's among them, stays float32), and both
+ * ends of its backward are a convolution and a batch norm:
+ *  (a) a conv output (no bias) read by BN alone: BN backward's elementwise
+ *      pass rounds dx to bf16 once (RNE) where it stores it, and the conv's
+ *      two backward passes read that dy as it is - the value they would
+ *      round a float32 dy to, so the same results;
+ *  (b) a BN+ReLU output read by one conv alone: the conv's backward-data
+ *      stores its result (a bf16 value under bf16 convolutions: exact), and
+ *      BN backward (mask, reduce, elementwise) reads it widened.
+ * So a bf16 gradient changes memory and traffic, never a result, as bf16
+ * activations do. The final outputs' gradients (the loss writes them) and
+ * every other gradient stay float32. */
+static void grad_storage(const sg_model *m, sg_tensor *t, const sg_layer *l, int grad_bf16) {
+    for (int i = 0; i < m->n_t; i++) t[i].gdt = SG_ACT_F32;
+    if (!grad_bf16 || m->n_t <= 0) return;
+    int *nread = calloc((size_t)m->n_t, sizeof(int)),
+        *reader = malloc((size_t)m->n_t * sizeof(int));
+    SG_CHECK(nread && reader, "out of host memory");
+    for (int li = 0; li < m->n_l; li++)
+        for (int k = 0; k < l[li].n_in; k++) {
+            nread[l[li].in[k]]++;
+            reader[l[li].in[k]] = li;
+        }
+    for (int i = 1; i < m->n_t; i++) {
+        if (i == m->t_out || i == m->t_aux || t[i].producer < 0 || nread[i] != 1 ||
+            t[i].dt != SG_ACT_BF16)
+            continue;
+        const sg_layer *p = &l[t[i].producer], *r = &l[reader[i]];
+        int conv_bn = p->type == L_CONV && p->b_param < 0 && r->type == L_BN;
+        int bn_conv = p->type == L_BN && p->relu && p->join < 0 && r->type == L_CONV;
+        if (conv_bn || bn_conv) t[i].gdt = SG_ACT_BF16;
+    }
+    free(reader);
+    free(nread);
 }
 
 /* Whether plans of m store activations in bf16 (act_storage): under
  * train.precision bf16 (the backend's precision), unless the test aid
- * SG_BF16_STORAGE=0 turns it off (=1: on, the default). Returns SG_OK, or
+ * SG_BF16_STORAGE=0 turns it off (=1: on, the default; =act: activations
+ * only, gradients float32: *grad_bf16 0, else as *act_bf16). Returns SG_OK, or
  * SG_ERR_CONFIG after logging a malformed SG_BF16_STORAGE. */
-static sg_status act_bf16_of(const sg_model *m, int *act_bf16) {
+static sg_status act_bf16_of(const sg_model *m, int *act_bf16, int *grad_bf16) {
     sg_backend_info bi;
     sg_backend_get_info(m->be, &bi);
     *act_bf16 = strcmp(bi.precision, "bf16") == 0; /* act_storage's 0 / 1 / 2 */
+    *grad_bf16 = *act_bf16;
     const char *env = getenv("SG_BF16_STORAGE");
     if (!env) return SG_OK;
-    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
-        SG_ERROR("environment SG_BF16_STORAGE='%s': expected 0 (activations in float32 under "
-                 "train.precision bf16: a test aid) or 1 (bf16 storage where exact, the "
-                 "default); unset it",
+    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0 && strcmp(env, "act") != 0) {
+        SG_ERROR("environment SG_BF16_STORAGE='%s': expected 0 (activations and gradients in "
+                 "float32 under train.precision bf16: a test aid), act (bf16 activations, "
+                 "float32 gradients: a test aid) or 1 (bf16 storage where exact, the default); "
+                 "unset it",
                  env);
         return SG_ERR_CONFIG;
     }
     if (env[0] == '0' && *act_bf16) *act_bf16 = 2;
+    if (env[0] != '1') *grad_bf16 = 0;
     return SG_OK;
 }
 
@@ -410,7 +461,7 @@ typedef struct plan_offs {
  * (the model's own arrays, or copies). Returns SG_OK or SG_ERR_CONFIG
  * (logged). */
 static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int h, int w, int mode,
-                        int world, int act_bf16, plan_offs *po) {
+                        int world, int act_bf16, int grad_bf16, plan_offs *po) {
     if (n < 1 || h < 1 || w < 1) {
         SG_ERROR("model: cannot plan for input [%d, 3, %d, %d]", n, h, w);
         return SG_ERR_CONFIG;
@@ -427,6 +478,7 @@ static sg_status layout(const sg_model *m, sg_tensor *t, sg_layer *l, int n, int
         if (l[li].type == L_BN && l[li].join > t[l[li].in[0]].last_consumer)
             t[l[li].in[0]].last_consumer = l[li].join;
     act_storage(m, t, l, act_bf16);
+    grad_storage(m, t, l, grad_bf16 && act_bf16 == 1);
 
     /* persistent region: per-layer state live from forward to backward */
     size_t off = 0;
@@ -537,9 +589,10 @@ static size_t dry_layout(const sg_model *m, int n, int h, int w, int train, sg_t
     memcpy(t, m->t, (size_t)m->n_t * sizeof *t);
     memcpy(l, m->l, (size_t)m->n_l * sizeof *l);
     plan_offs po;
-    int act_bf16 = 0;
-    int ok = act_bf16_of(m, &act_bf16) == SG_OK &&
-             layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16, &po) == SG_OK;
+    int act_bf16 = 0, grad_bf16 = 0;
+    int ok = act_bf16_of(m, &act_bf16, &grad_bf16) == SG_OK &&
+             layout(m, t, l, n, h, w, train ? 1 : 2, hooks_world(m), act_bf16, grad_bf16, &po) ==
+                 SG_OK;
     free(l);
     if (!ok) {
         free(t);
@@ -619,9 +672,9 @@ static sg_status do_plan(sg_model *m, int n, int h, int w, int mode) {
     int train = mode == 1;
     int world = hooks_world(m);
     plan_offs po;
-    int act_bf16 = 0;
-    sg_status st = act_bf16_of(m, &act_bf16);
-    if (st == SG_OK) st = layout(m, m->t, m->l, n, h, w, mode, world, act_bf16, &po);
+    int act_bf16 = 0, grad_bf16 = 0;
+    sg_status st = act_bf16_of(m, &act_bf16, &grad_bf16);
+    if (st == SG_OK) st = layout(m, m->t, m->l, n, h, w, mode, world, act_bf16, grad_bf16, &po);
     if (st == SG_OK && train) st = check_bn_values(m, n, h, w, world);
     if (st != SG_OK) {
         release_plan(m, 0);

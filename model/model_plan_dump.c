@@ -1,7 +1,8 @@
 /* model/model_plan_dump.c - the planned activations as a table (`segtrain
  * bench --plan`): one row per tensor with its producer, shape, layout,
- * storage and bytes, then the totals per storage. It reads the plan that
- * model_plan.c laid out and changes nothing. */
+ * storage and bytes, and in a training plan its gradient's storage
+ * ("g:fp32", "g:bf16", "g:-" for none), then the totals per storage. It
+ * reads the plan that model_plan.c laid out and changes nothing. */
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -52,10 +53,10 @@ void sg_model_plan_dump(const sg_model *m, FILE *f) {
     fprintf(f, "plan: %s, input [%d, 3, %d, %d], activations %s, arena %.1f MiB\n",
             m->planned == 1 ? "training" : "inference", m->n, m->h, m->w,
             m->be->layout == SG_LAYOUT_NHWC ? "NHWC" : "NCHW", (double)m->arena_bytes / 1048576.0);
-    fprintf(f, "  %4s  %-52s %-22s %-19s %9s\n", "#", "producer", "shape [n, c, h, w]", "storage",
-            "MiB");
-    double mib[4] = {0};
-    int count[4] = {0};
+    fprintf(f, "  %4s  %-52s %-22s %-19s %9s  %s\n", "#", "producer", "shape [n, c, h, w]",
+            "storage", "MiB", m->planned == 1 ? "gradient" : "");
+    double mib[4] = {0}, gmib[2] = {0};
+    int count[4] = {0}, gcount[2] = {0};
     for (int i = 0; i < m->n_t; i++) {
         const sg_tensor *t = &m->t[i];
         char prod[160], shape[48];
@@ -65,10 +66,24 @@ void sg_model_plan_dump(const sg_model *m, FILE *f) {
         double b = s == 3 ? 0 : (double)t->count * (s == 1 ? 2 : 4) / 1048576.0;
         mib[s] += b;
         count[s]++;
-        fprintf(f, "  %4d  %-52.52s %-22s %-19s %9.1f\n", i, prod, shape, st_names[s], b);
+        const char *g = "";
+        if (m->planned == 1 && (!t->grad || s == 3)) {
+            g = "  g:-";
+        } else if (m->planned == 1) {
+            int gb = t->gdt == SG_ACT_BF16;
+            g = gb ? "  g:bf16" : "  g:fp32";
+            gmib[gb] += (double)t->count * (gb ? 2 : 4) / 1048576.0;
+            gcount[gb]++;
+        }
+        fprintf(f, "  %4d  %-52.52s %-22s %-19s %9.1f%s\n", i, prod, shape, st_names[s], b, g);
     }
     fprintf(f, "  values (one buffer each, before the arena shares memory by liveness):");
     for (int s = 0; s < 4; s++)
         if (count[s]) fprintf(f, " %s %d tensors %.1f MiB;", st_names[s], count[s], mib[s]);
     fprintf(f, "\n");
+    if (m->planned == 1)
+        fprintf(f,
+                "  gradients (one buffer each, before sharing): g:fp32 %d tensors %.1f MiB; "
+                "g:bf16 %d tensors %.1f MiB\n",
+                gcount[0], gmib[0], gcount[1], gmib[1]);
 }

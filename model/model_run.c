@@ -281,22 +281,22 @@ static void ready(sg_model *m, int param) {
     if (m->has_hooks && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, param);
 }
 
-/* BN's dx from red and count: g masked by y > 0 when relu (y NULL: the
- * mask recomputed from x, a bf16-stored BN+ReLU output); the *_dt op when
- * x or y is stored in bf16. */
-static void bn_dx(sg_model *m, const sg_layer *l, const float *g, const float *y, int relu,
+/* BN's dx from red and count: g (stored as g_dt) masked by y > 0 when
+ * relu (y NULL: the mask recomputed from x, a bf16-stored BN+ReLU output);
+ * the *_dt op when x, y, g or dx is stored in bf16. */
+static void bn_dx(sg_model *m, const sg_layer *l, const void *g, int g_dt, const float *y, int relu,
                   const float *red, double count) {
     sg_backend *be = m->be;
     const sg_tensor *xt = &m->t[l->in[0]];
     const sg_tensor *yt = &m->t[l->out];
     int n = m->n, c = yt->c, hw = yt->h * yt->w;
     const float *gamma = m->params[l->bn_p[0]].data, *beta = m->params[l->bn_p[1]].data;
-    if (xt->dt == SG_ACT_F32 && (y || !relu))
+    if (xt->dt == SG_ACT_F32 && (y || !relu) && g_dt == SG_ACT_F32 && xt->gdt == SG_ACT_F32)
         be->ops->bn_bwd_elem(be, g, xt->val, y ? y : xt->val, l->mean, l->invstd, gamma, red, count,
                              xt->grad, n, c, hw, relu, l->acc_in[0]);
     else
-        be->ops->bn_bwd_elem_dt(be, g, xt->val, xt->dt, y, l->mean, l->invstd, gamma, beta, red,
-                                count, xt->grad, n, c, hw, relu, l->acc_in[0]);
+        be->ops->bn_bwd_elem_dt(be, g, g_dt, xt->val, xt->dt, y, l->mean, l->invstd, gamma, beta,
+                                red, count, xt->grad, xt->gdt, n, c, hw, relu, l->acc_in[0]);
 }
 
 /* BN layer l's backward; a != NULL: l is fused into the join a, whose
@@ -315,9 +315,10 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
     /* where dx's g comes from: the BN output's gradient (its ReLU mask from
      * y, or recomputed from x when y is stored in bf16: y NULL) or, fused,
      * the join's output gradient masked by the join's output, or the
-     * identity's gradient when the reduce stored g there */
+     * identity's gradient when the reduce stored g there (float32 but for
+     * the BN output's own gradient, stored as yt->gdt) */
     const float *g = yt->grad, *y = yt->dt == SG_ACT_F32 ? yt->val : NULL;
-    int relu = l->relu;
+    int relu = l->relu, g_dt = a ? SG_ACT_F32 : yt->gdt;
     if (a) {
         const sg_tensor *jt = &m->t[a->out];
         int ri = a->in[0] == l->out ? 1 : 0;
@@ -344,6 +345,7 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
             g = gbuf;
             y = NULL;
             relu = 0;
+            g_dt = SG_ACT_F32;
         } else {
             if (!yt->req_grad) { /* nothing upstream of the BN learns */
                 if (dres) ops->relu_bwd(be, jt->grad, jt->val, dres, jt->count, acc_r);
@@ -362,11 +364,11 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
     } else if (need_red) {
         /* red (local) is needed for the parameter gradients and, with
          * batch statistics, for dx; bf16 storage: the *_dt op */
-        if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32)
+        if (xt->dt == SG_ACT_F32 && yt->dt == SG_ACT_F32 && yt->gdt == SG_ACT_F32)
             ops->bn_bwd_reduce(be, yt->grad, xt->val, yt->val, l->mean, m->red, n, c, hw, l->relu);
         else
-            ops->bn_bwd_reduce_dt(be, yt->grad, xt->val, xt->dt, y, l->mean, l->invstd, gamma->data,
-                                  beta->data, m->red, n, c, hw, l->relu);
+            ops->bn_bwd_reduce_dt(be, yt->grad, yt->gdt, xt->val, xt->dt, y, l->mean, l->invstd,
+                                  gamma->data, beta->data, m->red, n, c, hw, l->relu);
     }
     if (train_params) {
         /* a frozen half writes into scratch (stats is free in backward) */
@@ -386,10 +388,10 @@ static void bn_backward(sg_model *m, sg_layer *l, const sg_layer *a, int accumul
             m->hooks.bn_allreduce(m->hooks.ctx, m->redg, 2 * c);
             red = m->redg;
         }
-        bn_dx(m, l, g, y, relu, red, l->count_global);
+        bn_dx(m, l, g, g_dt, y, relu, red, l->count_global);
     } else {
         /* running statistics are constants: dx = g * invstd * gamma */
-        bn_dx(m, l, g, y, relu, m->zero_red, 1.0);
+        bn_dx(m, l, g, g_dt, y, relu, m->zero_red, 1.0);
     }
 }
 
@@ -417,17 +419,22 @@ static void backward_ops(sg_model *m, int accumulate) {
             sg_param *w = &m->params[l->w_param];
             int bias = l->b_param >= 0 && m->params[l->b_param].trainable;
             /* both gradients in one op, which may share its work on dy (the
-             * profile keeps the two passes apart instead) */
+             * profile keeps the two passes apart instead); dy and dx stored
+             * as their tensors' gdt (bf16: a BN writes or reads the other
+             * end, model_plan.c) */
             int both = w->trainable && xt->req_grad && !m->prof;
+            int gdt = yt->gdt, f32_grads = gdt == SG_ACT_F32 && xt->gdt == SG_ACT_F32;
+            SG_CHECK(!bias || gdt == SG_ACT_F32,
+                     "model: a conv with bias has a bf16 output gradient (internal error)");
             if (both) {
-                ops->conv_bwd_dt(be, &l->desc, xt->val, xt->dt, yt->grad, w->data, w->grad,
-                                 accumulate, xt->grad, l->acc_in[0]);
+                ops->conv_bwd_dt(be, &l->desc, xt->val, xt->dt, yt->grad, gdt, w->data, w->grad,
+                                 accumulate, xt->grad, xt->gdt, l->acc_in[0]);
                 ready(m, l->w_param);
             } else if (w->trainable) {
-                if (xt->dt == SG_ACT_F32)
+                if (xt->dt == SG_ACT_F32 && gdt == SG_ACT_F32)
                     ops->conv_bwd_weight(be, &l->desc, xt->val, yt->grad, w->grad, accumulate);
                 else
-                    ops->conv_bwd_weight_dt(be, &l->desc, xt->val, xt->dt, yt->grad, w->grad,
+                    ops->conv_bwd_weight_dt(be, &l->desc, xt->val, xt->dt, yt->grad, gdt, w->grad,
                                             accumulate);
                 ready(m, l->w_param);
             }
@@ -439,7 +446,11 @@ static void backward_ops(sg_model *m, int accumulate) {
             if (both) break;
             if (w->trainable || bias) PROF_MARK(m, l, SG_PROF_BWD_WEIGHT);
             if (xt->req_grad) {
-                ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
+                if (f32_grads)
+                    ops->conv_bwd_data(be, &l->desc, yt->grad, w->data, xt->grad, l->acc_in[0]);
+                else /* the backward-data pass alone (dw NULL) */
+                    ops->conv_bwd_dt(be, &l->desc, xt->val, xt->dt, yt->grad, gdt, w->data, NULL, 0,
+                                     xt->grad, xt->gdt, l->acc_in[0]);
                 PROF_MARK(m, l, SG_PROF_BWD_DATA);
             }
             break;

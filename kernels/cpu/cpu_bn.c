@@ -340,10 +340,9 @@ static const float *y_plane(const float *y, size_t off, const float *xp, int hw,
     return buf;
 }
 
-static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                             const float *y, const float *mean, const float *invstd,
-                             const float *gamma, const float *beta, float *red, int n, int c,
-                             int hw, int relu) {
+static void reduce_dt_f32g(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                           const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, float *red, int n, int c, int hw, int relu) {
     check_dt(x_dt, "bn_bwd_reduce_dt");
     if (be->layout == SG_LAYOUT_NHWC) {
         nhwc_bwd_reduce(be, dy, x, x_dt, y, SG_ACT_F32, mean, invstd, gamma, beta, red, NULL, n, c,
@@ -371,10 +370,10 @@ static void bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int
     }
 }
 
-static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                           const float *mean, const float *invstd, const float *gamma,
-                           const float *beta, const float *red, double count, float *dx, int n,
-                           int c, int hw, int relu, int accumulate) {
+static void elem_dt_f32g(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
+                         const float *mean, const float *invstd, const float *gamma,
+                         const float *beta, const float *red, double count, float *dx, int n, int c,
+                         int hw, int relu, int accumulate) {
     check_dt(x_dt, "bn_bwd_elem_dt");
     if (be->layout == SG_LAYOUT_NHWC) {
         nhwc_bwd_elem(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx, n, c, hw, relu,
@@ -398,6 +397,43 @@ static void bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x
         const float *yp = y_plane(y, off, xp, hw, ch, mean, invstd, gamma, beta, relu, buf + hw);
         plane_bwd_elem(dy + off, xp, yp, dx + off, hw, k.A, k.B, k.C, mean[ch], relu, accumulate);
     }
+}
+
+/* bf16-stored gradients (dy_dt, dx_dt): dy widened whole into buffer 2
+ * (exact), dx computed in float32 into buffer 3 and rounded into its
+ * storage once (RNE): the float32 ops' bits on the same values, rounded
+ * where the gradient is stored. */
+static const float *grad_f32(sg_backend *be, const void *dy, int dy_dt, size_t count,
+                             const char *op) {
+    check_dt(dy_dt, op);
+    if (dy_dt == SG_ACT_F32) return dy;
+    float *b = sg_cpu_act_buf(be, 2, count);
+    sg_cpu_bf16_widen(b, dy, count);
+    return b;
+}
+
+static void bn_bwd_reduce_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
+                             const float *y, const float *mean, const float *invstd,
+                             const float *gamma, const float *beta, float *red, int n, int c,
+                             int hw, int relu) {
+    const float *g = grad_f32(be, dy, dy_dt, (size_t)n * c * hw, "bn_bwd_reduce_dt");
+    reduce_dt_f32g(be, g, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw, relu);
+}
+
+static void bn_bwd_elem_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
+                           const float *y, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, const float *red, double count,
+                           void *dx, int dx_dt, int n, int c, int hw, int relu, int accumulate) {
+    check_dt(dx_dt, "bn_bwd_elem_dt");
+    if (dx_dt == SG_ACT_BF16 && accumulate)
+        SG_FATAL("CPU backend: bn_bwd_elem_dt: accumulate = 1 with a bf16 dx: a bf16 gradient is "
+                 "written once, never added to (a bug in the caller: keep that gradient float32)");
+    size_t e = (size_t)n * c * hw;
+    const float *g = grad_f32(be, dy, dy_dt, e, "bn_bwd_elem_dt");
+    float *d = dx_dt == SG_ACT_BF16 ? sg_cpu_act_buf(be, 3, e) : dx;
+    elem_dt_f32g(be, g, x, x_dt, y, mean, invstd, gamma, beta, red, count, d, n, c, hw, relu,
+                 accumulate);
+    if (d != dx) sg_cpu_bf16_narrow(dx, d, e);
 }
 
 /* ---- fused with the residual join (backend.h) ---- */

@@ -61,6 +61,9 @@
 
 #include "kernels/backend.h"
 
+/* sg_cpu.act_buf's slots */
+#define SG_CPU_ACT_BUFS 4
+
 typedef struct sg_cpu_conv_cache sg_cpu_conv_cache; /* conv/conv_internal.h */
 
 typedef struct sg_cpu {
@@ -75,10 +78,13 @@ typedef struct sg_cpu {
      * storage (the *_dt ops of cpu_act_bf16.c and cpu_bn.c) float32 copies
      * of a bf16 input and a float32 result before it is stored as bf16;
      * in NHWC also cpu_bn.c's per-channel coefficients and partial sums
-     * (slot 1) and cpu_loss.c's class-major blocks (slot 0). Grow to the largest size asked (the first time a shape is
-     * seen), never shrink. */
-    void *act_buf[2];
-    size_t act_bytes[2];
+     * (slot 1) and cpu_loss.c's class-major blocks (slot 0); slots 2 and 3:
+     * a bf16-stored gradient's float32 copy (dy widened, slot 2) and a
+     * float32 result before it is stored as a bf16 gradient (dx, slot 3).
+     * Grow to the largest size asked (the first time a shape is seen),
+     * never shrink. */
+    void *act_buf[SG_CPU_ACT_BUFS];
+    size_t act_bytes[SG_CPU_ACT_BUFS];
     /* set_step_key's key, read by dropout_fwd (cpu_elem.c) */
     uint64_t step_key;
 } sg_cpu;
@@ -89,7 +95,7 @@ static inline sg_cpu *sg_cpu_of(sg_backend *be) { return (sg_cpu *)be->impl; }
  * on failure. */
 void *sg_cpu_aligned_alloc(size_t bytes);
 void sg_cpu_aligned_free(void *p);
-/* cpu_memory.c: the backend's float32 buffer `slot` (0 or 1) of at least
+/* cpu_memory.c: the backend's float32 buffer `slot` (0..3) of at least
  * count floats (grows, never shrinks; shared by the *_dt ops, which never
  * run at the same time), and freeing both (destroy). */
 float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count);
@@ -137,6 +143,10 @@ int sg_cpu_conv_native_bwd(sg_backend *be, const sg_conv_desc *d, const void *x,
  * wrapped (a counting or profiling table would see one conv twice). */
 void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float *x,
                      const float *in1, float *out, int accumulate);
+/* The float32 backward-data pass of conv/ops.c (dy, w -> dx), called
+ * directly for the same reason. */
+void sg_cpu_conv_bwd_data_f32(sg_backend *be, const sg_conv_desc *d, const float *dy,
+                              const float *w, float *dx, int accumulate);
 
 /* Whether oneDNN runs AVX-512 code here (conv/ops.c; the path table's
  * isa column, cpu.layout auto). */

@@ -55,7 +55,7 @@ float *sg_cpu_act_buf(sg_backend *be, int slot, size_t count) {
 }
 
 void sg_cpu_act_buf_free(sg_cpu *c) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < SG_CPU_ACT_BUFS; i++) {
         sg_cpu_aligned_free(c->act_buf[i]);
         c->act_buf[i] = NULL;
         c->act_bytes[i] = 0;

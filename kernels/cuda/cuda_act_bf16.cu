@@ -11,7 +11,9 @@
  * widens a bf16 x into a float32 buffer (exact), runs its float32 namesake
  * on it, and rounds a bf16-stored y from a float32 buffer into its storage
  * (RNE, kernels/formulas/bf16.h). Each op thus computes, bit for bit, what
- * the float32 op computes on the same values. Owns those two float32
+ * the float32 op computes on the same values. bf16-stored gradients (dy_dt,
+ * dx_dt) go the same way: read and written by cuDNN directly under bf16
+ * convolutions, through float32 buffers under fp32. Owns those four float32
  * buffers (sg_cuda.act_buf): they grow when a larger tensor is first seen
  * and are freed with the backend (sg_cuda_act_buf_free).
  */
@@ -57,7 +59,7 @@ static float *act_buf(sg_backend *be, int slot, size_t count) {
 }
 
 void sg_cuda_act_buf_free(sg_cuda *cu) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         sg_cuda_raw_free(cu, cu->act_buf[i], cu->act_bytes[i]);
         cu->act_buf[i] = NULL;
         cu->act_bytes[i] = 0;
@@ -81,7 +83,7 @@ static void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const voi
                                 const float *w, void *y, int y_dt) {
     int xb = sg_cuda_act_dt(x_dt, "conv_fwd_dt") == SG_ACT_BF16;
     int yb = sg_cuda_act_dt(y_dt, "conv_fwd_dt") == SG_ACT_BF16;
-    if (sg_cuda_conv_native_dt(be, d, 1, x, xb, w, y, yb, 0)) return;
+    if (sg_cuda_conv_native_dt(be, d, 1, x, xb, w, 0, y, yb, 0)) return;
     size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
     const float *xf = xb ? widen(be, 0, x, nx) : (const float *)x;
     float *yf = yb ? act_buf(be, 1, ny) : (float *)y;
@@ -90,20 +92,41 @@ static void sg_cuda_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const voi
 }
 
 static void sg_cuda_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x,
-                                       int x_dt, const float *dy, float *dw, int accumulate) {
+                                       int x_dt, const void *dy, int dy_dt, float *dw,
+                                       int accumulate) {
     int xb = sg_cuda_act_dt(x_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
-    if (sg_cuda_conv_native_dt(be, d, 0, x, xb, dy, dw, 0, accumulate)) return;
-    size_t nx = (size_t)d->n * d->c * d->h * d->w;
-    sg_cuda_conv_f32(be, d, 0, xb ? widen(be, 0, x, nx) : (const float *)x, dy, dw, accumulate);
+    int gb = sg_cuda_act_dt(dy_dt, "conv_bwd_weight_dt") == SG_ACT_BF16;
+    if (sg_cuda_conv_native_dt(be, d, 0, x, xb, dy, gb, dw, 0, accumulate)) return;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    const float *dyf = gb ? widen(be, 2, dy, ny) : (const float *)dy;
+    sg_cuda_conv_f32(be, d, 0, xb ? widen(be, 0, x, nx) : (const float *)x, dyf, dw, accumulate);
 }
 
-/* Both backward passes: the two ops, in the stated order (nothing is
- * shared here yet). */
+/* Both backward passes (dw or dx NULL: one): the two ops, in the stated
+ * order (nothing is shared here yet). Backward-data under bf16
+ * convolutions reads a bf16 dy and writes a bf16 dx directly
+ * (sg_cuda_conv_bwd_data_dt); under fp32 they go through float32 buffers
+ * (2: dy widened, 3: dx before it is rounded). */
 static void sg_cuda_conv_bwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                                const float *dy, const float *w, float *dw, int acc_w, float *dx,
-                                int acc_x) {
-    sg_cuda_conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc_w);
-    be->ops->conv_bwd_data(be, d, dy, w, dx, acc_x);
+                                const void *dy, int dy_dt, const float *w, float *dw, int acc_w,
+                                void *dx, int dx_dt, int acc_x) {
+    int gb = sg_cuda_act_dt(dy_dt, "conv_bwd_dt") == SG_ACT_BF16;
+    int db = sg_cuda_act_dt(dx_dt, "conv_bwd_dt") == SG_ACT_BF16;
+    SG_CHECK(!dx || !db || !acc_x,
+             "CUDA backend: conv_bwd_dt: acc_x = 1 with a bf16 dx: a bf16 gradient is written "
+             "once, never added to (a bug in the caller: keep that gradient float32)");
+    if (dw) sg_cuda_conv_bwd_weight_dt(be, d, x, x_dt, dy, dy_dt, dw, acc_w);
+    if (!dx) return;
+    if (!gb && !db) {
+        be->ops->conv_bwd_data(be, d, (const float *)dy, w, (float *)dx, acc_x);
+        return;
+    }
+    if (sg_cuda_conv_bwd_data_dt(be, d, dy, gb, w, dx, db, acc_x)) return;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->oh * d->ow;
+    const float *dyf = gb ? widen(be, 2, dy, ny) : (const float *)dy;
+    float *dxf = db ? act_buf(be, 3, nx) : (float *)dx;
+    be->ops->conv_bwd_data(be, d, dyf, w, dxf, acc_x);
+    if (db) narrow(be, dxf, dx, nx);
 }
 
 void sg_cuda_fill_act_bf16_ops(sg_ops *o) {

@@ -40,6 +40,8 @@
  * whose output is stored in bf16 (y NULL in the backward) has its mask
  * recomputed from x with the forward formula (formulas/bn.h, explicitly
  * rounded operations: no FMA contraction can make it differ from k_bn_fwd).
+ * The two backward kernels are templates over the gradients' storage too
+ * (G: dy, D: dx; float or bf16 bits, a bf16 dx rounded once on store).
  */
 #include <string.h>
 
@@ -348,8 +350,8 @@ static void bwd_merge(sg_backend *be, int c, int splits, float *red) {
     CU_LAUNCH_CHECK("k_chan_sum_merge (bn backward)");
 }
 
-template <typename X>
-__global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y, const float *mean,
+template <typename X, typename G>
+__global__ void k_bn_bwd_reduce_part(const G *dy, const X *x, const float *y, const float *mean,
                                      const float *invstd, const float *gamma, const float *beta,
                                      int n, int c, int hw, int nhwc, int relu, double *part) {
     __shared__ double sh[SG_CHAN_THREADS];
@@ -360,7 +362,7 @@ __global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y
     if (relu && !y) a = sg_bn_fwd_scale(invstd[cl], gamma[cl]), bt = beta[cl];
     double sg = 0, sgx = 0;
     auto visit = [&](size_t i) {
-        float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, mf, a, bt)) : dy[i];
+        float g = relu ? sg_relu_mask(act_ld(dy, i), bn_out(y, x, i, mf, a, bt)) : act_ld(dy, i);
         sg += g;
         sgx += (double)g * ((double)act_ld(x, i) - m);
     };
@@ -376,18 +378,19 @@ __global__ void k_bn_bwd_reduce_part(const float *dy, const X *x, const float *y
     bwd_part_store(part, nhwc, ch, c, sg, sgx, sh);
 }
 
-template <typename X>
-static void bn_bwd_reduce(sg_backend *be, const float *dy, const X *x, const float *y,
+template <typename X, typename G = float>
+static void bn_bwd_reduce(sg_backend *be, const G *dy, const X *x, const float *y,
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, float *red, int n, int c, int hw, int relu) {
     sg_cuda *cu = sg_cu(be);
     if (c <= 0) return;
     static int occupancy[16];
     int nhwc = sg_cu_nhwc(be);
-    int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
-                                    chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X>, occupancy, 16));
+    int splits =
+        chan_splits_layout(cu, nhwc, c, (long long)n * hw,
+                           chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X, G>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_part<X>)
+    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_part<X, G>)
     (dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
     CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
     bwd_merge(be, c, splits, red);
@@ -399,14 +402,26 @@ static void sg_cuda_bn_bwd_reduce(sg_backend *be, const float *dy, const float *
     bn_bwd_reduce(be, dy, x, y, mean, NULL, NULL, NULL, red, n, c, hw, relu);
 }
 
-static void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                                     const float *y, const float *mean, const float *invstd,
-                                     const float *gamma, const float *beta, float *red, int n,
-                                     int c, int hw, int relu) {
+template <typename G>
+static void bn_bwd_reduce_g(sg_backend *be, const G *dy, const void *x, int x_dt, const float *y,
+                            const float *mean, const float *invstd, const float *gamma,
+                            const float *beta, float *red, int n, int c, int hw, int relu) {
     if (sg_cuda_act_dt(x_dt, "bn_bwd_reduce_dt") == SG_ACT_BF16)
         bn_bwd_reduce(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, n, c, hw,
                       relu);
     else bn_bwd_reduce(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, n, c, hw, relu);
+}
+
+static void sg_cuda_bn_bwd_reduce_dt(sg_backend *be, const void *dy, int dy_dt, const void *x,
+                                     int x_dt, const float *y, const float *mean,
+                                     const float *invstd, const float *gamma, const float *beta,
+                                     float *red, int n, int c, int hw, int relu) {
+    if (sg_cuda_act_dt(dy_dt, "bn_bwd_reduce_dt (dy_dt)") == SG_ACT_BF16)
+        bn_bwd_reduce_g(be, (const uint16_t *)dy, x, x_dt, y, mean, invstd, gamma, beta, red, n, c,
+                        hw, relu);
+    else
+        bn_bwd_reduce_g(be, (const float *)dy, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw,
+                        relu);
 }
 
 /* y NULL (relu): the mask recomputed from x (beta read only then). */
@@ -428,10 +443,10 @@ __device__ __forceinline__ bn_bwd_k bn_bwd_k_of(const float *y, const float *mea
 }
 
 /* Per plane in either layout, as k_bn_fwd. */
-template <typename X>
-__global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const float *mean,
+template <typename X, typename G, typename D>
+__global__ void k_bn_bwd_elem(const G *dy, const X *x, const float *y, const float *mean,
                               const float *invstd, const float *gamma, const float *beta,
-                              const float *red, double count, float *dx, int c, int inner,
+                              const float *red, double count, D *dx, int c, int inner,
                               size_t planes, int nhwc, int relu, int accumulate) {
     SG_PLANE_LOOP(pl, planes) {
         bn_bwd_k kp = {};
@@ -442,24 +457,25 @@ __global__ void k_bn_bwd_elem(const float *dy, const X *x, const float *y, const
             bn_bwd_k k = nhwc ? bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j)
                               : kp;
             size_t i = off + j;
-            float g = relu ? sg_relu_mask(dy[i], bn_out(y, x, i, k.m, k.a, k.bt)) : dy[i];
+            float g = relu ? sg_relu_mask(act_ld(dy, i), bn_out(y, x, i, k.m, k.a, k.bt))
+                           : act_ld(dy, i);
             float v = sg_bn_bwd_elem(g, act_ld(x, i), k.m, k.k.A, k.k.B, k.k.C);
-            dx[i] = accumulate ? sg_fadd(dx[i], v) : v;
+            act_st(dx, i, accumulate ? sg_fadd(act_ld(dx, i), v) : v);
         }
     }
 }
 
-template <typename X>
-static void bn_bwd_elem(sg_backend *be, const float *dy, const X *x, const float *y,
-                        const float *mean, const float *invstd, const float *gamma,
-                        const float *beta, const float *red, double count, float *dx, int n, int c,
-                        int hw, int relu, int accumulate) {
+template <typename X, typename G = float, typename D = float>
+static void bn_bwd_elem(sg_backend *be, const G *dy, const X *x, const float *y, const float *mean,
+                        const float *invstd, const float *gamma, const float *beta,
+                        const float *red, double count, D *dx, int n, int c, int hw, int relu,
+                        int accumulate) {
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
     dim3 t = sg_cu_plane_block(inner);
-    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_bwd_elem<X>)
+    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_bwd_elem<X, G, D>)
     (dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu, accumulate);
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
@@ -473,17 +489,47 @@ static void sg_cuda_bn_bwd_elem(sg_backend *be, const float *dy, const float *x,
                 accumulate);
 }
 
-static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
-                                   const float *y, const float *mean, const float *invstd,
-                                   const float *gamma, const float *beta, const float *red,
-                                   double count, float *dx, int n, int c, int hw, int relu,
-                                   int accumulate) {
+template <typename G, typename D>
+static void bn_bwd_elem_gd(sg_backend *be, const G *dy, const void *x, int x_dt, const float *y,
+                           const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, const float *red, double count, D *dx, int n, int c,
+                           int hw, int relu, int accumulate) {
     if (sg_cuda_act_dt(x_dt, "bn_bwd_elem_dt") == SG_ACT_BF16)
         bn_bwd_elem(be, dy, (const uint16_t *)x, y, mean, invstd, gamma, beta, red, count, dx, n, c,
                     hw, relu, accumulate);
     else
         bn_bwd_elem(be, dy, (const float *)x, y, mean, invstd, gamma, beta, red, count, dx, n, c,
                     hw, relu, accumulate);
+}
+
+/* dy_dt, dx_dt: the gradients' storage (G, D); a bf16 dx is rounded once
+ * where it is stored (act_st) and never added to. */
+static void sg_cuda_bn_bwd_elem_dt(sg_backend *be, const void *dy, int dy_dt, const void *x,
+                                   int x_dt, const float *y, const float *mean, const float *invstd,
+                                   const float *gamma, const float *beta, const float *red,
+                                   double count, void *dx, int dx_dt, int n, int c, int hw,
+                                   int relu, int accumulate) {
+    int gb = sg_cuda_act_dt(dy_dt, "bn_bwd_elem_dt (dy_dt)") == SG_ACT_BF16;
+    int db = sg_cuda_act_dt(dx_dt, "bn_bwd_elem_dt (dx_dt)") == SG_ACT_BF16;
+    SG_CHECK(!db || !accumulate,
+             "CUDA backend: bn_bwd_elem_dt: accumulate = 1 with a bf16 dx: a bf16 gradient is "
+             "written once, never added to (a bug in the caller: keep that gradient float32)");
+    const uint16_t *g16 = (const uint16_t *)dy;
+    const float *g32 = (const float *)dy;
+    uint16_t *d16 = (uint16_t *)dx;
+    float *d32 = (float *)dx;
+    if (gb && db)
+        bn_bwd_elem_gd(be, g16, x, x_dt, y, mean, invstd, gamma, beta, red, count, d16, n, c, hw,
+                       relu, accumulate);
+    else if (gb)
+        bn_bwd_elem_gd(be, g16, x, x_dt, y, mean, invstd, gamma, beta, red, count, d32, n, c, hw,
+                       relu, accumulate);
+    else if (db)
+        bn_bwd_elem_gd(be, g32, x, x_dt, y, mean, invstd, gamma, beta, red, count, d16, n, c, hw,
+                       relu, accumulate);
+    else
+        bn_bwd_elem_gd(be, g32, x, x_dt, y, mean, invstd, gamma, beta, red, count, d32, n, c, hw,
+                       relu, accumulate);
 }
 
 /* ---- fused with the residual join (backend.h) ---- */

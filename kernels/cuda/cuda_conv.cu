@@ -55,6 +55,9 @@
  * values the float32 path would hold (sg_cuda_conv_native_dt, called by
  * cuda_act_bf16.cu, which under fp32 convolutions widens a bf16 input into
  * a float32 buffer and rounds a bf16-stored result from one instead).
+ * bf16-stored gradients likewise: a bf16 dy goes to cuDNN as it is (NHWC)
+ * or transposed (NCHW), rounded nowhere; a bf16 dx is cuDNN's bf16
+ * backward-data result stored directly (sg_cuda_conv_bwd_data_dt).
  * Algorithms whose math type would convert float32 to half
  * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
@@ -725,24 +728,16 @@ static void sg_cuda_conv_fwd(sg_backend *be, const sg_conv_desc *d, const float 
 
 static void sg_cuda_conv_bwd_data(sg_backend *be, const sg_conv_desc *d, const float *dy,
                                   const float *w, float *dx, int accumulate) {
+    /* bf16: float32 dy rounded, cuDNN's bf16 dx widened (or added) */
+    if (sg_cuda_conv_bwd_data_dt(be, d, dy, 0, w, dx, 0, accumulate)) return;
     sg_cuda *cu = sg_cu(be);
     sg_cuda_conv *e = get_conv(be, d);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f, zero = 0.0f;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
-    if (cu->precision != SG_PRECISION_BF16) {
-        const void *wk = sg_cu_nhwc(be) ? weights_krsc(be, d, w) : w;
-        CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wk, e->y_desc, dy,
-                                                 e->conv_desc, e->bwd_data_algo, cu->workspace,
-                                                 e->bwd_data_ws, &beta, e->x_desc, dx));
-        return;
-    }
-    void **b = cu->bf16_buf;
-    act_to_bf16(be, dy, b[0], d->n, d->k, d->oh * d->ow);
-    const void *wb = weights_krsc(be, d, w);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wb, e->y_desc, b[0],
+    const void *wk = sg_cu_nhwc(be) ? weights_krsc(be, d, w) : w;
+    CUDNN_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &alpha, e->w_desc, wk, e->y_desc, dy,
                                              e->conv_desc, e->bwd_data_algo, cu->workspace,
-                                             e->bwd_data_ws, &zero, e->x_desc, b[2]));
-    act_from_bf16(be, b[2], dx, d->n, d->c, d->h * d->w, accumulate);
+                                             e->bwd_data_ws, &beta, e->x_desc, dx));
 }
 
 static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const float *x,
@@ -779,26 +774,55 @@ static void sg_cuda_conv_bwd_weight(sg_backend *be, const sg_conv_desc *d, const
  * under NCHW they are only transposed (no rounding). Either way every
  * result equals the float32 op's. */
 int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
-                           const float *in1, void *out, int yb, int accumulate) {
+                           const void *in1, int in1b, void *out, int yb, int accumulate) {
     sg_cuda *cu = sg_cu(be);
     if (cu->precision != SG_PRECISION_BF16) return 0;
-    if (!fwd && !xb) return 0;         /* conv_bwd_weight itself converts a float32 x */
-    sg_cuda_conv *e = get_conv(be, d); /* grows bf16_buf for d first */
+    if (!fwd && !xb && !in1b) return 0; /* conv_bwd_weight itself converts float32 x, dy */
+    sg_cuda_conv *e = get_conv(be, d);  /* grows bf16_buf for d first */
     int nhwc = sg_cu_nhwc(be);
     void **b = cu->bf16_buf;
     const void *xin = x;
     if (xb && !nhwc) bf16_to_nhwc(be, x, b[0], d->n, d->c, d->h * d->w), xin = b[0];
+    if (!xb) act_to_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w), xin = b[0];
     if (fwd) {
-        if (!xb) act_to_bf16(be, (const float *)x, b[0], d->n, d->c, d->h * d->w), xin = b[0];
         void *yout = yb && nhwc ? out : b[2];
-        run_fwd(be, e, xin, weights_krsc(be, d, in1), yout);
+        run_fwd(be, e, xin, weights_krsc(be, d, (const float *)in1), yout);
         if (yb && !nhwc) bf16_from_nhwc(be, b[2], out, d->n, d->k, d->oh * d->ow);
         else if (!yb) act_from_bf16(be, b[2], (float *)out, d->n, d->k, d->oh * d->ow, 0);
         return 1;
     }
-    act_to_bf16(be, in1, b[1], d->n, d->k, d->oh * d->ow);
-    run_bwd_filter(be, e, xin, b[1], b[2]);
+    /* dy: a bf16-stored one as it is (NHWC) or transposed, else rounded */
+    const void *dyin = b[1];
+    if (in1b && nhwc) dyin = in1;
+    else if (in1b) bf16_to_nhwc(be, in1, b[1], d->n, d->k, d->oh * d->ow);
+    else act_to_bf16(be, (const float *)in1, b[1], d->n, d->k, d->oh * d->ow);
+    run_bwd_filter(be, e, xin, dyin, b[2]);
     dw_from_krsc(be, d, b[2], (float *)out, accumulate);
+    return 1;
+}
+
+int sg_cuda_conv_bwd_data_dt(sg_backend *be, const sg_conv_desc *d, const void *dy, int dyb,
+                             const float *w, void *dx, int dxb, int accumulate) {
+    sg_cuda *cu = sg_cu(be);
+    if (cu->precision != SG_PRECISION_BF16) return 0;
+    SG_CHECK(!dxb || !accumulate,
+             "CUDA backend: conv_bwd_data with accumulate into a bf16 dx (a bug in the caller: "
+             "a bf16 gradient is written once)");
+    sg_cuda_conv *e = get_conv(be, d);
+    int nhwc = sg_cu_nhwc(be);
+    void **b = cu->bf16_buf;
+    const void *dyin = b[0];
+    if (dyb && nhwc) dyin = dy;
+    else if (dyb) bf16_to_nhwc(be, dy, b[0], d->n, d->k, d->oh * d->ow);
+    else act_to_bf16(be, (const float *)dy, b[0], d->n, d->k, d->oh * d->ow);
+    void *dxout = dxb && nhwc ? dx : b[2];
+    const float alpha = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, e->bwd_data_math));
+    CUDNN_CHECK(cudnnConvolutionBackwardData(
+        cu->cudnn, &alpha, e->w_desc, weights_krsc(be, d, w), e->y_desc, dyin, e->conv_desc,
+        e->bwd_data_algo, cu->workspace, e->bwd_data_ws, &zero, e->x_desc, dxout));
+    if (dxb && !nhwc) bf16_from_nhwc(be, b[2], dx, d->n, d->c, d->h * d->w);
+    else if (!dxb) act_from_bf16(be, b[2], (float *)dx, d->n, d->c, d->h * d->w, accumulate);
     return 1;
 }
 

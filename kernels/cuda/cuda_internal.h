@@ -173,8 +173,8 @@ typedef struct sg_cuda {
     /* bf16 activation storage under fp32 convolutions (conv *_dt ops,
      * cuda_act_bf16.cu): float32 copies of a bf16 input / of a result before it
      * is stored in bf16; grown when a larger tensor is first seen */
-    void *act_buf[2];
-    size_t act_bytes[2];
+    void *act_buf[4]; /* 2, 3: a bf16 gradient's float32 copy (dy) / result (dx) */
+    size_t act_bytes[4];
     /* bf16, or NHWC activations (else NULL): each weight's KRSC copy (bf16,
      * or float32 under fp32 convolutions), converted once per change of the
      * weights instead of once per conv call (kernels/weight_cache.h); every
@@ -334,12 +334,20 @@ int sg_cuda_conv_configure(sg_cuda *cu, const sg_backend_opts *opts, int cc_majo
 void sg_cuda_conv_destroy(sg_cuda *cu);
 /* cuda_conv.cu: a bf16 convolution over bf16-stored activations: forward
  * (fwd = 1: x, in1 = w -> out = y) or backward-weights (fwd = 0: x, in1 = dy
- * -> out = dw, accumulate), x stored in bf16 when xb, y when yb. Returns 1
- * when it ran; 0 (nothing done) under fp32 convolutions, or for a
- * backward-weights with a float32 x (conv_bwd_weight converts it itself):
- * the caller converts and runs the float32 op instead (cuda_act_bf16.cu). */
+ * -> out = dw, accumulate), x stored in bf16 when xb, y when yb, dy when
+ * in1b (backward only). Returns 1 when it ran; 0 (nothing done) under fp32
+ * convolutions, or for a backward-weights with a float32 x and dy
+ * (conv_bwd_weight converts them itself): the caller converts and runs the
+ * float32 op instead (cuda_act_bf16.cu). */
 int sg_cuda_conv_native_dt(sg_backend *be, const sg_conv_desc *d, int fwd, const void *x, int xb,
-                           const float *in1, void *out, int yb, int accumulate);
+                           const void *in1, int in1b, void *out, int yb, int accumulate);
+/* cuda_conv.cu: under bf16 convolutions, conv_bwd_data with dy stored as
+ * bf16 (dyb) or float32 and dx likewise (dxb; accumulate 0 then): a bf16
+ * dy is cuDNN's input as it is (NHWC) or transposed (NCHW), a bf16 dx
+ * cuDNN's bf16 result stored directly (NHWC) or transposed (NCHW). Returns
+ * 1 when it ran, 0 (nothing done) under fp32 convolutions. */
+int sg_cuda_conv_bwd_data_dt(sg_backend *be, const sg_conv_desc *d, const void *dy, int dyb,
+                             const float *w, void *dx, int dxb, int accumulate);
 /* cuda_conv.cu: the float32 forward (fwd 1: in1 = w, out = y) or
  * backward-weights pass (fwd 0: in1 = dy, out = dw), for the *_dt ops'
  * converting path: called directly, not through be->ops, which a caller may

@@ -145,6 +145,32 @@
 /* a bf16-stored BN output: rounded once (<= 2^-9 relative), plus float32 */
 #define TOL_BF16_STORE 4e-3
 
+/* bf16-stored gradients: one conv geometry with x stored as XDT and its
+ * gradients dy / dx as the rows say -> backward-weight (dy bf16,
+ * accumulate 0 and 1) and both-pass rows (dy bf16; dx bf16, which is
+ * written once: accumulate 0; both bf16, the plan's case of a conv between
+ * two batch norms). */
+#define CONV_GDT_CASE(OP, RUN, ACC, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, GY, GX, NOTE)  \
+    {                                                                                            \
+        OP, RUN, .conv = {N, C, H, W, K, R, R, ST, ST, PAD, PAD, DIL, DIL, 0, 0, G}, .acc = ACC, \
+                 .prepare = 1, .x_dt = XDT, .gy_dt = GY, .gx_dt = GX, .tol = TOL_CONV_BF16,      \
+                 .tol_bf16 = TOL_CONV_BF16, .all_configs = 1, .note = NOTE, .path = PATH         \
+    }
+#define CONV_GDT_AT(PATH, G, N, C, H, W, K, R, ST, PAD, DIL, XDT, NOTE)                           \
+    CONV_GDT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 0, PATH, G, N, C, H, W, K, R, ST, \
+                  PAD, DIL, XDT, SG_ACT_BF16, SG_ACT_F32, NOTE),                                  \
+        CONV_GDT_CASE("conv_bwd_weight_dt", run_conv_bwd_weight_dt, 1, PATH, G, N, C, H, W, K, R, \
+                      ST, PAD, DIL, XDT, SG_ACT_BF16, SG_ACT_F32, NOTE),                          \
+        CONV_GDT_CASE("conv_bwd_dt", run_conv_bwd_dt, 0, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                      XDT, SG_ACT_BF16, SG_ACT_F32, NOTE),                                        \
+        CONV_GDT_CASE("conv_bwd_dt", run_conv_bwd_dt, 1, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                      XDT, SG_ACT_BF16, SG_ACT_F32, NOTE),                                        \
+        CONV_GDT_CASE("conv_bwd_dt", run_conv_bwd_dt, 0, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                      XDT, SG_ACT_F32, SG_ACT_BF16, NOTE),                                        \
+        CONV_GDT_CASE("conv_bwd_dt", run_conv_bwd_dt, 0, PATH, G, N, C, H, W, K, R, ST, PAD, DIL, \
+                      XDT, SG_ACT_BF16, SG_ACT_BF16, NOTE)
+#define CONV_GDT(...) CONV_GDT_AT(NULL, __VA_ARGS__)
+
 /* Resize geometries: n, c, h, w -> oh, ow */
 #define RS(N, C, H, W, OH, OW) .n = N, .c = C, .h = H, .w = W, .oh = OH, .ow = OW
 #define RESIZE(N, C, H, W, OH, OW, NOTE)                                                          \
@@ -693,6 +719,13 @@ const tb_case tb_cases[] = {
                "3x3, 128 channels: the bf16 Winograd (conv_bwd_dt: dy rounded once)"),
     CONV_DT_G_AT("dw", 20, 2, 20, 9, 8, 20, 3, 1, 2, 2, SG_ACT_BF16, SG_ACT_F32,
                  "depthwise dilated, c = 20 (the direct backward-weight)"),
+    CONV_GDT(0, 2, 16, 6, 7, 24, 1, 1, 0, 1, SG_ACT_BF16,
+             "1x1: bn+relu -> conv -> bn, gradients bf16"),
+    CONV_GDT(0, 2, 12, 9, 8, 16, 3, 2, 1, 1, SG_ACT_BF16, "3x3 stride 2, bf16 gradients"),
+    CONV_GDT(0, 1, 20, 7, 9, 24, 3, 1, 2, 2, SG_ACT_F32, "dilated, float32 x, bf16 gradients"),
+    CONV_GDT(16, 2, 16, 9, 11, 16, 3, 1, 1, 1, SG_ACT_BF16, "depthwise, bf16 gradients"),
+    CONV_GDT_AT("wino-cl", 0, 1, 128, 9, 10, 128, 3, 1, 1, 1, SG_ACT_BF16,
+                "3x3, 128 channels: the bf16 Winograd, bf16 gradients"),
     {"bn_stats_dt", run_bn_stats_dt, BN_A, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_B, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
     {"bn_stats_dt", run_bn_stats_dt, BN_F, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7},
@@ -746,6 +779,30 @@ const tb_case tb_cases[] = {
      .relu = 1, .acc = 1, TOL_BN_BWD, .note = "c odd, threaded, mask recomputed"},
     {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
      .note = "NHWC: a row longer than a tile"},
+    /* bf16 gradients (the plan's grad_storage): dy read widened (the float32
+     * tolerance: the same values), dx rounded once (the stored-bf16 one) */
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .gy_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD, .note = "dy bf16 (a conv wrote it)"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_ODD, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .gy_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD, .note = "dy bf16, c odd, threaded"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_WIDE, .gy_dt = SG_ACT_BF16, .relu = 1, TOL_BN_BWD,
+     .note = "dy bf16, float32 x and y, NHWC: a row longer than a tile"},
+    {"bn_bwd_reduce_dt", run_bn_bwd_reduce_dt, BN_B, .gy_dt = SG_ACT_BF16, TOL_BN_BWD,
+     .note = "dy bf16, no relu"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .gx_dt = SG_ACT_BF16,
+     .tol = TOL_BF16_STORE, .note = "dx bf16 (a conv reads it)"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .gy_dt = SG_ACT_BF16, .gx_dt = SG_ACT_BF16, .relu = 1, .tol = TOL_BF16_STORE,
+     .note = "dy and dx bf16, mask recomputed: bn+relu between two convs"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .gy_dt = SG_ACT_BF16, .relu = 1, .acc = 1, TOL_BN_BWD, .note = "dy bf16, float32 dx added to"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_ODD, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .gy_dt = SG_ACT_BF16, .gx_dt = SG_ACT_BF16, .relu = 1, .tol = TOL_BF16_STORE,
+     .note = "dy and dx bf16, c odd, threaded"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_WIDE, .gx_dt = SG_ACT_BF16, .relu = 1,
+     .tol = TOL_BF16_STORE, .note = "dx bf16, float32 x and y, NHWC: a row longer than a tile"},
+    {"bn_bwd_elem_dt", run_bn_bwd_elem_dt, BN_C1, .x_dt = SG_ACT_BF16, .gx_dt = SG_ACT_BF16,
+     .tol = TOL_BF16_STORE, .note = "dx bf16, c = 1"},
 
     /* ---------------- elementwise ---------------- */
     /* 70001: odd, above the CPU's threading threshold; 1000003: several

@@ -2,7 +2,9 @@
  * ops (the *_dt ops of kernels/backend.h): conv_fwd_dt, conv_bwd_weight_dt,
  * bn_stats_dt, bn_fwd_dt, bn_bwd_reduce_dt, bn_bwd_elem_dt, with x / y
  * stored as the row says (x_dt, y_dt: SG_ACT_F32 | SG_ACT_BF16; for the BN
- * backward ops y_dt bf16 means y NULL: the ReLU mask is recomputed).
+ * backward ops y_dt bf16 means y NULL: the ReLU mask is recomputed), and
+ * the backward ops' gradients dy / dx stored as gy_dt / gx_dt (bf16
+ * gradients: a bf16 dx is the float32 result rounded once).
  *
  * Inputs that are stored in bf16 are drawn, then rounded to bf16 values, so
  * every check sees the same numbers. Each result is checked three ways:
@@ -102,12 +104,13 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
     const sg_ops *o = t->be->ops;
     float *x = tb_input(t, nx), *dy = tb_rand(t, ny, -1, 1), *dw0 = tb_rand(t, nw, -1, 1);
     round_if(x, nx, c->x_dt);
+    round_if(dy, ny, c->gy_dt);
     float *dw = tb_hcopy(t, dw0, nw);
     ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
-    int xhw = d.h * d.w;
-    float *dy_d = tb_actf(t, dy, d.n, d.k, d.oh * d.ow), *dw_d = tb_devf(t, dw0, nw);
-    o->conv_bwd_weight_dt(t->be, &d, conv_act(t, x, d.n, d.c, xhw, c->x_dt), c->x_dt, dy_d, dw_d,
-                          c->acc);
+    int xhw = d.h * d.w, yhw = d.oh * d.ow;
+    float *dy_d = tb_actf(t, dy, d.n, d.k, yhw), *dw_d = tb_devf(t, dw0, nw);
+    o->conv_bwd_weight_dt(t->be, &d, conv_act(t, x, d.n, d.c, xhw, c->x_dt), c->x_dt,
+                          conv_act(t, dy, d.n, d.k, yhw, c->gy_dt), c->gy_dt, dw_d, c->acc);
     float *got = tb_getf(t, dw_d, nw);
     tb_close(t, "dw", dw, got, nw, t->tol);
     float *dwf_d = tb_devf(t, dw0, nw);
@@ -123,8 +126,9 @@ void run_conv_bwd_weight_dt(tb_ctx *t, const tb_case *c) {
 }
 
 /* conv_bwd_dt: both gradients against the references, and the same as
- * conv_bwd_weight_dt then conv_bwd_data (bit for bit on a deterministic
- * backend). acc is both passes' accumulate. */
+ * conv_bwd_weight_dt then conv_bwd_data on float32 copies (bit for bit on a
+ * deterministic backend; a bf16 dx: rounded), and as conv_bwd_dt's single
+ * passes (dw NULL, dx NULL). acc is both passes' accumulate. */
 void run_conv_bwd_dt(tb_ctx *t, const tb_case *c) {
     sg_conv_desc d;
     size_t nx, nw, ny;
@@ -134,21 +138,35 @@ void run_conv_bwd_dt(tb_ctx *t, const tb_case *c) {
     float *x = tb_input(t, nx), *dy = tb_rand(t, ny, -1, 1), *w = tb_rand(t, nw, -1, 1);
     float *dw0 = tb_rand(t, nw, -1, 1), *dx0 = tb_rand(t, nx, -1, 1);
     round_if(x, nx, c->x_dt);
+    round_if(dy, ny, c->gy_dt);
+    round_if(dx0, nx, c->gx_dt);
     float *dw = tb_hcopy(t, dw0, nw), *dx = tb_hcopy(t, dx0, nx);
     ref_conv_bwd_weight(&d, x, dy, dw, c->acc);
     ref_conv_bwd_data(&d, dy, w, dx, c->acc);
+    int yhw = d.oh * d.ow;
     void *x_d = conv_act(t, x, d.n, d.c, xhw, c->x_dt);
-    float *dy_d = tb_actf(t, dy, d.n, d.k, d.oh * d.ow), *w_d = tb_devf(t, w, nw);
-    float *dw_d = tb_devf(t, dw0, nw), *dx_d = tb_actf(t, dx0, d.n, d.c, xhw);
-    o->conv_bwd_dt(t->be, &d, x_d, c->x_dt, dy_d, w_d, dw_d, c->acc, dx_d, c->acc);
-    float *gw = tb_getf(t, dw_d, nw), *gx = tb_act_getf(t, dx_d, d.n, d.c, xhw);
+    void *dyg_d = conv_act(t, dy, d.n, d.k, yhw, c->gy_dt);
+    float *dy_d = tb_actf(t, dy, d.n, d.k, yhw), *w_d = tb_devf(t, w, nw);
+    float *dw_d = tb_devf(t, dw0, nw);
+    void *dx_d = conv_act(t, dx0, d.n, d.c, xhw, c->gx_dt);
+    o->conv_bwd_dt(t->be, &d, x_d, c->x_dt, dyg_d, c->gy_dt, w_d, dw_d, c->acc, dx_d, c->gx_dt,
+                   c->acc);
+    float *gw = tb_getf(t, dw_d, nw), *gx = conv_get_act(t, dx_d, d.n, d.c, xhw, c->gx_dt);
     tb_close(t, "dw", dw, gw, nw, t->tol);
     tb_close(t, "dx", dx, gx, nx, t->tol);
     float *dw2_d = tb_devf(t, dw0, nw), *dx2_d = tb_actf(t, dx0, d.n, d.c, xhw);
-    o->conv_bwd_weight_dt(t->be, &d, x_d, c->x_dt, dy_d, dw2_d, c->acc);
+    o->conv_bwd_weight_dt(t->be, &d, x_d, c->x_dt, dy_d, SG_ACT_F32, dw2_d, c->acc);
     o->conv_bwd_data(t->be, &d, dy_d, w_d, dx2_d, c->acc);
     same_as_f32(t, "dw vs conv_bwd_weight_dt", gw, tb_getf(t, dw2_d, nw), nw, SG_ACT_F32);
-    same_as_f32(t, "dx vs conv_bwd_data", gx, tb_act_getf(t, dx2_d, d.n, d.c, xhw), nx, SG_ACT_F32);
+    same_as_f32(t, "dx vs conv_bwd_data", gx, tb_act_getf(t, dx2_d, d.n, d.c, xhw), nx, c->gx_dt);
+    /* one pass at a time: dw NULL (backward-data only), dx NULL */
+    float *dw3_d = tb_devf(t, dw0, nw);
+    void *dx3_d = conv_act(t, dx0, d.n, d.c, xhw, c->gx_dt);
+    o->conv_bwd_dt(t->be, &d, x_d, c->x_dt, dyg_d, c->gy_dt, w_d, NULL, 0, dx3_d, c->gx_dt, c->acc);
+    o->conv_bwd_dt(t->be, &d, x_d, c->x_dt, dyg_d, c->gy_dt, w_d, dw3_d, c->acc, NULL, c->gx_dt, 0);
+    same_as_f32(t, "dw vs conv_bwd_dt with dx NULL", gw, tb_getf(t, dw3_d, nw), nw, SG_ACT_F32);
+    same_as_f32(t, "dx vs conv_bwd_dt with dw NULL", gx,
+                conv_get_act(t, dx3_d, d.n, d.c, xhw, c->gx_dt), nx, SG_ACT_F32);
 }
 
 /* ---- BN: x, y, dy and dx are activations, in the backend's layout ---- */
@@ -222,6 +240,7 @@ typedef struct bn_bwd_data {
     float *y, *dy, *red;
     void *x_d;
     float *y_d, *mean_d, *inv_d, *g_d, *beta_d, *dy_d; /* y_d NULL: y stored in bf16 */
+    void *dyg_d;                                       /* dy stored as c->gy_dt */
 } bn_bwd_data;
 
 static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
@@ -230,6 +249,7 @@ static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
     tb_bn_data *b = &s.b;
     s.y = tb_hzeros(t, b->cnt);
     s.dy = tb_rand(t, b->cnt, -1, 1);
+    round_if(s.dy, b->cnt, c->gy_dt);
     s.red = tb_hzeros(t, 2 * (size_t)b->c);
     ref_bn_fwd(b->x, b->mean, b->invstd, b->gamma, b->beta, s.y, b->n, b->c, b->hw, c->relu);
     ref_bn_bwd_reduce(s.dy, b->x, s.y, b->mean, s.red, b->n, b->c, b->hw, c->relu);
@@ -239,6 +259,7 @@ static bn_bwd_data bn_bwd_setup(tb_ctx *t, const tb_case *c) {
     s.g_d = tb_devf(t, b->gamma, b->c);
     s.beta_d = tb_devf(t, b->beta, b->c);
     s.dy_d = tb_actf(t, s.dy, b->n, b->c, b->hw);
+    s.dyg_d = c->gy_dt == SG_ACT_F32 ? s.dy_d : bn_dev_act(t, s.dy, b, c->gy_dt);
     s.y_d = c->y_dt == SG_ACT_F32 ? tb_actf(t, s.y, b->n, b->c, b->hw) : NULL;
     return s;
 }
@@ -258,8 +279,8 @@ void run_bn_bwd_reduce_dt(tb_ctx *t, const tb_case *c) {
     tb_bn_data *b = &s.b;
     const sg_ops *o = t->be->ops;
     float *red_d = tb_devf(t, tb_rand(t, 2 * b->c, 5, 6), 2 * b->c);
-    o->bn_bwd_reduce_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
-                        red_d, b->n, b->c, b->hw, c->relu);
+    o->bn_bwd_reduce_dt(t->be, s.dyg_d, c->gy_dt, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d,
+                        s.beta_d, red_d, b->n, b->c, b->hw, c->relu);
     float *got = tb_getf(t, red_d, 2 * (size_t)b->c);
     tb_close(t, "red", s.red, got, 2 * (size_t)b->c, t->tol);
     float *x_f = tb_actf(t, b->x, b->n, b->c, b->hw);
@@ -276,13 +297,16 @@ void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
     tb_bn_data *b = &s.b;
     const sg_ops *o = t->be->ops;
     double count = (double)b->n * b->hw;
-    float *dx0 = tb_rand(t, b->cnt, -1, 1), *dx = tb_hcopy(t, dx0, b->cnt);
+    float *dx0 = tb_rand(t, b->cnt, -1, 1);
+    round_if(dx0, b->cnt, c->gx_dt);
+    float *dx = tb_hcopy(t, dx0, b->cnt);
     ref_bn_bwd_elem(s.dy, b->x, s.y, b->mean, b->invstd, b->gamma, s.red, count, dx, b->n, b->c,
                     b->hw, c->relu, c->acc);
-    float *red_d = tb_devf(t, s.red, 2 * b->c), *dx_d = tb_actf(t, dx0, b->n, b->c, b->hw);
-    o->bn_bwd_elem_dt(t->be, s.dy_d, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d, s.beta_d,
-                      red_d, count, dx_d, b->n, b->c, b->hw, c->relu, c->acc);
-    float *got = tb_act_getf(t, dx_d, b->n, b->c, b->hw);
+    float *red_d = tb_devf(t, s.red, 2 * b->c);
+    void *dx_d = bn_dev_act(t, dx0, b, c->gx_dt);
+    o->bn_bwd_elem_dt(t->be, s.dyg_d, c->gy_dt, s.x_d, c->x_dt, s.y_d, s.mean_d, s.inv_d, s.g_d,
+                      s.beta_d, red_d, count, dx_d, c->gx_dt, b->n, b->c, b->hw, c->relu, c->acc);
+    float *got = bn_get_act(t, dx_d, b, c->gx_dt);
     tb_close(t, "dx", dx, got, b->cnt, t->tol);
     float *x_f = tb_actf(t, b->x, b->n, b->c, b->hw);
     float *yf_d = s.y_d ? s.y_d : f32_forward(t, c, &s, x_f);
@@ -290,5 +314,5 @@ void run_bn_bwd_elem_dt(tb_ctx *t, const tb_case *c) {
     o->bn_bwd_elem(t->be, s.dy_d, x_f, yf_d, s.mean_d, s.inv_d, s.g_d, red_d, count, dxf_d, b->n,
                    b->c, b->hw, c->relu, c->acc);
     same_as_f32(t, "dx vs bn_bwd_elem on the same values", got,
-                tb_act_getf(t, dxf_d, b->n, b->c, b->hw), b->cnt, SG_ACT_F32);
+                tb_act_getf(t, dxf_d, b->n, b->c, b->hw), b->cnt, c->gx_dt);
 }

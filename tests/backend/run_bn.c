@@ -350,8 +350,8 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
     /* the unfused chain on the backend */
     float *gu_d = tb_devf(t, NULL, b.cnt), *redu_d = tb_devf(t, NULL, 2 * b.c);
     o->relu_bwd(t->be, dy_d, y_d, gu_d, b.cnt, 0);
-    o->bn_bwd_reduce_dt(t->be, gu_d, x_d, c->x_dt, y_d, mean_d, NULL, NULL, NULL, redu_d, b.n, b.c,
-                        b.hw, 0);
+    o->bn_bwd_reduce_dt(t->be, gu_d, SG_ACT_F32, x_d, c->x_dt, y_d, mean_d, NULL, NULL, NULL,
+                        redu_d, b.n, b.c, b.hw, 0);
     tb_close_dev(t, "red vs the unfused relu_bwd + bn_bwd_reduce", got_red, redu_d, 2 * (size_t)b.c,
                  t->tol);
     if (!dres_d || c->acc) return;
@@ -361,10 +361,10 @@ void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c) {
     float *beta_d = tb_devf(t, b.beta, b.c);
     float *dx1_d = tb_devf(t, NULL, b.cnt), *dx2_d = tb_devf(t, NULL, b.cnt);
     double count = (double)b.n * b.hw;
-    o->bn_bwd_elem_dt(t->be, dres_d, x_d, c->x_dt, NULL, mean_d, inv_d, gam_d, beta_d, red_d, count,
-                      dx1_d, b.n, b.c, b.hw, 0, 0);
-    o->bn_bwd_elem_dt(t->be, dy_d, x_d, c->x_dt, y_d, mean_d, inv_d, gam_d, beta_d, red_d, count,
-                      dx2_d, b.n, b.c, b.hw, 1, 0);
+    o->bn_bwd_elem_dt(t->be, dres_d, SG_ACT_F32, x_d, c->x_dt, NULL, mean_d, inv_d, gam_d, beta_d,
+                      red_d, count, dx1_d, SG_ACT_F32, b.n, b.c, b.hw, 0, 0);
+    o->bn_bwd_elem_dt(t->be, dy_d, SG_ACT_F32, x_d, c->x_dt, y_d, mean_d, inv_d, gam_d, beta_d,
+                      red_d, count, dx2_d, SG_ACT_F32, b.n, b.c, b.hw, 1, 0);
     tb_same_act(t, "dx from dres (no relu) vs from dy masked by y",
                 tb_act_getf(t, dx2_d, b.n, b.c, b.hw), dx1_d, b.n, b.c, b.hw, sizeof(float));
 }

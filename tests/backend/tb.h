@@ -90,6 +90,7 @@ struct tb_case {
     int x_dt, y_dt;   /* *_dt ops: SG_ACT_F32 | SG_ACT_BF16 storage of x and y (the
                          fused join's y_dt also SG_ACT_F32R) */
     int r_dt;         /* the fused join: storage of the identity res */
+    int gy_dt, gx_dt; /* *_dt backward ops: storage of the gradients dy and dx */
     const char *note; /* why the case exists (printed on failure) */
     /* CPU: the convolution paths the row is meant to run on ("NAME" or
      * "PASS:NAME", space-separated; tests/backend/cpu_paths.h) */

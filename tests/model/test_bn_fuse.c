@@ -86,11 +86,12 @@ static void w_reduce(sg_backend *be, const float *dy, const float *x, const floa
     add_pass(C_REDUCE, ne(n, c, hw), 2 + relu, 0);
     real->bn_bwd_reduce(be, dy, x, y, mean, red, n, c, hw, relu);
 }
-static void w_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                        const float *mean, const float *invstd, const float *gamma,
+static void w_reduce_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
+                        const float *y, const float *mean, const float *invstd, const float *gamma,
                         const float *beta, float *red, int n, int c, int hw, int relu) {
     add_pass(C_REDUCE, ne(n, c, hw), 2 + (relu && y), 0);
-    real->bn_bwd_reduce_dt(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw, relu);
+    real->bn_bwd_reduce_dt(be, dy, dy_dt, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw,
+                           relu);
 }
 static void w_elem(sg_backend *be, const float *dy, const float *x, const float *y,
                    const float *mean, const float *invstd, const float *gamma, const float *red,
@@ -99,13 +100,13 @@ static void w_elem(sg_backend *be, const float *dy, const float *x, const float 
     real->bn_bwd_elem(be, dy, x, y, mean, invstd, gamma, red, count, dx, n, c, hw, relu,
                       accumulate);
 }
-static void w_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt, const float *y,
-                      const float *mean, const float *invstd, const float *gamma, const float *beta,
-                      const float *red, double count, float *dx, int n, int c, int hw, int relu,
-                      int accumulate) {
+static void w_elem_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
+                      const float *y, const float *mean, const float *invstd, const float *gamma,
+                      const float *beta, const float *red, double count, void *dx, int dx_dt, int n,
+                      int c, int hw, int relu, int accumulate) {
     add_pass(C_ELEM, ne(n, c, hw), 2 + (relu && y) + accumulate, 1);
-    real->bn_bwd_elem_dt(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx, n, c, hw,
-                         relu, accumulate);
+    real->bn_bwd_elem_dt(be, dy, dy_dt, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx,
+                         dx_dt, n, c, hw, relu, accumulate);
 }
 static void w_add_relu_fwd(sg_backend *be, const void *x, int x_dt, const float *mean,
                            const float *invstd, const float *gamma, const float *beta,

@@ -30,7 +30,11 @@
  *            and with the test aid SG_BF16_STORAGE=0, smaller under bf16
  *            (for resnet50 at [2,3,512,1024] by exactly the halved bytes of
  *            the bf16-stored tensors, sg_model_plan_bf16_saving), and any
- *            other SG_BF16_STORAGE value is refused; STORAGE_ITERS
+ *            other SG_BF16_STORAGE value is refused; bf16 gradients
+ *            (SG_BF16_STORAGE=act keeps them float32) shrink it further and
+ *            the plan dump shows which (conv outputs read by BN, BN+ReLU
+ *            outputs read by one conv; never the residual stream's);
+ *            STORAGE_ITERS
  *            bf16 steps (2 micro-batches each) give bit-identical losses and
  *            final checkpoints with storage on and off, natively where this
  *            processor can and emulated.
@@ -330,9 +334,11 @@ static void r50_plan(void) {
     setenv("SG_BF16_STORAGE", "0", 1);
     size_t off = sg_model_plan_bytes(m, 2, 512, 1024, 1);
     size_t none = sg_model_plan_bf16_saving(m, 2, 512, 1024, 1);
-    unsetenv("SG_BF16_STORAGE");
+    setenv("SG_BF16_STORAGE", "act", 1); /* bf16 activations, float32 gradients */
     size_t on = sg_model_plan_bytes(m, 2, 512, 1024, 1);
     size_t saving = sg_model_plan_bf16_saving(m, 2, 512, 1024, 1);
+    unsetenv("SG_BF16_STORAGE");
+    size_t grad16 = sg_model_plan_bytes(m, 2, 512, 1024, 1); /* and bf16 gradients */
     /* the plan dump (segtrain bench --plan) of a small plan: the residual
      * stream (every add_relu, the last one read by ASPP's convs and pooling)
      * in bf16, the fused BNs without storage, a row per tensor */
@@ -343,25 +349,46 @@ static void r50_plan(void) {
     CHECK(f);
     sg_model_plan_dump(m, f);
     fclose(f);
-    int rows = 0, joins_bf16 = 0, joins_f32 = 0, fused = 0;
+    int rows = 0, joins_bf16 = 0, joins_f32 = 0, fused = 0, g_conv = 0, g_bnrelu = 0, g_other = 0;
+    int g_join = 0;
     for (char *line = strtok(dump, "\n"); line; line = strtok(NULL, "\n")) {
         rows++;
         if (strstr(line, " add_relu ") && strstr(line, " bf16 ")) joins_bf16++;
         if (strstr(line, " add_relu ") && strstr(line, " fp32 ")) joins_f32++;
         if (strstr(line, "none (fused)") && !strstr(line, "values")) fused++;
+        /* bf16 gradients (grad_storage): conv outputs read by BN alone and
+         * BN+ReLU outputs read by one conv alone; the residual stream's
+         * gradient (several readers) stays float32 */
+        if (strstr(line, " add_relu ") && strstr(line, "g:fp32")) g_join++;
+        if (!strstr(line, "g:bf16") || strstr(line, "gradients (")) continue;
+        if (strstr(line, " conv ")) g_conv++;
+        else if (strstr(line, " bn+relu ")) g_bnrelu++;
+        else g_other++;
     }
     free(dump);
-    fprintf(stderr, "  plan dump: %d lines, %d bf16 joins, %d fp32, %d fused BNs\n", rows,
-            joins_bf16, joins_f32, fused);
-    CHECK(rows == 3 + 149 && joins_bf16 == 16 && joins_f32 == 0 && fused == 16);
+    fprintf(stderr,
+            "  plan dump: %d lines, %d bf16 joins, %d fp32, %d fused BNs; bf16 gradients: %d "
+            "conv outputs, %d BN+ReLU outputs, %d others; %d fp32 join gradients\n",
+            rows, joins_bf16, joins_f32, fused, g_conv, g_bnrelu, g_other, g_join);
+    CHECK(rows == 4 + 149 && joins_bf16 == 16 && joins_f32 == 0 && fused == 16);
+    /* every backbone conv (53, none with a bias) feeds a BN alone, as do
+     * ASPP's six (four branches, the pooling branch's, the projection) and
+     * the two heads' 3x3 convs: 61; each bottleneck's first two BN+ReLUs
+     * feed one conv (32), and the main head's feeds its classifier */
+    CHECK_MSG(g_conv == 61 && g_bnrelu == 33 && g_other == 0 && g_join == 16,
+              "bf16 gradients: %d conv outputs, %d BN+ReLU outputs, %d others, %d fp32 joins",
+              g_conv, g_bnrelu, g_other, g_join);
     sg_model_destroy(m);
     sg_backend_destroy(be);
     fprintf(stderr,
             "  resnet50 [2,3,512,1024] training arena: float32 activations %.1f MiB, "
-            "bf16 storage %.1f MiB (saved %.1f MiB; bf16-stored tensors' halves %.1f MiB)\n",
-            off / 1048576.0, on / 1048576.0, (off - on) / 1048576.0, saving / 1048576.0);
+            "bf16 storage %.1f MiB (saved %.1f MiB; bf16-stored tensors' halves %.1f MiB), "
+            "with bf16 gradients %.1f MiB (%.1f MiB less)\n",
+            off / 1048576.0, on / 1048576.0, (off - on) / 1048576.0, saving / 1048576.0,
+            grad16 / 1048576.0, ((double)on - (double)grad16) / 1048576.0);
     CHECK(none == 0 && saving > 0);
     CHECK_MSG(on + saving == off, "the bf16 plan is %zu B, expected %zu - %zu B", on, off, saving);
+    CHECK_MSG(grad16 < on, "bf16 gradients do not shrink the plan (%zu vs %zu B)", grad16, on);
 }
 
 static void test_storage(void) {
@@ -374,11 +401,15 @@ static void test_storage(void) {
             "  training arena at [2,3,48,48]: fp32 %zu B, bf16 with float32 activations "
             "%zu B, bf16 storage %zu B\n",
             f32, off, on);
-    CHECK(f32 > 0 && f32_on == f32 && off == f32);
+    size_t act = plan_bytes(SG_PRECISION_BF16, "act");
+    CHECK(f32 > 0 && f32_on == f32 && off == f32 && plan_bytes(SG_PRECISION_FP32, "act") == f32);
     CHECK_MSG(on > 0 && on < off, "bf16 storage does not shrink the plan (%zu vs %zu B)", on, off);
+    /* the gradients' peak here lies in the head (float32 gradients) */
+    CHECK_MSG(on <= act && act < off,
+              "bf16 gradients grow the plan (%zu B, activations only %zu B)", on, act);
     r50_plan();
     if (tu_case_failed) return;
-    /* the test aid takes 0 or 1 only */
+    /* the test aid takes 0, act or 1 only */
     CHECK(plan_bytes(SG_PRECISION_BF16, "yes") == 0);
     if (tu_case_failed) return;
     if (native_here()) storage_pair("native");

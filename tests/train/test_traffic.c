@@ -132,8 +132,10 @@ static int same_phases(const sg_traffic *t, const want *w) {
  * (model_plan.c act_storage). cuda-bf16-nhwc then widens cuDNN's bf16
  * result into it (2Y -> 4Y), the bias pass reads and writes it (4Y + V ->
  * 4Y), and BN's statistics, apply, reduce and dx passes read it at 4 bytes
- * (2Y more each); its gradient, x and the weight are unchanged. want: the
- * row without the bias. */
+ * (2Y more each); its gradient is float32 too (grad_storage: only a
+ * bf16-stored tensor has a bf16 gradient), so BN's dx writes 4Y (2Y more)
+ * and the weight gradient rounds that dy again (4Y -> 2Y); x and the weight
+ * are unchanged. want: the row without the bias. */
 static void hand_flip(hand *h, const want *w, double X, double Y, double V) {
     sg_tensor t[3];
     sg_layer l[2];
@@ -153,7 +155,8 @@ static void hand_flip(hand *h, const want *w, double X, double Y, double V) {
     want f = *w;
     f.rd[SG_TR_FWD] += 2 * Y + (4 * Y + V) + 2 * Y + 2 * Y;
     f.wr[SG_TR_FWD] += 4 * Y + 4 * Y;
-    f.rd[SG_TR_BWD] += 2 * Y + 2 * Y;
+    f.rd[SG_TR_BWD] += 2 * Y + 2 * Y + 4 * Y;
+    f.wr[SG_TR_BWD] += 2 * Y + 2 * Y;
     sg_traffic tr;
     CHECK_EQ_INT(sg_bench_traffic(&h->m, SG_TR_CUDA_BF16_NHWC, 2, 1, 5, 5, &tr, NULL), SG_OK);
     CHECK_MSG(same_phases(&tr, &f), "cuda-bf16-nhwc, tensor 1 stored float32");
@@ -193,13 +196,21 @@ static void test_hand(void) {
          (10 * Y + V) + 3 * V + (10 * Y + 5 * V) + 4 * X + 4 * Y + (2 * X + 2 * Y) + 2 * W, opt_rd},
         {2 * W + 2 * X + 2 * Y + 2 * Y + 2 * V + 4 * V + 4 * Y, 4 * Y,
          2 * V + 2 * V + 4 * Y + 2 * X + 2 * Y + 2 * W + 4 * W, opt_wr}};
+    /* The plan stores tensor 1's gradient in bf16 too (a conv output read by
+     * BN alone: model_plan.c grad_storage): BN's dx writes it at 2 bytes
+     * (4Y -> 2Y), and the weight gradient's dy is already bf16, so under
+     * NCHW its conversion is only the transpose (2Y -> 2Y, was 4Y -> 2Y). */
+    w[SG_TR_CUDA_BF16_CONVERT].rd[SG_TR_BWD] -= 2 * Y;
+    w[SG_TR_CUDA_BF16_CONVERT].wr[SG_TR_BWD] -= 2 * Y;
     /* cuda-bf16-nhwc: cuda-bf16-convert but cuDNN writes the bf16-stored
-     * tensor 1 itself (no 2Y -> 2Y copy back); x (float32) and the float32
-     * dy still rounded (4X -> 2X, 4Y -> 2Y). Float32 gradients assumed
-     * (checked below). */
+     * tensor 1 itself (no 2Y -> 2Y copy back) and reads its bf16 gradient
+     * as it is (no 2Y -> 2Y transpose); x (float32) is still rounded (4X ->
+     * 2X). */
     w[SG_TR_CUDA_BF16_NHWC] = w[SG_TR_CUDA_BF16_CONVERT];
     w[SG_TR_CUDA_BF16_NHWC].rd[SG_TR_FWD] -= 2 * Y;
     w[SG_TR_CUDA_BF16_NHWC].wr[SG_TR_FWD] -= 2 * Y;
+    w[SG_TR_CUDA_BF16_NHWC].rd[SG_TR_BWD] -= 2 * Y;
+    w[SG_TR_CUDA_BF16_NHWC].wr[SG_TR_BWD] -= 2 * Y;
     /* nhwc-bf16: every activation and gradient 2 bytes, the weight copy,
      * bf16 logits in and dlogits out, float32 weight gradients */
     w[SG_TR_NHWC_BF16] = (want){
@@ -229,10 +240,11 @@ static void test_hand(void) {
         CHECK_MSG(same_phases(&t, &w[d]), "design %s", sg_traffic_design_name(d));
         CHECK(t.ph[SG_TR_FWD].flops == 2 * macs && t.ph[SG_TR_BWD].flops == 2 * macs);
         CHECK(t.ph[SG_TR_LOSS].flops == 0 && t.ph[SG_TR_OPT].flops == 0);
-        /* cuda: x (4X -> 2X) and the result (2Y -> 2Y) forward; x, dy and dw
-         * backward. torch: the loss's casts, the weight gradient's cast */
-        double conv = d == SG_TR_CUDA_BF16_CONVERT ? 6 * X + 4 * Y + (6 * X + 6 * Y + 6 * W) : 0;
-        if (d == SG_TR_CUDA_BF16_NHWC) conv = 6 * X + (6 * X + 6 * Y + 6 * W);
+        /* cuda: x (4X -> 2X) and the result (2Y -> 2Y) forward; x, the bf16
+         * dy's transpose (NCHW only) and dw backward. torch: the loss's
+         * casts, the weight gradient's cast */
+        double conv = d == SG_TR_CUDA_BF16_CONVERT ? 6 * X + 4 * Y + (6 * X + 4 * Y + 6 * W) : 0;
+        if (d == SG_TR_CUDA_BF16_NHWC) conv = 6 * X + (6 * X + 6 * W);
         if (d == SG_TR_TORCH_AMP) conv = 6 * Y + 6 * Y + 6 * W;
         CHECK_MSG(t.cat[SG_TRC_CONVERT] == conv, "%s: convert %.0f, expected %.0f",
                   sg_traffic_design_name(d), t.cat[SG_TRC_CONVERT], conv);
@@ -722,19 +734,28 @@ static void o_conv_fwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, 
     real_ops->conv_fwd_dt(be, d, x, x_dt, w, y, y_dt);
 }
 static void o_conv_bwd_weight_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                                 const float *dy, float *dw, int acc) {
+                                 const void *dy, int dy_dt, float *dw, int acc) {
     double W = F((double)sg_conv_weight_count(d));
-    io(dsz(d, 0) * B(x_dt) + F(dsz(d, 1)) + (acc ? W : 0), W);
-    real_ops->conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc);
+    io(dsz(d, 0) * B(x_dt) + dsz(d, 1) * B(dy_dt) + (acc ? W : 0), W);
+    real_ops->conv_bwd_weight_dt(be, d, x, x_dt, dy, dy_dt, dw, acc);
 }
-/* both backward passes: counted as the two ops (which the backends' own
- * conv_bwd_dt computes, with dy's conversion shared on the CPU's bf16 GEMM
- * paths: an internal copy the model does not count anyway) */
+/* both backward passes (or one, dw / dx NULL): counted as the two ops
+ * (which the backends' own conv_bwd_dt computes, with dy's conversion
+ * shared on the CPU's bf16 GEMM paths: an internal copy the model does not
+ * count anyway); bf16 gradients 2 bytes a value */
 static void o_conv_bwd_dt(sg_backend *be, const sg_conv_desc *d, const void *x, int x_dt,
-                          const float *dy, const float *w, float *dw, int acc_w, float *dx,
-                          int acc_x) {
-    o_conv_bwd_weight_dt(be, d, x, x_dt, dy, dw, acc_w);
-    o_conv_bwd_data(be, d, dy, w, dx, acc_x);
+                          const void *dy, int dy_dt, const float *w, float *dw, int acc_w, void *dx,
+                          int dx_dt, int acc_x) {
+    if (dw) o_conv_bwd_weight_dt(be, d, x, x_dt, dy, dy_dt, dw, acc_w);
+    if (!dx) return;
+    if (dy_dt == SG_ACT_F32 && dx_dt == SG_ACT_F32) {
+        o_conv_bwd_data(be, d, dy, w, dx, acc_x);
+        return;
+    }
+    io(dsz(d, 1) * B(dy_dt) + F((double)sg_conv_weight_count(d)) +
+           (acc_x ? dsz(d, 0) * B(dx_dt) : 0),
+       dsz(d, 0) * B(dx_dt));
+    real_ops->conv_bwd_dt(be, d, x, x_dt, dy, dy_dt, w, NULL, 0, dx, dx_dt, acc_x);
 }
 static void o_bn_stats_dt(sg_backend *be, const void *x, int x_dt, int n, int c, int hw,
                           float *stats) {
@@ -748,22 +769,23 @@ static void o_bn_fwd_dt(sg_backend *be, const void *x, int x_dt, const float *me
     real_ops->bn_fwd_dt(be, x, x_dt, mean, invstd, gamma, beta, y, y_dt, n, c, hw, relu);
 }
 /* y NULL with relu: the mask recomputed from x with invstd, gamma, beta */
-static void o_bn_bwd_reduce_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+static void o_bn_bwd_reduce_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
                                const float *y, const float *mean, const float *invstd,
                                const float *gamma, const float *beta, float *red, int n, int c,
                                int hw, int relu) {
     double e = E(n, c, hw), mask = relu ? (y ? F(e) : F(3 * c)) : 0;
-    io(F(e) + e * B(x_dt) + mask + F(c), F(2 * c));
-    real_ops->bn_bwd_reduce_dt(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw, relu);
+    io(e * B(dy_dt) + e * B(x_dt) + mask + F(c), F(2 * c));
+    real_ops->bn_bwd_reduce_dt(be, dy, dy_dt, x, x_dt, y, mean, invstd, gamma, beta, red, n, c, hw,
+                               relu);
 }
-static void o_bn_bwd_elem_dt(sg_backend *be, const float *dy, const void *x, int x_dt,
+static void o_bn_bwd_elem_dt(sg_backend *be, const void *dy, int dy_dt, const void *x, int x_dt,
                              const float *y, const float *mean, const float *invstd,
                              const float *gamma, const float *beta, const float *red, double count,
-                             float *dx, int n, int c, int hw, int relu, int acc) {
+                             void *dx, int dx_dt, int n, int c, int hw, int relu, int acc) {
     double e = E(n, c, hw), mask = relu ? (y ? F(e) : F(c)) : 0;
-    io(F(e) * (1 + acc) + e * B(x_dt) + mask + F(5 * c), F(e));
-    real_ops->bn_bwd_elem_dt(be, dy, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx, n, c,
-                             hw, relu, acc);
+    io(e * B(dy_dt) + e * B(dx_dt) * acc + e * B(x_dt) + mask + F(5 * c), e * B(dx_dt));
+    real_ops->bn_bwd_elem_dt(be, dy, dy_dt, x, x_dt, y, mean, invstd, gamma, beta, red, count, dx,
+                             dx_dt, n, c, hw, relu, acc);
 }
 
 static void count_ops(sg_backend *be) {

@@ -273,6 +273,11 @@ void sg_cpu_conv_f32(sg_backend *be, const sg_conv_desc *d, int fwd, const float
     else conv_bwd_weight(be, d, x, in1, out, accumulate);
 }
 
+void sg_cpu_conv_bwd_data_f32(sg_backend *be, const sg_conv_desc *d, const float *dy,
+                              const float *w, float *dx, int accumulate) {
+    conv_bwd_data(be, d, dy, w, dx, accumulate);
+}
+
 void sg_cpu_conv_stats(sg_backend *be, int *entries, size_t *workspace_bytes) {
     sg_cpu_conv_cache *cc = sg_cpu_of(be)->conv;
     size_t b = cc->acc.bytes + cc->wtrim.bytes + cc->ctr.bytes + cc->scratch.bytes +
