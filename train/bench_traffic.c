@@ -61,7 +61,7 @@ static const rules design_rules[SG_TR_N_DESIGNS] = {
                         0, 0, 4, 0, 4, 1},
     [SG_TR_CPU_BF16] =
         {"cpu-bf16",
-         "float32 but the bf16-stored activations (conv -> BN, BN+ReLU -> conv, the residual stream); oneDNN's internal conversions not modelled",
+         "float32 but the plan's bf16-stored activations (conv -> BN, BN+ReLU -> conv, the residual stream) and gradients (conv <-> BN); oneDNN's internal conversions not modelled",
          1, 4, 4, 0, 0, 4, 0, 4, 1},
     [SG_TR_CUDA_BF16_CONVERT] =
         {"cuda-bf16-convert",
@@ -69,7 +69,7 @@ static const rules design_rules[SG_TR_N_DESIGNS] = {
          1, 4, 4, CU_NCHW, 0, 2, 1, 4, 1},
     [SG_TR_CUDA_BF16_NHWC] =
         {"cuda-bf16-nhwc",
-         "CUDA bf16, layout NHWC, as built: the plan's storage; cuDNN reads and writes bf16-stored activations, float32 ones and every gradient rounded / widened around it",
+         "CUDA bf16, layout NHWC, as built: the plan's storage; cuDNN reads and writes bf16-stored activations and gradients, float32 ones rounded / widened around it",
          1, 4, 4, CU_NHWC, 0, 2, 1, 4, 1},
     [SG_TR_NHWC_BF16] =
         {"nhwc-bf16",
