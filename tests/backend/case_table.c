@@ -115,6 +115,12 @@
 #define BN_STATS_PARTS \
     .n = 2, .c = 130, .h = 91, .w = 89, .lo = 99, .hi = 101 /* 65 stats blocks, 64 ranges */
 #define BN_WIDE .n = 2, .c = 4100, .h = 3, .w = 1, .lo = -2, .hi = 2 /* a row past a tile */
+/* Channel counts of the NHWC reductions' vector route (8 channels a thread,
+ * 32 a group, kernels/cuda/cuda_chan_reduce.cuh): three groups, the last
+ * partial; one partial group; two whole groups. */
+#define BN_VEC .n = 2, .c = 72, .h = 19, .w = 23, .lo = -2, .hi = 2
+#define BN_VEC24 .n = 3, .c = 24, .h = 17, .w = 13, .lo = 99, .hi = 101
+#define BN_VEC64 .n = 2, .c = 64, .h = 19, .w = 23, .lo = -2, .hi = 2
 #define TOL_BN_FWD .tol = 1e-6, .tol_cuda = 1e-5
 #define TOL_BN_BWD .tol = 1e-5
 
@@ -534,6 +540,13 @@ const tb_case tb_cases[] = {
      .note = "NHWC: 82 tiles summed in 64 pixel ranges"},
     {"bias_bwd", run_bias_bwd, .n = 2, .c = 4100, .h = 3, .w = 1, .tol = 1e-5,
      .note = "NHWC: a row longer than a tile"},
+    {"bias_bwd", run_bias_bwd, BN_VEC, .acc = 1, .tol = 1e-5, .note = "NHWC: the vector route"},
+    {"bias_bwd", run_chan_routes, BN_VEC64, .acc = 1, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bias_bwd", run_chan_routes, BN_VEC, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bias_bwd", run_chan_routes, BN_VEC24, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
 
     /* ---------------- batch norm ---------------- */
     /* float outputs of double sums: within an ulp or so (CUDA merges its
@@ -553,6 +566,10 @@ const tb_case tb_cases[] = {
      .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
     {"bn_stats", run_bn_stats, BN_WIDE, .tol = 1e-7, .tol_cuda = 2e-7,
      .note = "NHWC: a row longer than a tile"},
+    {"bn_stats", run_bn_stats, BN_VEC, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: the vector route"},
+    {"bn_stats", run_bn_stats, BN_VEC24, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: the vector route, one partial group"},
     {"bn_finalize", run_bn_chan_merge, .c = 4, .h = 13, .w = 1, .lo = -2, .hi = 3, .parts = 3,
      .counts = images_2_0_3, .eps = 1e-5f, .momentum = 0.1f, .tol = 1e-6,
      .note = "SyncBN: parts of 2, 0 and 3 images merged = the whole batch"},
@@ -608,6 +625,10 @@ const tb_case tb_cases[] = {
      .note = "NHWC: 82 tiles summed in 64 pixel ranges"},
     {"bn_bwd_reduce", run_bn_bwd_reduce, BN_WIDE, .relu = 1, TOL_BN_BWD,
      .note = "NHWC: a row longer than a tile"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_VEC, .relu = 1, TOL_BN_BWD,
+     .note = "NHWC: the vector route"},
+    {"bn_bwd_reduce", run_bn_bwd_reduce, BN_VEC24, TOL_BN_BWD,
+     .note = "NHWC: the vector route, one partial group"},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_elem", run_bn_bwd_elem, BN_A, .relu = 1, TOL_BN_BWD},
@@ -658,6 +679,16 @@ const tb_case tb_cases[] = {
      .note = "dres NULL"},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_D, .acc = 1, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_E, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_VEC, .x_dt = SG_ACT_BF16, .acc = 1, TOL_BN_BWD,
+     .note = "NHWC: the vector route"},
+    {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_VEC24, .y_dt = SG_ACT_BF16, TOL_BN_BWD,
+     .note = "NHWC: the vector route"},
+    {"bn_bwd_reduce_res", run_chan_routes, BN_VEC64, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .acc = 1, .tol = EXACT, .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_bwd_reduce_res", run_chan_routes, BN_VEC, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_bwd_reduce_res", run_chan_routes, BN_VEC24, .y_dt = SG_ACT_BF16, .acc = 1, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_F, .x_dt = SG_ACT_BF16, TOL_BN_BWD},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_C1, .acc = 1, TOL_BN_BWD, .note = "c = 1"},
     {"bn_bwd_reduce_res", run_bn_bwd_reduce_res, BN_HW1, .x_dt = SG_ACT_BF16, TOL_BN_BWD,
@@ -737,6 +768,25 @@ const tb_case tb_cases[] = {
      .tol_cuda = 2e-7, .note = "NHWC: 65 blocks of 252 pixels merged in 64 pixel ranges"},
     {"bn_stats_dt", run_bn_stats_dt, BN_WIDE, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
      .note = "NHWC: a row longer than a tile"},
+    {"bn_stats_dt", run_bn_stats_dt, BN_VEC, .x_dt = SG_ACT_BF16, .tol = 1e-7, .tol_cuda = 2e-7,
+     .note = "NHWC: the vector route"},
+    {"bn_stats_dt", run_chan_routes, BN_VEC64, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_stats_dt", run_chan_routes, BN_VEC64, .x_dt = SG_ACT_BF16, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_stats_dt", run_chan_routes, BN_VEC, .x_dt = SG_ACT_BF16, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_stats_dt", run_chan_routes, BN_VEC24, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
+    {"bn_bwd_reduce_dt", run_chan_routes, BN_VEC64, .relu = 1, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit (ReLU mask from y)"},
+    {"bn_bwd_reduce_dt", run_chan_routes, BN_VEC64, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16,
+     .relu = 1, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit (ReLU mask recomputed from x)"},
+    {"bn_bwd_reduce_dt", run_chan_routes, BN_VEC64, .x_dt = SG_ACT_BF16, .gy_dt = SG_ACT_BF16,
+     .relu = 1, .tol = EXACT, .note = "NHWC: vector route = scalar route, bit for bit (bf16 dy)"},
+    {"bn_bwd_reduce_dt", run_chan_routes, BN_VEC, .x_dt = SG_ACT_BF16, .tol = EXACT,
+     .note = "NHWC: vector route = scalar route, bit for bit"},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, TOL_BN_FWD},
     {"bn_fwd_dt", run_bn_fwd_dt, BN_A, .x_dt = SG_ACT_BF16, .y_dt = SG_ACT_BF16, .relu = 1,
      .tol = TOL_BF16_STORE},
