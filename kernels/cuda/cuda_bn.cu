@@ -397,12 +397,46 @@ __global__ void k_bn_fwd(const X *x, const float *mean, const float *invstd, con
         });
 }
 
+/* k_bn_fwd's NHWC vector route (c a multiple of SG_COLV, x and y 16-byte
+ * aligned: colv_ok): a thread keeps channels 8j .. 8j+7 and their factors
+ * and walks the pixels, 16-byte loads and stores; each element's
+ * arithmetic is k_bn_fwd's. */
+template <typename X, typename Y>
+__global__ void k_bn_fwd_v(const X *x, const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, Y *y, int c, size_t planes, int relu) {
+    SG_INPLANE_LOOP(j, c / SG_COLV) {
+        bn_fwd_k k[SG_COLV];
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++)
+            k[e] = bn_fwd_k_of(mean, invstd, gamma, beta, j * SG_COLV + e);
+        SG_PLANE_LOOP(pl, planes) {
+            size_t i = pl * c + (size_t)j * SG_COLV;
+            float v[SG_COLV];
+            colv_ld(x, i, v);
+            SG_UNROLL
+            for (int e = 0; e < SG_COLV; e++) {
+                float o = sg_bn_fwd_elem(v[e], k[e].m, k[e].a, k[e].bt);
+                v[e] = relu ? sg_relu(o) : o;
+            }
+            colv_st(y, i, v);
+        }
+    }
+}
+
 template <typename X, typename Y>
 static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *invstd,
                    const float *gamma, const float *beta, Y *y, int n, int c, int hw, int relu) {
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
+    if (colv_ok(nhwc, c, x, y)) {
+        dim3 tv = sg_cu_plane_block(c / SG_COLV);
+        SG_LAUNCH(bn_elem_grid(be, 1, c / SG_COLV, planes, tv), tv, 0, sg_cu_stream(be),
+                  k_bn_fwd_v<X, Y>)
+        (x, mean, invstd, gamma, beta, y, c, planes, relu);
+        CU_LAUNCH_CHECK("k_bn_fwd_v");
+        return;
+    }
     dim3 t = sg_cu_plane_block(inner);
     SG_LAUNCH(bn_elem_grid(be, nhwc, inner, planes, t), t, 0, sg_cu_stream(be), k_bn_fwd<X, Y>)
     (x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);

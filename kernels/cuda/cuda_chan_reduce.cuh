@@ -227,6 +227,13 @@ __device__ __forceinline__ void colv_st(float *p, size_t i, const float *v) {
     *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
     *(float4 *)(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
+__device__ __forceinline__ void colv_st(uint16_t *p, size_t i, const float *v) {
+    unsigned w[4];
+    SG_UNROLL
+    for (int e = 0; e < 4; e++)
+        w[e] = (unsigned)sg_bf16_bits(v[2 * e]) | ((unsigned)sg_bf16_bits(v[2 * e + 1]) << 16);
+    *(uint4 *)(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 /* The block's rows [k0, k1) of its group, as COL_SLICE_BEGIN splits them:
  * for each row of this thread's lane, in order, a copy of `proto` loads the

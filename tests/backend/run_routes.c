@@ -5,7 +5,8 @@
  * promises the same sums in the same order. Each case runs its op twice on
  * the same values: from aligned buffers, and from buffers one element past
  * an aligned address (the scalar route), and compares every output byte
- * (the per-channel results and, for bn_bwd_reduce_res, dres). In NCHW and
+ * (the per-channel results and, for bn_bwd_reduce_res, dres; bn_fwd_dt's
+ * normalize has a vector route too: y). In NCHW and
  * on the CPU both runs take the same route: the check then holds trivially.
  * Agreement with the reference is the op's own runner's (run_bn.c,
  * run_conv.c), on the same shapes in the case table.
@@ -34,12 +35,35 @@ static void *dev_two(tb_ctx *t, const float *v, int n, int c, int hw, int dt, vo
     return a;
 }
 
+/* bn_fwd_dt (x_dt, y_dt, relu): the normalize's vector route (NHWC, c a
+ * multiple of 8, aligned) against its scalar one, every output byte. */
+static void run_fwd_routes(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_fwd_dt)) return;
+    const sg_ops *o = t->be->ops;
+    int n = c->n, ch = c->c, hw = c->h * c->w, xdt = c->x_dt, ydt = c->y_dt;
+    size_t cnt = (size_t)n * ch * hw, ys = ydt == SG_ACT_BF16 ? 2 : 4;
+    tb_bn_data b = tb_bn_setup(t, c);
+    void *x_s, *x_a = dev_two(t, b.x, n, ch, hw, xdt, &x_s);
+    float *g0 = tb_rand(t, cnt, 5, 6);
+    void *y_s, *y_a = dev_two(t, g0, n, ch, hw, ydt, &y_s);
+    float *mean = tb_devf(t, b.mean, ch), *inv = tb_devf(t, b.invstd, ch);
+    float *gam = tb_devf(t, b.gamma, ch), *bet = tb_devf(t, b.beta, ch);
+    o->bn_fwd_dt(t->be, x_a, xdt, mean, inv, gam, bet, y_a, ydt, n, ch, hw, c->relu);
+    o->bn_fwd_dt(t->be, x_s, xdt, mean, inv, gam, bet, y_s, ydt, n, ch, hw, c->relu);
+    tb_same(t, "y: aligned vs shifted buffers", tb_get(t, y_a, cnt * ys), tb_get(t, y_s, cnt * ys),
+            cnt * ys);
+}
+
 void run_chan_routes(tb_ctx *t, const tb_case *c) {
     const sg_ops *o = t->be->ops;
     int n = c->n, ch = c->c, hw = c->h * c->w, xdt = c->x_dt, ydt = c->y_dt;
     size_t cnt = (size_t)n * ch * hw;
     int is_bias = !strcmp(c->op, "bias_bwd"), is_stats = !strcmp(c->op, "bn_stats_dt");
     int is_red = !strcmp(c->op, "bn_bwd_reduce_dt"), is_res = !strcmp(c->op, "bn_bwd_reduce_res");
+    if (!strcmp(c->op, "bn_fwd_dt")) {
+        run_fwd_routes(t, c);
+        return;
+    }
     if (!tb_expect(t, is_bias || is_stats || is_red || is_res,
                    "run_chan_routes: no route check for %s", c->op))
         return;
