@@ -649,6 +649,40 @@ __global__ void k_bn_bwd_elem(const G *dy, const X *x, const float *y, const flo
         });
 }
 
+/* k_bn_bwd_elem's NHWC vector route (c a multiple of SG_COLV, every
+ * activation 16-byte aligned), as k_bn_fwd_v: a thread keeps 8 channels and
+ * their factors; each element's arithmetic is k_bn_bwd_elem's. */
+template <typename X, typename G, typename D>
+__global__ void k_bn_bwd_elem_v(const G *dy, const X *x, const float *y, const float *mean,
+                                const float *invstd, const float *gamma, const float *beta,
+                                const float *red, double count, D *dx, int c, size_t planes,
+                                int relu, int accumulate) {
+    SG_INPLANE_LOOP(j, c / SG_COLV) {
+        bn_bwd_k k[SG_COLV];
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++)
+            k[e] = bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j * SG_COLV + e);
+        SG_PLANE_LOOP(pl, planes) {
+            size_t i = pl * c + (size_t)j * SG_COLV;
+            float g[SG_COLV], xv[SG_COLV], yv[SG_COLV] = {0}, d[SG_COLV] = {0};
+            colv_ld(dy, i, g);
+            colv_ld(x, i, xv);
+            if (relu && y) colv_ld(y, i, yv);
+            if (accumulate) colv_ld((const D *)dx, i, d);
+            SG_UNROLL
+            for (int e = 0; e < SG_COLV; e++) {
+                float ge = g[e];
+                if (relu)
+                    ge = sg_relu_mask(
+                        ge, y ? yv[e] : sg_relu(sg_bn_fwd_elem(xv[e], k[e].m, k[e].a, k[e].bt)));
+                float v = sg_bn_bwd_elem(ge, xv[e], k[e].m, k[e].k.A, k[e].k.B, k[e].k.C);
+                d[e] = accumulate ? sg_fadd(d[e], v) : v;
+            }
+            colv_st(dx, i, d);
+        }
+    }
+}
+
 template <typename X, typename G = float, typename D = float>
 static void bn_bwd_elem(sg_backend *be, const G *dy, const X *x, const float *y, const float *mean,
                         const float *invstd, const float *gamma, const float *beta,
@@ -658,6 +692,14 @@ static void bn_bwd_elem(sg_backend *be, const G *dy, const X *x, const float *y,
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
+    if (colv_ok(nhwc, c, dy, x, dx) && colv_ok(nhwc, c, relu ? y : NULL)) {
+        dim3 tv = sg_cu_plane_block(c / SG_COLV);
+        SG_LAUNCH(bn_elem_grid(be, 1, c / SG_COLV, planes, tv), tv, 0, sg_cu_stream(be),
+                  k_bn_bwd_elem_v<X, G, D>)
+        (dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, planes, relu, accumulate);
+        CU_LAUNCH_CHECK("k_bn_bwd_elem_v");
+        return;
+    }
     dim3 t = sg_cu_plane_block(inner);
     SG_LAUNCH(bn_elem_grid(be, nhwc, inner, planes, t), t, 0, sg_cu_stream(be),
               k_bn_bwd_elem<X, G, D>)

@@ -5,8 +5,9 @@
  * promises the same sums in the same order. Each case runs its op twice on
  * the same values: from aligned buffers, and from buffers one element past
  * an aligned address (the scalar route), and compares every output byte
- * (the per-channel results and, for bn_bwd_reduce_res, dres; bn_fwd_dt's
- * normalize has a vector route too: y). In NCHW and
+ * (the per-channel results and, for bn_bwd_reduce_res, dres; the
+ * normalize, bn_fwd_dt, and the backward element, bn_bwd_elem_dt, have a
+ * vector route too: y, dx). In NCHW and
  * on the CPU both runs take the same route: the check then holds trivially.
  * Agreement with the reference is the op's own runner's (run_bn.c,
  * run_conv.c), on the same shapes in the case table.
@@ -54,6 +55,34 @@ static void run_fwd_routes(tb_ctx *t, const tb_case *c) {
             cnt * ys);
 }
 
+/* bn_bwd_elem_dt (x_dt, y_dt: bf16 = y NULL, gy_dt, gx_dt, relu, acc): the backward
+ * element's vector route against its scalar one, every byte of dx. */
+static void run_bwd_elem_routes(tb_ctx *t, const tb_case *c) {
+    if (!TB_HAS(t, bn_bwd_elem_dt)) return;
+    const sg_ops *o = t->be->ops;
+    int n = c->n, ch = c->c, hw = c->h * c->w, xdt = c->x_dt;
+    size_t cnt = (size_t)n * ch * hw;
+    tb_bn_data b = tb_bn_setup(t, c);
+    float *yv = tb_hzeros(t, cnt);
+    ref_bn_fwd(b.x, b.mean, b.invstd, b.gamma, b.beta, yv, n, ch, hw, 1);
+    void *x_s, *x_a = dev_two(t, b.x, n, ch, hw, xdt, &x_s);
+    void *dy_s, *dy_a = dev_two(t, tb_rand(t, cnt, -1, 1), n, ch, hw, c->gy_dt, &dy_s);
+    void *y_s, *y_a = dev_two(t, yv, n, ch, hw, SG_ACT_F32, &y_s);
+    void *dx_s, *dx_a = dev_two(t, tb_rand(t, cnt, -1, 1), n, ch, hw, c->gx_dt, &dx_s);
+    size_t gs = c->gx_dt == SG_ACT_BF16 ? 2 : 4;
+    int use_y = c->y_dt != SG_ACT_BF16;
+    float *mean = tb_devf(t, b.mean, ch), *inv = tb_devf(t, b.invstd, ch);
+    float *gam = tb_devf(t, b.gamma, ch), *bet = tb_devf(t, b.beta, ch);
+    float *red = tb_devf(t, tb_rand(t, 2 * (size_t)ch, -20, 20), 2 * (size_t)ch);
+    double count = (double)n * hw;
+    o->bn_bwd_elem_dt(t->be, dy_a, c->gy_dt, x_a, xdt, use_y ? y_a : NULL, mean, inv, gam, bet, red,
+                      count, dx_a, c->gx_dt, n, ch, hw, c->relu, c->acc);
+    o->bn_bwd_elem_dt(t->be, dy_s, c->gy_dt, x_s, xdt, use_y ? y_s : NULL, mean, inv, gam, bet, red,
+                      count, dx_s, c->gx_dt, n, ch, hw, c->relu, c->acc);
+    tb_same(t, "dx: aligned vs shifted buffers", tb_get(t, dx_a, cnt * gs),
+            tb_get(t, dx_s, cnt * gs), cnt * gs);
+}
+
 void run_chan_routes(tb_ctx *t, const tb_case *c) {
     const sg_ops *o = t->be->ops;
     int n = c->n, ch = c->c, hw = c->h * c->w, xdt = c->x_dt, ydt = c->y_dt;
@@ -62,6 +91,10 @@ void run_chan_routes(tb_ctx *t, const tb_case *c) {
     int is_red = !strcmp(c->op, "bn_bwd_reduce_dt"), is_res = !strcmp(c->op, "bn_bwd_reduce_res");
     if (!strcmp(c->op, "bn_fwd_dt")) {
         run_fwd_routes(t, c);
+        return;
+    }
+    if (!strcmp(c->op, "bn_bwd_elem_dt")) {
+        run_bwd_elem_routes(t, c);
         return;
     }
     if (!tb_expect(t, is_bias || is_stats || is_red || is_res,
