@@ -36,10 +36,10 @@
  *    activations, so the same in both layouts: weights ([k, c/g, r, s],
  *    PyTorch's), per-channel vectors, [n, c] / [n, c, 1, 1] tensors (the
  *    same bytes in both), per-pixel tensors ([n, hw]: labels, predictions,
- *    ce_label_prob, maxpool indices, which are plane positions y*w + x), and
- *    the uint8 HWC images normalize_u8 reads. Purely elementwise ops (relu,
- *    add, scale, axpy, the gates, dropout_bwd, sgd_step, sgd_multi_step, sumsq)
- *    do not care.
+ *    ce_label_prob), and the uint8 HWC images normalize_u8 reads. Max-pool
+ *    indices are stored as activations (maxpool_fwd). Purely elementwise ops
+ *    (relu, add, scale, axpy, the gates, dropout_bwd, sgd_step,
+ *    sgd_multi_step, sumsq) do not care.
  *    Every op's result is the same in both layouts up to where it stores an
  *    element (bit for bit where the op promises bits; the convolutions
  *    within their tolerance, as a library may sum in another order).
@@ -226,7 +226,8 @@ typedef struct sg_ops {
 
     /* ---- pooling, resize, concat ---- */
     /* max-pool 3x3 stride 2 pad 1; idx (int32, y's size) records the argmax
-     * (flat index within the input plane) for backward. */
+     * (flat index y*w + x within the input plane) for backward, stored in the
+     * activation layout as y is (element (i, ch, q) where y's is). */
     void (*maxpool_fwd)(sg_backend *be, const float *x, float *y, int32_t *idx, int n, int c, int h,
                         int w, int oh, int ow);
     void (*maxpool_bwd)(sg_backend *be, const float *dy, const int32_t *idx, float *dx, int n,

@@ -29,9 +29,8 @@ static int is_nhwc(const sg_backend *be, int c, long hw) {
 /* NHWC max-pool: a task per output row; per output pixel the window is
  * scanned in the NCHW order (row-major taps), each channel with the NCHW
  * rule (first max wins, a NaN replaces), on a block of CB channels at once
- * (the running max lives in y). idx is not an activation: it stays
- * [n, c, oh, ow] with plane positions, written per tile of OXB outputs so
- * each channel's stores are contiguous. */
+ * (the running max lives in y, the argmax's plane position in idx, which
+ * is stored in the activation layout as y is). */
 static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
                              int oh, int ow) {
     enum { OXB = 16 };
@@ -42,7 +41,6 @@ static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int 
         int i = (int)(r / oh), oy = (int)(r % oh);
         int y0 = oy * 2 - 1, ya = y0 < 0 ? 0 : y0, yb = y0 + 3 > h ? h : y0 + 3;
         const float *xi = x + (size_t)i * h * w * c;
-        int32_t bi[OXB][CB];
         for (int ox0 = 0; ox0 < ow; ox0 += OXB) {
             int nt = ow - ox0 < OXB ? ow - ox0 : OXB;
             size_t q0 = (size_t)oy * ow + ox0;
@@ -51,7 +49,7 @@ static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int 
                 for (int j = 0; j < nt; j++) {
                     int x0 = (ox0 + j) * 2 - 1, xa = x0 < 0 ? 0 : x0, xb = x0 + 3 > w ? w : x0 + 3;
                     float *best = y + ((size_t)i * ohw + q0 + j) * c + c0;
-                    int32_t *b = bi[j];
+                    int32_t *b = idx + ((size_t)i * ohw + q0 + j) * c + c0;
                     const float *v0 = xi + ((size_t)ya * w + xa) * c + c0;
 #pragma omp simd
                     for (int k = 0; k < nc; k++) {
@@ -69,10 +67,6 @@ static void maxpool_fwd_nhwc(const float *x, float *y, int32_t *idx, int n, int 
                                 b[k] = take ? pos : b[k];
                             }
                         }
-                }
-                for (int k = 0; k < nc; k++) {
-                    int32_t *io = idx + ((size_t)i * c + c0 + k) * ohw + q0;
-                    for (int j = 0; j < nt; j++) io[j] = bi[j][k];
                 }
             }
         }
@@ -101,10 +95,11 @@ static void maxpool_bwd_nhwc(const float *dy, const int32_t *idx, float *dx, int
         int nc = c - c0 < MB ? c - c0 : MB;
         float *dxi = dx + (size_t)i * hw * c + c0;
         const float *gi = dy + (size_t)i * ohw * c + c0;
-        const int32_t *ii = idx + ((size_t)i * c + c0) * ohw;
+        const int32_t *ii = idx + (size_t)i * ohw * c + c0;
         for (size_t q = 0; q < ohw; q++) {
             const float *g = gi + q * c;
-            for (int k = 0; k < nc; k++) dxi[(size_t)ii[(size_t)k * ohw + q] * c + k] += g[k];
+            const int32_t *iq = ii + q * c;
+            for (int k = 0; k < nc; k++) dxi[(size_t)iq[k] * c + k] += g[k];
         }
     }
 }

@@ -19,9 +19,13 @@
  * k_bn_fwd and k_bn_bwd_reduce_part with the add / the residual's gradient
  * folded in: the same per-element operations as the unfused chain.
  * Elementwise ops run per plane (cuda_internal.h: grid.y = the planes, in
- * either layout). In NHWC (be->layout) the reductions are column
- * reductions (cuda_chan_reduce.cuh) into the same partial slots, merged by
- * the same kernels.
+ * either layout), their per-channel factors computed once per plane (NCHW)
+ * or once per thread (NHWC: bn_chan_elems). In NHWC (be->layout) the
+ * reductions are column reductions (cuda_chan_reduce.cuh) into the same
+ * partial slots, merged by the same kernels; with c a multiple of 8 and
+ * 16-byte aligned activations by the vector route (*_part_v kernels:
+ * 16-byte loads, rows unrolled), which sums in the scalar route's order and
+ * so gives its bits (tests/backend/run_routes.c).
  * The merge, the finalize and the per-element formulas are
  * kernels/formulas/bn.h, shared with the CPU backend: from the same partial
  * statistics and inputs both give the same bits. (Before that header, this
@@ -123,7 +127,7 @@ __global__ void k_bn_stats_part(const X *x, int n, int c, int hw, int nhwc, doub
         if (first) k = v, first = 0;
         double d = v - k;
         s1 += d;
-        s2 += d * d;
+        s2 = chan_fma(d, d, s2);
         cnt += 1;
     };
     if (nhwc) {
@@ -151,6 +155,66 @@ __global__ void k_bn_stats_part(const X *x, int n, int c, int hw, int nhwc, doub
     }
 }
 
+/* A row of SG_COLV values of x (cuda_chan_reduce.cuh's vector route). */
+template <typename X> struct colv_x_row {
+    const X *x;
+    float v[SG_COLV];
+    __device__ __forceinline__ void load(size_t i) { colv_ld(x, i, v); }
+};
+
+/* k_bn_stats_part's NHWC vector route: per channel the same shifted sums
+ * over the same rows in the same order, and col_moments' merge in row
+ * order (cuda_chan_reduce.cuh). */
+template <typename X>
+__global__ void k_bn_stats_part_v(const X *x, int n, int c, int hw, double *part) {
+    __shared__ double sh[3 * SG_CHAN_THREADS];
+    double k[SG_COLV], s1[SG_COLV], s2[SG_COLV], cnt = 0;
+    int first = 1;
+    SG_UNROLL
+    for (int e = 0; e < SG_COLV; e++) k[e] = 0, s1[e] = 0, s2[e] = 0;
+    colv_x_row<X> proto;
+    proto.x = x;
+    colv_rows(n, c, hw, colv_channel(), proto, [&](const colv_x_row<X> &r) {
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++) {
+            double v = (double)r.v[e];
+            if (first) k[e] = v;
+            double d = v - k[e];
+            s1[e] += d;
+            s2[e] = chan_fma(d, d, s2[e]);
+        }
+        first = 0;
+        cnt += 1;
+    });
+    const int T = SG_CHAN_THREADS;
+    int base = colv_row() * SG_COL_W + ((int)threadIdx.x % SG_COLV_LANES) * SG_COLV;
+    __syncthreads();
+    SG_UNROLL
+    for (int e = 0; e < SG_COLV; e++) {
+        sg_bn_moments t = {0, 0, 0};
+        if (cnt > 0) {
+            t.n = cnt;
+            t.mean = k[e] + s1[e] / cnt;
+            double m2 = s2[e] - s1[e] * s1[e] / cnt;
+            t.m2 = m2 > 0 ? m2 : 0.0;
+        }
+        sh[base + e] = t.n, sh[T + base + e] = t.mean, sh[2 * T + base + e] = t.m2;
+    }
+    __syncthreads();
+    int t = threadIdx.x, ch = (int)blockIdx.y * SG_COL_W + t;
+    if (t < SG_COL_W && ch < c) {
+        sg_bn_moments v = {sh[t], sh[T + t], sh[2 * T + t]};
+        for (int r = 1; r < SG_COL_ROWS; r++) {
+            int u = r * SG_COL_W + t;
+            sg_bn_merge(&v, sh[u], sh[T + u], sh[2 * T + u]);
+        }
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = v.n;
+        o[1] = v.n > 0 ? v.mean : 0.0;
+        o[2] = v.m2;
+    }
+}
+
 /* Chan's merge of the blocks' (count, mean, M2), in block order. */
 __global__ void k_bn_stats_merge(const double *part, int c, int splits, float *stats) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
@@ -174,9 +238,15 @@ static void bn_stats(sg_backend *be, const X *x, int n, int c, int hw, float *st
     int splits = chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                                     chan_blocks_per_sm(cu, k_bn_stats_part<X>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_stats_part<X>)
-    (x, n, c, hw, nhwc, cu->chan_partial);
-    CU_LAUNCH_CHECK("k_bn_stats_part");
+    if (colv_ok(nhwc, c, x)) {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_COLV_THREADS, 0, st, k_bn_stats_part_v<X>)
+        (x, n, c, hw, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_stats_part_v");
+    } else {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_stats_part<X>)
+        (x, n, c, hw, nhwc, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_stats_part");
+    }
     SG_LAUNCH((c + 127) / 128, 128, 0, st, k_bn_stats_merge)(cu->chan_partial, c, splits, stats);
     CU_LAUNCH_CHECK("k_bn_stats_merge");
 }
@@ -265,6 +335,45 @@ static void sg_cuda_bn_eval_params(sg_backend *be, const float *running_mean,
 
 /* ---- normalize ---- */
 
+/* The per-channel elementwise kernels (normalize, backward element, the
+ * fused join) in either layout (cuda_internal.h's planes): elem(i, k) for
+ * every element i with its channel's factors k = factors(ch). NCHW takes
+ * the factors once per plane; NHWC once per thread: its threads keep their
+ * channel j and walk the planes (bn_elem_grid bounds grid.y so that each
+ * walks many), instead of recomputing them per element (fp64 operations:
+ * 1/64 rate on most GPUs). The same factors and the same per-element code
+ * either way: the same bits. */
+template <typename K, typename F, typename E>
+__device__ __forceinline__ void bn_chan_elems(int nhwc, int c, int inner, size_t planes, F factors,
+                                              E elem) {
+    if (nhwc) {
+        SG_INPLANE_LOOP(j, inner) {
+            K k = factors(j);
+            SG_PLANE_LOOP(pl, planes) elem(pl * inner + j, k);
+        }
+    } else {
+        SG_PLANE_LOOP(pl, planes) {
+            K k = factors((int)(pl % c));
+            size_t off = pl * inner;
+            SG_INPLANE_LOOP(j, inner) elem(off + j, k);
+        }
+    }
+}
+
+/* The grid of those kernels: sg_cu_plane_grid, and under NHWC at most
+ * BN_ELEM_WAVES waves of resident blocks (2048 threads per SM), so that a
+ * thread's factors serve many planes. */
+#define BN_ELEM_WAVES 2
+static dim3 bn_elem_grid(sg_backend *be, int nhwc, int inner, size_t planes, dim3 t) {
+    dim3 g = sg_cu_plane_grid(inner, planes, t);
+    if (nhwc) {
+        long long cap = (long long)sg_cu(be)->sm_count * (2048 / (t.x * t.y)) * BN_ELEM_WAVES / g.x;
+        if (cap < 1) cap = 1;
+        if ((long long)g.y > cap) g.y = (unsigned)cap;
+    }
+    return g;
+}
+
 /* The per-channel factors of the normalize (mean, scale, shift). */
 typedef struct bn_fwd_k {
     float m, a, bt;
@@ -275,20 +384,41 @@ __device__ __forceinline__ bn_fwd_k bn_fwd_k_of(const float *mean, const float *
     return k;
 }
 
-/* Per plane in either layout (cuda_internal.h): NCHW takes the channel's
- * factors once per plane, NHWC per element (its channel is j). */
+/* Per plane in either layout (bn_chan_elems). */
 template <typename X, typename Y>
 __global__ void k_bn_fwd(const X *x, const float *mean, const float *invstd, const float *gamma,
                          const float *beta, Y *y, int c, int inner, size_t planes, int nhwc,
                          int relu) {
-    SG_PLANE_LOOP(pl, planes) {
-        bn_fwd_k kp = {0, 0, 0};
-        if (!nhwc) kp = bn_fwd_k_of(mean, invstd, gamma, beta, (int)(pl % c));
-        size_t off = pl * inner;
-        SG_INPLANE_LOOP(j, inner) {
-            bn_fwd_k k = nhwc ? bn_fwd_k_of(mean, invstd, gamma, beta, j) : kp;
-            float v = sg_bn_fwd_elem(act_ld(x, off + j), k.m, k.a, k.bt);
-            act_st(y, off + j, relu ? sg_relu(v) : v);
+    bn_chan_elems<bn_fwd_k>(
+        nhwc, c, inner, planes, [&](int ch) { return bn_fwd_k_of(mean, invstd, gamma, beta, ch); },
+        [&](size_t i, const bn_fwd_k &k) {
+            float v = sg_bn_fwd_elem(act_ld(x, i), k.m, k.a, k.bt);
+            act_st(y, i, relu ? sg_relu(v) : v);
+        });
+}
+
+/* k_bn_fwd's NHWC vector route (c a multiple of SG_COLV, x and y 16-byte
+ * aligned: colv_ok): a thread keeps channels 8j .. 8j+7 and their factors
+ * and walks the pixels, 16-byte loads and stores; each element's
+ * arithmetic is k_bn_fwd's. */
+template <typename X, typename Y>
+__global__ void k_bn_fwd_v(const X *x, const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, Y *y, int c, size_t planes, int relu) {
+    SG_INPLANE_LOOP(j, c / SG_COLV) {
+        bn_fwd_k k[SG_COLV];
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++)
+            k[e] = bn_fwd_k_of(mean, invstd, gamma, beta, j * SG_COLV + e);
+        SG_PLANE_LOOP(pl, planes) {
+            size_t i = pl * c + (size_t)j * SG_COLV;
+            float v[SG_COLV];
+            colv_ld(x, i, v);
+            SG_UNROLL
+            for (int e = 0; e < SG_COLV; e++) {
+                float o = sg_bn_fwd_elem(v[e], k[e].m, k[e].a, k[e].bt);
+                v[e] = relu ? sg_relu(o) : o;
+            }
+            colv_st(y, i, v);
         }
     }
 }
@@ -299,8 +429,16 @@ static void bn_fwd(sg_backend *be, const X *x, const float *mean, const float *i
     int nhwc = sg_cu_nhwc(be), inner = sg_cu_inner(nhwc, c, hw);
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
+    if (colv_ok(nhwc, c, x, y)) {
+        dim3 tv = sg_cu_plane_block(c / SG_COLV);
+        SG_LAUNCH(bn_elem_grid(be, 1, c / SG_COLV, planes, tv), tv, 0, sg_cu_stream(be),
+                  k_bn_fwd_v<X, Y>)
+        (x, mean, invstd, gamma, beta, y, c, planes, relu);
+        CU_LAUNCH_CHECK("k_bn_fwd_v");
+        return;
+    }
     dim3 t = sg_cu_plane_block(inner);
-    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_fwd<X, Y>)
+    SG_LAUNCH(bn_elem_grid(be, nhwc, inner, planes, t), t, 0, sg_cu_stream(be), k_bn_fwd<X, Y>)
     (x, mean, invstd, gamma, beta, y, c, inner, planes, nhwc, relu);
     CU_LAUNCH_CHECK("k_bn_fwd");
 }
@@ -364,7 +502,7 @@ __global__ void k_bn_bwd_reduce_part(const G *dy, const X *x, const float *y, co
     auto visit = [&](size_t i) {
         float g = relu ? sg_relu_mask(act_ld(dy, i), bn_out(y, x, i, mf, a, bt)) : act_ld(dy, i);
         sg += g;
-        sgx += (double)g * ((double)act_ld(x, i) - m);
+        sgx = chan_fma((double)g, (double)act_ld(x, i) - m, sgx);
     };
     if (nhwc) {
         COL_SLICE_BEGIN(i, n, c, hw, ch)
@@ -376,6 +514,52 @@ __global__ void k_bn_bwd_reduce_part(const G *dy, const X *x, const float *y, co
         CHAN_SLICE_END
     }
     bwd_part_store(part, nhwc, ch, c, sg, sgx, sh);
+}
+
+/* A row of the backward reduction's vector route: dy, x, and y (when the
+ * mask reads it; else NULL). */
+template <typename X, typename G> struct colv_bwd_row {
+    const G *dy;
+    const X *x;
+    const float *y;
+    float g[SG_COLV], xv[SG_COLV], yv[SG_COLV];
+    __device__ __forceinline__ void load(size_t i) {
+        colv_ld(dy, i, g);
+        colv_ld(x, i, xv);
+        if (y) colv_ld(y, i, yv);
+    }
+};
+
+/* k_bn_bwd_reduce_part's NHWC vector route (cuda_chan_reduce.cuh): the
+ * same per-element operations, each channel's sums in the same order. */
+template <typename X, typename G>
+__global__ void k_bn_bwd_reduce_part_v(const G *dy, const X *x, const float *y, const float *mean,
+                                       const float *invstd, const float *gamma, const float *beta,
+                                       int n, int c, int hw, int relu, double *part) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = colv_channel();
+    int cl = ch < c ? ch : 0; /* a vector past c reads nothing but loads in range */
+    double m[SG_COLV], sg[SG_COLV], sgx[SG_COLV];
+    float mf[SG_COLV], a[SG_COLV], bt[SG_COLV];
+    SG_UNROLL
+    for (int e = 0; e < SG_COLV; e++) {
+        m[e] = mean[cl + e], mf[e] = mean[cl + e], a[e] = 0, bt[e] = 0, sg[e] = 0, sgx[e] = 0;
+        if (relu && !y) a[e] = sg_bn_fwd_scale(invstd[cl + e], gamma[cl + e]), bt[e] = beta[cl + e];
+    }
+    colv_bwd_row<X, G> proto;
+    proto.dy = dy, proto.x = x, proto.y = relu ? y : NULL;
+    colv_rows(n, c, hw, ch, proto, [&](const colv_bwd_row<X, G> &r) {
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++) {
+            float g = r.g[e];
+            if (relu)
+                g = sg_relu_mask(g, y ? r.yv[e]
+                                      : sg_relu(sg_bn_fwd_elem(r.xv[e], mf[e], a[e], bt[e])));
+            sg[e] += g;
+            sgx[e] = chan_fma((double)g, (double)r.xv[e] - m[e], sgx[e]);
+        }
+    });
+    colv_part_store(part, c, sg, sgx, sh);
 }
 
 template <typename X, typename G = float>
@@ -390,9 +574,15 @@ static void bn_bwd_reduce(sg_backend *be, const G *dy, const X *x, const float *
         chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                            chan_blocks_per_sm(cu, k_bn_bwd_reduce_part<X, G>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_part<X, G>)
-    (dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
-    CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
+    if (colv_ok(nhwc, c, dy, x, relu ? y : NULL)) {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_COLV_THREADS, 0, st, k_bn_bwd_reduce_part_v<X, G>)
+        (dy, x, y, mean, invstd, gamma, beta, n, c, hw, relu, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_bwd_reduce_part_v");
+    } else {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_part<X, G>)
+        (dy, x, y, mean, invstd, gamma, beta, n, c, hw, nhwc, relu, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_bwd_reduce_part");
+    }
     bwd_merge(be, c, splits, red);
 }
 
@@ -448,19 +638,47 @@ __global__ void k_bn_bwd_elem(const G *dy, const X *x, const float *y, const flo
                               const float *invstd, const float *gamma, const float *beta,
                               const float *red, double count, D *dx, int c, int inner,
                               size_t planes, int nhwc, int relu, int accumulate) {
-    SG_PLANE_LOOP(pl, planes) {
-        bn_bwd_k kp = {};
-        if (!nhwc)
-            kp = bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, (int)(pl % c));
-        size_t off = pl * inner;
-        SG_INPLANE_LOOP(j, inner) {
-            bn_bwd_k k = nhwc ? bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j)
-                              : kp;
-            size_t i = off + j;
+    bn_chan_elems<bn_bwd_k>(
+        nhwc, c, inner, planes,
+        [&](int ch) { return bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, ch); },
+        [&](size_t i, const bn_bwd_k &k) {
             float g = relu ? sg_relu_mask(act_ld(dy, i), bn_out(y, x, i, k.m, k.a, k.bt))
                            : act_ld(dy, i);
             float v = sg_bn_bwd_elem(g, act_ld(x, i), k.m, k.k.A, k.k.B, k.k.C);
             act_st(dx, i, accumulate ? sg_fadd(act_ld(dx, i), v) : v);
+        });
+}
+
+/* k_bn_bwd_elem's NHWC vector route (c a multiple of SG_COLV, every
+ * activation 16-byte aligned), as k_bn_fwd_v: a thread keeps 8 channels and
+ * their factors; each element's arithmetic is k_bn_bwd_elem's. */
+template <typename X, typename G, typename D>
+__global__ void k_bn_bwd_elem_v(const G *dy, const X *x, const float *y, const float *mean,
+                                const float *invstd, const float *gamma, const float *beta,
+                                const float *red, double count, D *dx, int c, size_t planes,
+                                int relu, int accumulate) {
+    SG_INPLANE_LOOP(j, c / SG_COLV) {
+        bn_bwd_k k[SG_COLV];
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++)
+            k[e] = bn_bwd_k_of(y, mean, invstd, gamma, beta, red, count, c, relu, j * SG_COLV + e);
+        SG_PLANE_LOOP(pl, planes) {
+            size_t i = pl * c + (size_t)j * SG_COLV;
+            float g[SG_COLV], xv[SG_COLV], yv[SG_COLV] = {0}, d[SG_COLV] = {0};
+            colv_ld(dy, i, g);
+            colv_ld(x, i, xv);
+            if (relu && y) colv_ld(y, i, yv);
+            if (accumulate) colv_ld((const D *)dx, i, d);
+            SG_UNROLL
+            for (int e = 0; e < SG_COLV; e++) {
+                float ge = g[e];
+                if (relu)
+                    ge = sg_relu_mask(
+                        ge, y ? yv[e] : sg_relu(sg_bn_fwd_elem(xv[e], k[e].m, k[e].a, k[e].bt)));
+                float v = sg_bn_bwd_elem(ge, xv[e], k[e].m, k[e].k.A, k[e].k.B, k[e].k.C);
+                d[e] = accumulate ? sg_fadd(d[e], v) : v;
+            }
+            colv_st(dx, i, d);
         }
     }
 }
@@ -474,8 +692,17 @@ static void bn_bwd_elem(sg_backend *be, const G *dy, const X *x, const float *y,
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     SG_CHECK(count > 0, "CUDA backend: bn_bwd_elem with count %g (must be > 0)", count);
+    if (colv_ok(nhwc, c, dy, x, dx) && colv_ok(nhwc, c, relu ? y : NULL)) {
+        dim3 tv = sg_cu_plane_block(c / SG_COLV);
+        SG_LAUNCH(bn_elem_grid(be, 1, c / SG_COLV, planes, tv), tv, 0, sg_cu_stream(be),
+                  k_bn_bwd_elem_v<X, G, D>)
+        (dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, planes, relu, accumulate);
+        CU_LAUNCH_CHECK("k_bn_bwd_elem_v");
+        return;
+    }
     dim3 t = sg_cu_plane_block(inner);
-    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be), k_bn_bwd_elem<X, G, D>)
+    SG_LAUNCH(bn_elem_grid(be, nhwc, inner, planes, t), t, 0, sg_cu_stream(be),
+              k_bn_bwd_elem<X, G, D>)
     (dy, x, y, mean, invstd, gamma, beta, red, count, dx, c, inner, planes, nhwc, relu, accumulate);
     CU_LAUNCH_CHECK("k_bn_bwd_elem");
 }
@@ -541,18 +768,13 @@ template <typename X, typename R, typename Y, int RND>
 __global__ void k_bn_add_relu_fwd(const X *x, const float *mean, const float *invstd,
                                   const float *gamma, const float *beta, const R *res, Y *y, int c,
                                   int inner, size_t planes, int nhwc) {
-    SG_PLANE_LOOP(pl, planes) {
-        bn_fwd_k kp = {0, 0, 0};
-        if (!nhwc) kp = bn_fwd_k_of(mean, invstd, gamma, beta, (int)(pl % c));
-        size_t off = pl * inner;
-        SG_INPLANE_LOOP(j, inner) {
-            bn_fwd_k k = nhwc ? bn_fwd_k_of(mean, invstd, gamma, beta, j) : kp;
-            size_t i = off + j;
+    bn_chan_elems<bn_fwd_k>(
+        nhwc, c, inner, planes, [&](int ch) { return bn_fwd_k_of(mean, invstd, gamma, beta, ch); },
+        [&](size_t i, const bn_fwd_k &k) {
             float v =
                 sg_relu(sg_fadd(sg_bn_fwd_elem(act_ld(x, i), k.m, k.a, k.bt), act_ld(res, i)));
             act_st(y, i, RND ? sg_bf16_round(v) : v);
-        }
-    }
+        });
 }
 
 template <typename X, typename R, typename Y, int RND>
@@ -563,7 +785,7 @@ static void bn_add_relu_fwd(sg_backend *be, const void *x, const float *mean, co
     size_t planes = sg_cu_planes(nhwc, n, c, hw);
     if (!planes || hw <= 0 || c <= 0) return;
     dim3 t = sg_cu_plane_block(inner);
-    SG_LAUNCH(sg_cu_plane_grid(inner, planes, t), t, 0, sg_cu_stream(be),
+    SG_LAUNCH(bn_elem_grid(be, nhwc, inner, planes, t), t, 0, sg_cu_stream(be),
               k_bn_add_relu_fwd<X, R, Y, RND>)
     ((const X *)x, mean, invstd, gamma, beta, (const R *)res, (Y *)y, c, inner, planes, nhwc);
     CU_LAUNCH_CHECK("k_bn_add_relu_fwd");
@@ -623,7 +845,7 @@ __global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const Y *y
         float g = sg_relu_mask(dy[i], act_ld(y, i));
         if (dres) dres[i] = accumulate ? sg_fadd(dres[i], g) : g;
         sg += g;
-        sgx += (double)g * ((double)act_ld(x, i) - m);
+        sgx = chan_fma((double)g, (double)act_ld(x, i) - m, sgx);
     };
     if (nhwc) {
         COL_SLICE_BEGIN(i, n, c, hw, ch)
@@ -635,6 +857,51 @@ __global__ void k_bn_bwd_reduce_res_part(const float *dy, const X *x, const Y *y
         CHAN_SLICE_END
     }
     bwd_part_store(part, nhwc, ch, c, sg, sgx, sh);
+}
+
+/* A row of the fused join's backward reduction (vector route): dy, x, y,
+ * and dres's old values when they are accumulated into. */
+template <typename X, typename Y> struct colv_res_row {
+    const float *dy;
+    const X *x;
+    const Y *y;
+    const float *dres_old;
+    size_t i;
+    float g[SG_COLV], xv[SG_COLV], yv[SG_COLV], dv[SG_COLV];
+    __device__ __forceinline__ void load(size_t at) {
+        i = at;
+        colv_ld(dy, i, g);
+        colv_ld(x, i, xv);
+        colv_ld(y, i, yv);
+        if (dres_old) colv_ld(dres_old, i, dv);
+    }
+};
+
+/* k_bn_bwd_reduce_res_part's NHWC vector route (cuda_chan_reduce.cuh). */
+template <typename X, typename Y>
+__global__ void k_bn_bwd_reduce_res_part_v(const float *dy, const X *x, const Y *y,
+                                           const float *mean, float *dres, int n, int c, int hw,
+                                           int accumulate, double *part) {
+    __shared__ double sh[SG_CHAN_THREADS];
+    int ch = colv_channel();
+    int cl = ch < c ? ch : 0;
+    double m[SG_COLV], sg[SG_COLV], sgx[SG_COLV];
+    SG_UNROLL
+    for (int e = 0; e < SG_COLV; e++) m[e] = mean[cl + e], sg[e] = 0, sgx[e] = 0;
+    colv_res_row<X, Y> proto;
+    proto.dy = dy, proto.x = x, proto.y = y, proto.dres_old = dres && accumulate ? dres : NULL;
+    colv_rows(n, c, hw, ch, proto, [&](const colv_res_row<X, Y> &r) {
+        float gv[SG_COLV];
+        SG_UNROLL
+        for (int e = 0; e < SG_COLV; e++) {
+            float g = sg_relu_mask(r.g[e], r.yv[e]);
+            gv[e] = r.dres_old ? sg_fadd(r.dv[e], g) : g;
+            sg[e] += g;
+            sgx[e] = chan_fma((double)g, (double)r.xv[e] - m[e], sgx[e]);
+        }
+        if (dres) colv_st(dres, r.i, gv);
+    });
+    colv_part_store(part, c, sg, sgx, sh);
 }
 
 template <typename X, typename Y>
@@ -649,9 +916,17 @@ static void bn_bwd_reduce_res(sg_backend *be, const float *dy, const void *x, co
         chan_splits_layout(cu, nhwc, c, (long long)n * hw,
                            chan_blocks_per_sm(cu, k_bn_bwd_reduce_res_part<X, Y>, occupancy, 16));
     cudaStream_t st = sg_cu_stream(be);
-    SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st, k_bn_bwd_reduce_res_part<X, Y>)
-    (dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, nhwc, accumulate, cu->chan_partial);
-    CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
+    if (colv_ok(nhwc, c, dy, x, y) && colv_ok(nhwc, c, dres)) {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_COLV_THREADS, 0, st,
+                  k_bn_bwd_reduce_res_part_v<X, Y>)
+        (dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, accumulate, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part_v");
+    } else {
+        SG_LAUNCH(chan_grid(nhwc, c, splits), SG_CHAN_THREADS, 0, st,
+                  k_bn_bwd_reduce_res_part<X, Y>)
+        (dy, (const X *)x, (const Y *)y, mean, dres, n, c, hw, nhwc, accumulate, cu->chan_partial);
+        CU_LAUNCH_CHECK("k_bn_bwd_reduce_res_part");
+    }
     bwd_merge(be, c, splits, red);
 }
 

@@ -7,7 +7,9 @@
  * CHAN_SLICE_BEGIN / _END loop) in double into its slot of
  * sg_cuda.chan_partial, [ch * splits + s][3], and a second small kernel
  * merges the slots in a fixed order (k_chan_sum_merge for sums): no
- * atomics, deterministic results. A header of static functions (one copy
+ * atomics, deterministic results. NHWC reductions have a scalar route (one
+ * value a thread) and a vector route (8 channels a thread, 16-byte loads)
+ * that sums in the same order: the same bits. A header of static functions (one copy
  * in each .cu file that includes it): without relocatable device code a
  * kernel can only be launched from the file that defines it, and neither
  * user owns the other.
@@ -18,6 +20,22 @@
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.cuh"
+#include "kernels/formulas/bf16.h"
+
+/* acc + a*b in double, as the reductions have always rounded it: one fused
+ * multiply-add under nvcc (which contracted the plain expression to just
+ * that), two roundings on the emulated device (host C++ compiled with
+ * -ffp-contract=off). Written out so that no choice of the compiler can make
+ * two routes of one reduction differ: nvcc contracts only within a basic
+ * block, and a branch between the multiply and the add (an unrolled loop's
+ * ReLU mask) leaves them unfused. */
+__device__ __forceinline__ double chan_fma(double a, double b, double acc) {
+#ifdef __CUDACC__
+    return __fma_rn(a, b, acc);
+#else
+    return acc + a * b;
+#endif
+}
 
 /* Threads per block of the per-channel slice kernels. */
 #define SG_CHAN_THREADS 512
@@ -148,6 +166,132 @@ __device__ __forceinline__ double chan_block_sum(int nhwc, double v, double *sh)
 }
 __device__ __forceinline__ int chan_writer(int nhwc) {
     return nhwc ? threadIdx.x < SG_COL_W : threadIdx.x == 0;
+}
+
+/* ---- the vector route of the NHWC column reductions ----
+ * The same sums by a faster route: a thread reads SG_COLV adjacent channels
+ * of a row with 16-byte loads (8 bf16, or 2 x 4 floats) and keeps SG_COLV
+ * accumulators, so a block of SG_COLV_THREADS threads covers the SG_COL_W
+ * columns of its group with the same SG_COL_ROWS row lanes: thread (row
+ * lane r, vector v) visits rows k0 + r, k0 + r + SG_COL_ROWS, ... of
+ * channels v*SG_COLV .. v*SG_COLV+7 of the group, SG_COLV_UNROLL rows
+ * loaded before the first is added, each channel's values added in the
+ * scalar route's order. colv_sum / colv_moments then merge the row lanes in
+ * row order through shared memory exactly as col_sum / col_moments do, on
+ * the same grid (the splits come from the scalar kernel's occupancy), into
+ * the same partial slots: every channel's double sums see the same values
+ * in the same order, so the results have the same bits.
+ * The route needs c % SG_COLV == 0 and 16-byte aligned activations
+ * (colv_ok, at the launch); other shapes keep the scalar route. */
+#define SG_COLV 8
+#ifdef __CUDACC__
+#define SG_UNROLL _Pragma("unroll")
+#else
+#define SG_UNROLL /* the emulated device's g++ unrolls as it sees fit */
+#endif
+#define SG_COLV_LANES (SG_COL_W / SG_COLV)
+#define SG_COLV_THREADS (SG_COL_ROWS * SG_COLV_LANES)
+#define SG_COLV_UNROLL 4
+
+/* Whether an NHWC column reduction over c channels of the activations at
+ * a, b, d (NULL: not read) takes the vector route. */
+static inline int colv_ok(int nhwc, int c, const void *a, const void *b = NULL,
+                          const void *d = NULL) {
+    if (!nhwc || c % SG_COLV != 0) return 0;
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)d) & 15u) == 0;
+}
+
+/* Thread (row lane, vector) of a vector-route block, and its first channel. */
+__device__ __forceinline__ int colv_row(void) { return (int)threadIdx.x / SG_COLV_LANES; }
+__device__ __forceinline__ int colv_channel(void) {
+    return (int)blockIdx.y * SG_COL_W + ((int)threadIdx.x % SG_COLV_LANES) * SG_COLV;
+}
+
+/* SG_COLV consecutive activation values from element i (16-byte aligned),
+ * widened to float, and stored back. */
+__device__ __forceinline__ void colv_ld(const float *p, size_t i, float *v) {
+    float4 a = *(const float4 *)(p + i), b = *(const float4 *)(p + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void colv_ld(const uint16_t *p, size_t i, float *v) {
+    uint4 u = *(const uint4 *)(p + i);
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+    SG_UNROLL
+    for (int e = 0; e < 4; e++) {
+        v[2 * e] = sg_bf16_to_f32((uint16_t)(w[e] & 0xffffu));
+        v[2 * e + 1] = sg_bf16_to_f32((uint16_t)(w[e] >> 16));
+    }
+}
+__device__ __forceinline__ void colv_st(float *p, size_t i, const float *v) {
+    *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void colv_st(uint16_t *p, size_t i, const float *v) {
+    unsigned w[4];
+    SG_UNROLL
+    for (int e = 0; e < 4; e++)
+        w[e] = (unsigned)sg_bf16_bits(v[2 * e]) | ((unsigned)sg_bf16_bits(v[2 * e + 1]) << 16);
+    *(uint4 *)(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* The block's rows [k0, k1) of its group, as COL_SLICE_BEGIN splits them:
+ * for each row of this thread's lane, in order, a copy of `proto` loads the
+ * row's SG_COLV values at element i (R::load(size_t i)) and visit(row)
+ * adds them; SG_COLV_UNROLL rows are loaded before the first visit. */
+template <typename R, typename V>
+__device__ __forceinline__ void colv_rows(int n, int c, int hw, int ch, const R &proto, V visit) {
+    long long rows = (long long)n * hw;
+    long long k0 = rows * blockIdx.x / gridDim.x, k1 = rows * (blockIdx.x + 1) / gridDim.x;
+    if (ch >= c) return;
+    const long long step = SG_COL_ROWS;
+    long long r = k0 + colv_row();
+    for (; r + (SG_COLV_UNROLL - 1) * step < k1; r += SG_COLV_UNROLL * step) {
+        R b[SG_COLV_UNROLL];
+        SG_UNROLL
+        for (int u = 0; u < SG_COLV_UNROLL; u++) {
+            b[u] = proto;
+            b[u].load((size_t)(r + u * step) * (size_t)c + (size_t)ch);
+        }
+        SG_UNROLL
+        for (int u = 0; u < SG_COLV_UNROLL; u++) visit(b[u]);
+    }
+    for (; r < k1; r += step) {
+        R b = proto;
+        b.load((size_t)r * (size_t)c + (size_t)ch);
+        visit(b);
+    }
+}
+
+/* col_sum for the vector route: each thread's SG_COLV column values, summed
+ * over the row lanes in row order; valid in threads < SG_COL_W (column
+ * threadIdx.x of the group). `sh` holds SG_CHAN_THREADS doubles. */
+__device__ __forceinline__ double colv_sum(const double *v, double *sh) {
+    int base = colv_row() * SG_COL_W + ((int)threadIdx.x % SG_COLV_LANES) * SG_COLV;
+    __syncthreads(); /* sh may still be read by a previous call */
+    SG_UNROLL
+    for (int e = 0; e < SG_COLV; e++) sh[base + e] = v[e];
+    __syncthreads();
+    double s = 0;
+    if (threadIdx.x < SG_COL_W) {
+        s = sh[threadIdx.x];
+        for (int r = 1; r < SG_COL_ROWS; r++) s += sh[r * SG_COL_W + threadIdx.x];
+    }
+    return s;
+}
+
+/* The vector route's block end of a one- or two-value sum: column
+ * threadIdx.x's sums into its partial slot. */
+__device__ __forceinline__ void colv_part_store(double *part, int c, const double *s0,
+                                                const double *s1, double *sh) {
+    double a = colv_sum(s0, sh);
+    double b = s1 ? colv_sum(s1, sh) : 0.0;
+    int ch = (int)blockIdx.y * SG_COL_W + (int)threadIdx.x;
+    if (threadIdx.x < SG_COL_W && ch < c) {
+        double *o = part + ((size_t)ch * gridDim.x + blockIdx.x) * 3;
+        o[0] = a;
+        o[1] = b;
+    }
 }
 
 /* Sums of one or two values per channel: part[(ch*splits + s)*3 + {0,1}]. */

@@ -10,8 +10,9 @@
  * Either activation layout (be->layout): the per-plane kernels walk NHWC
  * pixels where NCHW walks channel planes (cuda_internal.h), with the same
  * per-element arithmetic; NHWC's avgpool is a column sum per image
- * (cuda_chan_reduce.cuh); maxpool's indices stay [n, c, oh, ow] plane
- * positions in both, as on the CPU.
+ * (cuda_chan_reduce.cuh); maxpool's indices (plane positions) are stored
+ * in the activation layout, as y is (backend.h): under NHWC neighbouring
+ * threads store neighbouring indices.
  */
 #include <math.h>
 
@@ -22,8 +23,8 @@
 #include "kernels/formulas/bf16.h"
 #include "kernels/formulas/bilinear.h"
 
-/* Per output plane in either layout (cuda_internal.h); idx is not an
- * activation: [n, c, oh, ow] with plane positions in both, as the CPU. */
+/* Per output plane in either layout (cuda_internal.h); idx is stored as y
+ * is (backend.h), with plane positions. */
 __global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int c, int h, int w, int oh,
                               int ow, int inner, size_t planes, int nhwc) {
     int plane_out = oh * ow;
@@ -53,7 +54,7 @@ __global__ void k_maxpool_fwd(const float *x, float *y, int32_t *idx, int c, int
                 }
             }
             y[pl * inner + j] = best;
-            idx[(img * c + ch) * plane_out + q] = best_i;
+            idx[pl * inner + j] = best_i;
         }
     }
 }
@@ -84,7 +85,7 @@ __global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, in
             sg_cu_plane_elem(nhwc, pl, j, c, plane_in, &img, &ch, &me);
             const float *dyp = dy + sg_cu_act_at(nhwc, c, oh * ow, img, ch, 0);
             size_t ys = nhwc ? (size_t)c : 1;
-            const int32_t *ip = idx + (img * c + ch) * (size_t)oh * ow;
+            const int32_t *ip = idx + sg_cu_act_at(nhwc, c, oh * ow, img, ch, 0);
             int ix = me % w, iy = me / w;
             /* windows covering iy: oy*2-1 <= iy <= oy*2+1 */
             int oy0 = iy / 2, oy1 = (iy + 1) / 2;
@@ -94,7 +95,8 @@ __global__ void k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, in
             float g = 0.0f;
             for (int oy = oy0; oy <= oy1; oy++)
                 for (int ox = ox0; ox <= ox1; ox++)
-                    if (ip[oy * ow + ox] == me) g += dyp[(size_t)(oy * ow + ox) * ys];
+                    if (ip[(size_t)(oy * ow + ox) * ys] == me)
+                        g += dyp[(size_t)(oy * ow + ox) * ys];
             dx[pl * inner + j] = g;
         }
     }

@@ -83,6 +83,11 @@ void run_bn_bwd_elem(tb_ctx *t, const tb_case *c);
 void run_bn_param_grads(tb_ctx *t, const tb_case *c);
 void run_bn_add_relu_fwd(tb_ctx *t, const tb_case *c);
 void run_bn_bwd_reduce_res(tb_ctx *t, const tb_case *c);
+/* run_routes.c: the NHWC vector and scalar routes of the per-channel ops
+ * agree bit for bit (bias_bwd, bn_stats_dt, bn_bwd_reduce_dt,
+ * bn_bwd_reduce_res, bn_fwd_dt, bn_bwd_elem_dt: x_dt, y_dt (the backward
+ * ops: bf16 = y NULL), relu, acc) */
+void run_chan_routes(tb_ctx *t, const tb_case *c);
 
 /* run_elem.c */
 void run_relu_fwd(tb_ctx *t, const tb_case *c);

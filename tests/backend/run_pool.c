@@ -20,8 +20,8 @@ void run_maxpool_fwd(tb_ctx *t, const tb_case *c) {
     t->be->ops->maxpool_fwd(t->be, tb_actf(t, x, c->n, c->c, c->h * c->w), y_d, idx_d, c->n, c->c,
                             c->h, c->w, oh, ow);
     tb_close_act(t, "y", y, y_d, c->n, c->c, oh * ow, t->tol);
-    /* idx is not an activation: [n, c, oh, ow] plane positions in every layout */
-    int32_t *got = tb_get(t, idx_d, ny * sizeof(int32_t));
+    /* idx: plane positions, stored in the activation layout (backend.h) */
+    int32_t *got = tb_act_get(t, idx_d, c->n, c->c, oh * ow, sizeof(int32_t));
     tb_same(t, "argmax indices", idx, got, ny * sizeof(int32_t));
     if (c->want) {
         double *gi = tb_hbytes(t, ny * sizeof(double));
@@ -42,8 +42,8 @@ void run_maxpool_bwd(tb_ctx *t, const tb_case *c) {
     ref_maxpool_bwd(dy, idx, dx, c->n, c->c, c->h, c->w, oh, ow);
     float *dx_d = tb_devf(t, tb_rand(t, nx, 5, 6), nx);
     t->be->ops->maxpool_bwd(t->be, tb_actf(t, dy, c->n, c->c, oh * ow),
-                            tb_dev(t, idx, ny * sizeof(int32_t)), dx_d, c->n, c->c, c->h, c->w, oh,
-                            ow);
+                            tb_act_dev(t, idx, c->n, c->c, oh * ow, sizeof(int32_t)), dx_d, c->n,
+                            c->c, c->h, c->w, oh, ow);
     tb_close_act(t, "dx", dx, dx_d, c->n, c->c, c->h * c->w, t->tol);
 }
 
