@@ -602,6 +602,15 @@ typedef struct sg_backend_info {
      * and writes the activations as they are). Weight copies (KCRS <-> KRSC)
      * are not activations and are not counted. CPU: 0. */
     long act_transposes;
+    /* Bytes read plus bytes written since creation by the conversion passes
+     * around the convolutions (CUDA: rounding a float32 operand to its bf16
+     * copy, widening a bf16 result into float32 - reading the old value too
+     * when adding to it -, transposing either between NCHW and NHWC, and
+     * laying the KRSC weight gradient out as float32 KCRS), each pass counted
+     * as the traffic model counts one (train/bench_traffic.h: its "convert"
+     * class). Counted on the host at launch: a replayed graph's passes are
+     * not counted again. Weight copies are not counted. CPU: 0. */
+    double convert_bytes;
     /* Graphs (SG_CAP_GRAPHS) recorded (graph_end) and launched
      * (graph_launch that ran) since creation; 0 without graphs. */
     long graph_captures, graph_launches;

@@ -25,6 +25,14 @@
  * whose storage is not 2 bytes a value (under NCHW: every one) passes
  * through a conversion. A plan that stores more tensors in bf16 (a bf16
  * gradient: sg_tensor_grad_esize returns 2) moves these rows by itself.
+ * That rule (cu_direct, conv_in, conv_out, conv_bwd_weight's dw_from_krsc
+ * pass: class SG_TRC_CONVERT) is restated here, so it is checked against
+ * the code: the CUDA backend counts the bytes its own conversion passes
+ * read and write (cuda_conv.cu count_convert; sg_backend_info's
+ * convert_bytes), and tests/train/test_emu_convert.c runs bf16 training
+ * steps on the emulated cuda:0 in both layouts (frozen layers and two
+ * micro-batches too) and requires that count to equal this file's convert
+ * class exactly. A conversion added to or dropped from either side fails it.
  */
 #include "train/bench_traffic.h"
 
@@ -184,7 +192,8 @@ static double conv_macs(const sg_layer *L) {
 }
 
 /* Whether a CUDA bf16 conv reads or writes n elements stored in `bytes`
- * as they are: not under NCHW (transposed), nor a float32 tensor. */
+ * as they are: not under NCHW (transposed), nor a float32 tensor. (Checked
+ * against cuda_conv.cu's own count: tests/train/test_emu_convert.c.) */
 static int cu_direct(const walk *k, double bytes, double n) {
     return k->r->cuda == CU_NHWC && bytes == 2 * n;
 }

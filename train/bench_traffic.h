@@ -31,7 +31,10 @@
  *                     accumulating) widened from one;
  *                     both cuda rows take every byte from the plan's storage
  *                     decisions (sg_model_shapes, sg_tensor_act_esize,
- *                     sg_tensor_grad_esize), none from a table;
+ *                     sg_tensor_grad_esize), none from a table, and their
+ *                     conversions equal the CUDA backend's own count
+ *                     (sg_backend_info.convert_bytes;
+ *                     tests/train/test_emu_convert.c);
  *   nhwc-bf16         a target, not built: activations and their gradients
  *                     bf16 NHWC end to end, no conversions; BN statistics and
  *                     parameters, the loss math, weight gradients, master

@@ -87,6 +87,7 @@ static void cuda_get_info(sg_backend *be, sg_backend_info *info) {
     info->conv_plan_misses = ps.misses;
     info->conv_plan_loaded = ps.loaded;
     info->act_transposes = cu->act_transposes;
+    info->convert_bytes = cu->convert_bytes;
     info->graph_captures = cu->graph_captures;
     info->graph_launches = cu->graph_launches;
     /* free / total of the device (other processes' use included); a failure

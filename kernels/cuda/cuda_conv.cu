@@ -58,6 +58,12 @@
  * bf16-stored gradients likewise: a bf16 dy goes to cuDNN as it is (NHWC)
  * or transposed (NCHW), rounded nowhere; a bf16 dx is cuDNN's bf16
  * backward-data result stored directly (sg_cuda_conv_bwd_data_dt).
+ * Every conversion pass around cuDNN (rounding, widening, transposing an
+ * operand or result, the KRSC weight gradient laid out as float32) adds the
+ * bytes it reads and writes to sg_cuda.convert_bytes (count_convert;
+ * get_info's convert_bytes): what the traffic model's cuda-bf16-* rows
+ * count as conversions (train/bench_traffic.c), and tests/train/
+ * test_emu_convert.c holds the two equal.
  * Algorithms whose math type would convert float32 to half
  * (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
  */
@@ -174,25 +180,38 @@ static void transpose(sg_backend *be, const void *src, void *dst, int n, int R, 
     CU_LAUNCH_CHECK("k_transpose");
 }
 
+/* One conversion pass of count values, src_b bytes each read and dst_b
+ * written (and read too when acc adds to the old value): its bytes into
+ * sg_cuda.convert_bytes (get_info's convert_bytes), the traffic model's count
+ * of the same pass (train/bench_traffic.c, class convert), checked against
+ * it by tests/train/test_emu_convert.c. */
+static void count_convert(sg_backend *be, double count, double src_b, double dst_b, int acc) {
+    sg_cu(be)->convert_bytes += count * (src_b + dst_b + (acc ? dst_b : 0));
+}
+
 /* Activations between the caller's NCHW tensors and cuDNN's NHWC bf16 ones
  * (bf16 convolutions under layout NCHW only): [n][c][p] <-> [n][p][c]. Each
  * counts as one layout transpose (get_info's act_transposes). */
 static void to_nhwc_bf16(sg_backend *be, const float *src, void *dst, int n, int c, int p) {
     sg_cu(be)->act_transposes++;
+    count_convert(be, (double)n * c * p, 4, 2, 0);
     transpose<float, uint16_t, float>(be, src, dst, n, c, p, 0);
 }
 static void from_nhwc_bf16(sg_backend *be, const void *src, float *dst, int n, int c, int p,
                            int accumulate) {
     sg_cu(be)->act_transposes++;
+    count_convert(be, (double)n * c * p, 2, 4, accumulate);
     transpose<uint16_t, float, float>(be, src, dst, n, p, c, accumulate);
 }
 /* bf16-stored activations: the transpose only (they hold bf16 values) */
 static void bf16_to_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
     sg_cu(be)->act_transposes++;
+    count_convert(be, (double)n * c * p, 2, 2, 0);
     transpose<uint16_t, uint16_t, uint16_t>(be, src, dst, n, c, p, 0);
 }
 static void bf16_from_nhwc(sg_backend *be, const void *src, void *dst, int n, int c, int p) {
     sg_cu(be)->act_transposes++;
+    count_convert(be, (double)n * c * p, 2, 2, 0);
     transpose<uint16_t, uint16_t, uint16_t>(be, src, dst, n, p, c, 0);
 }
 
@@ -210,9 +229,11 @@ __global__ void k_widen_bf16(const uint16_t *__restrict__ src, float *__restrict
     }
 }
 static void round_bf16(sg_backend *be, const float *src, void *dst, size_t count) {
+    count_convert(be, (double)count, 4, 2, 0);
     LAUNCH(k_round_bf16, count, src, (uint16_t *)dst, count);
 }
 static void widen_bf16(sg_backend *be, const void *src, float *dst, size_t count, int acc) {
+    count_convert(be, (double)count, 2, 4, acc);
     LAUNCH(k_widen_bf16, count, (const uint16_t *)src, dst, count, acc);
 }
 
@@ -679,12 +700,14 @@ static const void *weights_krsc(sg_backend *be, const sg_conv_desc *d, const flo
     return copy;
 }
 
-/* dw (+)= cuDNN's KRSC weight gradient in src ([k][r*s][c/g] -> [k][c/g][r*s]). */
+/* dw (+)= cuDNN's KRSC weight gradient in src ([k][r*s][c/g] -> [k][c/g][r*s]);
+ * a conversion pass (convert_bytes), not a weight copy. */
 static void dw_from_krsc(sg_backend *be, const sg_conv_desc *d, const void *src, float *dw,
                          int accumulate) {
     int cg = d->c / sg_conv_groups(d), rs = d->r * d->s;
-    if (sg_cu(be)->precision == SG_PRECISION_BF16)
-        transpose<uint16_t, float, float>(be, src, dw, d->k, rs, cg, accumulate);
+    int bf16 = sg_cu(be)->precision == SG_PRECISION_BF16;
+    count_convert(be, (double)sg_conv_weight_count(d), bf16 ? 2 : 4, 4, accumulate);
+    if (bf16) transpose<uint16_t, float, float>(be, src, dw, d->k, rs, cg, accumulate);
     else transpose<float, float, float>(be, src, dw, d->k, rs, cg, accumulate);
 }
 

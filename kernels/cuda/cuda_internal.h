@@ -198,6 +198,11 @@ typedef struct sg_cuda {
      * convolutions' NHWC copies under layout NCHW; get_info's
      * act_transposes), so that a run can show that an NHWC step has none */
     long act_transposes;
+    /* bytes read + written by the conversion passes around cuDNN so far
+     * (cuda_conv.cu: rounding / widening / transposing an operand or result
+     * into or out of its bf16 NHWC copy, the KRSC weight gradient back into
+     * float32 KCRS; get_info's convert_bytes), added on the host per launch */
+    double convert_bytes;
 
     /* The step's parameters read by ops when they run (cuda_graph.cu):
      * set_step_key's key in device memory, so that a replayed graph reads
