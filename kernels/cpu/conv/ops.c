@@ -172,6 +172,16 @@ void sg_cpu_conv_destroy(sg_cpu_conv_cache *cc) {
     sg_conv_taps_ws_free(&cc->taps);
     sg_conv_mm_destroy(cc->mm);
     DNNL_CHECK(dnnl_stream_destroy(cc->stream));
+    /* oneDNN's primitive cache is global and outlives this engine: flush it
+     * (capacity 0 evicts every entry) so that no cached primitive of the
+     * engine destroyed below is evicted, and destroyed, later inside another
+     * backend's primitive creation (seen as an intermittent crash inside
+     * dnnl_primitive_create under ASan once a process had created and
+     * destroyed several backends). */
+    int cap = 0;
+    DNNL_CHECK(dnnl_get_primitive_cache_capacity(&cap));
+    DNNL_CHECK(dnnl_set_primitive_cache_capacity(0));
+    DNNL_CHECK(dnnl_set_primitive_cache_capacity(cap));
     DNNL_CHECK(dnnl_engine_destroy(cc->eng));
     free(cc);
 }
