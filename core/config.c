@@ -847,6 +847,12 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
                  d->crop_size[i], m->output_stride);
     if (d->scale_range[0] > d->scale_range[1])
         verr("data.scale_range", "min %g is above max %g", d->scale_range[0], d->scale_range[1]);
+    if (d->contrast_range[0] > d->contrast_range[1])
+        verr("data.contrast_range", "min %g is above max %g", d->contrast_range[0],
+             d->contrast_range[1]);
+    if (d->saturation_range[0] > d->saturation_range[1])
+        verr("data.saturation_range", "min %g is above max %g", d->saturation_range[0],
+             d->saturation_range[1]);
     if (!d->root[0]) verr("data.root", "is empty: give the dataset directory");
     if (!d->train_split[0] || !d->val_split[0])
         verr(!d->train_split[0] ? "data.train_split" : "data.val_split", "is empty");

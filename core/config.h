@@ -85,6 +85,12 @@ typedef struct sg_data_cfg {
     int crop_size[2];        /* h, w */
     double scale_range[2];   /* random scale, relative to the image */
     int hflip;               /* bool */
+    double cat_max_ratio;    /* mmseg RandomCrop's; 1 = off */
+    int photometric;         /* bool: mmseg's PhotoMetricDistortion */
+    double brightness_delta; /* photometric: PhotoMetricDistortion's arguments */
+    double contrast_range[2];
+    double saturation_range[2];
+    int hue_delta;
     double mean[3];
     double std[3];
     int ignore_index;

@@ -139,6 +139,22 @@ static const sg_config_key g_keys[] = {
     K_FLOATS_FIXED("data.scale_range", data.scale_range, "[0.5, 2.0]", 0.01, 100,
                    "random resize ratio min, max, relative to the image"),
     K_BOOL("data.hflip", data.hflip, "true", "random horizontal flip with probability 0.5"),
+    K_FLOAT("data.cat_max_ratio", data.cat_max_ratio, "1.0", 0.01, 1,
+            "mmsegmentation RandomCrop's cat_max_ratio: a crop whose largest class covers this "
+            "fraction or more of its labelled pixels (or that holds one class) is drawn again, up "
+            "to 10 times; 1 = off"),
+    K_BOOL("data.photometric", data.photometric, "false",
+           "mmsegmentation's PhotoMetricDistortion after the flip: random brightness, contrast, "
+           "saturation and hue (OpenCV HSV), each with probability 0.5"),
+    K_FLOAT("data.brightness_delta", data.brightness_delta, "32", 0, 255,
+            "photometric: brightness offset drawn uniformly in [-delta, delta] (mmseg's "
+            "PhotoMetricDistortion argument)"),
+    K_FLOATS_FIXED("data.contrast_range", data.contrast_range, "[0.5, 1.5]", 0, 100,
+                   "photometric: contrast factor min, max"),
+    K_FLOATS_FIXED("data.saturation_range", data.saturation_range, "[0.5, 1.5]", 0, 100,
+                   "photometric: saturation factor min, max"),
+    K_INT("data.hue_delta", data.hue_delta, "18", 0, 180,
+          "photometric: hue shift drawn in [-delta, delta - 1] (OpenCV hue units, 0..179)"),
     K_FLOATS_FIXED("data.mean", data.mean, "[0.485, 0.456, 0.406]", 0, 1,
                    "per-channel RGB mean on [0,1] pixels (ImageNet)"),
     K_FLOATS_FIXED("data.std", data.std, "[0.229, 0.224, 0.225]", 1e-6, 10,
@@ -399,7 +415,8 @@ static const struct {
     {"samples_per_gpu", "train.batch_size (images per rank)"},
     {"workers_per_gpu", "data.workers"},
     {"norm_cfg", "model.sync_bn"},
-    {"pipeline", "data.crop_size, data.scale_range, data.hflip"},
+    {"pipeline", "data.crop_size, data.scale_range, data.cat_max_ratio, data.hflip, "
+                 "data.photometric"},
     {"img_scale", "data.scale_range (relative to the image) and data.crop_size"},
     {"img_norm_cfg", "data.mean and data.std (on [0,1] pixels)"},
 };

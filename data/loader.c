@@ -80,6 +80,14 @@ void sg_loader_opts_from_config(sg_loader_opts *o, const sg_data_cfg *d, int tra
     o->scale_range[0] = d->scale_range[0];
     o->scale_range[1] = d->scale_range[1];
     o->hflip = d->hflip;
+    o->cat_max_ratio = d->cat_max_ratio;
+    o->photo.enabled = d->photometric;
+    o->photo.brightness_delta = d->brightness_delta;
+    o->photo.contrast_lo = d->contrast_range[0];
+    o->photo.contrast_hi = d->contrast_range[1];
+    o->photo.saturation_lo = d->saturation_range[0];
+    o->photo.saturation_hi = d->saturation_range[1];
+    o->photo.hue_delta = d->hue_delta;
     o->ignore_index = d->ignore_index;
     o->seed = seed;
     o->workers = d->workers;
@@ -109,8 +117,9 @@ static sg_status build(sg_loader *l, int64_t j, slot *s) {
         uint8_t *oi = b->images + (size_t)k * px * 3, *om = b->labels + (size_t)k * px;
         if (l->o.train) {
             sg_aug_draw d;
-            sg_aug_make_draw(&l->aug, l->o.seed, l->epoch, idx, img.h, img.w, &d);
-            if (sg_aug_apply(&l->aug, &d, img.data, mask.data, img.h, img.w, oi, om) != SG_OK) {
+            if (sg_aug_make_draw(&l->aug, l->o.seed, l->epoch, idx, mask.data, img.h, img.w, &d) !=
+                    SG_OK ||
+                sg_aug_apply(&l->aug, &d, img.data, mask.data, img.h, img.w, oi, om) != SG_OK) {
                 snprintf(s->err, sizeof s->err, "out of memory augmenting %s",
                          sg_dataset_image_path(l->ds, idx));
                 sg_img_free(&img);
@@ -195,6 +204,24 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
                  o->crop_h, o->crop_w, o->scale_range[0], o->scale_range[1]);
         return NULL;
     }
+    if (o->train && !(o->cat_max_ratio > 0 && o->cat_max_ratio <= 1)) {
+        SG_ERROR("data loader: data.cat_max_ratio %g must be in (0, 1] (1 = off)",
+                 o->cat_max_ratio);
+        return NULL;
+    }
+    const sg_photo_opts *ph = &o->photo;
+    if (o->train && ph->enabled &&
+        (!(ph->brightness_delta >= 0) || !(ph->contrast_lo >= 0) ||
+         ph->contrast_hi < ph->contrast_lo || !(ph->saturation_lo >= 0) ||
+         ph->saturation_hi < ph->saturation_lo || ph->hue_delta < 0 || ph->hue_delta > 180)) {
+        SG_ERROR("data loader: data.brightness_delta %g (>= 0), "
+                 "data.contrast_range [%g, %g], "
+                 "data.saturation_range [%g, %g] (0 <= lo <= hi) or "
+                 "data.hue_delta %d (0..180) out of range",
+                 ph->brightness_delta, ph->contrast_lo, ph->contrast_hi, ph->saturation_lo,
+                 ph->saturation_hi, ph->hue_delta);
+        return NULL;
+    }
     if (o->ignore_index < 0 || o->ignore_index > 255) {
         SG_ERROR("data loader: ignore_index %d must be in 0..255", o->ignore_index);
         return NULL;
@@ -212,6 +239,8 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
     l->aug.crop_h = o->crop_h;
     l->aug.crop_w = o->crop_w;
     l->aug.hflip = o->hflip;
+    l->aug.cat_max_ratio = o->cat_max_ratio;
+    l->aug.photo = o->photo;
     l->aug.ignore_index = o->ignore_index;
     l->t_create = sg_now_s();
     l->nslots = o->prefetch + (o->workers > 0 ? o->workers : 1);

@@ -8,7 +8,8 @@
  * last one may be smaller). A batch's content is a pure function of (seed,
  * epoch, its indices): bit-identical whatever `workers` is or how threads run.
  *
- * Train mode: every sample is scaled / cropped to crop_h x crop_w / flipped
+ * Train mode: every sample is scaled / cropped to crop_h x crop_w (the
+ * position redrawn by cat_max_ratio) / flipped / photometrically distorted
  * (data/transforms.h). Eval mode: no transforms, full images; consecutive
  * samples of equal size share a batch (up to batch_size), a size change starts
  * a new batch (sizes come from the PNG headers at sg_loader_start).
@@ -35,6 +36,7 @@
 
 #include "core/status.h"
 #include "data/dataset.h"
+#include "data/transforms.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +51,8 @@ typedef struct sg_loader_opts {
     int crop_h, crop_w;          /* train */
     double scale_range[2];       /* train: random scale lo, hi */
     int hflip;                   /* train: bool */
+    double cat_max_ratio;        /* train: mmseg RandomCrop's, in (0, 1]; 1 = off */
+    sg_photo_opts photo;         /* train: mmseg's PhotoMetricDistortion */
     int ignore_index;            /* padding value for masks; not counted as valid */
     uint64_t seed;               /* augmentation seed (config seed) */
     int workers;                 /* threads; 0 = decode in sg_loader_next */

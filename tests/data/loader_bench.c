@@ -7,8 +7,9 @@
  *   data_loader_bench /tmp/ade 1,2 2 ade20k     (JPEG images; voc too)
  *
  * Prints, per image: decode time (image PNG or JPEG + PNG mask), augment
- * time (scale 0.5-2, crop 512x1024, flip), and the loader's images/s for
- * each worker count (train mode, batch 2). */
+ * time (scale 0.5-2, crop 512x1024, flip; then again with mmsegmentation's
+ * cat_max_ratio 0.75 and PhotoMetricDistortion), and the loader's images/s
+ * for each worker count (train mode, batch 2, without those two). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
     c.scale_range[0] = 0.5;
     c.scale_range[1] = 2.0;
     c.hflip = 1;
+    c.cat_max_ratio = 1.0;
     c.prefetch = 4;
     const char *split = cs ? "train" : strcmp(format, "voc") == 0 ? "train+aug" : "training";
     sg_dataset *ds = sg_dataset_open(&c, split, cs ? 19 : strcmp(format, "voc") == 0 ? 21 : 150);
@@ -54,9 +56,18 @@ int main(int argc, char **argv) {
     int64_t n = sg_dataset_size(ds);
 
     /* Single thread, stage by stage. */
-    sg_aug_opts a = {0.5, 2.0, 512, 1024, 1, 255};
+    sg_aug_opts a = {.scale_lo = 0.5,
+                     .scale_hi = 2.0,
+                     .crop_h = 512,
+                     .crop_w = 1024,
+                     .hflip = 1,
+                     .ignore_index = 255,
+                     .cat_max_ratio = 1.0};
+    sg_aug_opts am = a; /* mmseg's Cityscapes pipeline */
+    am.cat_max_ratio = 0.75;
+    am.photo = (sg_photo_opts){1, 32, 0.5, 1.5, 0.5, 1.5, 18};
     uint8_t *oi = malloc(512 * 1024 * 3), *om = malloc(512 * 1024);
-    double t_dec = 0, t_aug = 0, c_dec = 0, c_aug = 0;
+    double t_dec = 0, t_aug = 0, c_dec = 0, c_aug = 0, c_aug_mm = 0;
     int h = 0, w = 0;
     for (int p = 0; p < passes; p++) {
         for (int64_t i = 0; i < n; i++) {
@@ -65,12 +76,18 @@ int main(int argc, char **argv) {
             if (sg_dataset_load(ds, i, &im, &m, NULL, 0) != 0) return 1;
             double t1 = th_now(), c1 = cpu_s();
             sg_aug_draw d;
-            sg_aug_make_draw(&a, 0, p, i, im.h, im.w, &d);
-            sg_aug_apply(&a, &d, im.data, m.data, im.h, im.w, oi, om);
+            if (sg_aug_make_draw(&a, 0, p, i, m.data, im.h, im.w, &d) != 0 ||
+                sg_aug_apply(&a, &d, im.data, m.data, im.h, im.w, oi, om) != 0)
+                return 1;
             t_aug += th_now() - t1;
             t_dec += t1 - t0;
             c_aug += cpu_s() - c1;
             c_dec += c1 - c0;
+            double c2 = cpu_s();
+            if (sg_aug_make_draw(&am, 0, p, i, m.data, im.h, im.w, &d) != 0 ||
+                sg_aug_apply(&am, &d, im.data, m.data, im.h, im.w, oi, om) != 0)
+                return 1;
+            c_aug_mm += cpu_s() - c2;
             h = im.h;
             w = im.w;
             sg_img_free(&im);
@@ -85,6 +102,9 @@ int main(int argc, char **argv) {
            1.0 / ((c_dec + c_aug) * k));
     printf("per image, one thread, wall time: decode %.1f ms, augment %.1f ms\n", t_dec * k * 1e3,
            t_aug * k * 1e3);
+    printf("per image, one thread, CPU time: augment with cat_max_ratio 0.75 and photometric "
+           "%.1f ms\n",
+           c_aug_mm * k * 1e3);
 
     /* The loader with each worker count. */
     int64_t *list = malloc(sizeof(int64_t) * (size_t)n);

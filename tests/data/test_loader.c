@@ -27,6 +27,12 @@ static sg_data_cfg cs_cfg(const char *root) {
     c.scale_range[0] = 0.5;
     c.scale_range[1] = 2.0;
     c.hflip = 1;
+    c.cat_max_ratio = 0.75; /* mmseg's Cityscapes pipeline */
+    c.photometric = 1;
+    c.brightness_delta = 32;
+    c.contrast_range[0] = c.saturation_range[0] = 0.5;
+    c.contrast_range[1] = c.saturation_range[1] = 1.5;
+    c.hue_delta = 18;
     c.workers = 2;
     c.prefetch = 2;
     return c;
@@ -127,7 +133,14 @@ static void test_deterministic_across_workers(void) {
         }
     }
     /* Equal to decoding + augmenting each sample by hand. */
-    sg_aug_opts a = {0.5, 2.0, 24, 32, 1, 255};
+    sg_aug_opts a = {.scale_lo = 0.5,
+                     .scale_hi = 2.0,
+                     .crop_h = 24,
+                     .crop_w = 32,
+                     .hflip = 1,
+                     .ignore_index = 255,
+                     .cat_max_ratio = 0.75};
+    a.photo = (sg_photo_opts){1, 32, 0.5, 1.5, 0.5, 1.5, 18};
     uint8_t oi[24 * 32 * 3], om[24 * 32];
     int64_t valid_batch = 0;
     for (int k = 0; k < 13; k++) {
@@ -135,7 +148,7 @@ static void test_deterministic_across_workers(void) {
         sg_img im, m;
         CHECK(sg_dataset_load(ds, list[k], &im, &m, NULL, 0) == 0);
         sg_aug_draw d;
-        sg_aug_make_draw(&a, 42, 1, list[k], im.h, im.w, &d);
+        CHECK(sg_aug_make_draw(&a, 42, 1, list[k], m.data, im.h, im.w, &d) == 0);
         CHECK(sg_aug_apply(&a, &d, im.data, m.data, im.h, im.w, oi, om) == 0);
         CHECK(memcmp(oi, ref.img + (size_t)k * sizeof oi, sizeof oi) == 0);
         CHECK(memcmp(om, ref.lab + (size_t)k * sizeof om, sizeof om) == 0);

@@ -89,7 +89,13 @@ static void test_nearest_is_subset(void) {
 }
 
 static sg_aug_opts opts(double lo, double hi, int ch, int cw, int flip) {
-    sg_aug_opts o = {lo, hi, ch, cw, flip, 255};
+    sg_aug_opts o = {.scale_lo = lo,
+                     .scale_hi = hi,
+                     .crop_h = ch,
+                     .crop_w = cw,
+                     .hflip = flip,
+                     .ignore_index = 255,
+                     .cat_max_ratio = 1.0};
     return o;
 }
 
@@ -99,8 +105,8 @@ static void test_draws_pure_and_in_range(void) {
     double smin = 9, smax = 0;
     for (int s = 0; s < n; s++) {
         sg_aug_draw a, b, c;
-        sg_aug_make_draw(&o, 42, 3, s, 30, 40, &a);
-        sg_aug_make_draw(&o, 42, 3, s, 30, 40, &b);
+        CHECK(sg_aug_make_draw(&o, 42, 3, s, NULL, 30, 40, &a) == 0);
+        CHECK(sg_aug_make_draw(&o, 42, 3, s, NULL, 30, 40, &b) == 0);
         CHECK(memcmp(&a, &b, sizeof a) == 0); /* pure function */
         CHECK(a.scale >= 0.5 && a.scale <= 2.0);
         CHECK(a.scaled_h == (int)lround(30 * a.scale) && a.scaled_w == (int)lround(40 * a.scale));
@@ -110,9 +116,9 @@ static void test_draws_pure_and_in_range(void) {
         if (a.scale < smin) smin = a.scale;
         if (a.scale > smax) smax = a.scale;
         /* Another epoch or seed gives other draws (scale differs almost surely). */
-        sg_aug_make_draw(&o, 42, 4, s, 30, 40, &c);
+        CHECK(sg_aug_make_draw(&o, 42, 4, s, NULL, 30, 40, &c) == 0);
         CHECK(c.scale != a.scale);
-        sg_aug_make_draw(&o, 43, 3, s, 30, 40, &c);
+        CHECK(sg_aug_make_draw(&o, 43, 3, s, NULL, 30, 40, &c) == 0);
         CHECK(c.scale != a.scale);
     }
     CHECK(flips > n / 4 && flips < 3 * n / 4);
@@ -120,7 +126,7 @@ static void test_draws_pure_and_in_range(void) {
     o.hflip = 0;
     for (int s = 0; s < 50; s++) {
         sg_aug_draw a;
-        sg_aug_make_draw(&o, 1, 0, s, 30, 40, &a);
+        CHECK(sg_aug_make_draw(&o, 1, 0, s, NULL, 30, 40, &a) == 0);
         CHECK(a.flip == 0);
     }
 }
@@ -142,7 +148,7 @@ static void test_crop_flip_at_scale_one(void) {
     uint8_t img[H * W * 3], mask[H * W], oi[CH * CW * 3], om[CH * CW];
     make_pos_image(img, mask, H, W);
     sg_aug_opts o = opts(1, 1, CH, CW, 1);
-    sg_aug_draw d = {1.0, H, W, 3, 4, 0};
+    sg_aug_draw d = {.scale = 1.0, .scaled_h = H, .scaled_w = W, .y0 = 3, .x0 = 4, .flip = 0};
     CHECK(sg_aug_apply(&o, &d, img, mask, H, W, oi, om) == 0);
     for (int y = 0; y < CH; y++)
         for (int x = 0; x < CW; x++) {
@@ -165,7 +171,7 @@ static void test_padding(void) {
     make_pos_image(img, mask, H, W);
     sg_aug_opts o = opts(1, 1, CH, CW, 0);
     sg_aug_draw d;
-    sg_aug_make_draw(&o, 5, 0, 0, H, W, &d);
+    CHECK(sg_aug_make_draw(&o, 5, 0, 0, NULL, H, W, &d) == 0);
     CHECK(d.y0 == 0 && d.x0 == 0); /* the padded image is exactly the crop */
     CHECK(sg_aug_apply(&o, &d, img, mask, H, W, oi, om) == 0);
     for (int y = 0; y < CH; y++)
@@ -199,7 +205,7 @@ static void test_scaled_mask_never_interpolated(void) {
     sg_aug_opts o = opts(0.37, 2.3, CH, CW, 1);
     for (int s = 0; s < 60; s++) {
         sg_aug_draw d;
-        sg_aug_make_draw(&o, 9, 1, s, H, W, &d);
+        CHECK(sg_aug_make_draw(&o, 9, 1, s, NULL, H, W, &d) == 0);
         CHECK(sg_aug_apply(&o, &d, img, mask, H, W, oi, om) == 0);
         for (int i = 0; i < CH * CW; i++) CHECK_MSG(present[om[i]], "sample %d value %d", s, om[i]);
     }
@@ -214,7 +220,7 @@ static void test_fused_equals_resize_then_crop(void) {
     sg_aug_opts o = opts(0.5, 2.0, CH, CW, 1);
     for (int s = 0; s < 40; s++) {
         sg_aug_draw d;
-        sg_aug_make_draw(&o, 77, 2, s, H, W, &d);
+        CHECK(sg_aug_make_draw(&o, 77, 2, s, NULL, H, W, &d) == 0);
         CHECK(sg_aug_apply(&o, &d, img, mask, H, W, oi, om) == 0);
         uint8_t *big = malloc((size_t)d.scaled_h * d.scaled_w * 3);
         uint8_t *bigm = malloc((size_t)d.scaled_h * d.scaled_w);
