@@ -10,10 +10,15 @@ Needs mmsegmentation 1.x with mmcv (mmcv-lite will do: mmcv.ops is replaced
 by a placeholder before mmseg is imported) and opencv-python:
     PY tests/data/make_aug_golden.py            # rewrites the fixture
     PY tests/data/make_aug_golden.py --check F  # regenerates, compares with F
+    PY tests/data/make_aug_golden.py --check-hsv D  # D: test_data_augment --dump-hsv
 --check exits 0 when the inputs and draws equal F's and every output pixel
 is within one grey level (OpenCV's HSV -> BGR rounds its row tails and, built
 without FMA, its vector loop differently), 1 otherwise naming the first
-difference. Images are RGB here and in the fixture; mmseg gets them as BGR.
+difference. --check-hsv compares segtrain's 8-bit RGB <-> HSV conversions
+on every input (D) with OpenCV's cvtColor: RGB -> HSV equal, HSV -> RGB
+within one grey level (equal with OpenCV's vector loop on x86 with FMA; the
+count that differs is printed). Images are RGB here and in the fixture;
+mmseg gets them as BGR.
 """
 import os
 import re
@@ -341,11 +346,45 @@ def check(path):
     return 0
 
 
+def check_hsv(path):
+    import cv2
+    d = np.fromfile(path, np.uint8)
+    n1, n2 = 1 << 24, 180 << 16
+    if d.size != 3 * (n1 + n2):
+        print("%s holds %d bytes, want %d" % (path, d.size, 3 * (n1 + n2)))
+        return 1
+    i = np.arange(n1, dtype=np.uint32)
+    x = np.stack([(i >> 16) & 255, (i >> 8) & 255, i & 255], -1).astype(np.uint8)
+    # rows of 4096 pixels: OpenCV's vector loop, as for mmseg's crops
+    hsv = cv2.cvtColor(x[:, ::-1].reshape(4096, 4096, 3).copy(), cv2.COLOR_BGR2HSV)
+    ours = d[:3 * n1].reshape(-1, 3)
+    bad = np.nonzero((hsv.reshape(-1, 3) != ours).any(1))[0]
+    if bad.size:
+        k = bad[0]
+        print("RGB %s -> HSV: segtrain %s, OpenCV %s (%d colours differ)"
+              % (x[k].tolist(), ours[k].tolist(), hsv.reshape(-1, 3)[k].tolist(), bad.size))
+        return 1
+    y = x[:n2]
+    rgb = cv2.cvtColor(y.reshape(-1, 4096, 3), cv2.COLOR_HSV2BGR).reshape(-1, 3)[:, ::-1]
+    ours = d[3 * n1:].reshape(-1, 3)
+    diff = np.abs(rgb.astype(int) - ours).max(1)
+    if diff.max() > 1:
+        k = int(np.argmax(diff))
+        print("HSV %s -> RGB: segtrain %s, OpenCV %s" % (y[k].tolist(), ours[k].tolist(),
+                                                         rgb[k].tolist()))
+        return 1
+    print("RGB -> HSV equal to OpenCV %s on all %d colours; HSV -> RGB within 1 on all %d "
+          "(%d differ by 1)" % (cv2.__version__, n1, n2, int((diff > 0).sum())))
+    return 0
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         sys.exit(check(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--check-hsv":
+        sys.exit(check_hsv(sys.argv[2]))
     if len(sys.argv) != 1:
-        sys.exit("usage: make_aug_golden.py [--check FIXTURE]")
+        sys.exit("usage: make_aug_golden.py [--check FIXTURE | --check-hsv DUMP]")
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
                         "data_aug_golden.h")
     with open(path, "w") as f:

@@ -313,7 +313,37 @@ static void test_shipped_configs(void) {
     CHECK(sg_config_validate(&c) != SG_OK);
 }
 
-int main(void) {
+/* test_data_augment --dump-hsv FILE: writes sg_rgb2hsv_u8 of every RGB
+ * colour (r, g, b in that nesting order) then sg_hsv2rgb_u8 of every HSV
+ * value with H < 180, 3 bytes each, for test_aug_golden.sh to compare with
+ * OpenCV's cvtColor. Returns 0, or 1 naming what failed. */
+static int dump_hsv(const char *path) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    uint8_t px[3], out[3];
+    int ok = 1;
+    for (int i = 0; i < 1 << 24 && ok; i++) {
+        px[0] = (uint8_t)(i >> 16), px[1] = (uint8_t)(i >> 8), px[2] = (uint8_t)i;
+        sg_rgb2hsv_u8(px, out);
+        ok = fwrite(out, 3, 1, f) == 1;
+    }
+    for (int i = 0; i < 180 << 16 && ok; i++) {
+        px[0] = (uint8_t)(i >> 16), px[1] = (uint8_t)(i >> 8), px[2] = (uint8_t)i;
+        sg_hsv2rgb_u8(px, out);
+        ok = fwrite(out, 3, 1, f) == 1;
+    }
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, "test_data_augment: writing %s failed\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump-hsv")) return dump_hsv(argv[2]);
     TEST_RUN(test_photometric_equals_mmseg);
     TEST_RUN(test_cat_max_ratio_equals_mmseg);
     TEST_RUN(test_pipeline_equals_mmseg);
