@@ -188,6 +188,31 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* PhotoMetricDistortion's arguments (the configuration's ranges, checked
+ * again for options built by hand); logs the one out of range. */
+static int photo_opts_ok(const sg_photo_opts *p) {
+    if (!(p->brightness_delta >= 0 && p->brightness_delta <= 255)) {
+        SG_ERROR("data loader: data.brightness_delta %g must be in 0..255 (mmseg's default 32)",
+                 p->brightness_delta);
+        return 0;
+    }
+    const double *r[2][2] = {{&p->contrast_lo, &p->contrast_hi},
+                             {&p->saturation_lo, &p->saturation_hi}};
+    for (int i = 0; i < 2; i++)
+        if (!(*r[i][0] >= 0 && *r[i][0] <= *r[i][1] && *r[i][1] <= 100)) {
+            SG_ERROR("data loader: data.%s [%g, %g] must satisfy 0 <= min <= max <= 100 "
+                     "(mmseg's default [0.5, 1.5])",
+                     i ? "saturation_range" : "contrast_range", *r[i][0], *r[i][1]);
+            return 0;
+        }
+    if (p->hue_delta < 0 || p->hue_delta > 180) {
+        SG_ERROR("data loader: data.hue_delta %d must be in 0..180 (mmseg's default 18)",
+                 p->hue_delta);
+        return 0;
+    }
+    return 1;
+}
+
 sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
     const sg_loader_opts *o = opts;
     if (o->batch_size < 1 || o->workers < 0 || o->workers > 256 || o->prefetch < 1 ||
@@ -209,19 +234,7 @@ sg_loader *sg_loader_create(const sg_dataset *ds, const sg_loader_opts *opts) {
                  o->cat_max_ratio);
         return NULL;
     }
-    const sg_photo_opts *ph = &o->photo;
-    if (o->train && ph->enabled &&
-        (!(ph->brightness_delta >= 0) || !(ph->contrast_lo >= 0) ||
-         ph->contrast_hi < ph->contrast_lo || !(ph->saturation_lo >= 0) ||
-         ph->saturation_hi < ph->saturation_lo || ph->hue_delta < 0 || ph->hue_delta > 180)) {
-        SG_ERROR("data loader: data.brightness_delta %g (>= 0), "
-                 "data.contrast_range [%g, %g], "
-                 "data.saturation_range [%g, %g] (0 <= lo <= hi) or "
-                 "data.hue_delta %d (0..180) out of range",
-                 ph->brightness_delta, ph->contrast_lo, ph->contrast_hi, ph->saturation_lo,
-                 ph->saturation_hi, ph->hue_delta);
-        return NULL;
-    }
+    if (o->train && o->photo.enabled && !photo_opts_ok(&o->photo)) return NULL;
     if (o->ignore_index < 0 || o->ignore_index > 255) {
         SG_ERROR("data loader: ignore_index %d must be in 0..255", o->ignore_index);
         return NULL;

@@ -268,11 +268,19 @@ static void test_loader_refuses(void) {
     lo.ignore_index = 255;
     lo.cat_max_ratio = 0; /* an uninitialised ratio would redraw every crop 10 times */
     CHECK(sg_loader_create(NULL, &lo) == NULL);
+    lo.cat_max_ratio = 1.5;
+    CHECK(sg_loader_create(NULL, &lo) == NULL);
     lo.cat_max_ratio = 1;
-    lo.photo = (sg_photo_opts){1, 32, 1.5, 0.5, 0.5, 1.5, 18};
-    CHECK(sg_loader_create(NULL, &lo) == NULL);
-    lo.photo = (sg_photo_opts){1, 32, 0.5, 1.5, 0.5, 1.5, 181};
-    CHECK(sg_loader_create(NULL, &lo) == NULL);
+    static const sg_photo_opts bad[] = {
+        {1, -1, 0.5, 1.5, 0.5, 1.5, 18},  {1, 256, 0.5, 1.5, 0.5, 1.5, 18},
+        {1, 32, 1.5, 0.5, 0.5, 1.5, 18},  {1, 32, -0.5, 1.5, 0.5, 1.5, 18},
+        {1, 32, 0.5, 1.5, 0.5, 101, 18},  {1, 32, 0.5, 1.5, 2, 1, 18},
+        {1, 32, 0.5, 1.5, 0.5, 1.5, 181}, {1, 32, 0.5, 1.5, 0.5, 1.5, -1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lo.photo = bad[i];
+        CHECK_MSG(sg_loader_create(NULL, &lo) == NULL, "case %zu", i);
+    }
 }
 
 /* The shipped mmseg recipes use both as mmseg's _base_/datasets do, and the
