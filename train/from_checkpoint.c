@@ -115,7 +115,8 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
         mismatch_advice(f, cfg, advice, sizeof advice);
         SG_ERROR("%s holds %d model tensors with %zu float values, but the model its config "
                  "describes (model.backbone %s, base_width %d, num_classes %d, aux_head %s, %d "
-                 "ASPP rates) has %d tensors with %zu (%.1f MiB): %s",
+                 "ASPP rates) has %d tensors with %zu (%.1f MiB): the file does not fit that "
+                 "config; %s",
                  sg_st_path(f), n, f32, cfg->model.backbone, cfg->model.base_width,
                  cfg->model.num_classes, cfg->model.aux_head ? "true" : "false",
                  cfg->model.n_aspp_rates, want.tensors, want.f32, (double)want.f32 * 4 / 1048576.0,
