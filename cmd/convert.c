@@ -79,7 +79,7 @@ int sg_cmd_convert(int argc, char **argv) {
     const char *base = strrchr(in, '/');
     st = sg_pth_write_safetensors(p, out, base ? base + 1 : in);
     sg_pth_close(p);
-    if (st != SG_OK) return 1;
+    if (st != SG_OK) return sg_exit_code(st);
     SG_INFO("convert: wrote %s; use it as model.pretrained", out);
     return 0;
 }

@@ -24,7 +24,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/commands.h"
 #include "core/cli.h"
@@ -34,6 +36,7 @@
 #include "io/image.h"
 #include "io/png.h"
 #include "train/device.h"
+#include "train/evaluator.h"
 #include "train/from_checkpoint.h"
 #include "train/slide.h"
 #include "train/tta.h"
@@ -174,9 +177,85 @@ static void download_nchw(sg_backend *be, float *dst, const float *src, int C, s
     free(t);
 }
 
+/* The host memory whole-image inference may use: the backend's figure,
+ * lowered to what the address-space limit (ulimit -v) leaves this process,
+ * or 0 for the backend's own figure (a device's memory, or no limit). */
+static size_t host_memory_left(sg_backend *be, sg_model *m) {
+    struct rlimit rl;
+    if (be->device_index >= 0 || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    unsigned long long vm_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &vm_pages) != 1) vm_pages = 0;
+        fclose(f);
+    }
+    size_t used = (size_t)vm_pages * (size_t)sysconf(_SC_PAGESIZE);
+    size_t left = rl.rlim_cur > used ? (size_t)rl.rlim_cur - used : 1;
+    sg_backend_info bi;
+    sg_backend_get_info(be, &bi);
+    /* a re-plan frees the current arena first, as for eval */
+    size_t avail = bi.mem_available ? bi.mem_available + sg_model_activation_bytes(m) : left;
+    return left < avail ? left : avail;
+}
+
+/* Before decoding: the image's size from its header against the memory
+ * whole-image inference (or test-time augmentation) needs, by eval's own
+ * check (sg_evaluator_check_fits): an 8192x8192 image is refused at once,
+ * naming the image, its size and eval.crop_size, instead of minutes and
+ * gigabytes later. Sliding windows without TTA plan the crop: nothing to
+ * check. SG_OK, or SG_ERR_CONFIG (too large: the user's image and
+ * configuration) or SG_ERR_RUNTIME (unreadable header) after logging. */
+static sg_status check_memory(pctx *P, const char *in) {
+    int h, w;
+    char err[SG_DATA_ERR_LEN];
+    if (sg_image_read_size(in, &h, &w, err, sizeof err) != SG_OK) {
+        SG_ERROR("predict: %s", err);
+        return SG_ERR_RUNTIME;
+    }
+    if (!P->use_tta && P->crop_h > 0) {
+        /* sliding windows plan the crop, but average the whole image's
+         * logits on the host: on the CPU that is the memory that counts */
+        if (P->be->device_index >= 0) return SG_OK;
+        size_t px = (size_t)h * (size_t)w, need = px * ((size_t)P->C * 4 + 8);
+        size_t avail = host_memory_left(P->be, P->m);
+        if (!avail) {
+            sg_backend_info bi;
+            sg_backend_get_info(P->be, &bi);
+            avail = bi.mem_available;
+        }
+        if (avail && need > avail) {
+            SG_ERROR("predict: %s: a %dx%d image in sliding windows needs about %.1f GiB of host "
+                     "memory (its %d classes' logits, averaged over the windows) but %.1f GiB "
+                     "are available: predict a smaller (downscaled or cropped) image",
+                     in, h, w, (double)need / 1073741824.0, P->C, (double)avail / 1073741824.0);
+            return SG_ERR_CONFIG;
+        }
+        return SG_OK;
+    }
+    sg_evaluator ev;
+    memset(&ev, 0, sizeof ev);
+    ev.be = P->be;
+    ev.crop_h = P->crop_h;
+    ev.crop_w = P->crop_w;
+    ev.use_tta = P->use_tta;
+    if (P->use_tta) ev.tta = P->tta; /* read only */
+    snprintf(ev.label, sizeof ev.label, "predict");
+    return sg_evaluator_check_fits(&ev, P->m, 1, h, w, host_memory_left(P->be, P->m), in);
+}
+
+/* predict_one's result as an exit status: -2 (an image too large for
+ * whole-image inference: the user's input and configuration) is 2, any
+ * other failure 1. */
+static int exit_of(int r) { return r == -2 ? 2 : r ? 1 : 0; }
+
+/* 0, -1 after logging a failure, or -2 after logging an image too large for
+ * the memory. */
 static int predict_one(pctx *P, const char *in, const char *out, const char *npy) {
     sg_backend *be = P->be;
     sg_img img = {0};
+    sg_status fits = check_memory(P, in);
+    if (fits != SG_OK) return fits == SG_ERR_CONFIG ? -2 : -1;
     if (sg_image_read_rgb(in, P->cfg->data.max_image_pixels, &img, NULL, 0) != 0) return -1;
     int h = img.h, w = img.w, C = P->C;
     size_t px = (size_t)h * w;
@@ -385,14 +464,14 @@ int sg_cmd_predict(int argc, char **argv) {
     if (P.m) {
         rc = 0;
         if (!dir) {
-            rc = predict_one(&P, input, output, logits) ? 1 : 0;
+            rc = exit_of(predict_one(&P, input, output, logits));
         } else {
             for (int i = 0; i < files.n && rc == 0; i++) {
                 char in[8192], out[8192], npy[8192];
                 snprintf(in, sizeof in, "%s/%s", input, files.rel[i]);
                 out_name(out, sizeof out, output, files.rel[i], ".png");
                 if (logits) out_name(npy, sizeof npy, logits, files.rel[i], ".npy");
-                rc = predict_one(&P, in, out, logits ? npy : NULL) ? 1 : 0;
+                rc = exit_of(predict_one(&P, in, out, logits ? npy : NULL));
             }
         }
         if (rc == 0) SG_INFO("predicted %d image(s) into %s", dir ? files.n : 1, output);

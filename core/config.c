@@ -599,6 +599,27 @@ static sg_status load_base(sg_config *cfg, const yaml_node_t *vn, load_chain *ch
     return SG_OK;
 }
 
+/* 1 when a configuration file is a Python one (an mmsegmentation / mmcv
+ * config: a .py name, `_base_ = ...` or `= dict(`): YAML would read it as
+ * one long scalar and say only that the top level is not a mapping. */
+static int is_python_config(const char *shown, const char *text) {
+    size_t n = strlen(shown);
+    if (n >= 3 && strcmp(shown + n - 3, ".py") == 0) return 1;
+    for (const char *line = text; *line;) { /* lines that are not YAML comments */
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *p = line + strspn(line, " \t");
+        if (*p != '#') {
+            const char *eq = memchr(p, '=', len - (size_t)(p - line));
+            if (eq && (strncmp(p, "_base_", 6) == 0 || strncmp(eq, "= dict(", 7) == 0 ||
+                       strncmp(eq, "=dict(", 6) == 0))
+                return 1;
+        }
+        line = end ? end + 1 : line + len;
+    }
+    return 0;
+}
+
 /* Loads one file of a chain: its base first (if it names one), then its own
  * keys over it. */
 static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *real,
@@ -606,6 +627,17 @@ static sg_status load_chain_file(sg_config *cfg, const char *shown, const char *
     char *text = NULL, chain[4 * SG_STR];
     size_t len = 0;
     if (read_text(real, shown, &text, &len) != SG_OK) return SG_ERR_CONFIG;
+    if (is_python_config(shown, text)) {
+        SG_ERROR("config error: %s: this is a Python configuration (mmsegmentation / mmcv "
+                 "style), but segtrain configurations are YAML (`key: value`, sections "
+                 "`model:`, `data:`, `train:`): write it as YAML; docs/CONFIG.md (section "
+                 "Errors) maps mmseg's names to segtrain's keys, and "
+                 "configs/cityscapes-deeplabv3-r50v1c.yaml is mmseg's DeepLabV3 R-50-D8 "
+                 "Cityscapes recipe in YAML",
+                 shown);
+        free(text);
+        return SG_ERR_CONFIG;
+    }
     snprintf(ch->shown[ch->n], PATH_MAX, "%s", shown);
     snprintf(ch->real[ch->n], PATH_MAX, "%s", real);
     ch->n++;

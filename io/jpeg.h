@@ -8,11 +8,16 @@
  *
  * Untrusted input: the declared size is checked against max_pixels (h * w)
  * before any pixel or coefficient buffer is allocated (the error names the
- * file, its size and data.max_image_pixels); a progressive file may have at
- * most SG_JPEG_MAX_SCANS scans (a hostile file with thousands of tiny scans
- * would otherwise take minutes); a file that ends early is an error (libjpeg
- * would pad it with gray and only warn). Other libjpeg warnings (extraneous
- * bytes before a marker) are tolerated, as PIL does.
+ * file, its size and data.max_image_pixels); a file may have at most
+ * SG_JPEG_MAX_SCANS scans, counted over the whole file before any is
+ * decoded (a hostile file with thousands of tiny scans would otherwise take
+ * minutes); a Huffman-coded file whose header claims more 8x8 blocks than
+ * its data can code (at least one bit per block of the first scan: a flat
+ * 8192x8192 image still takes about 400 KB) is refused before decoding; a
+ * file that ends early (at its end or at a marker inside the image data) or
+ * refines AC coefficients before its DC scan is an error (libjpeg would pad
+ * it with gray and only warn). Other libjpeg warnings (extraneous bytes
+ * before a marker) are tolerated, as PIL does.
  *
  * Every function returns SG_OK or SG_ERR_RUNTIME (core/status.h); the
  * message (naming the file, with a hint) goes into err[errlen] when err !=

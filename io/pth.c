@@ -490,6 +490,16 @@ sg_status sg_pth_write_safetensors(const sg_pth *p, const char *out_path, const 
         SG_CHECK(buf != NULL, "out of host memory for tensor '%s' (%zu elements)", t->name,
                  t->count);
         sg_pth_read(p, i, buf);
+        size_t bad = t->dtype == SG_ST_F32 ? sg_st_find_nonfinite(buf, t->count) : t->count;
+        if (bad < t->count) {
+            SG_ERROR("convert: tensor '%s' in %s holds %s at element %zu of %zu: non-finite "
+                     "weights (diverged training or a corrupt file) are refused; nothing was "
+                     "written (use an earlier checkpoint)",
+                     t->name, p->name, sg_st_nonfinite_name(buf, bad), bad, t->count);
+            free(buf);
+            sg_st_writer_destroy(w);
+            return SG_ERR_CONFIG;
+        }
         rc = sg_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, buf);
         free(buf);
     }

@@ -72,8 +72,9 @@ int sg_pth_skipped(const sg_pth *p);
 void sg_pth_read(const sg_pth *p, int i, void *dst);
 
 /* Writes every tensor to a safetensors file (metadata: format pt, source =
- * `source`, producer segtrain convert). SG_OK, or SG_ERR_RUNTIME after
- * logging. */
+ * `source`, producer segtrain convert). SG_OK; SG_ERR_CONFIG after logging
+ * the tensor and element when a floating tensor holds a NaN or an Inf
+ * (nothing is written); SG_ERR_RUNTIME after logging a write failure. */
 sg_status sg_pth_write_safetensors(const sg_pth *p, const char *out_path, const char *source);
 
 #ifdef __cplusplus

@@ -21,6 +21,7 @@ struct pk_ctx {
     size_t n_all, cap_all;
     pk_value **stack;
     size_t sp, cap_stack;
+    size_t run_len, run_top; /* empty containers pushed in a row, ending at run_top */
     size_t *marks;
     size_t n_marks, cap_marks;
     pk_value **memo;
@@ -152,6 +153,16 @@ static pk_value *new_value(pk_ctx *c, pk_kind kind) {
 }
 
 static int add_item(pk_ctx *c, pk_value *container, pk_value *item) {
+    /* nesting: a container is one level deeper than its deepest item */
+    int d = item->kind == PK_TUPLE || item->kind == PK_LIST || item->kind == PK_DICT
+                ? item->depth + 1
+                : 0;
+    if (d > container->depth) container->depth = d;
+    if (container->depth > PK_MAX_DEPTH) {
+        pk_fail(c, "containers nested more than %d deep: not a state_dict (a hostile file?)",
+                PK_MAX_DEPTH);
+        return -1;
+    }
     if (grow((void **)&container->items, &container->cap, container->n + 1,
              sizeof *container->items, PK_MAX_OBJECTS) != 0) {
         pk_fail(c, "a container with more than %d entries", PK_MAX_OBJECTS);
@@ -172,6 +183,32 @@ pk_value *pk_dict_get(const pk_value *d, const char *key) {
 
 static int push(pk_ctx *c, pk_value *v) {
     if (!v) return -1;
+    /* Nesting, seen before anything is built into it: Python pickles a
+     * nested container as its empty outer one, then the inner ones, so a
+     * million nested lists push a million empty lists in a row (or a
+     * million dicts and keys outside any MARK). Batches of siblings sit
+     * above a MARK, at most 1,000 a batch from Python's pickler. */
+    int empty = (v->kind == PK_LIST || v->kind == PK_DICT) && v->n == 0;
+    if (!empty) {
+        c->run_len = 0;
+    } else {
+        c->run_len = c->run_len && c->run_top == c->sp ? c->run_len + 1 : 1;
+        c->run_top = c->sp + 1;
+        if (c->run_len > PK_MAX_OPEN) {
+            pk_fail(c,
+                    "more than %d empty containers pushed in a row: containers nested too deep, "
+                    "not a state_dict (a hostile file?)",
+                    PK_MAX_OPEN);
+            return -1;
+        }
+    }
+    if (!c->n_marks && c->sp >= PK_MAX_TOP) {
+        pk_fail(c,
+                "more than %d values on the pickle stack outside any MARK: containers nested "
+                "too deep, not a state_dict (a hostile file?)",
+                PK_MAX_TOP);
+        return -1;
+    }
     if (grow((void **)&c->stack, &c->cap_stack, c->sp + 1, sizeof *c->stack, PK_MAX_OBJECTS) != 0) {
         pk_fail(c, "pickle stack deeper than %d", PK_MAX_OBJECTS);
         return -1;
@@ -565,9 +602,13 @@ pk_value *pk_load(pk_ctx *c, const uint8_t *buf, size_t len, size_t *pos, int le
             return v;
         case '(': /* MARK */
             if (grow((void **)&c->marks, &c->cap_marks, c->n_marks + 1, sizeof *c->marks,
-                     PK_MAX_OBJECTS) != 0)
-                return pk_fail(c, "more than %d nested MARKs", PK_MAX_OBJECTS);
+                     PK_MAX_DEPTH) != 0)
+                return pk_fail(c,
+                               "more than %d nested MARKs at byte %zu: nesting too deep for a "
+                               "state_dict (a hostile file?)",
+                               PK_MAX_DEPTH, at);
             c->marks[c->n_marks++] = c->sp;
+            c->run_len = 0; /* what follows is a batch of siblings */
             break;
         case '}':
             if (push(c, new_value(c, PK_DICT))) return NULL;

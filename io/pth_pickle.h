@@ -12,7 +12,7 @@
  * with an error naming the opcode or global and its byte position.
  *
  * Limits (untrusted input): pickle size, memo indices, object count, string
- * lengths, tensor rank; values are kept in an arena and never traversed
+ * lengths, tensor rank, nesting depth and stack size; values are kept in an arena and never traversed
  * recursively, so neither deep nesting nor cycles can exhaust the stack.
  */
 #ifndef SG_IO_PTH_PICKLE_H
@@ -25,6 +25,16 @@
 #define PK_MAX_OBJECTS (4 << 20)
 #define PK_MAX_MEMO (4 << 20)
 #define PK_MAX_STR (1 << 20)
+/* Nesting: containers inside containers, and open MARKs, at most
+ * PK_MAX_DEPTH deep (a state_dict nests a few levels). Refused as it is
+ * pushed, before it is built: more than PK_MAX_OPEN empty containers pushed
+ * in a row (a nested one comes before its contents; Python's pickler puts
+ * at most 1,000 siblings in a batch), or more than PK_MAX_TOP values on the
+ * stack outside any MARK; so a file of a million nested lists is refused at
+ * once, in a few MB. */
+#define PK_MAX_DEPTH 256
+#define PK_MAX_OPEN 4096
+#define PK_MAX_TOP 1024
 
 typedef enum {
     PK_NONE,
@@ -58,6 +68,7 @@ struct pk_value {
     size_t len;
     pk_value **items; /* TUPLE, LIST, DICT */
     size_t n, cap;
+    int depth; /* TUPLE, LIST, DICT: levels of containers inside (0: none) */
     /* STORAGE: element type (i), key (s), elements, and for legacy views the
      * root storage and the view's element offset in it */
     int64_t numel;

@@ -300,9 +300,73 @@ static int cmp_by_offset(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+size_t sg_st_find_nonfinite(const void *data, size_t count) {
+    const unsigned char *p = data;
+    size_t i = 0;
+    /* blocks without a branch per element (the compiler vectorises the OR),
+     * then the exact element only in the block that has one */
+    while (i < count) {
+        size_t n = count - i < 4096 ? count - i : 4096;
+        uint32_t bad = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint32_t v;
+            memcpy(&v, p + 4 * (i + k), 4); /* the data may be unaligned */
+            bad |= (uint32_t)((v & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad)
+            for (size_t k = 0; k < n; k++) {
+                uint32_t v;
+                memcpy(&v, p + 4 * (i + k), 4);
+                if ((v & 0x7f800000u) == 0x7f800000u) return i + k;
+            }
+        i += n;
+    }
+    return count;
+}
+
+const char *sg_st_nonfinite_name(const void *data, size_t index) {
+    uint32_t v;
+    memcpy(&v, (const unsigned char *)data + 4 * index, 4);
+    if (v & 0x007fffffu) return "NaN";
+    return (v & 0x80000000u) ? "-Inf" : "+Inf";
+}
+
+sg_file_kind sg_file_kind_of(const void *head, size_t n) {
+    const unsigned char *h = head;
+    if (n >= 4 && memcmp(h, "PK\x03\x04", 4) == 0) return SG_FILE_PTH_ZIP;
+    /* a pickle (the legacy torch.save format starts with one): PROTO 2..5 */
+    if (n >= 2 && h[0] == 0x80 && h[1] >= 2 && h[1] <= 5) return SG_FILE_PTH_PICKLE;
+    return SG_FILE_OTHER;
+}
+
+/* Every F32 tensor's values are finite: a NaN or Inf weight would train or
+ * evaluate to garbage without a word (a NaN in every later checkpoint).
+ * 0, or -1 with the tensor, the element and the remedy in w. */
+static int check_finite(const sg_st_file *f, st_why *w) {
+    for (int i = 0; i < f->n; i++) {
+        const sg_st_tensor *t = &f->t[i];
+        if (t->dtype != SG_ST_F32) continue;
+        size_t k = sg_st_find_nonfinite(t->data, t->count);
+        if (k < t->count)
+            return st_fail(w,
+                           "tensor '%s' holds %s at element %zu of %zu: non-finite weights "
+                           "(diverged training or a corrupt file) are refused; use an earlier "
+                           "checkpoint or re-export the weights",
+                           t->name, sg_st_nonfinite_name(t->data, k), k, t->count);
+    }
+    return 0;
+}
+
 /* Parses and checks f->map[0..size). 0, or -1 with the reason in w. */
 static int parse_file(sg_st_file *f, st_why *w) {
     size_t size = f->size;
+    sg_file_kind kind = sg_file_kind_of(f->map, size);
+    if (kind != SG_FILE_OTHER)
+        return st_fail(w,
+                       "this is a PyTorch checkpoint (torch.save, %s), not safetensors: convert "
+                       "it first with `segtrain convert %s OUT.safetensors` and pass "
+                       "OUT.safetensors",
+                       kind == SG_FILE_PTH_ZIP ? "a zip archive" : "a pickle", f->path);
     if (size < 8) return st_fail(w, "only %zu bytes: truncated or not a safetensors file", size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->map[i];
@@ -363,6 +427,7 @@ static int parse_file(sg_st_file *f, st_why *w) {
                              s[i - 1].name, s[i].name);
         free(s);
     }
+    if (rc == 0) rc = check_finite(f, w);
     return rc;
 }
 

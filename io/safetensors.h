@@ -76,6 +76,24 @@ const char *sg_st_meta(const sg_st_file *f, const char *key);
 int sg_st_meta_count(const sg_st_file *f);
 void sg_st_meta_get(const sg_st_file *f, int i, const char **key, const char **value);
 
+/* Opening refuses (naming the file, the tensor and the element) an F32
+ * tensor holding a NaN or an Inf, so no load path (model.pretrained, resume,
+ * eval, predict, export) takes non-finite weights; and a PyTorch file
+ * (sg_file_kind_of) with the advice to `segtrain convert` it. */
+
+/* What a file's first n bytes say it is: a PyTorch torch.save file (a zip
+ * archive "PK\3\4", or the legacy format's pickle: byte 0x80 then the
+ * protocol 2..5), or something else. */
+typedef enum { SG_FILE_OTHER = 0, SG_FILE_PTH_ZIP, SG_FILE_PTH_PICKLE } sg_file_kind;
+sg_file_kind sg_file_kind_of(const void *head, size_t n);
+
+/* The index of the first NaN or Inf among count float32 values at data (may
+ * be unaligned), or count when all are finite. Vectorised: about memory
+ * speed. The one check every weight load and `segtrain convert` use. */
+size_t sg_st_find_nonfinite(const void *data, size_t count);
+/* "NaN", "+Inf" or "-Inf": the value at data[index] (a non-finite one). */
+const char *sg_st_nonfinite_name(const void *data, size_t index);
+
 /* Copy a tensor's elements out (count must equal t->count and the dtype
  * must match; returns SG_OK, or SG_ERR_RUNTIME after logging). */
 sg_status sg_st_read_f32(const sg_st_file *f, const sg_st_tensor *t, float *dst, size_t count);

@@ -96,13 +96,14 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
         dev = bi.name;
     }
     size_t need = plan + bufs + tta_bufs;
+    const char *label = ev->label[0] ? ev->label : "evaluation";
     if (need > available && ev->use_tta) {
-        SG_ERROR("evaluation: %s%s%dx%d image%s (test-time augmentation over %d scale%s%s, %s, "
+        SG_ERROR("%s: %s%s%dx%d image%s (test-time augmentation over %d scale%s%s, %s, "
                  "%d per pass) needs about %.1f GiB on %s (the largest scale's inference plan "
                  "%.1f GiB + %.1f GiB of image, logit and probability buffers) but %.1f GiB are "
                  "available: use fewer or smaller eval.scales, %s",
-                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", ev->tta.n_scales,
-                 ev->tta.n_scales > 1 ? "s" : "", ev->tta.flip ? " x flip" : "",
+                 label, what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "",
+                 ev->tta.n_scales, ev->tta.n_scales > 1 ? "s" : "", ev->tta.flip ? " x flip" : "",
                  ev->crop_h ? "sliding windows" : "whole images", n, gib(need), dev, gib(plan),
                  gib(bufs + tta_bufs), gib(available),
                  ev->crop_h ? "or a smaller eval.crop_size"
@@ -111,12 +112,13 @@ sg_status sg_evaluator_check_fits(sg_evaluator *ev, sg_model *m, int n, int h, i
         return SG_ERR_CONFIG;
     }
     if (need > available) {
-        SG_ERROR("evaluation: %s%s%dx%d image%s (whole-image evaluation, %d per pass) needs about "
+        SG_ERROR("%s: %s%s%dx%d image%s (whole-image inference, %d per pass) needs about "
                  "%.1f GiB on %s (the model's inference plan %.1f GiB + image buffers) but %.1f "
-                 "GiB are available: evaluate in sliding windows with eval.crop_size (e.g. --set "
-                 "eval.crop_size=[1024,1024]), or lower eval.batch_size",
-                 what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", n, gib(need), dev,
-                 gib(plan), gib(available));
+                 "GiB are available: use sliding windows with eval.crop_size (e.g. --set "
+                 "eval.crop_size=[1024,1024])%s",
+                 label, what ? what : "", what ? ": a " : "a ", h, w, n > 1 ? "s" : "", n,
+                 gib(need), dev, gib(plan), gib(available),
+                 n > 1 ? ", or lower eval.batch_size" : "");
         return SG_ERR_CONFIG;
     }
     ev->fit_n = n;

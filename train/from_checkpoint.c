@@ -2,6 +2,7 @@
 #include "train/from_checkpoint.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -42,6 +43,54 @@ sg_status sg_cli_load_checkpoint_config(sg_cli *cli, const char *ck, sg_config *
     return SG_OK;
 }
 
+/* After a file's tensors did not fit the model of cfg: what to do, into
+ * out[cap]. With a stored configuration (a segtrain checkpoint), the keys
+ * that shape the model where this run's configuration (--config, --set)
+ * differs from it; without one (exported or converted weights), the
+ * configuration to pass. */
+static void mismatch_advice(const sg_st_file *f, const sg_config *cfg, char *out, size_t cap) {
+    static const char *const shaping[] = {
+        "model.arch",       "model.names",      "model.backbone",
+        "model.base_width", "model.width_mult", "model.num_classes",
+        "model.aux_head",   "model.aspp_rates", "model.output_stride"};
+    if (!sg_st_meta(f, "config")) {
+        snprintf(out, cap,
+                 "the file stores no configuration (exported or converted weights): pass with "
+                 "--config the configuration those weights were trained with (its "
+                 "model.backbone, model.base_width, model.num_classes, model.aux_head)");
+        return;
+    }
+    sg_config *stored = malloc(sizeof *stored);
+    SG_CHECK(stored != NULL, "out of host memory");
+    sg_config_defaults(stored);
+    char diff[1024] = "";
+    int n = 0;
+    if (sg_ckpt_read_config(f, stored) == SG_OK) {
+        size_t used = 0;
+        for (size_t i = 0; i < sizeof shaping / sizeof *shaping && used < sizeof diff; i++) {
+            char one[512];
+            int k = sg_config_diff(cfg, "this run", stored, "the checkpoint", shaping[i], one,
+                                   sizeof one);
+            if (k <= 0) continue;
+            int w = snprintf(diff + used, sizeof diff - used, "%s%s", n ? "; " : "", one);
+            used += w > 0 ? (size_t)w : 0;
+            n += k;
+        }
+    }
+    free(stored);
+    if (n > 0)
+        snprintf(out, cap,
+                 "this run's configuration describes another model than the one the checkpoint "
+                 "was trained with (%s): drop the --set values or the --config file's keys that "
+                 "change %s (--print-config shows where each value comes from); without "
+                 "--config the checkpoint's own configuration is used",
+                 diff, n > 1 ? "these keys" : "this key");
+    else
+        snprintf(out, cap,
+                 "the checkpoint's stored configuration describes this very model, so its "
+                 "tensors are wrong: a corrupt or crafted file (use another checkpoint)");
+}
+
 /* The file's model tensors (everything but optimizer.* and ema.*, which
  * sg_ckpt_load_* check tensor by tensor against the model) against what the
  * config's model holds, before that model is allocated: a small file whose
@@ -62,14 +111,16 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
         else i64 += t->count;
     }
     if (n != want.tensors || f32 != want.f32 || i64 != want.i64) {
+        char advice[2048];
+        mismatch_advice(f, cfg, advice, sizeof advice);
         SG_ERROR("%s holds %d model tensors with %zu float values, but the model its config "
                  "describes (model.backbone %s, base_width %d, num_classes %d, aux_head %s, %d "
                  "ASPP rates) has %d tensors with %zu (%.1f MiB): the file does not fit that "
-                 "config (another model, or a corrupt or crafted file); pass the training "
-                 "config with --config",
+                 "config; %s",
                  sg_st_path(f), n, f32, cfg->model.backbone, cfg->model.base_width,
                  cfg->model.num_classes, cfg->model.aux_head ? "true" : "false",
-                 cfg->model.n_aspp_rates, want.tensors, want.f32, (double)want.f32 * 4 / 1048576.0);
+                 cfg->model.n_aspp_rates, want.tensors, want.f32, (double)want.f32 * 4 / 1048576.0,
+                 advice);
         return SG_ERR_CONFIG;
     }
     sg_backend_info bi;
@@ -127,14 +178,17 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
         sg_load_report rep;
         rc = sg_model_load_file(m, f, NULL, 1, &rep);
     }
-    sg_st_close(f);
     if (rc != SG_OK) {
+        char advice[2048];
+        mismatch_advice(f, cfg, advice, sizeof advice);
+        sg_st_close(f);
         SG_ERROR("%s does not fit the model of this config (model.backbone %s, num_classes %d, "
-                 "base_width %d): pass the training config with --config",
-                 ck, cfg->model.backbone, cfg->model.num_classes, cfg->model.base_width);
+                 "base_width %d; the tensors that differ are listed above): %s",
+                 ck, cfg->model.backbone, cfg->model.num_classes, cfg->model.base_width, advice);
         sg_model_destroy(m);
         return NULL;
     }
+    sg_st_close(f);
     return m;
 }
 

@@ -48,6 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             void *buf = malloc(t->count * 8 + 8);
             if (!buf) abort();
             sg_pth_read(p, i, buf);
+            /* convert's check of the values (a NaN or Inf refused) */
+            if (t->dtype == SG_ST_F32 && sg_st_find_nonfinite(buf, t->count) > t->count) {
+                fprintf(stderr, "fuzz_pth: '%s': non-finite index past %zu\n", t->name, t->count);
+                abort();
+            }
             free(buf);
         }
         sg_pth_close(p);

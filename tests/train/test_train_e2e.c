@@ -471,18 +471,37 @@ static void test_pretrained(void) {
     sg_st_close(b);
 }
 
-/* a non-finite loss stops the run with status 1 at that iteration: weights
- * holding a NaN (decoder.4.bias from model.pretrained, not strict) */
+/* a non-finite loss stops the run with status 1 at that iteration. Weights
+ * holding a NaN are refused when loaded (model.pretrained), so the NaN is
+ * made in training: the classifier's weights all at 3e38 (finite) sum to
+ * +Inf logits, whose softmax is NaN */
 static void test_nonfinite(void) {
-    char pre[1200], set_pre[1400];
-    snprintf(pre, sizeof pre, "%s/nan.safetensors", fx_root);
-    float bias[19] = {0};
-    bias[3] = NAN;
-    int64_t shape[1] = {19};
+    char pre[1200], set_pre[1400], ck0[1200];
+    const char *sets0[] = {"train.iters=1"};
+    sg_config c0;
+    CHECK(fx_config(&c0, "nan0", sets0, 1) == 0);
+    CHECK(sg_train_run(&c0, NULL, NULL, NULL) == SG_OK);
+    sg_ckpt_iter_path(c0.run_dir, 1, ck0, sizeof ck0);
+    sg_st_file *f0 = sg_st_open(ck0);
+    CHECK(f0 != NULL);
+    const sg_st_tensor *cw = f0 ? sg_st_find(f0, "decoder.4.weight") : NULL;
+    CHECK(cw != NULL && cw->ndim == 4);
+    if (!cw) {
+        sg_st_close(f0);
+        return;
+    }
+    int64_t shape[4] = {cw->shape[0], cw->shape[1], cw->shape[2], cw->shape[3]};
+    size_t count = cw->count;
+    float *big = malloc(count * sizeof *big);
+    CHECK(big != NULL);
+    for (size_t i = 0; i < count; i++) big[i] = 3e38f;
+    sg_st_close(f0);
+    snprintf(pre, sizeof pre, "%s/huge.safetensors", fx_root);
     sg_st_writer *w = sg_st_writer_create();
-    CHECK(sg_st_writer_add(w, "classifier.4.bias", SG_ST_F32, 1, shape, bias) == 0);
+    CHECK(sg_st_writer_add(w, "decoder.4.weight", SG_ST_F32, 4, shape, big) == 0);
     CHECK(sg_st_writer_write(w, pre) == 0);
     sg_st_writer_destroy(w);
+    free(big);
     snprintf(set_pre, sizeof set_pre, "model.pretrained=%s", pre);
     const char *sets[] = {"train.iters=5", set_pre, "model.pretrained_strict=false"};
     sg_config c;
