@@ -27,7 +27,7 @@ struct sg_comm {
     sg_backend *be;
     sg_store *store;  /* NULL in a world of 1 */
     sg_transport *tr; /* NULL in a world of 1 */
-    sg_mesh *mesh;    /* small collectives of SG_CH_MAIN (host transports) */
+    sg_mesh *mesh;    /* every collective of SG_CH_MAIN (host transports) */
     void *mesh_buf;   /* host scratch for mesh all-reduces */
     size_t mesh_buf_bytes;
     int timeout_s;

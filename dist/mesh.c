@@ -1,5 +1,5 @@
 /* dist/mesh.c - direct TCP connections between every pair of ranks for
- * small collectives (dist/mesh.h). Owns the listening socket during setup
+ * the training thread's collectives (dist/mesh.h). Owns the listening socket during setup
  * and one connected socket per peer. */
 #include "dist/mesh.h"
 
