@@ -3,11 +3,11 @@
  * open files" in the middle of building a mesh.
  *
  * The count (sg_fd_need_rank) follows the connections a CPU rank holds:
- * Gloo's gradient channel keeps two descriptors per peer (each pair's own
- * listening socket stays open next to its connection), the direct mesh one
- * per peer, the rendezvous store one or two; the rank hosting the store
- * one per rank more (each rank's client connection, and heartbeats on their
- * own connection). Plus a fixed allowance for files, the loader's pipes and
+ * Gloo's gradient channel two descriptors per peer while it connects (each
+ * pair listens on its own socket until its peer has connected; one after
+ * that), the direct mesh one per peer, the rendezvous store two (requests
+ * and heartbeats); the rank hosting the store two per rank more (every
+ * rank's two connections). Plus a fixed allowance for files, the loader's pipes and
  * libraries. NCCL ranks need far fewer (the store's), so the same bound is
  * safe for them.
  *
