@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "dist/comm_internal.h"
+#include "dist/fd_limit.h"
 #include "dist/job_token.h"
 #include "dist/launch_report.h"
 #include "dist/mesh.h"
@@ -26,7 +27,7 @@ struct sg_comm {
     sg_backend *be;
     sg_store *store;  /* NULL in a world of 1 */
     sg_transport *tr; /* NULL in a world of 1 */
-    sg_mesh *mesh;    /* small collectives of SG_CH_MAIN (host transports) */
+    sg_mesh *mesh;    /* every collective of SG_CH_MAIN (host transports) */
     void *mesh_buf;   /* host scratch for mesh all-reduces */
     size_t mesh_buf_bytes;
     int timeout_s;
@@ -177,20 +178,69 @@ static void row_sum(const void *all, void *out, size_t count, int dtype, int wor
     else ROW_SUM(int64_t);
 }
 
-/* A small collective over the mesh (host memory). SG_OK, or SG_ERR_RUNTIME
- * with the reason in err (not logged: collective() reports it). */
-static sg_status mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count, int dtype,
-                                 size_t bytes, int root, char *err, size_t errlen) {
-    int w = c->env.world;
-    if (op == OP_BROADCAST) return sg_mesh_broadcast(c->mesh, out, bytes, root, err, errlen);
-    if (op == OP_ALLGATHER) return sg_mesh_allgather(c->mesh, in, out, bytes, err, errlen);
-    size_t need = op == OP_BARRIER ? (size_t)w : bytes * (size_t)w;
+/* c->mesh_buf of at least need bytes. */
+static void *mesh_scratch(sg_comm *c, size_t need) {
     if (c->mesh_buf_bytes < need) {
         free(c->mesh_buf);
         c->mesh_buf = malloc(need);
         SG_CHECK(c->mesh_buf, "out of memory for a %zu-byte communication buffer", need);
         c->mesh_buf_bytes = need;
     }
+    return c->mesh_buf;
+}
+
+/* A large all-reduce over the mesh: reduce-scatter (rank q sums chunk q of
+ * every rank's buffer, in rank order, as row_sum does), then an all-gather
+ * of the summed chunks. Every element is summed once, by one rank, in rank
+ * order, so every rank gets the bits the small path would give. */
+static sg_status mesh_allreduce_chunked(sg_comm *c, void *buf, size_t count, int dtype, char *err,
+                                        size_t errlen) {
+    int w = c->env.world, me = c->env.rank;
+    size_t es = sg_dtype_size(dtype), first, n;
+    size_t most = count / (size_t)w + 1; /* a chunk's elements at most */
+    char *scratch = mesh_scratch(c, most * es * (size_t)w);
+    void **rows = malloc((size_t)w * sizeof *rows);
+    SG_CHECK(rows, "out of memory");
+    for (int q = 0; q < w; q++) rows[q] = scratch + (size_t)q * most * es;
+    sg_status rc = sg_mesh_alltoall_chunks(c->mesh, buf, rows, count, es, err, errlen);
+    if (rc == SG_OK) {
+        sg_mesh_chunk(count, w, me, &first, &n);
+        char *mine = (char *)buf + first * es;
+        memcpy(rows[me], mine, n * es);
+        /* rows are `most` apart: sum them into mine, rank order */
+        for (size_t i = 0; i < n; i++) {
+            if (dtype == SG_CDT_F32) {
+                float acc = ((float *)rows[0])[i];
+                for (int q = 1; q < w; q++) acc += ((float *)rows[q])[i];
+                ((float *)mine)[i] = acc;
+            } else if (dtype == SG_CDT_F64) {
+                double acc = ((double *)rows[0])[i];
+                for (int q = 1; q < w; q++) acc += ((double *)rows[q])[i];
+                ((double *)mine)[i] = acc;
+            } else {
+                int64_t acc = ((int64_t *)rows[0])[i];
+                for (int q = 1; q < w; q++) acc += ((int64_t *)rows[q])[i];
+                ((int64_t *)mine)[i] = acc;
+            }
+        }
+        rc = sg_mesh_allgather_chunks(c->mesh, buf, count, es, err, errlen);
+    }
+    free(rows);
+    return rc;
+}
+
+/* A collective of the training thread over the mesh (host memory). SG_OK,
+ * or SG_ERR_RUNTIME with the reason in err (not logged: collective()
+ * reports it). */
+static sg_status mesh_collective(sg_comm *c, int op, void *in, void *out, size_t count, int dtype,
+                                 size_t bytes, int root, char *err, size_t errlen) {
+    int w = c->env.world;
+    if (op == OP_BROADCAST) return sg_mesh_broadcast(c->mesh, out, bytes, root, err, errlen);
+    if (op == OP_ALLGATHER) return sg_mesh_allgather(c->mesh, in, out, bytes, err, errlen);
+    if (op == OP_ALLREDUCE && bytes > SG_MESH_DIRECT_BYTES && w > 2)
+        return mesh_allreduce_chunked(c, out, count, dtype, err, errlen);
+    size_t need = op == OP_BARRIER ? (size_t)w : bytes * (size_t)w;
+    mesh_scratch(c, need);
     if (op == OP_BARRIER) {
         char one = 1;
         return sg_mesh_allgather(c->mesh, &one, c->mesh_buf, 1, err, errlen);
@@ -252,7 +302,7 @@ static sg_status collective(sg_comm *c, int ch, int op, void *in, void *out, siz
         tin = op == OP_ALLGATHER ? st + out_bytes : st;
         to_stage(c, tin, in, op == OP_ALLGATHER ? bytes : out_bytes, off_host(c, is_device));
     }
-    int via_mesh = ch == SG_CH_MAIN && c->mesh && (op == OP_BARRIER || bytes <= SG_MESH_MAX_BYTES);
+    int via_mesh = ch == SG_CH_MAIN && c->mesh;
     if (via_mesh)
         rc = mesh_collective(c, op, tin, tout, count, dtype, bytes, root, err, sizeof err);
     else switch (op) {
@@ -391,60 +441,104 @@ sg_status sg_comm_barrier(sg_comm *c) {
 }
 
 /* Agreement through the store (works before the transport exists): every
- * rank publishes its value, reads everyone's, and compares with rank 0's. */
-sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
-    if (check_usable(c, "agreement check") != SG_OK) return SG_ERR_RUNTIME;
-    if (!c->store) return SG_OK;
-    int seq = c->agree_seq++;
-    char key[256];
-    snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, c->env.rank);
-    if (sg_store_set(c->store, key, &value, sizeof value) != SG_STORE_OK) {
-        c->broken = 1;
-        return SG_ERR_RUNTIME;
-    }
-    uint64_t v0 = 0;
-    char differ[512] = "";
+ * rank publishes its value; rank 0 reads them all, compares them with its
+ * own and publishes a verdict ("ok", "differ V0 LIST" or "missing R",
+ * "malformed R"), which every other rank reads and logs. That is 3 N store
+ * requests in all: every rank reading every rank's value made it N^2 (16.7
+ * million requests for one check at 4096 ranks, docs/DISTRIBUTED.md
+ * "Scale"). */
+static sg_status agree_fail(sg_comm *c) {
+    c->broken = 1;
+    return SG_ERR_RUNTIME;
+}
+
+/* Rank 0: reads every rank's value and writes the verdict into v. */
+static void agree_collect(sg_comm *c, int seq, const char *field, uint64_t mine, char *v,
+                          size_t vlen) {
+    char key[256], differ[480] = "";
     size_t dl = 0;
     int ndiff = 0;
-    for (int r = 0; r < c->env.world; r++) {
+    for (int r = 1; r < c->env.world; r++) {
         snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, r);
         void *val = NULL;
         size_t len = 0;
         sg_store_rc rc = sg_store_get(c->store, key, &val, &len);
-        if (rc == SG_STORE_TIMEOUT) {
-            SG_ERROR("rank %d: rank %d did not publish its %s within dist.timeout_s=%d s: "
-                     "is it running (and started with the same world size)?",
-                     c->env.rank, r, field, c->timeout_s);
-            c->broken = 1;
-            return SG_ERR_RUNTIME;
-        }
         if (rc != SG_STORE_OK || len != sizeof(uint64_t)) {
             free(val);
-            c->broken = 1;
-            if (rc == SG_STORE_OK)
-                SG_ERROR("rank %d: malformed %s from rank %d in the store", c->env.rank, field, r);
-            return SG_ERR_RUNTIME;
+            snprintf(v, vlen, "%s %d", rc == SG_STORE_OK ? "malformed" : "missing", r);
+            return;
         }
-        uint64_t v;
-        memcpy(&v, val, sizeof v);
+        uint64_t x;
+        memcpy(&x, val, sizeof x);
         free(val);
-        if (r == 0) v0 = v;
-        else if (v != v0) {
+        if (x != mine) {
             ndiff++;
             if (dl < sizeof differ - 40)
                 dl += (size_t)snprintf(differ + dl, sizeof differ - dl, "%s%d",
                                        ndiff > 1 ? ", " : "", r);
+            else if (dl < sizeof differ - 4) dl += (size_t)snprintf(differ + dl, 4, "...");
         }
     }
-    if (ndiff) {
+    if (ndiff) snprintf(v, vlen, "differ %016" PRIx64 " %s", mine, differ);
+    else snprintf(v, vlen, "ok");
+}
+
+sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
+    if (check_usable(c, "agreement check") != SG_OK) return SG_ERR_RUNTIME;
+    if (!c->store) return SG_OK;
+    int seq = c->agree_seq++;
+    char key[256], verdict[600] = "";
+    snprintf(key, sizeof key, "agree/%d/%s/%d", seq, field, c->env.rank);
+    if (sg_store_set(c->store, key, &value, sizeof value) != SG_STORE_OK) return agree_fail(c);
+    snprintf(key, sizeof key, "agree/%d/%s/verdict", seq, field);
+    if (c->env.rank == 0) {
+        agree_collect(c, seq, field, value, verdict, sizeof verdict);
+        if (sg_store_set(c->store, key, verdict, strlen(verdict) + 1) != SG_STORE_OK)
+            return agree_fail(c);
+    } else {
+        /* rank 0 may wait dist.timeout_s for a missing rank before it
+         * writes the verdict: wait longer than that for the verdict */
+        double t = sg_store_timeout(c->store);
+        sg_store_set_timeout(c->store, t + 5.0 + 0.1 * t);
+        void *val = NULL;
+        size_t len = 0;
+        sg_store_rc rc = sg_store_get(c->store, key, &val, &len);
+        sg_store_set_timeout(c->store, t);
+        if (rc == SG_STORE_TIMEOUT) {
+            SG_ERROR("rank %d: rank 0 did not publish the agreement on the %s within dist.timeout_s"
+                     "=%d s (+%.0f s): is it running (and started with the same world size)?",
+                     c->env.rank, field, c->timeout_s, 5.0 + 0.1 * t);
+            free(val);
+            return agree_fail(c);
+        }
+        if (rc != SG_STORE_OK || len == 0 || len > sizeof verdict || ((char *)val)[len - 1] != 0) {
+            if (rc == SG_STORE_OK)
+                SG_ERROR("rank %d: malformed agreement on the %s in the store", c->env.rank, field);
+            free(val);
+            return agree_fail(c);
+        }
+        memcpy(verdict, val, len);
+        free(val);
+    }
+    int who = -1;
+    uint64_t v0 = 0;
+    int off = 0;
+    if (strcmp(verdict, "ok") == 0) return SG_OK;
+    if (sscanf(verdict, "missing %d", &who) == 1) {
+        SG_ERROR("rank %d: rank %d did not publish its %s within dist.timeout_s=%d s: "
+                 "is it running (and started with the same world size)?",
+                 c->env.rank, who, field, c->timeout_s);
+    } else if (sscanf(verdict, "malformed %d", &who) == 1) {
+        SG_ERROR("rank %d: malformed %s from rank %d in the store", c->env.rank, field, who);
+    } else if (sscanf(verdict, "differ %" SCNx64 " %n", &v0, &off) == 1 && off > 0) {
         SG_ERROR("rank %d: ranks disagree on the %s: rank(s) %s differ from rank 0 "
                  "(rank 0: %016" PRIx64 ", this rank: %016" PRIx64 "). Run the same binary, "
                  "config and dataset on every rank.",
-                 c->env.rank, field, differ, v0, value);
-        c->broken = 1;
-        return SG_ERR_RUNTIME;
+                 c->env.rank, field, verdict + off, v0, value);
+    } else {
+        SG_ERROR("rank %d: malformed agreement on the %s in the store", c->env.rank, field);
     }
-    return SG_OK;
+    return agree_fail(c);
 }
 
 sg_status sg_comm_check_dataset(sg_comm *c, uint64_t dataset_hash) {
@@ -486,6 +580,14 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
 
     sg_log_set_rank(c->env.rank, c->env.world);
     sg_launch_report_open(); /* close-on-exec from here on */
+    {
+        char who[32], what[96];
+        snprintf(who, sizeof who, "rank %d", c->env.rank);
+        snprintf(what, sizeof what, "connections to %d peers%s", c->env.world - 1,
+                 c->env.rank == 0 ? " and the rendezvous store's clients" : "");
+        if (sg_fd_limit_ensure(sg_fd_need_rank(c->env.world, c->env.rank == 0), who, what) != SG_OK)
+            goto fail;
+    }
     char token[SG_TOKEN_MAX + 1], token_src[256];
     if (sg_job_token_resolve(sg_config_hash(cfg), c->env.source, c->env.master_addr,
                              c->env.master_port, c->env.world, token, token_src,
@@ -507,6 +609,10 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
         goto fail;
 
     const char *name = choose_backend(cfg, be);
+    /* host transports (Gloo) get the direct mesh for the training thread
+     * unless SG_DIST_NO_MESH=1 (then Gloo carries every collective) */
+    const char *no_mesh = getenv("SG_DIST_NO_MESH");
+    int use_mesh = strcmp(name, "nccl") != 0 && !(no_mesh && strcmp(no_mesh, "1") == 0);
     if (strcmp(name, "nccl") == 0) {
         if (!sg_backend_has(be, SG_CAP_DEVICE_COLLECTIVES)) {
             SG_ERROR("dist.backend=nccl needs a device whose memory NCCL can reduce (device=cuda), "
@@ -516,14 +622,20 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
         }
         c->tr = sg_transport_nccl_create(c->store, be, c->env.rank, c->env.world, c->op_timeout_s);
     } else if (strcmp(name, "gloo") == 0) {
-        c->tr = sg_transport_gloo_create(c->store, c->env.rank, c->env.world, c->op_timeout_s);
+        /* With the mesh, Gloo carries the gradient channel only: a second
+         * full mesh of Gloo pairs for the training thread would add 2 (N-1)
+         * sockets per rank (each pair listens on its own port until the job
+         * ends), and three full meshes ran 128 ranks on one host out of
+         * ephemeral ports (docs/DISTRIBUTED.md "Scale") */
+        int chans = use_mesh ? 1 << SG_CH_GRAD : (1 << SG_CH_MAIN) | (1 << SG_CH_GRAD);
+        c->tr =
+            sg_transport_gloo_create(c->store, c->env.rank, c->env.world, c->op_timeout_s, chans);
     } else {
         SG_ERROR("dist.backend='%s' is not one of auto, gloo, nccl", cfg->dist.backend);
         goto fail;
     }
     if (!c->tr) goto fail;
-    const char *no_mesh = getenv("SG_DIST_NO_MESH");
-    if (!c->tr->device_memory && !(no_mesh && strcmp(no_mesh, "1") == 0)) {
+    if (use_mesh) {
         c->mesh = sg_mesh_create(c->store, c->env.rank, c->env.world, c->op_timeout_s, token, stop);
         if (!c->mesh) goto fail;
     }

@@ -5,8 +5,10 @@
 
 int sg_transport_gloo_compiled(void) { return 0; }
 
-sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s) {
+sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s,
+                                       int channels) {
     (void)store;
+    (void)channels;
     (void)world;
     (void)timeout_s;
     SG_ERROR("rank %d: dist.backend=gloo, but this is a GPU-only build without Gloo: "

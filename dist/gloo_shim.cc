@@ -93,6 +93,15 @@ struct GlooImpl {
 
 GlooImpl *impl(sg_transport *t) { return static_cast<GlooImpl *>(t->impl); }
 
+// A channel built without its context (sg_transport_gloo_create's channels)
+// is never routed here by dist/comm.c: say so rather than crash.
+bool no_context(sg_transport *t, int ch, char *err, size_t errlen) {
+    if (impl(t)->ctx[ch]) return false;
+    snprintf(err, errlen,
+             "Gloo has no connections for channel %d (the mesh serves it; internal error)", ch);
+    return true;
+}
+
 void set_err(char *err, size_t len, const char *what, const std::exception &e) {
     snprintf(err, len, "Gloo %s: %s", what, e.what());
 }
@@ -125,6 +134,7 @@ const size_t kGatherSumMaxBytes = 64 * 1024; // per rank
 
 sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtype, char *err,
                       size_t errlen) {
+    if (no_context(t, ch, err, errlen)) return SG_ERR_RUNTIME;
     if (count == 0) return SG_OK;
     if (count * 8 <= kGatherSumMaxBytes ||
         (dtype == SG_CDT_F32 && count * 4 <= kGatherSumMaxBytes)) {
@@ -162,6 +172,7 @@ sg_status g_allreduce(sg_transport *t, int ch, void *buf, size_t count, int dtyp
 
 sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root, char *err,
                       size_t errlen) {
+    if (no_context(t, ch, err, errlen)) return SG_ERR_RUNTIME;
     if (bytes == 0) return SG_OK;
     try {
         gloo::BroadcastOptions o(impl(t)->ctx[ch]);
@@ -178,6 +189,7 @@ sg_status g_broadcast(sg_transport *t, int ch, void *buf, size_t bytes, int root
 
 sg_status g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t bytes, char *err,
                       size_t errlen) {
+    if (no_context(t, ch, err, errlen)) return SG_ERR_RUNTIME;
     if (bytes == 0) return SG_OK;
     try {
         gloo::AllgatherOptions o(impl(t)->ctx[ch]);
@@ -193,6 +205,7 @@ sg_status g_allgather(sg_transport *t, int ch, const void *in, void *out, size_t
 }
 
 sg_status g_barrier(sg_transport *t, int ch, char *err, size_t errlen) {
+    if (no_context(t, ch, err, errlen)) return SG_ERR_RUNTIME;
     try {
         gloo::BarrierOptions o(impl(t)->ctx[ch]);
         o.setTimeout(impl(t)->timeout);
@@ -214,7 +227,7 @@ void g_destroy(sg_transport *t) {
 extern "C" int sg_transport_gloo_compiled(void) { return 1; }
 
 extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world,
-                                                  double timeout_s) {
+                                                  double timeout_s, int channels) {
     auto *g = new GlooImpl();
     g->world = world;
     g->timeout = std::chrono::milliseconds((long long)(timeout_s * 1000));
@@ -253,6 +266,7 @@ extern "C" sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int
         }
         g->dev = gloo::transport::tcp::CreateDevice(attr);
         for (int ch = 0; ch < SG_CH_COUNT; ch++) {
+            if (!(channels & (1 << ch))) continue; // served by the mesh (dist/comm.c)
             StoreAdapter st(store, "gloo/ch" + std::to_string(ch) + "/");
             g->ctx[ch] = std::make_shared<gloo::rendezvous::Context>(rank, world);
             g->ctx[ch]->setTimeout(g->timeout);

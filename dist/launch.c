@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/util.h"
+#include "dist/fd_limit.h"
 #include "dist/job_token.h"
 #include "dist/launch_agent.h"
 #include "dist/launch_report.h"
@@ -655,6 +656,13 @@ int sg_launch(int argc, char **argv, const char *exe) {
     }
     rest[0] = (char *)exe;
     if (gethostname(g_host, sizeof g_host - 1) != 0) snprintf(g_host, sizeof g_host, "?");
+    /* descriptors for every worker's pipes (and node 0's agent store) */
+    sg_status fl = sg_fd_limit_ensure(sg_fd_need_launcher(o.nproc, o.nnodes > 1 ? o.nnodes : 0),
+                                      "launcher", "the workers' output and report pipes");
+    if (fl != SG_OK) {
+        free(rest);
+        return fl == SG_ERR_CONFIG ? 2 : 1;
+    }
 
     /* the job token: the user's (several nodes must share one), else a
      * random one per job on one node; several nodes without one: the

@@ -1,5 +1,5 @@
 /* dist/mesh.c - direct TCP connections between every pair of ranks for
- * small collectives (dist/mesh.h). Owns the listening socket during setup
+ * the training thread's collectives (dist/mesh.h). Owns the listening socket during setup
  * and one connected socket per peer. */
 #include "dist/mesh.h"
 
@@ -401,23 +401,36 @@ void sg_mesh_destroy(sg_mesh *m) {
     free(m);
 }
 
-/* One exchange: send `sendbuf` to every peer with send[q] set, receive
- * `bytes` into recvbuf[q] from every peer with recv[q] set, all at once
- * (non-blocking, so no pair of ranks can block each other). */
+/* One exchange: every peer q with send set gets slen bytes from sbuf, every
+ * peer with recv set sends rlen bytes into rbuf, all at once (non-blocking,
+ * so no pair of ranks can block each other). Each message carries its own
+ * header (the collective's sequence number and that message's size), so
+ * the sizes may differ per peer (a scatter's uneven chunks). */
 typedef struct peer_io {
     int send, recv;
+    const char *sbuf;
+    char *rbuf;
+    size_t slen, rlen;
     size_t sent, got; /* bytes done, header included */
-    sg_mesh_msg_hdr rh;
+    sg_mesh_msg_hdr sh, rh;
 } peer_io;
 
-static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *const *recvbuf,
-                          size_t bytes, char *err, size_t errlen) {
+static sg_status exchange(sg_mesh *m, peer_io *io, size_t bytes, char *err, size_t errlen) {
 #if SG_TEST_SEAMS
     kill_seam_point(m, bytes);
+#else
+    (void)bytes;
 #endif
-    sg_mesh_msg_hdr h = sg_mesh_make_header(m->seq, (uint32_t)bytes);
-    m->seq++;
-    size_t total = sizeof h + bytes;
+    const size_t hl = sizeof(sg_mesh_msg_hdr);
+    for (int q = 0; q < m->world; q++) {
+        if ((io[q].send && io[q].slen > UINT32_MAX) || (io[q].recv && io[q].rlen > UINT32_MAX)) {
+            snprintf(err, errlen, "a mesh message of %zu bytes is over the 4 GiB the header holds",
+                     io[q].send ? io[q].slen : io[q].rlen);
+            return SG_ERR_RUNTIME;
+        }
+        io[q].sh = sg_mesh_make_header(m->seq, (uint32_t)io[q].slen);
+    }
+    uint32_t seq = m->seq++;
     double deadline = sg_now_s() + m->timeout_s;
     struct pollfd *pfd = malloc((size_t)m->world * sizeof *pfd);
     int *who = malloc((size_t)m->world * sizeof *who);
@@ -426,8 +439,8 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
     for (;;) {
         int np = 0;
         for (int q = 0; q < m->world; q++) {
-            short ev = (short)((io[q].send && io[q].sent < total ? POLLOUT : 0) |
-                               (io[q].recv && io[q].got < total ? POLLIN : 0));
+            short ev = (short)((io[q].send && io[q].sent < hl + io[q].slen ? POLLOUT : 0) |
+                               (io[q].recv && io[q].got < hl + io[q].rlen ? POLLIN : 0));
             if (!ev) continue;
             pfd[np] = (struct pollfd){.fd = m->fd[q], .events = ev};
             who[np++] = q;
@@ -440,7 +453,7 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
             size_t el =
                 (size_t)snprintf(err, errlen, "no data within %.1f s from rank(s)", m->timeout_s);
             for (int k = 0; k < np && el < errlen - 8; k++)
-                if (io[who[k]].recv && io[who[k]].got < total)
+                if (io[who[k]].recv && io[who[k]].got < hl + io[who[k]].rlen)
                     el += (size_t)snprintf(err + el, errlen - el, " %d", who[k]);
             rc = SG_ERR_RUNTIME;
             break;
@@ -449,9 +462,9 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
             int q = who[k];
             peer_io *p = &io[q];
             if (pfd[k].revents & POLLOUT) {
-                const char *src = p->sent < sizeof h ? (const char *)&h + p->sent
-                                                     : (const char *)sendbuf + (p->sent - sizeof h);
-                size_t n = p->sent < sizeof h ? sizeof h - p->sent : total - p->sent;
+                const char *src = p->sent < hl ? (const char *)&p->sh + p->sent
+                                               : p->sbuf + (p->sent - hl);
+                size_t n = p->sent < hl ? hl - p->sent : hl + p->slen - p->sent;
                 ssize_t w = send(m->fd[q], src, n, MSG_NOSIGNAL);
                 if (w > 0) p->sent += (size_t)w;
                 else if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -461,14 +474,15 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
                 }
             }
             if (rc == SG_OK && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) {
-                char *dst = p->got < sizeof h ? (char *)&p->rh + p->got
-                                              : recvbuf[q] + (p->got - sizeof h);
-                size_t n = p->got < sizeof h ? sizeof h - p->got : total - p->got;
+                char *dst = p->got < hl ? (char *)&p->rh + p->got : p->rbuf + (p->got - hl);
+                size_t n = p->got < hl ? hl - p->got : hl + p->rlen - p->got;
                 ssize_t r = recv(m->fd[q], dst, n, 0);
                 if (r > 0) {
                     p->got += (size_t)r;
                     char why[256];
-                    if (p->got == sizeof h && !sg_mesh_check_header(&p->rh, h, why, sizeof why)) {
+                    if (p->got == hl &&
+                        !sg_mesh_check_header(&p->rh, sg_mesh_make_header(seq, (uint32_t)p->rlen),
+                                              why, sizeof why)) {
                         snprintf(err, errlen, "rank %d %s", q, why);
                         rc = SG_ERR_RUNTIME;
                     }
@@ -486,35 +500,109 @@ static sg_status exchange(sg_mesh *m, peer_io *io, const void *sendbuf, char *co
     return rc;
 }
 
+static peer_io *new_io(const sg_mesh *m) {
+    peer_io *io = calloc((size_t)m->world, sizeof *io);
+    SG_CHECK(io, "out of memory");
+    return io;
+}
+
 sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes, char *err,
                             size_t errlen) {
-    peer_io *io = calloc((size_t)m->world, sizeof *io);
-    char **dst = malloc((size_t)m->world * sizeof *dst);
-    SG_CHECK(io && dst, "out of memory");
+    char *mine = (char *)out + (size_t)m->rank * bytes;
+    if (mine != in) memmove(mine, in, bytes);
+    peer_io *io = new_io(m);
     for (int q = 0; q < m->world; q++) {
-        dst[q] = (char *)out + (size_t)q * bytes;
-        io[q].send = io[q].recv = q != m->rank;
+        if (q == m->rank) continue;
+        io[q] = (peer_io){.send = 1,
+                          .recv = 1,
+                          .sbuf = mine,
+                          .slen = bytes,
+                          .rbuf = (char *)out + (size_t)q * bytes,
+                          .rlen = bytes};
     }
-    if ((char *)out + (size_t)m->rank * bytes != in)
-        memmove((char *)out + (size_t)m->rank * bytes, in, bytes);
-    sg_status rc = exchange(m, io, (char *)out + (size_t)m->rank * bytes, dst, bytes, err, errlen);
+    sg_status rc = exchange(m, io, bytes, err, errlen);
     free(io);
-    free(dst);
+    return rc;
+}
+
+void sg_mesh_chunk(size_t count, int world, int q, size_t *first, size_t *n) {
+    size_t a = count * (size_t)q / (size_t)world, b = count * (size_t)(q + 1) / (size_t)world;
+    *first = a;
+    *n = b - a;
+}
+
+sg_status sg_mesh_alltoall_chunks(sg_mesh *m, const void *send, void *const *recv, size_t count,
+                                  size_t elem, char *err, size_t errlen) {
+    peer_io *io = new_io(m);
+    size_t f, n, mf, mn;
+    sg_mesh_chunk(count, m->world, m->rank, &mf, &mn);
+    for (int q = 0; q < m->world; q++) {
+        if (q == m->rank) continue;
+        sg_mesh_chunk(count, m->world, q, &f, &n);
+        io[q] = (peer_io){.send = 1,
+                          .recv = 1,
+                          .sbuf = (const char *)send + f * elem,
+                          .slen = n * elem,
+                          .rbuf = recv[q],
+                          .rlen = mn * elem};
+    }
+    sg_status rc = exchange(m, io, count * elem, err, errlen);
+    free(io);
+    return rc;
+}
+
+sg_status sg_mesh_allgather_chunks(sg_mesh *m, void *buf, size_t count, size_t elem, char *err,
+                                   size_t errlen) {
+    peer_io *io = new_io(m);
+    size_t f, n, mf, mn;
+    sg_mesh_chunk(count, m->world, m->rank, &mf, &mn);
+    for (int q = 0; q < m->world; q++) {
+        if (q == m->rank) continue;
+        sg_mesh_chunk(count, m->world, q, &f, &n);
+        io[q] = (peer_io){.send = 1,
+                          .recv = 1,
+                          .sbuf = (const char *)buf + mf * elem,
+                          .slen = mn * elem,
+                          .rbuf = (char *)buf + f * elem,
+                          .rlen = n * elem};
+    }
+    sg_status rc = exchange(m, io, count * elem, err, errlen);
+    free(io);
     return rc;
 }
 
 sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err,
                             size_t errlen) {
-    peer_io *io = calloc((size_t)m->world, sizeof *io);
-    char **dst = malloc((size_t)m->world * sizeof *dst);
-    SG_CHECK(io && dst, "out of memory");
-    for (int q = 0; q < m->world; q++) {
-        dst[q] = buf;
-        io[q].send = m->rank == root && q != root;
-        io[q].recv = m->rank != root && q == root;
+    peer_io *io = new_io(m);
+    sg_status rc;
+    if (bytes <= SG_MESH_DIRECT_BYTES || m->world <= 2) {
+        /* small: the root writes the whole buffer to every peer */
+        for (int q = 0; q < m->world; q++) {
+            io[q].send = m->rank == root && q != root;
+            io[q].recv = m->rank != root && q == root;
+            io[q].sbuf = buf;
+            io[q].rbuf = buf;
+            io[q].slen = io[q].rlen = bytes;
+        }
+        rc = exchange(m, io, bytes, err, errlen);
+    } else {
+        /* large: the root scatters chunk q to rank q, then every rank
+         * all-gathers the chunks, so the root sends ~2x the buffer instead
+         * of (world-1)x it, and every other rank ~1x */
+        size_t f, n;
+        for (int q = 0; q < m->world; q++) {
+            sg_mesh_chunk(bytes, m->world, q, &f, &n);
+            io[q].send = m->rank == root && q != root;
+            io[q].recv = m->rank != root && q == root;
+            io[q].sbuf = (const char *)buf + f;
+            io[q].slen = n;
+        }
+        sg_mesh_chunk(bytes, m->world, m->rank, &f, &n);
+        io[root].rbuf = (char *)buf + f;
+        io[root].rlen = n;
+        rc = exchange(m, io, bytes, err, errlen);
+        if (rc == SG_OK) rc = sg_mesh_allgather_chunks(m, buf, bytes, 1, err, errlen);
     }
-    sg_status rc = exchange(m, io, buf, dst, bytes, err, errlen);
     free(io);
-    free(dst);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* dist/mesh.h - internal: direct TCP connections between every pair of
- * ranks for the training thread's small collectives (SyncBN statistics,
- * loss sums, barriers), next to Gloo.
+ * ranks for every collective of the training thread (SyncBN statistics,
+ * loss sums, barriers, the start's weight broadcast), next to Gloo, which
+ * then carries only the DDP gradient channel.
  *
  * Why: Gloo's TCP transport hands every message through its event-loop
  * thread, which on a loaded CPU machine costs far more than the message
@@ -37,8 +38,12 @@
 
 typedef struct sg_mesh sg_mesh;
 
-/* Largest per-rank message the mesh carries (bigger ones go to Gloo). */
-#define SG_MESH_MAX_BYTES (256u * 1024u)
+/* Up to this many bytes a broadcast is one write from the root to every
+ * peer, and an all-reduce (dist/comm.c) an all-gather plus a local sum in
+ * rank order; above it both go by chunks (a scatter or reduce-scatter, then
+ * an all-gather of the chunks), which moves ~2x the buffer per rank instead
+ * of (world-1)x it. */
+#define SG_MESH_DIRECT_BYTES (64u * 1024u)
 
 /* Connects every pair of ranks (addresses through the store), presenting
  * and checking token (the job token, dist/job_token.h). stop: NULL, or a
@@ -56,5 +61,19 @@ sg_status sg_mesh_allgather(sg_mesh *m, const void *in, void *out, size_t bytes,
 /* buf (bytes) from root to every rank. Same contract. */
 sg_status sg_mesh_broadcast(sg_mesh *m, void *buf, size_t bytes, int root, char *err,
                             size_t errlen);
+
+/* The chunks of a buffer of count elements: rank q's is [*first, *first +
+ * *n), count * q / world up to count * (q + 1) / world (every rank computes
+ * the same partition). */
+void sg_mesh_chunk(size_t count, int world, int q, size_t *first, size_t *n);
+/* Reduce-scatter's exchange: sends chunk q of send (count elements of elem
+ * bytes) to every rank q, and receives every rank q's copy of this rank's
+ * chunk into recv[q] (recv[rank] is not touched). Same contract. */
+sg_status sg_mesh_alltoall_chunks(sg_mesh *m, const void *send, void *const *recv, size_t count,
+                                  size_t elem, char *err, size_t errlen);
+/* In place: this rank's chunk of buf to every rank, every other chunk from
+ * its rank. Same contract. */
+sg_status sg_mesh_allgather_chunks(sg_mesh *m, void *buf, size_t count, size_t elem, char *err,
+                                   size_t errlen);
 
 #endif

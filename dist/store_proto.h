@@ -159,6 +159,8 @@ typedef struct sg_store_server_stats {
     size_t dropped_slow;     /* over SG_STORE_MAX_OUT */
     size_t dropped_bad;      /* malformed or over-limit requests */
     size_t refused_claims;   /* second claims to a rank */
+    size_t requests;         /* requests handled (handshakes not counted) */
+    size_t largest_value;    /* largest value SET so far, bytes */
 } sg_store_server_stats;
 void sg_store_server_get_stats(sg_store_server *s, sg_store_server_stats *out);
 /* The server rank 0's store handle hosts (NULL on other ranks), for tests. */

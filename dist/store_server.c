@@ -77,22 +77,55 @@ struct sg_store_server {
     atomic_int done; /* the thread has returned */
     kv *kvs;
     size_t n_kv, cap_kv, kv_bytes;
+    /* open-addressing index of kvs by key hash (slot: kvs index + 1, 0
+     * empty; keys are never removed): a lookup stays O(1) while every rank
+     * publishes keys, where a scan of the table made start-up O(N^3) */
+    uint32_t *index;
+    size_t index_cap; /* a power of two, at least twice n_kv */
     conn **conns;
     size_t n_conns, cap_conns;
     size_t inflight;
     /* statistics (written by the thread, read by sg_store_server_get_stats) */
     atomic_size_t st_conns, st_buffered, st_inflight, st_peak;
     atomic_size_t st_drops[DROP_KINDS];
+    atomic_size_t st_requests, st_largest; /* requests handled, largest value */
+    double t_start;
     size_t buffered; /* thread-private running total */
     int full_logged;
 };
 
 /* ---- the table ---- */
 
+static size_t kv_slot(const sg_store_server *s, const char *key) {
+    return (size_t)sg_fnv1a_str(SG_FNV_OFFSET, key) & (s->index_cap - 1);
+}
+
 static kv *kv_find(sg_store_server *s, const char *key) {
-    for (size_t i = 0; i < s->n_kv; i++)
-        if (strcmp(s->kvs[i].key, key) == 0) return &s->kvs[i];
-    return NULL;
+    if (!s->index_cap) return NULL;
+    for (size_t i = kv_slot(s, key);; i = (i + 1) & (s->index_cap - 1)) {
+        uint32_t k = s->index[i];
+        if (!k) return NULL;
+        if (strcmp(s->kvs[k - 1].key, key) == 0) return &s->kvs[k - 1];
+    }
+}
+
+/* Indexes kvs[n_kv - 1], growing (and rebuilding) the index first when it
+ * would be over half full. */
+static void kv_index_add(sg_store_server *s) {
+    if (2 * s->n_kv > s->index_cap) {
+        free(s->index);
+        s->index_cap = s->index_cap ? 2 * s->index_cap : 256;
+        s->index = calloc(s->index_cap, sizeof *s->index);
+        SG_CHECK(s->index, "store server: out of memory");
+        for (size_t j = 0; j + 1 < s->n_kv; j++) {
+            size_t i = kv_slot(s, s->kvs[j].key);
+            while (s->index[i]) i = (i + 1) & (s->index_cap - 1);
+            s->index[i] = (uint32_t)(j + 1);
+        }
+    }
+    size_t i = kv_slot(s, s->kvs[s->n_kv - 1].key);
+    while (s->index[i]) i = (i + 1) & (s->index_cap - 1);
+    s->index[i] = (uint32_t)s->n_kv;
 }
 
 /* NULL when the table would pass SG_STORE_MAX_TOTAL. */
@@ -112,6 +145,7 @@ static kv *kv_put(sg_store_server *s, const char *key, const void *val, size_t l
         e->len = 0;
         SG_CHECK(e->key, "store server: out of memory");
         s->kv_bytes += strlen(key) + 1;
+        kv_index_add(s);
     }
     s->kv_bytes = s->kv_bytes - e->len + len;
     free(e->val);
@@ -254,6 +288,9 @@ static void handle(sg_store_server *s, conn *c, const sg_store_request *r) {
     char key[SG_STORE_MAX_KEY + 1];
     memcpy(key, r->key, r->klen);
     key[r->klen] = 0;
+    atomic_fetch_add(&s->st_requests, 1);
+    if (r->op == SG_OP_SET && r->vlen > atomic_load(&s->st_largest))
+        atomic_store(&s->st_largest, r->vlen);
     kv *e;
     switch (r->op) {
     case SG_OP_SET:
@@ -532,6 +569,12 @@ static void *server_main(void *arg) {
     return NULL;
 }
 
+/* Every rank connects at once at start (and again after a restart): a
+ * backlog of the world size keeps their SYNs from being dropped into
+ * TCP's 1 s, 3 s, 7 s retransmission waits (the kernel caps it at
+ * net.core.somaxconn, 4096 by default). */
+static int listen_backlog(int world) { return world + 64 > 256 ? world + 64 : 256; }
+
 sg_store_server *sg_store_server_start(const char *addr, int port, const sg_store_server_opts *o) {
     size_t tl = o && o->token ? strlen(o->token) : 0;
     if (tl == 0 || tl > SG_TOKEN_MAX) {
@@ -562,6 +605,7 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
     memcpy(s->token, o->token, tl);
     s->token_len = tl;
     s->world = o->world;
+    s->t_start = sg_now_s();
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (s->listen_fd >= 0) setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -569,7 +613,7 @@ sg_store_server *sg_store_server_start(const char *addr, int port, const sg_stor
         .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = ia};
     inet_ntop(AF_INET, &ia, s->bound, sizeof s->bound);
     if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&sa, sizeof sa) ||
-        listen(s->listen_fd, 256)) {
+        listen(s->listen_fd, listen_backlog(o->world))) {
         int e = errno;
         if (e == EADDRINUSE)
             SG_ERROR(
@@ -631,6 +675,8 @@ void sg_store_server_get_stats(sg_store_server *s, sg_store_server_stats *out) {
     out->dropped_slow = atomic_load(&s->st_drops[DROP_SLOW]);
     out->dropped_bad = atomic_load(&s->st_drops[DROP_BAD]);
     out->refused_claims = atomic_load(&s->st_drops[DROP_CLAIM]);
+    out->requests = atomic_load(&s->st_requests);
+    out->largest_value = atomic_load(&s->st_largest);
 }
 
 void sg_store_server_stop(sg_store_server *s) {
@@ -652,6 +698,13 @@ void sg_store_server_stop(sg_store_server *s) {
         pthread_detach(s->thread);
         return; /* its memory stays: the thread may still use it */
     }
+    /* the control plane's load, for scripts/scale-test (docs/DISTRIBUTED.md "Scale") */
+    double up = sg_now_s() - s->t_start;
+    size_t nreq = atomic_load(&s->st_requests);
+    SG_INFO("store: %zu requests in %.1f s (%.0f/s), largest value %zu bytes, %zu keys, %zu "
+            "bytes held",
+            nreq, up, up > 0 ? (double)nreq / up : 0.0, atomic_load(&s->st_largest), s->n_kv,
+            s->kv_bytes);
     for (int k = DROP_NO_TOKEN; k < DROP_KINDS; k++) {
         size_t n = atomic_load(&s->st_drops[k]);
         if (n > LOG_FIRST)
@@ -670,6 +723,7 @@ void sg_store_server_stop(sg_store_server *s) {
     }
     free(s->conns);
     free(s->kvs);
+    free(s->index);
     close(s->listen_fd);
     close(s->wake[0]);
     close(s->wake[1]);

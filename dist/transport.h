@@ -61,9 +61,13 @@ struct sg_transport {
 
 size_t sg_dtype_size(int dtype);
 
-/* Gloo over TCP, rendezvous through the store (dist/gloo_shim.cc). NULL
- * after logging when Gloo is not compiled in or the mesh cannot be built. */
-sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s);
+/* Gloo over TCP, rendezvous through the store (dist/gloo_shim.cc), with a
+ * full mesh of connections for each channel whose bit (1 << SG_CH_MAIN,
+ * 1 << SG_CH_GRAD) is set in channels; a collective on another channel is
+ * SG_ERR_RUNTIME (an internal error). NULL after logging when Gloo is not
+ * compiled in or the mesh cannot be built. */
+sg_transport *sg_transport_gloo_create(sg_store *store, int rank, int world, double timeout_s,
+                                       int channels);
 /* NCCL (dist/nccl_comm.c); be is the CUDA backend (its compute and comm
  * streams are used). NULL when NCCL is not compiled in. */
 struct sg_backend;

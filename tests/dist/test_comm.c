@@ -90,7 +90,9 @@ static int worker_coll(void) {
     be->ops->free(be, in);
     be->ops->free(be, out);
 
-    /* large ones (over the mesh's limit: Gloo's algorithms) */
+    /* large ones: with the mesh, reduce-scatter + all-gather (all-reduce)
+     * and scatter + all-gather (broadcast) over uneven chunks; with
+     * SG_DIST_NO_MESH=1, Gloo's algorithms */
     size_t big = 100000;
     float *bin = be->ops->alloc(be, big * sizeof *bin),
           *bout = be->ops->alloc(be, big * (size_t)w * sizeof *bout);
@@ -103,6 +105,23 @@ static int worker_coll(void) {
     for (size_t i = 0; i < big; i++) WCHECK(bin[i] == (float)(7 + (int)(i % 101)));
     be->ops->free(be, bin);
     be->ops->free(be, bout);
+
+    /* a large all-reduce of inexact floats: every element is the sum in rank
+     * order, bit for bit, on every rank (what the small path gives) */
+    if (!getenv("SG_DIST_NO_MESH")) {
+        size_t n = 70001; /* 280 KB: the chunked path, world 3 and 4 uneven */
+        float *x = be->ops->alloc(be, n * sizeof *x);
+#define INEXACT(q, i) ((float)((i) % 977) * 0.001f + (float)(q)*0.37f) / (float)(1 + (i) % 13)
+        for (size_t i = 0; i < n; i++) x[i] = INEXACT(r, i);
+        WCHECK(sg_comm_allreduce_f32(c, x, n) == 0);
+        for (size_t i = 0; i < n; i++) {
+            float acc = INEXACT(0, i);
+            for (int q = 1; q < w; q++) acc += INEXACT(q, i);
+            WCHECK(memcmp(&acc, &x[i], sizeof acc) == 0);
+        }
+#undef INEXACT
+        be->ops->free(be, x);
+    }
 
     WCHECK(sg_comm_barrier(c) == 0);
     WCHECK(sg_comm_check_dataset(c, 0x1234) == 0);
