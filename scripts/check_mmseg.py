@@ -2,7 +2,7 @@
 ways, for tests/model/test_mmseg_roundtrip.sh. Run with the python of
 scripts/mmseg-venv (scripts/mmseg_lite.py says why mmcv-lite works).
 
-    check_mmseg.py save --arch A[,B] --base-width W --image IMG --dir DIR
+    check_mmseg.py save --arch A[:W2][,B...] --base-width W --image IMG --dir DIR
         for each arch, builds mmseg's EncoderDecoder (ResNetV1c-50, DeepLabV3
         ASPPHead or DeepLabV3+ DepthwiseSeparableASPPHead with dilations
         1,12,24,36, aux FCNHead, 19 classes, mmseg's SegDataPreProcessor
@@ -10,7 +10,8 @@ scripts/mmseg-venv (scripts/mmseg_lite.py says why mmcv-lite works).
         weights with non-trivial BN, saves it as mmengine's runner does
         (save_checkpoint of {meta, state_dict}) to DIR/A.pth, then loads that
         file through mmseg's init_model and writes inference_model's logits on
-        IMG ([19, H, W] float32) to DIR/A-ref.npy.
+        IMG ([19, H, W] float32) to DIR/A-ref.npy. A:W2 is arch A at base
+        width W2, its files DIR/A-wW2.pth and DIR/A-wW2-ref.npy.
     check_mmseg.py load --arch A[,B] --base-width W --image IMG --dir DIR [--tol 1e-5]
         loads DIR/A-back.safetensors (`segtrain export --names mmseg`) into
         mmseg's model with load_state_dict(strict=True) and compares
@@ -77,10 +78,10 @@ def read_safetensors(path):
     return out
 
 
-def save(a, arch):
-    pth = os.path.join(a.dir, arch + ".pth")
+def save(a, arch, w, tag):
+    pth = os.path.join(a.dir, tag + ".pth")
     torch.manual_seed(7)
-    cfg = config(arch, a.base_width)
+    cfg = config(arch, w)
     model = init_model(cfg, None, device="cpu")
     g = torch.Generator().manual_seed(8)
     with torch.no_grad():
@@ -100,16 +101,16 @@ def save(a, arch):
     # back through mmseg's own loader, as a user would run it
     model = init_model(cfg, pth, device="cpu")
     out = infer(model, a.image)
-    np.save(os.path.join(a.dir, arch + "-ref.npy"), out)
+    np.save(os.path.join(a.dir, tag + "-ref.npy"), out)
     print("mmseg %s (base width %d): %d state_dict tensors, %d floats; inference_model logits %s"
-          % (arch, a.base_width, len(sd),
+          % (arch, w, len(sd),
              sum(v.numel() for v in sd.values() if v.is_floating_point()), out.shape))
     return 0
 
 
-def load(a, arch):
-    model = init_model(config(arch, a.base_width), None, device="cpu")
-    weights = os.path.join(a.dir, arch + "-back.safetensors")
+def load(a, arch, w, tag):
+    model = init_model(config(arch, w), None, device="cpu")
+    weights = os.path.join(a.dir, tag + "-back.safetensors")
     sd = read_safetensors(weights)
     try:
         model.load_state_dict(sd, strict=True)
@@ -117,7 +118,7 @@ def load(a, arch):
         print("FAIL: %s does not load strictly into mmseg's %s: %s" % (weights, arch, e))
         return 1
     ref = infer(model, a.image)
-    got = np.load(os.path.join(a.dir, arch + "-trained.npy"))
+    got = np.load(os.path.join(a.dir, tag + "-trained.npy"))
     if got.shape != ref.shape:
         print("FAIL: segtrain logits %s, mmseg %s" % (got.shape, ref.shape))
         return 1
@@ -138,10 +139,13 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(2)
     rc = 0
-    for arch in a.arch.split(","):
-        if arch not in ("deeplabv3", "deeplabv3plus"):
-            p.error("--arch %s: expected deeplabv3 or deeplabv3plus" % arch)
-        rc |= save(a, arch) if a.mode == "save" else load(a, arch)
+    for tok in a.arch.split(","):
+        arch, _, w = tok.partition(":")
+        if arch not in ("deeplabv3", "deeplabv3plus") or (w and not w.isdigit()):
+            p.error("--arch %s: expected deeplabv3 or deeplabv3plus, optionally :WIDTH" % tok)
+        tag = arch + ("-w" + w if w else "")
+        w = int(w) if w else a.base_width
+        rc |= save(a, arch, w, tag) if a.mode == "save" else load(a, arch, w, tag)
     return rc
 
 

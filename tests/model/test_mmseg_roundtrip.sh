@@ -3,7 +3,8 @@
 # mmsegmentation 1.2.2 both ways, for each mmseg-named model of configs/
 # (configs/cityscapes-deeplabv3-r50v1c.yaml: DeepLabV3 R-50-D8, and
 # configs/cityscapes-deeplabv3plus-r50v1c.yaml: DeepLabV3+ R-50-D8), at base
-# width 8 (ResNetV1c-50's full depth, the configs' heads and dilations):
+# width 8 (ResNetV1c-50's full depth, the configs' heads and dilations), and
+# DeepLabV3+ at the configs' full width 64 for step 2:
 #  1. mmseg builds the model (MODELS.build through init_model), random
 #     weights, non-trivial BN; mmengine's save_checkpoint writes it as mmseg's
 #     runner does ({meta, state_dict}); mmseg's init_model reloads that file
@@ -23,7 +24,8 @@ SEGTRAIN=$1
 SRC=$2
 VENV=${SEGTRAIN_MMSEG_VENV:-$SRC/.venv-mmseg}
 if ! [ -x "$VENV/bin/python" ]; then
-    echo "skip: no mmsegmentation venv at $VENV (run scripts/mmseg-venv, or set SEGTRAIN_MMSEG_VENV)"
+    echo "skip: no mmsegmentation venv at $VENV" \
+        "(run scripts/mmseg-venv, or set SEGTRAIN_MMSEG_VENV)"
     exit 77
 fi
 MM="$VENV/bin/python $SRC/scripts/check_mmseg.py"
@@ -42,7 +44,8 @@ print(np.abs(a - b).max() / np.abs(b).max() if a.shape == b.shape else 1e9)' "$1
 }
 archs=deeplabv3,deeplabv3plus
 rc=0
-$MM save --arch $archs --base-width 8 --image "$img" --dir "$tmp" >"$tmp/save.log" 2>&1 || rc=$?
+$MM save --arch $archs,deeplabv3plus:64 --base-width 8 --image "$img" --dir "$tmp" \
+    >"$tmp/save.log" 2>&1 || rc=$?
 if [ $rc -eq 77 ]; then
     grep "^skip" "$tmp/save.log"
     exit 77
@@ -61,7 +64,8 @@ for arch in deeplabv3 deeplabv3plus; do
         --checkpoint "$tmp/$arch.safetensors" --input "$img" --output "$tmp/a.png" \
         --save-logits "$tmp/$arch-conv.npy"
     e=$(rel_err "$tmp/$arch-conv.npy" "$tmp/$arch-ref.npy")
-    echo "$arch: segtrain predict on the converted mmseg checkpoint: max relative error $e (tolerance 1e-5)"
+    echo "$arch: segtrain predict on the converted mmseg checkpoint:" \
+        "max relative error $e (tolerance 1e-5)"
     "$VENV/bin/python" -c "import sys; sys.exit(0 if $e <= 1e-5 else 1)" ||
         { echo "FAIL: $arch: converted logits differ from mmseg's inference_model"; exit 1; }
     ck="$tmp/run-$arch/checkpoints/iter_00000003.safetensors"
@@ -73,9 +77,20 @@ for arch in deeplabv3 deeplabv3plus; do
         { echo "FAIL: $arch: training did not change the model"; exit 1; }
     "$SEGTRAIN" export --quiet --checkpoint "$ck" --out "$tmp/$arch-back.safetensors" --names mmseg
 done
+# mmseg's DeepLabV3+ R-50-D8 at full width (424 tensors, 43666358 values):
+# converted, predicted straight from the config file (strict loading)
+"$SEGTRAIN" convert "$tmp/deeplabv3plus-w64.pth" "$tmp/w64.safetensors" 2>"$tmp/convert.log"
+"$SEGTRAIN" predict --quiet --config "$SRC/configs/cityscapes-deeplabv3plus-r50v1c.yaml" \
+    --set device=cpu --set threads=2 --checkpoint "$tmp/w64.safetensors" --input "$img" \
+    --output "$tmp/w64.png" --save-logits "$tmp/w64.npy"
+e=$(rel_err "$tmp/w64.npy" "$tmp/deeplabv3plus-w64-ref.npy")
+echo "deeplabv3plus at width 64: segtrain predict on the converted mmseg checkpoint:" \
+    "max relative error $e (tolerance 1e-5)"
+"$VENV/bin/python" -c "import sys; sys.exit(0 if $e <= 1e-5 else 1)" ||
+    { echo "FAIL: deeplabv3plus width 64: logits differ from mmseg's inference_model"; exit 1; }
 rc=0
-$MM load --arch $archs --base-width 8 --image "$img" --dir "$tmp" --tol 1e-5 >"$tmp/load.log" 2>&1 ||
-    rc=$?
+$MM load --arch $archs --base-width 8 --image "$img" --dir "$tmp" --tol 1e-5 \
+    >"$tmp/load.log" 2>&1 || rc=$?
 grep "^mmseg\|FAIL" "$tmp/load.log" || cat "$tmp/load.log"
 [ $rc -eq 0 ] || { echo "FAIL: mmseg does not reproduce the exported models"; exit 1; }
 echo "mmseg round trip passed"
