@@ -10,7 +10,8 @@
  *   image_pool = [AdaptiveAvgPool2d(1), ConvModule(c4, ch, 1)]
  *   aspp_modules.i: dilation 1 -> ConvModule(c4, ch, 1); dilation d > 1 ->
  *     DepthwiseSeparableConvModule(c4, ch, 3, dilation d, padding d)
- *   bottleneck = DepthwiseSeparableConvModule((n_dil + 1) * ch, ch, 3, pad 1)
+ *   bottleneck = ConvModule((n_dil + 1) * ch, ch, 3, pad 1): ASPPHead's own,
+ *     which DepthwiseSeparableASPPHead keeps (a plain 3x3 conv, not separable)
  *   c1_bottleneck = ConvModule(c1_in_channels, c1_channels, 1)
  *   sep_bottleneck = [DSConv(ch + c1_channels, ch), DSConv(ch, ch)] (3x3, pad 1)
  *   forward: cat(resize(image_pool(x)), *aspp(x)) -> bottleneck -> resize to
@@ -53,7 +54,7 @@ int sg_mg_sepaspp_head(const sg_mg_builder *g, int l1, int c1, int l4, int c4) {
                            : dsconv(g, pre, l4, c4, ch, d);
     }
     int y = g->concat(m, br, nb, nb * ch);
-    y = dsconv(g, "decoder.bottleneck.", y, nb * ch, ch, 1);
+    y = g->conv_module(m, "decoder.bottleneck.", y, nb * ch, ch, 3, 1);
     int c1o = g->conv_module(m, "decoder.c1_bottleneck.", l1, c1, c1ch, 1, 1);
     int cat[2] = {g->resize_to(m, y, c1o, ch), c1o};
     y = g->concat(m, cat, 2, ch + c1ch);

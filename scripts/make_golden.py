@@ -7,10 +7,20 @@ Run with Debian's python (torch 1.13, torchvision 0.14):
 
 Builds small DeepLabV3 networks from torchvision's OWN classes (ResNet._make_layer
 with BasicBlock/Bottleneck, IntermediateLayerGetter, ASPP, FCNHead, DeepLabV3),
-narrowed by a base width, torchvision's deeplabv3_mobilenet_v3_large /
+narrowed by a base width, and torchvision's deeplabv3_mobilenet_v3_large /
 lraspp_mobilenet_v3_large from its own mobilenet_v3_large(width_mult, dilated=True)
-and segmentation builders (heads narrowed by the base width), and this
-script's transcription of mmseg's models, and records in one safetensors file per network:
+and segmentation builders (heads narrowed by the base width).
+
+    scripts/mmseg-venv && .venv-mmseg/bin/python scripts/make_golden.py --mmseg [outdir]
+
+writes the golden_mmseg_* fixtures instead, from the real mmsegmentation
+1.2.2: EncoderDecoder built by its MODELS registry from config dicts like its
+configs/_base_/models/*_r50-d8.py (scripts/mmseg_lite.py), narrowed by the
+base width through ResNet's stem_channels / base_channels and the heads'
+channels, with shorter stages (a ResNet / ResNetV1c subclass whose
+arch_settings hold fewer blocks: the same code). Each is also loaded,
+strictly, into this script's transcription of mmseg (below), whose logits
+must agree. Each fixture records, in one safetensors file per network:
 
   param/<name>   every state-dict entry before the step (segtrain names)
   input          [2,3,H,W] float32;   target [2,H,W] labels as float32 (some 255 = ignore)
@@ -122,9 +132,16 @@ class NarrowDeepLabHead(DeepLabHead):
 
 
 # ---------------------------------------------------------------------------
-# mmsegmentation, transcribed. mmseg is not installable here (it needs
-# mmcv/mmengine builds); these classes repeat its modules with the same
-# attribute names, so their state_dict keys are mmseg's EncoderDecoder's:
+# mmsegmentation, transcribed, for the scripts that run with Debian's python
+# (torch, no mmseg: build(cfg) with names mmseg, used by
+# tests/train/test_convert_torch.sh, scripts/check_export.py,
+# scripts/bench_torch.py, scripts/make_pth_fixtures.py). The mmseg golden
+# fixtures do NOT come from it: `make_golden.py --mmseg` builds them from the
+# real mmsegmentation 1.2.2 (scripts/mmseg_lite.py, scripts/mmseg-venv) and
+# checks this transcription against the real package on the way: the same
+# state_dict names and shapes (strict load) and the same training and eval
+# logits. These classes repeat mmseg's modules with the same attribute
+# names, so their state_dict keys are mmseg's EncoderDecoder's:
 #   mmcv.cnn.ConvModule(conv, norm, act) with norm_cfg BN: attributes conv,
 #     bn (build_norm_layer's abbreviation for BN and SyncBN), activate (ReLU);
 #     bias=False because a norm follows (bias='auto'); order conv -> bn -> act.
@@ -158,8 +175,8 @@ class NarrowDeepLabHead(DeepLabHead):
 #     1), both with the module's norm and ReLU (dw/pw cfgs 'default').
 #   mmseg/models/decode_heads/sep_aspp_head.py: DepthwiseSeparableASPPModule
 #     (ASPPModule with every dilation > 1 branch a DepthwiseSeparableConvModule
-#     3x3 padding=dilation), DepthwiseSeparableASPPHead (ASPPHead's image_pool;
-#     bottleneck = DSConv 3x3 pad 1; c1_bottleneck = ConvModule(c1_in, c1, 1)
+#     3x3 padding=dilation), DepthwiseSeparableASPPHead (ASPPHead's image_pool
+#     and bottleneck, a plain ConvModule 3x3 pad 1; c1_bottleneck = ConvModule(c1_in, c1, 1)
 #     on inputs[0] (layer1); forward = bottleneck(cat(resize(image_pool(x)),
 #     *aspp(x))) resized to c1's size, cat([out, c1]), sep_bottleneck (two
 #     DSConv 3x3 pad 1), cls_seg); configs/_base_/models/deeplabv3plus_r50-d8.py
@@ -316,8 +333,8 @@ class MMSepASPPHead(MMDecodeHead):
             ConvModule(in_channels, channels, 1) if d == 1 else
             DepthwiseSeparableConvModule(in_channels, channels, 3, dilation=d, padding=d)
             for d in dilations])
-        self.bottleneck = DepthwiseSeparableConvModule((len(dilations) + 1) * channels, channels,
-                                                       3, padding=1)
+        # ASPPHead's bottleneck, which the subclass keeps: a plain 3x3 ConvModule
+        self.bottleneck = ConvModule((len(dilations) + 1) * channels, channels, 3, padding=1)
         self.c1_bottleneck = ConvModule(c1_in_channels, c1_channels, 1)
         self.sep_bottleneck = nn.Sequential(
             DepthwiseSeparableConvModule(channels + c1_channels, channels, 3, padding=1),
@@ -495,13 +512,75 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
-def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=False):
+def build_mmseg_real(cfg):
+    """The real mmseg EncoderDecoder of cfg (scripts/mmseg_lite.py), its
+    forward returning {"out", "aux"} at the input size like torchvision's
+    models for make_fixture: in training mmseg's loss-path logits (each
+    head's forward, resized), in eval its encode_decode's. Checked against the
+    transcription (check_transcription) before it is returned."""
+    import types
+    import mmseg_lite
+    model = mmseg_lite.build(cfg)
+
+    def forward(self, x):
+        if self.training:
+            return mmseg_lite.train_logits(self, x)
+        # EncoderDecoder.encode_decode's body (extract_feat, then the decode
+        # head's predict: forward and resize to img_shape), with the
+        # auxiliary head on the same features (its conv MACs are counted)
+        feats = self.extract_feat(x)
+        res = {"out": self.decode_head.predict(feats, mmseg_lite.metas(x), self.test_cfg)}
+        if self.with_auxiliary_head:
+            res["aux"] = mmseg_lite.resize(self.auxiliary_head(feats), size=x.shape[2:],
+                                           mode="bilinear", align_corners=False)
+        return res
+
+    model.forward = types.MethodType(forward, model)
+    check_transcription(cfg, model)
+    return model
+
+
+def check_transcription(cfg, real):
+    """The transcription (build_mmseg) must take the real model's state_dict
+    strictly and give its training and eval logits (float64, a 1e-10
+    relative bound): otherwise the torch-only tests that use it would
+    check segtrain against something mmseg is not."""
+    real = copy.deepcopy(real).double()
+    randomize_bn(real, torch.Generator().manual_seed(99))
+    trans = build_mmseg(cfg).double()
+    sd = real.state_dict()
+    tsd = trans.state_dict()
+    if list(sd) != list(tsd) or any(sd[k].shape != tsd[k].shape for k in sd):
+        diff = [k for k in set(sd) ^ set(tsd)] or [k for k in sd if sd[k].shape != tsd[k].shape]
+        raise SystemExit("transcription of %s %s differs from mmseg's state_dict: %s"
+                         % (cfg["arch"], cfg["backbone"], sorted(diff)[:8]))
+    trans.load_state_dict(sd, strict=True)
+    x = torch.randn(2, 3, cfg["h"], cfg["w"], generator=torch.Generator().manual_seed(98),
+                    dtype=torch.float64)
+    for train in (True, False):
+        real.train(train)
+        trans.train(train)
+        with torch.no_grad():
+            a, b = real(x), trans(x)
+        for k in a:
+            err = ((a[k] - b[k]).abs().max() / a[k].abs().max()).item()
+            if err > 1e-10:
+                raise SystemExit("transcription of %s %s: %s logits (%s) differ from mmseg's "
+                                 "by %.3g relative" % (cfg["arch"], cfg["backbone"], k,
+                                                       "train" if train else "eval", err))
+    print("transcription of %s %s = mmseg %s: %d tensors, logits equal" % (
+        cfg["arch"], cfg["backbone"], __import__("mmseg").__version__, len(sd)))
+
+
+def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=False,
+                 builder=None):
     """raw_names: param/ entries keep the anchor's own state-dict names
     (mmseg's backbone./decode_head./auxiliary_head.), so the C test loads
-    them through segtrain's renaming; grads and stats use segtrain names."""
+    them through segtrain's renaming; grads and stats use segtrain names.
+    builder: what builds the network (default build)."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
-    model = build(cfg)
+    model = (builder or build)(cfg)
     randomize_bn(model, gen)
     tensors = []
     for k, v in model.state_dict().items():
@@ -577,6 +656,8 @@ def make_fixture(outdir, name, cfg, seed, evalbn=False, raw_names=False, macs=Fa
     meta["blocks"] = ",".join(str(b) for b in cfg.get("blocks", [0, 0, 0, 0]))
     meta["aspp_rates"] = ",".join(str(r) for r in cfg["aspp_rates"])
     meta["torch"] = torch.__version__
+    if builder is build_mmseg_real:
+        meta["mmseg"] = __import__("mmseg").__version__
     if macs:  # multiply-accumulates of every conv at h x w, batch 1 (groups counted)
         meta["conv_macs"] = conv_macs(copy.deepcopy(model).float(), h, w)
     path = os.path.join(outdir, name)
@@ -635,15 +716,53 @@ def write_full_check(outdir):
     print("%s: deeplabv3_resnet50_tv.safetensors, deeplabv3_resnet50_io.safetensors" % outdir)
 
 
+def make_mmseg_fixtures(outdir):
+    """The golden_mmseg_* fixtures, from the real mmsegmentation."""
+    # mmseg DeepLabV3 R-50-D8: ResNetV1c + ASPPHead + auxiliary FCNHead (mmseg names)
+    make_fixture(outdir, "golden_mmseg_r50v1c_os8_aux.safetensors", {
+        "backbone": "resnet50v1c", "arch": "deeplabv3", "names": "mmseg", "blocks": [1, 1, 2, 2],
+        "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5], "num_classes": 5,
+        "aux_head": 1, "aux_weight": 0.4, "h": 25, "w": 33}, seed=19, raw_names=True,
+        builder=build_mmseg_real)
+    # mmseg FCN R-18-D8 (its BasicBlock dilates conv1 only), OS 16, no aux
+    make_fixture(outdir, "golden_mmseg_fcn_r18_os16.safetensors", {
+        "backbone": "resnet18", "arch": "fcn", "names": "mmseg", "blocks": [1, 1, 2, 2],
+        "base_width": 4, "output_stride": 16, "aspp_rates": [12, 24, 36], "num_classes": 3,
+        "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 26}, seed=6, raw_names=True,
+        builder=build_mmseg_real)
+    # mmseg DeepLabV3+ R-50-D8: ResNetV1c + DepthwiseSeparableASPPHead + aux FCNHead
+    make_fixture(outdir, "golden_mmseg_dlv3plus_r50v1c_os8_aux.safetensors", {
+        "backbone": "resnet50v1c", "arch": "deeplabv3plus", "names": "mmseg",
+        "blocks": [1, 1, 2, 2], "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5],
+        "num_classes": 5, "aux_head": 1, "aux_weight": 0.4, "h": 21, "w": 25}, seed=36,
+        raw_names=True, builder=build_mmseg_real, macs=True)
+    # mmseg DeepLabV3+ on its plain ResNet-50 (7x7 stem), OS 16 (the decoder
+    # upsamples x4 to layer1's stride 4), a dilation-1 rate (a 1x1
+    # ConvModule branch, as mmseg builds it), no aux, BN-on-running-stats grads
+    make_fixture(outdir, "golden_mmseg_dlv3plus_r50_os16.safetensors", {
+        "backbone": "resnet50", "arch": "deeplabv3plus", "names": "mmseg",
+        "blocks": [1, 1, 2, 1], "base_width": 4, "output_stride": 16, "aspp_rates": [1, 3],
+        "num_classes": 4, "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 23}, seed=62,
+        evalbn=True, raw_names=True, builder=build_mmseg_real, macs=True)
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--full":
         os.makedirs(sys.argv[2], exist_ok=True)
         write_full_check(sys.argv[2])
         return
-    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    args = sys.argv[1:]
+    mmseg = args[:1] == ["--mmseg"]
+    if mmseg:
+        args = args[1:]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    outdir = args[0] if args else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(2)
+    if mmseg:
+        make_mmseg_fixtures(outdir)
+        return
     # bottleneck, output stride 8, aux head, small ASPP rates (taps inside the map)
     make_fixture(outdir, "golden_bottleneck_os8_aux.safetensors", {
         "backbone": "resnet50", "blocks": [1, 1, 2, 2], "base_width": 3, "output_stride": 8,
@@ -666,30 +785,6 @@ def main():
         "backbone": "resnet50", "arch": "fcn", "names": "torchvision", "blocks": [1, 1, 2, 2],
         "base_width": 3, "output_stride": 8, "aspp_rates": [12, 24, 36], "num_classes": 4,
         "aux_head": 1, "aux_weight": 0.4, "h": 27, "w": 31}, seed=14)
-    # mmseg DeepLabV3 R-50-D8: ResNetV1c + ASPPHead + auxiliary FCNHead (mmseg names)
-    make_fixture(outdir, "golden_mmseg_r50v1c_os8_aux.safetensors", {
-        "backbone": "resnet50v1c", "arch": "deeplabv3", "names": "mmseg", "blocks": [1, 1, 2, 2],
-        "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5], "num_classes": 5,
-        "aux_head": 1, "aux_weight": 0.4, "h": 25, "w": 33}, seed=15, raw_names=True)
-    # mmseg FCN R-18-D8 (its BasicBlock dilates conv1 only), OS 16, no aux
-    make_fixture(outdir, "golden_mmseg_fcn_r18_os16.safetensors", {
-        "backbone": "resnet18", "arch": "fcn", "names": "mmseg", "blocks": [1, 1, 2, 2],
-        "base_width": 4, "output_stride": 16, "aspp_rates": [12, 24, 36], "num_classes": 3,
-        "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 26}, seed=6, raw_names=True)
-    # mmseg DeepLabV3+ R-50-D8: ResNetV1c + DepthwiseSeparableASPPHead + aux FCNHead
-    make_fixture(outdir, "golden_mmseg_dlv3plus_r50v1c_os8_aux.safetensors", {
-        "backbone": "resnet50v1c", "arch": "deeplabv3plus", "names": "mmseg",
-        "blocks": [1, 1, 2, 2], "base_width": 4, "output_stride": 8, "aspp_rates": [2, 5],
-        "num_classes": 5, "aux_head": 1, "aux_weight": 0.4, "h": 21, "w": 25}, seed=32,
-        raw_names=True, macs=True)
-    # mmseg DeepLabV3+ on its plain ResNet-50 (7x7 stem), OS 16 (the decoder
-    # upsamples x4 to layer1's stride 4), a dilation-1 rate (a 1x1
-    # ConvModule branch, as mmseg builds it), no aux, BN-on-running-stats grads
-    make_fixture(outdir, "golden_mmseg_dlv3plus_r50_os16.safetensors", {
-        "backbone": "resnet50", "arch": "deeplabv3plus", "names": "mmseg",
-        "blocks": [1, 1, 2, 1], "base_width": 4, "output_stride": 16, "aspp_rates": [1, 3],
-        "num_classes": 4, "aux_head": 0, "aux_weight": 0.0, "h": 29, "w": 23}, seed=52,
-        evalbn=True, raw_names=True, macs=True)
     # torchvision's deeplabv3_mobilenet_v3_large (DeepLabHead on features[16],
     # aux FCNHead on features[4]) at width_mult 0.1: mostly 8-channel blocks,
     # so most residual joins are taken; BN-on-running-stats grads too

@@ -1,8 +1,9 @@
 /* tests/model/test_golden.c - the model against PyTorch/torchvision golden values.
  *
  * For each fixture of scripts/make_golden.py (torchvision's own classes, or
- * its transcription of mmseg's ResNetV1c/ASPPHead/DepthwiseSeparableASPPHead/
- * FCNHead, run in float64):
+ * for golden_mmseg_* the real mmsegmentation 1.2.2's ResNet/ResNetV1c,
+ * ASPPHead, DepthwiseSeparableASPPHead and FCNHead built by its registry
+ * (make_golden.py --mmseg), run in float64):
  * load the weights, run one training forward (batch-stat BN,
  * dropout 0), compare logits, loss (CE + aux_weight * CE, ignore 255), every
  * parameter gradient, the post-step running stats and num_batches_tracked,
@@ -274,7 +275,8 @@ static void test_mmseg_r50v1c_os8_aux(void) {
     run_fixture("golden_mmseg_r50v1c_os8_aux.safetensors");
 }
 /* mmseg's DeepLabV3+ R-50-D8 (DepthwiseSeparableASPPHead: depthwise-separable
- * ASPP and decoder, layer1 projection), loaded from mmseg's names */
+ * dilated ASPP branches and decoder, ASPPHead's plain 3x3 bottleneck, layer1
+ * projection), loaded from mmseg's names */
 static void test_mmseg_dlv3plus_r50v1c_os8_aux(void) {
     run_fixture("golden_mmseg_dlv3plus_r50v1c_os8_aux.safetensors");
 }

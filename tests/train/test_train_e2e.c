@@ -981,7 +981,14 @@ static void test_archs_plus(void) {
               dw->shape[2] == 3);
         CHECK(sg_st_find(f, "decode_head.aspp_modules.2.pointwise_conv.bn.running_var") != NULL);
         CHECK(sg_st_find(f, "decode_head.aspp_modules.0.conv.weight") != NULL);
-        CHECK(sg_st_find(f, "decode_head.bottleneck.depthwise_conv.bn.weight") != NULL);
+        /* ASPPHead's bottleneck, kept by DepthwiseSeparableASPPHead: a plain
+         * 3x3 ConvModule over the concatenated branches (64 channels each
+         * at width 8) */
+        const sg_st_tensor *bt = sg_st_find(f, "decode_head.bottleneck.conv.weight");
+        CHECK(bt != NULL && bt->ndim == 4 && bt->shape[0] == 64 && bt->shape[1] > 64 &&
+              bt->shape[1] % 64 == 0 && bt->shape[2] == 3);
+        CHECK(sg_st_find(f, "decode_head.bottleneck.bn.running_mean") != NULL);
+        CHECK(sg_st_find(f, "decode_head.bottleneck.depthwise_conv.conv.weight") == NULL);
         const sg_st_tensor *c1 = sg_st_find(f, "decode_head.c1_bottleneck.conv.weight");
         CHECK(c1 != NULL && c1->shape[0] == 6 && c1->shape[1] == 32); /* 48 and 256 at width 64 */
         CHECK(sg_st_find(f, "decode_head.sep_bottleneck.1.pointwise_conv.conv.weight") != NULL);
