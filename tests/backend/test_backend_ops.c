@@ -472,6 +472,8 @@ static const struct {
     {"conv_prepare", "conv_fwd", "run_conv.c: the rows with prepare = 1"},
     {"sgd_multi_plan", "sgd_multi_step", "run_optim.c: the plan of every step"},
     {"sgd_multi_free", "sgd_multi_step", "run_optim.c: the plan, and NULL"},
+    {"adamw_multi_plan", "adamw_multi_step", "run_optim.c: the plan of every step"},
+    {"adamw_multi_free", "adamw_multi_step", "run_optim.c: the plan, and NULL"},
     {"set_step_key", "dropout_fwd", "run_elem.c: the masks follow the step key; run_graph.c"},
     {"graph_end", "graph_begin", "run_graph.c: record, launch, refuse after memory moved"},
     {"graph_launch", "graph_begin", "run_graph.c"},
