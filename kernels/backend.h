@@ -370,6 +370,13 @@ typedef struct sg_ops {
     void *(*adamw_multi_plan)(sg_backend *be, const sg_adamw_tensor *t, int n);
     void (*adamw_multi_step)(sg_backend *be, void *plan, const sg_adamw_args *a);
     void (*adamw_multi_free)(sg_backend *be, void *plan);
+    /* The sum of squares of every gradient of an optimizer plan (from
+     * sgd_multi_plan or adamw_multi_plan), for clip_grad_norm: each piece
+     * of the plan summed in double, the pieces in a fixed order, so the
+     * same gradients give the same value on every call (not necessarily the
+     * same bits on two backends). Returned on the host: one wait for the
+     * device, whatever the number of tensors. */
+    double (*optim_grad_sumsq)(sg_backend *be, void *plan);
 
     /* ---- input ---- */
     /* src uint8 [n, h, w, 3] (HWC) -> dst float [n, 3, h, w], (v/255 - mean)/std. */
@@ -576,7 +583,7 @@ typedef struct sg_ops {
     X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
     X(ce_weighted) X(ce_weighted_acc) X(ce_label_prob) X(kth_smallest)                  \
     X(sgd_step) X(sgd_multi_plan) X(sgd_multi_step) X(sgd_multi_free)                    \
-    X(adamw_multi_plan) X(adamw_multi_step) X(adamw_multi_free)                          \
+    X(adamw_multi_plan) X(adamw_multi_step) X(adamw_multi_free) X(optim_grad_sumsq)      \
     X(normalize_u8) X(sumsq)                                                             \
     X(flip_w) X(softmax_fwd)                                                             \
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \

@@ -157,10 +157,7 @@ void sg_sgd_free(sg_sgd *opt) {
  * total norm before clipping. */
 static double clip_grads(sg_sgd *opt) {
     const sg_ops *o = opt->be->ops;
-    double ss = 0.0;
-    for (int i = 0; i < opt->n; i++)
-        if (!opt->e[i].frozen && opt->e[i].count)
-            ss += o->sumsq(opt->be, opt->e[i].grad, opt->e[i].count);
+    double ss = o->optim_grad_sumsq(opt->be, opt->plan); /* the trained tensors' */
     /* torch: total (float32) + 1e-6, max_norm / it as reciprocal * max_norm
      * (Tensor.__rtruediv__), clamped to 1, grads *= coef */
     float total = (float)sqrt(ss);

@@ -82,8 +82,9 @@ void sg_sgd_free(sg_sgd *opt);
 
 /* One optimizer step at base learning rate lr over every non-frozen
  * parameter. With clipping on, first the total norm of the trained
- * gradients (sumsq per tensor in order, summed in double: the same on
- * every rank given the same gradients) and, when it is above the limit,
+ * gradients (the backend's optim_grad_sumsq over the plan, in double in a
+ * fixed order: the same on every rank given the same gradients; one wait
+ * for the device) and, when it is above the limit,
  * every gradient scaled by max_norm / (norm + 1e-6) in float as torch does.
  * SGD: one sgd_multi_step (one kernel launch on CUDA), the same bits as
  * sgd_step per parameter at (float)(lr * lr_mult). AdamW: one

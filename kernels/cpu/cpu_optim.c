@@ -1,6 +1,6 @@
 /* kernels/cpu/cpu_optim.c - the fused optimizer steps on the CPU (the optim
- * group: sgd_multi_plan, sgd_multi_step, sgd_multi_free, and the same three
- * for AdamW; backend.h).
+ * group: sgd_multi_plan, sgd_multi_step, sgd_multi_free, the same three
+ * for AdamW, and optim_grad_sumsq over a plan's gradients; backend.h).
  *
  * The plan is a copy of the tensors and a list of pieces of at most
  * SG_CPU_SGD_CHUNK values, so one parallel loop covers the whole step
@@ -31,6 +31,7 @@ typedef struct plan {
     int n;
     piece *pieces;
     size_t n_pieces, total;
+    double *part; /* optim_grad_sumsq: one sum a piece */
 } plan;
 
 /* Cuts n rows of count[i] values (group[i]) into pieces; `op` names the
@@ -45,8 +46,9 @@ static void cut_pieces(plan *p, const size_t *count, const int *group, int n, co
         p->total += count[i];
     }
     p->pieces = malloc((p->n_pieces ? p->n_pieces : 1) * sizeof *p->pieces);
-    SG_CHECK(p->pieces != NULL, "CPU backend: out of host memory for %zu optimizer pieces",
-             p->n_pieces);
+    p->part = malloc((p->n_pieces ? p->n_pieces : 1) * sizeof *p->part);
+    SG_CHECK(p->pieces != NULL && p->part != NULL,
+             "CPU backend: out of host memory for %zu optimizer pieces", p->n_pieces);
     size_t k = 0;
     for (int i = 0; i < n; i++)
         for (size_t off = 0; off < count[i]; off += SG_CPU_SGD_CHUNK) {
@@ -115,9 +117,31 @@ static void sgd_multi_free(sg_backend *be, void *pl) {
     plan *p = pl;
     if (!p) return;
     free(p->pieces);
+    free(p->part);
     free(p->t);
     free(p->a);
     free(p);
+}
+
+/* Each piece's sum in parallel, then the pieces in order: the same value
+ * whatever the thread count. */
+static double optim_grad_sumsq(sg_backend *be, void *pl) {
+    (void)be;
+    plan *p = pl;
+    SG_CHECK(p != NULL, "CPU backend: optim_grad_sumsq without a plan");
+    long np = (long)p->n_pieces;
+#pragma omp parallel for schedule(static) if (p->total >= SG_CPU_PAR_MIN)
+    for (long k = 0; k < np; k++) {
+        const piece *q = &p->pieces[k];
+        const float *g = p->t ? p->t[q->row].grad : p->a[q->row].grad;
+        g += q->off;
+        double s = 0;
+        for (size_t i = 0; i < q->n; i++) s += (double)g[i] * g[i];
+        p->part[k] = s;
+    }
+    double s = 0;
+    for (long k = 0; k < np; k++) s += p->part[k];
+    return s;
 }
 
 static void *adamw_multi_plan(sg_backend *be, const sg_adamw_tensor *t, int n) {
@@ -160,4 +184,5 @@ void sg_cpu_fill_optim_ops(sg_ops *ops) {
     ops->adamw_multi_plan = adamw_multi_plan;
     ops->adamw_multi_step = adamw_multi_step;
     ops->adamw_multi_free = sgd_multi_free; /* the same plan struct */
+    ops->optim_grad_sumsq = optim_grad_sumsq;
 }

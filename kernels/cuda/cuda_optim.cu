@@ -1,6 +1,7 @@
 /* kernels/cuda/cuda_optim.cu - the fused optimizer steps on the GPU (the
- * optim group: sgd_multi_plan, sgd_multi_step, sgd_multi_free and the same
- * three for AdamW; backend.h; kernels/cpu/cpu_optim.c on the CPU).
+ * optim group: sgd_multi_plan, sgd_multi_step, sgd_multi_free, the same
+ * three for AdamW and optim_grad_sumsq over a plan's gradients; backend.h;
+ * kernels/cpu/cpu_optim.c on the CPU).
  *
  * The plan is a device table of the tensors (param, grad, buf, count,
  * group) and of pieces of at most PIECE values (row, offset), uploaded once.
@@ -17,6 +18,7 @@
 
 #include "core/log.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_reduce.cuh"
 #include "kernels/formulas/adamw.h"
 #include "kernels/formulas/sgd.h"
 
@@ -184,6 +186,54 @@ static void sg_cuda_sgd_multi_step(sg_backend *be, void *pl, const float lr[SG_S
     CU_LAUNCH_CHECK("k_sgd_multi");
 }
 
+/* optim_grad_sumsq: block b sums the squares of pieces b, b + gridDim.x,
+ * ... in double into partial[b]; one block then sums the partials (a fixed
+ * grid and order: deterministic, cuda_reduce.cuh). */
+__global__ void k_grad_sumsq_partial(const optim_row *rows, const optim_piece *pieces,
+                                     size_t n_pieces, double *partial) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (size_t k = blockIdx.x; k < n_pieces; k += gridDim.x) {
+        const optim_piece q = pieces[k];
+        const optim_row r = rows[q.row];
+        size_t left = r.count - q.off, n = left < PIECE ? left : PIECE;
+        for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+            double g = (double)r.grad[q.off + j];
+            s += g * g;
+        }
+    }
+    s = sg_block_sum(s, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void k_grad_sumsq_total(const double *partial, int nparts, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += partial[i];
+    s = sg_block_sum(s, sh);
+    if (threadIdx.x == 0) out[0] = s;
+}
+
+static double sg_cuda_optim_grad_sumsq(sg_backend *be, void *pl) {
+    optim_plan *p = (optim_plan *)pl;
+    SG_CHECK(p != NULL, "CUDA backend: optim_grad_sumsq without a plan");
+    if (p->n_pieces == 0) return 0.0;
+    sg_cuda *cu = sg_cu(be);
+    cudaStream_t s = sg_cu_stream(be);
+    unsigned blocks = p->n_pieces < SG_CUDA_RED_BLOCKS ? (unsigned)p->n_pieces : SG_CUDA_RED_BLOCKS;
+    const optim_row *rows = (const optim_row *)p->dev;
+    const optim_piece *pieces = (const optim_piece *)((char *)p->dev + p->pieces_at);
+    SG_LAUNCH(blocks, SG_CUDA_RED_THREADS, 0, s, k_grad_sumsq_partial)
+    (rows, pieces, p->n_pieces, cu->red_partial);
+    CU_LAUNCH_CHECK("k_grad_sumsq_partial");
+    SG_LAUNCH(1, SG_CUDA_RED_THREADS, 0, s, k_grad_sumsq_total)
+    (cu->red_partial, (int)blocks, cu->red_result);
+    CU_LAUNCH_CHECK("k_grad_sumsq_total");
+    double r;
+    sg_cuda_read_result(be, &r, 1);
+    return r;
+}
+
 static void sg_cuda_sgd_multi_free(sg_backend *be, void *pl) {
     optim_plan *p = (optim_plan *)pl;
     if (!p) return;
@@ -203,4 +253,5 @@ void sg_cuda_fill_optim_ops(sg_ops *o) {
     o->adamw_multi_plan = sg_cuda_adamw_multi_plan;
     o->adamw_multi_step = sg_cuda_adamw_multi_step;
     o->adamw_multi_free = sg_cuda_sgd_multi_free; /* the same plan struct */
+    o->optim_grad_sumsq = sg_cuda_optim_grad_sumsq;
 }

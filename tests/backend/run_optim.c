@@ -5,6 +5,8 @@
  * learning-rate groups, stepped c->sgd.steps times against the naive
  * reference (ref_sgd_step per tensor, within tol) and against the backend's
  * own sgd_step per tensor (bit for bit: backend.h promises the same bits).
+ * Both: optim_grad_sumsq over the plan against the gradients' sum of
+ * squares in double (relative 1e-12), twice the same value.
  * AdamW: the same tensors and groups, c->adamw.steps steps from zero
  * moments, against ref_adamw_step (double, within tol) and against
  * kernels/formulas/adamw.h evaluated here on the host with the same
@@ -18,6 +20,22 @@
 #include "tests/kernels/ref_ops.h"
 
 enum { ROWS = 7 };
+
+/* optim_grad_sumsq of the plan against sum(g^2) over the rows' current
+ * gradients gk[i] (cnt[i] floats; in double); called twice, the same. */
+static int check_grad_sumsq(tb_ctx *t, void *plan, float *const *gk, const size_t *cnt) {
+    const sg_ops *o = t->be->ops;
+    if (!TB_HAS(t, optim_grad_sumsq)) return 1;
+    double want = 0;
+    for (int i = 0; i < ROWS; i++)
+        for (size_t j = 0; j < cnt[i]; j++) want += (double)gk[i][j] * gk[i][j];
+    double got = o->optim_grad_sumsq(t->be, plan), again = o->optim_grad_sumsq(t->be, plan);
+    if (!(fabs(got - want) <= 1e-12 * want))
+        return tb_fail(t, "optim_grad_sumsq: %.17g, want %.17g (relative 1e-12)", got, want);
+    if (memcmp(&got, &again, sizeof got) != 0)
+        return tb_fail(t, "optim_grad_sumsq: %.17g, then %.17g on the same gradients", got, again);
+    return 1;
+}
 
 void run_sgd_multi_step(tb_ctx *t, const tb_case *c) {
     if (!TB_HAS(t, sgd_multi_plan) || !TB_HAS(t, sgd_multi_step) || !TB_HAS(t, sgd_multi_free))
@@ -58,6 +76,9 @@ void run_sgd_multi_step(tb_ctx *t, const tb_case *c) {
             o->sgd_step(t->be, ps[i], gd[i], bs[i], cnt[i], lr[i % 3], s.momentum, s.dampening,
                         s.wd, s.nesterov, first);
         }
+        float *gks[ROWS];
+        for (int i = 0; i < ROWS; i++) gks[i] = g[i] + (size_t)k * cnt[i];
+        ok = check_grad_sumsq(t, plan, gks, cnt);
         o->sgd_multi_step(t->be, plan, lr, s.momentum, s.dampening, s.wd, s.nesterov, first);
         for (int i = 0; i < ROWS && ok; i++) {
             if (!cnt[i]) continue;
@@ -132,6 +153,9 @@ void run_adamw_multi_step(tb_ctx *t, const tb_case *c) {
                                            a.step_size[q], a.w1, a.beta2, a.omb2, a.bc2_sqrt,
                                            a.eps);
         }
+        float *gks[ROWS];
+        for (int i = 0; i < ROWS; i++) gks[i] = g[i] + (size_t)k * cnt[i];
+        ok = check_grad_sumsq(t, plan, gks, cnt);
         o->adamw_multi_step(t->be, plan, &a);
         for (int i = 0; i < ROWS && ok; i++) {
             if (!cnt[i]) continue;

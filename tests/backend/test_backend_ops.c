@@ -474,6 +474,8 @@ static const struct {
     {"sgd_multi_free", "sgd_multi_step", "run_optim.c: the plan, and NULL"},
     {"adamw_multi_plan", "adamw_multi_step", "run_optim.c: the plan of every step"},
     {"adamw_multi_free", "adamw_multi_step", "run_optim.c: the plan, and NULL"},
+    {"optim_grad_sumsq", "adamw_multi_step",
+     "run_optim.c: every step's gradients of both plans against their sum in double"},
     {"set_step_key", "dropout_fwd", "run_elem.c: the masks follow the step key; run_graph.c"},
     {"graph_end", "graph_begin", "run_graph.c: record, launch, refuse after memory moved"},
     {"graph_launch", "graph_begin", "run_graph.c"},
