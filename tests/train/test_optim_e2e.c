@@ -11,8 +11,10 @@
  *           refused naming the tensor
  *   ranks - 2 ranks x batch 2 with SyncBN, AdamW and clipping active end
  *           with the weights and AdamW state of 1 rank x batch 4 (within
- *           1e-4: the clipping sees the all-reduced gradient, the same on
- *           every rank); SGD with clipping likewise
+ *           5e-4; the pre-clip norms equal: the clipping sees the
+ *           all-reduced gradient); both ranks hold the same weights (the
+ *           2-rank validation equals 1-rank eval of the checkpoint); SGD
+ *           with clipping likewise (within 1e-4)
  */
 #include <math.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "cmd/commands.h"
 #include "io/safetensors.h"
 #include "tests/helpers.h"
 #include "testutil.h"
@@ -213,8 +216,9 @@ static int eq_config(sg_config *c, const char *run, int batch, int sync_bn,
                             "model.aux_dropout=0",      "data.scale_range=[1.0, 1.0]",
                             "data.hflip=false",         "data.shuffle=false",
                             "data.crop_size=[40, 40]",  "train.iters=2",
-                            "train.checkpoint_every=2", "threads=1"};
-    int n = 10;
+                            "train.checkpoint_every=2", "threads=1",
+                            "train.eval_every=2"};
+    int n = 11;
     char bs[64];
     snprintf(bs, sizeof bs, "train.batch_size=%d", batch);
     sets[n++] = bs;
@@ -262,6 +266,24 @@ static void ranks_case(const char *name, const char *const *opt, int n_opt, doub
               name, g1, limit);
     CHECK_MSG(fabs(g1 - g2) <= 1e-5 * g1, "%s: pre-clip norms %.9g (1 rank) and %.9g (2 ranks)",
               name, g1, g2);
+    /* both ranks hold the same weights: the 2-rank validation (each rank
+     * its own weights on its share of the images) equals `segtrain eval`
+     * of rank 0's checkpoint on 1 rank */
+    char ev2[1200], ev1[1200];
+    snprintf(ev2, sizeof ev2, "%s/eval/iter_00000002.json", two.run_dir);
+    snprintf(ev1, sizeof ev1, "%s/%s_eval.json", fx_root, name);
+    const char *e1[] = {"eval", "--checkpoint", pb, "--out", ev1, "--quiet"};
+    CHECK_EQ_INT(th_run_cmd(sg_cmd_eval, e1, 6), 0);
+    char *j2 = th_read_file(ev2), *j1 = th_read_file(ev1);
+    int same = j2 && j1 && th_json_num(j2, "miou") == th_json_num(j1, "miou") &&
+               !isnan(th_json_num(j1, "miou")) &&
+               th_json_num(j2, "pixel_acc") == th_json_num(j1, "pixel_acc");
+    fprintf(stderr, "  %s: mIoU 2-rank validation %.9f, 1-rank eval %.9f\n", name,
+            j2 ? th_json_num(j2, "miou") : NAN, j1 ? th_json_num(j1, "miou") : NAN);
+    free(j2);
+    free(j1);
+    CHECK_MSG(same, "%s: the 2-rank validation differs from 1-rank eval of the checkpoint (%s, %s)",
+              name, ev2, ev1);
 }
 
 /* Measured (max rel diff of the checkpoints, AVX-512): SGD 1.7e-6, AdamW
