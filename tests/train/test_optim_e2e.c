@@ -8,7 +8,8 @@
  *           uninterrupted one; the checkpoint holds the AdamW state and its
  *           step count; resuming it with train.optimizer sgd is refused
  *           (status 2) naming the key; a crafted negative exp_avg_sq is
- *           refused naming the tensor
+ *           refused naming the tensor, crafted optimizer metadata naming
+ *           the key
  *   ranks - 2 ranks x batch 2 with SyncBN, AdamW and clipping active end
  *           with the weights and AdamW state of 1 rank x batch 4 (within
  *           5e-4; the pre-clip norms equal: the clipping sees the
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "ckpt_edit.h"
 #include "cmd/commands.h"
 #include "io/safetensors.h"
 #include "tests/helpers.h"
@@ -187,7 +189,8 @@ static void test_adamw(void) {
 }
 
 /* A checkpoint whose exp_avg_sq holds a negative value is refused naming
- * the tensor (its square root would turn the weights into NaN). */
+ * the tensor (its square root would turn the weights into NaN), and so is
+ * crafted optimizer metadata. */
 static void test_crafted_state(void) {
     const char *sets[] = {"train.optimizer=adamw", "train.iters=2", "train.checkpoint_every=0"};
     sg_config c;
@@ -204,6 +207,23 @@ static void test_crafted_state(void) {
     CHECK_MSG(strstr(msg, "optimizer.exp_avg_sq.encoder.conv1.weight") &&
                   strstr(msg, "not negative"),
               "message: %s", msg);
+    /* crafted metadata: a step count out of range or disagreeing with
+     * momentum_initialized, an unknown optimizer; a file without
+     * "optimizer" is SGD's (written before AdamW), so not this run's */
+    static const struct {
+        const char *key, *value, *want;
+    } meta[] = {{"optimizer_steps", "-1", "'optimizer_steps'"},
+                {"optimizer_steps", "0", "disagrees with 'momentum_initialized'"},
+                {"optimizer", "adam", "'adam', not sgd or adamw"},
+                {"optimizer", NULL, "written with train.optimizer=sgd, this run has adamw"}};
+    for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+        CHECK(ckpt_rewrite(p1, bad, meta[i].key, meta[i].value, NULL, 0) == 0);
+        th_cap_begin();
+        rc = sg_train_run(&c, bad, &(sg_train_debug){0}, NULL);
+        msg = th_cap_end();
+        CHECK_MSG(rc != SG_OK && strstr(msg, meta[i].want), "%s=%s: rc %d, message: %s",
+                  meta[i].key, meta[i].value ? meta[i].value : "(removed)", rc, msg);
+    }
 }
 
 /* ---- 2 ranks ---- */
