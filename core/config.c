@@ -819,6 +819,10 @@ sg_status sg_config_validate_with(const sg_config *c, const sg_config_rule *rule
                  i + 1, t->lr_steps[i], t->lr_steps[i - 1]);
     if (t->nesterov && (t->momentum <= 0 || t->dampening != 0))
         verr("train.nesterov", "needs train.momentum > 0 and train.dampening 0 (as PyTorch's SGD)");
+    for (int i = 0; i < 2; i++)
+        if (t->betas[i] >= 1)
+            verr("train.betas", "beta%d = %g: each beta must be in [0, 1) (torch AdamW)", i + 1,
+                 t->betas[i]);
     const sg_model_cfg *m = &c->model;
     const sg_data_cfg *d = &c->data;
     if (d->ignore_index < m->num_classes)

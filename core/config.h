@@ -116,6 +116,10 @@ typedef struct sg_train_cfg {
     double dampening;
     int nesterov; /* bool */
     double weight_decay;
+    char optimizer[SG_NAME];   /* sgd|adamw */
+    double betas[2];           /* adamw: beta1, beta2 */
+    double eps;                /* adamw: added to the denominator */
+    double clip_grad_norm;     /* max total L2 norm of the gradients; 0 = off */
     char lr_schedule[SG_NAME]; /* poly|constant|cosine|step */
     double poly_power;
     double min_lr;

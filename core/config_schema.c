@@ -189,7 +189,20 @@ static const sg_config_key g_keys[] = {
     K_FLOAT("train.dampening", train.dampening, "0.0", 0, 1, "SGD dampening (PyTorch semantics)"),
     K_BOOL("train.nesterov", train.nesterov, "false", "Nesterov momentum"),
     K_FLOAT("train.weight_decay", train.weight_decay, "0.0001", 0, 1,
-            "L2 weight decay added to the gradient (PyTorch SGD)"),
+            "weight decay: sgd adds wd*p to the gradient (PyTorch SGD), adamw decays p by "
+            "lr*wd before the update (PyTorch AdamW, whose own default is 0.01)"),
+    K_ENUM("train.optimizer", train.optimizer, "sgd", "sgd|adamw",
+           "sgd: torch.optim.SGD (train.momentum, dampening, nesterov); adamw: "
+           "torch.optim.AdamW (train.betas, train.eps); both with weight_decay, head_lr_mult "
+           "and freeze"),
+    K_FLOATS_FIXED("train.betas", train.betas, "[0.9, 0.999]", 0, 1,
+                   "adamw: [beta1, beta2], each in [0, 1) (torch AdamW betas)"),
+    K_FLOAT("train.eps", train.eps, "1e-08", 0, 1,
+            "adamw: added to sqrt of the bias-corrected second moment (torch AdamW eps)"),
+    K_FLOAT("train.clip_grad_norm", train.clip_grad_norm, "0.0", 0, 1e9,
+            "clip the gradients to this total L2 norm before each optimizer step, after the "
+            "ranks' all-reduce (torch.nn.utils.clip_grad_norm_, mmseg's clip_grad max_norm); "
+            "0 = off"),
     K_ENUM("train.lr_schedule", train.lr_schedule, "poly", "poly|constant|cosine|step",
            "learning-rate schedule over optimizer steps, as torch.optim.lr_scheduler's "
            "PolynomialLR (with min_lr), CosineAnnealingLR, MultiStepLR"),
@@ -399,8 +412,11 @@ static const struct {
                 "split are"},
     {"ann_dir", "data.train_split and data.val_split: data.format knows where the masks of a "
                 "split are"},
-    {"optimizer", "train.lr, train.momentum, train.weight_decay (SGD)"},
+    {"optimizer", "train.optimizer, train.lr, train.momentum, train.betas, train.weight_decay"},
     {"optimizer_config", "train.accum_steps"},
+    {"optim_wrapper", "train.optimizer (sgd or adamw) and train.clip_grad_norm"},
+    {"clip_grad", "train.clip_grad_norm (the max_norm)"},
+    {"max_norm", "train.clip_grad_norm"},
     {"lr_config", "train.lr_schedule, train.poly_power, train.min_lr, train.warmup*"},
     {"param_scheduler", "train.lr_schedule, train.warmup, train.warmup_iters"},
     {"runner", "train.iters (or train.epochs)"},

@@ -39,7 +39,7 @@
  *    ce_label_prob), and the uint8 HWC images normalize_u8 reads. Max-pool
  *    indices are stored as activations (maxpool_fwd). Purely elementwise ops
  *    (relu, add, scale, axpy, the gates, dropout_bwd, sgd_step,
- *    sgd_multi_step, sumsq) do not care.
+ *    sgd_multi_step, adamw_multi_step, sumsq) do not care.
  *    Every op's result is the same in both layouts up to where it stores an
  *    element (bit for bit where the op promises bits; the convolutions
  *    within their tolerance, as a library may sum in another order).
@@ -111,6 +111,28 @@ typedef struct sg_sgd_tensor {
     int group;
 } sg_sgd_tensor;
 enum { SG_SGD_GROUPS = 4 };
+
+/* One tensor of the fused AdamW step (adamw_multi_plan): parameter,
+ * gradient, first and second moments (exp_avg, exp_avg_sq), count floats
+ * each, in learning-rate group `group` (0 <= group < SG_SGD_GROUPS). */
+typedef struct sg_adamw_tensor {
+    float *param;
+    const float *grad;
+    float *exp_avg, *exp_avg_sq;
+    size_t count;
+    int group;
+} sg_adamw_tensor;
+
+/* The scalars of one AdamW step, computed on the host in double as
+ * torch.optim.AdamW does (step t counted from 1, lr_g the group's rate) and
+ * rounded once to float: decay[g] = 1 - lr_g*wd, step_size[g] =
+ * lr_g / (1 - beta1^t), w1 = 1 - beta1, beta2, omb2 = 1 - beta2,
+ * bc2_sqrt = sqrt(1 - beta2^t), eps. */
+typedef struct sg_adamw_args {
+    float decay[SG_SGD_GROUPS];
+    float step_size[SG_SGD_GROUPS];
+    float w1, beta2, omb2, bc2_sqrt, eps;
+} sg_adamw_args;
 
 typedef struct sg_ops {
     const char *name; /* "cpu", "cuda" */
@@ -338,6 +360,23 @@ typedef struct sg_ops {
     void (*sgd_multi_step)(sg_backend *be, void *plan, const float lr[SG_SGD_GROUPS],
                            float momentum, float dampening, float wd, int nesterov, int first);
     void (*sgd_multi_free)(sg_backend *be, void *plan);
+    /* ---- optimizer: torch.optim.AdamW semantics (kernels/formulas/adamw.h),
+     * the whole step as one pass like sgd_multi_*: per value of a row in
+     * group g, p *= decay[g]; m = lerp(m, grad, w1); v = v*beta2 +
+     * omb2*grad*grad; p += (-step_size[g]*m) / (sqrt(v)/bc2_sqrt + eps).
+     * The same bits on every backend. The rows must not overlap; a plan
+     * stays valid while its tensors live; adamw_multi_free(NULL) does
+     * nothing. */
+    void *(*adamw_multi_plan)(sg_backend *be, const sg_adamw_tensor *t, int n);
+    void (*adamw_multi_step)(sg_backend *be, void *plan, const sg_adamw_args *a);
+    void (*adamw_multi_free)(sg_backend *be, void *plan);
+    /* The sum of squares of every gradient of an optimizer plan (from
+     * sgd_multi_plan or adamw_multi_plan), for clip_grad_norm: each piece
+     * of the plan summed in double, the pieces in a fixed order, so the
+     * same gradients give the same value on every call (not necessarily the
+     * same bits on two backends). Returned on the host: one wait for the
+     * device, whatever the number of tensors. */
+    double (*optim_grad_sumsq)(sg_backend *be, void *plan);
 
     /* ---- input ---- */
     /* src uint8 [n, h, w, 3] (HWC) -> dst float [n, 3, h, w], (v/255 - mean)/std. */
@@ -544,6 +583,7 @@ typedef struct sg_ops {
     X(ce_fwd_bwd) X(argmax) X(confusion)                                                 \
     X(ce_weighted) X(ce_weighted_acc) X(ce_label_prob) X(kth_smallest)                  \
     X(sgd_step) X(sgd_multi_plan) X(sgd_multi_step) X(sgd_multi_free)                    \
+    X(adamw_multi_plan) X(adamw_multi_step) X(adamw_multi_free) X(optim_grad_sumsq)      \
     X(normalize_u8) X(sumsq)                                                             \
     X(flip_w) X(softmax_fwd)                                                             \
     X(upload_async) X(upload_wait) X(stream) X(stream_wait)                              \

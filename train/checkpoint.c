@@ -75,7 +75,9 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
         sg_param *p = sg_model_param(m, i);
         rc = add_tensor(&w, p->name, p, p->dtype == SG_DT_I64 ? p->i64 : NULL, p->data, p->count);
     }
-    /* the momentum buffers: optimizer.momentum.<name>, shaped as their entry */
+    /* the optimizer state, shaped as their entry: SGD's momentum buffers
+     * optimizer.momentum.<name>, AdamW's optimizer.exp_avg.<name> and
+     * optimizer.exp_avg_sq.<name> */
     for (int i = 0; opt && opt->initialized && i < opt->n && rc == 0; i++) {
         const sg_sgd_entry *e = &opt->e[i];
         if (!e->buf) continue;
@@ -87,8 +89,13 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
             rc = 1;
             break;
         }
-        snprintf(name, sizeof name, "optimizer.momentum.%s", e->name);
+        snprintf(name, sizeof name, "optimizer.%s.%s", opt->adamw ? "exp_avg" : "momentum",
+                 e->name);
         rc = add_tensor(&w, name, p, NULL, e->buf, e->count);
+        if (rc == 0 && e->buf2) {
+            snprintf(name, sizeof name, "optimizer.exp_avg_sq.%s", e->name);
+            rc = add_tensor(&w, name, p, NULL, e->buf2, e->count);
+        }
     }
     /* the EMA: ema.<name> for every registry entry, in state-dict order */
     for (int i = 0; ema && i < n && rc == 0; i++) {
@@ -111,6 +118,10 @@ sg_status sg_ckpt_save_ema(const char *path, sg_model *m, const sg_sgd *opt,
     snprintf(buf, sizeof buf, "%" PRIu64, st->seed);
     rc |= sg_ckpt_meta(&b, "seed", buf) != SG_OK;
     meta_i64(&b, "momentum_initialized", opt ? opt->initialized : 0, &rc);
+    if (opt) { /* files without these are SGD's */
+        rc |= sg_ckpt_meta(&b, "optimizer", opt->adamw ? "adamw" : "sgd") != SG_OK;
+        if (opt->adamw) meta_i64(&b, "optimizer_steps", opt->steps, &rc);
+    }
     snprintf(buf, sizeof buf, "%.17g", st->best_miou);
     rc |= sg_ckpt_meta(&b, "best_miou", isnan(st->best_miou) ? "nan" : buf) != SG_OK;
     meta_i64(&b, "best_iter", st->best_iter, &rc);
@@ -252,6 +263,44 @@ sg_status sg_ckpt_load_ema(const sg_st_file *f, sg_ema_state *ema, int *found) {
     return load_registry(f, ema->m, "ema.", ema);
 }
 
+/* AdamW's state read back: finite moments, exp_avg_sq not negative (its
+ * square root divides); a crafted file would otherwise turn the weights
+ * into NaN on the first step. */
+static sg_status check_state(const sg_st_file *f, const char *name, const float *v, size_t n,
+                             int nonneg) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || (nonneg && v[i] < 0.0f)) {
+            SG_ERROR("checkpoint %s: optimizer state '%s' holds %g at element %zu (%s: corrupt "
+                     "or crafted file; use another checkpoint)",
+                     sg_st_path(f), name, (double)v[i], i,
+                     nonneg ? "must be finite and not negative" : "must be finite");
+            return SG_ERR_RUNTIME;
+        }
+    return SG_OK;
+}
+
+/* One state tensor `kind` ("momentum", "exp_avg", "exp_avg_sq") of entry e
+ * into dev. */
+static sg_status load_state(const sg_st_file *f, const sg_sgd *opt, const sg_sgd_entry *e,
+                            const char *kind, float *dev, float **host, size_t *cap) {
+    char name[256];
+    snprintf(name, sizeof name, "optimizer.%s.%s", kind, e->name);
+    const sg_st_tensor *t = sg_st_find(f, name);
+    if (!t) {
+        SG_ERROR("checkpoint %s: optimizer state '%s' is missing (was '%s' frozen when "
+                 "it was written? keep train.freeze the same when resuming)",
+                 sg_st_path(f), name, e->name);
+        return SG_ERR_RUNTIME;
+    }
+    int shape[SG_ST_MAX_DIMS] = {0};
+    int ndim = t->ndim;
+    for (int d = 0; d < ndim && d < SG_ST_MAX_DIMS; d++) shape[d] = (int)t->shape[d];
+    sg_status rc = load_f32(f, name, shape, ndim, e->count, dev, opt->be, host, cap);
+    if (rc == SG_OK && opt->adamw)
+        rc = check_state(f, name, *host, e->count, strcmp(kind, "exp_avg_sq") == 0);
+    return rc;
+}
+
 sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
     const char *mv = sg_st_meta(f, "momentum_initialized");
     long init = 0;
@@ -261,8 +310,37 @@ sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
                  sg_st_path(f));
         return SG_ERR_RUNTIME;
     }
+    const char *kind = sg_st_meta(f, "optimizer");
+    if (!kind) kind = "sgd"; /* written before AdamW */
+    if (strcmp(kind, "sgd") != 0 && strcmp(kind, "adamw") != 0) {
+        SG_ERROR("checkpoint %s: metadata 'optimizer' is '%.32s', not sgd or adamw (corrupt or "
+                 "crafted file)",
+                 sg_st_path(f), kind);
+        return SG_ERR_RUNTIME;
+    }
+    const char *mine = opt->adamw ? "adamw" : "sgd";
+    if (strcmp(kind, mine) != 0) {
+        SG_ERROR("checkpoint %s was written with train.optimizer=%s, this run has %s: keep "
+                 "train.optimizer the same when resuming (or start a new run from its weights "
+                 "with model.pretrained)",
+                 sg_st_path(f), kind, mine);
+        return SG_ERR_CONFIG;
+    }
+    long long steps = 0;
+    if (opt->adamw) {
+        const char *sv = sg_st_meta(f, "optimizer_steps");
+        long v = 0;
+        if (!sv || sg_parse_long(sv, 0, SG_CKPT_MAX_COUNT, &v) != 0 || (init == 0) != (v == 0)) {
+            SG_ERROR("checkpoint %s: metadata 'optimizer_steps' is missing, outside 0..2^53 or "
+                     "disagrees with 'momentum_initialized' (corrupt or crafted file)",
+                     sg_st_path(f));
+            return SG_ERR_RUNTIME;
+        }
+        steps = v;
+    }
     if (!init) {
         opt->initialized = 0;
+        opt->steps = 0;
         return SG_OK;
     }
     float *host = NULL;
@@ -271,22 +349,13 @@ sg_status sg_ckpt_load_optimizer(const sg_st_file *f, sg_sgd *opt) {
     for (int i = 0; i < opt->n && rc == SG_OK; i++) {
         sg_sgd_entry *e = &opt->e[i];
         if (!e->buf) continue;
-        char name[256];
-        snprintf(name, sizeof name, "optimizer.momentum.%s", e->name);
-        const sg_st_tensor *t = sg_st_find(f, name);
-        int shape[SG_ST_MAX_DIMS] = {0};
-        int ndim = t ? t->ndim : 0;
-        for (int d = 0; t && d < ndim && d < SG_ST_MAX_DIMS; d++) shape[d] = (int)t->shape[d];
-        if (!t) {
-            SG_ERROR("checkpoint %s: momentum buffer '%s' is missing (was '%s' frozen when "
-                     "it was written? keep train.freeze the same when resuming)",
-                     sg_st_path(f), name, e->name);
-            rc = SG_ERR_RUNTIME;
-            break;
-        }
-        rc = load_f32(f, name, shape, ndim, e->count, e->buf, opt->be, &host, &cap);
+        rc = load_state(f, opt, e, opt->adamw ? "exp_avg" : "momentum", e->buf, &host, &cap);
+        if (rc == SG_OK && e->buf2) rc = load_state(f, opt, e, "exp_avg_sq", e->buf2, &host, &cap);
     }
     free(host);
-    if (rc == SG_OK) opt->initialized = 1;
+    if (rc == SG_OK) {
+        opt->initialized = 1;
+        opt->steps = steps;
+    }
     return rc;
 }

@@ -4,7 +4,12 @@
  * A checkpoint is a safetensors file (io/safetensors.h):
  *  - model tensors under their plain registry names (no "module." prefix),
  *    BN buffers included, num_batches_tracked as I64, in state-dict order;
- *  - optimizer.momentum.<param name> for every parameter with a momentum buffer;
+ *  - the optimizer state: with SGD optimizer.momentum.<param name> for every
+ *    parameter with a momentum buffer, with AdamW optimizer.exp_avg.<name>
+ *    and optimizer.exp_avg_sq.<name> for every trained parameter (finite,
+ *    exp_avg_sq not negative: checked when read), metadata "optimizer"
+ *    (sgd|adamw; files without it are SGD's) and, for AdamW,
+ *    "optimizer_steps" (torch's state step, 0..2^53);
  *  - ema.<name> for every registry entry when the run keeps an EMA of the
  *    weights (train/ema.h), with metadata "ema" ({"decay", "every"});
  *  - __metadata__: format, format_version, iter, epoch, sample_pos,

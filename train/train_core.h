@@ -143,6 +143,8 @@ typedef struct sg_step_out {
     double loss, loss_main, loss_aux; /* loss = main + aux_weight * aux */
     int64_t images;                   /* this step, all ranks */
     int stop;                         /* some rank's stop flag was set */
+    double grad_norm; /* total gradient norm before clipping (train.clip_grad_norm; the
+                         same on every rank), NaN with clipping off */
 } sg_step_out;
 
 /* The micro-batch sizes of the counts all-reduce (sizes[k * world + q]:

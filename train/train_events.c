@@ -73,6 +73,7 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
         sg_tb_scalar(T->tb, it, "train/loss_main", o->loss_main);
         sg_tb_scalar(T->tb, it, "train/loss_aux", o->loss_aux);
         sg_tb_scalar(T->tb, it, "train/lr", lr);
+        if (T->c.opt.clip > 0) sg_tb_scalar(T->tb, it, "train/grad_norm", o->grad_norm);
         sg_tb_scalar(T->tb, it, "train/img_per_s", img_s);
         sg_tb_scalar(T->tb, it, "train/data_wait_s", wait);
         sg_tb_scalar(T->tb, it, "train/restart", (double)sg_comm_restart_count(T->c.comm));
@@ -85,6 +86,8 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
         sg_json_num(&j, "loss_main", o->loss_main);
         sg_json_num(&j, "loss_aux", o->loss_aux);
         sg_json_num(&j, "lr", lr);
+        /* train.clip_grad_norm: the last step's norm before clipping */
+        if (T->c.opt.clip > 0) sg_json_num(&j, "grad_norm", o->grad_norm);
         sg_json_num(&j, "img_per_s", img_s);
         sg_json_num(&j, "data_wait_s", wait);
         sg_json_num(&j, "step_time_s", steps > 0 ? dt / steps : 0);

@@ -177,7 +177,8 @@ sg_status sg_train_step(sg_train_core *c, const sg_micro_batch *mb, int K, const
     if (sizes) sg_comm_set_batch_sizes(c->comm, NULL);
     if (sg_ddp_wait(c->ddp) != 0) return SG_ERR_RUNTIME;
     phase_end(so, SG_PH_COMM);
-    sg_sgd_step(&c->opt, so->lr);
+    sg_sgd_step(&c->opt, so->lr); /* clips first (train.clip_grad_norm) */
+    o->grad_norm = c->opt.grad_norm;
     /* the step's one read of the device: its two loss sums */
     double *sums = c->loss_host;
     ops->download(be, sums, c->loss_acc, 2 * sizeof(double));

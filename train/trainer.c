@@ -204,7 +204,8 @@ static sg_status load_resume(trainer *T, const char *path) {
     sg_st_close(f);
     if (rc != SG_OK) {
         SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
-        return SG_ERR_RUNTIME;
+        /* a configuration choice (train.optimizer) stays one: exit 2 */
+        return rc == SG_ERR_CONFIG ? SG_ERR_CONFIG : SG_ERR_RUNTIME;
     }
     /* one run per run_dir: resuming run A where run B keeps its checkpoints
      * would mix them (rank 0 looks; the outcome is agreed on) */

@@ -31,7 +31,8 @@
  *             set_step_key dropout_fwd dropout_bwd
  *             sgd_step normalize_u8 sumsq
  *   optim     sgd_multi_plan sgd_multi_step              cpu_optim.c
- *             sgd_multi_free
+ *             sgd_multi_free adamw_multi_plan
+ *             adamw_multi_step adamw_multi_free
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cpu_gate.c
  *             chan_scale_fwd chan_scale_bwd
  *   pool      maxpool_* avgpool_* resize_* concat_*      cpu_pool.c
@@ -103,7 +104,8 @@ void sg_cpu_act_buf_free(sg_cpu *c);
 /* cpu_memory.c: memory [p, p + bytes) of be was written by an op (p NULL:
  * any): marks the bf16 weight copies made from it stale
  * (kernels/weight_cache.h). Every op that may write weights calls it:
- * upload, copy, zero, scale, axpy, sgd_step, sgd_multi_step, mem_written. */
+ * upload, copy, zero, scale, axpy, sgd_step, sgd_multi_step, adamw_multi_step,
+ * mem_written. */
 void sg_cpu_written(sg_backend *be, const void *p, size_t bytes);
 
 /* Conv cache lifetime (conv/ops.c). precision: SG_PRECISION_* (backend.h);

@@ -33,7 +33,8 @@
  *             dropout_fwd dropout_bwd sgd_step
  *             normalize_u8 sumsq
  *   optim     sgd_multi_plan sgd_multi_step              cuda_optim.cu
- *             sgd_multi_free
+ *             sgd_multi_free adamw_multi_plan
+ *             adamw_multi_step adamw_multi_free
  *   graph     set_step_key graph_begin graph_end         cuda_graph.cu
  *             graph_launch graph_free
  *   gate      hardswish_* hardsigmoid_* sigmoid_*        cuda_gate.cu

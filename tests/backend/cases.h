@@ -20,6 +20,7 @@
  *   dropout_*: count, p, key, acc
  *   sgd_step: count, sgd, in (param), in2 (gradients), want (param per step)
  *   sgd_multi_step: count (the first tensor's; six more of fixed sizes), sgd
+ *   adamw_multi_step: count (as sgd_multi_step), adamw
  *   normalize_u8: n h w
  *   maxpool_*, resize_*, concat_*: n c h w, oh ow, c_dst c_off, acc, fill lo hi,
  *     in, want (maxpool_fwd: the argmax indices)
@@ -101,6 +102,7 @@ void run_dropout_bwd(tb_ctx *t, const tb_case *c);
 void run_sgd_step(tb_ctx *t, const tb_case *c);
 /* run_optim.c */
 void run_sgd_multi_step(tb_ctx *t, const tb_case *c);
+void run_adamw_multi_step(tb_ctx *t, const tb_case *c);
 void run_normalize_u8(tb_ctx *t, const tb_case *c);
 
 /* run_gate.c: hardswish, hardsigmoid, sigmoid (count, lo hi, acc, inplace,

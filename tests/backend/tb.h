@@ -37,6 +37,13 @@ typedef struct tb_sgd {
     int nesterov, first, steps;
 } tb_sgd;
 
+/* adamw_multi_step arguments (torch.optim.AdamW semantics, see backend.h):
+ * `steps` steps from fresh (zero) moments, the first numbered t = 1. */
+typedef struct tb_adamw {
+    float lr, beta1, beta2, eps, wd;
+    int steps;
+} tb_adamw;
+
 /* How a runner fills its principal input (tb_input). */
 enum {
     TB_FILL_RAND = 0, /* uniform in [lo, hi) (default [-1, 1)) */
@@ -73,6 +80,7 @@ struct tb_case {
     float grad_scale;      /* ce_fwd_bwd */
     int ignore;            /* ce_fwd_bwd: ignore label (0: 255) */
     tb_sgd sgd;
+    tb_adamw adamw;
     const float *in;              /* explicit principal input (instead of tb_input's fill) */
     const float *in2;             /* explicit second input (conv weights, SGD gradients) */
     const uint8_t *labels, *pred; /* explicit labels / predictions */

@@ -117,7 +117,7 @@ static void test_mmseg_hints(void) {
         {"data:\n  split: train.txt\n", "(in segtrain: data.train_split and data.val_split"},
         {"data:\n  img_dir: leftImg8bit/train\n", "(in segtrain: data.train_split"},
         {"data:\n  ann_dir: gtFine/train\n", "(in segtrain: data.train_split"},
-        {"optimizer: {type: SGD, lr: 0.01}\n", "(in segtrain: train.lr, train.momentum"},
+        {"optimizer: {type: SGD, lr: 0.01}\n", "(in segtrain: train.optimizer, train.lr"},
         {"runner: {type: IterBasedRunner, max_iters: 80000}\n", "(in segtrain: train.iters"},
         {"train:\n  max_iters: 80000\n",
          "unknown key 'train.max_iters' (in segtrain: train.iters)"},

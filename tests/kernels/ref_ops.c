@@ -477,6 +477,18 @@ void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, flo
     }
 }
 
+void ref_adamw_step(float *param, const float *grad, float *m, float *v, size_t count, double lr,
+                    double beta1, double beta2, double eps, double wd, long t) {
+    double bc1 = 1 - pow(beta1, (double)t), bc2 = 1 - pow(beta2, (double)t);
+    for (size_t i = 0; i < count; i++) {
+        double g = grad[i], p = (double)param[i] * (1 - lr * wd);
+        double mi = beta1 * m[i] + (1 - beta1) * g, vi = beta2 * v[i] + (1 - beta2) * g * g;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        param[i] = (float)(p - lr / bc1 * mi / (sqrt(vi) / sqrt(bc2) + eps));
+    }
+}
+
 void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w, const float mean[3],
                       const float std[3]) {
     for (int i = 0; i < n; i++)

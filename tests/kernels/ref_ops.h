@@ -109,6 +109,12 @@ void ref_confusion(const uint8_t *pred, const uint8_t *labels, size_t count, int
 /* ---- optimizer, input, reductions ---- */
 void ref_sgd_step(float *param, const float *grad, float *buf, size_t count, float lr,
                   float momentum, float dampening, float wd, int nesterov, int first);
+/* torch.optim.AdamW's update of step t (from 1), textbook form in double
+ * from the float inputs: p *= 1 - lr*wd; m = beta1*m + (1-beta1)*g;
+ * v = beta2*v + (1-beta2)*g*g; p -= lr/(1-beta1^t) * m /
+ * (sqrt(v)/sqrt(1-beta2^t) + eps); each result rounded to float once. */
+void ref_adamw_step(float *param, const float *grad, float *m, float *v, size_t count, double lr,
+                    double beta1, double beta2, double eps, double wd, long t);
 void ref_normalize_u8(const uint8_t *src, float *dst, int n, int h, int w, const float mean[3],
                       const float std[3]);
 double ref_sumsq(const float *x, size_t count);

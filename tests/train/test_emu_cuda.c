@@ -16,6 +16,9 @@
  *                  cuda:0 in NHWC, strictly (CUDA_LAYOUTS).
  *   fp32_nhwc    - cpu vs cuda:0 with cuda.layout nhwc (FP32).
  *   bf16_nhwc    - train.precision bf16 on both, cuda.layout nhwc (BF16).
+ *   adamw        - train.optimizer adamw with train.clip_grad_norm acting,
+ *                  cuda.layout nhwc (FP32; the AdamW moments compared as the
+ *                  momenta are).
  *   graphs       - cuda.graphs true: bit-identical to the same run with graphs
  *                  off (EXACT; the log says the passes were replayed), and
  *                  within FP32 of the CPU.
@@ -367,6 +370,11 @@ static void test_bf16_nhwc(void) {
     cpu_vs_cuda("bf16_nhwc", "--set train.precision=bf16", "--set cuda.layout=nhwc", BF16, NULL);
 }
 
+static void test_adamw(void) {
+    cpu_vs_cuda("adamw", "--set train.optimizer=adamw --set train.clip_grad_norm=0.05",
+                "--set cuda.layout=nhwc", FP32, NULL);
+}
+
 /* ... and the accumulation itself on cuda:0, strictly (ACCUM_SELF): 2
  * micro-batches of 2 against one batch of 4 with BN statistics frozen and
  * dropout off, where the two must be the same step; in NHWC, ~10x faster
@@ -702,8 +710,8 @@ static int setup(void) {
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr,
-                "usage: %s fp32_nchw|fp32_nhwc|bf16_nhwc|graphs|accum|nccl|eval_predict|step_waits "
-                "PATH-TO-segtrain\n",
+                "usage: %s fp32_nchw|fp32_nhwc|bf16_nhwc|adamw|graphs|accum|nccl|eval_predict|"
+                "step_waits PATH-TO-segtrain\n",
                 argv[0]);
         return 2;
     }
@@ -726,6 +734,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "fp32_nchw")) TEST_RUN(test_fp32_nchw);
     else if (!strcmp(c, "fp32_nhwc")) TEST_RUN(test_fp32_nhwc);
     else if (!strcmp(c, "bf16_nhwc")) TEST_RUN(test_bf16_nhwc);
+    else if (!strcmp(c, "adamw")) TEST_RUN(test_adamw);
     else if (!strcmp(c, "graphs")) TEST_RUN(test_graphs);
     else if (!strcmp(c, "accum")) TEST_RUN(test_accum);
     else if (!strcmp(c, "nccl")) TEST_RUN(test_nccl);

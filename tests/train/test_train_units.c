@@ -20,6 +20,7 @@ static sg_train_cfg base_train(void) {
     strcpy(t.lr_schedule, "poly");
     strcpy(t.warmup, "linear");
     strcpy(t.warmup_mode, "chained");
+    strcpy(t.optimizer, "sgd");
     t.lr = 0.01;
     t.lr_gamma = 0.1;
     t.poly_power = 0.9;

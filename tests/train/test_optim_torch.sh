@@ -1,0 +1,17 @@
+#!/bin/sh
+# tests/train/test_optim_torch.sh OPTIM_GOLDEN SRCDIR - the optimizer against
+# the torch installed here, not only the committed fixtures: writes
+# scripts/make_optim_golden.py's fixtures afresh with that torch
+# (torch.optim.AdamW, torch.optim.SGD, torch.nn.utils.clip_grad_norm_) into a
+# temporary directory and runs test_optim_golden (OPTIM_GOLDEN) on them.
+# The python is scripts/torch-venv's (SEGTRAIN_TORCH_VENV, default
+# SRCDIR/.venv-torch) when it exists, else Debian's /usr/bin/python3; exits
+# 77 (skipped) when it has no torch.
+set -eu
+. "$2/tests/torch_env.sh"
+venv=${SEGTRAIN_TORCH_VENV:-$2/.venv-torch}
+if [ -x "$venv/bin/python" ]; then PY=$venv/bin/python; fi
+need_torch torch
+torch_tmp optim
+"$PY" "$2/scripts/make_optim_golden.py" "$tmp"
+exec "$1" "$tmp"
