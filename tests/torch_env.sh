@@ -1,6 +1,11 @@
 # tests/torch_env.sh - sourced (`. "$SRC/tests/torch_env.sh"`) by the test
 # scripts that compare segtrain with PyTorch; POSIX sh, defines only:
-#   PY                  Debian's /usr/bin/python3 (the python3 on PATH may be
+#   PY                  a Python with torch, the first of: $SEGTRAIN_TORCH_PYTHON;
+#                       the venv of scripts/mmseg-venv (SEGTRAIN_MMSEG_VENV,
+#                       default $SRC/.venv-mmseg: PyPI's torch and torchvision,
+#                       which CI installs); scripts/torch-venv's
+#                       (SEGTRAIN_TORCH_VENV, default $SRC/.venv-torch);
+#                       Debian's /usr/bin/python3 (the python3 on PATH may be
 #                       a shim without torch)
 #   need_torch MOD...   exits the test with 77 (meson's "skipped"), naming the
 #                       modules, when $PY cannot import them all
@@ -16,6 +21,13 @@
 # Any failing command ends the test (the scripts run with set -eu).
 
 PY=/usr/bin/python3
+for _py in "${SEGTRAIN_TORCH_PYTHON:-}" "${SEGTRAIN_MMSEG_VENV:-${SRC:-.}/.venv-mmseg}/bin/python" \
+    "${SEGTRAIN_TORCH_VENV:-${SRC:-.}/.venv-torch}/bin/python"; do
+    if [ -n "$_py" ] && [ -x "$_py" ] && "$_py" -c "import torch" 2>/dev/null; then
+        PY=$_py
+        break
+    fi
+done
 
 need_torch() {
     if ! [ -x "$PY" ] || ! "$PY" -c "import $(echo "$*" | sed 's/ /, /g')" 2>/dev/null; then

@@ -4,13 +4,11 @@
 # scripts/make_optim_golden.py's fixtures afresh with that torch
 # (torch.optim.AdamW, torch.optim.SGD, torch.nn.utils.clip_grad_norm_) into a
 # temporary directory and runs test_optim_golden (OPTIM_GOLDEN) on them.
-# The python is scripts/torch-venv's (SEGTRAIN_TORCH_VENV, default
-# SRCDIR/.venv-torch) when it exists, else Debian's /usr/bin/python3; exits
-# 77 (skipped) when it has no torch.
+# The python is the one tests/torch_env.sh picks; exits 77 (skipped) when it
+# has no torch.
 set -eu
-. "$2/tests/torch_env.sh"
-venv=${SEGTRAIN_TORCH_VENV:-$2/.venv-torch}
-if [ -x "$venv/bin/python" ]; then PY=$venv/bin/python; fi
+SRC=$2
+. "$SRC/tests/torch_env.sh"
 need_torch torch
 torch_tmp optim
 "$PY" "$2/scripts/make_optim_golden.py" "$tmp"
