@@ -587,6 +587,22 @@ static int describe(const sg_store *s, const uint8_t *state, char *out, size_t o
     return named;
 }
 
+/* The rank that announced itself at wkey as the diagnosing one -> *winner
+ * (-1: none yet, or not a rank of this world); the request's outcome. */
+static sg_store_rc read_winner(sg_store *s, const char *wkey, int64_t *winner) {
+    int ex = 0;
+    *winner = -1;
+    sg_store_rc rc = sg_store_check(s, wkey, &ex);
+    if (rc != SG_STORE_OK || !ex) return rc;
+    void *v = NULL;
+    size_t n = 0;
+    rc = sg_store_get(s, wkey, &v, &n);
+    if (rc == SG_STORE_OK && n == 8) memcpy(winner, v, 8);
+    free(v);
+    if (*winner >= s->world) *winner = -1;
+    return rc;
+}
+
 /* A rank that lost the claim: waits for the verdict of the rank that won
  * it. 1 with state filled; 0 when the winner stopped (dead, or its
  * heartbeat stalled, or it never announced itself) or the wait passed its
@@ -615,11 +631,13 @@ static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
             void *v = NULL;
             size_t n = 0;
             if (sg_store_get(s, vkey, &v, &n) != SG_STORE_OK) return 0;
-            int ok = n == (size_t)s->world;
+            int ok = n == (size_t)s->world; /* one OK, DEAD or HUNG byte per rank */
+            for (size_t r = 0; ok && r < n; r++) ok = ((uint8_t *)v)[r] <= SG_RANK_HUNG;
             if (ok) memcpy(state, v, n);
             free(v);
             if (ok) return 1;
-            why = "published a verdict of the wrong size";
+            why = "published a malformed verdict";
+            if (winner < 0 && read_winner(s, wkey, &winner) != SG_STORE_OK) return 0;
             break;
         }
         double now = sg_now_s();
@@ -630,18 +648,9 @@ static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
         if (now >= next_live) {
             next_live = now + live_every;
             if (winner < 0) {
-                if (sg_store_check(s, wkey, &ex) != SG_STORE_OK) return 0;
-                if (!ex) {
-                    why = "never announced itself";
-                    break;
-                }
-                void *v = NULL;
-                size_t n = 0;
-                if (sg_store_get(s, wkey, &v, &n) != SG_STORE_OK) return 0;
-                if (n == 8) memcpy(&winner, v, 8);
-                free(v);
-                if (winner < 0 || winner >= s->world) {
-                    why = "announced an impossible rank";
+                if (read_winner(s, wkey, &winner) != SG_STORE_OK) return 0;
+                if (winner < 0) {
+                    why = "never announced itself (or announced an impossible rank)";
                     break;
                 }
             }

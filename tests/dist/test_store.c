@@ -3,7 +3,8 @@
  * later set, barrier, a barrier timeout naming the rank that never came, and
  * the dead-rank diagnosis when a connection drops without goodbye, and that
  * a diagnosis every rank asks for costs O(N) store requests (one rank probes,
- * the others read its verdict, and probe themselves when it stops). */
+ * the others read its verdict, and probe themselves when it stops or
+ * publishes a malformed verdict). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -338,6 +339,36 @@ static void test_diagnosing_rank_stopped(void) {
     winner_stops(SIGSTOP, "Rank 1 is stopped or hung");
 }
 
+/* A verdict that is not one OK, DEAD or HUNG byte per rank (the store's
+ * bytes are input too) is refused: the waiting rank says so and probes. */
+static void test_malformed_verdict_refused(void) {
+    sg_store *s0 = mk(0, 0, 2, 10);
+    CHECK(s0 != NULL);
+    sg_store *s1 = mk(sg_store_port(s0), 1, 2, 10);
+    CHECK(s1 != NULL);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    /* rank 1 "won" the claim and published rank states 0 and 9 */
+    int64_t n = 0, one = 1;
+    CHECK(sg_store_add(s1, SG_STORE_DIAG_PREFIX "0/claim", 1, &n) == 0);
+    CHECK(sg_store_set(s1, SG_STORE_DIAG_PREFIX "0/winner", &one, 8) == 0);
+    CHECK(sg_store_set(s1, SG_STORE_DIAG_PREFIX "0/verdict", "\0\x09", 2) == 0);
+    char diag[512];
+    int state[2] = {-1, -1};
+    th_cap_begin();
+    int named = sg_store_diagnose(s0, 1.0, diag, sizeof diag, state);
+    const char *log = th_cap_end();
+    fprintf(stderr, "  diagnosis: %s\n  log: %s", diag, log);
+    CHECK_STR_CONTAINS(log, "rank 1, which was diagnosing the failure for every rank, published "
+                            "a malformed verdict");
+    CHECK_EQ_INT(named, 1); /* its own probe: rank 1 has no heartbeat */
+    CHECK_EQ_INT(state[1], SG_RANK_HUNG);
+    sg_store_leave(s1);
+    sg_store_destroy(s1);
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
 int main(void) {
     sg_log_set_level(SG_LOG_WARN);
     TEST_RUN(test_basic_ops);
@@ -349,5 +380,6 @@ int main(void) {
     TEST_RUN(test_diagnosis_is_linear);
     TEST_RUN(test_diagnosing_rank_killed);
     TEST_RUN(test_diagnosing_rank_stopped);
+    TEST_RUN(test_malformed_verdict_refused);
     return TEST_EXIT();
 }
