@@ -116,7 +116,12 @@ sg_store_rc sg_store_barrier(sg_store *s, const char *name);
  * found, out says so). state (NULL, or world entries) gets each rank's finding:
  * SG_RANK_OK, SG_RANK_DEAD, SG_RANK_HUNG, or SG_RANK_UNREACHABLE for rank 0
  * when its store cannot be reached. Heartbeats come from
- * sg_store_heartbeat_start. */
+ * sg_store_heartbeat_start. When many ranks ask, one probes (the first to
+ * claim the diagnosis: 4 N store requests) and the others read its verdict
+ * (a few requests each), so a failure every rank notices costs O(N)
+ * requests; if that rank dies or stops meanwhile, the others say so and
+ * probe themselves. Takes about probe_s (the prober) to 2 probe_s (the
+ * others) seconds. */
 enum { SG_RANK_OK = 0, SG_RANK_DEAD = 1, SG_RANK_HUNG = 2, SG_RANK_UNREACHABLE = 3 };
 int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state);
 /* Starts a thread that bumps this rank's heartbeat counter every 0.5 s

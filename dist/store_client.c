@@ -44,6 +44,7 @@ struct sg_store {
                                   reconnects say HELLO as an extra connection */
     int is_clone;
     const volatile sig_atomic_t *stop;
+    int diag_seq; /* diagnoses made through this handle (sg_store_diagnose) */
 };
 
 /* connect_locked's verdict besides the sg_store_rc ones: the store answered
@@ -521,57 +522,231 @@ static sg_store_rc read_counters(sg_store *s, int64_t *hb, int *dead) {
     return SG_STORE_OK;
 }
 
-int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state) {
-    if (state)
-        for (int r = 0; r < s->world; r++) state[r] = SG_RANK_OK;
+static void sleep_s(double t) {
+    if (t <= 0) return;
+    struct timespec ts = {(time_t)t, (long)((t - (time_t)t) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Reads every rank's counters twice, probe_s apart, into state (one
+ * SG_RANK_* byte per rank; this rank is SG_RANK_OK). 0, or 1 after writing
+ * the sentence for an unreachable store into out. */
+static int probe_all(sg_store *s, double probe_s, uint8_t *state, char *out, size_t outlen) {
     int w = s->world;
     int64_t *hb0 = calloc((size_t)w, sizeof *hb0), *hb1 = calloc((size_t)w, sizeof *hb1);
     int *dead = calloc((size_t)w, sizeof *dead), *dead1 = calloc((size_t)w, sizeof *dead1);
     SG_CHECK(hb0 && hb1 && dead && dead1, "out of memory");
-    double saved = s->timeout_s;
-    int saved_quiet = s->quiet;
-    s->timeout_s = probe_s + 2.0;
-    s->quiet = 1;
-    int named = 0;
-    size_t ol = 0;
-    out[0] = 0;
+    int failed = 0;
+    memset(state, SG_RANK_OK, (size_t)w);
     if (read_counters(s, hb0, dead) != SG_STORE_OK) {
         if (s->rank != 0) {
             snprintf(out, outlen,
                      "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
                      "was killed or is stopped.");
-            named = 1;
-            if (state) state[0] = SG_RANK_UNREACHABLE;
+            state[0] = SG_RANK_UNREACHABLE;
         }
-        goto done;
+        failed = 1;
+    } else {
+        sleep_s(probe_s);
+        if (read_counters(s, hb1, dead1) != SG_STORE_OK) {
+            snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
+            if (s->rank != 0) state[0] = SG_RANK_UNREACHABLE;
+            failed = 1;
+        } else {
+            for (int r = 0; r < w; r++)
+                if (r != s->rank)
+                    state[r] = dead1[r]           ? SG_RANK_DEAD
+                               : hb1[r] == hb0[r] ? SG_RANK_HUNG
+                                                  : SG_RANK_OK;
+        }
     }
-    struct timespec ts = {(time_t)probe_s, (long)((probe_s - (time_t)probe_s) * 1e9)};
-    nanosleep(&ts, NULL);
-    if (read_counters(s, hb1, dead1) != SG_STORE_OK) {
-        snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
-        named = 1;
-        if (state && s->rank != 0) state[0] = SG_RANK_UNREACHABLE;
-        goto done;
-    }
-    for (int r = 0; r < w && ol < outlen - 1; r++) {
+    free(hb0);
+    free(hb1);
+    free(dead);
+    free(dead1);
+    return failed;
+}
+
+/* The sentence naming the dead and hung ranks of state (this rank left
+ * out: it is alive); returns how many it names. */
+static int describe(const sg_store *s, const uint8_t *state, char *out, size_t outlen) {
+    int named = 0;
+    size_t ol = 0;
+    out[0] = 0;
+    for (int r = 0; r < s->world && ol < outlen - 1; r++) {
         if (r == s->rank) continue;
         const char *why = NULL;
-        if (dead1[r]) why = "exited or was killed (its connection closed)";
-        else if (hb1[r] == hb0[r]) why = "is stopped or hung (no heartbeat)";
+        if (state[r] == SG_RANK_DEAD) why = "exited or was killed (its connection closed)";
+        else if (state[r] == SG_RANK_HUNG) why = "is stopped or hung (no heartbeat)";
         if (!why) continue;
-        if (state) state[r] = dead1[r] ? SG_RANK_DEAD : SG_RANK_HUNG;
         ol += (size_t)snprintf(out + ol, outlen - ol, "%sRank %d %s", named ? "; " : "", r, why);
         named++;
         if (ol >= outlen) ol = outlen - 1;
     }
     if (named && ol < outlen - 2) snprintf(out + ol, outlen - ol, ".");
+    return named;
+}
+
+/* The rank that announced itself at wkey as the diagnosing one -> *winner
+ * (-1: none yet, or not a rank of this world); the request's outcome. */
+static sg_store_rc read_winner(sg_store *s, const char *wkey, int64_t *winner) {
+    int ex = 0;
+    *winner = -1;
+    sg_store_rc rc = sg_store_check(s, wkey, &ex);
+    if (rc != SG_STORE_OK || !ex) return rc;
+    void *v = NULL;
+    size_t n = 0;
+    rc = sg_store_get(s, wkey, &v, &n);
+    if (rc == SG_STORE_OK && n == 8) memcpy(winner, v, 8);
+    free(v);
+    if (*winner >= s->world) *winner = -1;
+    return rc;
+}
+
+/* A rank that lost the claim: waits for the verdict of the rank that won
+ * it. 1 with state filled; 0 when the winner stopped (dead, or its
+ * heartbeat stalled, or it never announced itself) or the wait passed its
+ * bound: the caller then probes itself (logged here). Polls with CHECK,
+ * 0.1 s apart growing to 1 s (a few requests per rank): a parked GET that
+ * timed out would close this rank's connection, which the store takes for
+ * its death. */
+static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
+    char vkey[64], wkey[64], key[64];
+    snprintf(vkey, sizeof vkey, SG_STORE_DIAG_PREFIX "%d/verdict", seq);
+    snprintf(wkey, sizeof wkey, SG_STORE_DIAG_PREFIX "%d/winner", seq);
+    /* the winner probes probe_s apart and makes 4 requests per rank */
+    double deadline = sg_now_s() + 3.0 * probe_s + 5.0 + 0.004 * s->world;
+    double live_every = probe_s < 1.0 ? 1.0 : probe_s;
+    /* no verdict can come sooner than probe_s; the first liveness check one
+     * interval later (a verdict usually comes first: fewer requests) */
+    sleep_s(probe_s + 0.1);
+    int64_t winner = -1, hb_prev = 0;
+    int have_prev = 0;
+    double next_live = sg_now_s() + live_every, gap = 0.1;
+    const char *why = NULL;
+    for (;;) {
+        int ex = 0;
+        if (sg_store_check(s, vkey, &ex) != SG_STORE_OK) return 0;
+        if (ex) {
+            void *v = NULL;
+            size_t n = 0;
+            if (sg_store_get(s, vkey, &v, &n) != SG_STORE_OK) return 0;
+            int ok = n == (size_t)s->world; /* one OK, DEAD or HUNG byte per rank */
+            for (size_t r = 0; ok && r < n; r++) ok = ((uint8_t *)v)[r] <= SG_RANK_HUNG;
+            if (ok) memcpy(state, v, n);
+            free(v);
+            if (ok) return 1;
+            why = "published a malformed verdict";
+            if (winner < 0 && read_winner(s, wkey, &winner) != SG_STORE_OK) return 0;
+            break;
+        }
+        double now = sg_now_s();
+        if (now >= deadline) {
+            why = "did not publish its verdict in time";
+            break;
+        }
+        if (now >= next_live) {
+            next_live = now + live_every;
+            if (winner < 0) {
+                if (read_winner(s, wkey, &winner) != SG_STORE_OK) return 0;
+                if (winner < 0) {
+                    why = "never announced itself (or announced an impossible rank)";
+                    break;
+                }
+            }
+            snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", (int)winner);
+            if (sg_store_check(s, key, &ex) != SG_STORE_OK) return 0;
+            if (ex) {
+                why = "exited or was killed";
+                break;
+            }
+            int64_t hb = 0;
+            snprintf(key, sizeof key, SG_STORE_HB_PREFIX "%d", (int)winner);
+            if (sg_store_add(s, key, 0, &hb) != SG_STORE_OK) return 0;
+            if (have_prev && hb == hb_prev) {
+                why = "stopped (no heartbeat)";
+                break;
+            }
+            hb_prev = hb;
+            have_prev = 1;
+        }
+        sleep_s(gap);
+        gap = gap * 1.5 > 1.0 ? 1.0 : gap * 1.5; /* a slow winner: fewer polls */
+    }
+    if (winner >= 0)
+        SG_WARN("rank %d: rank %d, which was diagnosing the failure for every rank, %s: this rank "
+                "diagnoses it itself",
+                s->rank, (int)winner, why);
+    else
+        SG_WARN("rank %d: the rank diagnosing the failure for every rank %s: this rank diagnoses "
+                "it itself",
+                s->rank, why);
+    return 0;
+}
+
+/* One rank diagnoses, the others read its verdict: the first to add 1 to
+ * __diag/SEQ/claim announces itself at __diag/SEQ/winner, probes every
+ * rank (4 N requests) and publishes one state byte per rank at
+ * __diag/SEQ/verdict; the others poll for it (a few requests each), so a
+ * failure every rank notices costs O(N) requests, not O(N^2). A winner
+ * that dies or hangs while probing is noticed by its dead flag or stalled
+ * heartbeat, and the others then probe themselves. */
+int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state) {
+    int w = s->world;
+    if (state)
+        for (int r = 0; r < w; r++) state[r] = SG_RANK_OK;
+    uint8_t *st = malloc((size_t)w);
+    SG_CHECK(st, "out of memory");
+    memset(st, SG_RANK_OK, (size_t)w);
+    double saved = s->timeout_s;
+    int saved_quiet = s->quiet;
+    s->timeout_s = probe_s + 2.0;
+    s->quiet = 1;
+    int named = 0, seq = s->diag_seq++;
+    out[0] = 0;
+    char key[64];
+    snprintf(key, sizeof key, SG_STORE_DIAG_PREFIX "%d/claim", seq);
+    int64_t claim = 0;
+    if (sg_store_add(s, key, 1, &claim) != SG_STORE_OK) {
+        if (s->rank != 0) {
+            snprintf(out, outlen,
+                     "Rank 0 (hosts the rendezvous store) is not reachable: it crashed, "
+                     "was killed or is stopped.");
+            st[0] = SG_RANK_UNREACHABLE;
+            named = 1;
+        }
+        goto done;
+    }
+    if (claim != 1 && await_verdict(s, seq, probe_s, st)) {
+        st[s->rank] = SG_RANK_OK; /* alive: this rank is asking */
+        named = describe(s, st, out, outlen);
+        goto done;
+    }
+    int64_t me = s->rank;
+    if (claim == 1) {
+        snprintf(key, sizeof key, SG_STORE_DIAG_PREFIX "%d/winner", seq);
+        if (sg_store_set(s, key, &me, 8) != SG_STORE_OK) {
+            snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
+            if (s->rank != 0) st[0] = SG_RANK_UNREACHABLE;
+            named = 1;
+            goto done;
+        }
+    }
+    if (probe_all(s, probe_s, st, out, outlen)) {
+        named = out[0] != 0;
+        goto done;
+    }
+    named = describe(s, st, out, outlen);
+    if (claim == 1) { /* the others wait for it (a failed SET: they time out and probe) */
+        snprintf(key, sizeof key, SG_STORE_DIAG_PREFIX "%d/verdict", seq);
+        sg_store_set(s, key, st, (size_t)w);
+    }
 done:
+    if (state)
+        for (int r = 0; r < w; r++) state[r] = st[r];
     s->timeout_s = saved;
     s->quiet = saved_quiet;
-    free(hb0);
-    free(hb1);
-    free(dead);
-    free(dead1);
+    free(st);
     return named;
 }
 

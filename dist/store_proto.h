@@ -76,6 +76,8 @@ enum { SG_HELLO_CLAIM = 0, SG_HELLO_EXTRA = 1 };
 #define SG_STORE_DEAD_PREFIX "__dead/"
 #define SG_STORE_HB_PREFIX "__hb/"
 #define SG_STORE_LEFT_KEY "__left"
+/* sg_store_diagnose's claim, winner and verdict: __diag/SEQ/{claim,winner,verdict} */
+#define SG_STORE_DIAG_PREFIX "__diag/"
 
 /* ---- pure parsers (dist/store_wire.c) ---- */
 

@@ -1,7 +1,10 @@
 /* tests/dist/test_store.c - the rendezvous store (dist/store.h) with 3
  * "ranks" as threads of one process: set/get/add/check, get blocking until a
  * later set, barrier, a barrier timeout naming the rank that never came, and
- * the dead-rank diagnosis when a connection drops without goodbye. */
+ * the dead-rank diagnosis when a connection drops without goodbye, and that
+ * a diagnosis every rank asks for costs O(N) store requests (one rank probes,
+ * the others read its verdict, and probe themselves when it stops or
+ * publishes a malformed verdict). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +17,7 @@
 
 #include "core/log.h"
 #include "dist/store.h"
+#include "dist/store_proto.h"
 #include "tests/helpers.h"
 #include "testutil.h"
 
@@ -227,6 +231,144 @@ static void test_host_does_not_wait_for_dead_rank(void) {
     CHECK(secs < 30);
 }
 
+/* ---- one rank diagnoses for all ---- */
+
+#define DN 16 /* simulated ranks */
+typedef struct {
+    sg_store *s;
+    int named;
+    int state[DN];
+    char diag[2048];
+} dgarg;
+
+static void *diag_main(void *arg) {
+    dgarg *a = arg;
+    a->named = sg_store_diagnose(a->s, 1.0, a->diag, sizeof a->diag, a->state);
+    return NULL;
+}
+
+/* Every one of DN ranks notices the failure and asks for a diagnosis: the
+ * store sees O(N) requests in all (the old per-rank probe made 4 N each,
+ * 4 N^2 in all), and every rank gets the same verdict. Only rank 0 beats
+ * (its heartbeats are requests too): ranks 1..DN-1 are "hung". */
+static void test_diagnosis_is_linear(void) {
+    static dgarg a[DN];
+    memset(a, 0, sizeof a);
+    a[0].s = mk(0, 0, DN, 10);
+    CHECK(a[0].s != NULL);
+    int port = sg_store_port(a[0].s);
+    for (int r = 1; r < DN; r++) {
+        a[r].s = mk(port, r, DN, 10);
+        CHECK(a[r].s != NULL);
+    }
+    CHECK(sg_store_heartbeat_start(a[0].s) == 0);
+    sg_store_server *srv = sg_store_hosted_server(a[0].s);
+    sg_store_server_stats before, after;
+    sg_store_server_get_stats(srv, &before);
+    pthread_t th[DN];
+    /* rank 0 claims first (the others then lose the claim, whatever the
+     * scheduling); then everyone else asks at once */
+    pthread_create(&th[0], NULL, diag_main, &a[0]);
+    CHECK(sg_store_wait(a[1].s, SG_STORE_DIAG_PREFIX "0/winner") == 0);
+    for (int r = 1; r < DN; r++) pthread_create(&th[r], NULL, diag_main, &a[r]);
+    for (int r = 0; r < DN; r++) pthread_join(th[r], NULL);
+    sg_store_server_get_stats(srv, &after);
+    size_t used = after.requests - before.requests;
+    fprintf(stderr, "  %d ranks diagnosing: %zu store requests (bound %d)\n", DN, used, 24 * DN);
+    fprintf(stderr, "  rank 3's diagnosis: %.120s...\n", a[3].diag);
+    CHECK(used <= 24 * DN); /* 4 N^2 = 64 N before */
+    CHECK_EQ_INT(a[0].named, DN - 1);
+    CHECK_STR_CONTAINS(a[0].diag, "Rank 1 is stopped or hung");
+    for (int r = 1; r < DN; r++) {
+        CHECK_EQ_INT(a[r].named, DN - 2); /* all but rank 0 and itself */
+        CHECK_EQ_INT(a[r].state[0], SG_RANK_OK);
+        CHECK_EQ_INT(a[r].state[r], SG_RANK_OK);
+        CHECK_EQ_INT(a[r].state[r == 1 ? 2 : 1], SG_RANK_HUNG);
+    }
+    for (int r = DN - 1; r >= 1; r--) {
+        sg_store_leave(a[r].s);
+        sg_store_destroy(a[r].s);
+    }
+    sg_store_leave(a[0].s);
+    sg_store_set_timeout(a[0].s, 1);
+    sg_store_destroy(a[0].s);
+}
+
+/* The diagnosing rank itself dies (kill) or stops (SIGSTOP) while probing:
+ * the rank waiting for its verdict notices (dead flag, stalled heartbeat),
+ * says so and diagnoses itself, naming it. */
+static void winner_stops(int sig, const char *want) {
+    sg_store *s0 = mk(0, 0, 2, 10);
+    CHECK(s0 != NULL);
+    int port = sg_store_port(s0);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* rank 1 notices first and claims the diagnosis */
+        sg_store *s1 = mk(port, 1, 2, 10);
+        if (!s1 || sg_store_heartbeat_start(s1)) _exit(3);
+        char d[256];
+        sg_store_diagnose(s1, 30.0, d, sizeof d, NULL); /* killed while probing */
+        _exit(0);
+    }
+    CHECK(sg_store_wait(s0, SG_STORE_DIAG_PREFIX "0/winner") == 0);
+    kill(pid, sig);
+    if (sig == SIGKILL) waitpid(pid, NULL, 0);
+    char diag[512];
+    th_cap_begin();
+    int named = sg_store_diagnose(s0, 1.0, diag, sizeof diag, NULL);
+    const char *log = th_cap_end();
+    if (sig != SIGKILL) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    fprintf(stderr, "  diagnosis: %s\n  log: %s", diag, log);
+    CHECK_EQ_INT(named, 1);
+    CHECK_STR_CONTAINS(diag, want);
+    CHECK_STR_CONTAINS(log, "rank 1, which was diagnosing the failure for every rank");
+    CHECK_STR_CONTAINS(log, "this rank diagnoses it itself");
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
+static void test_diagnosing_rank_killed(void) {
+    winner_stops(SIGKILL, "Rank 1 exited or was killed");
+}
+
+static void test_diagnosing_rank_stopped(void) {
+    winner_stops(SIGSTOP, "Rank 1 is stopped or hung");
+}
+
+/* A verdict that is not one OK, DEAD or HUNG byte per rank (the store's
+ * bytes are input too) is refused: the waiting rank says so and probes. */
+static void test_malformed_verdict_refused(void) {
+    sg_store *s0 = mk(0, 0, 2, 10);
+    CHECK(s0 != NULL);
+    sg_store *s1 = mk(sg_store_port(s0), 1, 2, 10);
+    CHECK(s1 != NULL);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    /* rank 1 "won" the claim and published rank states 0 and 9 */
+    int64_t n = 0, one = 1;
+    CHECK(sg_store_add(s1, SG_STORE_DIAG_PREFIX "0/claim", 1, &n) == 0);
+    CHECK(sg_store_set(s1, SG_STORE_DIAG_PREFIX "0/winner", &one, 8) == 0);
+    CHECK(sg_store_set(s1, SG_STORE_DIAG_PREFIX "0/verdict", "\0\x09", 2) == 0);
+    char diag[512];
+    int state[2] = {-1, -1};
+    th_cap_begin();
+    int named = sg_store_diagnose(s0, 1.0, diag, sizeof diag, state);
+    const char *log = th_cap_end();
+    fprintf(stderr, "  diagnosis: %s\n  log: %s", diag, log);
+    CHECK_STR_CONTAINS(log, "rank 1, which was diagnosing the failure for every rank, published "
+                            "a malformed verdict");
+    CHECK_EQ_INT(named, 1); /* its own probe: rank 1 has no heartbeat */
+    CHECK_EQ_INT(state[1], SG_RANK_HUNG);
+    sg_store_leave(s1);
+    sg_store_destroy(s1);
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
 int main(void) {
     sg_log_set_level(SG_LOG_WARN);
     TEST_RUN(test_basic_ops);
@@ -235,5 +377,9 @@ int main(void) {
     TEST_RUN(test_hung_rank_named);
     TEST_RUN(test_barrier_timeout_names_rank);
     TEST_RUN(test_host_does_not_wait_for_dead_rank);
+    TEST_RUN(test_diagnosis_is_linear);
+    TEST_RUN(test_diagnosing_rank_killed);
+    TEST_RUN(test_diagnosing_rank_stopped);
+    TEST_RUN(test_malformed_verdict_refused);
     return TEST_EXIT();
 }
