@@ -69,6 +69,13 @@ static void format_line(const sg_progress *p, double now, char *buf, size_t n) {
 void sg_progress_update(sg_progress *p, int64_t done) {
     p->done = done;
     double now = sg_now_s();
+    if (!p->warm) {
+        /* the first item pays for warm-up (primitive creation, first
+         * allocations): the rate starts after it */
+        p->warm = 1;
+        p->t_rate = now;
+        p->done_rate = done;
+    }
     if (now - p->t_rate >= RATE_MIN_S && done > p->done_rate) {
         sg_ema(&p->rate, (double)(done - p->done_rate) / (now - p->t_rate), RATE_ALPHA);
         p->t_rate = now;

@@ -3,7 +3,8 @@
  *
  * A reporter shows "<what>: 120/500 images  4.1 img/s  eta 0:01:33" (or
  * "train: 40/200 steps  1.9 it/s  ... loss 0.812" for training, whatever
- * train.log_every is; a rate under 1 is shown as seconds per item):
+ * train.log_every is; a rate under 1 is shown as seconds per item; the
+ * rate starts after the first update, whose item pays for warm-up):
  *  - on a terminal (stderr is a TTY) as one line redrawn in place with a
  *    carriage return (core/log.h's sg_log_status: log lines printed
  *    meanwhile go above it), at most 5 times a second, first after 1 s (a
@@ -37,6 +38,7 @@ typedef struct sg_progress {
     char note[96];                /* shown at the end of the line (e.g. the loss), "" = none */
     int64_t total, done;
     int enabled, tty, drawn;
+    int warm; /* the first update (the warm-up item) was seen: the rate starts there */
     double t0, t_rate, t_draw, t_log;
     double log_s;   /* seconds between log lines off a terminal, 0 = none */
     double extra_s; /* seconds the ETA adds to the items left (e.g. validations) */
