@@ -13,7 +13,7 @@
 #  - a missing model.pretrained file is named, without the strictness hint;
 #  - scripts/bench_compare takes --torch-args '--channels-last' as two words;
 #  - every writer creates the folders of its output, as export does: convert,
-#    eval --out, plot --out (predict and synth are checked above/elsewhere);
+#    eval --out, plot --out, bench --json (predict and synth: above);
 #  - data.format ade20k (or voc) alone trains: the splits follow the format
 #    (auto); data.format list with no split is refused naming the key;
 #  - resuming a 1-rank checkpoint on 2 ranks says that the global batch
@@ -146,6 +146,10 @@ else
     [ $rc -eq 0 ] || fail "plot --out into a new folder: exit $rc: $(cat plot.err)"
     [ -f pl/new/p.png ] || fail "plot wrote no pl/new/p.png"
 fi
+"$SEGTRAIN" bench --config "$SRC/configs/demo.yaml" --set threads=1 --set data.crop_size=[32,32] \
+    --set train.batch_size=2 --iters 1 --warmup 0 --json bj/new/b.json >/dev/null 2>bench.err ||
+    fail "bench --json into a new folder: $(tail -3 bench.err)"
+[ -f bj/new/b.json ] || fail "bench wrote no bj/new/b.json"
 # a folder that cannot be made is named
 touch afile
 set +e
