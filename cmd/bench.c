@@ -22,8 +22,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "io/json.h"
 #include "train/bench_traffic.h"

@@ -14,8 +14,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "io/pth.h"
 #include "model/model_io.h"
 

@@ -14,8 +14,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "data/dataset.h"
 #include "data/formats.h"

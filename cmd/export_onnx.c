@@ -19,8 +19,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "data/dataset.h"
 #include "io/onnx.h"

@@ -17,8 +17,8 @@
 
 #include "cmd/commands.h"
 #include "cmd/plot_data.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 
 #if SG_HAVE_CAIRO
 #include <cairo.h>

@@ -28,8 +28,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 #include "io/image.h"

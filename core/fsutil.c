@@ -6,8 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/log.h"
-
 int sg_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
@@ -45,11 +43,4 @@ int sg_mkdirs_parent(const char *file, char *dir, size_t n) {
     if (!slash || slash == dir) return 0;
     *slash = '\0';
     return sg_mkdirs(dir);
-}
-
-int sg_mkdirs_for_output(const char *who, const char *file) {
-    char dir[4096];
-    if (sg_mkdirs_parent(file, dir, sizeof dir) == 0) return 0;
-    SG_ERROR("%s: cannot create the directory %s for %s: %s", who, dir, file, strerror(errno));
-    return -1;
 }

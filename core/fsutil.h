@@ -1,6 +1,5 @@
 /* core/fsutil.h - small file-system helpers shared by every module (core
- * library): creating directory trees, the
- * folders of output files. */
+ * library): creating directory trees. */
 #ifndef SG_CORE_FSUTIL_H
 #define SG_CORE_FSUTIL_H
 
@@ -13,10 +12,5 @@ int sg_mkdirs(const char *path);
  * -> a/b); nothing for a bare file name. Returns 0, or -1 with errno set and
  * the directory that failed in dir[n]. */
 int sg_mkdirs_parent(const char *file, char *dir, size_t n);
-/* What every writer calls before it opens an output file: creates the
- * file's directory and its parents, as `export` always did. On failure logs
- * "<who>: cannot create the directory D for <file>: <reason>" and returns -1
- * (a runtime failure); 0 otherwise. who: the command, e.g. "convert". */
-int sg_mkdirs_for_output(const char *who, const char *file);
 
 #endif

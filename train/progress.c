@@ -37,6 +37,7 @@ void sg_progress_begin(sg_progress *p, const char *what, int64_t total, int enab
     snprintf(p->rate_unit, sizeof p->rate_unit, "img");
     p->total = total;
     p->log_s = SG_PROGRESS_LOG_S;
+    p->first_s = TTY_FIRST_S;
     p->enabled = enabled && sg_log_get_level() >= SG_LOG_INFO;
     p->tty = p->enabled && isatty(STDERR_FILENO);
     p->t0 = p->t_rate = p->t_draw = p->t_log = sg_now_s();
@@ -47,6 +48,7 @@ void sg_progress_units(sg_progress *p, const char *unit, const char *rate_unit, 
     snprintf(p->unit, sizeof p->unit, "%s", unit);
     snprintf(p->rate_unit, sizeof p->rate_unit, "%s", rate_unit);
     p->log_s = log_s > 0 ? log_s : 0;
+    p->first_s = 0;
     p->done = p->done_rate = done;
 }
 
@@ -89,7 +91,7 @@ void sg_progress_update(sg_progress *p, int64_t done) {
     }
     char line[384];
     if (p->tty) {
-        if (now - p->t0 < TTY_FIRST_S || now - p->t_draw < TTY_EVERY_S) return;
+        if (now - p->t0 < p->first_s || (p->drawn && now - p->t_draw < TTY_EVERY_S)) return;
         format_line(p, now, line, sizeof line);
         sg_log_status(line);
         p->drawn = 1;

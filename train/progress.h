@@ -41,6 +41,7 @@ typedef struct sg_progress {
     int warm; /* the first update (the warm-up item) was seen: the rate starts there */
     double t0, t_rate, t_draw, t_log;
     double log_s;   /* seconds between log lines off a terminal, 0 = none */
+    double first_s; /* on a terminal: nothing before this many seconds (1; training 0) */
     double extra_s; /* seconds the ETA adds to the items left (e.g. validations) */
     int64_t done_rate;
     double rate; /* smoothed items per second, 0 = not known yet */
@@ -49,8 +50,9 @@ typedef struct sg_progress {
 /* Starts a pass of total items. enabled: this process prints (rank 0). */
 void sg_progress_begin(sg_progress *p, const char *what, int64_t total, int enabled);
 /* After begin: items named unit ("steps"), the rate as rate_unit/s ("it"),
- * a log line every log_s seconds off a terminal (0 = none), and the pass
- * starting at done items (a resumed run), not 0. */
+ * a log line every log_s seconds off a terminal (0 = none), the pass
+ * starting at done items (a resumed run), not 0, and on a terminal a line
+ * from the first update on (tqdm-style: a training run is never "short"). */
 void sg_progress_units(sg_progress *p, const char *unit, const char *rate_unit, double log_s,
                        int64_t done);
 /* Off a terminal: a log line of the caller's own (train.log_every) was just

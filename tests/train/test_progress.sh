@@ -82,17 +82,17 @@ pid=
 # --- the live progress line: a terminal ---
 if command -v script >/dev/null 2>&1; then
     # shellcheck disable=SC2086
-    script -qec "'$SEGTRAIN' train $(echo $common) --set run_dir='$tmp/tty' --set train.iters=150 \
+    script -qec "'$SEGTRAIN' train $(echo $common) --set run_dir='$tmp/tty' --set train.iters=400 \
         --set train.log_every=1000 --set train.eval_every=0" /dev/null >"$tmp/tty.out" 2>&1 ||
         fail "on a terminal: training failed: $(tail -5 "$tmp/tty.out")"
     # a redrawn line: \r, the line, \033[K (erase the rest)
-    grep -aq "$(printf '\r')train: [0-9]*/150 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$(printf '\033')\[K" "$tmp/tty.out" ||
+    grep -aq "$(printf '\r')train: [0-9]*/400 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$(printf '\033')\[K" "$tmp/tty.out" ||
         fail "on a terminal: no live progress line redrawn in place: $(cat -A "$tmp/tty.out" | head -20)"
     # a log line printed meanwhile erases it first and starts at the left margin
     grep -aq "$(printf '\r\033')\[K[0-9:.]* training done" "$tmp/tty.out" ||
         grep -aq "^[0-9:.]* training done" "$tmp/tty.out" ||
         fail "on a terminal: 'training done' printed after the progress line: $(cat -A "$tmp/tty.out" | tail -5)"
-    ! grep -q "train: [0-9]*/150 steps" "$tmp/tty/logs/rank0.log" ||
+    ! grep -q "train: [0-9]*/400 steps" "$tmp/tty/logs/rank0.log" ||
         fail "the live line went into the log file: $(grep "steps (" "$tmp/tty/logs/rank0.log")"
 else
     echo "note: script(1) not installed: the terminal case is not checked"
@@ -100,14 +100,14 @@ fi
 
 # --- the progress line off a terminal: every train.progress_s seconds ---
 # shellcheck disable=SC2086
-"$SEGTRAIN" train $common --set run_dir="$tmp/pipe" --set train.iters=150 \
+"$SEGTRAIN" train $common --set run_dir="$tmp/pipe" --set train.iters=400 \
     --set train.log_every=1000 --set train.eval_every=0 --set train.progress_s=0.2 \
     >"$tmp/pipe.out" 2>&1 || fail "off a terminal: training failed: $(tail -5 "$tmp/pipe.out")"
-n=$(grep -c "^[0-9:.]* train: [0-9]*/150 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$" "$tmp/pipe.out" || true)
+n=$(grep -c "^[0-9:.]* train: [0-9]*/400 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$" "$tmp/pipe.out" || true)
 [ "$n" -ge 2 ] || fail "off a terminal: $n progress lines with train.progress_s=0.2 and \
 train.log_every=1000, expected several: $(cat "$tmp/pipe.out")"
 ! grep -q "$(printf '\r')" "$tmp/pipe.out" || fail "off a terminal: a carriage return in the output"
-grep -q "train: [0-9]*/150 steps" "$tmp/pipe/logs/rank0.log" || fail "off a terminal: not in the log file"
+grep -q "train: [0-9]*/400 steps" "$tmp/pipe/logs/rank0.log" || fail "off a terminal: not in the log file"
 # shellcheck disable=SC2086
 "$SEGTRAIN" train $common --set run_dir="$tmp/none" --set train.iters=20 \
     --set train.log_every=1000 --set train.eval_every=0 --set train.progress_s=0 \
