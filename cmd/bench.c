@@ -23,6 +23,7 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "io/json.h"
 #include "train/bench_traffic.h"
@@ -358,10 +359,10 @@ static int write_json_file(const char *path, const sg_json *j) {
     SG_CHECK(text != NULL, "out of host memory");
     memcpy(text, j->buf, len);
     memcpy(text + len, "\n", 2);
-    int wrc = sg_write_text_file(path, text);
+    int wrc = sg_mkdirs_for_output("bench", path) != 0 ? -1 : sg_write_text_file(path, text);
     free(text);
     if (wrc != 0) {
-        SG_ERROR("bench: cannot write --json %s (see above); check the directory exists and is "
+        SG_ERROR("bench: cannot write --json %s (see above); check that its directory is "
                  "writable",
                  path);
         return -1;

@@ -15,6 +15,7 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "io/pth.h"
 #include "model/model_io.h"
 
@@ -77,6 +78,10 @@ int sg_cmd_convert(int argc, char **argv) {
             sg_pth_skipped(p) ? " (non-tensor entries skipped)" : "");
     report_names(p);
     const char *base = strrchr(in, '/');
+    if (sg_mkdirs_for_output("convert", out) != 0) {
+        sg_pth_close(p);
+        return 1;
+    }
     st = sg_pth_write_safetensors(p, out, base ? base + 1 : in);
     sg_pth_close(p);
     if (st != SG_OK) return sg_exit_code(st);

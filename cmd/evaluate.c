@@ -15,8 +15,10 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "data/dataset.h"
+#include "data/formats.h"
 #include "dist/comm.h"
 #include "io/json.h"
 #include "train/checkpoint.h"
@@ -54,8 +56,8 @@ int sg_cmd_eval(int argc, char **argv) {
     sg_config cfg;
     st = sg_cli_load_checkpoint_config(&cli, ck, &cfg);
     if (st != SG_OK || cli.done) return sg_exit_code(st);
-    const char *sp = split ? split : cfg.data.val_split;
-    if (!sp[0]) {
+    const char *sp = split ? split : sg_format_split(&cfg.data, 1);
+    if (!sp || !sp[0]) {
         SG_ERROR("no split to evaluate: set data.val_split or pass --split");
         return 2;
     }
@@ -129,6 +131,10 @@ int sg_cmd_eval(int argc, char **argv) {
         }
         if (out) {
             snprintf(path, sizeof path, "%s", out);
+            if (sg_mkdirs_for_output("eval", path) != 0) {
+                rc = 1;
+                goto done;
+            }
         } else {
             snprintf(path, sizeof path, "%s/eval", cfg.run_dir);
             if (sg_mkdirs(path) != 0) {

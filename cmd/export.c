@@ -9,15 +9,14 @@
  * is refused: the head modules differ, not only their names. --ema exports
  * the EMA weights (ema.<name>) instead, under the plain names: the same state
  * dict, with the averaged values. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/commands.h"
 #include "cmd/export_onnx.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "io/safetensors.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
@@ -117,11 +116,7 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
     if (rc == 0) rc = sg_st_writer_meta(w, "format", "pt");
     if (rc == 0) rc = sg_st_writer_meta(w, "names", names);
     if (rc == 0) rc = sg_st_writer_meta(w, "weights", ema ? "ema" : "trained");
-    char dir[4096];
-    if (rc == 0 && sg_mkdirs_parent(out, dir, sizeof dir) != 0) {
-        SG_ERROR("export: cannot create the directory %s for --out: %s", dir, strerror(errno));
-        rc = SG_ERR_RUNTIME;
-    }
+    if (rc == 0 && sg_mkdirs_for_output("export", out) != 0) rc = SG_ERR_RUNTIME;
     if (rc == 0) rc = sg_st_writer_write(w, out);
     sg_st_writer_destroy(w);
     sg_st_close(f);

@@ -12,7 +12,6 @@
  */
 #include "cmd/export_onnx.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +19,8 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "core/fsutil.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "core/util.h"
 #include "data/dataset.h"
 #include "io/onnx.h"
@@ -204,17 +203,7 @@ static int run_export(const sg_cli *cli, req *r) {
         r->o.mean[i] = (float)cfg.data.mean[i];
         r->o.std[i] = (float)cfg.data.std[i];
     }
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", r->out);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent) {
-        *slash = 0;
-        if (sg_mkdirs(parent) != 0) {
-            SG_ERROR("export: cannot create the directory %s of --out: %s", parent,
-                     strerror(errno));
-            return 1;
-        }
-    }
+    if (sg_mkdirs_for_output("export", r->out) != 0) return 1;
     sg_backend *be = sg_open_backend(&cfg, NULL);
     if (!be) return 1;
     sg_model *m = sg_model_from_checkpoint(be, &cfg, r->ck);

@@ -18,6 +18,7 @@
 #include "cmd/commands.h"
 #include "cmd/plot_data.h"
 #include "core/log.h"
+#include "core/outdir.h"
 
 #if SG_HAVE_CAIRO
 #include <cairo.h>
@@ -608,7 +609,7 @@ int sg_cmd_plot(int argc, char **argv) {
                 if (ss[q]->n) F.xmax = fmax(F.xmax, ss[q]->x[ss[q]->n - 1]);
         }
         if (F.xmax <= 0) F.xmax = 1;
-        if (draw(&F, out) != SG_OK) rc = 1;
+        if (sg_mkdirs_for_output("plot", out) != 0 || draw(&F, out) != SG_OK) rc = 1;
     }
     if (rc == 0) {
         int pts = 0, vals = 0;

@@ -31,6 +31,7 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/outdir.h"
 #include "data/dataset.h"
 #include "dist/comm.h"
 #include "io/image.h"
@@ -101,14 +102,7 @@ static void out_name(char *dst, size_t cap, const char *dir, const char *rel, co
     snprintf(dst, cap, "%s/%.*s%s", dir, keep, rel, ext);
 }
 
-static int mkparents(const char *path) {
-    char tmp[4096];
-    if (sg_mkdirs_parent(path, tmp, sizeof tmp) != 0) {
-        SG_ERROR("predict: cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
+static int mkparents(const char *path) { return sg_mkdirs_for_output("predict", path); }
 
 /* NumPy .npy v1.0, little-endian float32, C order. */
 static int write_npy(const char *path, const float *x, int c, int h, int w) {

@@ -147,6 +147,7 @@ typedef struct sg_train_cfg {
     double ohem_thresh; /* OHEM on the main head: 0 = off, else in (0,1) */
     int ohem_min_kept;  /* OHEM: kept at least, per image (mmseg) */
     int log_every;
+    double progress_s; /* off a terminal: a progress line every N s (0 = none) */
     int checkpoint_every;
     int keep_checkpoints;
     int eval_every;

@@ -127,10 +127,11 @@ static const sg_config_key g_keys[] = {
            "dataset layout: Cityscapes tree, list files of 'image label' lines, Pascal VOC 2012 "
            "(VOCdevkit/VOC2012), or ADE20K (ADEChallengeData2016)"),
     K_STR("data.root", data.root, "data/cityscapes", "dataset root directory"),
-    K_STR("data.train_split", data.train_split, "train",
-          "training split: a split name (cityscapes train, voc train+aug, ade20k training), for "
-          "list a list file relative to root"),
-    K_STR("data.val_split", data.val_split, "val", "validation split (as train_split)"),
+    K_STR("data.train_split", data.train_split, "auto",
+          "training split: a split name, or auto = the format's own (cityscapes train, voc "
+          "train+aug, ade20k training); for list a list file relative to root"),
+    K_STR("data.val_split", data.val_split, "auto",
+          "validation split (as train_split; auto = cityscapes val, voc val, ade20k validation)"),
     K_ENUM("data.label_map", data.label_map, "auto", "auto|cityscapes|none",
            "label mapping: Cityscapes labelIds -> 19 trainIds, or labels used as stored; auto = "
            "cityscapes for data.format cityscapes, none otherwise"),
@@ -259,6 +260,10 @@ static const sg_config_key g_keys[] = {
           "min_kept by the images of a forward)"),
     K_INT("train.log_every", train.log_every, "10", 1, 1e9,
           "log training metrics every N iterations"),
+    K_FLOAT("train.progress_s", train.progress_s, "30", 0, 86400,
+            "progress line (steps, rate, ETA, loss) when stderr is not a terminal: every N "
+            "seconds, whatever log_every is (0 = none); on a terminal one line is redrawn "
+            "live"),
     K_INT("train.checkpoint_every", train.checkpoint_every, "1000", 0, 1e9,
           "write a checkpoint every N iterations (0 = only at the end)"),
     K_INT("train.keep_checkpoints", train.keep_checkpoints, "3", 0, 1e6,

@@ -15,6 +15,7 @@ static int g_level = SG_LOG_INFO;
 static int g_rank = 0, g_world = 1;
 static FILE *g_file = NULL;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_status[512]; /* the live status line shown on stderr, "" = none */
 
 void sg_log_set_level(int level) { g_level = level; }
 int sg_log_get_level(void) { return g_level; }
@@ -74,15 +75,30 @@ void sg_vlog(int level, const char *fmt, va_list ap) {
     const char *lv = level <= SG_LOG_WARN ? level_name[level] : NULL;
     pthread_mutex_lock(&g_mu);
     if (to_console) {
+        if (g_status[0]) fputs("\r\033[K", stderr); /* \033[K: erase to the end of the line */
         if (lv)
             fprintf(stderr, "%s.%03ld %s%s: %s\n", stamp, ts.tv_nsec / 1000000, prefix, lv, msg);
         else fprintf(stderr, "%s.%03ld %s%s\n", stamp, ts.tv_nsec / 1000000, prefix, msg);
+        if (g_status[0]) fputs(g_status, stderr);
         fflush(stderr);
     }
     if (g_file && level <= (g_level > SG_LOG_INFO ? g_level : SG_LOG_INFO)) {
         fprintf(g_file, "%s.%03ld %s: %s\n", stamp, ts.tv_nsec / 1000000, level_name[level], msg);
         fflush(g_file);
     }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void sg_log_status(const char *line) {
+    pthread_mutex_lock(&g_mu);
+    if (line && line[0]) {
+        snprintf(g_status, sizeof g_status, "%s", line);
+        fprintf(stderr, "\r%s\033[K", g_status);
+    } else if (g_status[0]) {
+        g_status[0] = 0;
+        fputs("\r\033[K", stderr);
+    }
+    fflush(stderr);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -109,6 +125,7 @@ void sg_fatal_at(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    sg_log_status(NULL); /* the message and the shell prompt start a clean line */
     sg_log(SG_LOG_ERROR, "fatal: %s (%s:%d)", msg, file, line);
     exit(1);
 }

@@ -29,6 +29,12 @@ sg_status sg_log_open_file(const char *dir);
 void sg_log_close_file(void);
 
 void sg_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A live status line on a terminal (train/progress.h draws it only when
+ * stderr is a TTY): drawn in place with a carriage return; a log line
+ * printed meanwhile clears it, is printed, and the status line is redrawn
+ * below it, so the two never mix. NULL or "" clears it. Never written to
+ * the log file. */
+void sg_log_status(const char *line);
 void sg_vlog(int level, const char *fmt, va_list ap);
 
 #define SG_ERROR(...) sg_log(SG_LOG_ERROR, __VA_ARGS__)

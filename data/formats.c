@@ -161,11 +161,25 @@ sg_status sg_format_resolve(const sg_data_cfg *d, sg_format_use *use, sg_format_
     return sg_format_resolve_row(f, d, use, problem);
 }
 
+const char *sg_format_split(const sg_data_cfg *d, int val) {
+    const char *s = val ? d->val_split : d->train_split;
+    if (strcmp(s, "auto") != 0) return s;
+    const sg_format *f = sg_format_find(d->format);
+    return f ? f->synth_splits[val ? 1 : 0] : NULL;
+}
+
 /* A split of a format whose splits are names (not list files) given as a
  * path or a file name ("ImageSets/Segmentation/train.txt"): refused here,
  * at validation, rather than when the index is built. */
 static sg_status split_check(const sg_config *cfg, const sg_format *f, const char *key,
                              const char *split) {
+    if (!strcmp(split, "auto")) {
+        if (f->synth_splits[0] && f->synth_splits[1]) return SG_OK;
+        return sg_config_reject(cfg, key,
+                                "auto: data.format %s has no split names; set it to a list file "
+                                "relative to data.root (e.g. train.txt, val.txt)",
+                                f->name);
+    }
     if (f->open_index == sg_ds_open_list) return SG_OK; /* list: a file, relative to root */
     size_t n = strlen(split);
     if (!strchr(split, '/') && !(n > 4 && !strcmp(split + n - 4, ".txt"))) return SG_OK;

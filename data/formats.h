@@ -60,8 +60,9 @@ typedef struct sg_format {
     const char *label_map;          /* the data.label_map that fits it (cityscapes|none) */
     int reduce_zero_label;          /* what data.reduce_zero_label: auto means (0/1) */
     sg_format_synth_fn synth_write; /* NULL: `segtrain synth` cannot write it */
-    const char *synth_splits[2];    /* the train and val splits synth_write makes (the
-                                        values for data.train_split / data.val_split) */
+    const char *synth_splits[2];    /* the train and val splits synth_write makes, and
+                                       what data.train_split / data.val_split: auto
+                                       mean (NULL: the format has no split names) */
 } sg_format;
 
 /* The table: rows 0 .. sg_format_count() - 1 in data.format's order. */
@@ -98,6 +99,14 @@ typedef struct sg_format_problem {
 sg_status sg_format_resolve(const sg_data_cfg *d, sg_format_use *use, sg_format_problem *problem);
 sg_status sg_format_resolve_row(const sg_format *f, const sg_data_cfg *d, sg_format_use *use,
                                 sg_format_problem *problem);
+
+/* The split a data section names: d->train_split (val 0) or d->val_split
+ * (val 1), or, when that is auto, the format's own split name (the row's
+ * synth_splits: cityscapes train/val, voc train+aug/val, ade20k
+ * training/validation), as data.label_map: auto follows the format. NULL
+ * when it is auto and the format has no split names (list) or is unknown;
+ * the configuration rules below refuse that with the key named. */
+const char *sg_format_split(const sg_data_cfg *d, int val);
 
 /* The format rules as configuration rules (core/config.h): pass this to
  * sg_config_validate_with / sg_cli_begin_with, and a broken rule is logged

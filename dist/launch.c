@@ -29,6 +29,7 @@
 #include "dist/job_token.h"
 #include "dist/launch_agent.h"
 #include "dist/launch_report.h"
+#include "dist/launch_resume.h"
 #include "dist/store.h"
 
 #define MAX_LINE 65536
@@ -644,6 +645,14 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *
     return result;
 }
 
+/* After an interruption or a failure of training workers: the command that
+ * goes on from the last checkpoint, with every launcher option as given. */
+static void log_resume(int argc, char **argv, char **rest) {
+    char cmd[8192];
+    if (sg_launch_resume_command(argc, argv, rest, cmd, sizeof cmd))
+        SG_INFO("launcher: resume from the last checkpoint with: %s", cmd);
+}
+
 int sg_launch(int argc, char **argv, const char *exe) {
     launch_opts o;
     char **rest = calloc((size_t)argc + 4, sizeof *rest); /* + --resume auto */
@@ -753,8 +762,10 @@ int sg_launch(int argc, char **argv, const char *exe) {
         }
         if (result == 0) break;
         if (rr.forwarded) {
-            SG_ERROR("launcher: stopped by signal %d (%s); exit status %d", rr.forwarded,
-                     strsignal(rr.forwarded), result);
+            /* an interruption, not a failure: the workers checkpointed */
+            SG_INFO("launcher: stopped by signal %d (%s%s); exit status %d", rr.forwarded,
+                    strsignal(rr.forwarded), rr.forwarded == SIGINT ? ", Ctrl-C" : "", result);
+            log_resume(argc, argv, rest);
             break; /* the user's Ctrl-C / SIGTERM is never retried */
         }
         if (no_restart && o.round < o.max_restarts) {
@@ -772,6 +783,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
                 SG_ERROR("launcher: giving up after %d restart(s) (--max-restarts %d): the "
                          "failure above is the last one",
                          o.round, o.max_restarts);
+            log_resume(argc, argv, rest);
             break;
         }
         SG_WARN("launcher: restart %d of %d on host %s: %s", o.round + 1, o.max_restarts, g_host,

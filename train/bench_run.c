@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "data/dataset.h"
+#include "data/formats.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
@@ -99,7 +100,7 @@ static sg_status start_list(bench *b) {
         SG_ERROR("bench --with-data: %s has %lld samples for this rank, fewer than "
                  "train.batch_size %d; lower the batch size or use synthetic data (no "
                  "--with-data)",
-                 b->cfg->data.train_split, (long long)n, B);
+                 sg_format_split(&b->cfg->data, 0), (long long)n, B);
         return SG_ERR_RUNTIME;
     }
     return sg_loader_start(b->loader, b->idx, use, b->epoch);
@@ -129,7 +130,7 @@ static sg_status setup_data(bench *b) {
                  "drop --with-data to use synthetic batches");
         return SG_ERR_CONFIG;
     }
-    b->ds = sg_dataset_open(&cfg->data, cfg->data.train_split, b->c.C);
+    b->ds = sg_dataset_open(&cfg->data, sg_format_split(&cfg->data, 0), b->c.C);
     if (!b->ds) return SG_ERR_RUNTIME;
     int64_t N = sg_dataset_size(b->ds);
     b->sampler = (sg_sampler){N, b->c.world, cfg->data.shuffle, 1, (uint64_t)cfg->seed};

@@ -33,40 +33,70 @@ void sg_fmt_duration(char *buf, int n, double s) {
 void sg_progress_begin(sg_progress *p, const char *what, int64_t total, int enabled) {
     memset(p, 0, sizeof *p);
     snprintf(p->what, sizeof p->what, "%s", what);
+    snprintf(p->unit, sizeof p->unit, "images");
+    snprintf(p->rate_unit, sizeof p->rate_unit, "img");
     p->total = total;
+    p->log_s = SG_PROGRESS_LOG_S;
+    p->first_s = TTY_FIRST_S;
     p->enabled = enabled && sg_log_get_level() >= SG_LOG_INFO;
     p->tty = p->enabled && isatty(STDERR_FILENO);
     p->t0 = p->t_rate = p->t_draw = p->t_log = sg_now_s();
 }
 
+void sg_progress_units(sg_progress *p, const char *unit, const char *rate_unit, double log_s,
+                       int64_t done) {
+    snprintf(p->unit, sizeof p->unit, "%s", unit);
+    snprintf(p->rate_unit, sizeof p->rate_unit, "%s", rate_unit);
+    p->log_s = log_s > 0 ? log_s : 0;
+    p->first_s = 0;
+    p->done = p->done_rate = done;
+}
+
+void sg_progress_logged(sg_progress *p) { p->t_log = sg_now_s(); }
+
 static void format_line(const sg_progress *p, double now, char *buf, size_t n) {
     char eta[32] = "?";
-    if (p->rate > 0) sg_fmt_duration(eta, sizeof eta, (double)(p->total - p->done) / p->rate);
-    char rate[32] = "-";
-    if (p->rate > 0) snprintf(rate, sizeof rate, "%.1f", p->rate);
-    snprintf(buf, n, "%s: %lld/%lld images  %s img/s  %.0fs elapsed  eta %s", p->what,
-             (long long)p->done, (long long)p->total, rate, now - p->t0, eta);
+    if (p->rate > 0)
+        sg_fmt_duration(eta, sizeof eta, (double)(p->total - p->done) / p->rate + p->extra_s);
+    char rate[48] = "-";
+    if (p->rate >= 1) snprintf(rate, sizeof rate, "%.1f %s/s", p->rate, p->rate_unit);
+    else if (p->rate > 0) snprintf(rate, sizeof rate, "%.2f s/%s", 1 / p->rate, p->rate_unit);
+    else snprintf(rate, sizeof rate, "- %s/s", p->rate_unit);
+    int pct = p->total > 0 ? (int)(100 * p->done / p->total) : 0;
+    snprintf(buf, n, "%s: %lld/%lld %s (%d%%)  %s  %.0fs elapsed  eta %s%s%s", p->what,
+             (long long)p->done, (long long)p->total, p->unit, pct, rate, now - p->t0, eta,
+             p->note[0] ? "  " : "", p->note);
 }
 
 void sg_progress_update(sg_progress *p, int64_t done) {
     p->done = done;
     double now = sg_now_s();
+    if (!p->warm) {
+        /* the first item pays for warm-up (primitive creation, first
+         * allocations): the rate starts after it */
+        p->warm = 1;
+        p->t_rate = now;
+        p->done_rate = done;
+    }
     if (now - p->t_rate >= RATE_MIN_S && done > p->done_rate) {
         sg_ema(&p->rate, (double)(done - p->done_rate) / (now - p->t_rate), RATE_ALPHA);
         p->t_rate = now;
         p->done_rate = done;
     }
-    if (!p->enabled || done >= p->total) return;
-    char line[256];
+    if (!p->enabled) return;
+    if (done >= p->total) { /* all done: what follows (a last evaluation) has its own */
+        if (p->drawn) sg_log_status(NULL);
+        p->drawn = 0;
+        return;
+    }
+    char line[384];
     if (p->tty) {
-        if (now - p->t0 < TTY_FIRST_S || now - p->t_draw < TTY_EVERY_S) return;
+        if (now - p->t0 < p->first_s || (p->drawn && now - p->t_draw < TTY_EVERY_S)) return;
         format_line(p, now, line, sizeof line);
-        /* \033[K: erase what a longer previous line left */
-        fprintf(stderr, "\r%s\033[K", line);
-        fflush(stderr);
+        sg_log_status(line);
         p->drawn = 1;
         p->t_draw = now;
-    } else if (now - p->t_log >= SG_PROGRESS_LOG_S) {
+    } else if (p->log_s > 0 && now - p->t_log >= p->log_s) {
         format_line(p, now, line, sizeof line);
         SG_INFO("%s", line);
         p->t_log = now;
@@ -75,8 +105,7 @@ void sg_progress_update(sg_progress *p, int64_t done) {
 
 double sg_progress_end(sg_progress *p) {
     if (p->drawn) {
-        fprintf(stderr, "\r\033[K");
-        fflush(stderr);
+        sg_log_status(NULL);
         p->drawn = 0;
     }
     return sg_now_s() - p->t0;

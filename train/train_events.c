@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/log.h"
+#include "data/formats.h"
 #include "data/sampler.h"
 #include "dist/launch_report.h"
 #include "io/json.h"
@@ -63,6 +64,7 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
     sg_fmt_duration(eta_s, sizeof eta_s, eta);
     leftover_suffix(T, left, sizeof left);
     if (T->c.rank == 0) {
+        sg_progress_logged(&T->prog);
         SG_INFO("iter %lld/%lld  epoch %lld  loss %.4f (main %.4f aux %.4f)  lr %.3e  "
                 "%.1f img/s  data wait %.2fs  eta %s  mem %.1f MiB (peak %.1f)%s",
                 (long long)T->st.iter, (long long)T->st.total_steps, (long long)T->st.epoch,
@@ -104,6 +106,12 @@ void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr) {
     T->paused_s = 0;
     T->wait_log = ls.consumer_wait_s;
     T->iter_log = T->st.iter;
+}
+
+void sg_tr_show_progress(trainer *T, const sg_step_out *o) {
+    snprintf(T->prog.note, sizeof T->prog.note, "loss %.4f", o->loss);
+    T->prog.extra_s = T->val_s * (double)validations_left(T);
+    sg_progress_update(&T->prog, T->st.iter);
 }
 
 /* The class table through the log, so logs/rank<N>.log has it too. */
@@ -150,7 +158,7 @@ static sg_status run_validation(trainer *T, double *miou) {
             sg_json_begin(&j);
             sg_json_int(&j, "iter", (long long)T->st.iter);
             sg_json_str(&j, "run_id", T->st.run_id);
-            sg_json_str(&j, "split", T->cfg->data.val_split);
+            sg_json_str(&j, "split", sg_format_split(&T->cfg->data, 1));
             sg_json_int(&j, "images", (long long)sg_dataset_size(T->val_ds));
             sg_metrics_to_json(&mt, T->cfg, &j);
             sg_json_end(&j);

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/sigmask.h"
 #include "data/dataset.h"
+#include "data/formats.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
@@ -79,7 +80,25 @@ static void on_signal(int sig, siginfo_t *si, void *uctx) {
 }
 
 static const char *stop_signal_name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+    return sig == SIGINT ? "SIGINT, Ctrl-C" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+/* How to go on after an interruption. segtrain's own launcher (it sets
+ * TORCHELASTIC_RUN_ID=segtrain) prints the whole command, every launcher
+ * option kept (dist/launch_resume.h); under another launcher (torchrun,
+ * mpirun, srun) only its command line knows them. */
+static void resume_hint(const trainer *T, char *buf, size_t n) {
+    const char *run_id = getenv("TORCHELASTIC_RUN_ID");
+    if (run_id && !strcmp(run_id, "segtrain"))
+        snprintf(buf, n, "The launcher prints the command to resume.");
+    else if (T->c.world > 1)
+        snprintf(buf, n,
+                 "Resume with the same launcher command, its workers running: segtrain train "
+                 "--config %s/config.yaml --resume auto",
+                 T->cfg->run_dir);
+    else
+        snprintf(buf, n, "Resume with: segtrain train --config %s/config.yaml --resume auto",
+                 T->cfg->run_dir);
 }
 
 /* ---------------- setup ---------------- */
@@ -172,6 +191,26 @@ static void model_keys_diff(const sg_st_file *f, const sg_config *cfg, char *out
     free(ck);
 }
 
+/* The images of one optimizer step of the run that wrote the checkpoint:
+ * its stored train.batch_size x train.accum_steps x its world size (this
+ * run's batch and accumulation when the file stores no configuration). */
+static int64_t ckpt_global_batch(const sg_st_file *f, const trainer *T, int world, int *per_rank,
+                                 int *accum) {
+    *per_rank = T->c.B;
+    *accum = T->c.K;
+    if (sg_st_meta(f, "config")) {
+        sg_config *ck = malloc(sizeof *ck);
+        SG_CHECK(ck != NULL, "out of host memory");
+        sg_config_defaults(ck);
+        if (sg_ckpt_read_config(f, ck) == SG_OK) {
+            *per_rank = ck->train.batch_size;
+            *accum = ck->train.accum_steps;
+        }
+        free(ck);
+    }
+    return (int64_t)*per_rank * *accum * world;
+}
+
 /* SG_OK, or SG_ERR_RUNTIME / SG_ERR_CONFIG after logging. */
 static sg_status load_resume(trainer *T, const char *path) {
     char why[1024];
@@ -194,6 +233,8 @@ static sg_status load_resume(trainer *T, const char *path) {
         }
     }
     if (rc == SG_OK) rc = sg_ckpt_load_optimizer(f, &T->c.opt);
+    int old_b = 0, old_k = 0;
+    int64_t old_global = rc == SG_OK ? ckpt_global_batch(f, T, st.world, &old_b, &old_k) : 0;
     if (rc == SG_OK && T->have_ema) {
         rc = sg_ckpt_load_ema(f, &T->ema, &T->ema_loaded);
         if (rc == SG_OK && !T->ema_loaded)
@@ -226,6 +267,22 @@ static sg_status load_resume(trainer *T, const char *path) {
         SG_INFO("resume: world size %d (checkpoint written with %d): the global sample order "
                 "is kept, position %lld of epoch %lld",
                 T->c.world, st.world, (long long)st.sample_pos, (long long)st.epoch);
+    int64_t new_global = (int64_t)T->c.B * T->c.K * T->c.world;
+    if (T->c.rank == 0 && old_global > 0 && new_global != old_global) {
+        char eg[96] = "";
+        int64_t per = (int64_t)T->c.K * T->c.world;
+        if (old_global % per == 0)
+            snprintf(eg, sizeof eg, " (here: --set train.batch_size=%lld)",
+                     (long long)(old_global / per));
+        SG_WARN(
+            "resume: the global batch changes from %lld to %lld images a step (train.batch_size "
+            "%d x train.accum_steps %d x %d rank(s); the checkpoint's run had %d x %d x %d), "
+            "which changes the training (the LR is not rescaled). To keep %lld, set "
+            "train.batch_size and train.accum_steps so that batch_size x accum_steps x %d = "
+            "%lld%s",
+            (long long)old_global, (long long)new_global, T->c.B, T->c.K, T->c.world, old_b, old_k,
+            st.world, (long long)old_global, T->c.world, (long long)old_global, eg);
+    }
     int64_t total = T->cfg->train.iters > 0
                         ? T->st.total_steps
                         : st.iter + epoch_steps_left(T, st.epoch, st.sample_pos);
@@ -310,10 +367,10 @@ static sg_status setup(trainer *T, const char *resume) {
     snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
 
     sg_stage(T->stages, "indexing the datasets (data.root)");
-    T->train_ds = sg_dataset_open(&cfg->data, cfg->data.train_split, c->C);
+    T->train_ds = sg_dataset_open(&cfg->data, sg_format_split(&cfg->data, 0), c->C);
     if (!T->train_ds) return SG_ERR_RUNTIME;
     if (cfg->data.val_split[0]) {
-        T->val_ds = sg_dataset_open(&cfg->data, cfg->data.val_split, c->C);
+        T->val_ds = sg_dataset_open(&cfg->data, sg_format_split(&cfg->data, 1), c->C);
         if (!T->val_ds) return SG_ERR_RUNTIME;
     }
     sg_stage(T->stages, "checking that every rank sees the same dataset");
@@ -579,7 +636,7 @@ static sg_status pending_evaluation(trainer *T, int *pending) {
 
 /* The steps until the run is done or a signal stops it (*stop_signal set,
  * after the checkpoint). SG_OK or SG_ERR_RUNTIME (logged). */
-static sg_status run_loop(trainer *T, int *stop_signal_out) {
+static sg_status run_loop_body(trainer *T, int *stop_signal_out) {
     const sg_train_cfg *tc = &T->cfg->train;
     int64_t N = sg_dataset_size(T->train_ds);
     int64_t per_step_global = (int64_t)T->c.B * T->c.K * T->c.world;
@@ -592,14 +649,14 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
     if (sg_comm_allreduce_i64(T->c.comm, &early, 1) != 0) return SG_ERR_RUNTIME;
     if (early) {
         int sig = g_stop_signal ? g_stop_signal : SIGTERM;
-        sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
-               "interrupted by signal %d (%s) during setup, before any training step: nothing "
-               "new to checkpoint (%s). Start again with: segtrain train --config %s/config.yaml "
-               "--resume auto",
-               sig, stop_signal_name(sig),
-               T->last_ckpt_iter >= 0 ? "the run stays at its last checkpoint"
-                                      : "no step was trained",
-               T->cfg->run_dir);
+        char hint[SG_STR + 256];
+        resume_hint(T, hint, sizeof hint);
+        SG_INFO("interrupted by signal %d (%s) during setup, before any training step: nothing "
+                "new to checkpoint (%s). %s",
+                sig, stop_signal_name(sig),
+                T->last_ckpt_iter >= 0 ? "the run stays at its last checkpoint"
+                                       : "no step was trained",
+                hint);
         *stop_signal_out = sig;
         return SG_OK;
     }
@@ -655,6 +712,7 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
         }
         int last = T->st.iter == T->st.total_steps;
         if (T->st.iter % tc->log_every == 0 || last || stop_signal) sg_tr_log_progress(T, &o, lr);
+        sg_tr_show_progress(T, &o);
         if (T->epoch_steps_left == 0) { /* epoch finished */
             int64_t end = T->st.sample_pos < N ? T->st.sample_pos : N;
             if (T->have_ev_left && sg_tr_leftover_pass(T, end) != SG_OK) return SG_ERR_RUNTIME;
@@ -665,23 +723,12 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
         if (stop_signal) {
             sg_tr_leftover_flush(T);
             if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
-            /* every rank's log records it; the console shows rank 0's line.
-             * Several ranks: the hint names the launcher options too. */
-            char launch[160] = "";
-            if (T->c.world > 1) {
-                const char *lws = getenv("LOCAL_WORLD_SIZE");
-                int local = lws && atoi(lws) > 0 ? atoi(lws) : T->c.world;
-                int nodes = T->c.world / local;
-                snprintf(launch, sizeof launch, "--nproc-per-node %d %s", local,
-                         nodes > 1 ? "(with the same --nnodes/--node-rank/--master-addr/"
-                                     "--master-port as before) "
-                                   : "");
-            }
-            sg_log(T->c.rank == 0 ? SG_LOG_ERROR : SG_LOG_INFO,
-                   "interrupted by signal %d (%s) at iteration %lld; checkpoint written. "
-                   "Resume with: segtrain %strain --config %s/config.yaml --resume auto",
-                   stop_signal, stop_signal_name(stop_signal), (long long)T->st.iter, launch,
-                   T->cfg->run_dir);
+            /* every rank's log records it; the console shows rank 0's
+             * line: an interruption, not an error */
+            char hint[SG_STR + 256];
+            resume_hint(T, hint, sizeof hint);
+            SG_INFO("interrupted by signal %d (%s) at iteration %lld; checkpoint written. %s",
+                    stop_signal, stop_signal_name(stop_signal), (long long)T->st.iter, hint);
             *stop_signal_out = stop_signal;
             return SG_OK;
         }
@@ -706,6 +753,16 @@ static sg_status run_loop(trainer *T, int *stop_signal_out) {
     if (sg_tr_write_checkpoint(T, 0) != SG_OK) return SG_ERR_RUNTIME;
     if (T->c.rank == 0) SG_INFO("training done: %lld iterations", (long long)T->st.iter);
     return SG_OK;
+}
+
+/* The loop under the live progress line, which ends with it whatever the
+ * outcome. */
+static sg_status run_loop(trainer *T, int *stop_signal_out) {
+    sg_progress_begin(&T->prog, "train", T->st.total_steps, T->c.rank == 0);
+    sg_progress_units(&T->prog, "steps", "it", T->cfg->train.progress_s, T->st.iter);
+    sg_status rc = run_loop_body(T, stop_signal_out);
+    sg_progress_end(&T->prog);
+    return rc;
 }
 
 sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg,

@@ -52,10 +52,14 @@ typedef struct trainer {
     double left_miou;
     sg_tb_writer *tb;       /* rank 0, train.tensorboard; NULL otherwise */
     sg_stage_watch *stages; /* names slow setup stages until the first step ends */
+    sg_progress prog;       /* the live progress line (rank 0) */
 } trainer;
 
 /* Progress line (rank 0) and a metrics.jsonl line. */
 void sg_tr_log_progress(trainer *T, const sg_step_out *o, double lr);
+/* After every step: the live progress line (train/progress.h), its ETA
+ * counting the validations left. */
+void sg_tr_show_progress(trainer *T, const sg_step_out *o);
 /* Leftover pass over positions [end_pos, N) of the finished epoch's order.
  * Its mIoU gets its own line, or is folded into the next progress line when
  * epochs are shorter than train.log_every. SG_OK or SG_ERR_RUNTIME (logged). */

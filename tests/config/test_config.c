@@ -62,8 +62,8 @@ static void test_defaults(void) {
     CHECK_NEAR(c->model.bn_momentum, 0.1, 0);
     CHECK(!strcmp(c->model.pretrained, ""));
     CHECK(!strcmp(c->data.format, "cityscapes"));
-    CHECK(!strcmp(c->data.train_split, "train"));
-    CHECK(!strcmp(c->data.val_split, "val"));
+    CHECK(!strcmp(c->data.train_split, "auto"));
+    CHECK(!strcmp(c->data.val_split, "auto"));
     CHECK(!strcmp(c->data.label_map, "auto"));
     CHECK_EQ_INT(c->data.crop_size[0], 512);
     CHECK_EQ_INT(c->data.crop_size[1], 1024);

@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "dist/comm.h"
+#include "dist/launch_resume.h"
 #include "dist_harness.h"
 #include "tests/helpers.h"
 #include "testutil.h"
@@ -487,6 +488,44 @@ static void test_store_host_killed_named(void) {
     CHECK_STR_CONTAINS(log, "Rank 0 (hosts the rendezvous store) is not reachable");
 }
 
+/* The resume command printed after Ctrl-C or a failure: the user's command
+ * line, every launcher option kept, --resume auto in place of any --resume. */
+#define CHECK_BUF(buf, want) \
+    CHECK_MSG(strcmp((buf), (want)) == 0, "got  [%s]\nwant [%s]", (buf), (want))
+
+static void test_resume_command(void) {
+    char buf[512];
+    char *a1[] = {"./segtrain", "--nproc-per-node", "2",          "--master-port", "29511",
+                  "train",      "--config",         "my run.yaml"};
+    char *w1[] = {"/x/segtrain", "train", "--config", "my run.yaml", NULL};
+    CHECK_EQ_INT(sg_launch_resume_command(8, a1, w1, buf, sizeof buf), 1);
+    CHECK_BUF(buf, "./segtrain --nproc-per-node 2 --master-port 29511 train --resume auto "
+                   "--config 'my run.yaml'");
+    char *a2[] = {"segtrain", "--nproc-per-node=2", "train", "--resume", "runs/x/iter_1.st",
+                  "--set",    "run_dir=it's"};
+    char *w2[] = {"/x/segtrain", "train",        "--resume", "runs/x/iter_1.st",
+                  "--set",       "run_dir=it's", NULL};
+    CHECK_EQ_INT(sg_launch_resume_command(7, a2, w2, buf, sizeof buf), 1);
+    CHECK_BUF(buf, "segtrain --nproc-per-node=2 train --resume auto --set 'run_dir=it'\\''s'");
+    char *a3[] = {"segtrain", "--nproc-per-node", "2", "--resume=best", "--config", "c.yaml"};
+    char *w3[] = {"/x/segtrain", "--resume=best", "--config", "c.yaml", NULL};
+    CHECK_EQ_INT(sg_launch_resume_command(6, a3, w3, buf, sizeof buf), 1);
+    CHECK_BUF(buf, "segtrain --nproc-per-node 2 --resume=auto --config c.yaml");
+    /* the default command (train): --resume auto at the end */
+    char *a4[] = {"segtrain", "--nproc-per-node", "2", "--config", "c.yaml"};
+    char *w4[] = {"/x/segtrain", "--config", "c.yaml", NULL};
+    CHECK_EQ_INT(sg_launch_resume_command(5, a4, w4, buf, sizeof buf), 1);
+    CHECK_BUF(buf, "segtrain --nproc-per-node 2 --config c.yaml --resume auto");
+    /* workers that do not train: nothing to resume */
+    char *a5[] = {"segtrain", "--nproc-per-node", "2", "eval", "--checkpoint", "c.st"};
+    char *w5[] = {"/x/segtrain", "eval", "--checkpoint", "c.st", NULL};
+    CHECK_EQ_INT(sg_launch_resume_command(6, a5, w5, buf, sizeof buf), 0);
+    CHECK_BUF(buf, "");
+    /* a command that does not fit: none, rather than a cut one */
+    CHECK_EQ_INT(sg_launch_resume_command(8, a1, w1, buf, 40), 0);
+    CHECK_BUF(buf, "");
+}
+
 int main(int argc, char **argv) {
     if (getenv("RANK")) {
         const char *m = argc > 1 ? argv[1] : "";
@@ -506,6 +545,7 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "hold")) return w_hold();
         return 2;
     }
+    TEST_RUN(test_resume_command);
     TEST_RUN(test_env_contract);
     TEST_RUN(test_multinode_ranks);
     TEST_RUN(test_usage_errors);

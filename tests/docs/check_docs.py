@@ -10,6 +10,28 @@ CHECK is one of:
             scratch directory where configs/ is the checkout's), scripts/
             must exist and be executable. A line the checker does not know
             is a failure, so a new kind of example gets a rule here.
+            docs/*.md's sh blocks are parsed the same way, with two more
+            rules: a synopsis line (placeholders such as [--opt X|Y], CK,
+            FILE.json) only has each of its --options looked up in
+            `segtrain SUBCOMMAND --help`; other programs (DOC_PROGRAMS:
+            curl, tensorboard, torchrun's wrapper of segtrain...) are not
+            checked, except the segtrain command torchrun runs.
+  run       README.md's sh commands RUN, in order, verbatim, in a scratch
+            directory laid out as a fresh checkout (configs/, scripts/demo,
+            ./segtrain linked to the built binary; `segtrain` on PATH), each
+            expected to exit 0. The only changes, so that they fit a test:
+            - SHRINK: `train` (or the default command) gets
+              --set train.iters=10 appended (the last --set wins);
+              scripts/demo runs with SEGTRAIN_NO_BUILD=1 (the binary is
+              built) and SEGTRAIN_DEMO_SET=train.iters=20;
+            - a .pth file named on the line and not there (a download, such
+              as torchvision's resnet50-0676ba61.pth) is first copied from
+              tests/fixtures/pth/state_dict.pth, a torch.save zip file of the
+              same kind (a state dict);
+            - a command whose --set data.root= is an absolute path (the
+              user's own dataset, e.g. /data/cityscapes) is not run: the
+              `commands` check parses it;
+            - scripts/test is not run (it is the test suite itself).
   links     every relative link of README.md, docs/*.md, docs/lab/*.md and
             tests/README.md names a file of the checkout, and its #anchor a
             heading there.
@@ -20,16 +42,23 @@ Exits 0 when all is well, 1 naming each problem.
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 # Documents that other work adds; a link to one of them is accepted while
 # it is missing (the list is emptied once they exist).
 PENDING = set()
 
 LAUNCH_OPTS = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
-               "--master-port", "--kill-grace-s"}
+               "--master-port", "--kill-grace-s", "--max-restarts", "--restart-backoff-s",
+               "--agent-port", "--node-timeout-s"}
+# programs of docs/*.md examples that this checker does not run or parse
+DOC_PROGRAMS = {"curl", "tensorboard", "pip", "python3", "export", "openssl"}
+SHRINK = ["--set", "train.iters=10"]
+PTH_FIXTURE = "tests/fixtures/pth/state_dict.pth"
 SUBCOMMANDS = {"train", "eval", "predict", "export", "bench", "synth", "convert",
                "config", "plot"}
 
@@ -128,16 +157,46 @@ def check_segtrain(words, seg, cwd, where):
     return ok
 
 
+def is_synopsis(words):
+    """A usage line: [optional parts], X|Y choices or CAPITAL placeholders."""
+    return any(w.startswith("[") or w.endswith("]") and "[" not in w or "|" in w
+               or re.match(r"^[A-Z][A-Z_]*(\.[a-z]+)?$", w) for w in words[1:])
+
+
+def check_synopsis(words, seg, where):
+    """Each --option of a usage line is one the subcommand (or launcher) knows."""
+    rest = [w.strip("[]") for w in words[1:]]
+    sub = next((w for w in rest if w in SUBCOMMANDS), None)
+    if sub is None:
+        problem(f"{where}: no subcommand in the usage line")
+        return
+    fmt = rest[rest.index("--format"):rest.index("--format") + 2] if "--format" in rest else []
+    r = subprocess.run([seg, sub] + fmt + ["--help"], capture_output=True, text=True, timeout=60)
+    helptext = r.stdout + r.stderr
+    for w in rest:
+        for opt in re.findall(r"--[a-z][a-z0-9-]*", w):
+            if opt not in LAUNCH_OPTS and opt not in helptext:
+                problem(f"{where}: `segtrain {sub} --help` does not know {opt}")
+
+
+def commands_of(src, doc):
+    """The logical lines of doc's sh code blocks."""
+    text = open(os.path.join(src, doc)).read()
+    for lang, lines in code_blocks(text):
+        if lang in ("sh", "bash", "shell"):
+            yield from logical_lines(lines)
+
+
 def check_commands(seg, src):
-    text = open(os.path.join(src, "README.md")).read()
+    docs = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(src, "docs"))
+                                  if f.endswith(".md"))
     n = 0
     with tempfile.TemporaryDirectory(prefix="sg_docs_") as tmp:
         os.symlink(os.path.join(src, "configs"), os.path.join(tmp, "configs"))
-        for lang, lines in code_blocks(text):
-            if lang not in ("sh", "bash", "shell"):
-                continue
-            for line, hname, htext in logical_lines(lines):
-                where = f"README.md: {line.strip()[:80]}"
+        for doc in docs:
+            readme = doc == "README.md"
+            for line, hname, htext in commands_of(src, doc):
+                where = f"{doc}: {line.strip()[:80]}"
                 if hname:
                     with open(os.path.join(tmp, hname), "w") as f:
                         f.write(htext)
@@ -153,8 +212,16 @@ def check_commands(seg, src):
                     continue
                 n += 1
                 prog = words[0]
+                if prog == "torchrun" and "--no_python" in words:
+                    words = words[words.index("--no_python") + 1:]  # the command it runs
+                    prog = words[0] if words else ""
                 if prog in ("./segtrain", "segtrain"):
-                    check_segtrain(words, seg, tmp, where)
+                    if not readme and is_synopsis(words):
+                        check_synopsis(words, seg, where)
+                    else:
+                        check_segtrain(words, seg, tmp, where)
+                elif not readme and prog in DOC_PROGRAMS:
+                    pass
                 elif prog.startswith("scripts/"):
                     path = os.path.join(src, prog)
                     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -162,9 +229,58 @@ def check_commands(seg, src):
                 else:
                     problem(f"{where}: the checker has no rule for '{prog}' "
                             "(tests/docs/check_docs.py)")
-    print(f"checked {n} commands of README.md")
+    print(f"checked {n} commands of README.md and docs/*.md")
     if n == 0:
         problem("README.md: no commands found in its sh code blocks")
+
+
+def run_commands(seg, src):
+    """The `run` check: README.md's commands in order (see the module doc)."""
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="sg_docs_run_") as tmp:
+        os.symlink(os.path.join(src, "configs"), os.path.join(tmp, "configs"))
+        os.mkdir(os.path.join(tmp, "scripts"))
+        os.symlink(os.path.join(src, "scripts", "demo"), os.path.join(tmp, "scripts", "demo"))
+        bindir = os.path.join(tmp, "build")
+        os.mkdir(bindir)
+        os.symlink(seg, os.path.join(bindir, "segtrain"))
+        os.symlink("build/segtrain", os.path.join(tmp, "segtrain"))
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+                   SEGTRAIN_NO_BUILD="1", SEGTRAIN_DEMO_SET="train.iters=20")
+        for line, hname, htext in commands_of(src, "README.md"):
+            if hname:
+                with open(os.path.join(tmp, hname), "w") as f:
+                    f.write(htext)
+                continue
+            code = line.split(" #", 1)[0].strip()
+            if not code or code.startswith("#"):
+                continue
+            words = shlex.split(code)
+            where = f"README.md: {code[:80]}"
+            if words[0] == "scripts/test":
+                continue
+            if any(re.match(r"^data\.root=/", w) for w in words):
+                print(f"not run (the user's own dataset): {code[:80]}")
+                continue
+            for w in words:
+                if w.endswith(".pth") and not os.path.exists(os.path.join(tmp, w)):
+                    shutil.copy(os.path.join(src, PTH_FIXTURE), os.path.join(tmp, w))
+            if words[0] in ("./segtrain", "segtrain"):
+                sub = next((w for w in words[1:] if w in SUBCOMMANDS), "train")
+                if sub == "train":
+                    code += " " + " ".join(SHRINK)
+            t0 = time.time()
+            r = subprocess.run(["bash", "-c", code], cwd=tmp, env=env, capture_output=True,
+                               text=True, timeout=300)
+            n += 1
+            print(f"ran in {time.time() - t0:5.1f} s, exit {r.returncode}: {code[:100]}",
+                  flush=True)
+            if r.returncode != 0:
+                problem(f"{where}: exited {r.returncode} (run as `{code}` in a fresh "
+                        f"checkout): {(r.stderr or r.stdout).strip()[-800:]}")
+    print(f"ran {n} commands of README.md")
+    if n == 0:
+        problem("README.md: no commands run")
 
 
 def slug(heading):
@@ -230,10 +346,11 @@ def check_length(src):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[3] not in ("commands", "links", "length"):
+    if len(sys.argv) != 4 or sys.argv[3] not in ("commands", "run", "links", "length"):
         sys.exit(__doc__)
     seg, src, what = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
-    {"commands": lambda: check_commands(seg, src), "links": lambda: check_links(src),
+    {"commands": lambda: check_commands(seg, src), "run": lambda: run_commands(seg, src),
+     "links": lambda: check_links(src),
      "length": lambda: check_length(src)}[what]()
     sys.exit(1 if problems else 0)
 

@@ -7,7 +7,11 @@
 #    console;
 #  - a setup stage that takes long is named while it runs (here: waiting
 #    for a second rank that never comes), and Ctrl-C during setup is
-#    acknowledged at once, before setup ends; no checkpoint is written.
+#    acknowledged at once, before setup ends; no checkpoint is written;
+#  - training shows a live progress line (steps, rate, ETA, loss) whatever
+#    train.log_every is: on a terminal (a pty made by script(1)) one line
+#    redrawn with \r and erased before each log line, never in the log file;
+#    off a terminal a plain line every train.progress_s seconds (0: none).
 set -eu
 SEGTRAIN=$1
 SRC=$2
@@ -74,4 +78,40 @@ set -e
 pid=
 [ $rc -ne 0 ] || fail "interrupted during setup, yet exit status 0"
 [ -z "$(ls "$tmp/setup/checkpoints" 2>/dev/null)" ] || fail "a checkpoint was written during setup"
-echo "ok: progress, log file, setup stages and Ctrl-C acknowledgement"
+
+# --- the live progress line: a terminal ---
+if command -v script >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    script -qec "'$SEGTRAIN' train $(echo $common) --set run_dir='$tmp/tty' --set train.iters=400 \
+        --set train.log_every=1000 --set train.eval_every=0" /dev/null >"$tmp/tty.out" 2>&1 ||
+        fail "on a terminal: training failed: $(tail -5 "$tmp/tty.out")"
+    # a redrawn line: \r, the line, \033[K (erase the rest)
+    grep -aq "$(printf '\r')train: [0-9]*/400 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$(printf '\033')\[K" "$tmp/tty.out" ||
+        fail "on a terminal: no live progress line redrawn in place: $(cat -A "$tmp/tty.out" | head -20)"
+    # a log line printed meanwhile erases it first and starts at the left margin
+    grep -aq "$(printf '\r\033')\[K[0-9:.]* training done" "$tmp/tty.out" ||
+        grep -aq "^[0-9:.]* training done" "$tmp/tty.out" ||
+        fail "on a terminal: 'training done' printed after the progress line: $(cat -A "$tmp/tty.out" | tail -5)"
+    ! grep -q "train: [0-9]*/400 steps" "$tmp/tty/logs/rank0.log" ||
+        fail "the live line went into the log file: $(grep "steps (" "$tmp/tty/logs/rank0.log")"
+else
+    echo "note: script(1) not installed: the terminal case is not checked"
+fi
+
+# --- the progress line off a terminal: every train.progress_s seconds ---
+# shellcheck disable=SC2086
+"$SEGTRAIN" train $common --set run_dir="$tmp/pipe" --set train.iters=400 \
+    --set train.log_every=1000 --set train.eval_every=0 --set train.progress_s=0.2 \
+    >"$tmp/pipe.out" 2>&1 || fail "off a terminal: training failed: $(tail -5 "$tmp/pipe.out")"
+n=$(grep -c "^[0-9:.]* train: [0-9]*/400 steps ([0-9]*%)  [0-9.]* \(it/s\|s/it\)  [0-9]*s elapsed  eta [0-9:]*  loss [0-9.]*$" "$tmp/pipe.out" || true)
+[ "$n" -ge 2 ] || fail "off a terminal: $n progress lines with train.progress_s=0.2 and \
+train.log_every=1000, expected several: $(cat "$tmp/pipe.out")"
+! grep -q "$(printf '\r')" "$tmp/pipe.out" || fail "off a terminal: a carriage return in the output"
+grep -q "train: [0-9]*/400 steps" "$tmp/pipe/logs/rank0.log" || fail "off a terminal: not in the log file"
+# shellcheck disable=SC2086
+"$SEGTRAIN" train $common --set run_dir="$tmp/none" --set train.iters=20 \
+    --set train.log_every=1000 --set train.eval_every=0 --set train.progress_s=0 \
+    >"$tmp/none.out" 2>&1 || fail "progress_s 0: training failed: $(tail -5 "$tmp/none.out")"
+! grep -q "train: [0-9]*/20 steps" "$tmp/none.out" ||
+    fail "train.progress_s=0 still prints progress lines: $(grep "steps (" "$tmp/none.out")"
+echo "ok: progress, log file, setup stages, Ctrl-C acknowledgement, live progress line"

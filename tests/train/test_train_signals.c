@@ -143,8 +143,17 @@ static void stop_and_check(const char *run, int sig, int job_wide) {
     const char *at = strstr(strstr(log, want), "at iteration ");
     long long logged = -1;
     CHECK(at != NULL && sscanf(at + 13, "%lld", &logged) == 1);
-    /* the hint names the launcher: resuming needs the same ranks */
-    CHECK_STR_CONTAINS(log, "Resume with: segtrain --nproc-per-node 2 train --config");
+    /* an interruption, not an error; the launcher prints the resume
+     * command with every launcher option given (resuming needs the same
+     * ranks; --kill-grace-s too) */
+    CHECK(strstr(log, "error: interrupted") == NULL);
+    CHECK_STR_CONTAINS(log, "The launcher prints the command to resume.");
+    char resume[1024];
+    snprintf(resume, sizeof resume,
+             "launcher: resume from the last checkpoint with: %s --nproc-per-node 2 "
+             "--kill-grace-s 10 train --resume auto --config %s/base.yaml --set run_dir=%s/%s",
+             g_bin, g_dir, g_dir, run);
+    CHECK_STR_CONTAINS(log, resume);
 
     char rdir[512], path[600], why[256];
     snprintf(rdir, sizeof rdir, "%s/%s", g_dir, run);
