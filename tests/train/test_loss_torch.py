@@ -6,6 +6,7 @@ its gradient on the fixed logits `test_loss_options dump` prints (labels
 and weights rebuilt here from the same formulas). Exits 77 (skipped) when torch is missing.
 Usage: test_loss_torch.py PATH-TO-test_loss_options"""
 import math
+import os
 import subprocess
 import sys
 
@@ -13,6 +14,15 @@ try:
     import torch
     import torch.nn.functional as F
 except ImportError:
+    # The Python tests/torch_env.sh would pick (SEGTRAIN_TORCH_PYTHON, the
+    # venvs of scripts/mmseg-venv and scripts/torch-venv), once.
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for py in (os.environ.get("SEGTRAIN_TORCH_PYTHON"),
+               os.path.join(os.environ.get("SEGTRAIN_MMSEG_VENV", os.path.join(src, ".venv-mmseg")), "bin", "python"),
+               os.path.join(os.environ.get("SEGTRAIN_TORCH_VENV", os.path.join(src, ".venv-torch")), "bin", "python")):
+        if py and os.access(py, os.X_OK) and not os.environ.get("SG_TORCH_REEXEC"):
+            os.environ["SG_TORCH_REEXEC"] = "1"
+            os.execv(py, [py] + sys.argv)
     print("torch is not installed for", sys.executable, "- skipped")
     sys.exit(77)
 
