@@ -13,6 +13,7 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/config.h"
+#include "core/sigmask.h"
 #include "core/threads.h"
 #include "core/util.h"
 #include "kernels/backend.h"
@@ -126,6 +127,10 @@ static void use_segtrain_omp_wait_policy(char **argv) {
 
 int main(int argc, char **argv) {
     use_segtrain_omp_wait_policy(argv);
+    /* before anything writes a file: past `ulimit -f` a write fails with
+     * EFBIG (reported, the partial file removed) instead of SIGXFSZ killing
+     * the process mid-checkpoint; the launcher's workers inherit it */
+    if (sg_ignore_file_size_signal() != SG_OK) return 1;
     if (argc < 2) {
         usage(stderr);
         return 2;

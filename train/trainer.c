@@ -364,6 +364,9 @@ static sg_status setup(trainer *T, const char *resume) {
     sg_status rc = sg_train_core_open(c, cfg);
     if (rc != SG_OK) return rc;
     g_sig_quiet = c->rank != 0;
+    /* partial checkpoint files of a process killed while writing one: rank
+     * 0, which holds the run directory's lock, removes them (each logged) */
+    if (c->rank == 0) sg_ckpt_sweep_tmp(cfg->run_dir, 1);
     snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
 
     sg_stage(T->stages, "indexing the datasets (data.root)");
