@@ -57,10 +57,17 @@ static const struct {
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
 
-static const char *g_launch_opts[] = {
-    "--nproc-per-node",     "--nnodes",        "--node-rank",      "--master-addr",
-    "--master-port",        "--kill-grace-s",  "--max-restarts",   "--restart-backoff-s",
-    "--agent-port",         "--node-timeout-s", "--max-restarts-without-progress"};
+static const char *g_launch_opts[] = {"--nproc-per-node",
+                                      "--nnodes",
+                                      "--node-rank",
+                                      "--master-addr",
+                                      "--master-port",
+                                      "--kill-grace-s",
+                                      "--max-restarts",
+                                      "--restart-backoff-s",
+                                      "--agent-port",
+                                      "--node-timeout-s",
+                                      "--max-restarts-without-progress"};
 
 static void usage(FILE *out) {
     fprintf(out,

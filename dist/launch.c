@@ -71,10 +71,17 @@ static void on_signal(int sig) {
     errno = e;
 }
 
-static const char *launch_opt_names[] = {
-    "--nproc-per-node",     "--nnodes",        "--node-rank",      "--master-addr",
-    "--master-port",        "--kill-grace-s",  "--max-restarts",   "--restart-backoff-s",
-    "--agent-port",         "--node-timeout-s", "--max-restarts-without-progress"};
+static const char *launch_opt_names[] = {"--nproc-per-node",
+                                         "--nnodes",
+                                         "--node-rank",
+                                         "--master-addr",
+                                         "--master-port",
+                                         "--kill-grace-s",
+                                         "--max-restarts",
+                                         "--restart-backoff-s",
+                                         "--agent-port",
+                                         "--node-timeout-s",
+                                         "--max-restarts-without-progress"};
 enum {
     O_NPROC,
     O_NNODES,
@@ -180,9 +187,7 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 o->backoff_s = b;
                 break;
             }
-            case O_STALLED:
-                rc = parse_int(launch_opt_names[k], v, 0, 1000, &o->max_stalled);
-                break;
+            case O_STALLED: rc = parse_int(launch_opt_names[k], v, 0, 1000, &o->max_stalled); break;
             case O_AGENT_PORT:
                 rc = parse_int(launch_opt_names[k], v, 0, 65535, &o->agent_port);
                 break;
@@ -444,10 +449,10 @@ static int backoff(double s) {
  * Returns the round's exit status (0: every worker succeeded); out gets the
  * cause of a failure and the signal forwarded, if any. */
 typedef struct round_result {
-    char cause[768];  /* "worker rank R ... (exit status N); see ..." */
-    int forwarded;    /* a signal to the launcher forwarded to the workers */
-    int config_error; /* the failed worker exited 2: a restart cannot fix it */
-    int remote;       /* stopped because the attempt failed on another node */
+    char cause[768];     /* "worker rank R ... (exit status N); see ..." */
+    int forwarded;       /* a signal to the launcher forwarded to the workers */
+    int config_error;    /* the failed worker exited 2: a restart cannot fix it */
+    int remote;          /* stopped because the attempt failed on another node */
     long long ckpt_iter; /* the newest checkpoint rank 0 reported committing; -1 none */
 } round_result;
 
