@@ -22,7 +22,7 @@ t0=$(date +%s)
 set +e
 OMP_NUM_THREADS=1 "$SEGTRAIN" --nproc-per-node 1 --max-restarts 1000 --restart-backoff-s 1 \
     --kill-grace-s 5 train --config "$SRC/configs/demo.yaml" --set data.root="$tmp/data" \
-    --set threads=1 --set data.crop_size=[32,32] --set train.batch_size=2 \
+    --set threads=1 --set "data.crop_size=[32,32]" --set train.batch_size=2 \
     --set data.workers=1 --set train.iters=4 --set train.checkpoint_every=2 \
     --set train.eval_every=3 --set run_dir="$tmp/run" >"$tmp/job.log" 2>&1
 rc=$?
@@ -43,5 +43,5 @@ for want in "checkpoint: $tmp/run/checkpoints/iter_00000002.safetensors" \
     grep -qF -- "$want" "$log" || fail "no '$want' in: $(cat "$log")"
 done
 # 8 s of pauses and five short attempts; 1000 restarts would take hours
-[ "$secs" -ge 8 ] && [ "$secs" -lt 90 ] || fail "took $secs s"
+if [ "$secs" -lt 8 ] || [ "$secs" -ge 90 ]; then fail "took $secs s"; fi
 echo "ok: gave up after 5 attempts (4 restarts, pauses $pauses s) in $secs s"
