@@ -1,8 +1,9 @@
 /* cmd/commands.h - one entry point per subcommand; main.c routes to them.
  * Each takes the arguments after the subcommand name (argv[0] is the
  * subcommand) and returns the process exit status (0 ok, 1 runtime failure,
- * 2 usage or configuration error). `segtrain --config F` with no subcommand
- * is train.
+ * 2 usage, configuration or input error - a file the user named -, 128 + N
+ * stopped by signal N; core/status.h). `segtrain --config F` with no
+ * subcommand is train.
  *
  * The commands are the one place where a library's sg_status
  * (core/status.h) becomes an exit status: sg_exit_code. */

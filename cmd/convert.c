@@ -70,7 +70,7 @@ int sg_cmd_convert(int argc, char **argv) {
     sg_pth *p = sg_pth_open(in, err, sizeof err);
     if (!p) {
         SG_ERROR("convert: %s", err);
-        return 1;
+        return 2; /* the file the user named: unreadable, corrupt or refused */
     }
     const char *wrap = sg_pth_wrapper_key(p);
     SG_INFO("convert: %s: %s format, %d tensors%s%s%s%s", in, sg_pth_format(p), sg_pth_count(p),

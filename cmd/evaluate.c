@@ -105,8 +105,12 @@ int sg_cmd_eval(int argc, char **argv) {
     comm = sg_comm_create(&cfg, be);
     if (!comm) goto done;
     int rank = sg_comm_rank(comm), world = sg_comm_world(comm);
-    m = sg_model_from_checkpoint(be, &cfg, ck);
-    if (!m) goto done;
+    sg_status mst;
+    m = sg_model_from_checkpoint(be, &cfg, ck, &mst);
+    if (!m) {
+        rc = sg_exit_code(mst); /* a corrupt --checkpoint is the user's input: 2 */
+        goto done;
+    }
     ds = sg_dataset_open(&cfg.data, sp, cfg.model.num_classes);
     if (!ds) goto done;
     if (sg_evaluator_init(&ev, be, ds, &cfg) != 0) goto done;

@@ -65,14 +65,14 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
     sg_st_file *f = sg_ckpt_open_valid(ck, why, sizeof why);
     if (!f) {
         SG_ERROR("export: %s: %s", ck, why);
-        return 1;
+        return 2; /* the checkpoint the user named is unreadable or corrupt */
     }
     if (ema && !sg_ckpt_has_ema(f)) {
         SG_ERROR("export --ema: %s holds no EMA weights (ema.*): it was trained with "
                  "train.ema_decay 0; export without --ema",
                  ck);
         sg_st_close(f);
-        return 1;
+        return 2;
     }
     /* checkpoints written before model.names existed are torchvision's */
     const char *model_names = sg_st_meta(f, "names") ? sg_st_meta(f, "names") : "torchvision";
@@ -82,14 +82,14 @@ static int export_checkpoint(const char *ck, const char *out, const char *names,
         SG_ERROR("export: %s: metadata names = '%s' is neither torchvision nor mmseg", ck,
                  model_names);
         sg_st_close(f);
-        return 1;
+        return 2; /* a corrupt or crafted file */
     }
     if (renamed && strcmp(names, model_names) != 0) {
         SG_ERROR("export --names %s: %s holds a model with %s's heads (model.names %s); its "
                  "state dict has no %s names. Use --names %s (or segtrain)",
                  names, ck, model_names, model_names, names, model_names);
         sg_st_close(f);
-        return 1;
+        return 2;
     }
     if (!strcmp(names, "torchvision")) torchvision_fit(f, ck);
     sg_st_writer *w = sg_st_writer_create();

@@ -182,7 +182,7 @@ static int run_export(const sg_cli *cli, req *r) {
         sg_st_file *f = sg_ckpt_open_valid(r->ck, why, sizeof why);
         if (!f) {
             SG_ERROR("export --ema: %s: %s", r->ck, why);
-            return 1;
+            return 2; /* the checkpoint the user named */
         }
         int has = sg_ckpt_has_ema(f);
         sg_st_close(f);
@@ -206,8 +206,9 @@ static int run_export(const sg_cli *cli, req *r) {
     if (sg_mkdirs_for_output("export", r->out) != 0) return 1;
     sg_backend *be = sg_open_backend(&cfg, NULL);
     if (!be) return 1;
-    sg_model *m = sg_model_from_checkpoint(be, &cfg, r->ck);
-    int rc = 1;
+    sg_status mst;
+    sg_model *m = sg_model_from_checkpoint(be, &cfg, r->ck, &mst);
+    int rc = sg_exit_code(mst); /* a corrupt checkpoint is the user's input: 2 */
     if (m) {
         sg_onnx *g = sg_onnx_create(r->o.opset, "segtrain", SG_VERSION, "deeplabv3");
         st = g ? sg_model_to_onnx(m, &r->o, g) : SG_ERR_CONFIG;

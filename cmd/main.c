@@ -13,6 +13,7 @@
 #include "cmd/commands.h"
 #include "core/cli.h"
 #include "core/config.h"
+#include "core/sigmask.h"
 #include "core/threads.h"
 #include "core/util.h"
 #include "kernels/backend.h"
@@ -56,18 +57,26 @@ static const struct {
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
 
-static const char *g_launch_opts[] = {
-    "--nproc-per-node", "--nnodes",        "--node-rank",    "--master-addr",
-    "--master-port",    "--kill-grace-s",  "--max-restarts", "--restart-backoff-s",
-    "--agent-port",     "--node-timeout-s"};
+static const char *g_launch_opts[] = {"--nproc-per-node",
+                                      "--nnodes",
+                                      "--node-rank",
+                                      "--master-addr",
+                                      "--master-port",
+                                      "--kill-grace-s",
+                                      "--max-restarts",
+                                      "--restart-backoff-s",
+                                      "--agent-port",
+                                      "--node-timeout-s",
+                                      "--max-restarts-without-progress"};
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: segtrain [SUBCOMMAND] [--config FILE] [--set KEY=VALUE]... [options]\n"
             "       segtrain --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
             "--master-port P] [--kill-grace-s S]\n"
-            "                [--max-restarts K [--restart-backoff-s S] [--node-timeout-s S] "
-            "[--agent-port P]] [SUBCOMMAND] ...\n"
+            "                [--max-restarts K [--restart-backoff-s S] "
+            "[--max-restarts-without-progress N]\n"
+            "                [--node-timeout-s S] [--agent-port P]] [SUBCOMMAND] ...\n"
             "       segtrain --help | --version | --help-config [--markdown]\n\nsubcommands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-9s %s\n", g_commands[i].name, g_commands[i].help);
@@ -126,6 +135,10 @@ static void use_segtrain_omp_wait_policy(char **argv) {
 
 int main(int argc, char **argv) {
     use_segtrain_omp_wait_policy(argv);
+    /* before anything writes a file: past `ulimit -f` a write fails with
+     * EFBIG (reported, the partial file removed) instead of SIGXFSZ killing
+     * the process mid-checkpoint; the launcher's workers inherit it */
+    if (sg_ignore_file_size_signal() != SG_OK) return 1;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -382,7 +382,7 @@ int sg_cmd_predict(int argc, char **argv) {
         if (files.n == 0) {
             SG_ERROR("predict: no PNG or JPEG image under %s (%d other file%s skipped)", input,
                      files.skipped, files.skipped == 1 ? "" : "s");
-            return 1;
+            return 2; /* the --input the user named */
         }
         qsort(files.rel, (size_t)files.n, sizeof *files.rel, cmp_str);
         if (files.skipped)
@@ -418,7 +418,7 @@ int sg_cmd_predict(int argc, char **argv) {
         if (clash) {
             for (int k = 0; k < files.n; k++) free(files.rel[k]);
             free(files.rel);
-            return 1;
+            return 2; /* the user's --input: rename a file */
         }
     }
     sg_backend *be = sg_open_backend(&cfg, &env);
@@ -453,8 +453,9 @@ int sg_cmd_predict(int argc, char **argv) {
                 "probabilities",
                 cfg.eval.n_scales, cfg.eval.flip ? " x flip" : "");
     }
-    int rc = 1;
-    P.m = sg_model_from_checkpoint(be, &cfg, ck);
+    sg_status mst;
+    P.m = sg_model_from_checkpoint(be, &cfg, ck, &mst);
+    int rc = sg_exit_code(mst); /* a corrupt --checkpoint is the user's input: 2 */
     if (P.m) {
         rc = 0;
         if (!dir) {

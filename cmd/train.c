@@ -52,7 +52,8 @@ int sg_cmd_train(int argc, char **argv) {
     if (st != SG_OK && new_dir && sg_cli_discard_unused_run_dir(cfg.run_dir, new_top))
         fprintf(stderr, "segtrain train: removed %s again: the run did not start\n", cfg.run_dir);
     sg_run_lock_release(&lock);
-    /* interrupted: checkpoint written, the shell's convention 128 + signal */
-    if (st == SG_OK && stop_signal) return 128 + stop_signal;
+    /* stopped by a signal (the checkpoint written when st is SG_OK): the
+     * shell's convention 128 + signal, as torchrun's workers */
+    if (stop_signal) return 128 + stop_signal;
     return sg_exit_code(st);
 }

@@ -78,3 +78,15 @@ sg_status sg_sigaction_onstack(int sig, void (*fn)(int, siginfo_t *, void *), co
     }
     return SG_OK;
 }
+
+sg_status sg_ignore_file_size_signal(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGXFSZ, &sa, NULL) != 0) {
+        SG_ERROR("sigaction(SIGXFSZ, SIG_IGN) failed: %s", strerror(errno));
+        return SG_ERR_RUNTIME;
+    }
+    return SG_OK;
+}

@@ -45,4 +45,12 @@ void sg_sigmask_restore(const sigset_t *old);
 sg_status sg_sigaction_onstack(int sig, void (*fn)(int, siginfo_t *, void *), const sigset_t *mask,
                                struct sigaction *old);
 
+/* Ignores SIGXFSZ for the whole process (and the programs it execs): a
+ * write past the file size limit (`ulimit -f`) then fails with EFBIG, which
+ * the writers report like a full disk (ENOSPC), naming the file and removing
+ * its partial copy, instead of the signal's default action killing the
+ * process mid-write. Called once at process start (cmd/main.c). SG_OK, or
+ * SG_ERR_RUNTIME after logging the call that failed. */
+sg_status sg_ignore_file_size_signal(void);
+
 #endif

@@ -19,6 +19,10 @@
  * The errors are negative on purpose: every older 0 / -1 function already
  * fits (-1 is SG_ERR_RUNTIME), and `!= 0` / `< 0` checks keep working.
  *
+ * A command stopped by a signal exits 128 + the signal (cmd/train.c); the
+ * launcher exits with its failed worker's status. The same rule for users,
+ * with examples of each class: docs/FAILURES.md ("Exit status").
+ *
  * Library code ends the process only for programmer errors (SG_CHECK
  * assertions), out of host memory (core/log.h) and failures of the GPU /
  * oneDNN libraries inside ops (kernels/backend.h); everything else returns.

@@ -535,6 +535,8 @@ sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value) {
                  "(rank 0: %016" PRIx64 ", this rank: %016" PRIx64 "). Run the same binary, "
                  "config and dataset on every rank.",
                  c->env.rank, field, verdict + off, v0, value);
+        c->broken = 1;
+        return SG_ERR_CONFIG; /* the nodes' setup is the user's: a restart cannot fix it */
     } else {
         SG_ERROR("rank %d: malformed agreement on the %s in the store", c->env.rank, field);
     }
@@ -553,16 +555,20 @@ static const char *choose_backend(const sg_config *cfg, sg_backend *be) {
 }
 
 sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be) {
-    return sg_comm_create_stoppable(cfg, be, NULL);
+    return sg_comm_create_stoppable(cfg, be, NULL, NULL);
 }
 
 sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
-                                  const volatile sig_atomic_t *stop) {
+                                  const volatile sig_atomic_t *stop, sg_status *why) {
+    sg_status why_l = SG_ERR_RUNTIME;
+    if (!why) why = &why_l;
+    *why = SG_ERR_RUNTIME;
     sg_comm *c = calloc(1, sizeof *c);
     SG_CHECK(c, "out of memory");
     pthread_mutex_init(&c->report_mu, NULL);
     if (sg_dist_env_read(&c->env) != SG_OK) {
         free(c);
+        *why = SG_ERR_CONFIG;
         return NULL;
     }
     c->be = be;
@@ -601,12 +607,14 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
                                c->timeout_s, &so);
     if (!c->store) goto fail;
     if (sg_store_heartbeat_start(c->store) != SG_OK) goto fail;
-    if (sg_comm_check_agree(c, "binary version",
-                            sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__)) !=
-        SG_OK)
+    sg_status agree = sg_comm_check_agree(
+        c, "binary version", sg_fnv1a_str(SG_FNV_OFFSET, SG_VERSION " " __DATE__ " " __TIME__));
+    if (agree == SG_OK)
+        agree = sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg));
+    if (agree != SG_OK) {
+        *why = agree;
         goto fail;
-    if (sg_comm_check_agree(c, "resolved config (sg_config_hash)", sg_config_hash(cfg)) != SG_OK)
-        goto fail;
+    }
 
     const char *name = choose_backend(cfg, be);
     /* host transports (Gloo) get the direct mesh for the training thread

@@ -77,9 +77,12 @@ sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be);
 /* The same, but joining (connecting to the store, waiting for the other
  * ranks, building the mesh) ends within ~0.1 s, returning NULL after an
  * error, once *stop != 0 (a signal handler's flag). Once joined, the flag no
- * longer interrupts anything. */
+ * longer interrupts anything. On NULL, *why (when why is not NULL) says
+ * the class: SG_ERR_CONFIG for a malformed launch environment or ranks that
+ * disagree on the binary or the config (the user's setup), else
+ * SG_ERR_RUNTIME. */
 sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
-                                  const volatile sig_atomic_t *stop);
+                                  const volatile sig_atomic_t *stop, sg_status *why);
 /* Leaves the job: a final barrier is NOT done here (call sg_comm_barrier
  * first when ranks must leave together). NULL is allowed. */
 void sg_comm_destroy(sg_comm *c);
@@ -124,9 +127,10 @@ sg_status sg_comm_allgather_host(sg_comm *c, const void *in, void *out, size_t b
 sg_status sg_comm_barrier(sg_comm *c);
 
 /* Start-up agreement: every rank passes its value of `field`; returns SG_OK
- * when all agree, else SG_ERR_RUNTIME after logging the field and which
- * ranks differ from rank 0 (every rank logs it), or which rank did not
- * publish its value in time. sg_comm_create already checks the binary
+ * when all agree, SG_ERR_CONFIG after logging the field and which ranks
+ * differ from rank 0 (every rank logs it: the ranks' setup is the user's,
+ * exit 2, never restarted), or SG_ERR_RUNTIME after logging which rank did
+ * not publish its value in time. sg_comm_create already checks the binary
  * version and sg_config_hash; the trainer calls sg_comm_check_dataset with
  * its dataset index hash once the index is built. */
 sg_status sg_comm_check_agree(sg_comm *c, const char *field, uint64_t value);

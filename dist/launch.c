@@ -50,7 +50,8 @@ typedef struct launch_opts {
     char addr[256];
     double grace_s;
     int max_restarts;             /* --max-restarts K: restarts of the group after a failure */
-    double backoff_s;             /* --restart-backoff-s S: pause before each restart */
+    int max_stalled;              /* --max-restarts-without-progress N */
+    double backoff_s;             /* --restart-backoff-s S: the first pause before a restart */
     int round;                    /* the current attempt: 0, then 1..max_restarts */
     int agent_port;               /* --agent-port: the launchers' rendezvous (several nodes) */
     double node_timeout_s;        /* --node-timeout-s: a node must (re)join within it */
@@ -70,10 +71,17 @@ static void on_signal(int sig) {
     errno = e;
 }
 
-static const char *launch_opt_names[] = {
-    "--nproc-per-node", "--nnodes",        "--node-rank",    "--master-addr",
-    "--master-port",    "--kill-grace-s",  "--max-restarts", "--restart-backoff-s",
-    "--agent-port",     "--node-timeout-s"};
+static const char *launch_opt_names[] = {"--nproc-per-node",
+                                         "--nnodes",
+                                         "--node-rank",
+                                         "--master-addr",
+                                         "--master-port",
+                                         "--kill-grace-s",
+                                         "--max-restarts",
+                                         "--restart-backoff-s",
+                                         "--agent-port",
+                                         "--node-timeout-s",
+                                         "--max-restarts-without-progress"};
 enum {
     O_NPROC,
     O_NNODES,
@@ -85,6 +93,7 @@ enum {
     O_BACKOFF,
     O_AGENT_PORT,
     O_NODE_TIMEOUT,
+    O_STALLED,
     O_COUNT
 };
 
@@ -134,6 +143,7 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
     o->nnodes = 1;
     o->grace_s = 30;
     o->backoff_s = 1;
+    o->max_stalled = SG_LAUNCH_MAX_STALLED;
     o->agent_port = -1;
     o->node_timeout_s = 300;
     o->port = -1;
@@ -177,6 +187,7 @@ static int parse(int argc, char **argv, launch_opts *o, char **rest, int *n_rest
                 o->backoff_s = b;
                 break;
             }
+            case O_STALLED: rc = parse_int(launch_opt_names[k], v, 0, 1000, &o->max_stalled); break;
             case O_AGENT_PORT:
                 rc = parse_int(launch_opt_names[k], v, 0, 65535, &o->agent_port);
                 break;
@@ -329,7 +340,7 @@ typedef struct report_reader {
     size_t len;
 } report_reader;
 
-static void read_reports(report_reader *rr, worker *w, int n) {
+static void read_reports(report_reader *rr, worker *w, int n, long long *ckpt_iter) {
     while (rr->fd >= 0) {
         if (rr->len == sizeof rr->buf) rr->len = 0; /* no newline in 4 KiB: garbage */
         ssize_t r = read(rr->fd, rr->buf + rr->len, sizeof rr->buf - rr->len);
@@ -340,7 +351,11 @@ static void read_reports(report_reader *rr, worker *w, int n) {
         for (size_t i = 0; i < rr->len; i++) {
             if (rr->buf[i] != '\n') continue;
             int self, culprit, state;
-            if (sg_launch_report_parse(rr->buf + start, i - start, &self, &culprit, &state) == 0)
+            long long it;
+            if (sg_launch_report_parse_checkpoint(rr->buf + start, i - start, &it) == SG_OK) {
+                if (it > *ckpt_iter) *ckpt_iter = it;
+            } else if (sg_launch_report_parse(rr->buf + start, i - start, &self, &culprit,
+                                              &state) == 0)
                 for (int k = 0; k < n; k++)
                     if (w[k].rank == self && w[k].culprit < 0) {
                         w[k].culprit = culprit;
@@ -405,6 +420,13 @@ static sg_status resume_auto(char **rest) {
     return SG_OK;
 }
 
+double sg_launch_restart_delay(double base_s, int stalled) {
+    double d = base_s;
+    for (int k = 1; k < stalled && d < SG_LAUNCH_BACKOFF_CAP_S; k++) d *= 2;
+    double cap = base_s > SG_LAUNCH_BACKOFF_CAP_S ? base_s : SG_LAUNCH_BACKOFF_CAP_S;
+    return d < cap ? d : cap;
+}
+
 /* Waits s seconds before a restart; a signal to the launcher (other than
  * SIGCHLD) ends the wait: returns it, else 0. */
 static int backoff(double s) {
@@ -427,16 +449,18 @@ static int backoff(double s) {
  * Returns the round's exit status (0: every worker succeeded); out gets the
  * cause of a failure and the signal forwarded, if any. */
 typedef struct round_result {
-    char cause[768];  /* "worker rank R ... (exit status N); see ..." */
-    int forwarded;    /* a signal to the launcher forwarded to the workers */
-    int config_error; /* the failed worker exited 2: a restart cannot fix it */
-    int remote;       /* stopped because the attempt failed on another node */
+    char cause[768];     /* "worker rank R ... (exit status N); see ..." */
+    int forwarded;       /* a signal to the launcher forwarded to the workers */
+    int config_error;    /* the failed worker exited 2: a restart cannot fix it */
+    int remote;          /* stopped because the attempt failed on another node */
+    long long ckpt_iter; /* the newest checkpoint rank 0 reported committing; -1 none */
 } round_result;
 
 static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *agent,
                      round_result *out) {
     launch_opts o = *o_in;
     memset(out, 0, sizeof *out);
+    out->ckpt_iter = -1;
     report_reader rr = {.fd = -1};
     int rep_pipe[2] = {-1, -1};
     if (pipe2(rep_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -523,8 +547,8 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *
                 kill_at = sg_now_s() + o.grace_s;
             }
         }
-        read_reports(&rr, w,
-                     n_started); /* before reaping: a failed worker's report is in the pipe */
+        /* before reaping: a failed worker's report is in the pipe */
+        read_reports(&rr, w, n_started, &out->ckpt_iter);
         /* reap */
         int alive = 0;
         for (int i = 0; i < n_started; i++) {
@@ -610,7 +634,7 @@ static int run_round(launch_opts *o_in, const char *exe, char **rest, sg_agent *
             if (w[i].fd[k] >= 0) close(w[i].fd[k]);
             free(w[i].buf[k]);
         }
-    read_reports(&rr, w, n_started);
+    read_reports(&rr, w, n_started, &out->ckpt_iter);
     if (rr.fd >= 0) close(rr.fd);
     if (failed >= 0) {
         char how[128];
@@ -733,6 +757,12 @@ int sg_launch(int argc, char **argv, const char *exe) {
         } /* else each attempt draws its own, as without a launcher */
     }
     int result = 0;
+    /* progress (dist/launch.h): the newest checkpoint rank 0 reported, and
+     * the failed attempts in a row that wrote none newer; only the node of
+     * global rank 0 sees the reports, so it decides (the others follow
+     * through the rendezvous) */
+    long long newest_ckpt = -1;
+    int stalled = 0, stall_stop = 0;
     for (o.round = 0;; o.round++) {
         if (agent && sg_agent_join(agent, o.round, o.max_restarts) != SG_OK) {
             result = result ? result : 1;
@@ -741,6 +771,16 @@ int sg_launch(int argc, char **argv, const char *exe) {
         round_result rr;
         result = run_round(&o, exe, rest, agent, &rr);
         int no_restart = rr.forwarded || rr.config_error;
+        if (result != 0 && o.node_rank == 0) {
+            if (rr.ckpt_iter > newest_ckpt) {
+                newest_ckpt = rr.ckpt_iter;
+                stalled = 0;
+            } else {
+                stalled++;
+            }
+            stall_stop = !no_restart && o.round < o.max_restarts && stalled > o.max_stalled;
+            if (stall_stop) no_restart = 1;
+        }
         if (agent) { /* every node's outcome: all restart, or all end */
             int any = 0, any_nr = 0, first_exit = result;
             char first[768];
@@ -758,7 +798,7 @@ int sg_launch(int argc, char **argv, const char *exe) {
                 rr.remote = 1;
             }
             no_restart = any_nr;
-            if (any_nr && !rr.forwarded && !rr.config_error) rr.config_error = 1;
+            if (any_nr && !rr.forwarded && !rr.config_error && !stall_stop) rr.config_error = 1;
         }
         if (result == 0) break;
         if (rr.forwarded) {
@@ -768,11 +808,26 @@ int sg_launch(int argc, char **argv, const char *exe) {
             log_resume(argc, argv, rest);
             break; /* the user's Ctrl-C / SIGTERM is never retried */
         }
+        if (stall_stop) {
+            char ck[64];
+            if (newest_ckpt >= 0) snprintf(ck, sizeof ck, "iteration %lld", newest_ckpt);
+            else snprintf(ck, sizeof ck, "none in this job");
+            SG_ERROR("launcher: failed: %s", rr.cause);
+            SG_ERROR("launcher: giving up: %d attempts in a row failed without writing a new "
+                     "checkpoint (the newest: %s): the failure comes back at every restart, "
+                     "so restarting again would not get past it (--max-restarts-without-progress "
+                     "%d, of --max-restarts %d). Fix the cause named above, then run again with "
+                     "--resume auto to continue from the newest checkpoint",
+                     stalled, ck, o.max_stalled, o.max_restarts);
+            break;
+        }
         if (no_restart && o.round < o.max_restarts) {
             SG_ERROR("launcher: failed: %s", rr.cause);
             SG_ERROR("launcher: not restarting: %s",
                      rr.remote ? "the failure on the other node cannot be fixed by a restart "
-                                 "(a signal from the user, or a configuration error)"
+                                 "(a signal from the user, a configuration error, or attempts "
+                                 "failing again and again without a new checkpoint: see node "
+                                 "0's launcher)"
                                : "exit status 2 is a configuration or usage error, which a "
                                  "restart cannot fix");
             break;
@@ -786,10 +841,16 @@ int sg_launch(int argc, char **argv, const char *exe) {
             log_resume(argc, argv, rest);
             break;
         }
-        SG_WARN("launcher: restart %d of %d on host %s: %s", o.round + 1, o.max_restarts, g_host,
-                rr.cause);
+        double delay = sg_launch_restart_delay(o.backoff_s, stalled);
+        SG_WARN("launcher: restart %d of %d on host %s in %.0f s: %s", o.round + 1, o.max_restarts,
+                g_host, delay, rr.cause);
+        if (stalled > 0 && o.node_rank == 0)
+            SG_WARN("launcher: %d attempt(s) in a row failed without a new checkpoint (at most "
+                    "%d restarts without one, --max-restarts-without-progress; the pause "
+                    "doubles each time, up to %.0f s)",
+                    stalled, o.max_stalled, (double)SG_LAUNCH_BACKOFF_CAP_S);
         if (resume_auto(rest) != SG_OK) break;
-        int sig = backoff(o.backoff_s);
+        int sig = backoff(delay);
         if (sig) {
             result = 128 + sig;
             SG_ERROR("launcher: stopped by signal %d (%s) before restarting; exit status %d", sig,

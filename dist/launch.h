@@ -25,7 +25,8 @@
  * --nnodes M (1), --node-rank R (0), --master-addr A (MASTER_ADDR or
  * 127.0.0.1), --master-port P (MASTER_PORT; single node: a free port;
  * several nodes: 29500), --kill-grace-s S (30, as torchrun),
- * --max-restarts K (0), --restart-backoff-s S (1), --agent-port P
+ * --max-restarts K (0), --restart-backoff-s S (1),
+ * --max-restarts-without-progress N (3), --agent-port P
  * (several nodes: --master-port + 1; 0: none), --node-timeout-s S (300).
  * The other arguments are passed to each worker unchanged.
  *
@@ -39,7 +40,14 @@
  * group is started again, at most K times, with `--resume auto` in the
  * workers' arguments (replacing a --resume given; added after `train`),
  * TORCHELASTIC_RESTART_COUNT = the attempt and TORCHELASTIC_MAX_RESTARTS =
- * K; each restart is logged with its cause and host. Never restarted: a
+ * K; each restart is logged with its cause and host. Progress: global rank
+ * 0 reports each checkpoint it committed (dist/launch_report.h); after N + 1
+ * failed attempts in a row without a newer checkpoint the job ends
+ * (--max-restarts-without-progress N: a failure that repeats is not
+ * restarted K times), and the pause before a restart is S after progress,
+ * then doubles with each attempt without progress, up to
+ * SG_LAUNCH_BACKOFF_CAP_S (or S when larger). The node of global rank 0
+ * decides; the other nodes follow through the rendezvous. Never restarted: a
  * signal to the launcher, a worker's exit status 2 (configuration or usage
  * error), workers that do not run `train`. The exit status is the last
  * failure's. Several nodes meet in the launchers' rendezvous
@@ -56,6 +64,17 @@ extern "C" {
 
 /* What a fresh training run takes as its run id when set (16 hex digits). */
 #define SG_RUN_ID_ENV "SEGTRAIN_RUN_ID"
+
+/* The default of --max-restarts-without-progress, and the longest pause
+ * between attempts that made no progress (seconds; S when that is longer). */
+#define SG_LAUNCH_MAX_STALLED 3
+#define SG_LAUNCH_BACKOFF_CAP_S 30
+
+/* The pause before a restart: base_s (--restart-backoff-s) when the failed
+ * attempt wrote a new checkpoint (stalled 0) or is the first in a row
+ * without one (1), doubled for each further one, capped as above. A pure
+ * function. */
+double sg_launch_restart_delay(double base_s, int stalled);
 
 /* argv as main's (argv[0] = program, ignored); exe = the worker program
  * (argv[0] of each worker). Returns the exit status for the launcher process

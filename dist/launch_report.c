@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,27 @@ void sg_launch_report_culprit(int self, int culprit, int state) {
     if (n > 0 &&
         write(fd, line, (size_t)n) != n) { /* full or closed: the summary is less precise */
     }
+}
+
+void sg_launch_report_checkpoint(long long iter) {
+    int fd = sg_launch_report_open();
+    if (fd < 0) return;
+    char line[64];
+    int n = snprintf(line, sizeof line, "checkpoint %lld\n", iter);
+    if (n > 0 && write(fd, line, (size_t)n) != n) { /* full or closed: counted as no progress */
+    }
+}
+
+sg_status sg_launch_report_parse_checkpoint(const char *line, size_t len, long long *iter) {
+    char buf[64];
+    if (len >= sizeof buf) return SG_ERR_RUNTIME;
+    memcpy(buf, line, len);
+    buf[len] = 0;
+    if (strncmp(buf, "checkpoint ", 11) != 0) return SG_ERR_RUNTIME;
+    long v;
+    if (sg_parse_long(buf + 11, 0, LONG_MAX, &v) != 0) return SG_ERR_RUNTIME;
+    *iter = v;
+    return SG_OK;
 }
 
 sg_status sg_launch_report_parse(const char *line, size_t len, int *self, int *culprit,

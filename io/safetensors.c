@@ -684,8 +684,10 @@ sg_status sg_st_writer_write_stream(sg_st_writer *w, FILE *out, const char *name
         if (w->t[i].nbytes) ok = fwrite(w->t[i].data, 1, w->t[i].nbytes, out) == w->t[i].nbytes;
     sg_json_free(&h);
     if (!ok || fflush(out) != 0) {
+        int e = errno; /* kept for the caller (ENOSPC, EFBIG: its own hint) */
         SG_ERROR("safetensors: writing %s failed: %s; check free disk space and permissions", name,
-                 strerror(errno));
+                 strerror(e));
+        errno = e;
         return SG_ERR_RUNTIME;
     }
     return SG_OK;

@@ -160,11 +160,21 @@ void sg_ckpt_iter_path(const char *run_dir, int64_t iter, char *out, size_t cap)
 void sg_ckpt_best_path(const char *run_dir, char *out, size_t cap);
 /* Deletes all but the newest `keep` iter_*.safetensors of run `run_id` up
  * to iteration `newest` (the one just written, which is therefore never
- * deleted; keep <= 0: keep all) and stale *.tmp files. Files of later
+ * deleted; keep <= 0: keep all) and partial files (sg_ckpt_sweep_tmp). Files of later
  * iterations, of another run, or whose header cannot be read are neither
  * counted nor deleted; files without a run id count as this run's. Returns
  * the number deleted. */
 int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest, const char *run_id);
+/* The suffix sg_ckpt_commit writes under before the rename (path + it). */
+#define SG_CKPT_TMP_SUFFIX ".tmp"
+/* 1 when a file name is one of sg_ckpt_commit's partial files
+ * (iter_<digits>.safetensors.tmp, best.safetensors.tmp), else 0. */
+int sg_ckpt_is_tmp_name(const char *name);
+/* Deletes the partial files (sg_ckpt_is_tmp_name; nothing else) in
+ * <run_dir>/checkpoints, left by a process killed while writing one; each
+ * removal is logged (a warning) when log_each. Rank 0 calls it when a
+ * training starts. Returns the number deleted. */
+int sg_ckpt_sweep_tmp(const char *run_dir, int log_each);
 /* The newest valid iter_*.safetensors of the run being resumed: that run is
  * the one named by the newest file whose header can be read; files of
  * other runs are skipped (a warning names them), as are corrupt or truncated

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,6 +147,29 @@ static sg_status fsync_dir_of(const char *path) {
     return SG_OK;
 }
 
+/* What to do when writing checkpoint `path` failed with errno e: a full
+ * disk, a quota and the file size limit (`ulimit -f`: EFBIG, SIGXFSZ being
+ * ignored, core/sigmask.h) each get their own line; other errors were
+ * explained where they were found. */
+static void explain_write_error(int e, const char *path) {
+    if (e == EFBIG) {
+        struct rlimit rl;
+        char lim[64] = "unknown";
+        if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(lim, sizeof lim, "%llu bytes", (unsigned long long)rl.rlim_cur);
+        SG_ERROR("checkpoint: %s is larger than this process may write a file (the file size "
+                 "limit, `ulimit -f`, is %s): raise it (`ulimit -f unlimited` in the shell or job "
+                 "script that starts segtrain) and resume with --resume auto; the partial file "
+                 "was removed, earlier checkpoints are intact",
+                 path, lim);
+    } else if (e == ENOSPC || e == EDQUOT) {
+        SG_ERROR("checkpoint: no space left for %s (%s): free space there or move run_dir, and "
+                 "resume with --resume auto; the partial file was removed, earlier checkpoints "
+                 "are intact",
+                 path, strerror(e));
+    }
+}
+
 sg_status sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
     char buf[64];
     snprintf(buf, sizeof buf, "%d", b->n_tensors);
@@ -156,28 +180,38 @@ sg_status sg_ckpt_commit(sg_ckpt_builder *b, const char *path) {
     if (sg_ckpt_meta(b, "meta_checksum", buf)) return SG_ERR_RUNTIME;
 
     char tmp[SG_STR + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s%s", path, SG_CKPT_TMP_SUFFIX);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
+        int e = errno;
         SG_ERROR("checkpoint: cannot create %s: %s (is the run_dir writable? disk full?)", tmp,
-                 strerror(errno));
+                 strerror(e));
+        explain_write_error(e, path);
         return SG_ERR_RUNTIME;
     }
+    int e = 0;
     sg_status rc = sg_st_writer_write_stream(b->w, f, tmp);
+    if (rc != SG_OK) e = errno; /* logged by the writer */
     if (rc == SG_OK && fflush(f) != 0) {
-        SG_ERROR("checkpoint: writing %s failed: %s (disk full?)", tmp, strerror(errno));
+        e = errno;
+        SG_ERROR("checkpoint: writing %s failed: %s (disk full?)", tmp, strerror(e));
         rc = SG_ERR_RUNTIME;
     }
     if (rc == SG_OK && fsync(fileno(f)) != 0) {
-        SG_ERROR("checkpoint: fsync of %s failed: %s", tmp, strerror(errno));
+        e = errno;
+        SG_ERROR("checkpoint: fsync of %s failed: %s", tmp, strerror(e));
         rc = SG_ERR_RUNTIME;
     }
     if (fclose(f) != 0 && rc == SG_OK) {
-        SG_ERROR("checkpoint: closing %s failed: %s (disk full?)", tmp, strerror(errno));
+        e = errno;
+        SG_ERROR("checkpoint: closing %s failed: %s (disk full?)", tmp, strerror(e));
         rc = SG_ERR_RUNTIME;
     }
     if (rc != SG_OK) {
-        unlink(tmp);
+        if (unlink(tmp) != 0 && errno != ENOENT)
+            SG_WARN("checkpoint: cannot remove the partial file %s: %s (remove it by hand)", tmp,
+                    strerror(errno));
+        explain_write_error(e, path);
         return SG_ERR_RUNTIME;
     }
     if (rename(tmp, path) != 0) {
@@ -460,16 +494,42 @@ int sg_ckpt_prune(const char *run_dir, int keep, int64_t newest, const char *run
         else SG_WARN("cannot delete old checkpoint %s: %s", path, strerror(errno));
     }
     free(its);
+    return deleted + sg_ckpt_sweep_tmp(run_dir, 0);
+}
+
+int sg_ckpt_is_tmp_name(const char *name) {
+    static const char best[] = "best.safetensors" SG_CKPT_TMP_SUFFIX;
+    if (strcmp(name, best) == 0) return 1;
+    /* iter_<digits>.safetensors.tmp, as sg_ckpt_iter_path + the suffix */
+    if (strncmp(name, "iter_", 5) != 0) return 0;
+    const char *p = name + 5;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    return strcmp(p, ".safetensors" SG_CKPT_TMP_SUFFIX) == 0;
+}
+
+int sg_ckpt_sweep_tmp(const char *run_dir, int log_each) {
+    char dir[SG_STR + 32], path[SG_STR + 320];
+    sg_ckpt_dir(run_dir, 0, dir, sizeof dir);
     DIR *d = opendir(dir);
+    if (!d) return 0; /* no checkpoints folder yet: nothing to sweep */
+    int deleted = 0;
     struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        size_t L = strlen(e->d_name);
-        if (L > 4 && strcmp(e->d_name + L - 4, ".tmp") == 0) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (unlink(path) == 0) deleted++;
+    while ((e = readdir(d)) != NULL) {
+        if (!sg_ckpt_is_tmp_name(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) {
+            deleted++;
+            if (log_each)
+                SG_WARN("checkpoint: removed %s, the partial copy of a checkpoint whose write "
+                        "did not finish (a process killed while writing it)",
+                        path);
+        } else if (errno != ENOENT) {
+            SG_WARN("checkpoint: cannot remove the partial file %s: %s (remove it by hand)", path,
+                    strerror(errno));
         }
     }
-    if (d) closedir(d);
+    closedir(d);
     return deleted;
 }
 

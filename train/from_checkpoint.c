@@ -136,7 +136,11 @@ static sg_status check_size(const sg_st_file *f, const sg_model_opts *mo, const 
     return SG_OK;
 }
 
-sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck) {
+sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck,
+                                   sg_status *why) {
+    sg_status why_l;
+    if (!why) why = &why_l;
+    *why = SG_ERR_CONFIG; /* the user's file or config, unless said otherwise below */
     sg_model_opts mo;
     if (sg_model_opts_from_config(&mo, cfg) != SG_OK) return NULL;
     sg_st_file *f = sg_st_open(ck);
@@ -162,6 +166,7 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
     sg_model *m = sg_model_create(be, &mo);
     if (!m) {
         sg_st_close(f);
+        *why = SG_ERR_RUNTIME; /* the device's memory */
         return NULL;
     }
     sg_status rc;
@@ -189,6 +194,7 @@ sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const c
         return NULL;
     }
     sg_st_close(f);
+    *why = SG_OK;
     return m;
 }
 

@@ -33,8 +33,12 @@ sg_status sg_cli_load_checkpoint_config(sg_cli *cli, const char *ck, sg_config *
  * allocated the file's model tensors (count, float and int64 values) must
  * equal what cfg's model holds (model/model_io.h sg_model_expected_size) and
  * the parameters must fit the device's available memory. NULL after
- * logging. */
-sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck);
+ * logging; *why (when why is not NULL) then says the class: SG_ERR_CONFIG
+ * when the file (unreadable, corrupt: structure or checksum) or the config
+ * is at fault - the user named both - SG_ERR_RUNTIME when the model could
+ * not be created on the device. */
+sg_model *sg_model_from_checkpoint(sg_backend *be, const sg_config *cfg, const char *ck,
+                                   sg_status *why);
 
 /* Makes the loader allocate its batch buffers with be->ops->host_alloc
  * (pinned host memory on CUDA, so uploads can be asynchronous). */

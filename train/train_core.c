@@ -22,8 +22,9 @@ sg_status sg_train_core_open(sg_train_core *c, const sg_config *cfg) {
     if (sg_dist_env_read(&env) != 0) return SG_ERR_CONFIG;
     c->be = sg_open_backend(cfg, &env);
     if (!c->be) return SG_ERR_RUNTIME;
-    c->comm = sg_comm_create_stoppable(cfg, c->be, c->stop);
-    if (!c->comm) return SG_ERR_RUNTIME;
+    sg_status why = SG_ERR_RUNTIME;
+    c->comm = sg_comm_create_stoppable(cfg, c->be, c->stop, &why);
+    if (!c->comm) return why;
     c->rank = sg_comm_rank(c->comm);
     c->world = sg_comm_world(c->comm);
     c->B = cfg->train.batch_size;

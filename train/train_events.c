@@ -291,6 +291,8 @@ static sg_status write_checkpoint(trainer *T, int best) {
             sg_ckpt_prune(T->cfg->run_dir, T->cfg->train.keep_checkpoints, T->st.iter,
                           T->st.run_id);
         if (rc == 0) SG_INFO("checkpoint: %s", path);
+        /* under segtrain's launcher: progress, for its restart rule */
+        if (rc == 0 && !best) sg_launch_report_checkpoint((long long)T->st.iter);
     }
     if (sg_comm_allreduce_i64(T->c.comm, &rc, 1) != 0) return SG_ERR_RUNTIME;
     if (rc != 0) {

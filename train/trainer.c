@@ -211,13 +211,16 @@ static int64_t ckpt_global_batch(const sg_st_file *f, const trainer *T, int worl
     return (int64_t)*per_rank * *accum * world;
 }
 
-/* SG_OK, or SG_ERR_RUNTIME / SG_ERR_CONFIG after logging. */
-static sg_status load_resume(trainer *T, const char *path) {
+/* SG_OK, or SG_ERR_RUNTIME / SG_ERR_CONFIG after logging. A file the user
+ * named (`named`: --resume PATH) that is unreadable, corrupt or not a
+ * checkpoint is their input: SG_ERR_CONFIG; one --resume auto found valid a
+ * moment ago and cannot read now: SG_ERR_RUNTIME. */
+static sg_status load_resume(trainer *T, const char *path, int named) {
     char why[1024];
     sg_st_file *f = sg_ckpt_open_valid(path, why, sizeof why);
     if (!f) {
         SG_ERROR("--resume %s: %s; use another checkpoint or --resume auto", path, why);
-        return SG_ERR_RUNTIME;
+        return named ? SG_ERR_CONFIG : SG_ERR_RUNTIME;
     }
     sg_train_state st;
     sg_status rc = sg_ckpt_read_state(f, &st);
@@ -245,8 +248,9 @@ static sg_status load_resume(trainer *T, const char *path) {
     sg_st_close(f);
     if (rc != SG_OK) {
         SG_ERROR("--resume %s: the checkpoint does not fit this model/config (see above)", path);
-        /* a configuration choice (train.optimizer) stays one: exit 2 */
-        return rc == SG_ERR_CONFIG ? SG_ERR_CONFIG : SG_ERR_RUNTIME;
+        /* the config (train.optimizer among them) or the file: the user's
+         * choice, exit 2 */
+        return SG_ERR_CONFIG;
     }
     /* one run per run_dir: resuming run A where run B keeps its checkpoints
      * would mix them (rank 0 looks; the outcome is agreed on) */
@@ -364,6 +368,9 @@ static sg_status setup(trainer *T, const char *resume) {
     sg_status rc = sg_train_core_open(c, cfg);
     if (rc != SG_OK) return rc;
     g_sig_quiet = c->rank != 0;
+    /* partial checkpoint files of a process killed while writing one: rank
+     * 0, which holds the run directory's lock, removes them (each logged) */
+    if (c->rank == 0) sg_ckpt_sweep_tmp(cfg->run_dir, 1);
     snprintf(T->metrics_path, sizeof T->metrics_path, "%s/metrics.jsonl", cfg->run_dir);
 
     sg_stage(T->stages, "indexing the datasets (data.root)");
@@ -374,8 +381,8 @@ static sg_status setup(trainer *T, const char *resume) {
         if (!T->val_ds) return SG_ERR_RUNTIME;
     }
     sg_stage(T->stages, "checking that every rank sees the same dataset");
-    if (sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds)) != 0)
-        return SG_ERR_RUNTIME;
+    rc = sg_comm_check_dataset(c->comm, dataset_hash(T->train_ds, T->val_ds));
+    if (rc != SG_OK) return rc;
     int64_t N = sg_dataset_size(T->train_ds);
     T->sampler =
         (sg_sampler){N, c->world, cfg->data.shuffle, cfg->train.drop_last, (uint64_t)cfg->seed};
@@ -419,7 +426,7 @@ static sg_status setup(trainer *T, const char *resume) {
     char path[SG_STR + 64];
     int found = 0;
     if (rc == SG_OK) rc = resolve_resume(T, resume, path, sizeof path, &found);
-    if (rc == SG_OK && found) rc = load_resume(T, path);
+    if (rc == SG_OK && found) rc = load_resume(T, path, strcmp(resume, "auto") != 0);
     int64_t flag[2] = {rc == SG_ERR_RUNTIME, rc == SG_ERR_CONFIG};
     if (sg_comm_allreduce_i64(c->comm, flag, 2) != 0) return SG_ERR_RUNTIME;
     if (rc == SG_OK && (flag[0] || flag[1])) {
@@ -828,6 +835,9 @@ sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug 
     }
     teardown(&T);
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    /* a run that failed while stopping on a signal (SIGTERM while joining
+     * the job, or while a step waited for a peer) stopped because of it */
+    if (!stopped_by && rc != SG_OK && g_stop_signal) stopped_by = (int)g_stop_signal;
     if (stop_signal) *stop_signal = stopped_by;
     return rc;
 }

@@ -60,7 +60,9 @@ typedef struct sg_train_debug {
  * SG_ERR_CONFIG (logged; a batch or crop the model cannot train on is found
  * before the first step). *stop_signal (may be NULL) receives the signal
  * number that interrupted the run - SG_OK then, with the checkpoint written
- * and the resume hint logged; the train command exits 128 + signal - or 0. */
+ * and the resume hint logged; or an error status when the signal came
+ * before a checkpoint could be written (while joining the job, or ending a
+ * failed step); the train command exits 128 + signal either way - or 0. */
 sg_status sg_train_run(const sg_config *cfg, const char *resume, sg_train_debug *dbg,
                        int *stop_signal);
 

@@ -170,7 +170,7 @@ static void run_layout(const char *layout) {
         th_cap_begin();
         int rc = run(sg_cmd_predict, pred_mix);
         const char *msg = th_cap_end();
-        CHECK_EQ_INT(rc, 1);
+        CHECK_EQ_INT(rc, 2); /* the user's input: exit 2 */
         CHECK_STR_CONTAINS(msg, "would both be written as");
     }
     double acc = labelled ? (double)agree / (double)labelled : 0;

@@ -21,6 +21,8 @@
 
 #include "core/log.h"
 #include "dist/comm.h"
+#include "dist/launch.h"
+#include "dist/launch_report.h"
 #include "dist/launch_resume.h"
 #include "dist_harness.h"
 #include "tests/helpers.h"
@@ -137,6 +139,15 @@ static int w_kill_midrun(void) {
         }
     }
     return 0;
+}
+
+/* A training that fails in every attempt: attempts 0 and 1 first report a
+ * new checkpoint (iterations 10, 20), the later ones report iteration 20
+ * again (no progress). */
+static int w_ckfail(void) {
+    int r = atoi(getenv("TORCHELASTIC_RESTART_COUNT"));
+    sg_launch_report_checkpoint(r < 2 ? 10 * (r + 1) : 20);
+    return 1;
 }
 
 /* Prints the job token the launcher gave this worker. */
@@ -317,6 +328,63 @@ static int two_pids(void) { return count_pids() >= 2; }
 
 /* A random 64-hex-digit token per job, the same on every rank; the user's
  * SEGTRAIN_JOB_TOKEN passes through; the report pipe is announced. */
+/* How often needle occurs in hay. */
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* The pause before a restart: the base after progress, doubling with each
+ * attempt in a row without progress, capped at SG_LAUNCH_BACKOFF_CAP_S (or
+ * the base when larger). */
+static void test_restart_delay(void) {
+    CHECK_EQ_INT(SG_LAUNCH_BACKOFF_CAP_S, 30);
+    const double base1[] = {1, 1, 2, 4, 8, 16, 30, 30};
+    for (int k = 0; k < 8; k++) CHECK(sg_launch_restart_delay(1, k) == base1[k]);
+    CHECK(sg_launch_restart_delay(1, 1000) == 30);
+    CHECK(sg_launch_restart_delay(0, 9) == 0);
+    CHECK(sg_launch_restart_delay(20, 2) == 30);
+    CHECK(sg_launch_restart_delay(60, 5) == 60);
+    long long it = -1;
+    CHECK(sg_launch_report_parse_checkpoint("checkpoint 42", 13, &it) == SG_OK && it == 42);
+    CHECK(sg_launch_report_parse_checkpoint("checkpoint -1", 13, &it) != SG_OK);
+    CHECK(sg_launch_report_parse_checkpoint("checkpoint 4x", 13, &it) != SG_OK);
+    CHECK(sg_launch_report_parse_checkpoint("checkpoint ", 11, &it) != SG_OK);
+    int a, b, c;
+    CHECK(sg_launch_report_parse("checkpoint 42", 13, &a, &b, &c) != SG_OK);
+}
+
+/* --max-restarts 1000: two attempts that wrote a new checkpoint, then
+ * attempts that wrote none newer: given up after 2 restarts without
+ * progress (--max-restarts-without-progress 2), i.e. at the third such
+ * failure, 5 attempts in all. */
+static void test_no_progress_gives_up(void) {
+    fresh_piddir();
+    const char *args[] = {"--nproc-per-node",
+                          "1",
+                          "--max-restarts",
+                          "1000",
+                          "--restart-backoff-s",
+                          "0",
+                          "--max-restarts-without-progress",
+                          "2",
+                          "ckfail",
+                          "train",
+                          NULL};
+    char *out = NULL;
+    double secs = 0;
+    int rc = dh_launch(args, &out, &secs);
+    fprintf(stderr, "  exit %d after %.1f s\n", rc, secs);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_EQ_INT(count_of(out, "launcher: restarting the workers"), 4);
+    CHECK_STR_CONTAINS(out, "giving up: 3 attempts in a row failed without writing a new "
+                            "checkpoint (the newest: iteration 20)");
+    CHECK_STR_CONTAINS(out, "(--max-restarts-without-progress 2, of --max-restarts 1000)");
+    CHECK_STR_CONTAINS(out, "launcher: failed: worker rank 0 exited with status 1");
+    free(out);
+}
+
 static void test_job_token(void) {
     unsetenv("SEGTRAIN_JOB_TOKEN");
     const char *args[] = {"--nproc-per-node", "2", "token", NULL};
@@ -542,6 +610,7 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "killmid")) return w_kill_midrun();
         if (!strcmp(m, "loopreduce")) return w_loop_reduce();
         if (!strcmp(m, "token")) return w_token();
+        if (!strcmp(m, "ckfail")) return w_ckfail();
         if (!strcmp(m, "hold")) return w_hold();
         return 2;
     }
@@ -556,6 +625,8 @@ int main(int argc, char **argv) {
     TEST_RUN(test_kill9_midrun);
     TEST_RUN(test_sigterm_forwarded);
     TEST_RUN(test_job_token);
+    TEST_RUN(test_restart_delay);
+    TEST_RUN(test_no_progress_gives_up);
     TEST_RUN(test_second_job_on_same_port);
     TEST_RUN(test_store_host_killed_named);
     rmdir(g_piddir);

@@ -336,11 +336,24 @@ static void test_not_retried(void) {
     CHECK_MSG(rc == 2, "exit %d:\n%s", rc, log);
     CHECK_EQ_INT(count_of(log, "launcher: restarting the workers"), 0);
     CHECK_STR_CONTAINS(log, "not restarting: exit status 2 is a configuration or usage error");
-    /* workers that do not run `train` (eval of a missing checkpoint, exit 1):
-     * a restart would redo the work from the start, so there is none */
+    /* nor is a checkpoint the user named that does not exist (an input
+     * error, exit 2) */
     rc = th_sh("%s --nproc-per-node 2 --max-restarts 2 --restart-backoff-s 0 --kill-grace-s 3 "
-               "eval --config %s --checkpoint %s/missing.safetensors > %s/noteval.log 2>&1",
+               "eval --config %s --checkpoint %s/missing.safetensors > %s/missing.log 2>&1",
                g_bin, g_cfg, g_dir, g_dir);
+    log = th_read_log(g_dir, "missing");
+    CHECK_MSG(rc == 2, "exit %d:\n%s", rc, log);
+    CHECK_EQ_INT(count_of(log, "launcher: restarting the workers"), 0);
+    /* workers that do not run `train` (eval of validation images that
+     * cannot be decoded, a runtime failure, exit 1): a restart would redo
+     * the work from the start, so there is none */
+    CHECK(th_sh("cp -r %s/data %s/baddata && for f in %s/baddata/leftImg8bit/val/*/*.png; do "
+                "printf 'not an image' > \"$f\"; done",
+                g_dir, g_dir, g_dir) == 0);
+    rc = th_sh("%s --nproc-per-node 2 --max-restarts 2 --restart-backoff-s 0 --kill-grace-s 3 "
+               "eval --config %s --set data.root=%s/baddata --checkpoint "
+               "%s/ref/checkpoints/iter_000000" ITERS_S ".safetensors > %s/noteval.log 2>&1",
+               g_bin, g_cfg, g_dir, g_dir, g_dir);
     log = th_read_log(g_dir, "noteval");
     CHECK_MSG(rc == 1, "exit %d:\n%s", rc, log);
     CHECK_EQ_INT(count_of(log, "launcher: restarting the workers"), 0);

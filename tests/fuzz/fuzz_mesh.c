@@ -72,6 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (sg_launch_report_parse((const char *)b + start, i - start, &s, &c, &st) == SG_OK &&
             (s < 0 || c < 0 || sg_launch_report_phrase(st) == NULL))
             abort();
+        long long it = -1;
+        if (sg_launch_report_parse_checkpoint((const char *)b + start, i - start, &it) == SG_OK &&
+            it < 0)
+            abort();
         start = i + 1;
     }
     return 0;

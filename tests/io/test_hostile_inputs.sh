@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/io/test_hostile_inputs.sh SEGTRAIN SRCDIR - hostile or wrong input
 # files, as a user passes them, each refused with an error naming the file
-# and what is wrong, a non-zero exit, within 1 s of CPU time and 100 MB of
+# and what is wrong, a non-zero exit (2, an input error, for a checkpoint the
+# user named: docs/FAILURES.md), within 1 s of CPU time and 100 MB of
 # maximum RSS (measured by /usr/bin/time -v; the elapsed time is bounded at
 # 10 s, for a loaded machine), and nothing already written lost:
 #  - a PyTorch .pth (zip or legacy pickle) where a checkpoint is expected
@@ -97,11 +98,11 @@ for f in torch_zip torch_legacy; do
     refused 2 "predict --checkpoint $f.pth" "$f.pth" "PyTorch checkpoint" "segtrain convert" -- \
         "$SEGTRAIN" predict --checkpoint "$g/$f.pth" --input "$img" --output "$tmp/p.png"
 done
-refused any "eval --checkpoint torch_zip.pth" "PyTorch checkpoint" "segtrain convert" -- \
+refused 2 "eval --checkpoint torch_zip.pth" "PyTorch checkpoint" "segtrain convert" -- \
     "$SEGTRAIN" eval --checkpoint "$g/torch_zip.pth" --config "$tmp/run/config.yaml"
-refused any "export --checkpoint torch_zip.pth" "PyTorch checkpoint" "segtrain convert" -- \
+refused 2 "export --checkpoint torch_zip.pth" "PyTorch checkpoint" "segtrain convert" -- \
     "$SEGTRAIN" export --checkpoint "$g/torch_zip.pth" --out "$tmp/x.safetensors"
-refused any "train --resume torch_legacy.pth" "PyTorch checkpoint" "segtrain convert" -- \
+refused 2 "train --resume torch_legacy.pth" "PyTorch checkpoint" "segtrain convert" -- \
     "$SEGTRAIN" train --config "$tmp/run/config.yaml" --set train.iters=2 \
     --resume "$g/torch_legacy.pth"
 [ -f "$ck" ] || fail "a refused --resume lost $ck"
@@ -147,14 +148,14 @@ refused 2 "model.pretrained all NaN" "nan.safetensors" "encoder.conv1.weight" "N
 for v in nan inf; do
     want=NaN
     [ $v = inf ] && want=-Inf
-    refused any "eval of a checkpoint with $want" "ck_$v.safetensors" "encoder.conv1.weight" \
+    refused 2 "eval of a checkpoint with $want" "ck_$v.safetensors" "encoder.conv1.weight" \
         "holds $want" -- "$SEGTRAIN" eval --checkpoint "$g/ck_$v.safetensors"
-    refused any "predict with $want" "ck_$v.safetensors" "holds $want" -- \
+    refused 2 "predict with $want" "ck_$v.safetensors" "holds $want" -- \
         "$SEGTRAIN" predict --checkpoint "$g/ck_$v.safetensors" --input "$img" \
         --output "$tmp/n.png"
-    refused any "export of $want" "ck_$v.safetensors" "holds $want" -- \
+    refused 2 "export of $want" "ck_$v.safetensors" "holds $want" -- \
         "$SEGTRAIN" export --checkpoint "$g/ck_$v.safetensors" --out "$tmp/x.safetensors"
-    refused any "--resume from $want" "ck_$v.safetensors" "holds $want" -- \
+    refused 2 "--resume from $want" "ck_$v.safetensors" "holds $want" -- \
         "$SEGTRAIN" train --config "$tmp/run/config.yaml" --set train.iters=2 \
         --resume "$g/ck_$v.safetensors"
 done
