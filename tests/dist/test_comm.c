@@ -215,8 +215,14 @@ static void test_diverged_ranks_named(void) {
     char *out = NULL;
     int rc = dh_launch(args, &out, NULL);
     CHECK_EQ_INT(rc, 3);
-    CHECK_STR_CONTAINS(out, "rank 0: all-reduce of 40 bytes failed");
-    CHECK_STR_CONTAINS(out, "rank 1 is in a different collective");
+    /* One rank diagnoses for all (the store's verdict), and the launcher
+     * stops the others once the first rank exits: the job's output holds the
+     * diagnosis as at least one of the two ranks saw it. */
+    int from0 = strstr(out, "rank 0: all-reduce of 40 bytes failed") != NULL &&
+                strstr(out, "rank 1 is in a different collective") != NULL;
+    int from1 = strstr(out, "rank 1: all-reduce of 48 bytes failed") != NULL &&
+                strstr(out, "rank 0 is in a different collective") != NULL;
+    CHECK_MSG(from0 || from1, "neither rank named the diverged collective in:\n%s", out);
     free(out);
 }
 
