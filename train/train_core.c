@@ -111,10 +111,10 @@ sg_status sg_train_core_model(sg_train_core *c, int load_pretrained_weights, int
                 SG_ERROR("model.pretrained: loading %s failed (see above); set "
                          "model.pretrained_strict: false to skip mismatching keys",
                          cfg->model.pretrained);
-            else
-                SG_ERROR("model.pretrained: loading %s failed (see above): is it a safetensors "
-                         "file? (`segtrain convert` writes one from a PyTorch .pth)",
-                         cfg->model.pretrained);
+            else {
+                /* the reader named the cause: a PyTorch file, a non-finite tensor, ... */
+                SG_ERROR("model.pretrained: loading %s failed (see above)", cfg->model.pretrained);
+            }
             return SG_ERR_CONFIG;
         }
     }
