@@ -16,6 +16,7 @@
 #include "core/sigmask.h"
 #include "core/threads.h"
 #include "core/util.h"
+#include "dist/launch.h"
 #include "kernels/backend.h"
 #include "sg_version.h"
 #include "train/config_rules.h"
@@ -57,18 +58,6 @@ static const struct {
 };
 #define N_COMMANDS (int)(sizeof g_commands / sizeof g_commands[0])
 
-static const char *g_launch_opts[] = {"--nproc-per-node",
-                                      "--nnodes",
-                                      "--node-rank",
-                                      "--master-addr",
-                                      "--master-port",
-                                      "--kill-grace-s",
-                                      "--max-restarts",
-                                      "--restart-backoff-s",
-                                      "--agent-port",
-                                      "--node-timeout-s",
-                                      "--max-restarts-without-progress"};
-
 static void usage(FILE *out) {
     fprintf(out,
             "usage: segtrain [SUBCOMMAND] [--config FILE] [--set KEY=VALUE]... [options]\n"
@@ -107,14 +96,6 @@ static int version(void) {
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int is_launch_opt(const char *a) {
-    for (size_t i = 0; i < sizeof g_launch_opts / sizeof g_launch_opts[0]; i++) {
-        size_t n = strlen(g_launch_opts[i]);
-        if (!strncmp(a, g_launch_opts[i], n) && (a[n] == 0 || a[n] == '=')) return 1;
-    }
-    return 0;
-}
-
 /* The OpenMP runtime reads its wait policy before main() (core/threads.h):
  * when the user chose none, run this program once more with segtrain's
  * short spin count, now, before any thread exists. The exec keeps the pid, argv and
@@ -145,7 +126,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) break;
-        if (is_launch_opt(argv[i])) return sg_cmd_launch(argc, argv);
+        if (sg_launch_is_option(argv[i])) return sg_cmd_launch(argc, argv);
     }
     const char *a = argv[1];
     if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {

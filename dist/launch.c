@@ -97,6 +97,14 @@ enum {
     O_COUNT
 };
 
+int sg_launch_is_option(const char *arg) {
+    for (int k = 0; k < O_COUNT; k++) {
+        size_t n = strlen(launch_opt_names[k]);
+        if (!strncmp(arg, launch_opt_names[k], n) && (arg[n] == 0 || arg[n] == '=')) return 1;
+    }
+    return 0;
+}
+
 /* If argv[*i] is launcher option k, stores its value and advances *i past it.
  * Returns 1 if matched, 0 if not, -1 when the value is missing. */
 static int match_opt(int argc, char **argv, int *i, int k, const char **val) {

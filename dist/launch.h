@@ -76,6 +76,11 @@ extern "C" {
  * function. */
 double sg_launch_restart_delay(double base_s, int stalled);
 
+/* 1 when arg is one of the launcher's options (`--nproc-per-node`, or
+ * `--nproc-per-node=N`, ...): the one list main() uses to tell a launch from
+ * a plain command. */
+int sg_launch_is_option(const char *arg);
+
 /* argv as main's (argv[0] = program, ignored); exe = the worker program
  * (argv[0] of each worker). Returns the exit status for the launcher process
  * - not an sg_status (core/status.h): it forwards the failed worker's own
