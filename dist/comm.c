@@ -21,6 +21,7 @@
 #include "dist/job_token.h"
 #include "dist/launch_report.h"
 #include "dist/mesh.h"
+#include "dist/sock_abort.h"
 
 struct sg_comm {
     sg_dist_env env;
@@ -34,7 +35,13 @@ struct sg_comm {
     double probe_s;      /* liveness probe after a failure */
     double op_timeout_s; /* per collective: timeout_s - probe_s, so the
                                failure is reported within dist.timeout_s */
-    atomic_int broken;   /* set by either channel's thread */
+    /* the caller's signal flag (NULL: none): a stop cuts the diagnosis of
+     * a failed collective short, so a rank the launcher is stopping exits
+     * at once and closes its connections (its peers then fail at once too)
+     * instead of keeping them open for the probe; the launcher, which sent
+     * the stop, names the failed rank */
+    const volatile sig_atomic_t *stop;
+    atomic_int broken; /* set by either channel's thread */
     atomic_int broken_reported;
     pthread_mutex_t report_mu; /* one diagnosis at a time */
     int diagnosed;
@@ -97,7 +104,7 @@ static void report_failure(sg_comm *c, const char *what, const char *err, int vi
     if (c->store) {
         int *state = calloc((size_t)c->env.world, sizeof *state);
         SG_CHECK(state, "out of memory");
-        sg_store_diagnose(c->store, c->probe_s, diag, sizeof diag, state);
+        sg_store_diagnose_stoppable(c->store, c->probe_s, c->stop, diag, sizeof diag, state);
         /* under segtrain's launcher: its summary names the culprit, not us */
         for (int r = 0; r < c->env.world; r++)
             if (state[r] != SG_RANK_OK) sg_launch_report_culprit(c->env.rank, r, state[r]);
@@ -572,6 +579,7 @@ sg_comm *sg_comm_create_stoppable(const sg_config *cfg, sg_backend *be,
         return NULL;
     }
     c->be = be;
+    c->stop = stop;
     c->timeout_s = cfg->dist.timeout_s > 0 ? cfg->dist.timeout_s : 300;
     /* heartbeats come every 0.5 s: probe at least 1 s, at most 3 s */
     c->probe_s = c->timeout_s / 4.0 < 1.0   ? 1.0
@@ -671,6 +679,9 @@ void sg_comm_quiesce(sg_comm *c) {
 void sg_comm_destroy(sg_comm *c) {
     if (!c) return;
     if (!c->broken) (void)flush_main(c); /* logged on failure */
+    /* a failed job: reset its connections rather than leave every one in
+     * TIME_WAIT, whose ports the restarted job needs (dist/sock_abort.h) */
+    else (void)sg_sock_abort_all();
     sg_mesh_destroy(c->mesh);
     free(c->mesh_buf);
     free(c->batch_n);

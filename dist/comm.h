@@ -76,8 +76,9 @@ sg_status sg_dist_env_read(sg_dist_env *env);
 sg_comm *sg_comm_create(const sg_config *cfg, sg_backend *be);
 /* The same, but joining (connecting to the store, waiting for the other
  * ranks, building the mesh) ends within ~0.1 s, returning NULL after an
- * error, once *stop != 0 (a signal handler's flag). Once joined, the flag no
- * longer interrupts anything. On NULL, *why (when why is not NULL) says
+ * error, once *stop != 0 (a signal handler's flag). Once joined, the flag
+ * only cuts short the search for the culprit after a failed collective
+ * (sg_store_diagnose_stoppable): the one that stopped this rank names it. On NULL, *why (when why is not NULL) says
  * the class: SG_ERR_CONFIG for a malformed launch environment or ranks that
  * disagree on the binary or the config (the user's setup), else
  * SG_ERR_RUNTIME. */

@@ -124,6 +124,12 @@ sg_store_rc sg_store_barrier(sg_store *s, const char *name);
  * others) seconds. */
 enum { SG_RANK_OK = 0, SG_RANK_DEAD = 1, SG_RANK_HUNG = 2, SG_RANK_UNREACHABLE = 3 };
 int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state);
+/* The same, ended within ~50 ms once *stop != 0 (a signal handler's flag:
+ * whoever stopped this rank, usually the launcher after a worker died,
+ * names the failure itself). A diagnosis cut short names no rank (returns
+ * 0, every state SG_RANK_OK) and out says that it was stopped. */
+int sg_store_diagnose_stoppable(sg_store *s, double probe_s, const volatile sig_atomic_t *stop,
+                                char *out, size_t outlen, int *state);
 /* Starts a thread that bumps this rank's heartbeat counter every 0.5 s
  * through its own connection; stopped by sg_store_destroy of s. Returns
  * SG_OK, or SG_ERR_RUNTIME after logging that the second connection or the

@@ -45,6 +45,9 @@ struct sg_store {
     int is_clone;
     const volatile sig_atomic_t *stop;
     int diag_seq; /* diagnoses made through this handle (sg_store_diagnose) */
+    /* the caller's stop flag during sg_store_diagnose_stoppable (only the
+     * diagnosing thread reads it), else NULL */
+    const volatile sig_atomic_t *diag_stop;
 };
 
 /* connect_locked's verdict besides the sg_store_rc ones: the store answered
@@ -53,15 +56,18 @@ struct sg_store {
 
 static int stopped(const sg_store *s) { return s->stop && *s->stop; }
 
-/* A connected socket (an fd), or -1. */
-static int connect_once(const char *addr, int port) {
+/* A connected socket (an fd), or -1; *refused says whether the host
+ * answered that nobody listens on the port (ECONNREFUSED). */
+static int connect_once(const char *addr, int port, int *refused) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
+    *refused = 0;
     if (getaddrinfo(addr, portstr, &hints, &ai)) return -1;
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        *refused = errno == ECONNREFUSED;
         close(fd);
         fd = -1;
     }
@@ -195,7 +201,14 @@ static void log_refusal(const sg_store *s, uint8_t st, const char *detail) {
 static int connect_locked(sg_store *s, double deadline) {
     for (;;) {
         if (stopped(s)) return SG_STORE_INTERRUPTED;
-        s->fd = connect_once(s->addr, s->port);
+        int refused = 0;
+        s->fd = connect_once(s->addr, s->port, &refused);
+        /* Refused after this handle had been connected: the store's
+         * process (rank 0) is gone, not late, and a new one never listens on
+         * its port within this attempt. Retrying until the deadline only
+         * kept every rank of a failed job alive for the request's timeout
+         * (5 s in a failure diagnosis) before it could exit and restart. */
+        if (s->fd < 0 && refused && (s->claimed || s->is_clone)) return SG_STORE_ERROR;
         if (s->fd >= 0) {
             uint8_t hello[SG_STORE_HELLO_MAX];
             uint32_t kind = s->claimed || s->is_clone ? SG_HELLO_EXTRA : SG_HELLO_CLAIM;
@@ -509,8 +522,11 @@ sg_status sg_store_heartbeat_start(sg_store *s) {
 
 /* Every rank's dead flag and heartbeat counter; the first failed request's
  * outcome (the handle is quiet here: nothing logged). */
+static int diag_stopped(const sg_store *s) { return s->diag_stop && *s->diag_stop; }
+
 static sg_store_rc read_counters(sg_store *s, int64_t *hb, int *dead) {
     for (int r = 0; r < s->world; r++) {
+        if (diag_stopped(s)) return SG_STORE_INTERRUPTED;
         char key[64];
         snprintf(key, sizeof key, SG_STORE_DEAD_PREFIX "%d", r);
         sg_store_rc rc = sg_store_check(s, key, &dead[r]);
@@ -522,10 +538,15 @@ static sg_store_rc read_counters(sg_store *s, int64_t *hb, int *dead) {
     return SG_STORE_OK;
 }
 
-static void sleep_s(double t) {
-    if (t <= 0) return;
-    struct timespec ts = {(time_t)t, (long)((t - (time_t)t) * 1e9)};
-    nanosleep(&ts, NULL);
+/* Sleeps t seconds, in 50 ms slices so that a stop during a diagnosis
+ * ends it within 50 ms. */
+static void sleep_s(const sg_store *s, double t) {
+    double end = sg_now_s() + t;
+    for (double left = t; left > 0 && !diag_stopped(s); left = end - sg_now_s()) {
+        double d = left < 0.05 ? left : 0.05;
+        struct timespec ts = {0, (long)(d * 1e9)};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Reads every rank's counters twice, probe_s apart, into state (one
@@ -547,7 +568,7 @@ static int probe_all(sg_store *s, double probe_s, uint8_t *state, char *out, siz
         }
         failed = 1;
     } else {
-        sleep_s(probe_s);
+        sleep_s(s, probe_s);
         if (read_counters(s, hb1, dead1) != SG_STORE_OK) {
             snprintf(out, outlen, "Rank 0 (hosts the rendezvous store) stopped answering.");
             if (s->rank != 0) state[0] = SG_RANK_UNREACHABLE;
@@ -619,13 +640,14 @@ static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
     double live_every = probe_s < 1.0 ? 1.0 : probe_s;
     /* no verdict can come sooner than probe_s; the first liveness check one
      * interval later (a verdict usually comes first: fewer requests) */
-    sleep_s(probe_s + 0.1);
+    sleep_s(s, probe_s + 0.1);
     int64_t winner = -1, hb_prev = 0;
     int have_prev = 0;
     double next_live = sg_now_s() + live_every, gap = 0.1;
     const char *why = NULL;
     for (;;) {
         int ex = 0;
+        if (diag_stopped(s)) return 0;
         if (sg_store_check(s, vkey, &ex) != SG_STORE_OK) return 0;
         if (ex) {
             void *v = NULL;
@@ -670,7 +692,7 @@ static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
             hb_prev = hb;
             have_prev = 1;
         }
-        sleep_s(gap);
+        sleep_s(s, gap);
         gap = gap * 1.5 > 1.0 ? 1.0 : gap * 1.5; /* a slow winner: fewer polls */
     }
     if (winner >= 0)
@@ -692,7 +714,13 @@ static int await_verdict(sg_store *s, int seq, double probe_s, uint8_t *state) {
  * that dies or hangs while probing is noticed by its dead flag or stalled
  * heartbeat, and the others then probe themselves. */
 int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int *state) {
+    return sg_store_diagnose_stoppable(s, probe_s, NULL, out, outlen, state);
+}
+
+int sg_store_diagnose_stoppable(sg_store *s, double probe_s, const volatile sig_atomic_t *stop,
+                                char *out, size_t outlen, int *state) {
     int w = s->world;
+    s->diag_stop = stop;
     if (state)
         for (int r = 0; r < w; r++) state[r] = SG_RANK_OK;
     uint8_t *st = malloc((size_t)w);
@@ -742,6 +770,15 @@ int sg_store_diagnose(sg_store *s, double probe_s, char *out, size_t outlen, int
         sg_store_set(s, key, st, (size_t)w);
     }
 done:
+    if (diag_stopped(s)) { /* whatever was found is partial: name nobody */
+        memset(st, SG_RANK_OK, (size_t)w);
+        named = 0;
+        snprintf(out, outlen,
+                 "This rank was told to stop (signal %d) while it looked for the rank that failed, "
+                 "so it names none: the launcher's summary does.",
+                 (int)*stop);
+    }
+    s->diag_stop = NULL;
     if (state)
         for (int r = 0; r < w; r++) state[r] = st[r];
     s->timeout_s = saved;

@@ -4,15 +4,20 @@
 # same test (scripts/scale-test: the tiny network, threads: 1):
 #  - start-up (launch -> first step) at 32 ranks <= 8 x the 8-rank one + 5 s
 #    (linear in N would be 4x: the host's 2 cores start 4x the processes);
-#  - one `kill -9` -> every rank gone within dist.timeout_s (20 s here), and
-#    at 32 ranks <= 4 x the 8-rank time + 10 s (measured 0.3-7 s at either
-#    size on a loaded host: it depends on where in its step each rank is);
+#  - one `kill -9` -> every rank gone at 32 ranks <= 4 x the 8-rank time
+#    + 2 s (N processes ending), and within 3 s at either size: the failure
+#    probe of dist.timeout_s 20, which a rank the launcher has stopped must
+#    not wait out (measured 0.1 s at 8 ranks, 0.3-1.3 s at 32, at load
+#    1-35; 3-13 s when every rank probed before it exited);
 #  - kill -> the next step with --max-restarts 1 at 32 ranks <= 8 x the
-#    8-rank time + 10 s (a restart must not cost N x);
+#    8-rank time + 10 s (a restart must not cost N x: the teardown above
+#    plus one start-up);
 #  - descriptors per rank: rank 0 (it hosts the store) <= 4 N + 24, every
 #    other rank <= 2 N + 16 (two Gloo pair meshes and the direct mesh held
 #    ~5 N, and ran 128 ranks out of ephemeral ports);
-# and the open-file limit: a low soft limit is raised (the job runs), a low
+# A round whose times break a bound is measured once more (wall clock on a
+# shared machine); the test fails if the second breaks one too.
+# And the open-file limit: a low soft limit is raised (the job runs), a low
 # hard limit is an error naming `ulimit -n` before any rank connects.
 set -u
 bin=$(realpath "$1")
@@ -66,28 +71,42 @@ grep -q "rank 0: needs [0-9]* open files (connections to 15 peers and the rendez
     "$tmp/hard2.log" || { fail "hard limit 120: rank 0's error does not name the need and ulimit -n"; tail -20 "$tmp/hard2.log" >&2; }
 
 # ---- 8 and 32 ranks ----
-out=$(SCALE_TIMEOUT_S=20 "$src/scripts/scale-test" --bin "$bin" --timeout 120 8 32)
-rc=$?
-echo "$out"
-[ $rc = 0 ] || fail "scripts/scale-test 8 32: exit $rc (see its messages above)"
+# The times are wall clock on a shared machine: a timing bound that fails
+# is measured once more (both sizes again), and the test fails only if the
+# second run fails a bound too. Descriptor counts and a failed run are not
+# retried.
 val() { echo "$out" | grep "^n=$1 " | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
-s8=$(val 8 start_s) s32=$(val 32 start_s) k8=$(val 8 kill_exit_s) k32=$(val 32 kill_exit_s)
-r8=$(val 8 kill_step_s) r32=$(val 32 kill_step_s)
-f32=$(val 32 fds) m32=$(val 32 fds_min)
-for v in "$s8" "$s32" "$k8" "$k32" "$r8" "$r32" "$f32" "$m32"; do
-    num "$v" || { fail "a figure is missing or not a number ('$v'): see the lines above"; break; }
-done
-if [ $fails = 0 ]; then
-    b=$(awk -v a="$s8" 'BEGIN { print 8 * a + 5 }')
-    le "$s32" "$b" || fail "start-up at 32 ranks ${s32} s > 8 x ${s8} s (8 ranks) + 5 s = $b s"
-    le "$k32" 20 || fail "kill -9 -> every rank gone took ${k32} s at 32 ranks, over dist.timeout_s=20"
-    b=$(awk -v a="$k8" 'BEGIN { print 4 * a + 10 }')
-    le "$k32" "$b" || fail "kill -9 -> exit at 32 ranks ${k32} s > 4 x ${k8} s (8 ranks) + 10 s = $b s"
-    b=$(awk -v a="$r8" 'BEGIN { print 8 * a + 10 }')
-    le "$r32" "$b" || fail "kill -9 -> next step at 32 ranks ${r32} s > 8 x ${r8} s (8 ranks) + 10 s = $b s"
+slow=() # the timing bounds this round failed
+slow() { slow+=("$*"); }
+for round in 1 2; do
+    out=$(SCALE_TIMEOUT_S=20 "$src/scripts/scale-test" --bin "$bin" --timeout 120 8 32)
+    rc=$?
+    echo "$out"
+    [ $rc = 0 ] || { fail "scripts/scale-test 8 32: exit $rc (see its messages above)"; break; }
+    s8=$(val 8 start_s) s32=$(val 32 start_s) k8=$(val 8 kill_exit_s) k32=$(val 32 kill_exit_s)
+    r8=$(val 8 kill_step_s) r32=$(val 32 kill_step_s)
+    f32=$(val 32 fds) m32=$(val 32 fds_min)
+    for v in "$s8" "$s32" "$k8" "$k32" "$r8" "$r32" "$f32" "$m32"; do
+        num "$v" || { fail "a figure is missing or not a number ('$v'): see the lines above"; break 2; }
+    done
     le "$f32" $((4 * 32 + 24)) || fail "rank 0 holds $f32 descriptors at 32 ranks, over 4 N + 24 = $((4 * 32 + 24))"
     le "$m32" $((2 * 32 + 16)) || fail "a rank holds $m32 descriptors at 32 ranks, over 2 N + 16 = $((2 * 32 + 16))"
-fi
+    slow=()
+    b=$(awk -v a="$s8" 'BEGIN { print 8 * a + 5 }')
+    le "$s32" "$b" || slow "start-up at 32 ranks ${s32} s > 8 x ${s8} s (8 ranks) + 5 s = $b s"
+    b=$(awk -v a="$k8" 'BEGIN { print 4 * a + 2 }')
+    le "$k32" "$b" || slow "kill -9 -> every rank gone at 32 ranks ${k32} s > 4 x ${k8} s (8 ranks) + 2 s = $b s"
+    le "$k8" 3 || slow "kill -9 -> every rank gone took ${k8} s at 8 ranks, over 3 s (the failure probe)"
+    le "$k32" 3 || slow "kill -9 -> every rank gone took ${k32} s at 32 ranks, over 3 s (the failure probe)"
+    b=$(awk -v a="$r8" 'BEGIN { print 8 * a + 10 }')
+    le "$r32" "$b" || slow "kill -9 -> next step at 32 ranks ${r32} s > 8 x ${r8} s (8 ranks) + 10 s = $b s"
+    [ ${#slow[@]} = 0 ] && break
+    if [ $round = 1 ]; then
+        printf '  over a bound in round 1 (measuring again): %s\n' "${slow[@]}" >&2
+    else
+        for m in "${slow[@]}"; do fail "$m (and over a bound in round 1 too)"; done
+    fi
+done
 [ $fails = 0 ] || { echo "test_scale: $fails check(s) failed" >&2; exit 1; }
 echo "test_scale: ok"

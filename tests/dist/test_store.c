@@ -4,8 +4,12 @@
  * the dead-rank diagnosis when a connection drops without goodbye, and that
  * a diagnosis every rank asks for costs O(N) store requests (one rank probes,
  * the others read its verdict, and probe themselves when it stops or
- * publishes a malformed verdict). */
+ * publishes a malformed verdict), that a stop cuts a diagnosis short, and
+ * that a client whose store host is gone fails at once instead of retrying
+ * its connection until the timeout; and that a failed job's connections
+ * are reset, not left in TIME_WAIT (dist/sock_abort.h). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "dist/sock_abort.h"
 #include "dist/store.h"
 #include "dist/store_proto.h"
 #include "tests/helpers.h"
@@ -339,6 +344,127 @@ static void test_diagnosing_rank_stopped(void) {
     winner_stops(SIGSTOP, "Rank 1 is stopped or hung");
 }
 
+/* A stop (the launcher's SIGTERM) during a diagnosis ends it within ~50 ms
+ * and names nobody: the probe of a hung rank would take probe_s (4 s). */
+static volatile sig_atomic_t g_stop;
+static void *raise_stop(void *arg) {
+    (void)arg;
+    usleep(300 * 1000);
+    g_stop = SIGTERM;
+    return NULL;
+}
+static void test_diagnosis_stopped(void) {
+    sg_store *s0 = mk(0, 0, 2, 10);
+    CHECK(s0 != NULL);
+    int port = sg_store_port(s0);
+    CHECK(sg_store_heartbeat_start(s0) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sg_store *s1 = mk(port, 1, 2, 10);
+        if (!s1) _exit(3);
+        sg_store_heartbeat_start(s1);
+        int64_t v;
+        sg_store_add(s1, "child-up", 1, &v);
+        sleep(60);
+        _exit(0);
+    }
+    CHECK(sg_store_wait(s0, "child-up") == 0);
+    kill(pid, SIGSTOP);
+    g_stop = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, raise_stop, NULL) == 0);
+    char diag[512];
+    int state[2] = {-1, -1};
+    double t0 = th_now();
+    int named = sg_store_diagnose_stoppable(s0, 4.0, &g_stop, diag, sizeof diag, state);
+    double secs = th_now() - t0;
+    pthread_join(t, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "  stopped diagnosis after %.2f s: %s\n", secs, diag);
+    CHECK_EQ_INT(named, 0);
+    CHECK_EQ_INT(state[1], SG_RANK_OK); /* nobody blamed on partial evidence */
+    CHECK_STR_CONTAINS(diag, "told to stop (signal 15)");
+    CHECK_MSG(secs < 1.5, "a stopped diagnosis took %.2f s (probe 4 s)", secs);
+    sg_store_set_timeout(s0, 0.5);
+    sg_store_leave(s0);
+    sg_store_destroy(s0);
+}
+
+/* The store's host (rank 0) dies: a client that had been connected gets
+ * "connection refused" and fails at once, not after retrying for its
+ * timeout (10 s here): every rank of a failed job exits promptly. */
+static void test_host_gone_fails_fast(void) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sg_store *s0 = mk(0, 0, 2, 10);
+        int port = s0 ? sg_store_port(s0) : -1;
+        if (write(fds[1], &port, sizeof port) != sizeof port) _exit(4);
+        sleep(60);
+        _exit(0);
+    }
+    close(fds[1]);
+    int port = -1;
+    CHECK(read(fds[0], &port, sizeof port) == sizeof port);
+    close(fds[0]);
+    CHECK(port > 0);
+    sg_store *s1 = mk(port, 1, 2, 10);
+    CHECK(s1 != NULL);
+    int64_t v = 0;
+    CHECK(sg_store_add(s1, "up", 1, &v) == SG_STORE_OK);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double t0 = th_now();
+    sg_store_rc a = sg_store_add(s1, "up", 1, &v); /* the closed connection */
+    sg_store_rc b = sg_store_add(s1, "up", 1, &v); /* a reconnect: refused */
+    double secs = th_now() - t0;
+    fprintf(stderr, "  two requests after the host died: %d, %d in %.2f s\n", a, b, secs);
+    CHECK(a != SG_STORE_OK && b != SG_STORE_OK);
+    CHECK_MSG(secs < 2.0, "requests to a dead store host took %.2f s (timeout 10 s)", secs);
+    sg_store_destroy(s1);
+}
+
+/* sg_sock_abort_all sets every TCP socket to reset on close (a peer's read
+ * then fails with ECONNRESET, and no TIME_WAIT is left) and leaves Unix
+ * sockets (the launcher's report pipe) alone. */
+static void test_sock_abort(void) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(listen(l, 1) == 0);
+    CHECK(getsockname(l, (struct sockaddr *)&a, &al) == 0);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) == 0);
+    int srv = accept(l, NULL, NULL);
+    CHECK(srv >= 0);
+    int u[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0);
+    int n = sg_sock_abort_all();
+    fprintf(stderr, "  sockets set to reset: %d\n", n);
+    CHECK(n >= 3); /* the listener, both ends of the connection */
+    struct linger lg;
+    socklen_t ll = sizeof lg;
+    CHECK(getsockopt(c, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0);
+    CHECK(lg.l_onoff == 1 && lg.l_linger == 0);
+    ll = sizeof lg;
+    CHECK(getsockopt(u[0], SOL_SOCKET, SO_LINGER, &lg, &ll) == 0);
+    CHECK_EQ_INT(lg.l_onoff, 0);
+    close(c); /* resets the connection */
+    char b;
+    errno = 0;
+    ssize_t r = recv(srv, &b, 1, 0);
+    CHECK_MSG(r < 0 && errno == ECONNRESET,
+              "read after the peer's close: %zd, %s (want ECONNRESET)", r, strerror(errno));
+    close(srv);
+    close(l);
+    close(u[0]);
+    close(u[1]);
+}
+
 /* A verdict that is not one OK, DEAD or HUNG byte per rank (the store's
  * bytes are input too) is refused: the waiting rank says so and probes. */
 static void test_malformed_verdict_refused(void) {
@@ -381,5 +507,8 @@ int main(void) {
     TEST_RUN(test_diagnosing_rank_killed);
     TEST_RUN(test_diagnosing_rank_stopped);
     TEST_RUN(test_malformed_verdict_refused);
+    TEST_RUN(test_diagnosis_stopped);
+    TEST_RUN(test_host_gone_fails_fast);
+    TEST_RUN(test_sock_abort);
     return TEST_EXIT();
 }
