@@ -54,6 +54,7 @@
  * backend's memory ops, so this binary needs no CPU backend to link (the
  * GPU-only bundle runs it).
  */
+#include <execinfo.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,11 +195,17 @@ static void report_unfinished(void) {
     fflush(stdout);
 }
 
-/* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGABRT) reports the case too, then
- * dies of the same signal (not async-signal-safe, but the process is lost
- * anyway and the line is what the rerun needs). */
+/* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGABRT) reports the case and the
+ * stack (this handler replaces a sanitizer's, which would have printed it),
+ * then dies of the same signal (not async-signal-safe, but the process is
+ * lost anyway and the lines are what the rerun and the fix need). */
 static void on_crash(int sig) {
     printf("  (signal %d)\n", sig);
+    fflush(stdout);
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    fprintf(stderr, "test_backend_ops: signal %d, stack (addr2line -e on the offsets):\n", sig);
+    backtrace_symbols_fd(frames, n, 2);
     report_unfinished();
     signal(sig, SIG_DFL);
     raise(sig);
