@@ -520,10 +520,12 @@ sg_status sg_store_heartbeat_start(sg_store *s) {
     return SG_OK;
 }
 
-/* Every rank's dead flag and heartbeat counter; the first failed request's
- * outcome (the handle is quiet here: nothing logged). */
+/* Has the caller of sg_store_diagnose_stoppable been told to stop? */
 static int diag_stopped(const sg_store *s) { return s->diag_stop && *s->diag_stop; }
 
+/* Every rank's dead flag and heartbeat counter; the first failed request's
+ * outcome (the handle is quiet here: nothing logged; SG_STORE_INTERRUPTED
+ * once the diagnosis is stopped). */
 static sg_store_rc read_counters(sg_store *s, int64_t *hb, int *dead) {
     for (int r = 0; r < s->world; r++) {
         if (diag_stopped(s)) return SG_STORE_INTERRUPTED;
