@@ -124,6 +124,29 @@ static void test_three_ranks(void) {
     }
 }
 
+/* A rank in a process of its own (rank of world, store timeout_s): it
+ * joins s0's store, beats and waits to be killed or stopped; returns once
+ * it is up, or -1 (the child killed) when it did not come up. */
+static pid_t live_rank(sg_store *s0, int rank, int world, double timeout_s) {
+    int port = sg_store_port(s0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sg_store *s = mk(port, rank, world, timeout_s);
+        if (!s) _exit(3);
+        sg_store_heartbeat_start(s);
+        int64_t v;
+        sg_store_add(s, "child-up", 1, &v);
+        sleep(60);
+        _exit(0);
+    }
+    if (sg_store_wait(s0, "child-up") != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
 static void test_dead_rank_named(void) {
     sg_store *s0 = mk(0, 0, 3, 5);
     CHECK(s0 != NULL);
@@ -133,17 +156,8 @@ static void test_dead_rank_named(void) {
     CHECK(sg_store_heartbeat_start(s0) == 0);
     CHECK(sg_store_heartbeat_start(s1) == 0);
     /* rank 2 is a process that connects, beats, and dies without goodbye */
-    pid_t pid = fork();
-    if (pid == 0) {
-        sg_store *s2 = mk(port, 2, 3, 5);
-        if (!s2) _exit(3);
-        sg_store_heartbeat_start(s2);
-        int64_t v;
-        sg_store_add(s2, "child-up", 1, &v);
-        sleep(60);
-        _exit(0);
-    }
-    CHECK(sg_store_wait(s0, "child-up") == 0);
+    pid_t pid = live_rank(s0, 2, 3, 5);
+    CHECK(pid > 0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     char diag[512];
@@ -161,19 +175,9 @@ static void test_dead_rank_named(void) {
 static void test_hung_rank_named(void) {
     sg_store *s0 = mk(0, 0, 2, 5);
     CHECK(s0 != NULL);
-    int port = sg_store_port(s0);
     CHECK(sg_store_heartbeat_start(s0) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        sg_store *s1 = mk(port, 1, 2, 5);
-        if (!s1) _exit(3);
-        sg_store_heartbeat_start(s1);
-        int64_t v;
-        sg_store_add(s1, "child-up", 1, &v);
-        sleep(60);
-        _exit(0);
-    }
-    CHECK(sg_store_wait(s0, "child-up") == 0);
+    pid_t pid = live_rank(s0, 1, 2, 5);
+    CHECK(pid > 0);
     kill(pid, SIGSTOP); /* alive (connection open) but no heartbeat */
     char diag[512];
     int named = sg_store_diagnose(s0, 2.5, diag, sizeof diag, NULL);
@@ -356,19 +360,9 @@ static void *raise_stop(void *arg) {
 static void test_diagnosis_stopped(void) {
     sg_store *s0 = mk(0, 0, 2, 10);
     CHECK(s0 != NULL);
-    int port = sg_store_port(s0);
     CHECK(sg_store_heartbeat_start(s0) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        sg_store *s1 = mk(port, 1, 2, 10);
-        if (!s1) _exit(3);
-        sg_store_heartbeat_start(s1);
-        int64_t v;
-        sg_store_add(s1, "child-up", 1, &v);
-        sleep(60);
-        _exit(0);
-    }
-    CHECK(sg_store_wait(s0, "child-up") == 0);
+    pid_t pid = live_rank(s0, 1, 2, 10);
+    CHECK(pid > 0);
     kill(pid, SIGSTOP);
     g_stop = 0;
     pthread_t t;
